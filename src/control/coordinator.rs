@@ -1,0 +1,524 @@
+//! The rank-0 coordinator as a state machine without I/O: frames and clock
+//! readings go in, frames to send and events for the launcher come out.
+//! The tokio layer in `driver` only moves bytes; everything that decides
+//! lives here, so it is tested with simulated ranks and no sockets.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::wire::{
+    FlowEndpoint, FlowRole, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
+};
+use crate::metrics::{aggregate_phase, RankReport};
+use crate::plan::Plan;
+use crate::result::PhaseResult;
+use crate::units::gbps;
+
+/// A control connection, numbered by the driver.
+pub type ConnId = u64;
+
+/// Time limits of the control plane.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// How often the coordinator sends heartbeats.
+    pub heartbeat: Duration,
+    /// A rank not heard from for this long is declared lost.
+    pub silence: Duration,
+    /// All ranks must have said Hello within this.
+    pub join: Duration,
+    /// Endpoints, connect and the final report must each arrive within this.
+    pub step: Duration,
+    /// t0 is this far after the barrier, so Start reaches every rank first.
+    pub start_delay: Duration,
+    /// After an abort, how long to wait for the partial reports.
+    pub abort_grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            heartbeat: Duration::from_millis(500),
+            silence: Duration::from_secs(3),
+            join: Duration::from_secs(30),
+            step: Duration::from_secs(30),
+            start_delay: Duration::from_millis(200),
+            abort_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    Send(ConnId, ToWorker),
+    /// Drop the connection (after sending what was queued to it).
+    Close(ConnId),
+    Event(Event),
+}
+
+/// What the launcher is told, as it happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    /// A connection was refused; the run goes on.
+    Rejected {
+        conn: ConnId,
+        reason: String,
+    },
+    Joined {
+        rank: usize,
+        host: String,
+        joined: usize,
+        total: usize,
+    },
+    PhaseStarted {
+        phase: usize,
+        name: String,
+        window: Window,
+    },
+    /// Live aggregate of one interval, from every rank's count.
+    Progress {
+        phase: usize,
+        interval: u32,
+        gbps: f64,
+    },
+    PhaseDone(Box<PhaseResult>),
+    Finished,
+    Failed(Failure),
+}
+
+/// Why a run ended early, naming the rank and host where one is to blame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub rank: Option<usize>,
+    pub host: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.rank, &self.host) {
+            (Some(rank), Some(host)) => write!(f, "rank {rank} ({host}): {}", self.message),
+            (Some(rank), None) => write!(f, "rank {rank}: {}", self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+struct Slot {
+    host: String,
+    conn: Option<ConnId>,
+    joined: bool,
+    last_heard: i64,
+}
+
+/// Per-rank progress through one step of a phase.
+enum Stage {
+    Joining,
+    Setup { phase: usize, endpoints: Vec<Option<Vec<FlowEndpoint>>> },
+    Connecting { phase: usize, ready: Vec<bool> },
+    Running { phase: usize, t0_ns: i64, reports: Vec<Option<RankReport>>, progress: BTreeMap<u32, Tally> },
+    Aborting { phase: usize, reports: Vec<Option<RankReport>>, failure: Failure, deadline_ns: i64 },
+    Done,
+}
+
+#[derive(Default)]
+struct Tally {
+    ranks: usize,
+    tx: u64,
+    rx: u64,
+}
+
+pub struct Coordinator {
+    job: u64,
+    token: String,
+    tool_version: String,
+    plan: Plan,
+    window: Window,
+    timeouts: Timeouts,
+    slots: Vec<Slot>,
+    /// Connections that have not said Hello yet.
+    pending: HashMap<ConnId, i64>,
+    stage: Stage,
+    /// When the current stage began (coordinator clock, ns).
+    stage_since: i64,
+    last_heartbeat: i64,
+    out: VecDeque<Output>,
+}
+
+fn ns(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl Coordinator {
+    pub fn new(job: u64, token: String, plan: Plan, window: Window, timeouts: Timeouts, now_ns: i64) -> Coordinator {
+        let slots = plan
+            .ranks
+            .iter()
+            .map(|r| Slot { host: r.host.clone(), conn: None, joined: false, last_heard: now_ns })
+            .collect();
+        Coordinator {
+            job,
+            token,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            plan,
+            window,
+            timeouts,
+            slots,
+            pending: HashMap::new(),
+            stage: Stage::Joining,
+            stage_since: now_ns,
+            last_heartbeat: now_ns,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The next thing to do, in order.
+    pub fn poll(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.stage, Stage::Done)
+    }
+
+    pub fn connected(&mut self, conn: ConnId, now_ns: i64) {
+        self.pending.insert(conn, now_ns);
+    }
+
+    pub fn closed(&mut self, conn: ConnId, now_ns: i64) {
+        if self.pending.remove(&conn).is_some() {
+            return;
+        }
+        let Some(rank) = self.rank_of(conn) else { return };
+        self.slots[rank].conn = None;
+        if !self.is_done() {
+            let step = self.step_name();
+            self.fail(Some(rank), format!("connection lost {step}"), now_ns);
+            self.check_abort_complete();
+        }
+    }
+
+    pub fn received(&mut self, conn: ConnId, msg: ToCoordinator, now_ns: i64) {
+        if self.pending.contains_key(&conn) {
+            match msg {
+                ToCoordinator::Hello(hello) => self.hello(conn, hello, now_ns),
+                _ => self.reject(conn, "first frame was not a Hello".to_string()),
+            }
+            return;
+        }
+        let Some(rank) = self.rank_of(conn) else { return };
+        self.slots[rank].last_heard = now_ns;
+        match msg {
+            ToCoordinator::Hello(_) => self.reject(conn, format!("rank {rank} sent a second Hello")),
+            ToCoordinator::Heartbeat => {}
+            ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
+            ToCoordinator::Ready { phase } => self.ready(rank, phase, now_ns),
+            ToCoordinator::Progress { phase, interval, tx_bytes, rx_bytes } => {
+                self.progress(phase, interval, tx_bytes, rx_bytes)
+            }
+            ToCoordinator::Report(report) => self.report(rank, *report, now_ns),
+            ToCoordinator::Failed { phase, error } => {
+                self.fail(Some(rank), format!("failed in phase {phase}: {error}"), now_ns);
+                self.check_abort_complete();
+            }
+        }
+    }
+
+    /// A frame that could not be decoded: a stranger is turned away, a
+    /// rank that garbles its stream ends the run.
+    pub fn protocol_error(&mut self, conn: ConnId, reason: &str, now_ns: i64) {
+        if self.pending.contains_key(&conn) {
+            self.reject(conn, format!("undecodable first frame: {reason}"));
+        } else if let Some(rank) = self.rank_of(conn) {
+            self.out.push_back(Output::Close(conn));
+            self.slots[rank].conn = None;
+            self.fail(Some(rank), format!("sent an undecodable frame: {reason}"), now_ns);
+            self.check_abort_complete();
+        }
+    }
+
+    /// Heartbeats and deadlines; call it at least every heartbeat interval.
+    pub fn tick(&mut self, now_ns: i64) {
+        if self.is_done() {
+            return;
+        }
+        if now_ns - self.last_heartbeat >= ns(self.timeouts.heartbeat) {
+            self.last_heartbeat = now_ns;
+            self.broadcast(|| ToWorker::Heartbeat);
+        }
+        let silent = self
+            .slots
+            .iter()
+            .position(|s| s.conn.is_some() && s.joined && now_ns - s.last_heard > ns(self.timeouts.silence));
+        if let Some(rank) = silent {
+            let secs = (now_ns - self.slots[rank].last_heard) as f64 / 1e9;
+            let step = self.step_name();
+            self.fail(Some(rank), format!("silent for {secs:.1} s {step} (heartbeat timeout)"), now_ns);
+            return;
+        }
+        let elapsed = now_ns - self.stage_since;
+        let (limit, missing): (i64, Vec<usize>) = match &self.stage {
+            Stage::Joining => (ns(self.timeouts.join), self.ranks_where(|r| !self.slots[r].joined)),
+            Stage::Setup { endpoints, .. } => (ns(self.timeouts.step), self.ranks_where(|r| endpoints[r].is_none())),
+            Stage::Connecting { ready, .. } => (ns(self.timeouts.step), self.ranks_where(|r| !ready[r])),
+            Stage::Running { reports, t0_ns, .. } => {
+                let until_end = t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration);
+                (until_end + ns(self.timeouts.step), self.ranks_where(|r| reports[r].is_none()))
+            }
+            Stage::Aborting { deadline_ns, .. } => {
+                if now_ns >= *deadline_ns {
+                    self.finish_abort();
+                }
+                return;
+            }
+            Stage::Done => return,
+        };
+        if elapsed > limit && !missing.is_empty() {
+            let step = self.step_name();
+            let message = format!("no answer {step} within {:.0} s", limit as f64 / 1e9);
+            let first = missing[0];
+            let others =
+                if missing.len() > 1 { format!(" (also ranks {})", list(&missing[1..])) } else { String::new() };
+            self.fail(Some(first), format!("{message}{others}"), now_ns);
+        }
+    }
+
+    fn hello(&mut self, conn: ConnId, hello: Hello, now_ns: i64) {
+        let verdict = if hello.magic != MAGIC {
+            Err("not a fabricbench worker (bad magic)".to_string())
+        } else if hello.token != self.token {
+            Err(format!("wrong job token from `{}` claiming rank {}", hello.host, hello.rank))
+        } else if hello.version != PROTOCOL_VERSION {
+            Err(format!(
+                "rank {} on {} speaks protocol {} (fabricbench {}), this coordinator speaks {} (fabricbench {})",
+                hello.rank, hello.host, hello.version, hello.tool_version, PROTOCOL_VERSION, self.tool_version
+            ))
+        } else if hello.job != self.job {
+            Err(format!("rank {} on {} belongs to job {:x}, not {:x}", hello.rank, hello.host, hello.job, self.job))
+        } else if hello.rank >= self.slots.len() {
+            Err(format!("rank {} does not exist in a job of {} ranks", hello.rank, self.slots.len()))
+        } else if self.slots[hello.rank].joined {
+            Err(format!("rank {} joined twice (second Hello from {})", hello.rank, hello.host))
+        } else if !matches!(self.stage, Stage::Joining) {
+            Err(format!("rank {} said Hello after the run began", hello.rank))
+        } else {
+            Ok(())
+        };
+        if let Err(reason) = verdict {
+            self.reject(conn, reason);
+            return;
+        }
+        self.pending.remove(&conn);
+        let slot = &mut self.slots[hello.rank];
+        slot.conn = Some(conn);
+        slot.joined = true;
+        slot.last_heard = now_ns;
+        self.out.push_back(Output::Send(conn, ToWorker::Welcome { now_ns }));
+        let joined = self.slots.iter().filter(|s| s.joined).count();
+        self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
+        if joined == self.slots.len() {
+            self.begin_phase(0, now_ns);
+        }
+    }
+
+    fn begin_phase(&mut self, phase: usize, now_ns: i64) {
+        let n = self.slots.len();
+        let p = &self.plan.phases[phase];
+        let mut setups: Vec<Vec<FlowRole>> = vec![Vec::new(); n];
+        for flow in &p.flows {
+            let group = &p.groups[flow.group];
+            setups[flow.src].push(FlowRole { flow: *flow, side: Side::Sender, group: group.clone() });
+            setups[flow.dst].push(FlowRole { flow: *flow, side: Side::Receiver, group: group.clone() });
+        }
+        for (rank, flows) in setups.into_iter().enumerate() {
+            self.send(rank, ToWorker::Setup { phase, flows });
+        }
+        self.set_stage(Stage::Setup { phase, endpoints: vec![None; n] }, now_ns);
+    }
+
+    fn endpoints(&mut self, rank: usize, phase: usize, list: Vec<FlowEndpoint>, now_ns: i64) {
+        let Stage::Setup { phase: current, endpoints } = &mut self.stage else { return };
+        if *current != phase {
+            return;
+        }
+        endpoints[rank] = Some(list);
+        if endpoints.iter().any(Option::is_none) {
+            return;
+        }
+        // Index every end by (flow, side), then hand each rank the far ends of its own flows.
+        let mut ends: HashMap<(u32, Side), &FlowEndpoint> = HashMap::new();
+        for e in endpoints.iter().flatten().flatten() {
+            ends.insert((e.flow, e.side), e);
+        }
+        let p = &self.plan.phases[phase];
+        let mut peers: Vec<Vec<FlowEndpoint>> = vec![Vec::new(); self.slots.len()];
+        for flow in &p.flows {
+            if let Some(&e) = ends.get(&(flow.id, Side::Receiver)) {
+                peers[flow.src].push(e.clone());
+            }
+            if let Some(&e) = ends.get(&(flow.id, Side::Sender)) {
+                peers[flow.dst].push(e.clone());
+            }
+        }
+        for (rank, list) in peers.into_iter().enumerate() {
+            self.send(rank, ToWorker::Peers { phase, peers: list });
+        }
+        let n = self.slots.len();
+        self.set_stage(Stage::Connecting { phase, ready: vec![false; n] }, now_ns);
+    }
+
+    fn ready(&mut self, rank: usize, phase: usize, now_ns: i64) {
+        let Stage::Connecting { phase: current, ready } = &mut self.stage else { return };
+        if *current != phase {
+            return;
+        }
+        ready[rank] = true;
+        if ready.iter().all(|&r| r) {
+            let t0_ns = now_ns + ns(self.timeouts.start_delay);
+            let window = self.window;
+            self.broadcast(|| ToWorker::Start { phase, t0_ns, window });
+            let name = self.plan.phases[phase].name.clone();
+            self.event(Event::PhaseStarted { phase, name, window });
+            let n = self.slots.len();
+            let stage = Stage::Running { phase, t0_ns, reports: vec![None; n], progress: BTreeMap::new() };
+            self.set_stage(stage, now_ns);
+        }
+    }
+
+    fn progress(&mut self, phase: usize, interval: u32, tx: u64, rx: u64) {
+        let n = self.slots.len();
+        let Stage::Running { phase: current, progress, .. } = &mut self.stage else { return };
+        if *current != phase {
+            return;
+        }
+        let tally = progress.entry(interval).or_default();
+        tally.ranks += 1;
+        tally.tx += tx;
+        tally.rx += rx;
+        if tally.ranks == n {
+            // Receivers count what arrived; transports whose receivers are passive count at the sender.
+            let bytes = if tally.rx > 0 { tally.rx } else { tally.tx };
+            let rate = gbps(bytes, self.window.interval.as_secs_f64());
+            progress.remove(&interval);
+            self.event(Event::Progress { phase, interval, gbps: rate });
+        }
+    }
+
+    fn report(&mut self, rank: usize, report: RankReport, now_ns: i64) {
+        match &mut self.stage {
+            Stage::Running { phase, reports, .. } if *phase == report.phase => {
+                reports[rank] = Some(report);
+                if reports.iter().all(Option::is_some) {
+                    let phase = *phase;
+                    let reports = std::mem::take(reports);
+                    let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
+                    self.event(Event::PhaseDone(Box::new(result)));
+                    if phase + 1 < self.plan.phases.len() {
+                        self.begin_phase(phase + 1, now_ns);
+                    } else {
+                        self.broadcast(|| ToWorker::Bye);
+                        self.event(Event::Finished);
+                        self.set_stage(Stage::Done, now_ns);
+                    }
+                }
+            }
+            Stage::Aborting { phase, reports, .. } if *phase == report.phase => {
+                reports[rank] = Some(report);
+                self.check_abort_complete();
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends the run: a phase that was running collects partial reports first.
+    fn fail(&mut self, rank: Option<usize>, message: String, now_ns: i64) {
+        let failure = Failure { rank, host: rank.map(|r| self.slots[r].host.clone()), message };
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Running { phase, reports, .. } => {
+                let reason = failure.to_string();
+                self.broadcast(|| ToWorker::Abort { reason: reason.clone() });
+                let deadline_ns = now_ns + ns(self.timeouts.abort_grace);
+                self.set_stage(Stage::Aborting { phase, reports, failure, deadline_ns }, now_ns);
+            }
+            aborting @ Stage::Aborting { .. } => self.stage = aborting,
+            Stage::Done => {}
+            _ => {
+                let reason = failure.to_string();
+                self.broadcast(|| ToWorker::Abort { reason: reason.clone() });
+                self.broadcast(|| ToWorker::Bye);
+                self.event(Event::Failed(failure));
+            }
+        }
+    }
+
+    fn check_abort_complete(&mut self) {
+        let Stage::Aborting { reports, .. } = &self.stage else { return };
+        let waiting = self.slots.iter().enumerate().any(|(r, s)| s.conn.is_some() && reports[r].is_none());
+        if !waiting {
+            self.finish_abort();
+        }
+    }
+
+    fn finish_abort(&mut self) {
+        let Stage::Aborting { phase, reports, failure, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
+            return;
+        };
+        if reports.iter().any(Option::is_some) {
+            let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, false);
+            self.event(Event::PhaseDone(Box::new(result)));
+        }
+        self.broadcast(|| ToWorker::Bye);
+        self.event(Event::Failed(failure));
+    }
+
+    fn reject(&mut self, conn: ConnId, reason: String) {
+        self.pending.remove(&conn);
+        self.event(Event::Rejected { conn, reason });
+        self.out.push_back(Output::Close(conn));
+    }
+
+    fn set_stage(&mut self, stage: Stage, now_ns: i64) {
+        self.stage = stage;
+        self.stage_since = now_ns;
+    }
+
+    fn step_name(&self) -> String {
+        match &self.stage {
+            Stage::Joining => "while joining".to_string(),
+            Stage::Setup { phase, .. } => format!("while creating endpoints of phase {phase}"),
+            Stage::Connecting { phase, .. } => format!("while connecting flows of phase {phase}"),
+            Stage::Running { phase, .. } | Stage::Aborting { phase, .. } => format!("during phase {phase}"),
+            Stage::Done => "after the run".to_string(),
+        }
+    }
+
+    fn rank_of(&self, conn: ConnId) -> Option<usize> {
+        self.slots.iter().position(|s| s.conn == Some(conn))
+    }
+
+    fn ranks_where(&self, pred: impl Fn(usize) -> bool) -> Vec<usize> {
+        (0..self.slots.len()).filter(|&r| pred(r)).collect()
+    }
+
+    fn send(&mut self, rank: usize, msg: ToWorker) {
+        if let Some(conn) = self.slots[rank].conn {
+            self.out.push_back(Output::Send(conn, msg));
+        }
+    }
+
+    fn broadcast(&mut self, msg: impl Fn() -> ToWorker) {
+        for rank in 0..self.slots.len() {
+            self.send(rank, msg());
+        }
+    }
+
+    fn event(&mut self, event: Event) {
+        self.out.push_back(Output::Event(event));
+    }
+}
+
+fn list(ranks: &[usize]) -> String {
+    ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,116 @@
+//! The tokio layer around the sans-IO coordinator: accepts connections,
+//! turns frames into inputs, carries outputs to the right socket, ticks the
+//! clock. Nothing here decides anything.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::control::coordinator::{ConnId, Coordinator, Event, Output};
+use crate::control::framing::{pump, FrameReader, FrameWriter};
+use crate::control::wire::{ToCoordinator, ToWorker};
+use crate::metrics::clock::now_ns;
+
+const TICK: Duration = Duration::from_millis(100);
+/// How long queued frames (the final Bye) may take to flush.
+const FLUSH: Duration = Duration::from_secs(2);
+
+enum Inbound {
+    Frame(ConnId, ToCoordinator),
+    Garbage(ConnId, String),
+    Closed(ConnId),
+}
+
+struct Conn {
+    peer: SocketAddr,
+    writer: Option<mpsc::UnboundedSender<ToWorker>>,
+    reader: JoinHandle<()>,
+}
+
+/// Runs the coordinator until it is done, handing every event to `on_event`.
+pub async fn drive(listener: TcpListener, mut coordinator: Coordinator, mut on_event: impl FnMut(Event)) {
+    let (inbound_tx, mut inbound) = mpsc::unbounded_channel();
+    let mut conns: HashMap<ConnId, Conn> = HashMap::new();
+    let mut writers = Vec::new();
+    let mut next_id: ConnId = 0;
+    let mut tick = tokio::time::interval(TICK);
+    while !coordinator.is_done() {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                let id = next_id;
+                next_id += 1;
+                let (read, write) = stream.into_split();
+                let reader = tokio::spawn(read_frames(id, FrameReader::new(read), inbound_tx.clone()));
+                let (writer, queue) = mpsc::unbounded_channel();
+                writers.push(tokio::spawn(pump(FrameWriter::new(write), queue)));
+                conns.insert(id, Conn { peer, writer: Some(writer), reader });
+                coordinator.connected(id, now_ns());
+            }
+            Some(input) = inbound.recv() => match input {
+                Inbound::Frame(id, msg) => coordinator.received(id, msg, now_ns()),
+                Inbound::Garbage(id, reason) => coordinator.protocol_error(id, &reason, now_ns()),
+                Inbound::Closed(id) => {
+                    conns.remove(&id);
+                    coordinator.closed(id, now_ns());
+                }
+            },
+            _ = tick.tick() => coordinator.tick(now_ns()),
+        }
+        while let Some(output) = coordinator.poll() {
+            match output {
+                Output::Send(id, msg) => {
+                    if let Some(w) = conns.get(&id).and_then(|c| c.writer.as_ref()) {
+                        let _ = w.send(msg);
+                    }
+                }
+                Output::Close(id) => {
+                    if let Some(conn) = conns.remove(&id) {
+                        conn.reader.abort();
+                    }
+                }
+                Output::Event(event) => {
+                    if let Event::Rejected { conn, reason } = &event {
+                        let peer = conns.get(conn).map_or_else(|| "?".to_string(), |c| c.peer.to_string());
+                        tracing::warn!("rejected control connection from {peer}: {reason}");
+                    }
+                    on_event(event);
+                }
+            }
+        }
+    }
+    // Close every queue so the writers flush what is left (Bye) and end.
+    for conn in conns.values_mut() {
+        conn.writer = None;
+    }
+    let _ = tokio::time::timeout(FLUSH, futures::future::join_all(writers)).await;
+    for conn in conns.into_values() {
+        conn.reader.abort();
+    }
+}
+
+async fn read_frames(
+    id: ConnId,
+    mut reader: FrameReader<tokio::net::tcp::OwnedReadHalf, ToCoordinator>,
+    inbound: mpsc::UnboundedSender<Inbound>,
+) {
+    loop {
+        let input = match reader.next().await {
+            Some(Ok(msg)) => Inbound::Frame(id, msg),
+            Some(Err(e)) => {
+                let _ = inbound.send(Inbound::Garbage(id, e.to_string()));
+                return;
+            }
+            None => Inbound::Closed(id),
+        };
+        let closed = matches!(input, Inbound::Closed(_));
+        if inbound.send(input).is_err() || closed {
+            return;
+        }
+    }
+}

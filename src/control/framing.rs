@@ -1,0 +1,72 @@
+//! Frames on the control connection: a 4-byte big-endian length, then a
+//! postcard message. Frames over [`MAX_FRAME`] are refused before any
+//! allocation, so a stranger cannot make the coordinator buffer gigabytes.
+
+use futures::{SinkExt, StreamExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+
+/// Largest control frame: ample for an endpoint table of thousands of flows.
+pub const MAX_FRAME: usize = 16 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("connection error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("undecodable frame: {0}")]
+    Decode(#[from] postcard::Error),
+}
+
+fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec()
+}
+
+/// Reads typed messages from a byte stream.
+pub struct FrameReader<R, M> {
+    inner: FramedRead<R, LengthDelimitedCodec>,
+    _msg: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<R: AsyncRead + Unpin, M: DeserializeOwned> FrameReader<R, M> {
+    pub fn new(read: R) -> Self {
+        FrameReader { inner: FramedRead::new(read, codec()), _msg: std::marker::PhantomData }
+    }
+
+    /// The next message, or `None` at a clean end of stream.
+    pub async fn next(&mut self) -> Option<Result<M, FrameError>> {
+        let frame = self.inner.next().await?;
+        Some(frame.map_err(FrameError::from).and_then(|bytes| Ok(postcard::from_bytes(&bytes)?)))
+    }
+}
+
+/// Writes typed messages to a byte stream.
+pub struct FrameWriter<W, M> {
+    inner: FramedWrite<W, LengthDelimitedCodec>,
+    _msg: std::marker::PhantomData<fn(M)>,
+}
+
+impl<W: AsyncWrite + Unpin, M: Serialize> FrameWriter<W, M> {
+    pub fn new(write: W) -> Self {
+        FrameWriter { inner: FramedWrite::new(write, codec()), _msg: std::marker::PhantomData }
+    }
+
+    pub async fn send(&mut self, msg: &M) -> Result<(), FrameError> {
+        let bytes = postcard::to_stdvec(msg)?;
+        self.inner.send(bytes::Bytes::from(bytes)).await?;
+        Ok(())
+    }
+}
+
+/// Writes every message queued until the queue closes or the peer goes away.
+pub async fn pump<W: AsyncWrite + Unpin, M: Serialize>(
+    mut writer: FrameWriter<W, M>,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<M>,
+) {
+    while let Some(msg) = queue.recv().await {
+        if writer.send(&msg).await.is_err() {
+            return;
+        }
+    }
+}

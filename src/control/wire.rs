@@ -1,0 +1,137 @@
+//! Control-plane messages between workers and the rank-0 coordinator.
+//! Encoded with postcard inside length-delimited frames (see `framing`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::RankReport;
+use crate::plan::{Flow, FlowId, GroupPlan};
+
+/// "FBCP": the first field of every Hello; anything else is a stranger.
+pub const MAGIC: u32 = 0x4642_4350;
+/// Bumped on any incompatible change to these messages.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A worker's first frame. The token is checked before anything else.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub magic: u32,
+    pub token: String,
+    pub version: u32,
+    pub tool_version: String,
+    pub job: u64,
+    pub rank: usize,
+    pub host: String,
+    pub pid: u32,
+}
+
+/// Which end of a flow a rank plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Side {
+    Sender,
+    Receiver,
+}
+
+/// How a peer reaches one end of a flow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Endpoint {
+    Tcp { addr: SocketAddr },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowEndpoint {
+    pub flow: FlowId,
+    pub side: Side,
+    pub endpoint: Endpoint,
+}
+
+/// A rank's part in one flow, as the coordinator assigns it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowRole {
+    pub flow: Flow,
+    pub side: Side,
+    pub group: GroupPlan,
+}
+
+/// The common measurement window of a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub interval: Duration,
+}
+
+impl Window {
+    /// Sample boundaries in the window: 0 (window opens) … the last (closes).
+    pub fn boundaries(&self) -> u32 {
+        let n = self.duration.as_nanos().div_ceil(self.interval.as_nanos().max(1));
+        u32::try_from(n).unwrap_or(u32::MAX) + 1
+    }
+
+    /// Offset of boundary `k` from t0.
+    pub fn boundary(&self, k: u32) -> Duration {
+        (self.warmup + self.interval * k).min(self.warmup + self.duration)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ToCoordinator {
+    Hello(Hello),
+    /// The rank's own ends of its flows in a phase, for its peers.
+    Endpoints {
+        phase: usize,
+        endpoints: Vec<FlowEndpoint>,
+    },
+    /// Every flow of the rank is connected; the rank waits at the barrier.
+    Ready {
+        phase: usize,
+    },
+    /// Bytes moved by the rank in one interval, for live progress.
+    Progress {
+        phase: usize,
+        interval: u32,
+        tx_bytes: u64,
+        rx_bytes: u64,
+    },
+    /// Everything the rank measured in a phase.
+    Report(Box<RankReport>),
+    /// The rank cannot go on (endpoint, connect or stream error).
+    Failed {
+        phase: usize,
+        error: String,
+    },
+    Heartbeat,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ToWorker {
+    /// Hello accepted; `now_ns` is the coordinator's clock, for the offset.
+    Welcome {
+        now_ns: i64,
+    },
+    /// The rank's flows in a phase: create their endpoints.
+    Setup {
+        phase: usize,
+        flows: Vec<FlowRole>,
+    },
+    /// The peer ends of the rank's flows: connect.
+    Peers {
+        phase: usize,
+        peers: Vec<FlowEndpoint>,
+    },
+    /// Run from `t0_ns` (coordinator clock) through the window.
+    Start {
+        phase: usize,
+        t0_ns: i64,
+        window: Window,
+    },
+    /// Stop the phase and report what was measured.
+    Abort {
+        reason: String,
+    },
+    /// The run is over: exit.
+    Bye,
+    Heartbeat,
+}

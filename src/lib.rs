@@ -1,0 +1,15 @@
+//! fabricbench: benchmark RDMA and TCP fabrics across many hosts at once.
+//!
+//! One binary is the launcher, the per-host worker and the rank-0
+//! coordinator. The flow of a run and the job of each module are described
+//! in the README and docs/.
+
+pub mod control;
+pub mod hostfile;
+pub mod metrics;
+pub mod plan;
+pub mod result;
+pub mod scenario;
+pub mod transport;
+pub mod units;
+pub mod worker;

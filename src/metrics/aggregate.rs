@@ -1,0 +1,175 @@
+//! Turning every rank's samples into one phase result over the common
+//! window: the same boundaries for all flows, so the aggregate is exactly the
+//! sum of the flows.
+
+use crate::control::wire::Side;
+use crate::metrics::{stats, FlowSamples, RankReport};
+use crate::plan::{Flow, Phase, RankInfo};
+use crate::result::{FlowResult, GroupResult, PhaseResult, RankResult, ReceiverResult};
+use crate::units::gbps;
+
+/// Builds the phase result from the reports that arrived (`None` for a rank
+/// that never reported). `complete` is false for a phase cut short.
+pub fn aggregate_phase(
+    phase: &Phase,
+    ranks: &[RankInfo],
+    reports: &[Option<RankReport>],
+    complete: bool,
+) -> PhaseResult {
+    let arrived: Vec<&RankReport> = reports.iter().flatten().collect();
+    // Boundaries every reporting rank took: the common window.
+    let taken = arrived.iter().map(|r| r.sample_ns.len()).min().unwrap_or(0);
+    let window_s = if taken >= 2 {
+        let spans: Vec<f64> = arrived.iter().map(|r| (r.sample_ns[taken - 1] - r.sample_ns[0]) as f64 / 1e9).collect();
+        stats::mean(&spans).unwrap_or(0.0)
+    } else {
+        0.0
+    };
+    let samples = |rank: usize, flow: &Flow, side: Side| -> Option<(&RankReport, &FlowSamples)> {
+        let report = reports.get(rank)?.as_ref()?;
+        let s = report.flows.iter().find(|s| s.flow == flow.id && s.side == side)?;
+        (s.bytes.len() >= taken && taken >= 2).then_some((report, s))
+    };
+    let in_window = |s: &FlowSamples| s.bytes[taken - 1] - s.bytes[0];
+
+    let mut flows = Vec::with_capacity(phase.flows.len());
+    for flow in &phase.flows {
+        let group = &phase.groups[flow.group];
+        let tx = samples(flow.src, flow, Side::Sender);
+        let rx = samples(flow.dst, flow, Side::Receiver);
+        let (report, counted) = match rx.or(tx) {
+            Some(found) => (Some(found.0), Some(found.1)),
+            None => (None, None),
+        };
+        let bytes = counted.map_or(0, in_window);
+        let messages = counted.map_or(0, |s| s.messages[taken - 1] - s.messages[0]);
+        let interval_gbps = match (report, counted) {
+            (Some(r), Some(s)) => (1..taken)
+                .map(|k| gbps(s.bytes[k] - s.bytes[k - 1], (r.sample_ns[k] - r.sample_ns[k - 1]) as f64 / 1e9))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let error = [tx, rx].into_iter().flatten().find_map(|(_, s)| s.error.clone());
+        flows.push(FlowResult {
+            id: flow.id,
+            group: group.name.clone(),
+            src: flow.src,
+            dst: flow.dst,
+            src_host: ranks[flow.src].host.clone(),
+            dst_host: ranks[flow.dst].host.clone(),
+            streams: group.streams,
+            message_size: group.message_size.bytes(),
+            tx_bytes: tx.map(|(_, s)| in_window(s)),
+            rx_bytes: rx.map(|(_, s)| in_window(s)),
+            bytes,
+            gbps: gbps(bytes, window_s),
+            msgs_per_s: if window_s > 0.0 { messages as f64 / window_s } else { 0.0 },
+            interval_gbps,
+            error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
+        });
+    }
+
+    let intervals = taken.saturating_sub(1);
+    let interval_gbps = (0..intervals).map(|k| flows.iter().filter_map(|f| f.interval_gbps.get(k)).sum()).collect();
+    let starts: Vec<f64> = arrived
+        .iter()
+        .flat_map(|r| r.flows.iter())
+        .filter(|s| s.side == Side::Sender)
+        .filter_map(|s| s.start_ns)
+        .map(|ns| ns as f64 / 1e3)
+        .collect();
+    let start_skew_us = match (stats::min(&starts), stats::max(&starts)) {
+        (Some(lo), Some(hi)) => hi - lo,
+        _ => 0.0,
+    };
+
+    PhaseResult {
+        index: phase.index,
+        name: phase.name.clone(),
+        complete,
+        window_s,
+        start_skew_us,
+        aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
+        interval_gbps,
+        groups: groups(phase, &flows),
+        receivers: receivers(ranks, &flows),
+        ranks: rank_results(ranks, reports, &flows, window_s),
+        flows,
+    }
+}
+
+fn groups(phase: &Phase, flows: &[FlowResult]) -> Vec<GroupResult> {
+    phase
+        .groups
+        .iter()
+        .map(|g| {
+            let rates: Vec<f64> = flows.iter().filter(|f| f.group == g.name).map(|f| f.gbps).collect();
+            GroupResult {
+                name: g.name.clone(),
+                pattern: g.pattern,
+                transport: g.transport,
+                op: g.op,
+                flows: rates.len(),
+                aggregate_gbps: rates.iter().sum(),
+                min_flow_gbps: stats::min(&rates).unwrap_or(0.0),
+                max_flow_gbps: stats::max(&rates).unwrap_or(0.0),
+                jain: stats::jain(&rates).unwrap_or(0.0),
+            }
+        })
+        .collect()
+}
+
+fn receivers(ranks: &[RankInfo], flows: &[FlowResult]) -> Vec<ReceiverResult> {
+    ranks
+        .iter()
+        .filter_map(|r| {
+            let rates: Vec<f64> = flows.iter().filter(|f| f.dst == r.rank).map(|f| f.gbps).collect();
+            if rates.is_empty() {
+                return None;
+            }
+            let total: f64 = rates.iter().sum();
+            let share = |x: Option<f64>| if total > 0.0 { x.unwrap_or(0.0) / total } else { 0.0 };
+            Some(ReceiverResult {
+                rank: r.rank,
+                host: r.host.clone(),
+                senders: rates.len(),
+                aggregate_gbps: total,
+                min_share: share(stats::min(&rates)),
+                max_share: share(stats::max(&rates)),
+                jain: stats::jain(&rates).unwrap_or(0.0),
+                cov: stats::cov(&rates).unwrap_or(0.0),
+            })
+        })
+        .collect()
+}
+
+fn rank_results(
+    ranks: &[RankInfo],
+    reports: &[Option<RankReport>],
+    flows: &[FlowResult],
+    window_s: f64,
+) -> Vec<RankResult> {
+    ranks
+        .iter()
+        .map(|r| {
+            let report = reports.get(r.rank).and_then(Option::as_ref);
+            let tx: u64 = flows.iter().filter(|f| f.src == r.rank).filter_map(|f| f.tx_bytes).sum();
+            let rx: u64 = flows.iter().filter(|f| f.dst == r.rank).filter_map(|f| f.rx_bytes).sum();
+            RankResult {
+                rank: r.rank,
+                host: r.host.clone(),
+                reported: report.is_some(),
+                tx_gbps: gbps(tx, window_s),
+                rx_gbps: gbps(rx, window_s),
+                cpu: report.map(|r| r.cpu).unwrap_or_default(),
+                netdevs: report.map(|r| r.netdevs.clone()).unwrap_or_default(),
+                clock_offset_us: report.map_or(0.0, |r| r.clock_offset_ns as f64 / 1e3),
+                rtt_us: report.map_or(0.0, |r| r.rtt_ns as f64 / 1e3),
+                error: match report {
+                    Some(rep) => rep.error.clone(),
+                    None => Some("no report (the rank was lost)".to_string()),
+                },
+            }
+        })
+        .collect()
+}

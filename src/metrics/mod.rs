@@ -1,0 +1,45 @@
+//! Measuring: clocks, per-interval samples, CPU and interface counters, and
+//! the aggregation of every rank's report into a phase result.
+
+mod aggregate;
+pub mod clock;
+pub mod cpu;
+pub mod netdev;
+pub mod stats;
+
+use serde::{Deserialize, Serialize};
+
+pub use aggregate::aggregate_phase;
+
+use crate::control::wire::Side;
+use crate::plan::FlowId;
+
+/// What one rank measured in one phase, sent to the coordinator at its end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankReport {
+    pub phase: usize,
+    pub rank: usize,
+    /// Times of the sample boundaries taken, in ns after t0 (coordinator clock).
+    pub sample_ns: Vec<i64>,
+    pub flows: Vec<FlowSamples>,
+    /// The rank's clock minus the coordinator's, as estimated at Hello.
+    pub clock_offset_ns: i64,
+    /// Round trip of that estimate: its uncertainty is half of it.
+    pub rtt_ns: i64,
+    pub cpu: cpu::CpuUsage,
+    pub netdevs: Vec<netdev::NetdevDelta>,
+    /// Set when the rank stopped early (abort, stream error).
+    pub error: Option<String>,
+}
+
+/// One end of one flow: cumulative counters at each boundary taken.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowSamples {
+    pub flow: FlowId,
+    pub side: Side,
+    pub bytes: Vec<u64>,
+    pub messages: Vec<u64>,
+    /// When the last of the flow's streams began moving data, ns after t0.
+    pub start_ns: Option<i64>,
+    pub error: Option<String>,
+}

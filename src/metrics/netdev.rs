@@ -1,0 +1,74 @@
+//! Interface byte counters (/sys/class/net/*/statistics): the kernel's count
+//! of what crossed the wire, the ground truth beside the application's count.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetdevSnapshot {
+    pub iface: String,
+    rx_bytes: u64,
+    tx_bytes: u64,
+}
+
+/// Bytes an interface received and sent over a window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetdevDelta {
+    pub iface: String,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+}
+
+/// The interface that owns `addr`: the one holding it, or whose subnet has it
+/// (127.0.0.2 lives on `lo` through 127.0.0.0/8).
+pub fn iface_of(addr: IpAddr) -> Option<String> {
+    let ifaces = if_addrs::get_if_addrs().ok()?;
+    if let Some(exact) = ifaces.iter().find(|i| i.ip() == addr) {
+        return Some(exact.name.clone());
+    }
+    ifaces.iter().find(|i| in_subnet(&i.addr, addr)).map(|i| i.name.clone())
+}
+
+fn in_subnet(ifaddr: &if_addrs::IfAddr, addr: IpAddr) -> bool {
+    match (ifaddr, addr) {
+        (if_addrs::IfAddr::V4(v4), IpAddr::V4(a)) => {
+            let mask = u32::from(v4.netmask);
+            u32::from(v4.ip) & mask == u32::from(a) & mask
+        }
+        (if_addrs::IfAddr::V6(v6), IpAddr::V6(a)) => {
+            let mask = u128::from(v6.netmask);
+            u128::from(v6.ip) & mask == u128::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
+impl NetdevSnapshot {
+    pub fn take(iface: &str) -> Option<NetdevSnapshot> {
+        let dir = Path::new("/sys/class/net").join(iface).join("statistics");
+        let read = |name: &str| -> Option<u64> { std::fs::read_to_string(dir.join(name)).ok()?.trim().parse().ok() };
+        Some(NetdevSnapshot { iface: iface.to_string(), rx_bytes: read("rx_bytes")?, tx_bytes: read("tx_bytes")? })
+    }
+
+    pub fn delta_until(&self, end: &NetdevSnapshot) -> NetdevDelta {
+        NetdevDelta {
+            iface: self.iface.clone(),
+            rx_bytes: end.rx_bytes.saturating_sub(self.rx_bytes),
+            tx_bytes: end.tx_bytes.saturating_sub(self.tx_bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_addresses_map_to_lo() {
+        assert_eq!(iface_of("127.0.0.3".parse().unwrap()).as_deref(), Some("lo"));
+        assert!(NetdevSnapshot::take("lo").is_some());
+        assert!(NetdevSnapshot::take("no-such-if0").is_none());
+    }
+}

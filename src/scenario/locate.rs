@@ -1,0 +1,104 @@
+//! Finding the line of a field in the scenario text, so that errors found
+//! after parsing (validation, planning) still point at `file:line`.
+
+use std::path::{Path, PathBuf};
+
+/// Where in the scenario a problem is: a key of `[run]`, of one `[[group]]`,
+/// or at the top level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub table: Table,
+    pub key: &'static str,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Table {
+    Top,
+    Run,
+    Group(usize),
+}
+
+impl Field {
+    pub fn top(key: &'static str) -> Field {
+        Field { table: Table::Top, key }
+    }
+    pub fn run(key: &'static str) -> Field {
+        Field { table: Table::Run, key }
+    }
+    pub fn group(index: usize, key: &'static str) -> Field {
+        Field { table: Table::Group(index), key }
+    }
+}
+
+/// The scenario's text, kept to describe fields by file and line.
+#[derive(Clone, Debug)]
+pub struct Source {
+    path: PathBuf,
+    doc: Option<toml_edit::ImDocument<String>>,
+    line_starts: Vec<usize>,
+}
+
+impl Source {
+    pub fn new(path: &Path, text: &str) -> Source {
+        let line_starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+        Source { path: path.to_path_buf(), doc: toml_edit::ImDocument::parse(text.to_string()).ok(), line_starts }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// 1-based line and column of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let column = offset - self.line_starts[line.saturating_sub(1)] + 1;
+        (line.max(1), column)
+    }
+
+    /// `file:line: group "name": field `key`: message`.
+    pub fn describe(&self, field: &Field, message: &str) -> String {
+        let line = self.line_of(field).unwrap_or(1);
+        let place = match field.table {
+            Table::Top => String::new(),
+            Table::Run => "[run]: ".to_string(),
+            Table::Group(i) => match self.group_name(i) {
+                Some(name) => format!("group \"{name}\": "),
+                None => format!("group {i}: "),
+            },
+        };
+        format!("{}:{line}: {place}field `{}`: {message}", self.path.display(), field.key)
+    }
+
+    fn table(&self, table: &Table) -> Option<&toml_edit::Table> {
+        let doc = self.doc.as_ref()?;
+        match table {
+            Table::Top => Some(doc.as_table()),
+            Table::Run => doc.get("run")?.as_table(),
+            Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
+        }
+    }
+
+    fn group_name(&self, index: usize) -> Option<&str> {
+        self.table(&Table::Group(index))?.get("name")?.as_str()
+    }
+
+    fn line_of(&self, field: &Field) -> Option<usize> {
+        let table = self.table(&field.table)?;
+        let span = table
+            .key(field.key)
+            .and_then(toml_edit::Key::span)
+            .or_else(|| table.span())
+            .or_else(|| self.top_level_span(field))?;
+        Some(self.line_col(span.start).0)
+    }
+
+    /// A key missing from its table points at the table's header.
+    fn top_level_span(&self, field: &Field) -> Option<std::ops::Range<usize>> {
+        let doc = self.doc.as_ref()?;
+        match field.table {
+            Table::Group(_) => doc.as_table().key("group")?.span(),
+            Table::Run => doc.as_table().key("run")?.span(),
+            Table::Top => Some(0..0),
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The scenario file: what to run, in TOML. The model here is also what
+//! `run.json` records, so a result always carries the scenario that made it.
+//!
+//! Parsing rejects unknown fields; problems found later (a rank the hostfile
+//! does not have) are reported against the field's line through [`Source`].
+
+mod locate;
+mod ranks;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use locate::{Field, Source};
+pub use ranks::RankSet;
+
+use crate::units::ByteSize;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub run: RunSpec,
+    #[serde(rename = "group")]
+    pub groups: Vec<GroupSpec>,
+}
+
+/// `[run]`: the measurement window shared by every flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSpec {
+    /// Name used in the results folder; defaults to the file's stem.
+    pub name: String,
+    /// Length of the measured window.
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    /// Traffic before the window opens, excluded from every number.
+    #[serde(with = "humantime_serde")]
+    pub warmup: Duration,
+    /// Length of one per-interval sample.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            name: String::new(),
+            duration: Duration::from_secs(10),
+            warmup: Duration::from_secs(1),
+            interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// `[[group]]`: flows of one pattern that run together in the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    pub name: String,
+    pub pattern: Pattern,
+    #[serde(default)]
+    pub transport: Transport,
+    /// The operation; `send` for TCP streams.
+    #[serde(default)]
+    pub op: Op,
+    #[serde(default = "default_message_size")]
+    pub message_size: ByteSize,
+    /// Parallel streams (TCP connections) per flow.
+    #[serde(default = "default_streams")]
+    pub streams: u32,
+    /// Sending ranks (fan-in, one-to-all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub senders: Option<RankSet>,
+    /// Receiving ranks (fan-in, one-to-all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receivers: Option<RankSet>,
+    /// Ranks taking part (pairwise, all-to-all, ring).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<RankSet>,
+    /// Explicit `[src, dst]` pairs (pairwise) or flows (explicit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<Vec<[usize; 2]>>,
+    /// Pairwise and ring: traffic in both directions.
+    #[serde(default)]
+    pub bidirectional: bool,
+    /// Permit flows from a rank to itself (loopback through the stack).
+    #[serde(default)]
+    pub allow_self: bool,
+}
+
+fn default_message_size() -> ByteSize {
+    ByteSize(128 * 1024)
+}
+
+fn default_streams() -> u32 {
+    1
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// Every sender to each receiver (incast).
+    #[serde(alias = "all-to-one")]
+    FanIn,
+    /// Each sender to every receiver.
+    OneToAll,
+    /// Rank i to rank i + N/2, or the explicit `flows`.
+    Pairwise,
+    /// Every rank to every other rank.
+    AllToAll,
+    /// Rank i to rank i + 1, the last back to the first.
+    Ring,
+    /// Exactly the `flows` listed.
+    Explicit,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// Kernel TCP sockets (Ethernet, IPoIB, loopback).
+    #[default]
+    Tcp,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// A stream of messages from sender to receiver.
+    #[default]
+    Send,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Reads, parses and validates a scenario file.
+pub fn load(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { path: path.to_path_buf(), source })?;
+    parse(&text, path)
+}
+
+/// Parses and validates scenario text; `path` names it in errors.
+pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioError> {
+    let source = Source::new(path, text);
+    let mut scenario: Scenario = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((1, 1), |s| source.line_col(s.start));
+        ScenarioError::Syntax { path: path.to_path_buf(), line, column, message: e.message().to_string() }
+    })?;
+    if scenario.run.name.is_empty() {
+        scenario.run.name = path.file_stem().map_or_else(|| "run".to_string(), |s| s.to_string_lossy().into_owned());
+    }
+    validate(&scenario).map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
+    Ok((scenario, source))
+}
+
+/// Checks what a single file can tell on its own, before any hostfile is read.
+fn validate(s: &Scenario) -> Result<(), (Field, String)> {
+    let run = &s.run;
+    if run.duration.is_zero() {
+        return Err((Field::run("duration"), "must be longer than 0s, e.g. \"10s\"".into()));
+    }
+    if run.interval.is_zero() || run.interval > run.duration {
+        return Err((
+            Field::run("interval"),
+            format!("must be between 1ms and the duration ({})", humantime::format_duration(run.duration)),
+        ));
+    }
+    if s.groups.is_empty() {
+        return Err((Field::top("group"), "a scenario needs at least one [[group]]".into()));
+    }
+    for (i, g) in s.groups.iter().enumerate() {
+        if let Some(j) = s.groups[..i].iter().position(|other| other.name == g.name) {
+            return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
+        }
+        if g.message_size.bytes() == 0 {
+            return Err((Field::group(i, "message_size"), "must be at least 1 byte".into()));
+        }
+        if g.streams == 0 {
+            return Err((Field::group(i, "streams"), "must be at least 1".into()));
+        }
+        check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+    }
+    Ok(())
+}
+
+/// Each pattern takes its own selectors; a selector it ignores is a mistake.
+fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+    let allowed: &[&str] = match g.pattern {
+        Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
+        Pattern::Pairwise => &["ranks", "flows"],
+        Pattern::AllToAll | Pattern::Ring => &["ranks"],
+        Pattern::Explicit => &["flows"],
+    };
+    let given = [
+        ("senders", g.senders.is_some()),
+        ("receivers", g.receivers.is_some()),
+        ("ranks", g.ranks.is_some()),
+        ("flows", g.flows.is_some()),
+    ];
+    for (key, present) in given {
+        if present && !allowed.contains(&key) {
+            return Err((
+                key,
+                format!("does not apply to pattern `{}` (it takes: {})", g.pattern.name(), allowed.join(", ")),
+            ));
+        }
+    }
+    if g.pattern == Pattern::Explicit && g.flows.as_ref().is_none_or(Vec::is_empty) {
+        return Err(("flows", "pattern `explicit` needs flows = [[src, dst], ...]".into()));
+    }
+    if g.pattern == Pattern::Pairwise && g.flows.is_some() && g.ranks.is_some() {
+        return Err(("flows", "give either `ranks` or explicit `flows`, not both".into()));
+    }
+    Ok(())
+}
+
+impl Pattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::FanIn => "fan-in",
+            Pattern::OneToAll => "one-to-all",
+            Pattern::Pairwise => "pairwise",
+            Pattern::AllToAll => "all-to-all",
+            Pattern::Ring => "ring",
+            Pattern::Explicit => "explicit",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAN_IN: &str = r#"
+[run]
+name = "fan"
+duration = "3s"
+warmup = "500ms"
+interval = "1s"
+
+[[group]]
+name = "incast"
+pattern = "fan-in"
+message_size = "64K"
+receivers = 0
+senders = "1-3"
+"#;
+
+    fn err(text: &str) -> String {
+        parse(text, Path::new("s.toml")).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_with_defaults() {
+        let (s, _) = parse(FAN_IN, Path::new("s.toml")).unwrap();
+        assert_eq!(s.run.duration, Duration::from_secs(3));
+        let g = &s.groups[0];
+        assert_eq!((g.pattern, g.transport, g.op), (Pattern::FanIn, Transport::Tcp, Op::Send));
+        assert_eq!(g.message_size, ByteSize(65536));
+        assert_eq!(g.senders, Some(RankSet::Ranges(vec![(1, 3)])));
+        assert_eq!(g.streams, 1);
+    }
+
+    #[test]
+    fn name_defaults_to_file_stem() {
+        let text = FAN_IN.replace("name = \"fan\"\n", "");
+        let (s, _) = parse(&text, Path::new("dir/my-test.toml")).unwrap();
+        assert_eq!(s.run.name, "my-test");
+    }
+
+    #[test]
+    fn unknown_field_names_line_and_field() {
+        let e = err(&FAN_IN.replace("streams", "x").replace("senders = \"1-3\"", "sendrs = \"1-3\""));
+        assert!(e.starts_with("s.toml:13:1: unknown field `sendrs`, expected one of"), "{e}");
+    }
+
+    #[test]
+    fn bad_value_names_line() {
+        let e = err(&FAN_IN.replace("\"64K\"", "\"big\""));
+        assert!(e.starts_with("s.toml:11:16: `big` is not a size"), "{e}");
+        let e = err(&FAN_IN.replace("fan-in", "incast"));
+        assert!(e.starts_with("s.toml:10:11: unknown variant `incast`, expected one of `all-to-one`, `fan-in`"), "{e}");
+    }
+
+    #[test]
+    fn selector_for_other_pattern_is_named() {
+        let e = err(&FAN_IN.replace("pattern = \"fan-in\"", "pattern = \"ring\""));
+        assert_eq!(
+            e,
+            "s.toml:13: group \"incast\": field `senders`: does not apply to pattern `ring` (it takes: ranks)"
+        );
+    }
+
+    #[test]
+    fn zero_values_are_rejected() {
+        let e = err(&FAN_IN.replace("\"3s\"", "\"0s\""));
+        assert_eq!(e, "s.toml:4: [run]: field `duration`: must be longer than 0s, e.g. \"10s\"");
+        let e = err(&FAN_IN.replace("\"64K\"", "0"));
+        assert_eq!(e, "s.toml:11: group \"incast\": field `message_size`: must be at least 1 byte");
+    }
+
+    #[test]
+    fn explicit_needs_flows_and_groups_need_names() {
+        let e = err("[[group]]\nname = \"x\"\npattern = \"explicit\"\n");
+        assert_eq!(e, "s.toml:1: group \"x\": field `flows`: pattern `explicit` needs flows = [[src, dst], ...]");
+        let e = err("[run]\nduration = \"1s\"\n");
+        assert!(e.starts_with("s.toml:1:1: missing field `group`"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_group_names() {
+        let text = format!("{FAN_IN}\n[[group]]\nname = \"incast\"\npattern = \"ring\"\n");
+        assert_eq!(err(&text), "s.toml:16: group \"incast\": field `name`: `incast` is also the name of group 0");
+    }
+}

@@ -1,0 +1,150 @@
+//! TCP streams: what iperf measures, over loopback, Ethernet or IPoIB.
+//! One flow is `streams` connections; each runs a blocking loop on its own
+//! thread. The loops allocate nothing and poll the stop flag between calls,
+//! with socket timeouts so a dead peer cannot block them forever.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::transport::FlowCounters;
+
+/// How long one blocking socket call may take before the loop looks at the stop flag.
+const POLL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TcpError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: IpAddr, source: std::io::Error },
+    #[error("cannot connect stream {stream} from {local} to {peer}: {source}")]
+    Connect { stream: u32, local: IpAddr, peer: SocketAddr, source: std::io::Error },
+    #[error("only {accepted} of {expected} streams connected within {timeout:?}")]
+    Accept { accepted: usize, expected: u32, timeout: Duration },
+    #[error("stream to {peer} failed after {bytes} bytes: {source}")]
+    Stream { peer: String, bytes: u64, source: std::io::Error },
+}
+
+/// The receiving end of a flow before its senders connect.
+pub struct Listener {
+    inner: TcpListener,
+}
+
+impl Listener {
+    pub fn bind(ip: IpAddr) -> Result<Listener, TcpError> {
+        let inner = TcpListener::bind((ip, 0)).map_err(|source| TcpError::Listen { addr: ip, source })?;
+        Ok(Listener { inner })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local_addr().expect("a bound listener has an address")
+    }
+
+    /// Accepts exactly `streams` connections within `timeout`.
+    pub fn accept(self, streams: u32, timeout: Duration) -> Result<Vec<TcpStream>, TcpError> {
+        let deadline = Instant::now() + timeout;
+        self.inner.set_nonblocking(true).map_err(|source| self.listen_error(source))?;
+        let mut accepted = Vec::with_capacity(streams as usize);
+        while accepted.len() < streams as usize {
+            match self.inner.accept() {
+                Ok((sock, _)) => {
+                    sock.set_nonblocking(false).map_err(|source| self.listen_error(source))?;
+                    accepted.push(sock);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(_) if Instant::now() >= deadline => {
+                    return Err(TcpError::Accept { accepted: accepted.len(), expected: streams, timeout });
+                }
+                Err(source) => return Err(self.listen_error(source)),
+            }
+        }
+        Ok(accepted)
+    }
+
+    fn listen_error(&self, source: std::io::Error) -> TcpError {
+        TcpError::Listen { addr: self.local_addr().ip(), source }
+    }
+}
+
+/// Opens `streams` connections from `local` to a receiver.
+pub fn connect(local: IpAddr, peer: SocketAddr, streams: u32, timeout: Duration) -> Result<Vec<TcpStream>, TcpError> {
+    (0..streams)
+        .map(|stream| {
+            let err = |source| TcpError::Connect { stream, local, peer, source };
+            let socket = Socket::new(Domain::for_address(peer), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+            // Bind the source so traffic leaves through this rank's own address.
+            socket.bind(&SocketAddr::new(local, 0).into()).map_err(err)?;
+            socket.connect_timeout(&peer.into(), timeout).map_err(err)?;
+            Ok(socket.into())
+        })
+        .collect()
+}
+
+/// Sends `buf` repeatedly until `stop`, counting bytes and whole messages.
+pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop: &AtomicBool) -> Result<(), TcpError> {
+    let peer = peer_name(&sock);
+    let fail =
+        |source, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, source };
+    sock.set_write_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
+    let mut offset = 0;
+    while !stop.load(Ordering::Relaxed) {
+        match sock.write(&buf[offset..]) {
+            Ok(0) => return Err(fail(ErrorKind::WriteZero.into(), counters)),
+            Ok(n) => {
+                offset += n;
+                let whole = offset == buf.len();
+                if whole {
+                    offset = 0;
+                }
+                counters.add(n as u64, u64::from(whole));
+            }
+            Err(e) if is_retry(&e) => {}
+            Err(e) => return Err(fail(e, counters)),
+        }
+    }
+    // Tell the receiver we are done; it drains and sees EOF.
+    let _ = sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// Receives until the sender closes (or `stop` and silence), counting bytes;
+/// messages are counted as whole `message_size` units received.
+pub fn receive_loop(
+    mut sock: TcpStream,
+    buf: &mut [u8],
+    message_size: u64,
+    counters: &FlowCounters,
+    stop: &AtomicBool,
+) -> Result<(), TcpError> {
+    let peer = peer_name(&sock);
+    let fail =
+        |source, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, source };
+    sock.set_read_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
+    let mut partial = 0u64;
+    loop {
+        match sock.read(buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                partial += n as u64;
+                let whole = partial / message_size;
+                partial %= message_size;
+                counters.add(n as u64, whole);
+            }
+            Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(()),
+            Err(e) if is_retry(&e) => {}
+            Err(e) => return Err(fail(e, counters)),
+        }
+    }
+}
+
+fn is_retry(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
+}
+
+fn peer_name(sock: &TcpStream) -> String {
+    sock.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string())
+}

@@ -1,0 +1,92 @@
+//! Units as HPC tools write them: binary sizes (`4K` = 4096, like perftest)
+//! and bandwidth in Gb/s (1e9 bit/s).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A byte count written as `65536`, `64K`, `1M`, `2MiB` (all binary multiples).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    pub fn parse(text: &str) -> Result<ByteSize, String> {
+        parse_size::Config::new()
+            .with_binary()
+            .parse_size(text.trim())
+            .map(ByteSize)
+            .map_err(|e| format!("`{text}` is not a size ({e}); use bytes or K/M/G, e.g. 65536, 64K, 1M"))
+    }
+
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+        for (scale, suffix) in UNITS {
+            if self.0 >= scale && self.0 % scale == 0 {
+                return write!(f, "{}{suffix}", self.0 / scale);
+            }
+        }
+        write!(f, "{}", self.0)
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(ByteSize(n)),
+            Raw::Text(t) => ByteSize::parse(&t).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Bits per second in Gb/s (1e9), the unit every table uses.
+pub fn gbps(bytes: u64, seconds: f64) -> f64 {
+    if seconds <= 0.0 {
+        return 0.0;
+    }
+    bytes as f64 * 8.0 / seconds / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_multiples_like_perftest() {
+        assert_eq!(ByteSize::parse("4K").unwrap(), ByteSize(4096));
+        assert_eq!(ByteSize::parse("64KiB").unwrap(), ByteSize(65536));
+        assert_eq!(ByteSize::parse("1M").unwrap(), ByteSize(1 << 20));
+        assert_eq!(ByteSize::parse("123").unwrap(), ByteSize(123));
+        assert!(ByteSize::parse("lots").unwrap_err().contains("`lots` is not a size"));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in ["4K", "1M", "3G", "1000"] {
+            assert_eq!(ByteSize::parse(text).unwrap().to_string(), text);
+        }
+    }
+
+    #[test]
+    fn gbps_is_decimal() {
+        assert_eq!(gbps(125_000_000, 1.0), 1.0);
+        assert_eq!(gbps(1, 0.0), 0.0);
+    }
+}

@@ -1,0 +1,128 @@
+//! `fabricbench worker`: the process the launcher starts on every host.
+//! It reads its job spec from stdin (never argv: the token is a secret),
+//! runs until the coordinator says Bye, and exits when stdin closes.
+//! Rank 0 also serves the coordinator and reports to the launcher on stdout.
+
+mod agent;
+mod phase;
+
+use std::io::{BufRead, Write};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+
+use anyhow::{anyhow, Context};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::control::coordinator::{Coordinator, Event, Timeouts};
+use crate::control::driver;
+use crate::control::wire::Window;
+use crate::metrics::clock::now_ns;
+use crate::plan::Plan;
+
+pub use agent::AgentError;
+
+/// Everything a worker needs, sent as one JSON line on its stdin.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub job: u64,
+    pub token: String,
+    pub rank: usize,
+    pub host: String,
+    /// Address to bind the data plane (and rank 0's coordinator) to.
+    pub bind: String,
+    pub role: Role,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Role {
+    /// Rank 0: serve the coordinator on `port` (0 = any) and join it.
+    Coordinator { plan: Box<Plan>, window: Window, port: u16 },
+    /// Every other rank: join the coordinator at this address.
+    Member { coordinator: SocketAddr },
+}
+
+/// What rank 0 tells the launcher on stdout, one JSON object per line.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum WorkerOutput {
+    Listening { addr: SocketAddr },
+    Event(Event),
+}
+
+/// Runs a worker: reads the spec from stdin, exits when stdin closes.
+pub fn main() -> anyhow::Result<()> {
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    stdin.lock().read_line(&mut line).context("reading the job spec from stdin")?;
+    let spec: JobSpec = serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?;
+    let bind = resolve(&spec.bind)?;
+
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    std::thread::spawn(move || {
+        // The launcher closes our stdin to stop us (also when ssh drops).
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = shutdown_tx.send(true);
+    });
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async move {
+        let me = agent::Identity {
+            job: spec.job,
+            token: spec.token.clone(),
+            rank: spec.rank,
+            host: spec.host.clone(),
+            bind,
+        };
+        match spec.role {
+            Role::Member { coordinator } => agent::run(&me, coordinator, shutdown).await.map_err(anyhow::Error::from),
+            Role::Coordinator { plan, window, port } => serve(&me, *plan, window, port, shutdown).await,
+        }
+    })
+}
+
+/// Rank 0: the coordinator and this rank's own agent, side by side.
+async fn serve(
+    me: &agent::Identity,
+    plan: Plan,
+    window: Window,
+    port: u16,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind((me.bind, port))
+        .await
+        .with_context(|| format!("cannot listen for workers on {}:{port}", me.bind))?;
+    let addr = listener.local_addr()?;
+    emit(&WorkerOutput::Listening { addr });
+    let coordinator = Coordinator::new(me.job, me.token.clone(), plan, window, Timeouts::default(), now_ns());
+    let mut stop = shutdown.clone();
+    let coordinate = async {
+        tokio::select! {
+            () = driver::drive(listener, coordinator, |event| emit(&WorkerOutput::Event(event))) => {}
+            _ = stop.changed() => {}
+        }
+    };
+    let (_, own) = tokio::join!(coordinate, agent::run(me, addr, shutdown));
+    // Rank 0's own failures are reported by the coordinator already.
+    if let Err(e) = own {
+        tracing::debug!("rank 0 agent ended: {e}");
+    }
+    Ok(())
+}
+
+fn emit(output: &WorkerOutput) {
+    let mut stdout = std::io::stdout().lock();
+    let line = serde_json::to_string(output).expect("worker output serializes");
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+fn resolve(addr: &str) -> anyhow::Result<IpAddr> {
+    if let Ok(ip) = addr.parse() {
+        return Ok(ip);
+    }
+    (addr, 0)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve data address `{addr}`"))?
+        .next()
+        .map(|a| a.ip())
+        .ok_or_else(|| anyhow!("`{addr}` resolves to no address"))
+}
