@@ -42,8 +42,8 @@ impl Host {
 /// A hostfile problem, naming the file, the line and what would be valid.
 #[derive(Debug, thiserror::Error)]
 pub enum HostfileError {
-    #[error("cannot read hostfile {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot read hostfile {path}: {cause}")]
+    Read { path: PathBuf, cause: std::io::Error },
     #[error("{path}:{line}: {message}\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP` and `devices=dev1,dev2`")]
     Syntax { path: PathBuf, line: usize, message: String },
     #[error("{path}:{line}: host `{host}` is listed twice (first at line {first}); each host runs one worker")]
@@ -55,7 +55,7 @@ pub enum HostfileError {
 /// Reads and parses a hostfile.
 pub fn load(path: &Path) -> Result<Vec<Host>, HostfileError> {
     let text =
-        std::fs::read_to_string(path).map_err(|source| HostfileError::Read { path: path.to_path_buf(), source })?;
+        std::fs::read_to_string(path).map_err(|cause| HostfileError::Read { path: path.to_path_buf(), cause })?;
     parse(&text, path)
 }
 

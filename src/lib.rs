@@ -4,11 +4,16 @@
 //! coordinator. The flow of a run and the job of each module are described
 //! in the README and docs/.
 
+pub mod cli;
 pub mod control;
 pub mod hostfile;
+pub mod launch;
 pub mod metrics;
 pub mod plan;
+pub mod progress;
+pub mod report;
 pub mod result;
+pub mod run;
 pub mod scenario;
 pub mod transport;
 pub mod units;

@@ -1,1 +1,108 @@
-fn main() {}
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use fabricbench::cli::{Cli, Command, Inputs, LauncherKind, RunArgs};
+use fabricbench::launch::local::LocalLauncher;
+use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, MarkdownExporter};
+use fabricbench::result::RunStatus;
+use fabricbench::run::{self, RunOptions};
+
+/// Exit code of a run that started but failed (input errors exit with 2).
+const RUN_FAILED: u8 = 1;
+const BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = if matches!(cli.command, Command::Worker) { "warn" } else { "warn,fabricbench=info" };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+    match cli.command {
+        Command::Worker => exit(fabricbench::worker::main(), RUN_FAILED),
+        Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
+        Command::Run(args) => run(&args),
+    }
+}
+
+fn exit(result: anyhow::Result<()>, code: u8) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn plan(inputs: &Inputs) -> anyhow::Result<()> {
+    let prepared = run::prepare(&inputs.scenario, &inputs.hostfile)?;
+    for phase in &prepared.plan.phases {
+        println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
+        for flow in &phase.flows {
+            let group = &phase.groups[flow.group];
+            let (src, dst) = (&prepared.plan.ranks[flow.src], &prepared.plan.ranks[flow.dst]);
+            println!(
+                "  flow {:>4}  {:<12} {} ({}) -> {} ({})  {} x {} B",
+                flow.id, group.name, src.rank, src.host, dst.rank, dst.host, group.streams, group.message_size
+            );
+        }
+    }
+    Ok(())
+}
+
+fn run(args: &RunArgs) -> ExitCode {
+    let prepared = match run::prepare(&args.inputs.scenario, &args.inputs.hostfile) {
+        Ok(p) => p,
+        Err(e) => return exit(Err(e), BAD_INPUT),
+    };
+    exit(execute(args, prepared), RUN_FAILED)
+}
+
+fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
+    let launcher = match args.launcher {
+        LauncherKind::Local => LocalLauncher::new().context("locating this binary to start local workers")?,
+    };
+    let opts = RunOptions {
+        scenario: args.inputs.scenario.clone(),
+        hostfile: args.inputs.hostfile.clone(),
+        port: args.port,
+        progress: !args.quiet && !args.no_progress,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let result = runtime.block_on(run::run(prepared, &launcher, &opts))?;
+
+    let saved = if args.no_save { None } else { Some(report::results_dir::write(&result, &args.results)?) };
+    let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 3] = [
+        (&args.export_json, &JsonExporter),
+        (&args.export_csv, &CsvExporter),
+        (&args.export_markdown, &MarkdownExporter),
+    ];
+    for (target, exporter) in exports {
+        if let Some(target) = target {
+            report::export_to(exporter, &result, target)?;
+        }
+    }
+    if !args.quiet {
+        let summary = report::render_terminal(&result);
+        if args.stdout_taken() {
+            eprint!("{summary}");
+        } else {
+            print!("{summary}");
+        }
+        if let Some(dir) = &saved {
+            eprintln!("results: {}", dir.display());
+        }
+    }
+    match result.status {
+        RunStatus::Ok => Ok(()),
+        RunStatus::Failed { error } => Err(anyhow::anyhow!(error)),
+    }
+}

@@ -43,6 +43,10 @@ impl Serialize for ByteSize {
 
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Binary formats (the control wire) carry the plain number.
+        if !d.is_human_readable() {
+            return u64::deserialize(d).map(ByteSize);
+        }
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Raw {

@@ -13,10 +13,10 @@ pub const MAX_FRAME: usize = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
-    #[error("connection error: {0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("undecodable frame: {0}")]
-    Decode(#[from] postcard::Error),
+    Decode(postcard::Error),
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -37,7 +37,7 @@ impl<R: AsyncRead + Unpin, M: DeserializeOwned> FrameReader<R, M> {
     /// The next message, or `None` at a clean end of stream.
     pub async fn next(&mut self) -> Option<Result<M, FrameError>> {
         let frame = self.inner.next().await?;
-        Some(frame.map_err(FrameError::from).and_then(|bytes| Ok(postcard::from_bytes(&bytes)?)))
+        Some(frame.map_err(FrameError::from).and_then(|bytes| postcard::from_bytes(&bytes).map_err(FrameError::Decode)))
     }
 }
 
@@ -53,7 +53,7 @@ impl<W: AsyncWrite + Unpin, M: Serialize> FrameWriter<W, M> {
     }
 
     pub async fn send(&mut self, msg: &M) -> Result<(), FrameError> {
-        let bytes = postcard::to_stdvec(msg)?;
+        let bytes = postcard::to_stdvec(msg).map_err(FrameError::Decode)?;
         self.inner.send(bytes::Bytes::from(bytes)).await?;
         Ok(())
     }

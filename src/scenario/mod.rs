@@ -134,8 +134,8 @@ pub enum Op {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("cannot read scenario {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot read scenario {path}: {cause}")]
+    Read { path: PathBuf, cause: std::io::Error },
     #[error("{path}:{line}:{column}: {message}")]
     Syntax { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{0}")]
@@ -145,7 +145,7 @@ pub enum ScenarioError {
 /// Reads, parses and validates a scenario file.
 pub fn load(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
     let text =
-        std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { path: path.to_path_buf(), source })?;
+        std::fs::read_to_string(path).map_err(|cause| ScenarioError::Read { path: path.to_path_buf(), cause })?;
     parse(&text, path)
 }
 

@@ -17,14 +17,14 @@ const POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
-    #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: IpAddr, source: std::io::Error },
-    #[error("cannot connect stream {stream} from {local} to {peer}: {source}")]
-    Connect { stream: u32, local: IpAddr, peer: SocketAddr, source: std::io::Error },
+    #[error("cannot listen on {addr}: {cause}")]
+    Listen { addr: IpAddr, cause: std::io::Error },
+    #[error("cannot connect stream {stream} from {local} to {peer}: {cause}")]
+    Connect { stream: u32, local: IpAddr, peer: SocketAddr, cause: std::io::Error },
     #[error("only {accepted} of {expected} streams connected within {timeout:?}")]
     Accept { accepted: usize, expected: u32, timeout: Duration },
-    #[error("stream to {peer} failed after {bytes} bytes: {source}")]
-    Stream { peer: String, bytes: u64, source: std::io::Error },
+    #[error("stream to {peer} failed after {bytes} bytes: {cause}")]
+    Stream { peer: String, bytes: u64, cause: std::io::Error },
 }
 
 /// The receiving end of a flow before its senders connect.
@@ -34,7 +34,7 @@ pub struct Listener {
 
 impl Listener {
     pub fn bind(ip: IpAddr) -> Result<Listener, TcpError> {
-        let inner = TcpListener::bind((ip, 0)).map_err(|source| TcpError::Listen { addr: ip, source })?;
+        let inner = TcpListener::bind((ip, 0)).map_err(|cause| TcpError::Listen { addr: ip, cause })?;
         Ok(Listener { inner })
     }
 
@@ -45,12 +45,12 @@ impl Listener {
     /// Accepts exactly `streams` connections within `timeout`.
     pub fn accept(self, streams: u32, timeout: Duration) -> Result<Vec<TcpStream>, TcpError> {
         let deadline = Instant::now() + timeout;
-        self.inner.set_nonblocking(true).map_err(|source| self.listen_error(source))?;
+        self.inner.set_nonblocking(true).map_err(|cause| self.listen_error(cause))?;
         let mut accepted = Vec::with_capacity(streams as usize);
         while accepted.len() < streams as usize {
             match self.inner.accept() {
                 Ok((sock, _)) => {
-                    sock.set_nonblocking(false).map_err(|source| self.listen_error(source))?;
+                    sock.set_nonblocking(false).map_err(|cause| self.listen_error(cause))?;
                     accepted.push(sock);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
@@ -59,14 +59,14 @@ impl Listener {
                 Err(_) if Instant::now() >= deadline => {
                     return Err(TcpError::Accept { accepted: accepted.len(), expected: streams, timeout });
                 }
-                Err(source) => return Err(self.listen_error(source)),
+                Err(cause) => return Err(self.listen_error(cause)),
             }
         }
         Ok(accepted)
     }
 
-    fn listen_error(&self, source: std::io::Error) -> TcpError {
-        TcpError::Listen { addr: self.local_addr().ip(), source }
+    fn listen_error(&self, cause: std::io::Error) -> TcpError {
+        TcpError::Listen { addr: self.local_addr().ip(), cause }
     }
 }
 
@@ -74,7 +74,7 @@ impl Listener {
 pub fn connect(local: IpAddr, peer: SocketAddr, streams: u32, timeout: Duration) -> Result<Vec<TcpStream>, TcpError> {
     (0..streams)
         .map(|stream| {
-            let err = |source| TcpError::Connect { stream, local, peer, source };
+            let err = |cause| TcpError::Connect { stream, local, peer, cause };
             let socket = Socket::new(Domain::for_address(peer), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
             // Bind the source so traffic leaves through this rank's own address.
             socket.bind(&SocketAddr::new(local, 0).into()).map_err(err)?;
@@ -88,7 +88,7 @@ pub fn connect(local: IpAddr, peer: SocketAddr, streams: u32, timeout: Duration)
 pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop: &AtomicBool) -> Result<(), TcpError> {
     let peer = peer_name(&sock);
     let fail =
-        |source, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, source };
+        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
     sock.set_write_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
     let mut offset = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -122,7 +122,7 @@ pub fn receive_loop(
 ) -> Result<(), TcpError> {
     let peer = peer_name(&sock);
     let fail =
-        |source, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, source };
+        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
     sock.set_read_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
     let mut partial = 0u64;
     loop {

@@ -21,14 +21,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("cannot reach the coordinator at {addr} within {timeout:?}: {source}")]
-    Connect { addr: SocketAddr, timeout: Duration, source: std::io::Error },
+    #[error("cannot reach the coordinator at {addr} within {timeout:?}: {cause}")]
+    Connect { addr: SocketAddr, timeout: Duration, cause: std::io::Error },
     #[error("the coordinator closed the connection{0}")]
     Closed(&'static str),
     #[error("the coordinator was silent for {0:?} (heartbeat lease expired)")]
     Silent(Duration),
     #[error("control connection: {0}")]
-    Frame(#[from] FrameError),
+    Frame(FrameError),
 }
 
 /// Who this worker is, as the launcher told it.
@@ -201,8 +201,8 @@ async fn connect(addr: SocketAddr) -> Result<TcpStream, AgentError> {
     loop {
         match TcpStream::connect(addr).await {
             Ok(s) => return Ok(s),
-            Err(source) if tokio::time::Instant::now() >= deadline => {
-                return Err(AgentError::Connect { addr, timeout: CONNECT_TIMEOUT, source })
+            Err(cause) if tokio::time::Instant::now() >= deadline => {
+                return Err(AgentError::Connect { addr, timeout: CONNECT_TIMEOUT, cause })
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
@@ -213,6 +213,6 @@ async fn next(reader: &mut FrameReader<tokio::net::tcp::OwnedReadHalf, ToWorker>
     match tokio::time::timeout(LEASE, reader.next()).await {
         Err(_) => Err(AgentError::Silent(LEASE)),
         Ok(None) => Err(AgentError::Closed("")),
-        Ok(Some(frame)) => Ok(frame?),
+        Ok(Some(frame)) => frame.map_err(AgentError::Frame),
     }
 }

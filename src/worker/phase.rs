@@ -21,8 +21,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PhaseError {
-    #[error("flow {flow} ({side:?}): {source}")]
-    Tcp { flow: u32, side: Side, source: tcp::TcpError },
+    #[error("flow {flow} ({side:?}): {cause}")]
+    Tcp { flow: u32, side: Side, cause: tcp::TcpError },
     #[error("flow {flow}: the coordinator sent no peer endpoint")]
     NoPeer { flow: u32 },
 }
@@ -54,10 +54,10 @@ pub fn prepare(phase: usize, roles: Vec<FlowRole>, bind: IpAddr) -> Result<(Prep
     for role in roles {
         let listener = match role.side {
             Side::Receiver => {
-                let l = tcp::Listener::bind(bind).map_err(|source| PhaseError::Tcp {
+                let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp {
                     flow: role.flow.id,
                     side: role.side,
-                    source,
+                    cause,
                 })?;
                 endpoints.push(FlowEndpoint {
                     flow: role.flow.id,
@@ -83,7 +83,7 @@ impl Prepared {
             let (flow, side, streams) = (role.flow.id, role.side, role.group.streams);
             let task: JoinHandle<Result<Vec<TcpStream>, PhaseError>> = match listener {
                 Some(l) => std::thread::spawn(move || {
-                    l.accept(streams, CONNECT_TIMEOUT).map_err(|source| PhaseError::Tcp { flow, side, source })
+                    l.accept(streams, CONNECT_TIMEOUT).map_err(|cause| PhaseError::Tcp { flow, side, cause })
                 }),
                 None => {
                     let peer = peers
@@ -92,10 +92,10 @@ impl Prepared {
                         .ok_or(PhaseError::NoPeer { flow })?;
                     let Endpoint::Tcp { addr } = peer.endpoint;
                     std::thread::spawn(move || {
-                        tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map_err(|source| PhaseError::Tcp {
+                        tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map_err(|cause| PhaseError::Tcp {
                             flow,
                             side,
-                            source,
+                            cause,
                         })
                     })
                 }

@@ -1,0 +1,95 @@
+//! Command-line definitions: flags become typed options here, nothing runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXAMPLES: &str = "\
+Examples:
+  # 3 senders -> rank 0 over TCP on 4 local ranks (127.0.0.1-4), summary on the terminal
+  fabricbench run scenarios/fan-in.toml -H hostfiles/local
+
+  # the same, full results as JSON on stdout (progress and summary go to stderr)
+  fabricbench run scenarios/fan-in.toml -H hostfiles/local --export-json - | jq .phases[0].receivers
+
+  # show which flows a scenario makes on a hostfile, without running anything
+  fabricbench plan scenarios/all-to-all.toml -H hostfiles/local
+
+Results go to results/<UTC time>-<scenario name>/ (run.json, flows.csv,
+intervals.csv, ranks.csv, summary.md). Bandwidth is in Gb/s = 1e9 bit/s.";
+
+#[derive(Debug, Parser)]
+#[command(name = "fabricbench", version, about = "Benchmark RDMA and TCP fabrics across many hosts at once", after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a scenario on the hosts of a hostfile and report the results
+    #[command(after_help = EXAMPLES)]
+    Run(RunArgs),
+    /// Print the flows a scenario makes on a hostfile, without running
+    Plan(Inputs),
+    /// The per-host worker (started by the launcher; reads its job on stdin)
+    #[command(hide = true)]
+    Worker,
+}
+
+#[derive(Debug, Args)]
+pub struct Inputs {
+    /// Scenario file (TOML), e.g. scenarios/fan-in.toml
+    pub scenario: PathBuf,
+    /// Hostfile: one host per line (plain, `host slots=N`, `host:N`, `node[01-04]`)
+    #[arg(short = 'H', long = "hostfile")]
+    pub hostfile: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub inputs: Inputs,
+    /// How workers are started
+    #[arg(long, value_enum, default_value_t = LauncherKind::Local)]
+    pub launcher: LauncherKind,
+    /// TCP port of rank 0's coordinator (0 = any free port)
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Folder under which each run's results folder is made
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Do not write a results folder
+    #[arg(long)]
+    pub no_save: bool,
+    /// Write the full result (run.json schema) to FILE, `-` for stdout
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// Write one CSV row per flow to FILE, `-` for stdout
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// Write the summary tables as Markdown to FILE, `-` for stdout
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// Print nothing but errors (and exports)
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// No progress bars or progress lines
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LauncherKind {
+    /// One local process per hostfile line, bound to that line's address (127.0.0.x)
+    Local,
+}
+
+impl RunArgs {
+    /// Whether some export claims stdout, so the summary must go elsewhere.
+    pub fn stdout_taken(&self) -> bool {
+        [&self.export_json, &self.export_csv, &self.export_markdown]
+            .iter()
+            .any(|e| e.as_deref().is_some_and(|p| p.as_os_str() == "-"))
+    }
+}

@@ -1,0 +1,68 @@
+//! Workers as local processes: one per hostfile line, each binding its data
+//! plane to its own address (127.0.0.x), all on this machine.
+
+use std::process::Stdio;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::process::{Child, Command};
+
+use crate::hostfile::Host;
+use crate::launch::{LaunchError, Launcher, Process, Started};
+
+pub struct LocalLauncher {
+    exe: std::path::PathBuf,
+}
+
+impl LocalLauncher {
+    /// Launches this very binary.
+    pub fn new() -> std::io::Result<LocalLauncher> {
+        Ok(LocalLauncher { exe: std::env::current_exe()? })
+    }
+}
+
+impl Launcher for LocalLauncher {
+    fn start(&self, rank: usize, host: &Host) -> BoxFuture<'_, Result<Started, LaunchError>> {
+        let host = host.name.clone();
+        async move {
+            let mut child = Command::new(&self.exe)
+                .arg("worker")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| LaunchError::Start { rank, host: host.clone(), reason: e.to_string() })?;
+            let (Some(stdin), Some(stdout), Some(stderr)) =
+                (child.stdin.take(), child.stdout.take(), child.stderr.take())
+            else {
+                return Err(LaunchError::Start { rank, host, reason: "no pipes to the worker".to_string() });
+            };
+            Ok(Started {
+                stdin: Box::pin(stdin),
+                stdout: Box::pin(stdout),
+                stderr: Box::pin(stderr),
+                process: Box::new(LocalProcess(child)),
+            })
+        }
+        .boxed()
+    }
+}
+
+struct LocalProcess(Child);
+
+impl Process for LocalProcess {
+    fn wait(&mut self) -> BoxFuture<'_, String> {
+        async move {
+            match self.0.wait().await {
+                Ok(status) => status.to_string(),
+                Err(e) => format!("unknown exit ({e})"),
+            }
+        }
+        .boxed()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.start_kill();
+    }
+}

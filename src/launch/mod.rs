@@ -1,0 +1,42 @@
+//! Starting and stopping worker processes. A launcher knows how to run
+//! `fabricbench worker` on a host with a given stdin, and nothing of the
+//! protocol spoken over it.
+
+pub mod local;
+
+use std::pin::Pin;
+
+use futures::future::BoxFuture;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::hostfile::Host;
+
+pub type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
+pub type BoxRead = Pin<Box<dyn AsyncRead + Send>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("cannot start the worker for rank {rank} on {host}: {reason}")]
+    Start { rank: usize, host: String, reason: String },
+}
+
+/// A running worker: its pipes and a handle to wait for or kill it.
+pub struct Started {
+    pub stdin: BoxWrite,
+    pub stdout: BoxRead,
+    pub stderr: BoxRead,
+    pub process: Box<dyn Process>,
+}
+
+/// The worker's process, wherever it runs.
+pub trait Process: Send {
+    /// Resolves when the process has exited, describing how.
+    fn wait(&mut self) -> BoxFuture<'_, String>;
+    /// Ends the process now (the last resort after closing its stdin).
+    fn kill(&mut self);
+}
+
+/// Starts one worker per host.
+pub trait Launcher: Send + Sync {
+    fn start(&self, rank: usize, host: &Host) -> BoxFuture<'_, Result<Started, LaunchError>>;
+}

@@ -1,0 +1,134 @@
+//! CSV files: flows, intervals and ranks, one row per item and phase, with
+//! units in every header.
+
+use serde::Serialize;
+
+use crate::report::ReportError;
+use crate::result::RunResult;
+
+fn write_rows<T: Serialize>(what: &'static str, rows: impl Iterator<Item = T>) -> Result<Vec<u8>, ReportError> {
+    let encode = |e: csv::Error| ReportError::Encode { what, reason: e.to_string() };
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for row in rows {
+        w.serialize(row).map_err(encode)?;
+    }
+    w.into_inner().map_err(|e| ReportError::Encode { what, reason: e.to_string() })
+}
+
+#[derive(Serialize)]
+struct FlowRow<'a> {
+    phase: usize,
+    flow: u32,
+    group: &'a str,
+    src: usize,
+    src_host: &'a str,
+    dst: usize,
+    dst_host: &'a str,
+    streams: u32,
+    message_size_bytes: u64,
+    bytes: u64,
+    tx_bytes: Option<u64>,
+    rx_bytes: Option<u64>,
+    window_s: f64,
+    gbps: f64,
+    msgs_per_s: f64,
+    error: Option<&'a str>,
+}
+
+pub fn flows(run: &RunResult) -> Result<Vec<u8>, ReportError> {
+    let rows = run.phases.iter().flat_map(|p| {
+        p.flows.iter().map(move |f| FlowRow {
+            phase: p.index,
+            flow: f.id,
+            group: &f.group,
+            src: f.src,
+            src_host: &f.src_host,
+            dst: f.dst,
+            dst_host: &f.dst_host,
+            streams: f.streams,
+            message_size_bytes: f.message_size,
+            bytes: f.bytes,
+            tx_bytes: f.tx_bytes,
+            rx_bytes: f.rx_bytes,
+            window_s: p.window_s,
+            gbps: f.gbps,
+            msgs_per_s: f.msgs_per_s,
+            error: f.error.as_deref(),
+        })
+    });
+    write_rows("flows.csv", rows)
+}
+
+#[derive(Serialize)]
+struct IntervalRow {
+    phase: usize,
+    /// A flow id, or `all` for the phase aggregate.
+    flow: String,
+    interval: usize,
+    gbps: f64,
+}
+
+pub fn intervals(run: &RunResult) -> Result<Vec<u8>, ReportError> {
+    let rows = run.phases.iter().flat_map(|p| {
+        let aggregate = p.interval_gbps.iter().enumerate().map(move |(k, &gbps)| IntervalRow {
+            phase: p.index,
+            flow: "all".into(),
+            interval: k,
+            gbps,
+        });
+        let flows = p.flows.iter().flat_map(move |f| {
+            f.interval_gbps.iter().enumerate().map(move |(k, &gbps)| IntervalRow {
+                phase: p.index,
+                flow: f.id.to_string(),
+                interval: k,
+                gbps,
+            })
+        });
+        aggregate.chain(flows)
+    });
+    write_rows("intervals.csv", rows)
+}
+
+#[derive(Serialize)]
+struct RankRow<'a> {
+    phase: usize,
+    rank: usize,
+    host: &'a str,
+    reported: bool,
+    tx_gbps: f64,
+    rx_gbps: f64,
+    worker_cpu_pct_of_core: f64,
+    worker_user_pct_of_core: f64,
+    worker_system_pct_of_core: f64,
+    host_cpu_pct_of_all_cores: f64,
+    host_cores: usize,
+    iface: String,
+    iface_rx_bytes: u64,
+    iface_tx_bytes: u64,
+    clock_offset_us: f64,
+    rtt_us: f64,
+}
+
+pub fn ranks(run: &RunResult) -> Result<Vec<u8>, ReportError> {
+    let rows = run.phases.iter().flat_map(|p| {
+        p.ranks.iter().map(move |r| RankRow {
+            phase: p.index,
+            rank: r.rank,
+            host: &r.host,
+            reported: r.reported,
+            tx_gbps: r.tx_gbps,
+            rx_gbps: r.rx_gbps,
+            worker_cpu_pct_of_core: r.cpu.worker_pct,
+            worker_user_pct_of_core: r.cpu.worker_user_pct,
+            worker_system_pct_of_core: r.cpu.worker_system_pct,
+            host_cpu_pct_of_all_cores: r.cpu.host_pct,
+            host_cores: r.cpu.host_cores,
+            iface: r.netdevs.iter().map(|n| n.iface.as_str()).collect::<Vec<_>>().join(";"),
+            iface_rx_bytes: r.netdevs.iter().map(|n| n.rx_bytes).sum(),
+            iface_tx_bytes: r.netdevs.iter().map(|n| n.tx_bytes).sum(),
+            clock_offset_us: r.clock_offset_us,
+            rtt_us: r.rtt_us,
+        })
+    });
+    write_rows("ranks.csv", rows)
+}

@@ -1,0 +1,96 @@
+//! Presenting results: the terminal summary, exports (JSON, CSV, Markdown)
+//! behind one trait, and the results folder. Nothing here measures.
+
+mod csv_files;
+pub mod results_dir;
+mod tables;
+mod terminal;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::result::RunResult;
+
+pub use tables::status_line;
+pub use terminal::render as render_terminal;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot write {path}: {cause}")]
+    Write { path: String, cause: std::io::Error },
+    #[error("cannot encode {what}: {reason}")]
+    Encode { what: &'static str, reason: String },
+}
+
+/// Renders a run into one document.
+pub trait Exporter {
+    fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError>;
+}
+
+/// `run.json`: the result struct itself, the schema of record.
+pub struct JsonExporter;
+
+impl Exporter for JsonExporter {
+    fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
+        let mut out = serde_json::to_vec_pretty(run)
+            .map_err(|e| ReportError::Encode { what: "run.json", reason: e.to_string() })?;
+        out.push(b'\n');
+        Ok(out)
+    }
+}
+
+/// One row per flow and phase: `flows.csv`.
+pub struct CsvExporter;
+
+impl Exporter for CsvExporter {
+    fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
+        csv_files::flows(run)
+    }
+}
+
+/// The summary tables as Markdown: `summary.md`.
+pub struct MarkdownExporter;
+
+impl Exporter for MarkdownExporter {
+    fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
+        let mut out = format!("# fabricbench: {}\n\n", run.scenario.run.name);
+        out += &format!(
+            "Started {} on {} rank(s), scenario `{}`, fabricbench {}.\n\n",
+            run.started_at,
+            run.plan.ranks.len(),
+            run.scenario_file,
+            run.tool_version
+        );
+        for phase in tables::summarize(run) {
+            out += &format!("## {}\n\n", phase.headline);
+            for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
+                out += &format!(
+                    "### {}\n\n| {} |\n|{}\n",
+                    table.title,
+                    table.header.join(" | "),
+                    "---|".repeat(table.header.len())
+                );
+                for row in &table.rows {
+                    let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+                    out += &format!("| {} |\n", cells.join(" | "));
+                }
+                out.push('\n');
+            }
+        }
+        out += &format!("{}\n", status_line(run));
+        Ok(out.into_bytes())
+    }
+}
+
+/// Writes an export to `target`, `-` meaning stdout.
+pub fn export_to(exporter: &dyn Exporter, run: &RunResult, target: &Path) -> Result<(), ReportError> {
+    let bytes = exporter.render(run)?;
+    let shown = target.display().to_string();
+    let result = if shown == "-" {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(&bytes).and_then(|()| stdout.flush())
+    } else {
+        std::fs::write(target, &bytes)
+    };
+    result.map_err(|cause| ReportError::Write { path: shown, cause })
+}

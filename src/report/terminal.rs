@@ -1,0 +1,28 @@
+//! The summary printed at the end of a run.
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
+
+use crate::report::tables::{status_line, summarize};
+use crate::result::RunResult;
+
+pub fn render(run: &RunResult) -> String {
+    let mut out = String::new();
+    for phase in summarize(run) {
+        out += &format!("\n{}\n", phase.headline);
+        for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
+            let mut comfy = Comfy::new();
+            comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+            comfy.set_header(&table.header);
+            for row in &table.rows {
+                comfy.add_row(row);
+            }
+            for column in comfy.column_iter_mut().skip(2) {
+                column.set_cell_alignment(CellAlignment::Right);
+            }
+            out += &format!("{}\n{comfy}\n", table.title);
+        }
+    }
+    out += &format!("{}\n", status_line(run));
+    out
+}

@@ -1,0 +1,216 @@
+//! `fabricbench run`: read the hostfile and scenario, plan, start the
+//! workers (rank 0 first: it serves the coordinator), follow the run through
+//! rank 0's event stream, stop every worker, and keep every result measured,
+//! also when the run fails half-way.
+
+mod workers;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use rand::Rng;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::control::coordinator::Event;
+use crate::control::wire::Window;
+use crate::hostfile::{self, Host};
+use crate::launch::{BoxRead, Launcher};
+use crate::plan::{self, Plan};
+use crate::progress::Progress;
+use crate::result::{PhaseResult, RunResult, RunStatus, SCHEMA_VERSION};
+use crate::scenario::{self, Scenario};
+use crate::worker::{JobSpec, Role, WorkerOutput};
+use workers::Workers;
+
+/// How long rank 0 may take to start listening.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
+/// After a worker dies, how long rank 0 has to report it before we do.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How long workers get to exit after their stdin closes.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+pub struct RunOptions {
+    pub scenario: PathBuf,
+    pub hostfile: PathBuf,
+    /// Port for rank 0's coordinator (0: any free port).
+    pub port: u16,
+    pub progress: bool,
+}
+
+/// Everything needed before any process starts; all input errors surface here.
+pub struct Prepared {
+    pub scenario_file: PathBuf,
+    pub scenario: Scenario,
+    pub hosts: Vec<Host>,
+    pub plan: Plan,
+}
+
+/// Loads and checks the inputs; errors name the file, line and field.
+pub fn prepare(scenario_file: &Path, hostfile_path: &Path) -> anyhow::Result<Prepared> {
+    let (scenario, source) = scenario::load(scenario_file)?;
+    let hosts = hostfile::load(hostfile_path)?;
+    let plan = plan::build(&hosts, &scenario).map_err(|(field, message)| {
+        anyhow!("{} (with hostfile {})", source.describe(&field, &message), hostfile_path.display())
+    })?;
+    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan })
+}
+
+/// Runs the job. The result is returned whether the run succeeded or not;
+/// only a failure before any worker ran is an `Err`.
+pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions) -> anyhow::Result<RunResult> {
+    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at,
+        scenario_file: prepared.scenario_file.display().to_string(),
+        scenario: prepared.scenario.clone(),
+        hosts: prepared.hosts.clone(),
+        plan: prepared.plan.clone(),
+        phases: Vec::new(),
+        status: RunStatus::Ok,
+    };
+    let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
+    let echo = {
+        let progress = progress.clone();
+        Arc::new(move |line: String| {
+            if let Ok(p) = progress.lock() {
+                p.note(&line);
+            }
+        })
+    };
+    let mut workers = Workers::new(echo);
+    let outcome = drive(&prepared, launcher, opts, &mut workers, &progress, &mut result.phases).await;
+    workers.shut_down(SHUTDOWN_GRACE).await;
+    if let Ok(mut p) = progress.lock() {
+        p.finish();
+    }
+    if let Err(e) = outcome {
+        result.status = RunStatus::Failed { error: format!("{e:#}") };
+    }
+    Ok(result)
+}
+
+/// Starts the workers and follows rank 0's events until the run ends.
+async fn drive(
+    prepared: &Prepared,
+    launcher: &dyn Launcher,
+    opts: &RunOptions,
+    workers: &mut Workers,
+    progress: &Mutex<Progress>,
+    phases: &mut Vec<PhaseResult>,
+) -> anyhow::Result<()> {
+    let (job, token) = job_identity();
+    let run = &prepared.scenario.run;
+    let window = Window { warmup: run.warmup, duration: run.duration, interval: run.interval };
+    let spec = |rank: usize, host: &Host, role: Role| JobSpec {
+        job,
+        token: token.clone(),
+        rank,
+        host: host.name.clone(),
+        bind: host.data_addr().to_string(),
+        role,
+    };
+
+    let host0 = &prepared.hosts[0];
+    let role0 = Role::Coordinator { plan: Box::new(prepared.plan.clone()), window, port: opts.port };
+    let started = launcher.start(0, host0).await?;
+    let line = serde_json::to_string(&spec(0, host0, role0))?;
+    let stdout0 = workers.adopt(0, &host0.name, started, &line).await.context("sending rank 0 its job spec")?;
+    let mut events = BufReader::new(stdout0).lines();
+    let coordinator = match tokio::time::timeout(LISTEN_TIMEOUT, next_output(&mut events)).await {
+        Ok(Ok(Some(WorkerOutput::Listening { addr }))) => addr,
+        Ok(Ok(_)) | Ok(Err(_)) => {
+            let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
+            bail!("rank 0 ({}) exited before its coordinator listened{}", host0.name, workers.stderr_tail(0))
+        }
+        Err(_) => bail!("rank 0 ({}) did not start its coordinator within {LISTEN_TIMEOUT:?}", host0.name),
+    };
+
+    for (rank, host) in prepared.hosts.iter().enumerate().skip(1) {
+        let started = launcher.start(rank, host).await?;
+        let line = serde_json::to_string(&spec(rank, host, Role::Member { coordinator }))?;
+        workers
+            .adopt(rank, &host.name, started, &line)
+            .await
+            .with_context(|| format!("sending rank {rank} ({}) its job spec", host.name))?;
+    }
+
+    let mut lost: Option<(usize, String, tokio::time::Instant)> = None;
+    loop {
+        let grace_over = async {
+            match &lost {
+                Some((_, _, at)) => tokio::time::sleep_until(*at + EXIT_GRACE).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            output = next_output(&mut events) => match output? {
+                Some(WorkerOutput::Event(event)) => {
+                    if let Some(done) = follow(event, progress, phases)? {
+                        return done;
+                    }
+                }
+                Some(WorkerOutput::Listening { .. }) => {}
+                None => {
+                    let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
+                    bail!("rank 0 ({}) exited during the run{}", host0.name, workers.stderr_tail(0));
+                }
+            },
+            Some(exit) = workers.exits.recv() => {
+                workers.mark_exited(exit.rank);
+                if lost.is_none() {
+                    lost = Some((exit.rank, exit.how, tokio::time::Instant::now()));
+                }
+            }
+            () = grace_over => {
+                let (rank, how, _) = lost.take().expect("guarded");
+                bail!("rank {rank} ({}) exited ({how}) during the run{}", workers.host(rank), workers.stderr_tail(rank));
+            }
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (Ctrl-C): stopping every worker"),
+        }
+    }
+}
+
+/// Applies one coordinator event; `Some` when the run is over.
+fn follow(
+    event: Event,
+    progress: &Mutex<Progress>,
+    phases: &mut Vec<PhaseResult>,
+) -> anyhow::Result<Option<anyhow::Result<()>>> {
+    let mut p = progress.lock().map_err(|_| anyhow!("progress display poisoned"))?;
+    match event {
+        Event::Rejected { reason, .. } => p.note(&format!("fabricbench: coordinator rejected a connection: {reason}")),
+        Event::Joined { rank, host, joined, total } => p.joined(rank, &host, joined, total),
+        Event::PhaseStarted { phase, name, window } => p.phase_started(phase, &name, window),
+        Event::Progress { phase, interval, gbps } => p.interval(phase, interval, gbps),
+        Event::PhaseDone(result) => {
+            p.phase_done(result.index, result.aggregate_gbps);
+            phases.push(*result);
+        }
+        Event::Finished => return Ok(Some(Ok(()))),
+        Event::Failed(failure) => return Ok(Some(Err(anyhow!("{failure}")))),
+    }
+    Ok(None)
+}
+
+async fn next_output(lines: &mut tokio::io::Lines<BufReader<BoxRead>>) -> anyhow::Result<Option<WorkerOutput>> {
+    loop {
+        let Some(line) = lines.next_line().await.context("reading rank 0's output")? else { return Ok(None) };
+        if line.trim().is_empty() {
+            continue;
+        }
+        return serde_json::from_str(&line)
+            .map(Some)
+            .with_context(|| format!("rank 0 wrote an unexpected line: {line}"));
+    }
+}
+
+/// A random job id and a 256-bit secret token, both new for every run.
+fn job_identity() -> (u64, String) {
+    let mut rng = rand::thread_rng();
+    let token: String = (0..32).map(|_| format!("{:02x}", rng.gen::<u8>())).collect();
+    (rng.gen(), token)
+}
