@@ -34,7 +34,14 @@ pub enum Command {
     Plan(Inputs),
     /// The per-host worker (started by the launcher; reads its job on stdin)
     #[command(hide = true)]
-    Worker,
+    Worker(WorkerArgs),
+}
+
+/// Shown in `ps` so operators can tell ranks apart; the job itself comes on stdin.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[arg(long)]
+    pub rank: Option<usize>,
 }
 
 #[derive(Debug, Args)]

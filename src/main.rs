@@ -15,7 +15,7 @@ const BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_level = if matches!(cli.command, Command::Worker) { "warn" } else { "warn,fabricbench=info" };
+    let default_level = if matches!(cli.command, Command::Worker(_)) { "warn" } else { "warn,fabricbench=info" };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         .without_time()
         .init();
     match cli.command {
-        Command::Worker => exit(fabricbench::worker::main(), RUN_FAILED),
+        Command::Worker(args) => exit(fabricbench::worker::main(args.rank), RUN_FAILED),
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
         Command::Run(args) => run(&args),
     }

@@ -26,7 +26,7 @@ impl Launcher for LocalLauncher {
         let host = host.name.clone();
         async move {
             let mut child = Command::new(&self.exe)
-                .arg("worker")
+                .args(["worker", "--rank", &rank.to_string()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

@@ -9,7 +9,7 @@ mod phase;
 use std::io::{BufRead, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -49,11 +49,15 @@ pub enum WorkerOutput {
 }
 
 /// Runs a worker: reads the spec from stdin, exits when stdin closes.
-pub fn main() -> anyhow::Result<()> {
+/// `label` is the rank the launcher put on the command line for `ps`.
+pub fn main(label: Option<usize>) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut line = String::new();
     stdin.lock().read_line(&mut line).context("reading the job spec from stdin")?;
     let spec: JobSpec = serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?;
+    if label.is_some_and(|rank| rank != spec.rank) {
+        bail!("started as rank {} but the job spec on stdin is for rank {}", label.unwrap_or_default(), spec.rank);
+    }
     let bind = resolve(&spec.bind)?;
 
     let (shutdown_tx, shutdown) = watch::channel(false);

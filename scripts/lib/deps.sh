@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# Installs missing Debian packages (we run as root on Debian/Ubuntu), quietly,
+# running `apt-get update` at most once per call.
+ensure_packages() {
+    local missing=()
+    local pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "missing packages: ${missing[*]}; install them (apt-get install ${missing[*]}) or run as root" >&2
+        return 1
+    fi
+    echo "installing: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || { echo "apt-get update failed" >&2; return 1; }
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+        || { echo "apt-get install ${missing[*]} failed" >&2; return 1; }
+}
+
+# Makes sure cargo is on PATH (rustup installs it under ~/.cargo/bin).
+ensure_cargo() {
+    if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; return 1; }
+}

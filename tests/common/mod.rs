@@ -1,0 +1,105 @@
+//! Helpers for tests that run the real binary.
+#![allow(dead_code)] // each test file uses a different part
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_fabricbench");
+
+/// A scratch folder with a hostfile and scenario, and a tag in the
+/// environment of every process the test starts, so they can be found.
+pub struct Bench {
+    pub dir: tempfile::TempDir,
+    pub tag: String,
+}
+
+impl Bench {
+    pub fn new() -> Bench {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let tag = format!("fbtest-{}-{}", std::process::id(), dir.path().file_name().unwrap().to_string_lossy());
+        Bench { dir, tag }
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).expect("write input");
+        path
+    }
+
+    pub fn results(&self) -> PathBuf {
+        self.dir.path().join("results")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).env("FABRICBENCH_TEST_TAG", &self.tag).current_dir(self.dir.path());
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run fabricbench")
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fabricbench")
+    }
+
+    /// PIDs of live processes started by this test (by the environment tag).
+    pub fn processes(&self) -> Vec<(u32, String)> {
+        let mut found = Vec::new();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            let needle = format!("FABRICBENCH_TEST_TAG={}", self.tag);
+            if environ.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) {
+                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                if stat.contains(") Z ") {
+                    continue; // a zombie is already dead
+                }
+                found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+            }
+        }
+        found
+    }
+
+    /// Waits (bounded) until no process of this test is left; returns the leftovers.
+    pub fn leftovers(&self, within: Duration) -> Vec<(u32, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = self.processes();
+            if left.is_empty() || Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The only results folder under results/.
+    pub fn result_dir(&self) -> PathBuf {
+        let dirs: Vec<PathBuf> =
+            std::fs::read_dir(self.results()).expect("results folder").flatten().map(|e| e.path()).collect();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        dirs[0].clone()
+    }
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub const LOCAL_HOSTS: &str = "127.0.0.1\n127.0.0.2\n127.0.0.3\n127.0.0.4\n";
+
+pub fn fan_in(duration: &str) -> String {
+    format!(
+        "[run]\nname = \"fan\"\nduration = \"{duration}\"\nwarmup = \"300ms\"\ninterval = \"500ms\"\n\n\
+         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\nreceivers = 0\nsenders = \"1-3\"\n"
+    )
+}

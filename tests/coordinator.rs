@@ -1,0 +1,397 @@
+//! The coordinator state machine driven by simulated ranks: no sockets, no
+//! clocks but the ones we pass in.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
+use fabricbench::control::wire::{
+    Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
+};
+use fabricbench::metrics::{FlowSamples, RankReport};
+use fabricbench::plan::Plan;
+use fabricbench::{hostfile, plan, scenario};
+
+const TOKEN: &str = "secret";
+const JOB: u64 = 7;
+const MS: i64 = 1_000_000;
+
+fn make_plan(ranks: usize, scenario_text: &str) -> Plan {
+    let hosts: String = (1..=ranks).map(|i| format!("h{i}\n")).collect();
+    let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
+    let (s, _) = scenario::parse(scenario_text, Path::new("s.toml")).unwrap();
+    plan::build(&hosts, &s).unwrap()
+}
+
+const FAN_IN: &str = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n";
+const ALL_TO_ALL: &str = "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n";
+
+fn window() -> Window {
+    Window { warmup: Duration::from_secs(1), duration: Duration::from_secs(2), interval: Duration::from_secs(1) }
+}
+
+fn hello(rank: usize) -> Hello {
+    Hello {
+        magic: MAGIC,
+        token: TOKEN.into(),
+        version: PROTOCOL_VERSION,
+        tool_version: "test".into(),
+        job: JOB,
+        rank,
+        host: format!("h{}", rank + 1),
+        pid: 1,
+    }
+}
+
+/// A coordinator and the simulated ranks around it; connection id = rank.
+struct Sim {
+    c: Coordinator,
+    now: i64,
+    inbox: HashMap<ConnId, Vec<ToWorker>>,
+    closed: Vec<ConnId>,
+    events: Vec<Event>,
+}
+
+impl Sim {
+    fn new(plan: Plan) -> Sim {
+        let c = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0);
+        Sim { c, now: 0, inbox: HashMap::new(), closed: Vec::new(), events: Vec::new() }
+    }
+
+    fn pump(&mut self) {
+        while let Some(out) = self.c.poll() {
+            match out {
+                Output::Send(conn, msg) => self.inbox.entry(conn).or_default().push(msg),
+                Output::Close(conn) => self.closed.push(conn),
+                Output::Event(e) => self.events.push(e),
+            }
+        }
+    }
+
+    fn send(&mut self, conn: ConnId, msg: ToCoordinator) {
+        self.c.received(conn, msg, self.now);
+        self.pump();
+    }
+
+    fn join(&mut self, conn: ConnId, h: Hello) {
+        self.c.connected(conn, self.now);
+        self.send(conn, ToCoordinator::Hello(h));
+    }
+
+    fn join_all(&mut self, n: usize) {
+        for r in 0..n {
+            self.join(r as ConnId, hello(r));
+        }
+    }
+
+    fn take(&mut self, conn: ConnId) -> Vec<ToWorker> {
+        self.inbox.remove(&conn).unwrap_or_default()
+    }
+
+    fn advance(&mut self, by_ms: i64) {
+        self.now += by_ms * MS;
+        self.c.tick(self.now);
+        self.pump();
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.events.iter().find_map(|e| match e {
+            Event::Failed(f) => Some(f.to_string()),
+            _ => None,
+        })
+    }
+
+    fn rejections(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Rejected { reason, .. } => Some(reason.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn tcp(port: u16) -> Endpoint {
+    Endpoint::Tcp { addr: SocketAddr::from(([127, 0, 0, 1], port)) }
+}
+
+/// Every rank answers Setup with a TCP endpoint per receiving end.
+fn answer_setups(sim: &mut Sim, n: usize) {
+    for r in 0..n {
+        let setup = sim.take(r as ConnId);
+        let Some(ToWorker::Setup { phase, flows }) = setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
+        else {
+            panic!("rank {r} got no Setup");
+        };
+        let endpoints = flows
+            .iter()
+            .filter(|f| f.side == Side::Receiver)
+            .map(|f| FlowEndpoint { flow: f.flow.id, side: Side::Receiver, endpoint: tcp(1000 + f.flow.id as u16) })
+            .collect();
+        sim.send(r as ConnId, ToCoordinator::Endpoints { phase, endpoints });
+    }
+}
+
+fn report(rank: usize, flows: Vec<FlowSamples>, boundaries: usize) -> RankReport {
+    RankReport {
+        phase: 0,
+        rank,
+        sample_ns: (0..boundaries as i64).map(|k| 1_000 * MS + k * 1_000 * MS).collect(),
+        flows,
+        ..Default::default()
+    }
+}
+
+fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSamples {
+    FlowSamples {
+        flow,
+        side,
+        bytes: (0..boundaries as u64).map(|k| k * per_second).collect(),
+        messages: (0..boundaries as u64).map(|k| k * 10).collect(),
+        start_ns: Some(0),
+        error: None,
+    }
+}
+
+#[test]
+fn happy_path_fan_in() {
+    let n = 4;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    assert!(matches!(sim.events.last(), Some(Event::Joined { joined: 4, total: 4, .. })));
+    for r in 0..n {
+        let first = &sim.inbox[&(r as ConnId)][0];
+        assert!(matches!(first, ToWorker::Welcome { .. }), "rank {r} first got {first:?}");
+    }
+    // Setup: rank 0 receives three flows, each sender sends one.
+    let setups: Vec<usize> = (0..n)
+        .map(|r| match sim.inbox[&(r as ConnId)].last() {
+            Some(ToWorker::Setup { flows, .. }) => flows.len(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(setups, [3, 1, 1, 1]);
+    answer_setups(&mut sim, n);
+
+    // Peers: each sender gets exactly its own receiver's endpoint.
+    for r in 1..n {
+        let msgs = sim.take(r as ConnId);
+        let Some(ToWorker::Peers { peers, .. }) = msgs.last() else { panic!("rank {r}: {msgs:?}") };
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].flow, (r - 1) as u32);
+        assert_eq!(peers[0].endpoint, tcp(1000 + (r - 1) as u16));
+        sim.send(r as ConnId, ToCoordinator::Ready { phase: 0 });
+    }
+    assert!(matches!(sim.take(0).last(), Some(ToWorker::Peers { peers, .. }) if peers.is_empty()));
+    sim.advance(10);
+    sim.send(0, ToCoordinator::Ready { phase: 0 });
+    let Some(ToWorker::Start { t0_ns, .. }) = sim.take(2).pop() else { panic!("no Start") };
+    assert_eq!(t0_ns, sim.now + Timeouts::default().start_delay.as_nanos() as i64);
+
+    // Live progress once every rank has sent interval 1.
+    for r in 0..n {
+        let rx = if r == 0 { 3_000 } else { 0 };
+        sim.send(r as ConnId, ToCoordinator::Progress { phase: 0, interval: 1, tx_bytes: 1_000, rx_bytes: rx });
+    }
+    assert!(sim
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Progress { interval: 1, gbps, .. } if (*gbps - 24e-6).abs() < 1e-12)));
+
+    let b = 3;
+    sim.send(
+        0,
+        ToCoordinator::Report(Box::new(report(
+            0,
+            (0..3).map(|f| samples(f, Side::Receiver, 1_000_000_000 * (u64::from(f) + 1), b)).collect(),
+            b,
+        ))),
+    );
+    for r in 1..n {
+        let f = (r - 1) as u32;
+        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender, 5, b)], b))));
+    }
+    let done = sim.events.iter().find_map(|e| match e {
+        Event::PhaseDone(p) => Some(p.clone()),
+        _ => None,
+    });
+    let p = done.expect("phase result");
+    assert!(p.complete);
+    assert_eq!(p.window_s, 2.0);
+    // Receiver counts win: 1, 2 and 3 GB/s = 8, 16, 24 Gb/s.
+    let rates: Vec<f64> = p.flows.iter().map(|f| f.gbps).collect();
+    assert_eq!(rates, [8.0, 16.0, 24.0]);
+    assert_eq!(p.aggregate_gbps, 48.0);
+    assert_eq!(p.receivers.len(), 1);
+    assert_eq!(p.receivers[0].senders, 3);
+    assert!((p.receivers[0].jain - 48.0 * 48.0 / (3.0 * (64.0 + 256.0 + 576.0))).abs() < 1e-12);
+    assert!(matches!(sim.events.last(), Some(Event::Finished)));
+    for r in 0..n {
+        assert_eq!(sim.take(r as ConnId).last(), Some(&ToWorker::Bye), "rank {r}");
+    }
+    assert!(sim.c.is_done());
+}
+
+#[test]
+fn strangers_are_rejected_and_the_run_goes_on() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join(0, hello(0));
+    let mut bad_token = hello(1);
+    bad_token.token = "guess".into();
+    sim.join(10, bad_token);
+    let mut old = hello(1);
+    old.version = PROTOCOL_VERSION - 1;
+    sim.join(11, old);
+    let mut magic = hello(1);
+    magic.magic = 0xdead_beef;
+    sim.join(12, magic);
+    sim.c.connected(13, 0);
+    sim.c.protocol_error(13, "garbage", 0);
+    sim.pump();
+    sim.join(14, hello(0));
+    sim.c.connected(15, 0);
+    sim.send(15, ToCoordinator::Heartbeat);
+
+    let reasons = sim.rejections();
+    assert_eq!(reasons.len(), 6, "{reasons:?}");
+    assert_eq!(reasons[0], "wrong job token from `h2` claiming rank 1");
+    assert!(
+        reasons[1].starts_with(&format!("rank 1 on h2 speaks protocol {}", PROTOCOL_VERSION - 1)),
+        "{}",
+        reasons[1]
+    );
+    assert_eq!(reasons[2], "not a fabricbench worker (bad magic)");
+    assert_eq!(reasons[3], "undecodable first frame: garbage");
+    assert_eq!(reasons[4], "rank 0 joined twice (second Hello from h1)");
+    assert_eq!(reasons[5], "first frame was not a Hello");
+    assert_eq!(sim.closed, [10, 11, 12, 13, 14, 15]);
+    // None of them got anything; the real rank 1 still joins and the run starts.
+    assert!(sim.inbox.keys().all(|&c| c < 10));
+    sim.join(1, hello(1));
+    assert!(matches!(sim.take(1).last(), Some(ToWorker::Setup { .. })));
+    assert_eq!(sim.failure(), None);
+}
+
+#[test]
+fn rank_that_never_sends_endpoints_is_named() {
+    let n = 3;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    for r in [0, 1] {
+        sim.send(r, ToCoordinator::Endpoints { phase: 0, endpoints: Vec::new() });
+    }
+    // Heartbeats keep it alive, but endpoints never come.
+    for _ in 0..70 {
+        for r in 0..n as ConnId {
+            sim.send(r, ToCoordinator::Heartbeat);
+        }
+        sim.advance(500);
+    }
+    assert_eq!(
+        sim.failure().as_deref(),
+        Some("rank 2 (h3): no answer while creating endpoints of phase 0 within 30 s")
+    );
+    for r in 0..n as ConnId {
+        let msgs = sim.take(r);
+        assert!(msgs.iter().any(|m| matches!(m, ToWorker::Abort { .. })), "rank {r}");
+        assert_eq!(msgs.last(), Some(&ToWorker::Bye));
+    }
+}
+
+#[test]
+fn silent_rank_times_out() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    for _ in 0..8 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(500);
+    }
+    let failure = sim.failure().expect("failure");
+    assert!(failure.starts_with("rank 1 (h2): silent for 3."), "{failure}");
+    assert!(failure.ends_with("s while creating endpoints of phase 0 (heartbeat timeout)"), "{failure}");
+}
+
+#[test]
+fn join_timeout_lists_missing_ranks() {
+    let mut sim = Sim::new(make_plan(4, FAN_IN));
+    sim.join(0, hello(0));
+    sim.join(1, hello(1));
+    for _ in 0..61 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.send(1, ToCoordinator::Heartbeat);
+        sim.advance(500);
+    }
+    assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): no answer while joining within 30 s (also ranks 3)"));
+}
+
+#[test]
+fn lost_rank_mid_run_keeps_partial_results() {
+    let n = 3;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n as ConnId {
+        sim.send(r, ToCoordinator::Ready { phase: 0 });
+    }
+    // Rank 2 dies; the others are told to stop and send what they have.
+    sim.c.closed(2, sim.now);
+    sim.pump();
+    for r in [0, 1] {
+        assert!(
+            matches!(sim.take(r).last(), Some(ToWorker::Abort { reason }) if reason.starts_with("rank 2 (h3): connection lost during phase 0"))
+        );
+    }
+    assert_eq!(sim.failure(), None, "waits for partial reports first");
+    sim.send(
+        0,
+        ToCoordinator::Report(Box::new(report(
+            0,
+            vec![samples(0, Side::Receiver, 100, 2), samples(1, Side::Receiver, 50, 2)],
+            2,
+        ))),
+    );
+    sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender, 100, 2)], 2))));
+    let partial = sim.events.iter().find_map(|e| match e {
+        Event::PhaseDone(p) => Some(p.clone()),
+        _ => None,
+    });
+    let p = partial.expect("partial phase kept");
+    assert!(!p.complete);
+    assert_eq!(p.flows[0].bytes, 100);
+    assert!(!p.ranks[2].reported);
+    assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): connection lost during phase 0"));
+    assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
+    assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
+}
+
+#[test]
+fn abort_without_reports_ends_after_grace() {
+    let n = 2;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n as ConnId {
+        sim.send(r, ToCoordinator::Ready { phase: 0 });
+    }
+    sim.send(1, ToCoordinator::Failed { phase: 0, error: "stream broke".into() });
+    assert_eq!(sim.failure(), None);
+    sim.advance(2_100);
+    assert_eq!(sim.failure().as_deref(), Some("rank 1 (h2): failed in phase 0: stream broke"));
+}
+
+#[test]
+fn peers_per_rank_are_its_own_flows_only() {
+    let n = 64;
+    let mut sim = Sim::new(make_plan(n, ALL_TO_ALL));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n {
+        let Some(ToWorker::Peers { peers, .. }) = sim.take(r as ConnId).pop() else { panic!("rank {r}") };
+        // A rank sends to n-1 others; TCP senders publish no endpoint of their own.
+        assert_eq!(peers.len(), n - 1, "rank {r}");
+        assert!(peers.iter().all(|p| p.side == Side::Receiver));
+    }
+}

@@ -1,0 +1,102 @@
+//! Every pattern's plan: counts, and invariants over random job sizes.
+
+use std::path::Path;
+
+use fabricbench::plan::{self, Plan};
+use fabricbench::{hostfile, scenario};
+use proptest::prelude::*;
+
+fn plan_for(ranks: usize, group: &str) -> Result<Plan, String> {
+    let hosts: String = (0..ranks).map(|i| format!("n{i}\n")).collect();
+    let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
+    let text = format!("[[group]]\nname = \"g\"\n{group}\n");
+    let (s, source) = scenario::parse(&text, Path::new("s.toml")).map_err(|e| e.to_string())?;
+    plan::build(&hosts, &s).map_err(|(field, message)| source.describe(&field, &message))
+}
+
+fn pairs(plan: &Plan) -> Vec<(usize, usize)> {
+    plan.phases[0].flows.iter().map(|f| (f.src, f.dst)).collect()
+}
+
+#[test]
+fn fan_in_defaults_to_everyone_into_rank_0() {
+    let p = plan_for(4, "pattern = \"fan-in\"").unwrap();
+    assert_eq!(pairs(&p), [(1, 0), (2, 0), (3, 0)]);
+    let p = plan_for(4, "pattern = \"all-to-one\"\nreceivers = 2\nsenders = [0, 1]").unwrap();
+    assert_eq!(pairs(&p), [(0, 2), (1, 2)]);
+}
+
+#[test]
+fn one_to_all_ring_pairwise_explicit() {
+    assert_eq!(pairs(&plan_for(3, "pattern = \"one-to-all\"").unwrap()), [(0, 1), (0, 2)]);
+    assert_eq!(pairs(&plan_for(3, "pattern = \"ring\"").unwrap()), [(0, 1), (1, 2), (2, 0)]);
+    assert_eq!(pairs(&plan_for(2, "pattern = \"ring\"\nbidirectional = true").unwrap()), [(0, 1), (1, 0)]);
+    assert_eq!(pairs(&plan_for(4, "pattern = \"pairwise\"").unwrap()), [(0, 2), (1, 3)]);
+    assert_eq!(
+        pairs(&plan_for(4, "pattern = \"pairwise\"\nbidirectional = true").unwrap()),
+        [(0, 2), (1, 3), (2, 0), (3, 1)]
+    );
+    assert_eq!(pairs(&plan_for(4, "pattern = \"pairwise\"\nflows = [[0, 1], [3, 2]]").unwrap()), [(0, 1), (3, 2)]);
+    assert_eq!(pairs(&plan_for(3, "pattern = \"explicit\"\nflows = [[2, 0], [1, 0]]").unwrap()), [(2, 0), (1, 0)]);
+    assert_eq!(pairs(&plan_for(2, "pattern = \"explicit\"\nflows = [[1, 1]]\nallow_self = true").unwrap()), [(1, 1)]);
+}
+
+#[test]
+fn plan_errors_name_the_field() {
+    assert_eq!(
+        plan_for(3, "pattern = \"pairwise\"").unwrap_err(),
+        "s.toml:1: group \"g\": field `ranks`: pairwise needs an even number of ranks, got 3"
+    );
+    assert_eq!(
+        plan_for(2, "pattern = \"explicit\"\nflows = [[1, 1]]").unwrap_err(),
+        "s.toml:4: group \"g\": field `flows`: flow 0 [1, 1] goes from a rank to itself; set allow_self = true to measure loopback"
+    );
+    assert_eq!(
+        plan_for(2, "pattern = \"explicit\"\nflows = [[0, 1], [0, 1]]").unwrap_err(),
+        "s.toml:4: group \"g\": field `flows`: flow 1 [0, 1] is listed twice"
+    );
+    assert_eq!(
+        plan_for(2, "pattern = \"explicit\"\nflows = [[0, 5]]").unwrap_err(),
+        "s.toml:4: group \"g\": field `flows`: flow 0 [0, 5]: rank 5 does not exist: the hostfile has 2 host(s), ranks 0-1"
+    );
+    assert_eq!(
+        plan_for(1, "pattern = \"fan-in\"").unwrap_err(),
+        "s.toml:3: group \"g\": field `pattern`: `fan-in` gives no flows with 1 rank(s)"
+    );
+}
+
+const PATTERNS: [&str; 5] = ["fan-in", "one-to-all", "all-to-all", "ring", "pairwise"];
+
+proptest! {
+    #[test]
+    fn invariants(n in 2usize..40, which in 0usize..5, bidirectional: bool) {
+        let pattern = PATTERNS[which];
+        let extra = if matches!(pattern, "ring" | "pairwise") { format!("bidirectional = {bidirectional}") } else { String::new() };
+        let n = if pattern == "pairwise" { n & !1 } else { n };
+        let p = plan_for(n, &format!("pattern = \"{pattern}\"\n{extra}")).unwrap();
+        let flows = &p.phases[0].flows;
+        // Every flow's ranks exist, no self-flows, no duplicates, ids are dense.
+        for (i, f) in flows.iter().enumerate() {
+            prop_assert_eq!(f.id as usize, i);
+            prop_assert!(f.src < n && f.dst < n);
+            prop_assert_ne!(f.src, f.dst);
+        }
+        let mut unique = pairs(&p);
+        unique.sort_unstable();
+        unique.dedup();
+        prop_assert_eq!(unique.len(), flows.len());
+        let expected = match (pattern, bidirectional) {
+            ("fan-in" | "one-to-all", _) => n - 1,
+            ("all-to-all", _) => n * (n - 1),
+            ("ring", false) => n,
+            ("ring", true) if n == 2 => 2,
+            ("ring", true) => 2 * n,
+            ("pairwise", false) => n / 2,
+            ("pairwise", true) => n,
+            _ => unreachable!(),
+        };
+        prop_assert_eq!(flows.len(), expected);
+        // Deterministic: the same inputs give the same plan.
+        prop_assert_eq!(&p, &plan_for(n, &format!("pattern = \"{pattern}\"\n{extra}")).unwrap());
+    }
+}

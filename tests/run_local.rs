@@ -1,0 +1,149 @@
+//! The real CLI on local ranks (127.0.0.x): real processes, real sockets.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{fan_in, read_json, text, Bench, LOCAL_HOSTS};
+
+#[test]
+fn four_rank_fan_in_end_to_end() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("2s"));
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("Receivers") && stdout.contains("Jain index"), "{stdout}");
+    assert!(stderr.contains("ranks ready") || stderr.contains("ready, 4/4"), "{stderr}");
+
+    let dir = bench.result_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["schema_version"], 1);
+    assert_eq!(run["status"]["state"], "ok");
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true);
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 3);
+    let sum: f64 = flows.iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    let aggregate = phase["aggregate_gbps"].as_f64().unwrap();
+    assert!(aggregate > 0.0);
+    assert!((sum - aggregate).abs() < 1e-9 * aggregate, "sum {sum} vs aggregate {aggregate}");
+    for f in flows {
+        assert_eq!(f["dst"], 0);
+        assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
+        assert_eq!(f["interval_gbps"].as_array().unwrap().len(), 4, "2 s in 500 ms intervals");
+    }
+    let window = phase["window_s"].as_f64().unwrap();
+    assert!((window - 2.0).abs() < 0.05, "window {window}");
+    let receiver = &phase["receivers"][0];
+    assert_eq!(receiver["senders"], 3);
+    let jain = receiver["jain"].as_f64().unwrap();
+    assert!((1.0 / 3.0..=1.0).contains(&jain), "{jain}");
+
+    // The kernel saw at least what the application counted (lo carries it all).
+    let app_rx: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
+    let rank0 = &phase["ranks"][0];
+    assert_eq!(rank0["netdevs"][0]["iface"], "lo");
+    let lo_rx = rank0["netdevs"][0]["rx_bytes"].as_u64().unwrap();
+    assert!(lo_rx >= app_rx, "lo rx {lo_rx} < application rx {app_rx}");
+    assert!(rank0["cpu"]["worker_pct"].as_f64().unwrap() > 0.0);
+    assert!(rank0["cpu"]["host_pct"].as_f64().unwrap() > 0.0);
+
+    // Every file is there and parses.
+    let mut flows_csv = csv::Reader::from_path(dir.join("flows.csv")).unwrap();
+    assert_eq!(flows_csv.headers().unwrap().iter().filter(|h| *h == "gbps").count(), 1);
+    assert_eq!(flows_csv.records().count(), 3);
+    assert_eq!(csv::Reader::from_path(dir.join("intervals.csv")).unwrap().records().count(), 4 * 4);
+    assert_eq!(csv::Reader::from_path(dir.join("ranks.csv")).unwrap().records().count(), 4);
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("| rank | host | senders | aggregate Gb/s |"), "{summary}");
+
+    assert_eq!(bench.leftovers(Duration::from_secs(2)), []);
+}
+
+#[test]
+fn export_json_to_stdout_carries_only_json() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let scenario = bench.write("pair.toml", "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\nstreams = 2\n");
+    let out = bench.run(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "-H",
+        hosts.to_str().unwrap(),
+        "--export-json",
+        "-",
+        "--no-save",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is exactly one JSON document");
+    assert_eq!(run["scenario"]["run"]["name"], "pair");
+    assert_eq!(run["phases"][0]["flows"][0]["streams"], 2);
+    assert!(text(&out.stderr).contains("Flows"), "the summary moves to stderr");
+    assert!(!bench.results().exists(), "--no-save writes no folder");
+}
+
+#[test]
+fn bad_inputs_name_file_line_and_field() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("s.toml", &fan_in("1s").replace("senders = \"1-3\"", "senders = \"1-7\""));
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("s.toml:12: group \"incast\": field `senders`: rank 7 does not exist: the hostfile has 4 host(s), ranks 0-3"),
+        "{err}"
+    );
+
+    let bad_hosts = bench.write("bad-hosts", "127.0.0.1\n127.0.0.1\n");
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", bad_hosts.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("bad-hosts:2: host `127.0.0.1` is listed twice (first at line 1)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!bench.results().exists());
+}
+
+#[test]
+fn killed_worker_ends_the_run_naming_its_rank() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("30s"));
+    let child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+
+    // Wait until rank 2's worker runs and traffic has flowed for a while.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let victim = loop {
+        let found = bench.processes().into_iter().find(|(_, cmd)| cmd.contains("worker --rank 2"));
+        if let Some((pid, _)) = found {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "rank 2 never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(2500));
+    let killed_at = Instant::now();
+    assert!(std::process::Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap().success());
+
+    let out = child.wait_with_output().unwrap();
+    let took = killed_at.elapsed();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    assert!(err.contains("rank 2 (127.0.0.3)"), "{err}");
+
+    // What was measured before the kill is kept.
+    let run = read_json(&bench.result_dir().join("run.json"));
+    assert_eq!(run["status"]["state"], "failed");
+    assert!(run["status"]["error"].as_str().unwrap().contains("rank 2 (127.0.0.3)"));
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], false);
+    assert!(phase["flows"][0]["bytes"].as_u64().unwrap() > 0, "{phase}");
+    assert_eq!(phase["ranks"][2]["reported"], false);
+
+    assert_eq!(bench.leftovers(Duration::from_secs(3)), []);
+}
