@@ -57,9 +57,12 @@ pub struct Inputs {
 pub struct RunArgs {
     #[command(flatten)]
     pub inputs: Inputs,
-    /// How workers are started
-    #[arg(long, value_enum, default_value_t = LauncherKind::Local)]
+    /// How workers are started (auto: local when every host is an address
+    /// of this machine, else ssh)
+    #[arg(long, value_enum, default_value_t = LauncherKind::Auto)]
     pub launcher: LauncherKind,
+    #[command(flatten)]
+    pub ssh: SshArgs,
     /// TCP port of rank 0's coordinator (0 = any free port)
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -88,8 +91,30 @@ pub struct RunArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LauncherKind {
+    /// local if every host is an address of this machine, else ssh
+    Auto,
     /// One local process per hostfile line, bound to that line's address (127.0.0.x)
     Local,
+    /// One worker per host over OpenSSH (honours ~/.ssh/config)
+    Ssh,
+}
+
+/// How to reach hosts over SSH.
+#[derive(Debug, Args)]
+pub struct SshArgs {
+    /// ssh_config file to use instead of ~/.ssh/config (like `ssh -F`)
+    #[arg(long, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+    /// Give up on a host that does not answer within this
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub connect_timeout: std::time::Duration,
+    /// Hosts connected to at once
+    #[arg(long, default_value_t = 64)]
+    pub fanout: usize,
+    /// Path of fabricbench on the remote hosts (default: this binary's path,
+    /// as on a shared filesystem)
+    #[arg(long, value_name = "PATH")]
+    pub remote_exe: Option<String>,
 }
 
 impl RunArgs {

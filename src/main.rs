@@ -4,7 +4,10 @@ use anyhow::Context;
 use clap::Parser;
 
 use fabricbench::cli::{Cli, Command, Inputs, LauncherKind, RunArgs};
+use fabricbench::hostfile::Host;
 use fabricbench::launch::local::LocalLauncher;
+use fabricbench::launch::ssh::{SshLauncher, SshOptions};
+use fabricbench::launch::Launcher;
 use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, MarkdownExporter};
 use fabricbench::result::RunStatus;
 use fabricbench::run::{self, RunOptions};
@@ -66,10 +69,32 @@ fn run(args: &RunArgs) -> ExitCode {
     exit(execute(args, prepared), RUN_FAILED)
 }
 
-fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
-    let launcher = match args.launcher {
-        LauncherKind::Local => LocalLauncher::new().context("locating this binary to start local workers")?,
+fn make_launcher(args: &RunArgs, hosts: &[Host]) -> anyhow::Result<Box<dyn Launcher>> {
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let kind = match args.launcher {
+        LauncherKind::Auto if hosts.iter().all(is_this_machine) => LauncherKind::Local,
+        LauncherKind::Auto => LauncherKind::Ssh,
+        chosen => chosen,
     };
+    Ok(match kind {
+        LauncherKind::Ssh => Box::new(SshLauncher::new(SshOptions {
+            config: args.ssh.ssh_config.clone(),
+            connect_timeout: args.ssh.connect_timeout,
+            fanout: args.ssh.fanout,
+            remote_exe: args.ssh.remote_exe.clone().unwrap_or_else(|| exe.display().to_string()),
+        })),
+        _ => Box::new(LocalLauncher::new(exe)),
+    })
+}
+
+/// Whether a host's data address belongs to this machine (loopback or one of its interfaces).
+fn is_this_machine(host: &Host) -> bool {
+    let Ok(ip) = host.data_addr().parse::<std::net::IpAddr>() else { return host.data_addr() == "localhost" };
+    ip.is_loopback() || if_addrs::get_if_addrs().is_ok_and(|ifs| ifs.iter().any(|i| i.ip() == ip))
+}
+
+fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
+    let launcher = make_launcher(args, &prepared.hosts)?;
     let opts = RunOptions {
         scenario: args.inputs.scenario.clone(),
         hostfile: args.inputs.hostfile.clone(),
@@ -77,7 +102,7 @@ fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
         progress: !args.quiet && !args.no_progress,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let result = runtime.block_on(run::run(prepared, &launcher, &opts))?;
+    let result = runtime.block_on(run::run(prepared, launcher.as_ref(), &opts))?;
 
     let saved = if args.no_save { None } else { Some(report::results_dir::write(&result, &args.results)?) };
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 3] = [

@@ -6,6 +6,7 @@ use std::process::Stdio;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
 
 use crate::hostfile::Host;
 use crate::launch::{LaunchError, Launcher, Process, Started};
@@ -15,9 +16,9 @@ pub struct LocalLauncher {
 }
 
 impl LocalLauncher {
-    /// Launches this very binary.
-    pub fn new() -> std::io::Result<LocalLauncher> {
-        Ok(LocalLauncher { exe: std::env::current_exe()? })
+    /// Launches `exe` (normally this very binary) as the workers.
+    pub fn new(exe: std::path::PathBuf) -> LocalLauncher {
+        LocalLauncher { exe }
     }
 }
 
@@ -52,17 +53,21 @@ impl Launcher for LocalLauncher {
 struct LocalProcess(Child);
 
 impl Process for LocalProcess {
-    fn wait(&mut self) -> BoxFuture<'_, String> {
+    fn watch(self: Box<Self>, kill: oneshot::Receiver<()>) -> BoxFuture<'static, String> {
+        let mut child = self.0;
         async move {
-            match self.0.wait().await {
+            let status = tokio::select! {
+                status = child.wait() => status,
+                _ = kill => {
+                    let _ = child.start_kill();
+                    child.wait().await
+                }
+            };
+            match status {
                 Ok(status) => status.to_string(),
                 Err(e) => format!("unknown exit ({e})"),
             }
         }
         .boxed()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.0.start_kill();
     }
 }

@@ -3,11 +3,13 @@
 //! protocol spoken over it.
 
 pub mod local;
+pub mod ssh;
 
 use std::pin::Pin;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::oneshot;
 
 use crate::hostfile::Host;
 
@@ -30,13 +32,18 @@ pub struct Started {
 
 /// The worker's process, wherever it runs.
 pub trait Process: Send {
-    /// Resolves when the process has exited, describing how.
-    fn wait(&mut self) -> BoxFuture<'_, String>;
-    /// Ends the process now (the last resort after closing its stdin).
-    fn kill(&mut self);
+    /// Resolves when the process has exited, describing how. When `kill`
+    /// fires first, the process is ended at once (the last resort after
+    /// closing its stdin) and the future resolves when it is gone.
+    fn watch(self: Box<Self>, kill: oneshot::Receiver<()>) -> BoxFuture<'static, String>;
 }
 
 /// Starts one worker per host.
 pub trait Launcher: Send + Sync {
     fn start(&self, rank: usize, host: &Host) -> BoxFuture<'_, Result<Started, LaunchError>>;
+
+    /// Releases what the launcher holds once every worker is gone.
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }

@@ -84,6 +84,7 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
     let mut workers = Workers::new(echo);
     let outcome = drive(&prepared, launcher, opts, &mut workers, &progress, &mut result.phases).await;
     workers.shut_down(SHUTDOWN_GRACE).await;
+    launcher.close().await;
     if let Ok(mut p) = progress.lock() {
         p.finish();
     }

@@ -140,18 +140,7 @@ async fn forward_stderr(
     }
 }
 
-async fn watch_exit(
-    rank: usize,
-    mut process: Box<dyn Process>,
-    killed: oneshot::Receiver<()>,
-    exits: mpsc::UnboundedSender<Exit>,
-) {
-    let how = tokio::select! {
-        how = process.wait() => how,
-        _ = killed => {
-            process.kill();
-            process.wait().await
-        }
-    };
+async fn watch_exit(rank: usize, process: Box<dyn Process>, killed: oneshot::Receiver<()>, exits: mpsc::UnboundedSender<Exit>) {
+    let how = process.watch(killed).await;
     let _ = exits.send(Exit { rank, how });
 }
