@@ -32,6 +32,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the flows a scenario makes on a hostfile, without running
     Plan(Inputs),
+    /// Check every host of a hostfile over ssh: reachable, same fabricbench version, clock offset
+    Hosts(HostsArgs),
     /// The per-host worker (started by the launcher; reads its job on stdin)
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -97,6 +99,18 @@ pub enum LauncherKind {
     Local,
     /// One worker per host over OpenSSH (honours ~/.ssh/config)
     Ssh,
+}
+
+#[derive(Debug, Args)]
+pub struct HostsArgs {
+    /// Hostfile to check
+    #[arg(short = 'H', long = "hostfile")]
+    pub hostfile: PathBuf,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+    /// Print the checks as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How to reach hosts over SSH.

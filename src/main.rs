@@ -3,8 +3,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use fabricbench::cli::{Cli, Command, Inputs, LauncherKind, RunArgs};
-use fabricbench::hostfile::Host;
+use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, RunArgs, SshArgs};
+use fabricbench::hostfile::{self, Host};
+use fabricbench::hostcheck;
 use fabricbench::launch::local::LocalLauncher;
 use fabricbench::launch::ssh::{SshLauncher, SshOptions};
 use fabricbench::launch::Launcher;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Worker(args) => exit(fabricbench::worker::main(args.rank), RUN_FAILED),
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
+        Command::Hosts(args) => hosts(&args),
         Command::Run(args) => run(&args),
     }
 }
@@ -69,22 +71,51 @@ fn run(args: &RunArgs) -> ExitCode {
     exit(execute(args, prepared), RUN_FAILED)
 }
 
-fn make_launcher(args: &RunArgs, hosts: &[Host]) -> anyhow::Result<Box<dyn Launcher>> {
-    let exe = std::env::current_exe().context("locating this binary")?;
-    let kind = match args.launcher {
-        LauncherKind::Auto if hosts.iter().all(is_this_machine) => LauncherKind::Local,
-        LauncherKind::Auto => LauncherKind::Ssh,
-        chosen => chosen,
+fn this_exe() -> anyhow::Result<std::path::PathBuf> {
+    std::env::current_exe().context("locating this binary")
+}
+
+fn ssh_launcher(ssh: &SshArgs) -> anyhow::Result<SshLauncher> {
+    let remote_exe = match &ssh.remote_exe {
+        Some(path) => path.clone(),
+        None => this_exe()?.display().to_string(),
     };
-    Ok(match kind {
-        LauncherKind::Ssh => Box::new(SshLauncher::new(SshOptions {
-            config: args.ssh.ssh_config.clone(),
-            connect_timeout: args.ssh.connect_timeout,
-            fanout: args.ssh.fanout,
-            remote_exe: args.ssh.remote_exe.clone().unwrap_or_else(|| exe.display().to_string()),
-        })),
-        _ => Box::new(LocalLauncher::new(exe)),
-    })
+    Ok(SshLauncher::new(SshOptions {
+        config: ssh.ssh_config.clone(),
+        connect_timeout: ssh.connect_timeout,
+        fanout: ssh.fanout,
+        remote_exe,
+    }))
+}
+
+fn hosts(args: &HostsArgs) -> ExitCode {
+    let hosts = match hostfile::load(&args.hostfile) {
+        Ok(h) => h,
+        Err(e) => return exit(Err(e.into()), BAD_INPUT),
+    };
+    let checked = ssh_launcher(&args.ssh).and_then(|launcher| {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        Ok(runtime.block_on(async {
+            let checks = hostcheck::check_all(&launcher, &hosts).await;
+            launcher.close().await;
+            checks
+        }))
+    });
+    let checks = match checked {
+        Ok(c) => c,
+        Err(e) => return exit(Err(e), RUN_FAILED),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&checks).expect("checks serialize"));
+    } else {
+        print!("{}", report::render_host_checks(&checks));
+    }
+    let failed = checks.iter().filter(|c| !c.ok()).count();
+    if failed > 0 {
+        eprintln!("error: {failed} of {} host(s) failed the checks", checks.len());
+        return ExitCode::from(RUN_FAILED);
+    }
+    ExitCode::SUCCESS
 }
 
 /// Whether a host's data address belongs to this machine (loopback or one of its interfaces).
@@ -94,7 +125,11 @@ fn is_this_machine(host: &Host) -> bool {
 }
 
 fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
-    let launcher = make_launcher(args, &prepared.hosts)?;
+    let launcher: Box<dyn Launcher> = match args.launcher {
+        LauncherKind::Auto if prepared.hosts.iter().all(is_this_machine) => Box::new(LocalLauncher::new(this_exe()?)),
+        LauncherKind::Local => Box::new(LocalLauncher::new(this_exe()?)),
+        LauncherKind::Auto | LauncherKind::Ssh => Box::new(ssh_launcher(&args.ssh)?),
+    };
     let opts = RunOptions {
         scenario: args.inputs.scenario.clone(),
         hostfile: args.inputs.hostfile.clone(),

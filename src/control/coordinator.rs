@@ -290,11 +290,6 @@ impl Coordinator {
             Err("not a fabricbench worker (bad magic)".to_string())
         } else if hello.token != self.token {
             Err(format!("wrong job token from `{}` claiming rank {}", hello.host, hello.rank))
-        } else if hello.version != PROTOCOL_VERSION {
-            Err(format!(
-                "rank {} on {} speaks protocol {} (fabricbench {}), this coordinator speaks {} (fabricbench {})",
-                hello.rank, hello.host, hello.version, hello.tool_version, PROTOCOL_VERSION, self.tool_version
-            ))
         } else if hello.job != self.job {
             Err(format!("rank {} on {} belongs to job {:x}, not {:x}", hello.rank, hello.host, hello.job, self.job))
         } else if hello.rank >= self.slots.len() {
@@ -308,6 +303,21 @@ impl Coordinator {
         };
         if let Err(reason) = verdict {
             self.reject(conn, reason);
+            return;
+        }
+        // A rank of this very job (it has the token) built from another
+        // version cannot take part: end the run and say which versions met.
+        if hello.version != PROTOCOL_VERSION || hello.tool_version != self.tool_version {
+            self.reject(conn, "version mismatch".to_string());
+            let message = format!(
+                "runs fabricbench {} (protocol {}) but rank 0 runs fabricbench {} (protocol {}); install one version everywhere",
+                hello.tool_version, hello.version, self.tool_version, PROTOCOL_VERSION
+            );
+            let failure = Failure { rank: Some(hello.rank), host: Some(hello.host), message };
+            self.broadcast(|| ToWorker::Abort { reason: failure.to_string() });
+            self.broadcast(|| ToWorker::Bye);
+            self.event(Event::Failed(failure));
+            self.stage = Stage::Done;
             return;
         }
         self.pending.remove(&conn);

@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::result::RunResult;
 
 pub use tables::status_line;
-pub use terminal::render as render_terminal;
+pub use terminal::{render as render_terminal, render_host_checks};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

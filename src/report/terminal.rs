@@ -3,6 +3,7 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
+use crate::hostcheck::HostCheck;
 use crate::report::tables::{status_line, summarize};
 use crate::result::RunResult;
 
@@ -25,4 +26,26 @@ pub fn render(run: &RunResult) -> String {
     }
     out += &format!("{}\n", status_line(run));
     out
+}
+
+/// The table of `fabricbench hosts`.
+pub fn render_host_checks(checks: &[HostCheck]) -> String {
+    let mut comfy = Comfy::new();
+    comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    comfy.set_header(["host", "ok", "fabricbench", "clock offset ms", "check ms", "problem"]);
+    for c in checks {
+        let offset = match (c.clock_offset_ms, c.rtt_ms) {
+            (Some(o), Some(rtt)) => format!("{o:+.1} ± {:.1}", rtt / 2.0),
+            _ => String::new(),
+        };
+        comfy.add_row([
+            c.host.clone(),
+            if c.ok() { "yes".into() } else { "NO".into() },
+            c.version.clone().unwrap_or_default(),
+            offset,
+            format!("{:.0}", c.elapsed_ms),
+            c.problem.clone().unwrap_or_default(),
+        ]);
+    }
+    format!("{comfy}\n")
 }

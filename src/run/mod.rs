@@ -122,7 +122,12 @@ async fn drive(
     let stdout0 = workers.adopt(0, &host0.name, started, &line).await.context("sending rank 0 its job spec")?;
     let mut events = BufReader::new(stdout0).lines();
     let coordinator = match tokio::time::timeout(LISTEN_TIMEOUT, next_output(&mut events)).await {
-        Ok(Ok(Some(WorkerOutput::Listening { addr }))) => addr,
+        Ok(Ok(Some(WorkerOutput::Listening { addr, version }))) if version == env!("CARGO_PKG_VERSION") => addr,
+        Ok(Ok(Some(WorkerOutput::Listening { version, .. }))) => bail!(
+            "rank 0 ({}) runs fabricbench {version}, this launcher is fabricbench {}; install one version everywhere (or use --remote-exe)",
+            host0.name,
+            env!("CARGO_PKG_VERSION")
+        ),
         Ok(Ok(_)) | Ok(Err(_)) => {
             let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
             bail!("rank 0 ({}) exited before its coordinator listened{}", host0.name, workers.stderr_tail(0))

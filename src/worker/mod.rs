@@ -44,7 +44,8 @@ pub enum Role {
 /// What rank 0 tells the launcher on stdout, one JSON object per line.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WorkerOutput {
-    Listening { addr: SocketAddr },
+    /// The coordinator listens; `version` is the worker's fabricbench version.
+    Listening { addr: SocketAddr, version: String },
     Event(Event),
 }
 
@@ -95,7 +96,7 @@ async fn serve(
         .await
         .with_context(|| format!("cannot listen for workers on {}:{port}", me.bind))?;
     let addr = listener.local_addr()?;
-    emit(&WorkerOutput::Listening { addr });
+    emit(&WorkerOutput::Listening { addr, version: env!("CARGO_PKG_VERSION").to_string() });
     let coordinator = Coordinator::new(me.job, me.token.clone(), plan, window, Timeouts::default(), now_ns());
     let mut stop = shutdown.clone();
     let coordinate = async {
