@@ -103,3 +103,5 @@ pub fn fan_in(duration: &str) -> String {
          [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\nreceivers = 0\nsenders = \"1-3\"\n"
     )
 }
+
+pub mod testbed;
