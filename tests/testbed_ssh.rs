@@ -1,0 +1,226 @@
+//! Many hosts over SSH on the test bed (network namespaces with real sshd):
+//! the measured incast on a shaped link, `fabricbench hosts`, and faults.
+//! Every test holds the machine's one bed for its duration.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::testbed::Bed;
+use common::{read_json, text, Bench};
+use fabricbench::control::wire::{Hello, ToCoordinator, MAGIC, PROTOCOL_VERSION};
+
+const HOSTS4: [&str; 4] = ["h1", "h2", "h3", "h4"];
+
+fn fan_in(duration: &str) -> String {
+    format!(
+        "[run]\nname = \"bed-fan\"\nduration = \"{duration}\"\nwarmup = \"1s\"\ninterval = \"500ms\"\n\n\
+         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"128K\"\nreceivers = 0\nsenders = \"1-3\"\n"
+    )
+}
+
+fn run_args<'a>(bed: &'a [String], scenario: &'a str, hostfile: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", scenario, "-H", hostfile];
+    args.extend(bed.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Waits until the launcher's stderr has said that the phase started.
+fn wait_for_phase(bench: &Bench, host: &str, bed: &Bed) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bed.workers(host).is_empty() {
+        assert!(Instant::now() < deadline, "no worker on {host}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = bench;
+    // Let traffic flow past the warm-up and a couple of intervals.
+    std::thread::sleep(Duration::from_secs(3));
+}
+
+#[test]
+fn incast_on_a_shaped_receiver_matches_the_link() {
+    let Some(bed) = Bed::up(4, &["--shape", "h1=200mbit/in"]) else { return };
+    let bench = Bench::new();
+    let scenario = bench.write("fan.toml", &fan_in("4s"));
+    let ssh = bed.ssh_args();
+    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--export-json", "-", "--no-save", "--quiet"]);
+    let out = bench.run(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phase = &run["phases"][0];
+    let aggregate = phase["aggregate_gbps"].as_f64().unwrap();
+    assert!((aggregate - 0.2).abs() <= 0.01, "aggregate {aggregate} Gb/s vs the 200 Mbit/s link");
+    let receiver = &phase["receivers"][0];
+    assert_eq!(receiver["senders"], 3);
+    assert!(receiver["jain"].as_f64().unwrap() > 0.0);
+
+    // The receiver's interface saw what the senders' applications counted as
+    // arrived (plus headers, less than 5 % at this MTU).
+    let app: u64 = phase["flows"].as_array().unwrap().iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
+    let sent: u64 = phase["flows"].as_array().unwrap().iter().map(|f| f["tx_bytes"].as_u64().unwrap()).sum();
+    let nic = &phase["ranks"][0]["netdevs"][0];
+    assert_eq!(nic["iface"], "eth0");
+    let rx = nic["rx_bytes"].as_u64().unwrap();
+    assert!(rx >= app && (rx as f64) < app as f64 * 1.05, "eth0 rx {rx} vs application {app}");
+    assert!((sent as f64 - app as f64).abs() < app as f64 * 0.05, "sent {sent} vs received {app}");
+    assert!(bed.hosts_with_workers(&HOSTS4, Duration::from_secs(5)).is_empty());
+}
+
+#[test]
+fn hosts_command_checks_every_host() {
+    let Some(bed) = Bed::up(3, &[]) else { return };
+    let bench = Bench::new();
+    let config = bed.ssh_config.to_str().unwrap();
+    let out = bench.run(&["hosts", "-H", bed.hostfile.to_str().unwrap(), "--ssh-config", config, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, c) in checks.as_array().unwrap().iter().enumerate() {
+        assert_eq!(c["host"], format!("h{}", i + 1));
+        assert_eq!(c["version"], format!("fabricbench {}", env!("CARGO_PKG_VERSION")));
+        assert!(c["clock_offset_ms"].as_f64().unwrap().abs() < 1000.0, "{c}");
+    }
+    // A host whose sshd is gone fails, named, and the exit code says so.
+    let hosts = bench.write("hosts", "h1\nh2\nh3\nh9\n");
+    let out = bench.run(&["hosts", "-H", hosts.to_str().unwrap(), "--ssh-config", config, "--connect-timeout", "2s"]);
+    assert_eq!(out.status.code(), Some(1));
+    let table = text(&out.stdout);
+    assert!(table.lines().any(|l| l.contains("h9") && l.contains("NO") && l.contains("unreachable")), "{table}");
+    assert!(text(&out.stderr).contains("1 of 4 host(s) failed"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn unreachable_host_is_named_and_nothing_is_left_running() {
+    let Some(bed) = Bed::up(3, &[]) else { return };
+    let bench = Bench::new();
+    // h4 is not up: its name resolves through the bed's ssh_config to nothing that answers.
+    let hosts = bench.write("hosts", "h1\nh2\nh3\nh4\n");
+    let scenario = bench.write("fan.toml", &fan_in("3s"));
+    let ssh = bed.ssh_args();
+    let started = Instant::now();
+    let args = run_args(&ssh, scenario.to_str().unwrap(), hosts.to_str().unwrap(), &["--connect-timeout", "2s", "--quiet"]);
+    let out = bench.run(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("rank 3 on h4"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    assert_eq!(bed.hosts_with_workers(&["h1", "h2", "h3"], Duration::from_secs(8)), Vec::<String>::new());
+}
+
+#[test]
+fn worker_killed_inside_its_host_ends_the_run() {
+    let Some(bed) = Bed::up(4, &[]) else { return };
+    let bench = Bench::new();
+    let scenario = bench.write("fan.toml", &fan_in("30s"));
+    let ssh = bed.ssh_args();
+    let results = bench.results();
+    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--results", results.to_str().unwrap()]);
+    let child = bench.spawn(&args);
+    wait_for_phase(&bench, "h3", &bed);
+    let killed = Instant::now();
+    assert!(bed.exec("h3", &["pkill", "-9", "-f", "fabricbench worker"]).status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(killed.elapsed() < Duration::from_secs(5), "took {:?}", killed.elapsed());
+    assert!(err.contains("rank 2 (h3)"), "{err}");
+    let run = read_json(&bench.result_dir().join("run.json"));
+    assert_eq!(run["phases"][0]["complete"], false);
+    assert!(run["phases"][0]["flows"][0]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(bed.hosts_with_workers(&HOSTS4, Duration::from_secs(8)), Vec::<String>::new());
+}
+
+#[test]
+fn link_cut_is_detected_by_heartbeat() {
+    let Some(bed) = Bed::up(4, &[]) else { return };
+    let bench = Bench::new();
+    let scenario = bench.write("fan.toml", &fan_in("30s"));
+    let ssh = bed.ssh_args();
+    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--no-save"]);
+    let child = bench.spawn(&args);
+    wait_for_phase(&bench, "h3", &bed);
+    let cut = Instant::now();
+    assert!(bed.exec("h3", &["ip", "link", "set", "eth0", "down"]).status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("rank 2 (h3)") && err.contains("heartbeat"), "{err}");
+    // Detection takes the 3 s silence limit, then the launcher waits for partial reports.
+    assert!(cut.elapsed() < Duration::from_secs(20), "took {:?}", cut.elapsed());
+    // The cut-off worker ends on its own when its coordinator lease expires.
+    assert_eq!(bed.hosts_with_workers(&HOSTS4, Duration::from_secs(10)), Vec::<String>::new());
+}
+
+#[test]
+fn ctrl_c_on_the_launcher_cleans_every_host() {
+    let Some(bed) = Bed::up(4, &[]) else { return };
+    let bench = Bench::new();
+    let scenario = bench.write("fan.toml", &fan_in("30s"));
+    let ssh = bed.ssh_args();
+    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--no-save"]);
+    let child = bench.spawn(&args);
+    wait_for_phase(&bench, "h4", &bed);
+    let sent = Instant::now();
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted (Ctrl-C)"), "{err}");
+    assert!(sent.elapsed() < Duration::from_secs(10), "took {:?}", sent.elapsed());
+    assert_eq!(bed.hosts_with_workers(&HOSTS4, Duration::from_secs(5)), Vec::<String>::new());
+    assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "local ssh processes left");
+}
+
+fn frame(msg: &ToCoordinator) -> Vec<u8> {
+    let body = postcard::to_stdvec(msg).unwrap();
+    let mut bytes = (body.len() as u32).to_be_bytes().to_vec();
+    bytes.extend(body);
+    bytes
+}
+
+#[test]
+fn strangers_on_the_coordinator_port_do_not_disturb_the_run() {
+    let Some(bed) = Bed::up(3, &[]) else { return };
+    let bench = Bench::new();
+    let scenario = bench.write(
+        "fan.toml",
+        "[run]\nduration = \"4s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"fan-in\"\n",
+    );
+    let ssh = bed.ssh_args();
+    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--port", "17777", "--no-save"]);
+    let child = bench.spawn(&args);
+    wait_for_phase(&bench, "h1", &bed);
+    let hello = |token: &str, version: u32| Hello {
+        magic: MAGIC,
+        token: token.into(),
+        version,
+        tool_version: "0.0.0".into(),
+        job: 1,
+        rank: 1,
+        host: "intruder".into(),
+        pid: 1,
+    };
+    let attempts: Vec<Vec<u8>> = vec![
+        frame(&ToCoordinator::Hello(hello("guessed-token", PROTOCOL_VERSION))),
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        u32::MAX.to_be_bytes().to_vec(),
+        frame(&ToCoordinator::Hello(hello("guessed-token", PROTOCOL_VERSION - 1))),
+    ];
+    for bytes in &attempts {
+        let mut s = TcpStream::connect_timeout(&"10.199.0.1:17777".parse().unwrap(), Duration::from_secs(2)).unwrap();
+        s.write_all(bytes).unwrap();
+        let _ = s.flush();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{err}");
+    assert!(stdout.contains("completed"), "{stdout}");
+    let rejected = err.matches("rejected").count();
+    assert!(rejected >= attempts.len(), "{rejected} rejections logged:\n{err}");
+    assert!(err.contains("wrong job token"), "{err}");
+    assert!(err.contains("frame") || err.contains("undecodable"), "{err}");
+}
