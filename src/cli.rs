@@ -129,6 +129,10 @@ pub struct SshArgs {
     /// as on a shared filesystem)
     #[arg(long, value_name = "PATH")]
     pub remote_exe: Option<String>,
+    /// Copy this binary to ~/.cache/fabricbench/ on hosts where it is missing
+    /// or differs (by checksum) and run that copy
+    #[arg(long, conflicts_with = "remote_exe")]
+    pub stage: bool,
 }
 
 impl RunArgs {

@@ -56,8 +56,15 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
     };
     result.reachable = true;
     let ours = format!("fabricbench {}", env!("CARGO_PKG_VERSION"));
-    let exe = launcher.remote_exe();
-    match session.command(exe).arg("--version").output().await {
+    let exe = match launcher.remote_exe(&host.name, &session).await {
+        Ok(exe) => exe,
+        Err(e) => {
+            result.problem = Some(e);
+            result.elapsed_ms = ms(started.elapsed());
+            return result;
+        }
+    };
+    match session.command(&exe).arg("--version").output().await {
         Ok(out) if out.status.success() => {
             let theirs = String::from_utf8_lossy(&out.stdout).trim().to_string();
             if theirs != ours {

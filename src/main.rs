@@ -8,6 +8,7 @@ use fabricbench::hostfile::{self, Host};
 use fabricbench::hostcheck;
 use fabricbench::launch::local::LocalLauncher;
 use fabricbench::launch::ssh::{SshLauncher, SshOptions};
+use fabricbench::launch::stage::LocalBinary;
 use fabricbench::launch::Launcher;
 use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, MarkdownExporter};
 use fabricbench::result::RunStatus;
@@ -80,11 +81,16 @@ fn ssh_launcher(ssh: &SshArgs) -> anyhow::Result<SshLauncher> {
         Some(path) => path.clone(),
         None => this_exe()?.display().to_string(),
     };
+    let stage = match ssh.stage {
+        true => Some(LocalBinary::of(&this_exe()?).context("reading this binary to stage it")?),
+        false => None,
+    };
     Ok(SshLauncher::new(SshOptions {
         config: ssh.ssh_config.clone(),
         connect_timeout: ssh.connect_timeout,
         fanout: ssh.fanout,
         remote_exe,
+        stage,
     }))
 }
 

@@ -23,6 +23,8 @@ pub struct RunResult {
     pub scenario: Scenario,
     pub hosts: Vec<Host>,
     pub plan: Plan,
+    /// From the launcher's start to every rank connected, seconds.
+    pub launch_s: Option<f64>,
     /// Phases measured, complete or cut short by a failure.
     pub phases: Vec<PhaseResult>,
     pub status: RunStatus,

@@ -224,3 +224,29 @@ fn strangers_on_the_coordinator_port_do_not_disturb_the_run() {
     assert!(err.contains("wrong job token"), "{err}");
     assert!(err.contains("frame") || err.contains("undecodable"), "{err}");
 }
+
+#[test]
+fn stage_copies_the_binary_where_it_is_missing() {
+    let Some(bed) = Bed::up(2, &[]) else { return };
+    let bench = Bench::new();
+    let cache = std::path::Path::new("/root/.cache/fabricbench");
+    let sum = |path: &std::path::Path| {
+        let out = Command::new("sha256sum").arg(path).output().unwrap();
+        text(&out.stdout).split_whitespace().next().unwrap_or_default().to_string()
+    };
+    let ours = sum(std::path::Path::new(common::BIN));
+    let staged = cache.join(format!("fabricbench-{}-{}", env!("CARGO_PKG_VERSION"), &ours[..16]));
+    let _ = std::fs::remove_file(&staged);
+    let scenario = bench.write("pair.toml", "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\n");
+    let ssh = bed.ssh_args();
+    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--stage", "--no-save"]);
+    let out = bench.run(&args);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("staged fabricbench to h"), "{err}");
+    assert_eq!(sum(&staged), ours, "the staged copy is this binary");
+    // Present and equal now: the next run copies nothing.
+    let out = bench.run(&args);
+    assert!(out.status.success());
+    assert!(!text(&out.stderr).contains("staged fabricbench"), "{}", text(&out.stderr));
+}

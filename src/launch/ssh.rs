@@ -11,9 +11,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
-use tokio::sync::{oneshot, Mutex, Semaphore};
+use tokio::sync::{oneshot, Mutex, OnceCell, Semaphore};
 
 use crate::hostfile::Host;
+use crate::launch::stage::{self, LocalBinary};
 use crate::launch::{LaunchError, Launcher, Process, Started};
 
 #[derive(Clone, Debug)]
@@ -25,25 +26,34 @@ pub struct SshOptions {
     pub fanout: usize,
     /// The fabricbench binary on the remote hosts.
     pub remote_exe: String,
+    /// Copy this binary to each host's cache first, and run that copy.
+    pub stage: Option<LocalBinary>,
 }
+
+type SessionCell = Arc<OnceCell<Result<Arc<Session>, String>>>;
 
 pub struct SshLauncher {
     opts: SshOptions,
     connecting: Semaphore,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    sessions: Mutex<HashMap<String, SessionCell>>,
+    /// The staged binary's path per host.
+    staged: Mutex<HashMap<String, String>>,
 }
 
 impl SshLauncher {
     pub fn new(opts: SshOptions) -> SshLauncher {
         let connecting = Semaphore::new(opts.fanout.max(1));
-        SshLauncher { opts, connecting, sessions: Mutex::new(HashMap::new()) }
+        SshLauncher { opts, connecting, sessions: Mutex::new(HashMap::new()), staged: Mutex::new(HashMap::new()) }
     }
 
-    /// The master connection to `host`, opened on first use.
+    /// The master connection to `host`, opened on first use; concurrent
+    /// callers share one attempt, and a failure is remembered.
     pub async fn session(&self, host: &str) -> Result<Arc<Session>, String> {
-        if let Some(s) = self.sessions.lock().await.get(host) {
-            return Ok(s.clone());
-        }
+        let cell = self.sessions.lock().await.entry(host.to_string()).or_default().clone();
+        cell.get_or_init(|| self.connect(host)).await.clone()
+    }
+
+    async fn connect(&self, host: &str) -> Result<Arc<Session>, String> {
         let _permit = self.connecting.acquire().await.map_err(|e| e.to_string())?;
         let mut builder = SessionBuilder::default();
         builder
@@ -53,21 +63,19 @@ impl SshLauncher {
         if let Some(config) = &self.opts.config {
             builder.config_file(config);
         }
-        let connect = builder.connect_mux(host);
         // ssh enforces ConnectTimeout on the TCP connect; bound the whole handshake too.
         let limit = self.opts.connect_timeout + Duration::from_secs(5);
-        let session = match tokio::time::timeout(limit, connect).await {
-            Ok(Ok(session)) => Arc::new(session),
-            Ok(Err(e)) => return Err(describe(&e)),
-            Err(_) => return Err(format!("ssh did not connect within {limit:?}")),
-        };
-        self.sessions.lock().await.insert(host.to_string(), session.clone());
-        Ok(session)
+        match tokio::time::timeout(limit, builder.connect_mux(host)).await {
+            Ok(Ok(session)) => Ok(Arc::new(session)),
+            Ok(Err(e)) => Err(describe(&e)),
+            Err(_) => Err(format!("ssh did not connect within {limit:?}")),
+        }
     }
 
     /// Closes every master connection (their remote sessions end with them).
     async fn close_all(&self) {
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().await.drain().map(|(_, s)| s).collect();
+        let cells: Vec<SessionCell> = self.sessions.lock().await.drain().map(|(_, s)| s).collect();
+        let sessions = cells.into_iter().filter_map(|cell| Arc::try_unwrap(cell).ok()?.into_inner()?.ok());
         for session in sessions {
             if let Ok(session) = Arc::try_unwrap(session) {
                 let _ = tokio::time::timeout(Duration::from_secs(5), session.close()).await;
@@ -75,8 +83,18 @@ impl SshLauncher {
         }
     }
 
-    pub fn remote_exe(&self) -> &str {
-        &self.opts.remote_exe
+    /// The path of fabricbench on `host`: staged there first with `--stage`.
+    pub async fn remote_exe(&self, host: &str, session: &Session) -> Result<String, String> {
+        let Some(binary) = &self.opts.stage else { return Ok(self.opts.remote_exe.clone()) };
+        if let Some(path) = self.staged.lock().await.get(host) {
+            return Ok(path.clone());
+        }
+        let staged = stage::stage(session, binary).await.map_err(|e| format!("staging the binary: {e}"))?;
+        if staged.copied {
+            tracing::info!("staged fabricbench to {host}:{}", staged.remote_path);
+        }
+        self.staged.lock().await.insert(host.to_string(), staged.remote_path.clone());
+        Ok(staged.remote_path)
     }
 }
 
@@ -97,14 +115,15 @@ impl Launcher for SshLauncher {
         async move {
             let fail = |reason: String| LaunchError::Start { rank, host: name.clone(), reason };
             let session = self.session(&name).await.map_err(&fail)?;
-            let mut child = Session::to_command(session, self.opts.remote_exe.clone())
+            let exe = self.remote_exe(&name, &session).await.map_err(&fail)?;
+            let mut child = Session::to_command(session, exe.clone())
                 .args(["worker", "--rank", &rank.to_string()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .await
-                .map_err(|e| fail(format!("cannot run {}: {}", self.opts.remote_exe, describe(&e))))?;
+                .map_err(|e| fail(format!("cannot run {exe}: {}", describe(&e))))?;
             let (Some(stdin), Some(stdout), Some(stderr)) =
                 (child.stdin().take(), child.stdout().take(), child.stderr().take())
             else {
@@ -116,6 +135,13 @@ impl Launcher for SshLauncher {
                 stderr: Box::pin(stderr),
                 process: Box::new(SshProcess(child)),
             })
+        }
+        .boxed()
+    }
+
+    fn prepare<'a>(&'a self, hosts: &'a [Host]) -> BoxFuture<'a, ()> {
+        async move {
+            futures::future::join_all(hosts.iter().map(|h| self.session(&h.name))).await;
         }
         .boxed()
     }

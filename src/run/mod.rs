@@ -7,7 +7,7 @@ mod workers;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use rand::Rng;
@@ -69,6 +69,7 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
         scenario: prepared.scenario.clone(),
         hosts: prepared.hosts.clone(),
         plan: prepared.plan.clone(),
+        launch_s: None,
         phases: Vec::new(),
         status: RunStatus::Ok,
     };
@@ -82,7 +83,7 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
         })
     };
     let mut workers = Workers::new(echo);
-    let outcome = drive(&prepared, launcher, opts, &mut workers, &progress, &mut result.phases).await;
+    let outcome = drive(&prepared, launcher, opts, &mut workers, &progress, &mut result).await;
     workers.shut_down(SHUTDOWN_GRACE).await;
     launcher.close().await;
     if let Ok(mut p) = progress.lock() {
@@ -101,8 +102,9 @@ async fn drive(
     opts: &RunOptions,
     workers: &mut Workers,
     progress: &Mutex<Progress>,
-    phases: &mut Vec<PhaseResult>,
+    result: &mut RunResult,
 ) -> anyhow::Result<()> {
+    let launched = Instant::now();
     let (job, token) = job_identity();
     let run = &prepared.scenario.run;
     let window = Window { warmup: run.warmup, duration: run.duration, interval: run.interval };
@@ -117,7 +119,9 @@ async fn drive(
 
     let host0 = &prepared.hosts[0];
     let role0 = Role::Coordinator { plan: Box::new(prepared.plan.clone()), window, port: opts.port };
-    let started = launcher.start(0, host0).await?;
+    // Connect to every other host while rank 0 starts.
+    let (started, ()) = tokio::join!(launcher.start(0, host0), launcher.prepare(&prepared.hosts[1..]));
+    let started = started?;
     let line = serde_json::to_string(&spec(0, host0, role0))?;
     let stdout0 = workers.adopt(0, &host0.name, started, &line).await.context("sending rank 0 its job spec")?;
     let mut events = BufReader::new(stdout0).lines();
@@ -155,7 +159,12 @@ async fn drive(
         tokio::select! {
             output = next_output(&mut events) => match output? {
                 Some(WorkerOutput::Event(event)) => {
-                    if let Some(done) = follow(event, progress, phases)? {
+                    if let Event::Joined { joined, total, .. } = &event {
+                        if joined == total {
+                            result.launch_s = Some(launched.elapsed().as_secs_f64());
+                        }
+                    }
+                    if let Some(done) = follow(event, progress, &mut result.phases)? {
                         return done;
                     }
                 }
