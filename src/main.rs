@@ -4,8 +4,8 @@ use anyhow::Context;
 use clap::Parser;
 
 use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, RunArgs, SshArgs};
-use fabricbench::hostfile::{self, Host};
 use fabricbench::hostcheck;
+use fabricbench::hostfile::{self, Host};
 use fabricbench::launch::local::LocalLauncher;
 use fabricbench::launch::ssh::{SshLauncher, SshOptions};
 use fabricbench::launch::stage::LocalBinary;

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
-use crate::scenario::{Field, GroupSpec, Op, Pattern, RankSet, Scenario, Transport};
+use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
 use crate::units::ByteSize;
 
 /// Index of a flow within its phase; also its id on the wire.
@@ -43,6 +43,7 @@ pub struct GroupPlan {
     pub pattern: Pattern,
     pub transport: Transport,
     pub op: Op,
+    pub mode: Mode,
     pub message_size: ByteSize,
     pub streams: u32,
 }
@@ -90,7 +91,8 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
             pattern: spec.pattern,
             transport: spec.transport,
             op: spec.op,
-            message_size: spec.message_size,
+            mode: spec.mode,
+            message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
             streams: spec.streams,
         });
     }

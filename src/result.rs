@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
 use crate::metrics::cpu::CpuUsage;
+use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
 use crate::plan::{FlowId, Plan};
-use crate::scenario::{Op, Pattern, Scenario, Transport};
+use crate::scenario::{Mode, Op, Pattern, Scenario, Transport};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -47,7 +48,7 @@ pub struct PhaseResult {
     pub window_s: f64,
     /// Spread of the flows' actual start times around t0, µs.
     pub start_skew_us: f64,
-    /// All bytes of all flows in the window / window length, Gb/s.
+    /// All bytes of all bandwidth flows in the window / window length, Gb/s.
     pub aggregate_gbps: f64,
     /// The aggregate per sample interval, Gb/s.
     pub interval_gbps: Vec<f64>,
@@ -61,6 +62,8 @@ pub struct PhaseResult {
 pub struct FlowResult {
     pub id: FlowId,
     pub group: String,
+    /// Latency flows are kept out of bandwidth aggregates and fairness.
+    pub mode: Mode,
     pub src: usize,
     pub dst: usize,
     pub src_host: String,
@@ -77,6 +80,9 @@ pub struct FlowResult {
     pub msgs_per_s: f64,
     /// This flow per sample interval, Gb/s.
     pub interval_gbps: Vec<f64>,
+    /// Latency flows: half round trip (as perftest reports ping-pong), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -100,6 +106,7 @@ pub struct ReceiverResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupResult {
     pub name: String,
+    pub mode: Mode,
     pub pattern: Pattern,
     pub transport: Transport,
     pub op: Op,

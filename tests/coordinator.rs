@@ -153,6 +153,7 @@ fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSam
         messages: (0..boundaries as u64).map(|k| k * 10).collect(),
         start_ns: Some(0),
         error: None,
+        rtts: None,
     }
 }
 

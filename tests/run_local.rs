@@ -147,3 +147,34 @@ fn killed_worker_ends_the_run_naming_its_rank() {
 
     assert_eq!(bench.leftovers(Duration::from_secs(3)), []);
 }
+
+#[test]
+fn latency_probe_beside_an_incast() {
+    let bench = Bench::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = bench.run(&[
+        "run",
+        root.join("scenarios/latency-under-incast.toml").to_str().unwrap(),
+        "-H",
+        root.join("hostfiles/local").to_str().unwrap(),
+        "--export-json",
+        "-",
+        "--no-save",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phase = &run["phases"][0];
+    let probe = &phase["flows"][0];
+    assert_eq!(probe["mode"], "latency");
+    let l = &probe["latency"];
+    let v = |k: &str| l[k].as_f64().unwrap();
+    assert!(l["samples"].as_u64().unwrap() > 100, "{l}");
+    assert!(v("min_us") > 0.0);
+    assert!(v("min_us") <= v("typical_us") && v("typical_us") <= v("p99_us"), "{l}");
+    assert!(v("p99_us") <= v("p999_us") && v("p999_us") <= v("max_us"), "{l}");
+    // The probe is not a sender of the incast: it stays out of the receiver's fairness.
+    assert_eq!(phase["receivers"][0]["senders"], 2);
+    let bandwidth: f64 = phase["flows"].as_array().unwrap()[1..].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    assert!((phase["aggregate_gbps"].as_f64().unwrap() - bandwidth).abs() < 1e-9);
+}

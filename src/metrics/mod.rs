@@ -4,6 +4,7 @@
 mod aggregate;
 pub mod clock;
 pub mod cpu;
+pub mod latency;
 pub mod netdev;
 pub mod stats;
 
@@ -42,4 +43,6 @@ pub struct FlowSamples {
     /// When the last of the flow's streams began moving data, ns after t0.
     pub start_ns: Option<i64>,
     pub error: Option<String>,
+    /// Round-trip times in the window (the latency client's end).
+    pub rtts: Option<latency::Histogram>,
 }

@@ -45,7 +45,7 @@ fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         p.flows.len(),
         run.plan.ranks.len()
     );
-    PhaseSummary { headline, tables: vec![flows(p), receivers(p), groups(p), ranks(p)] }
+    PhaseSummary { headline, tables: vec![flows(p), latency(p), receivers(p), groups(p), ranks(p)] }
 }
 
 fn flows(p: &PhaseResult) -> Table {
@@ -63,6 +63,31 @@ fn flows(p: &PhaseResult) -> Table {
             format!("{:.3}", f.gbps),
             format!("{:.0}", f.msgs_per_s),
             f.error.clone().unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
+fn latency(p: &PhaseResult) -> Table {
+    let mut t = Table::new(
+        "Latency (half round trip, µs, as perftest reports ping-pong)".into(),
+        &["flow", "src → dst", "msg size (B)", "samples", "min", "typical", "mean", "stdev", "p99", "p99.9", "max"],
+    );
+    for f in &p.flows {
+        let Some(l) = &f.latency else { continue };
+        let us = |v: f64| format!("{v:.2}");
+        t.rows.push(vec![
+            f.id.to_string(),
+            format!("{} ({}) → {} ({})", f.src, f.src_host, f.dst, f.dst_host),
+            f.message_size.to_string(),
+            l.samples.to_string(),
+            us(l.min_us),
+            us(l.typical_us),
+            us(l.mean_us),
+            us(l.stdev_us),
+            us(l.p99_us),
+            us(l.p999_us),
+            us(l.max_us),
         ]);
     }
     t

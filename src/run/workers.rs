@@ -140,7 +140,12 @@ async fn forward_stderr(
     }
 }
 
-async fn watch_exit(rank: usize, process: Box<dyn Process>, killed: oneshot::Receiver<()>, exits: mpsc::UnboundedSender<Exit>) {
+async fn watch_exit(
+    rank: usize,
+    process: Box<dyn Process>,
+    killed: oneshot::Receiver<()>,
+    exits: mpsc::UnboundedSender<Exit>,
+) {
     let how = process.watch(killed).await;
     let _ = exits.send(Exit { rank, how });
 }

@@ -65,8 +65,12 @@ pub struct GroupSpec {
     /// The operation; `send` for TCP streams.
     #[serde(default)]
     pub op: Op,
-    #[serde(default = "default_message_size")]
-    pub message_size: ByteSize,
+    /// Bandwidth streams, or latency ping-pong.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Bytes per message; 128K for bandwidth, 2 for latency (perftest's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_size: Option<ByteSize>,
     /// Parallel streams (TCP connections) per flow.
     #[serde(default = "default_streams")]
     pub streams: u32,
@@ -90,10 +94,6 @@ pub struct GroupSpec {
     pub allow_self: bool,
 }
 
-fn default_message_size() -> ByteSize {
-    ByteSize(128 * 1024)
-}
-
 fn default_streams() -> u32 {
     1
 }
@@ -114,6 +114,27 @@ pub enum Pattern {
     Ring,
     /// Exactly the `flows` listed.
     Explicit,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Streams as fast as they go: Gb/s and messages/s.
+    #[default]
+    Bandwidth,
+    /// One message at a time, echoed back: round-trip times.
+    Latency,
+}
+
+impl Mode {
+    /// perftest's defaults: 64 KiB for bandwidth tests is small for TCP, so
+    /// bandwidth uses 128 KiB (iperf's); latency uses perftest's 2 bytes.
+    pub fn default_message_size(self) -> ByteSize {
+        match self {
+            Mode::Bandwidth => ByteSize(128 * 1024),
+            Mode::Latency => ByteSize(2),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,11 +203,17 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
         if let Some(j) = s.groups[..i].iter().position(|other| other.name == g.name) {
             return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
         }
-        if g.message_size.bytes() == 0 {
+        if g.message_size.is_some_and(|m| m.bytes() == 0) {
             return Err((Field::group(i, "message_size"), "must be at least 1 byte".into()));
         }
         if g.streams == 0 {
             return Err((Field::group(i, "streams"), "must be at least 1".into()));
+        }
+        if g.mode == Mode::Latency && g.streams != 1 {
+            return Err((
+                Field::group(i, "streams"),
+                "latency ping-pong runs one stream per flow; set streams = 1".into(),
+            ));
         }
         check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
     }
@@ -266,7 +293,8 @@ senders = "1-3"
         assert_eq!(s.run.duration, Duration::from_secs(3));
         let g = &s.groups[0];
         assert_eq!((g.pattern, g.transport, g.op), (Pattern::FanIn, Transport::Tcp, Op::Send));
-        assert_eq!(g.message_size, ByteSize(65536));
+        assert_eq!(g.message_size, Some(ByteSize(65536)));
+        assert_eq!(g.mode, Mode::Bandwidth);
         assert_eq!(g.senders, Some(RankSet::Ranges(vec![(1, 3)])));
         assert_eq!(g.streams, 1);
     }
@@ -315,6 +343,15 @@ senders = "1-3"
         assert_eq!(e, "s.toml:1: group \"x\": field `flows`: pattern `explicit` needs flows = [[src, dst], ...]");
         let e = err("[run]\nduration = \"1s\"\n");
         assert!(e.starts_with("s.toml:1:1: missing field `group`"), "{e}");
+    }
+
+    #[test]
+    fn latency_takes_one_stream() {
+        let e = err(&FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\nmode = \"latency\"\nstreams = 2"));
+        assert_eq!(
+            e,
+            "s.toml:15: group \"incast\": field `streams`: latency ping-pong runs one stream per flow; set streams = 1"
+        );
     }
 
     #[test]

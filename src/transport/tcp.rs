@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::metrics::latency::Histogram;
 use crate::transport::FlowCounters;
 
 /// How long one blocking socket call may take before the loop looks at the stop flag.
@@ -139,6 +140,87 @@ pub fn receive_loop(
             Err(e) => return Err(fail(e, counters)),
         }
     }
+}
+
+/// Latency client: sends one message, waits for it to come back, and
+/// records the round trip when it falls inside `window`.
+pub fn ping_loop(
+    mut sock: TcpStream,
+    buf: &mut [u8],
+    counters: &FlowCounters,
+    stop: &AtomicBool,
+    window: (Instant, Instant),
+    rtts: &mut Histogram,
+) -> Result<(), TcpError> {
+    let peer = peer_name(&sock);
+    let fail =
+        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
+    prepare_latency(&sock).map_err(|e| fail(e, counters))?;
+    while !stop.load(Ordering::Relaxed) {
+        let sent = Instant::now();
+        if !transfer(&mut sock, buf, stop, Direction::Write).map_err(|e| fail(e, counters))?
+            || !transfer(&mut sock, buf, stop, Direction::Read).map_err(|e| fail(e, counters))?
+        {
+            break;
+        }
+        let back = Instant::now();
+        if sent >= window.0 && back <= window.1 {
+            rtts.record((back - sent).as_nanos() as u64);
+        }
+        counters.add(buf.len() as u64, 1);
+    }
+    let _ = sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// Latency server: returns every message as soon as it has all of it.
+pub fn echo_loop(
+    mut sock: TcpStream,
+    buf: &mut [u8],
+    counters: &FlowCounters,
+    stop: &AtomicBool,
+) -> Result<(), TcpError> {
+    let peer = peer_name(&sock);
+    let fail =
+        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
+    prepare_latency(&sock).map_err(|e| fail(e, counters))?;
+    while transfer(&mut sock, buf, stop, Direction::Read).map_err(|e| fail(e, counters))?
+        && transfer(&mut sock, buf, stop, Direction::Write).map_err(|e| fail(e, counters))?
+    {
+        counters.add(buf.len() as u64, 1);
+    }
+    Ok(())
+}
+
+fn prepare_latency(sock: &TcpStream) -> std::io::Result<()> {
+    sock.set_nodelay(true)?;
+    sock.set_read_timeout(Some(POLL))?;
+    sock.set_write_timeout(Some(POLL))
+}
+
+enum Direction {
+    Read,
+    Write,
+}
+
+/// Moves all of `buf` one way; `false` when the peer closed or `stop` was
+/// set while waiting.
+fn transfer(sock: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, direction: Direction) -> std::io::Result<bool> {
+    let mut done = 0;
+    while done < buf.len() {
+        let moved = match direction {
+            Direction::Read => sock.read(&mut buf[done..]),
+            Direction::Write => sock.write(&buf[done..]),
+        };
+        match moved {
+            Ok(0) => return Ok(false),
+            Ok(n) => done += n,
+            Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(false),
+            Err(e) if is_retry(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 fn is_retry(e: &std::io::Error) -> bool {

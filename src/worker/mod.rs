@@ -45,7 +45,10 @@ pub enum Role {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WorkerOutput {
     /// The coordinator listens; `version` is the worker's fabricbench version.
-    Listening { addr: SocketAddr, version: String },
+    Listening {
+        addr: SocketAddr,
+        version: String,
+    },
     Event(Event),
 }
 

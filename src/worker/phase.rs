@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Side, Window};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::CpuSnapshot;
+use crate::metrics::latency::Histogram;
 use crate::metrics::netdev::{self, NetdevSnapshot};
 use crate::metrics::{FlowSamples, RankReport};
+use crate::scenario::Mode;
 use crate::transport::{tcp, FlowCounters};
 
 /// How long connecting a phase's flows may take.
@@ -117,6 +119,8 @@ struct End {
     counters: Arc<FlowCounters>,
     started: Arc<Mutex<Option<Instant>>>,
     error: Arc<Mutex<Option<String>>>,
+    /// Round trips measured in the window (latency clients only).
+    rtts: Arc<Mutex<Option<Histogram>>>,
 }
 
 impl Connected {
@@ -139,9 +143,12 @@ impl Connected {
                 counters: Arc::new(FlowCounters::default()),
                 started: Arc::new(Mutex::new(None)),
                 error: Arc::new(Mutex::new(None)),
+                rtts: Arc::new(Mutex::new(None)),
             };
+            let open = t0 + window.boundary(0);
+            let close = t0 + window.boundary(window.boundaries() - 1);
             for sock in socks {
-                streams.push(spawn_stream(&end, sock, t0, stop.clone()));
+                streams.push(spawn_stream(&end, sock, t0, (open, close), stop.clone()));
             }
             ends.push(end);
         }
@@ -156,13 +163,21 @@ impl Connected {
     }
 }
 
-fn spawn_stream(end: &End, sock: TcpStream, t0: Instant, stop: Arc<AtomicBool>) -> JoinHandle<()> {
-    let (counters, started, error) = (end.counters.clone(), end.started.clone(), end.error.clone());
-    let side = end.role.side;
+fn spawn_stream(
+    end: &End,
+    sock: TcpStream,
+    t0: Instant,
+    window: (Instant, Instant),
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    let (counters, started, error, rtts) =
+        (end.counters.clone(), end.started.clone(), end.error.clone(), end.rtts.clone());
+    let (side, mode) = (end.role.side, end.role.group.mode);
     let size = end.role.group.message_size.bytes() as usize;
     std::thread::spawn(move || {
-        // Allocate before t0: the loop itself allocates nothing.
+        // Allocate before t0: the loops themselves allocate nothing.
         let mut buf = vec![0xA5u8; size.clamp(1, 4 << 20)];
+        let mut histogram = Histogram::default();
         sleep_until(t0, &stop);
         if stop.load(Ordering::Relaxed) {
             return;
@@ -172,12 +187,17 @@ fn spawn_stream(end: &End, sock: TcpStream, t0: Instant, stop: Arc<AtomicBool>) 
             let mut latest = started.lock().expect("start lock");
             *latest = Some(latest.map_or(now, |prev| prev.max(now)));
         }
-        let outcome = match side {
-            Side::Sender => tcp::send_loop(sock, &buf, &counters, &stop),
-            Side::Receiver => tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop),
+        let outcome = match (mode, side) {
+            (Mode::Bandwidth, Side::Sender) => tcp::send_loop(sock, &buf, &counters, &stop),
+            (Mode::Bandwidth, Side::Receiver) => tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop),
+            (Mode::Latency, Side::Sender) => tcp::ping_loop(sock, &mut buf, &counters, &stop, window, &mut histogram),
+            (Mode::Latency, Side::Receiver) => tcp::echo_loop(sock, &mut buf, &counters, &stop),
         };
         if let Err(e) = outcome {
             error.lock().expect("error lock").get_or_insert(e.to_string());
+        }
+        if mode == Mode::Latency && side == Side::Sender {
+            *rtts.lock().expect("latency lock") = Some(histogram);
         }
     })
 }
@@ -282,6 +302,7 @@ impl Sampler {
                 messages: series.iter().map(|c| c.1).collect(),
                 start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
                 error: end.error.lock().ok().and_then(|e| e.clone()),
+                rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
             })
             .collect();
         RankReport {
