@@ -16,6 +16,7 @@ pub enum Table {
     Top,
     Run,
     Group(usize),
+    Stress(usize),
 }
 
 impl Field {
@@ -27,6 +28,9 @@ impl Field {
     }
     pub fn group(index: usize, key: &'static str) -> Field {
         Field { table: Table::Group(index), key }
+    }
+    pub fn stress(index: usize, key: &'static str) -> Field {
+        Field { table: Table::Stress(index), key }
     }
 }
 
@@ -65,6 +69,7 @@ impl Source {
                 Some(name) => format!("group \"{name}\": "),
                 None => format!("group {i}: "),
             },
+            Table::Stress(i) => format!("stress {i}: "),
         };
         format!("{}:{line}: {place}field `{}`: {message}", self.path.display(), field.key)
     }
@@ -75,6 +80,7 @@ impl Source {
             Table::Top => Some(doc.as_table()),
             Table::Run => doc.get("run")?.as_table(),
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
+            Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
         }
     }
 
@@ -97,6 +103,7 @@ impl Source {
         let doc = self.doc.as_ref()?;
         match field.table {
             Table::Group(_) => doc.as_table().key("group")?.span(),
+            Table::Stress(_) => doc.as_table().key("stress")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),
             Table::Top => Some(0..0),
         }
