@@ -37,6 +37,16 @@ pub struct Phase {
     pub flows: Vec<Flow>,
     /// Ranks that run CPU stress in this phase, with what they run.
     pub stress: Vec<RankStress>,
+    /// The sweep point this phase measures, if the scenario sweeps.
+    pub sweep: Option<SweepPoint>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub parameter: String,
+    pub value: String,
+    /// The point the others are compared with.
+    pub baseline: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,21 +94,48 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         .enumerate()
         .map(|(rank, h)| RankInfo { rank, host: h.name.clone(), addr: h.data_addr().to_string() })
         .collect();
+    let mut phases = Vec::new();
+    match &scenario.sweep {
+        None => phases.push(phase(0, scenario.run.name.clone(), scenario, n, None)?),
+        Some(sweep) => {
+            for value in &sweep.values {
+                let point = sweep.apply(scenario, value, n).map_err(|m| (Field::sweep("values"), m))?;
+                let name = format!("{}={value}", sweep.parameter.name());
+                let at = SweepPoint {
+                    parameter: sweep.parameter.name().to_string(),
+                    value: value.to_string(),
+                    baseline: value == sweep.baseline(),
+                };
+                phases.push(phase(phases.len(), name, &point, n, Some(at))?);
+            }
+        }
+    }
+    Ok(Plan { ranks, phases })
+}
+
+/// One phase: every group's flows and the stress, run in one window.
+fn phase(
+    index: usize,
+    name: String,
+    scenario: &Scenario,
+    n: usize,
+    sweep: Option<SweepPoint>,
+) -> Result<Phase, (Field, String)> {
     let mut groups = Vec::new();
     let mut flows = Vec::new();
-    for (index, spec) in scenario.groups.iter().enumerate() {
-        let pairs = expand(spec, n).map_err(|(key, m)| (Field::group(index, key), m))?;
+    for (g, spec) in scenario.groups.iter().enumerate() {
+        let pairs = expand(spec, n).map_err(|(key, m)| (Field::group(g, key), m))?;
         if pairs.is_empty() {
             return Err((
-                Field::group(index, "pattern"),
+                Field::group(g, "pattern"),
                 format!("`{}` gives no flows with {n} rank(s)", spec.pattern.name()),
             ));
         }
         for (src, dst) in pairs {
-            flows.push(Flow { id: flows.len() as FlowId, group: index, src, dst });
+            flows.push(Flow { id: flows.len() as FlowId, group: g, src, dst });
         }
         groups.push(GroupPlan {
-            index,
+            index: g,
             name: spec.name.clone(),
             pattern: spec.pattern,
             transport: spec.transport,
@@ -110,8 +147,7 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         });
     }
     let stress = stress_of(scenario, n)?;
-    let phase = Phase { index: 0, name: scenario.run.name.clone(), groups, flows, stress };
-    Ok(Plan { ranks, phases: vec![phase] })
+    Ok(Phase { index, name, groups, flows, stress, sweep })
 }
 
 /// Each `[[stress]]` table's ranks; a rank may be in one table only.

@@ -10,6 +10,7 @@ use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
 use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
+use crate::metrics::sweep::SweepResult;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Scenario, Transport};
@@ -30,6 +31,9 @@ pub struct RunResult {
     pub launch_s: Option<f64>,
     /// Phases measured, complete or cut short by a failure.
     pub phases: Vec<PhaseResult>,
+    /// With `[sweep]`: one row per point and the ratios to the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepResult>,
     pub status: RunStatus,
 }
 

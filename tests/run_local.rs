@@ -8,6 +8,7 @@ use common::{fan_in, read_json, text, Bench, LOCAL_HOSTS};
 
 #[test]
 fn four_rank_fan_in_end_to_end() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("fan.toml", &fan_in("2s"));
@@ -65,6 +66,7 @@ fn four_rank_fan_in_end_to_end() {
 
 #[test]
 fn export_json_to_stdout_carries_only_json() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
     let scenario = bench.write("pair.toml", "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\nstreams = 2\n");
@@ -87,6 +89,7 @@ fn export_json_to_stdout_carries_only_json() {
 
 #[test]
 fn bad_inputs_name_file_line_and_field() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("s.toml", &fan_in("1s").replace("senders = \"1-3\"", "senders = \"1-7\""));
@@ -111,6 +114,7 @@ fn bad_inputs_name_file_line_and_field() {
 
 #[test]
 fn killed_worker_ends_the_run_naming_its_rank() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("fan.toml", &fan_in("30s"));
@@ -151,6 +155,7 @@ fn killed_worker_ends_the_run_naming_its_rank() {
 
 #[test]
 fn latency_probe_beside_an_incast() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = bench.run(&[

@@ -8,6 +8,7 @@ use common::{text, Bench};
 
 #[test]
 fn every_shipped_scenario_runs_on_local_ranks() {
+    let _machine = common::busy_machine();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let hostfile = root.join("hostfiles/local");
     let mut scenarios: Vec<_> = std::fs::read_dir(root.join("scenarios"))

@@ -7,6 +7,7 @@ pub mod cpu;
 pub mod latency;
 pub mod netdev;
 pub mod stats;
+pub mod sweep;
 
 use serde::{Deserialize, Serialize};
 

@@ -64,22 +64,26 @@ impl Exporter for MarkdownExporter {
         for phase in tables::summarize(run) {
             out += &format!("## {}\n\n", phase.headline);
             for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
-                out += &format!(
-                    "### {}\n\n| {} |\n|{}\n",
-                    table.title,
-                    table.header.join(" | "),
-                    "---|".repeat(table.header.len())
-                );
-                for row in &table.rows {
-                    let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
-                    out += &format!("| {} |\n", cells.join(" | "));
-                }
-                out.push('\n');
+                out += &markdown_table(table);
             }
+        }
+        if let Some(sweep) = tables::sweep_table(run) {
+            out += &markdown_table(&sweep);
         }
         out += &format!("{}\n", status_line(run));
         Ok(out.into_bytes())
     }
+}
+
+fn markdown_table(table: &tables::Table) -> String {
+    let mut out =
+        format!("### {}\n\n| {} |\n|{}\n", table.title, table.header.join(" | "), "---|".repeat(table.header.len()));
+    for row in &table.rows {
+        let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+        out += &format!("| {} |\n", cells.join(" | "));
+    }
+    out.push('\n');
+    out
 }
 
 /// Writes an export to `target`, `-` meaning stdout.

@@ -26,6 +26,34 @@ pub fn summarize(run: &RunResult) -> Vec<PhaseSummary> {
     run.phases.iter().map(|p| phase_summary(run, p)).collect()
 }
 
+/// The sweep table: one row per point, each group's number and its ratio
+/// to the baseline point.
+pub fn sweep_table(run: &RunResult) -> Option<Table> {
+    let sweep = run.sweep.as_ref()?;
+    let groups: Vec<(String, String)> =
+        sweep.points.first()?.groups.iter().map(|c| (c.group.clone(), c.metric.clone())).collect();
+    let mut header = vec![sweep.parameter.clone()];
+    for (group, metric) in &groups {
+        let unit = if metric == "p99_us" { "p99 µs" } else { "Gb/s" };
+        header.push(format!("{group} {unit}"));
+        header.push(format!("{group} × baseline"));
+    }
+    let mut t = Table {
+        title: format!("Sweep of {} (baseline {})", sweep.parameter, sweep.baseline),
+        header,
+        rows: Vec::new(),
+    };
+    for point in &sweep.points {
+        let mut row = vec![if point.baseline { format!("{} (baseline)", point.value) } else { point.value.clone() }];
+        for cell in &point.groups {
+            row.push(format!("{:.3}", cell.value));
+            row.push(cell.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}×")));
+        }
+        t.rows.push(row);
+    }
+    Some(t)
+}
+
 /// The closing line: how the run ended.
 pub fn status_line(run: &RunResult) -> String {
     match &run.status {

@@ -4,7 +4,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
-use crate::report::tables::{status_line, summarize};
+use crate::report::tables::{status_line, summarize, sweep_table, Table};
 use crate::result::RunResult;
 
 pub fn render(run: &RunResult) -> String {
@@ -12,20 +12,29 @@ pub fn render(run: &RunResult) -> String {
     for phase in summarize(run) {
         out += &format!("\n{}\n", phase.headline);
         for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
-            let mut comfy = Comfy::new();
-            comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-            comfy.set_header(&table.header);
-            for row in &table.rows {
-                comfy.add_row(row);
-            }
-            for column in comfy.column_iter_mut().skip(2) {
-                column.set_cell_alignment(CellAlignment::Right);
-            }
-            out += &format!("{}\n{comfy}\n", table.title);
+            out += &table_text(table, 2);
         }
+    }
+    if let Some(sweep) = sweep_table(run) {
+        out += "\n";
+        out += &table_text(&sweep, 1);
     }
     out += &format!("{}\n", status_line(run));
     out
+}
+
+/// A titled table; columns after the first `left` are right-aligned numbers.
+fn table_text(table: &Table, left: usize) -> String {
+    let mut comfy = Comfy::new();
+    comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    comfy.set_header(&table.header);
+    for row in &table.rows {
+        comfy.add_row(row);
+    }
+    for column in comfy.column_iter_mut().skip(left) {
+        column.set_cell_alignment(CellAlignment::Right);
+    }
+    format!("{}\n{comfy}\n", table.title)
 }
 
 /// The table of `fabricbench hosts`.

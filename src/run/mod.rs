@@ -17,6 +17,7 @@ use crate::control::coordinator::Event;
 use crate::control::wire::Window;
 use crate::hostfile::{self, Host};
 use crate::launch::{BoxRead, Launcher};
+use crate::metrics::sweep;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::{PhaseResult, RunResult, RunStatus, SCHEMA_VERSION};
@@ -71,6 +72,7 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
         plan: prepared.plan.clone(),
         launch_s: None,
         phases: Vec::new(),
+        sweep: None,
         status: RunStatus::Ok,
     };
     let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
@@ -92,6 +94,7 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
     if let Err(e) = outcome {
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
+    result.sweep = sweep::summarize(&result.plan, &result.phases);
     Ok(result)
 }
 

@@ -17,6 +17,7 @@ pub enum Table {
     Run,
     Group(usize),
     Stress(usize),
+    Sweep,
 }
 
 impl Field {
@@ -28,6 +29,9 @@ impl Field {
     }
     pub fn group(index: usize, key: &'static str) -> Field {
         Field { table: Table::Group(index), key }
+    }
+    pub fn sweep(key: &'static str) -> Field {
+        Field { table: Table::Sweep, key }
     }
     pub fn stress(index: usize, key: &'static str) -> Field {
         Field { table: Table::Stress(index), key }
@@ -70,6 +74,7 @@ impl Source {
                 None => format!("group {i}: "),
             },
             Table::Stress(i) => format!("stress {i}: "),
+            Table::Sweep => "[sweep]: ".to_string(),
         };
         format!("{}:{line}: {place}field `{}`: {message}", self.path.display(), field.key)
     }
@@ -81,6 +86,7 @@ impl Source {
             Table::Run => doc.get("run")?.as_table(),
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
             Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
+            Table::Sweep => doc.get("sweep")?.as_table(),
         }
     }
 
@@ -104,6 +110,7 @@ impl Source {
         match field.table {
             Table::Group(_) => doc.as_table().key("group")?.span(),
             Table::Stress(_) => doc.as_table().key("stress")?.span(),
+            Table::Sweep => doc.as_table().key("sweep")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),
             Table::Top => Some(0..0),
         }

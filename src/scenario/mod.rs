@@ -6,6 +6,7 @@
 
 mod locate;
 mod ranks;
+pub mod sweep;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,6 +30,9 @@ pub struct Scenario {
     /// CPU stress on chosen ranks, running in the same window as the groups.
     #[serde(rename = "stress", default, skip_serializing_if = "Vec::is_empty")]
     pub stress: Vec<StressTable>,
+    /// Repeat the run once per value of one parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<sweep::SweepSpec>,
 }
 
 /// `[[stress]]`: busy threads on some ranks, from t0 to the window's end.
@@ -262,6 +266,9 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
         if g.cores.is_some() && g.numa != Numa::Any {
             return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
+    }
+    if let Some(sw) = &s.sweep {
+        sw.check(s).map_err(|(key, m)| (Field::sweep(key), m))?;
     }
     for (i, st) in s.stress.iter().enumerate() {
         if !(1..=100).contains(&st.load) {

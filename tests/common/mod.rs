@@ -7,6 +7,32 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_fabricbench");
 
+const MACHINE_LOCK: &str = "/var/tmp/fabricbench-tests.machine.lock";
+
+fn machine_lock(exclusive: bool) -> std::fs::File {
+    let _ = std::fs::create_dir_all("/var/tmp");
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(MACHINE_LOCK).expect("machine lock");
+    if exclusive {
+        file.lock().expect("exclusive machine lock");
+    } else {
+        file.lock_shared().expect("shared machine lock");
+    }
+    file
+}
+
+/// Held by tests that load the CPUs: they may run together, but not while
+/// a test that measures the effect of load runs (see [`quiet_machine`]).
+pub fn busy_machine() -> std::fs::File {
+    machine_lock(false)
+}
+
+/// Held by tests whose numbers depend on what else runs (baselines of
+/// stress sweeps): no other CPU-heavy test runs meanwhile.
+pub fn quiet_machine() -> std::fs::File {
+    machine_lock(true)
+}
+
 /// A scratch folder with a hostfile and scenario, and a tag in the
 /// environment of every process the test starts, so they can be found.
 pub struct Bench {
