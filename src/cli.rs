@@ -59,6 +59,12 @@ pub struct Inputs {
 pub struct RunArgs {
     #[command(flatten)]
     pub inputs: Inputs,
+    /// Override the scenario's [run] duration (e.g. a short smoke run)
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub duration: Option<std::time::Duration>,
+    /// Override the scenario's [run] warmup
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub warmup: Option<std::time::Duration>,
     /// How workers are started (auto: local when every host is an address
     /// of this machine, else ssh)
     #[arg(long, value_enum, default_value_t = LauncherKind::Auto)]

@@ -49,7 +49,7 @@ fn exit(result: anyhow::Result<()>, code: u8) -> ExitCode {
 }
 
 fn plan(inputs: &Inputs) -> anyhow::Result<()> {
-    let prepared = run::prepare(&inputs.scenario, &inputs.hostfile)?;
+    let prepared = run::prepare(&inputs.scenario, &inputs.hostfile, &run::Overrides::default())?;
     for phase in &prepared.plan.phases {
         println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
         for flow in &phase.flows {
@@ -65,7 +65,8 @@ fn plan(inputs: &Inputs) -> anyhow::Result<()> {
 }
 
 fn run(args: &RunArgs) -> ExitCode {
-    let prepared = match run::prepare(&args.inputs.scenario, &args.inputs.hostfile) {
+    let overrides = run::Overrides { duration: args.duration, warmup: args.warmup };
+    let prepared = match run::prepare(&args.inputs.scenario, &args.inputs.hostfile, &overrides) {
         Ok(p) => p,
         Err(e) => return exit(Err(e), BAD_INPUT),
     };

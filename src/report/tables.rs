@@ -45,9 +45,14 @@ pub fn sweep_table(run: &RunResult) -> Option<Table> {
     };
     for point in &sweep.points {
         let mut row = vec![if point.baseline { format!("{} (baseline)", point.value) } else { point.value.clone() }];
-        for cell in &point.groups {
-            row.push(format!("{:.3}", cell.value));
-            row.push(cell.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}×")));
+        for (group, _) in &groups {
+            match point.groups.iter().find(|c| &c.group == group) {
+                Some(cell) => {
+                    row.push(format!("{:.3}", cell.value));
+                    row.push(cell.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}×")));
+                }
+                None => row.extend(["-".to_string(), "-".to_string()]),
+            }
         }
         t.rows.push(row);
     }

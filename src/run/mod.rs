@@ -48,9 +48,29 @@ pub struct Prepared {
     pub plan: Plan,
 }
 
+/// Command-line values that replace the scenario's own.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Overrides {
+    pub duration: Option<Duration>,
+    pub warmup: Option<Duration>,
+}
+
 /// Loads and checks the inputs; errors name the file, line and field.
-pub fn prepare(scenario_file: &Path, hostfile_path: &Path) -> anyhow::Result<Prepared> {
-    let (scenario, source) = scenario::load(scenario_file)?;
+pub fn prepare(scenario_file: &Path, hostfile_path: &Path, overrides: &Overrides) -> anyhow::Result<Prepared> {
+    let (mut scenario, source) = scenario::load(scenario_file)?;
+    if let Some(duration) = overrides.duration {
+        if duration.is_zero() || duration < scenario.run.interval {
+            bail!(
+                "--duration {} is shorter than the scenario's interval ({})",
+                humantime::format_duration(duration),
+                humantime::format_duration(scenario.run.interval)
+            );
+        }
+        scenario.run.duration = duration;
+    }
+    if let Some(warmup) = overrides.warmup {
+        scenario.run.warmup = warmup;
+    }
     let hosts = hostfile::load(hostfile_path)?;
     let plan = plan::build(&hosts, &scenario).map_err(|(field, message)| {
         anyhow!("{} (with hostfile {})", source.describe(&field, &message), hostfile_path.display())

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::load::placement::Numa;
 use crate::load::stress::Threads;
 use crate::scenario::{Pattern, RankSet, Scenario, Transport};
 use crate::units::ByteSize;
@@ -39,6 +40,12 @@ pub enum Parameter {
     StressLoad,
     #[serde(rename = "transport")]
     Transport,
+    /// Whether the group runs at all ("on"/"off"): cross traffic on vs off.
+    #[serde(rename = "enabled")]
+    Enabled,
+    /// The group's thread placement relative to its NIC: near, far, any.
+    #[serde(rename = "numa")]
+    Numa,
 }
 
 /// A value as written: a number or a string.
@@ -67,6 +74,8 @@ impl Parameter {
             Parameter::StressThreads => "stress.threads",
             Parameter::StressLoad => "stress.load",
             Parameter::Transport => "transport",
+            Parameter::Enabled => "enabled",
+            Parameter::Numa => "numa",
         }
     }
 }
@@ -87,6 +96,12 @@ impl SweepSpec {
             if !self.values.contains(b) {
                 return Err(("baseline", format!("`{b}` is not one of the values")));
             }
+        }
+        if self.parameter == Parameter::Enabled && self.group.is_none() {
+            return Err((
+                "group",
+                "sweeping `enabled` turns one group on and off; name it with group = \"...\"".into(),
+            ));
         }
         if matches!(self.parameter, Parameter::StressThreads | Parameter::StressLoad) && scenario.stress.is_empty() {
             return Err(("parameter", format!("`{}` needs a [[stress]] table to vary", self.parameter.name())));
@@ -159,11 +174,32 @@ impl SweepSpec {
                 None => return Err(format!("`{value}` is not a load; use 0 to 100 (percent)")),
             },
             Parameter::Transport => {
-                let transport: Transport = serde_json::from_value(serde_json::Value::String(value.to_string()))
-                    .map_err(|_| format!("`{value}` is not a transport (valid: tcp)"))?;
+                let transport: Transport = from_text(value, "a transport (valid: tcp)")?;
                 s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.transport = transport);
             }
+            Parameter::Numa => {
+                let numa: Numa = from_text(value, "a NUMA placement (valid: near, far, any)")?;
+                for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
+                    g.numa = numa;
+                    g.cores = None;
+                }
+            }
+            Parameter::Enabled => match value.to_string().as_str() {
+                "on" | "1" | "true" => {}
+                "off" | "0" | "false" => {
+                    s.groups.retain(|g| !wanted(&g.name));
+                    if s.groups.is_empty() {
+                        return Err("turning the group off leaves no group to run".into());
+                    }
+                }
+                other => return Err(format!("`{other}` is not on or off")),
+            },
         }
         Ok(s)
     }
+}
+
+/// Reads a kebab-case enum the way the scenario file spells it.
+fn from_text<T: serde::de::DeserializeOwned>(value: &Value, what: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(value.to_string())).map_err(|_| format!("`{value}` is not {what}"))
 }
