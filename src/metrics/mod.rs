@@ -5,12 +5,14 @@ mod aggregate;
 pub mod clock;
 pub mod cpu;
 pub mod latency;
+mod matrix;
 pub mod netdev;
 pub mod stats;
 
 use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
+pub use matrix::pair_matrix;
 
 use crate::control::wire::Side;
 use crate::plan::FlowId;

@@ -15,6 +15,7 @@ pub struct Field {
 pub enum Table {
     Top,
     Run,
+    Check,
     Group(usize),
 }
 
@@ -24,6 +25,9 @@ impl Field {
     }
     pub fn run(key: &'static str) -> Field {
         Field { table: Table::Run, key }
+    }
+    pub fn check(key: &'static str) -> Field {
+        Field { table: Table::Check, key }
     }
     pub fn group(index: usize, key: &'static str) -> Field {
         Field { table: Table::Group(index), key }
@@ -61,6 +65,7 @@ impl Source {
         let place = match field.table {
             Table::Top => String::new(),
             Table::Run => "[run]: ".to_string(),
+            Table::Check => "[check]: ".to_string(),
             Table::Group(i) => match self.group_name(i) {
                 Some(name) => format!("group \"{name}\": "),
                 None => format!("group {i}: "),
@@ -74,6 +79,7 @@ impl Source {
         match table {
             Table::Top => Some(doc.as_table()),
             Table::Run => doc.get("run")?.as_table(),
+            Table::Check => doc.get("check")?.as_table(),
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
         }
     }
@@ -98,6 +104,7 @@ impl Source {
         match field.table {
             Table::Group(_) => doc.as_table().key("group")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),
+            Table::Check => doc.as_table().key("check")?.span(),
             Table::Top => Some(0..0),
         }
     }

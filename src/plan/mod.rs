@@ -2,6 +2,8 @@
 //! deterministic: the same hosts and scenario give the same plan, so every
 //! rank and every re-rendered report agree on flow ids.
 
+mod rounds;
+
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
@@ -72,41 +74,77 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         .enumerate()
         .map(|(rank, h)| RankInfo { rank, host: h.name.clone(), addr: h.data_addr().to_string() })
         .collect();
-    let mut groups = Vec::new();
-    let mut flows = Vec::new();
+    let groups: Vec<GroupPlan> = scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
+    let no_flows = |index: usize, pattern: Pattern| {
+        (Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
+    };
+    if let [spec] = &scenario.groups[..] {
+        if spec.pattern == Pattern::AllPairs {
+            let members = select("ranks", &spec.ranks, RankSet::All, n).map_err(|(k, m)| (Field::group(0, k), m))?;
+            let rounds = rounds::circle(&members);
+            if rounds.is_empty() {
+                return Err(no_flows(0, spec.pattern));
+            }
+            let count = rounds.len();
+            let phases = rounds
+                .into_iter()
+                .enumerate()
+                .map(|(index, pairs)| Phase {
+                    index,
+                    name: format!("round {}/{count}", index + 1),
+                    groups: groups.clone(),
+                    flows: numbered(&[(0, with_reverse(pairs, spec.bidirectional))]),
+                })
+                .collect();
+            return Ok(Plan { ranks, phases });
+        }
+    }
+    let mut per_group = Vec::new();
     for (index, spec) in scenario.groups.iter().enumerate() {
         let pairs = expand(spec, n).map_err(|(key, m)| (Field::group(index, key), m))?;
         if pairs.is_empty() {
-            return Err((
-                Field::group(index, "pattern"),
-                format!("`{}` gives no flows with {n} rank(s)", spec.pattern.name()),
-            ));
+            return Err(no_flows(index, spec.pattern));
         }
-        for (src, dst) in pairs {
-            flows.push(Flow { id: flows.len() as FlowId, group: index, src, dst });
-        }
-        groups.push(GroupPlan {
-            index,
-            name: spec.name.clone(),
-            pattern: spec.pattern,
-            transport: spec.transport,
-            op: spec.op,
-            mode: spec.mode,
-            message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
-            streams: spec.streams,
-        });
+        per_group.push((index, pairs));
     }
-    let phase = Phase { index: 0, name: scenario.run.name.clone(), groups, flows };
+    let phase = Phase { index: 0, name: scenario.run.name.clone(), groups, flows: numbered(&per_group) };
     Ok(Plan { ranks, phases: vec![phase] })
+}
+
+/// A phase's flows, numbered in group order.
+fn numbered(per_group: &[(usize, Pairs)]) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    for (group, pairs) in per_group {
+        for &(src, dst) in pairs {
+            flows.push(Flow { id: flows.len() as FlowId, group: *group, src, dst });
+        }
+    }
+    flows
+}
+
+fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
+    GroupPlan {
+        index,
+        name: spec.name.clone(),
+        pattern: spec.pattern,
+        transport: spec.transport,
+        op: spec.op,
+        mode: spec.mode,
+        message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
+        streams: spec.streams,
+    }
+}
+
+/// A selector's ranks, or its default's, in a job of `n`.
+fn select(key: &'static str, set: &Option<RankSet>, default: RankSet, n: usize) -> Result<Vec<usize>, (&'static str, String)> {
+    set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
 }
 
 type Pairs = Vec<(usize, usize)>;
 
 /// A pattern's `(src, dst)` pairs; errors carry the offending field.
 fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
-    let select = |key: &'static str, set: &Option<RankSet>, default: RankSet| {
-        set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
-    };
+    let select = |key, set, default| select(key, set, default, n);
     let pairs = match g.pattern {
         Pattern::FanIn => {
             let receivers = select("receivers", &g.receivers, RankSet::one(0))?;
@@ -146,6 +184,8 @@ fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
             with_reverse(pairs, g.bidirectional)
         }
         Pattern::Explicit => explicit(g.flows.as_deref().unwrap_or_default(), n, g.allow_self)?,
+        // Scenario validation keeps all-pairs alone in its scenario, where `build` makes its rounds.
+        Pattern::AllPairs => return Err(("pattern", "`all-pairs` cannot share a phase with other groups".into())),
     };
     Ok(pairs)
 }

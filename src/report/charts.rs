@@ -1,0 +1,251 @@
+//! Charts as inline SVG, drawn with plotters' SVG backend. Its text is SVG
+//! `<text>` set in the browser's sans-serif (plotters only estimates sizes
+//! for layout), so no font files or fontconfig are needed to make them.
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::report::ReportError;
+use crate::result::PairMatrix;
+use crate::units::ByteSize;
+
+const FONT: &str = "sans-serif";
+
+fn failed(e: impl std::fmt::Display) -> ReportError {
+    ReportError::Encode { what: "a chart", reason: e.to_string() }
+}
+
+/// A named line: (x, y) points.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Vertical bars, one per label, with a dashed line at `reference` (the fair share).
+pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f64>) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let width = (160 + 70 * labels.len()).clamp(420, 900) as u32;
+        let root = SVGBackend::with_string(&mut svg, (width, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        let top = values.iter().copied().fold(0.0, f64::max).max(reference.unwrap_or(0.0)).max(1e-9) * 1.15;
+        let n = labels.len() as u32;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 17))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(62)
+            .build_cartesian_2d((0..n).into_segmented(), 0f64..top)
+            .map_err(failed)?;
+        let label = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(labels.len() + 1)
+            .x_label_formatter(&label)
+            .y_desc("Gb/s")
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(failed)?;
+        let color = RGBColor(0x3b, 0x6e, 0xa8);
+        chart
+            .draw_series(values.iter().enumerate().map(|(i, &v)| {
+                let i = i as u32;
+                let mut bar =
+                    Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), v)], color.filled());
+                bar.set_margin(0, 0, 8, 8);
+                bar
+            }))
+            .map_err(failed)?;
+        chart
+            .draw_series(values.iter().enumerate().map(|(i, &v)| {
+                Text::new(
+                    format!("{v:.2}"),
+                    (SegmentValue::CenterOf(i as u32), v),
+                    (FONT, 12).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                )
+            }))
+            .map_err(failed)?;
+        if let Some(r) = reference {
+            let dashed = (0..2 * n).filter(|k| k % 2 == 0).map(|k| {
+                let (a, b) = (k / 2, k / 2 + 1);
+                PathElement::new(vec![(SegmentValue::Exact(a), r), (SegmentValue::Exact(b), r)], BLACK.stroke_width(1))
+            });
+            chart
+                .draw_series(dashed)
+                .map_err(failed)?
+                .label(format!("fair share {r:.2} Gb/s"))
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .label_font((FONT, 12))
+                .draw()
+                .map_err(failed)?;
+        }
+        root.present().map_err(failed)?;
+    }
+    Ok(svg)
+}
+
+/// Lines over a shared x axis; `sizes` draws x as message sizes on a log2 axis.
+pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (620, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+        let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+        let (x0, x1) = if x0.is_finite() { (x0, x1.max(x0 + 1e-9)) } else { (0.0, 1.0) };
+        let pad = if sizes { 0.5 } else { 0.0 };
+        let top = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max).max(1e-9) * 1.12;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 17))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(62)
+            .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..top)
+            .map_err(failed)?;
+        let size_label = |x: &f64| {
+            let near = x.round();
+            if (x - near).abs() < 1e-6 && near >= 0.0 {
+                ByteSize(2f64.powf(near) as u64).to_string()
+            } else {
+                String::new()
+            }
+        };
+        let plain = |x: &f64| format!("{x:.1}");
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(x_desc).y_desc("Gb/s").label_style((FONT, 13));
+        if sizes {
+            mesh.x_labels(((x1 - x0) as usize + 2).max(2)).x_label_formatter(&size_label);
+        } else {
+            mesh.x_label_formatter(&plain);
+        }
+        mesh.draw().map_err(failed)?;
+        for (i, s) in series.iter().enumerate() {
+            let color = if s.name == "aggregate" { BLACK } else { {
+                let (r, g, b) = Palette99::pick(i).rgb();
+                RGBColor(r, g, b)
+            } };
+            let width = if s.name == "aggregate" { 3 } else { 2 };
+            chart
+                .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(width)))
+                .map_err(failed)?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width)));
+            chart
+                .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(failed)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .label_font((FONT, 12))
+            .draw()
+            .map_err(failed)?;
+        root.present().map_err(failed)?;
+    }
+    Ok(svg)
+}
+
+/// Colour of a cell: green at the best pair, through yellow, to red at half of it and below.
+fn shade(share: f64) -> HSLColor {
+    let t = ((share - 0.5) / 0.5).clamp(0.0, 1.0);
+    HSLColor(t * 120.0 / 360.0, 0.62, 0.62)
+}
+
+/// The all-pairs matrix: rows send, columns receive, each cell coloured by
+/// its share of the best pair and labelled with its Gb/s. Hosts in
+/// `marked` (the suspects) get a `*` after their name.
+pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> {
+    let n = m.hosts.len() as u32;
+    let cell = (640 / n.max(1)).clamp(14, 72);
+    let label_area = 16 + 8 * m.hosts.iter().map(|h| h.len()).max().unwrap_or(2).min(24) as u32;
+    let side = cell * n + label_area + 30;
+    let best = m.gbps.iter().flatten().flatten().copied().fold(0.0, f64::max);
+    let name = |i: u32| {
+        let host = m.hosts.get(i as usize).cloned().unwrap_or_default();
+        if marked.contains(&(i as usize)) {
+            format!("{host} *")
+        } else {
+            host
+        }
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (side + 20, side + 50)).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        let title = format!("All pairs `{}`: Gb/s, row sends → column receives (best {best:.2})", m.group);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 16))
+            .margin(10)
+            .x_label_area_size(label_area)
+            .y_label_area_size(label_area)
+            .build_cartesian_2d((0..n).into_segmented(), (0..n).into_segmented())
+            .map_err(failed)?;
+        // Row 0 at the top: y = n − 1 − row.
+        let x_label = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) => name(*i),
+            _ => String::new(),
+        };
+        let y_label = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) if *i < n => name(n - 1 - *i),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(n as usize + 1)
+            .y_labels(n as usize + 1)
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .x_desc("receiver")
+            .y_desc("sender")
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(failed)?;
+        let cells = m.gbps.iter().enumerate().flat_map(|(src, row)| {
+            row.iter().enumerate().map(move |(dst, v)| (src as u32, dst as u32, *v))
+        });
+        let grey = RGBColor(0xee, 0xee, 0xee);
+        chart
+            .draw_series(cells.clone().map(|(src, dst, v)| {
+                let y = n - 1 - src;
+                let style = match v {
+                    Some(g) if best > 0.0 => shade(g / best).filled(),
+                    _ => grey.filled(),
+                };
+                let mut r = Rectangle::new(
+                    [(SegmentValue::Exact(dst), SegmentValue::Exact(y)), (SegmentValue::Exact(dst + 1), SegmentValue::Exact(y + 1))],
+                    style,
+                );
+                r.set_margin(1, 1, 1, 1);
+                r
+            }))
+            .map_err(failed)?;
+        if cell >= 30 {
+            let size = if cell >= 48 { 13 } else { 10 };
+            chart
+                .draw_series(cells.filter_map(|(src, dst, v)| {
+                    let g = v?;
+                    Some(Text::new(
+                        if g >= 100.0 { format!("{g:.0}") } else { format!("{g:.2}") },
+                        (SegmentValue::CenterOf(dst), SegmentValue::CenterOf(n - 1 - src)),
+                        (FONT, size).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Center)),
+                    ))
+                }))
+                .map_err(failed)?;
+        }
+        root.present().map_err(failed)?;
+    }
+    Ok(svg)
+}
