@@ -2,7 +2,8 @@
 //! `<text>` set in the browser's sans-serif (plotters only estimates sizes
 //! for layout), so no font files or fontconfig are needed to make them.
 
-use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::ranged1d::{SegmentValue, SegmentedCoord};
+use plotters::coord::types::RangedCoordu32;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -11,6 +12,25 @@ use crate::result::PairMatrix;
 use crate::units::ByteSize;
 
 const FONT: &str = "sans-serif";
+const MESH: RGBColor = RGBColor(0xee, 0xee, 0xee);
+/// Tableau 10: tells lines apart, also for the colour-blind.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(0x4e, 0x79, 0xa7),
+    RGBColor(0xf2, 0x8e, 0x2b),
+    RGBColor(0xe1, 0x57, 0x59),
+    RGBColor(0x76, 0xb7, 0xb2),
+    RGBColor(0x59, 0xa1, 0x4f),
+    RGBColor(0xed, 0xc9, 0x48),
+    RGBColor(0xb0, 0x7a, 0xa1),
+    RGBColor(0xff, 0x9d, 0xa7),
+    RGBColor(0x9c, 0x75, 0x5f),
+    RGBColor(0xba, 0xb0, 0xac),
+];
+
+/// `n` slots, 0..n − 1: plotters' integer ranges include their end.
+fn segments(n: u32) -> SegmentedCoord<RangedCoordu32> {
+    (0..n.max(1) - 1).into_segmented()
+}
 
 fn failed(e: impl std::fmt::Display) -> ReportError {
     ReportError::Encode { what: "a chart", reason: e.to_string() }
@@ -22,21 +42,21 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Vertical bars, one per label, with a dashed line at `reference` (the fair share).
+/// Vertical bars, one per label, with a line across at `reference` (the fair share).
 pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f64>) -> Result<String, ReportError> {
     let mut svg = String::new();
     {
-        let width = (160 + 70 * labels.len()).clamp(420, 900) as u32;
+        let width = (160 + 70 * labels.len()).clamp(480, 900) as u32;
         let root = SVGBackend::with_string(&mut svg, (width, 320)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
-        let top = values.iter().copied().fold(0.0, f64::max).max(reference.unwrap_or(0.0)).max(1e-9) * 1.15;
+        let top = values.iter().copied().fold(0.0, f64::max).max(reference.unwrap_or(0.0)).max(1e-9) * 1.2;
         let n = labels.len() as u32;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 17))
+            .caption(title, (FONT, 15))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(62)
-            .build_cartesian_2d((0..n).into_segmented(), 0f64..top)
+            .build_cartesian_2d(segments(n), 0f64..top)
             .map_err(failed)?;
         let label = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
@@ -45,6 +65,7 @@ pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f6
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .light_line_style(MESH)
             .x_labels(labels.len() + 1)
             .x_label_formatter(&label)
             .y_desc("Gb/s")
@@ -71,22 +92,11 @@ pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f6
             }))
             .map_err(failed)?;
         if let Some(r) = reference {
-            let dashed = (0..2 * n).filter(|k| k % 2 == 0).map(|k| {
-                let (a, b) = (k / 2, k / 2 + 1);
-                PathElement::new(vec![(SegmentValue::Exact(a), r), (SegmentValue::Exact(b), r)], BLACK.stroke_width(1))
-            });
             chart
-                .draw_series(dashed)
-                .map_err(failed)?
-                .label(format!("fair share {r:.2} Gb/s"))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .label_font((FONT, 12))
-                .draw()
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(SegmentValue::Exact(0), r), (SegmentValue::Exact(n), r)],
+                    BLACK.stroke_width(2),
+                )))
                 .map_err(failed)?;
         }
         root.present().map_err(failed)?;
@@ -122,7 +132,7 @@ pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Resul
         };
         let plain = |x: &f64| format!("{x:.1}");
         let mut mesh = chart.configure_mesh();
-        mesh.x_desc(x_desc).y_desc("Gb/s").label_style((FONT, 13));
+        mesh.x_desc(x_desc).y_desc("Gb/s").label_style((FONT, 13)).light_line_style(MESH);
         if sizes {
             mesh.x_labels(((x1 - x0) as usize + 2).max(2)).x_label_formatter(&size_label);
         } else {
@@ -130,10 +140,7 @@ pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Resul
         }
         mesh.draw().map_err(failed)?;
         for (i, s) in series.iter().enumerate() {
-            let color = if s.name == "aggregate" { BLACK } else { {
-                let (r, g, b) = Palette99::pick(i).rgb();
-                RGBColor(r, g, b)
-            } };
+            let color = if s.name == "aggregate" { BLACK } else { PALETTE[i % PALETTE.len()] };
             let width = if s.name == "aggregate" { 3 } else { 2 };
             chart
                 .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(width)))
@@ -190,7 +197,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
             .margin(10)
             .x_label_area_size(label_area)
             .y_label_area_size(label_area)
-            .build_cartesian_2d((0..n).into_segmented(), (0..n).into_segmented())
+            .build_cartesian_2d(segments(n), segments(n))
             .map_err(failed)?;
         // Row 0 at the top: y = n − 1 − row.
         let x_label = |v: &SegmentValue<u32>| match v {

@@ -85,11 +85,11 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         let senders: Vec<_> = p.flows.iter().filter(|f| f.dst == r.rank).collect();
         let labels: Vec<String> = senders.iter().map(|f| f.src_host.clone()).collect();
         let values: Vec<f64> = senders.iter().map(|f| f.gbps).collect();
-        let title = format!(
-            "Into {}: {} senders, {:.2} Gb/s, Jain {:.3}",
-            r.host, r.senders, r.aggregate_gbps, r.jain
-        );
         let fair = r.aggregate_gbps / r.senders as f64;
+        let title = format!(
+            "Into {}: {} senders, Jain {:.3}, line = fair share {fair:.2}",
+            r.host, r.senders, r.jain
+        );
         body += &format!("<figure>{}</figure>", charts::bars(&title, &labels, &values, Some(fair))?);
     }
     let step = run.scenario.run.interval.as_secs_f64();

@@ -35,7 +35,7 @@ pub fn checked(run: &RunResult, item: &Checked) -> String {
         }
         Checked::Receiver { phase: p, rank: r } => format!("{}: receiver {}", phase(run, *p), rank(run, *r)),
         Checked::Group { phase: p, group } => format!("{}: group {group}", phase(run, *p)),
-        Checked::Rule => "the rule".to_string(),
+        Checked::Rule => "(the rule as a whole)".to_string(),
     }
 }
 
