@@ -52,7 +52,7 @@ pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f6
         let top = values.iter().copied().fold(0.0, f64::max).max(reference.unwrap_or(0.0)).max(1e-9) * 1.2;
         let n = labels.len() as u32;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 15))
+            .caption(title, (FONT, 18))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(62)
@@ -69,7 +69,7 @@ pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f6
             .x_labels(labels.len() + 1)
             .x_label_formatter(&label)
             .y_desc("Gb/s")
-            .label_style((FONT, 13))
+            .label_style((FONT, 15))
             .draw()
             .map_err(failed)?;
         let color = RGBColor(0x3b, 0x6e, 0xa8);
@@ -87,7 +87,7 @@ pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f6
                 Text::new(
                     format!("{v:.2}"),
                     (SegmentValue::CenterOf(i as u32), v),
-                    (FONT, 12).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                    (FONT, 14).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Bottom)),
                 )
             }))
             .map_err(failed)?;
@@ -116,7 +116,7 @@ pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Resul
         let pad = if sizes { 0.5 } else { 0.0 };
         let top = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max).max(1e-9) * 1.12;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 17))
+            .caption(title, (FONT, 19))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(62)
@@ -132,7 +132,7 @@ pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Resul
         };
         let plain = |x: &f64| format!("{x:.1}");
         let mut mesh = chart.configure_mesh();
-        mesh.x_desc(x_desc).y_desc("Gb/s").label_style((FONT, 13)).light_line_style(MESH);
+        mesh.x_desc(x_desc).y_desc("Gb/s").label_style((FONT, 15)).light_line_style(MESH);
         if sizes {
             mesh.x_labels(((x1 - x0) as usize + 2).max(2)).x_label_formatter(&size_label);
         } else {
@@ -156,7 +156,7 @@ pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Resul
             .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
-            .label_font((FONT, 12))
+            .label_font((FONT, 14))
             .draw()
             .map_err(failed)?;
         root.present().map_err(failed)?;
@@ -193,7 +193,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
         root.fill(&WHITE).map_err(failed)?;
         let title = format!("All pairs `{}`: Gb/s, row sends → column receives (best {best:.2})", m.group);
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 16))
+            .caption(title, (FONT, 18))
             .margin(10)
             .x_label_area_size(label_area)
             .y_label_area_size(label_area)
@@ -217,7 +217,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
             .y_label_formatter(&y_label)
             .x_desc("receiver")
             .y_desc("sender")
-            .label_style((FONT, 13))
+            .label_style((FONT, 15))
             .draw()
             .map_err(failed)?;
         let cells = m.gbps.iter().enumerate().flat_map(|(src, row)| {
@@ -240,7 +240,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
             }))
             .map_err(failed)?;
         if cell >= 30 {
-            let size = if cell >= 48 { 13 } else { 10 };
+            let size = if cell >= 48 { 16 } else { 12 };
             chart
                 .draw_series(cells.filter_map(|(src, dst, v)| {
                     let g = v?;

@@ -2,7 +2,7 @@
 //! from the result and rendered by the terminal and Markdown writers alike.
 
 use crate::report::labels;
-use crate::result::{Acceptance, PairMatrix, PhaseResult, RunResult, RunStatus, Verdict};
+use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 
 pub struct Table {
     pub title: String,
@@ -173,7 +173,7 @@ fn ranks(p: &PhaseResult) -> Table {
 /// The verdict of the checks, e.g. `checks FAILED: 5 of 30 failed, 1 suspect`.
 pub fn verdict_line(a: &Acceptance) -> String {
     let count = |v: Verdict| a.checks.iter().filter(|c| c.verdict == v).count();
-    let (fail, unknown, cleared) = (count(Verdict::Fail), count(Verdict::Unknown), count(Verdict::Cleared));
+    let (fail, unknown, retested) = (count(Verdict::Fail), count(Verdict::Unknown), count(Verdict::Cleared));
     let mut parts = Vec::new();
     if fail > 0 {
         parts.push(format!("{fail} of {} failed", a.checks.len()));
@@ -181,15 +181,20 @@ pub fn verdict_line(a: &Acceptance) -> String {
     if unknown > 0 {
         parts.push(format!("{unknown} could not be evaluated"));
     }
-    if cleared > 0 {
-        parts.push(format!("{cleared} failed in the run but passed when retested alone"));
+    if retested > 0 {
+        parts.push(format!("{retested} failed in the run but passed when retested alone"));
     }
     if parts.is_empty() {
         parts.push(format!("all {} passed", a.checks.len()));
     }
-    if !a.suspects.is_empty() {
-        let names: Vec<String> = a.suspects.iter().map(labels::suspect).collect();
-        parts.push(format!("suspect(s): {}", names.join(", ")));
+    let (cleared, blamed): (Vec<&Suspect>, Vec<&Suspect>) =
+        a.suspects.iter().partition(|s| matches!(s.retest, Retest::Cleared { .. }));
+    let names = |list: &[&Suspect]| list.iter().map(|s| labels::suspect(s)).collect::<Vec<_>>().join(", ");
+    if !blamed.is_empty() {
+        parts.push(format!("suspect(s): {}", names(&blamed)));
+    }
+    if !cleared.is_empty() {
+        parts.push(format!("cleared on retest: {}", names(&cleared)));
     }
     format!("checks {}: {}", if a.passed { "PASSED" } else { "FAILED" }, parts.join("; "))
 }
