@@ -119,6 +119,7 @@ impl Subject {
 
 impl Threshold {
     pub fn parse(text: &str) -> Result<Threshold, String> {
+        let text = text.trim();
         let bad = || format!("`{text}` is not a threshold; use {THRESHOLDS}");
         let t = text.trim().to_ascii_lowercase();
         let percent = |p: &str| -> Result<f64, String> {
