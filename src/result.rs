@@ -84,11 +84,26 @@ pub struct CheckOutcome {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "item", rename_all = "snake_case")]
 pub enum Checked {
-    Flow { phase: usize, flow: FlowId, src: usize, dst: usize },
+    Flow {
+        phase: usize,
+        flow: FlowId,
+        src: usize,
+        dst: usize,
+    },
     /// A rank's sending (`tx`) or receiving (`rx`) rate in one phase.
-    Host { phase: usize, rank: usize, direction: Direction },
-    Receiver { phase: usize, rank: usize },
-    Group { phase: usize, group: String },
+    Host {
+        phase: usize,
+        rank: usize,
+        direction: Direction,
+    },
+    Receiver {
+        phase: usize,
+        rank: usize,
+    },
+    Group {
+        phase: usize,
+        group: String,
+    },
     /// The rule as a whole, when it could not be checked on anything.
     Rule,
 }

@@ -28,7 +28,8 @@ const ALL_PAIRS: &str = "[run]\nname = \"accept\"\nduration = \"1s\"\nwarmup = \
 fn accept(bed: &Bed, bench: &Bench) -> (Option<i32>, String, serde_json::Value) {
     let scenario = bench.write("accept.toml", ALL_PAIRS);
     let junit = bench.dir.path().join("junit.xml");
-    let mut args = vec!["run".to_string(), scenario.display().to_string(), "-H".into(), bed.hostfile.display().to_string()];
+    let mut args =
+        vec!["run".to_string(), scenario.display().to_string(), "-H".into(), bed.hostfile.display().to_string()];
     args.extend(bed.ssh_args());
     args.extend(["--no-progress".into(), "--export-junit".into(), junit.display().to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -82,8 +83,12 @@ fn a_slow_host_is_named_and_confirmed_alone() {
 
     // Every flow of h4 failed, and nothing else.
     assert_eq!(run["acceptance"]["checks"].as_array().unwrap().len(), 30, "6 hosts: 15 pairs, both directions");
-    let of_h4: Vec<(u64, u64)> =
-        [0, 1, 2, 4, 5].iter().flat_map(|&o| [(3, o), (o, 3)]).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let of_h4: Vec<(u64, u64)> = [0, 1, 2, 4, 5]
+        .iter()
+        .flat_map(|&o| [(3, o), (o, 3)])
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     assert_eq!(failed_flows(&run), of_h4);
     // The matrix: h4's row and column at the slow link's rate.
     let m = &run["matrix"]["gbps"];

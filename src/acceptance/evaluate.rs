@@ -15,7 +15,14 @@ struct Item {
 /// The outcomes of one rule. `line_rate` is the ports' rate in Gb/s, if known.
 pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<CheckOutcome> {
     let unknown = |why: String| {
-        vec![CheckOutcome { rule, item: Checked::Rule, value: None, limit: None, verdict: Verdict::Unknown, note: Some(why) }]
+        vec![CheckOutcome {
+            rule,
+            item: Checked::Rule,
+            value: None,
+            limit: None,
+            verdict: Verdict::Unknown,
+            note: Some(why),
+        }]
     };
     if rule.subject == Subject::Latency {
         return unknown("this run measured no latency (it has no latency groups), so latency cannot be checked".into());
@@ -52,7 +59,14 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<Chec
         .map(|(item, limit)| {
             // A relative tolerance, so the best flow always reaches 100 % of itself.
             let verdict = if item.value >= limit * (1.0 - 1e-9) { Verdict::Pass } else { Verdict::Fail };
-            CheckOutcome { rule, item: item.checked, value: Some(item.value), limit: Some(limit), verdict, note: item.note }
+            CheckOutcome {
+                rule,
+                item: item.checked,
+                value: Some(item.value),
+                limit: Some(limit),
+                verdict,
+                note: item.note,
+            }
         })
         .collect()
 }

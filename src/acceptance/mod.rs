@@ -32,9 +32,10 @@ pub fn judge(run: &RunResult, spec: &CheckSpec) -> Option<Acceptance> {
 fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
     let isolating = |phase: usize, flow: u32| -> bool {
         run.plan.phases.get(phase).is_some_and(|p| {
-            p.flows.iter().find(|f| f.id == flow).is_some_and(|f| {
-                matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise)
-            })
+            p.flows
+                .iter()
+                .find(|f| f.id == flow)
+                .is_some_and(|f| matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise))
         })
     };
     // link -> (failed, slowest Gb/s of its failing flows, rules failed)
@@ -60,7 +61,8 @@ fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
         links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).map(|(_, v)| v.1).fold(f64::INFINITY, f64::min)
     };
     let rules_of = |pred: &dyn Fn(usize, usize) -> bool| {
-        let mut all: Vec<String> = links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).flat_map(|(_, v)| v.2.clone()).collect();
+        let mut all: Vec<String> =
+            links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).flat_map(|(_, v)| v.2.clone()).collect();
         all.sort();
         all.dedup();
         all.join(", ")
@@ -195,7 +197,11 @@ mod tests {
         assert!(a.checks.iter().all(|c| (c.limit.unwrap() - best * 0.93).abs() < 1e-9));
         assert_eq!(a.suspects.len(), 1);
         assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 2, host: "h3".into() });
-        assert!(a.suspects[0].evidence.starts_with("all 5 of its links failed flow >= 93% of best"), "{}", a.suspects[0].evidence);
+        assert!(
+            a.suspects[0].evidence.starts_with("all 5 of its links failed flow >= 93% of best"),
+            "{}",
+            a.suspects[0].evidence
+        );
     }
 
     #[test]

@@ -74,7 +74,8 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         .enumerate()
         .map(|(rank, h)| RankInfo { rank, host: h.name.clone(), addr: h.data_addr().to_string() })
         .collect();
-    let groups: Vec<GroupPlan> = scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
+    let groups: Vec<GroupPlan> =
+        scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
     let no_flows = |index: usize, pattern: Pattern| {
         (Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
     };
@@ -136,7 +137,12 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
 }
 
 /// A selector's ranks, or its default's, in a job of `n`.
-fn select(key: &'static str, set: &Option<RankSet>, default: RankSet, n: usize) -> Result<Vec<usize>, (&'static str, String)> {
+fn select(
+    key: &'static str,
+    set: &Option<RankSet>,
+    default: RankSet,
+    n: usize,
+) -> Result<Vec<usize>, (&'static str, String)> {
     set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
 }
 

@@ -147,9 +147,7 @@ pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Resul
                 .map_err(failed)?
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width)));
-            chart
-                .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(failed)?;
+            chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(failed)?;
         }
         chart
             .configure_series_labels()
@@ -220,9 +218,11 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
             .label_style((FONT, 15))
             .draw()
             .map_err(failed)?;
-        let cells = m.gbps.iter().enumerate().flat_map(|(src, row)| {
-            row.iter().enumerate().map(move |(dst, v)| (src as u32, dst as u32, *v))
-        });
+        let cells = m
+            .gbps
+            .iter()
+            .enumerate()
+            .flat_map(|(src, row)| row.iter().enumerate().map(move |(dst, v)| (src as u32, dst as u32, *v)));
         let grey = RGBColor(0xee, 0xee, 0xee);
         chart
             .draw_series(cells.clone().map(|(src, dst, v)| {
@@ -232,7 +232,10 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
                     _ => grey.filled(),
                 };
                 let mut r = Rectangle::new(
-                    [(SegmentValue::Exact(dst), SegmentValue::Exact(y)), (SegmentValue::Exact(dst + 1), SegmentValue::Exact(y + 1))],
+                    [
+                        (SegmentValue::Exact(dst), SegmentValue::Exact(y)),
+                        (SegmentValue::Exact(dst + 1), SegmentValue::Exact(y + 1)),
+                    ],
                     style,
                 );
                 r.set_margin(1, 1, 1, 1);

@@ -56,7 +56,10 @@ impl Exporter for HtmlExporter {
                      of the best pair (green 100 %, yellow 75 %, red 50 % and below; grey: not measured). \
                      <code>*</code> marks a suspect host.</p>\n";
             page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
-            page += &format!("<details><summary>The matrix as a table</summary>{}</details>\n", html_table(&tables::matrix(m)));
+            page += &format!(
+                "<details><summary>The matrix as a table</summary>{}</details>\n",
+                html_table(&tables::matrix(m))
+            );
         }
         if let Some(svg) = sizes_chart(run)? {
             page += &format!("<h2>Bandwidth vs message size</h2>\n<figure>{svg}</figure>\n");
@@ -86,17 +89,17 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         let labels: Vec<String> = senders.iter().map(|f| f.src_host.clone()).collect();
         let values: Vec<f64> = senders.iter().map(|f| f.gbps).collect();
         let fair = r.aggregate_gbps / r.senders as f64;
-        let title = format!(
-            "Into {}: {} senders, Jain {:.3}, line = fair share {fair:.2}",
-            r.host, r.senders, r.jain
-        );
+        let title = format!("Into {}: {} senders, Jain {:.3}, line = fair share {fair:.2}", r.host, r.senders, r.jain);
         body += &format!("<figure>{}</figure>", charts::bars(&title, &labels, &values, Some(fair))?);
     }
     let step = run.scenario.run.interval.as_secs_f64();
     let timeline = |v: &[f64]| v.iter().enumerate().map(|(k, &g)| ((k + 1) as f64 * step, g)).collect::<Vec<_>>();
     if !p.interval_gbps.is_empty() {
         let aggregate = [Series { name: "aggregate".into(), points: timeline(&p.interval_gbps) }];
-        body += &format!("<figure>{}</figure>", charts::lines("Aggregate per interval", "time in window (s)", &aggregate, false)?);
+        body += &format!(
+            "<figure>{}</figure>",
+            charts::lines("Aggregate per interval", "time in window (s)", &aggregate, false)?
+        );
         let flows: Vec<Series> = p
             .flows
             .iter()
@@ -104,8 +107,11 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
             .map(|f| Series { name: format!("{} → {}", f.src_host, f.dst_host), points: timeline(&f.interval_gbps) })
             .collect();
         let more = p.flows.len().saturating_sub(SERIES_MAX_FLOWS);
-        let title =
-            if more > 0 { format!("Per flow (first {SERIES_MAX_FLOWS}; {more} more in the table)") } else { "Per flow".into() };
+        let title = if more > 0 {
+            format!("Per flow (first {SERIES_MAX_FLOWS}; {more} more in the table)")
+        } else {
+            "Per flow".into()
+        };
         body += &format!("<figure>{}</figure>", charts::lines(&title, "time in window (s)", &flows, false)?);
     }
     body += "</div>\n";

@@ -43,7 +43,8 @@ impl Exporter for JunitExporter {
 
 fn case(run: &RunResult, c: &CheckOutcome) -> String {
     let classname = format!("fabricbench.{}.{}", run.scenario.run.name, c.rule.subject.name());
-    let open = format!("    <testcase classname=\"{}\" name=\"{}\"", xml(&classname), xml(&labels::checked(run, &c.item)));
+    let open =
+        format!("    <testcase classname=\"{}\" name=\"{}\"", xml(&classname), xml(&labels::checked(run, &c.item)));
     let measured = match (c.value, c.limit) {
         (Some(v), Some(l)) => format!("{v:.3} (limit {l:.3}; Gb/s, µs for latency)"),
         _ => String::new(),

@@ -96,12 +96,8 @@ fn markdown_table(table: &tables::Table) -> String {
     if table.rows.is_empty() {
         return String::new();
     }
-    let mut out = format!(
-        "### {}\n\n| {} |\n|{}\n",
-        table.title,
-        table.header.join(" | "),
-        "---|".repeat(table.header.len())
-    );
+    let mut out =
+        format!("### {}\n\n| {} |\n|{}\n", table.title, table.header.join(" | "), "---|".repeat(table.header.len()));
     for row in &table.rows {
         let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
         out += &format!("| {} |\n", cells.join(" | "));

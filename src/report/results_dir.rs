@@ -57,7 +57,8 @@ pub fn write_into(run: &RunResult, dir: &Path, with_json: bool) -> Result<(), Re
 pub fn load(path: &Path) -> Result<RunResult, ReportError> {
     let file = if path.is_dir() { path.join("run.json") } else { path.to_path_buf() };
     let read = |reason: String| ReportError::Read { path: file.display().to_string(), reason };
-    let text = std::fs::read_to_string(&file).map_err(|e| read(format!("{e} (give a results folder or its run.json)")))?;
+    let text =
+        std::fs::read_to_string(&file).map_err(|e| read(format!("{e} (give a results folder or its run.json)")))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| read(e.to_string()))?;
     let version = value.get("schema_version").and_then(serde_json::Value::as_u64).unwrap_or(0);
     if version == 0 || version > u64::from(SCHEMA_VERSION) {

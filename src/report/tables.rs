@@ -205,7 +205,8 @@ pub fn acceptance(run: &RunResult, a: &Acceptance) -> Vec<Table> {
     for s in &a.suspects {
         suspects.rows.push(vec![labels::suspect(s), s.evidence.clone(), labels::retest(&s.retest)]);
     }
-    let mut rules = Table::new("Checks".into(), &["rule", "checked", "passed", "failed", "cleared on retest", "unknown"]);
+    let mut rules =
+        Table::new("Checks".into(), &["rule", "checked", "passed", "failed", "cleared on retest", "unknown"]);
     for rule in &a.rules {
         let of = |v: Verdict| a.checks.iter().filter(|c| c.rule == *rule && c.verdict == v).count().to_string();
         let checked = a.checks.iter().filter(|c| c.rule == *rule).count();

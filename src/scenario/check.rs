@@ -273,9 +273,8 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Threshold>, D::Err
         One(String),
         Many(Vec<String>),
     }
-    let raw = Raw::deserialize(d).map_err(|_| {
-        serde::de::Error::custom(format!("expected a threshold or a list of them; use {THRESHOLDS}"))
-    })?;
+    let raw = Raw::deserialize(d)
+        .map_err(|_| serde::de::Error::custom(format!("expected a threshold or a list of them; use {THRESHOLDS}")))?;
     let texts = match raw {
         Raw::One(t) => vec![t],
         Raw::Many(list) => list,
@@ -324,7 +323,10 @@ mod tests {
     #[test]
     fn bad_rules_say_what_is_valid() {
         assert!(Rule::parse("flow 9").unwrap_err().contains("write SUBJECT >= THRESHOLD"));
-        assert_eq!(Rule::parse("link >= 9 Gb/s").unwrap_err(), "`link` is not a check subject; use one of flow, host, receiver, group, latency");
+        assert_eq!(
+            Rule::parse("link >= 9 Gb/s").unwrap_err(),
+            "`link` is not a check subject; use one of flow, host, receiver, group, latency"
+        );
         assert_eq!(Rule::parse("flow <= 9 Gb/s").unwrap_err(), "`flow <= 9 Gb/s`: `flow` checks are written with `>=`");
         assert_eq!(
             Rule::parse("latency <= 9 Gb/s").unwrap_err(),
@@ -332,20 +334,27 @@ mod tests {
         );
         assert!(Rule::parse("group >= 90% of line rate").unwrap_err().contains("does not apply to `group`"));
         assert!(Rule::parse("flow >= 9").unwrap_err().contains("`9` is not a threshold; use a rate"));
-        assert_eq!(Threshold::parse("120% of best").unwrap_err(), "`120% of best`: the percentage must be above 0 and at most 100");
+        assert_eq!(
+            Threshold::parse("120% of best").unwrap_err(),
+            "`120% of best`: the percentage must be above 0 and at most 100"
+        );
         assert_eq!(Threshold::parse("0.5x min").unwrap_err(), "`0.5x min`: the multiple must be at least 1");
     }
 
     #[test]
     fn check_table_takes_one_or_many() {
         let spec: CheckSpec =
-            toml::from_str("flow = [\"93% of best\", \"9 Gb/s\"]\nreceiver = \"30 Gb/s\"\nline_rate = \"25 Gb/s\"").unwrap();
+            toml::from_str("flow = [\"93% of best\", \"9 Gb/s\"]\nreceiver = \"30 Gb/s\"\nline_rate = \"25 Gb/s\"")
+                .unwrap();
         assert_eq!(spec.flow, [Threshold::OfBest(93.0), Threshold::Gbps(9.0)]);
         assert_eq!(spec.line_rate, Some(25.0));
         let rules: Vec<String> = spec.rules().iter().map(Rule::to_string).collect();
         assert_eq!(rules, ["flow >= 93% of best", "flow >= 9 Gb/s", "receiver >= 30 Gb/s"]);
         let back = toml::to_string(&spec).unwrap();
         assert_eq!(toml::from_str::<CheckSpec>(&back).unwrap(), spec);
-        assert!(toml::from_str::<CheckSpec>("flows = \"9 Gb/s\"").unwrap_err().to_string().contains("unknown field `flows`"));
+        assert!(toml::from_str::<CheckSpec>("flows = \"9 Gb/s\"")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown field `flows`"));
     }
 }
