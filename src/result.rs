@@ -44,9 +44,12 @@ pub struct PairMatrix {
     pub group: String,
     /// Host of each rank: the row and column labels.
     pub hosts: Vec<String>,
-    /// `gbps[src][dst]`: Gb/s of the flow src → dst; `null` where none ran
-    /// (the diagonal, the direction not measured, ranks left out).
-    pub gbps: Vec<Vec<Option<f64>>>,
+    /// What the cells hold: Gb/s (bandwidth) or µs (latency: the typical
+    /// half round trip).
+    pub mode: Mode,
+    /// `values[src][dst]`: the flow src → dst; `null` where none ran (the
+    /// diagonal, the direction not measured, ranks left out).
+    pub values: Vec<Vec<Option<f64>>>,
 }
 
 /// How the run measured up to its checks.

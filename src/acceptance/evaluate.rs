@@ -1,7 +1,7 @@
 //! Checking rules on a run's results: one outcome per rule and item.
 
-use crate::result::{CheckOutcome, Checked, Direction, RunResult, Verdict};
-use crate::scenario::{Rule, Subject, Threshold};
+use crate::result::{CheckOutcome, Checked, Direction, FlowResult, RunResult, Verdict};
+use crate::scenario::{Mode, Rule, Subject, Threshold};
 
 /// One number a rule is checked on.
 struct Item {
@@ -24,12 +24,12 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<Chec
             note: Some(why),
         }]
     };
-    if rule.subject == Subject::Latency {
-        return unknown("this run measured no latency (it has no latency groups), so latency cannot be checked".into());
-    }
     let items = items(run, rule.subject);
     if items.is_empty() {
-        return unknown(format!("nothing in this run to check a `{}` rule on", rule.subject.name()));
+        return unknown(match rule.subject {
+            Subject::Latency => "this run measured no latency (it has no `mode = \"latency\"` group)".into(),
+            s => format!("nothing in this run to check a `{}` rule on", s.name()),
+        });
     }
     let limit_of = |peers: &str| -> Result<f64, String> {
         match rule.threshold {
@@ -43,7 +43,10 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<Chec
                  (TCP runs cannot probe it)"
                     .to_string()
             }),
-            Threshold::TimesMin(_) => Err("a multiple of the minimum applies to latency only".into()),
+            Threshold::TimesMin(times) => {
+                let least = items.iter().filter(|i| i.peers == peers).map(|i| i.value).fold(f64::INFINITY, f64::min);
+                Ok(least * times)
+            }
         }
     };
     if let Err(why) = limit_of("") {
@@ -57,8 +60,7 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<Chec
         .into_iter()
         .zip(limits)
         .map(|(item, limit)| {
-            // A relative tolerance, so the best flow always reaches 100 % of itself.
-            let verdict = if item.value >= limit * (1.0 - 1e-9) { Verdict::Pass } else { Verdict::Fail };
+            let verdict = if passes(rule, item.value, limit) { Verdict::Pass } else { Verdict::Fail };
             CheckOutcome {
                 rule,
                 item: item.checked,
@@ -71,15 +73,37 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<Chec
         .collect()
 }
 
+/// Whether `value` keeps to `limit`: bandwidth at least, latency at most.
+/// Relative slack, so the best flow always reaches 100 % of itself.
+pub fn passes(rule: Rule, value: f64, limit: f64) -> bool {
+    if rule.subject == Subject::Latency {
+        value <= limit * (1.0 + 1e-9)
+    } else {
+        value >= limit * (1.0 - 1e-9)
+    }
+}
+
+/// The number a flow rule checks: Gb/s, or the typical (median) half round
+/// trip in µs for latency; `None` when the flow did not measure it.
+pub fn flow_value(subject: Subject, f: &FlowResult) -> Option<f64> {
+    match (subject, f.mode) {
+        (Subject::Latency, Mode::Latency) => Some(f.latency.as_ref().map_or(f64::INFINITY, |l| l.typical_us)),
+        (Subject::Flow, Mode::Bandwidth) => Some(f.gbps),
+        _ => None,
+    }
+}
+
 fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
     let mut out = Vec::new();
     for p in &run.phases {
         match subject {
-            Subject::Flow => out.extend(p.flows.iter().map(|f| Item {
-                checked: Checked::Flow { phase: p.index, flow: f.id, src: f.src, dst: f.dst },
-                value: f.gbps,
-                peers: f.group.clone(),
-                note: f.error.clone(),
+            Subject::Flow | Subject::Latency => out.extend(p.flows.iter().filter_map(|f| {
+                Some(Item {
+                    checked: Checked::Flow { phase: p.index, flow: f.id, src: f.src, dst: f.dst },
+                    value: flow_value(subject, f)?,
+                    peers: f.group.clone(),
+                    note: f.error.clone(),
+                })
             })),
             Subject::Host => {
                 for r in &p.ranks {
@@ -111,7 +135,6 @@ fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
                 peers: g.name.clone(),
                 note: None,
             })),
-            Subject::Latency => {}
         }
     }
     out

@@ -12,7 +12,7 @@ pub use localise::{localise, Finding, Link};
 pub use retest::{apply as apply_retest, plan as retest_plan};
 
 use crate::result::{Acceptance, CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, Verdict};
-use crate::scenario::{CheckSpec, Pattern, Subject};
+use crate::scenario::{CheckSpec, Pattern};
 
 /// Checks every rule; `None` when there are no rules.
 pub fn judge(run: &RunResult, spec: &CheckSpec) -> Option<Acceptance> {
@@ -38,9 +38,9 @@ fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
                 .is_some_and(|f| matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise))
         })
     };
-    // link -> (failed, slowest Gb/s of its failing flows, rules failed)
+    // link -> (failed, the worst failing flow's share of its limit, rules failed)
     let mut links: BTreeMap<(usize, usize), (bool, f64, Vec<String>)> = BTreeMap::new();
-    for c in checks.iter().filter(|c| c.rule.subject == Subject::Flow) {
+    for c in checks.iter().filter(|c| retest::is_flow_rule(c.rule)) {
         let Checked::Flow { phase, flow, src, dst } = c.item else { continue };
         if !isolating(phase, flow) {
             continue;
@@ -48,7 +48,7 @@ fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
         let entry = links.entry(retest::link_of(src, dst)).or_insert((false, f64::INFINITY, Vec::new()));
         if c.verdict == Verdict::Fail {
             entry.0 = true;
-            entry.1 = entry.1.min(c.value.unwrap_or(0.0));
+            entry.1 = entry.1.min(share_of_limit(c));
             let rule = c.rule.to_string();
             if !entry.2.contains(&rule) {
                 entry.2.push(rule);
@@ -57,7 +57,7 @@ fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
     }
     let measured: Vec<Link> = links.iter().map(|(&(a, b), &(failed, ..))| Link { a, b, failed }).collect();
     let host = |r: usize| run.plan.ranks.get(r).map_or_else(|| format!("rank {r}"), |i| i.host.clone());
-    let slowest = |pred: &dyn Fn(usize, usize) -> bool| {
+    let worst_share = |pred: &dyn Fn(usize, usize) -> bool| {
         links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).map(|(_, v)| v.1).fold(f64::INFINITY, f64::min)
     };
     let rules_of = |pred: &dyn Fn(usize, usize) -> bool| {
@@ -75,17 +75,21 @@ fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
             Finding::Host(rank) => {
                 let on = |a: usize, b: usize| a == rank || b == rank;
                 let count = measured.iter().filter(|l| l.a == rank || l.b == rank).count();
-                let worst = slowest(&on);
-                let evidence =
-                    format!("all {count} of its links failed {}; slowest {worst:.3} Gb/s", rules_of(&on));
+                let worst = worst_share(&on);
+                let evidence = format!(
+                    "all {count} of its links failed {}; the worst reached {:.0}% of its limit",
+                    rules_of(&on),
+                    worst * 100.0
+                );
                 ((1, worst), Suspect { kind: SuspectKind::Host { rank, host: host(rank) }, evidence, retest: not_run() })
             }
             Finding::Link(a, b) => {
                 let on = |x: usize, y: usize| (x, y) == (a, b);
-                let worst = slowest(&on);
+                let worst = worst_share(&on);
                 let evidence = format!(
-                    "this link failed {} at {worst:.3} Gb/s while both hosts passed on other links",
-                    rules_of(&on)
+                    "this link failed {} (at {:.0}% of its limit) while both hosts passed on other links",
+                    rules_of(&on),
+                    worst * 100.0
                 );
                 let kind = SuspectKind::Link { a, b, a_host: host(a), b_host: host(b) };
                 ((2, worst), Suspect { kind, evidence, retest: not_run() })
@@ -104,13 +108,29 @@ fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
     found.into_iter().map(|(_, s)| s).collect()
 }
 
+/// How much of its limit an outcome reached: below 1 when it failed
+/// (bandwidth under its floor, latency over its ceiling).
+fn share_of_limit(c: &CheckOutcome) -> f64 {
+    match (c.value, c.limit) {
+        (Some(v), Some(l)) if retest::is_latency(c.rule) => {
+            if v > 0.0 {
+                l / v
+            } else {
+                1.0
+            }
+        }
+        (Some(v), Some(l)) if l > 0.0 => v / l,
+        _ => 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
     use super::*;
     use crate::result::{FlowResult, PhaseResult, RunStatus, SCHEMA_VERSION};
-    use crate::scenario::Rule;
+    use crate::scenario::{Rule, Subject};
     use crate::{hostfile, plan, scenario};
 
     /// An all-pairs run on `n` hosts where each flow ran at `rate(src, dst)` Gb/s.
@@ -144,6 +164,7 @@ mod tests {
             .map(|f| FlowResult {
                 id: f.id,
                 group: "pairs".into(),
+                mode: crate::scenario::Mode::Bandwidth,
                 src: f.src,
                 dst: f.dst,
                 src_host: format!("h{}", f.src + 1),
@@ -156,6 +177,7 @@ mod tests {
                 gbps: rate(f.src, f.dst),
                 msgs_per_s: 0.0,
                 interval_gbps: Vec::new(),
+                latency: None,
                 error: None,
             })
             .collect();
@@ -230,6 +252,41 @@ mod tests {
         assert_eq!(count(&a, Verdict::Fail), 2, "10 Gb/s < 90 % of 12.5");
         let a = judge(&run, &spec(&["flow >= 80% of line rate"], Some(12.5))).unwrap();
         assert!(a.passed);
+    }
+
+    #[test]
+    fn latency_against_the_smallest_blames_the_slow_host() {
+        let mut run = all_pairs(4, |_, _| 0.0);
+        for g in run.plan.phases.iter_mut().flat_map(|p| &mut p.groups) {
+            g.mode = crate::scenario::Mode::Latency;
+        }
+        for f in run.phases.iter_mut().flat_map(|p| &mut p.flows) {
+            let typical_us = if f.src == 3 || f.dst == 3 { 40.0 } else { 10.0 + f.src as f64 };
+            f.mode = crate::scenario::Mode::Latency;
+            f.latency = Some(crate::metrics::latency::LatencySummary {
+                samples: 1000,
+                min_us: typical_us,
+                max_us: typical_us,
+                typical_us,
+                mean_us: typical_us,
+                stdev_us: 0.0,
+                p99_us: typical_us,
+                p999_us: typical_us,
+            });
+        }
+        let a = judge(&run, &spec(&["latency <= 2x min", "flow >= 1 Gb/s"], None)).unwrap();
+        let latency: Vec<&CheckOutcome> = a.checks.iter().filter(|c| c.rule.subject == Subject::Latency).collect();
+        assert_eq!(latency.len(), 12);
+        assert!(latency.iter().all(|c| c.limit == Some(20.0)), "2 × the smallest typical latency, 10 µs");
+        assert_eq!(latency.iter().filter(|c| c.verdict == Verdict::Fail).count(), 6);
+        // Bandwidth rules skip latency flows: nothing to check them on.
+        assert_eq!(a.checks.iter().filter(|c| c.verdict == Verdict::Unknown).count(), 1);
+        assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 3, host: "h4".into() });
+        assert_eq!(
+            a.suspects[0].evidence,
+            "all 3 of its links failed latency <= 2x min; the worst reached 50% of its limit"
+        );
+        assert_eq!(crate::metrics::pair_matrix(&run.plan, &run.phases).unwrap().values[3][0], Some(40.0));
     }
 
     #[test]

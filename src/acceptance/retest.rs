@@ -4,9 +4,10 @@
 
 use std::collections::BTreeSet;
 
+use crate::acceptance::evaluate;
 use crate::plan::{Flow, Phase, Plan};
 use crate::result::{Acceptance, Checked, PhaseResult, Retest, RunResult, Suspect, SuspectKind, Verdict};
-use crate::scenario::Subject;
+use crate::scenario::{Rule, Subject};
 
 /// The retest plan and, per phase, the index of the suspect it retests.
 /// Suspects that cannot be retested get a reason in their `retest`.
@@ -71,20 +72,26 @@ pub fn apply(acceptance: &mut Acceptance, owners: &[usize], phases: Vec<PhaseRes
             continue;
         };
         let ends = ends(&acceptance.suspects[index]);
-        // The limits the suspect's flows failed in the run (the same for every flow of a rule).
-        let limits: Vec<f64> = acceptance
+        // The rules the suspect's flows failed in the run, with their limits
+        // (the same for every flow of a rule and group).
+        let failed: Vec<(Rule, f64)> = acceptance
             .checks
             .iter()
-            .filter(|c| c.verdict == Verdict::Fail && c.rule.subject == Subject::Flow && touches(&c.item, &ends))
-            .filter_map(|c| c.limit)
+            .filter(|c| c.verdict == Verdict::Fail && is_flow_rule(c.rule) && touches(&c.item, &ends))
+            .filter_map(|c| Some((c.rule, c.limit?)))
             .collect();
         let gbps = phase.flows.iter().map(|f| f.gbps).fold(f64::INFINITY, f64::min);
-        let passed = phase.flows.iter().all(|f| f.error.is_none() && limits.iter().all(|&l| f.gbps >= l));
+        let passed = phase.flows.iter().all(|f| {
+            f.error.is_none()
+                && failed.iter().all(|&(rule, limit)| {
+                    evaluate::flow_value(rule.subject, f).is_none_or(|v| evaluate::passes(rule, v, limit))
+                })
+        });
         acceptance.suspects[index].retest =
             if passed { Retest::Cleared { phase: k, gbps } } else { Retest::Confirmed { phase: k, gbps } };
         if passed {
             for c in acceptance.checks.iter_mut().filter(|c| c.verdict == Verdict::Fail) {
-                if c.rule.subject == Subject::Flow && touches(&c.item, &ends) {
+                if is_flow_rule(c.rule) && touches(&c.item, &ends) {
                     c.verdict = Verdict::Cleared;
                     c.note = Some(format!("passed when retested alone: {gbps:.3} Gb/s"));
                 }
@@ -93,6 +100,15 @@ pub fn apply(acceptance: &mut Acceptance, owners: &[usize], phases: Vec<PhaseRes
     }
     acceptance.retest_phases = phases;
     acceptance.passed = acceptance.checks.iter().all(|c| matches!(c.verdict, Verdict::Pass | Verdict::Cleared));
+}
+
+/// Rules checked flow by flow, which localise to hosts and links.
+pub(crate) fn is_flow_rule(rule: Rule) -> bool {
+    matches!(rule.subject, Subject::Flow | Subject::Latency)
+}
+
+pub(crate) fn is_latency(rule: Rule) -> bool {
+    rule.subject == Subject::Latency
 }
 
 /// The ranks a suspect stands for: a host (any of its flows), or a link's two ends.

@@ -7,8 +7,10 @@ use plotters::coord::types::RangedCoordu32;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::report::tables::matrix_unit;
 use crate::report::ReportError;
 use crate::result::PairMatrix;
+use crate::scenario::Mode;
 use crate::units::ByteSize;
 
 const FONT: &str = "sans-serif";
@@ -169,14 +171,22 @@ fn shade(share: f64) -> HSLColor {
 }
 
 /// The all-pairs matrix: rows send, columns receive, each cell coloured by
-/// its share of the best pair and labelled with its Gb/s. Hosts in
-/// `marked` (the suspects) get a `*` after their name.
+/// how close it is to the best pair (highest Gb/s, lowest latency) and
+/// labelled with its value. Hosts in `marked` (the suspects) get a `*`.
 pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> {
     let n = m.hosts.len() as u32;
     let cell = (640 / n.max(1)).clamp(14, 72);
     let label_area = 16 + 8 * m.hosts.iter().map(|h| h.len()).max().unwrap_or(2).min(24) as u32;
-    let side = cell * n + label_area + 30;
-    let best = m.gbps.iter().flatten().flatten().copied().fold(0.0, f64::max);
+    let side = (cell * n + label_area + 30).max(560);
+    let cells_of = || m.values.iter().flatten().flatten().copied();
+    let best = match m.mode {
+        Mode::Bandwidth => cells_of().fold(0.0, f64::max),
+        Mode::Latency => cells_of().fold(f64::INFINITY, f64::min),
+    };
+    let share = |v: f64| match m.mode {
+        Mode::Bandwidth => v / best,
+        Mode::Latency => best / v,
+    };
     let name = |i: u32| {
         let host = m.hosts.get(i as usize).cloned().unwrap_or_default();
         if marked.contains(&(i as usize)) {
@@ -189,7 +199,8 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
     {
         let root = SVGBackend::with_string(&mut svg, (side + 20, side + 50)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
-        let title = format!("All pairs `{}`: Gb/s, row sends → column receives (best {best:.2})", m.group);
+        let title =
+            format!("All pairs `{}`: {}, row sends → column receives (best {best:.2})", m.group, matrix_unit(m));
         let mut chart = ChartBuilder::on(&root)
             .caption(title, (FONT, 18))
             .margin(10)
@@ -219,7 +230,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
             .draw()
             .map_err(failed)?;
         let cells = m
-            .gbps
+            .values
             .iter()
             .enumerate()
             .flat_map(|(src, row)| row.iter().enumerate().map(move |(dst, v)| (src as u32, dst as u32, *v)));
@@ -228,7 +239,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
             .draw_series(cells.clone().map(|(src, dst, v)| {
                 let y = n - 1 - src;
                 let style = match v {
-                    Some(g) if best > 0.0 => shade(g / best).filled(),
+                    Some(g) if best > 0.0 && g > 0.0 => shade(share(g)).filled(),
                     _ => grey.filled(),
                 };
                 let mut r = Rectangle::new(

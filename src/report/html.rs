@@ -52,8 +52,8 @@ impl Exporter for HtmlExporter {
                     _ => None,
                 })
                 .collect();
-            page += "<h2>All pairs</h2>\n<p>Each cell is one pair measured alone in its round; colour is its share \
-                     of the best pair (green 100 %, yellow 75 %, red 50 % and below; grey: not measured). \
+            page += "<h2>All pairs</h2>\n<p>Each cell is one pair measured alone in its round; colour is how close \
+                     it comes to the best pair (green 100 %, yellow 75 %, red 50 % and below; grey: not measured). \
                      <code>*</code> marks a suspect host.</p>\n";
             page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
             page += &format!(

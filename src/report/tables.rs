@@ -3,6 +3,7 @@
 
 use crate::report::labels;
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
+use crate::scenario::Mode;
 
 pub struct Table {
     pub title: String,
@@ -237,12 +238,20 @@ pub fn acceptance(run: &RunResult, a: &Acceptance) -> Vec<Table> {
     vec![suspects, rules, failed]
 }
 
+/// The unit of a matrix's cells.
+pub fn matrix_unit(m: &PairMatrix) -> &'static str {
+    match m.mode {
+        Mode::Bandwidth => "Gb/s",
+        Mode::Latency => "µs, typical half round trip",
+    }
+}
+
 /// The all-pairs matrix as a table: rows send, columns receive.
 pub fn matrix(m: &PairMatrix) -> Table {
-    let mut header = vec!["Gb/s: sender ↓ receiver →".to_string()];
+    let mut header = vec!["sender ↓ receiver →".to_string()];
     header.extend(m.hosts.iter().cloned());
-    let mut t = Table { title: format!("All pairs `{}` (Gb/s)", m.group), header, rows: Vec::new() };
-    for (src, row) in m.gbps.iter().enumerate() {
+    let mut t = Table { title: format!("All pairs `{}` ({})", m.group, matrix_unit(m)), header, rows: Vec::new() };
+    for (src, row) in m.values.iter().enumerate() {
         let mut cells = vec![m.hosts[src].clone()];
         cells.extend(row.iter().map(|v| v.map_or_else(|| "·".to_string(), |g| format!("{g:.2}"))));
         t.rows.push(cells);
