@@ -41,7 +41,7 @@ mod tests {
     fn check(n: usize) {
         let ranks: Vec<usize> = (0..n).collect();
         let rounds = circle(&ranks);
-        assert_eq!(rounds.len(), if n % 2 == 0 { n - 1 } else { n }, "n = {n}");
+        assert_eq!(rounds.len(), if n.is_multiple_of(2) { n - 1 } else { n }, "n = {n}");
         let mut seen = BTreeSet::new();
         let mut sends = vec![0usize; n];
         for round in &rounds {
