@@ -10,6 +10,7 @@ pub mod control;
 pub mod hostcheck;
 pub mod hostfile;
 pub mod launch;
+pub mod load;
 pub mod metrics;
 pub mod plan;
 pub mod progress;

@@ -6,9 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
+use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
 use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
+use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};
 
@@ -258,6 +260,12 @@ pub struct RankResult {
     pub cpu: CpuUsage,
     /// Kernel interface counters over the window.
     pub netdevs: Vec<NetdevDelta>,
+    /// CPU stress run on this rank: asked and measured load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stress: Option<StressReport>,
+    /// Cores each group's streams were pinned to (empty: not pinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<GroupPlacement>,
     pub clock_offset_us: f64,
     pub rtt_us: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -122,7 +122,8 @@ fn tcp(port: u16) -> Endpoint {
 fn answer_setups(sim: &mut Sim, n: usize) {
     for r in 0..n {
         let setup = sim.take(r as ConnId);
-        let Some(ToWorker::Setup { phase, flows }) = setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
+        let Some(ToWorker::Setup { phase, flows, .. }) =
+            setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
         else {
             panic!("rank {r} got no Setup");
         };

@@ -35,7 +35,8 @@ fn four_rank_fan_in_end_to_end() {
         assert_eq!(f["interval_gbps"].as_array().unwrap().len(), 4, "2 s in 500 ms intervals");
     }
     let window = phase["window_s"].as_f64().unwrap();
-    assert!((window - 2.0).abs() < 0.05, "window {window}");
+    // Boundaries are taken by sleeping threads: on a loaded 2-core machine one may wake late.
+    assert!((window - 2.0).abs() < 0.2, "window {window}");
     let receiver = &phase["receivers"][0];
     assert_eq!(receiver["senders"], 3);
     let jain = receiver["jain"].as_f64().unwrap();

@@ -12,7 +12,8 @@ use crate::scenario::{Rule, Subject};
 /// The retest plan and, per phase, the index of the suspect it retests.
 /// Suspects that cannot be retested get a reason in their `retest`.
 pub fn plan(run: &RunResult, acceptance: &mut Acceptance) -> Option<(Plan, Vec<usize>)> {
-    let groups = run.plan.phases.first()?.groups.clone();
+    let first = run.plan.phases.first()?;
+    let (groups, stress) = (first.groups.clone(), first.stress.clone());
     let measured: Vec<(usize, Flow)> =
         run.plan.phases.iter().flat_map(|p| p.flows.iter().map(move |f| (p.index, *f))).collect();
     let suspect_hosts: BTreeSet<usize> = acceptance
@@ -54,7 +55,8 @@ pub fn plan(run: &RunResult, acceptance: &mut Acceptance) -> Option<(Plan, Vec<u
                 flows.push(Flow { id: flows.len() as u32, ..*f });
             }
         }
-        phases.push(Phase { index: phases.len(), name, groups: groups.clone(), flows });
+        // Alone, but under the same CPU stress as in the run.
+        phases.push(Phase { index: phases.len(), name, groups: groups.clone(), flows, stress: stress.clone() });
         owners.push(index);
     }
     (!phases.is_empty()).then(|| (Plan { ranks: run.plan.ranks.clone(), phases }, owners))

@@ -234,7 +234,7 @@ impl Coordinator {
         } else if let Some(rank) = self.rank_of(conn) {
             self.out.push_back(Output::Close(conn));
             self.slots[rank].conn = None;
-            self.fail(Some(rank), format!("sent an undecodable frame: {reason}"), now_ns);
+            self.fail(Some(rank), format!("protocol error: {reason}"), now_ns);
             self.check_abort_complete();
         }
     }
@@ -343,7 +343,8 @@ impl Coordinator {
             setups[flow.dst].push(FlowRole { flow: *flow, side: Side::Receiver, group: group.clone() });
         }
         for (rank, flows) in setups.into_iter().enumerate() {
-            self.send(rank, ToWorker::Setup { phase, flows });
+            let stress = self.plan.phases[phase].stress.iter().find(|s| s.rank == rank).map(|s| s.spec.clone());
+            self.send(rank, ToWorker::Setup { phase, flows, stress });
         }
         self.set_stage(Stage::Setup { phase, endpoints: vec![None; n] }, now_ns);
     }

@@ -7,6 +7,8 @@ mod rounds;
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
+use crate::load::placement::Placement;
+use crate::load::stress::StressSpec;
 use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
 use crate::units::ByteSize;
 
@@ -35,6 +37,14 @@ pub struct Phase {
     pub name: String,
     pub groups: Vec<GroupPlan>,
     pub flows: Vec<Flow>,
+    /// Ranks that run CPU stress in this phase, with what they run.
+    pub stress: Vec<RankStress>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankStress {
+    pub rank: usize,
+    pub spec: StressSpec,
 }
 
 /// The transport settings a group's flows share.
@@ -48,6 +58,8 @@ pub struct GroupPlan {
     pub mode: Mode,
     pub message_size: ByteSize,
     pub streams: u32,
+    /// Where the group's stream threads run.
+    pub placement: Placement,
 }
 
 /// Traffic from one rank to another, carried by `streams` connections.
@@ -76,6 +88,7 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         .collect();
     let groups: Vec<GroupPlan> =
         scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
+    let stress = stress_of(scenario, n)?;
     let no_flows = |index: usize, pattern: Pattern| {
         (Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
     };
@@ -95,6 +108,7 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
                     name: format!("round {}/{count}", index + 1),
                     groups: groups.clone(),
                     flows: numbered(&[(0, with_reverse(pairs, spec.bidirectional))]),
+                    stress: stress.clone(),
                 })
                 .collect();
             return Ok(Plan { ranks, phases });
@@ -108,7 +122,7 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         }
         per_group.push((index, pairs));
     }
-    let phase = Phase { index: 0, name: scenario.run.name.clone(), groups, flows: numbered(&per_group) };
+    let phase = Phase { index: 0, name: scenario.run.name.clone(), groups, flows: numbered(&per_group), stress };
     Ok(Plan { ranks, phases: vec![phase] })
 }
 
@@ -133,6 +147,7 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
         mode: spec.mode,
         message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
         streams: spec.streams,
+        placement: Placement { cores: spec.cores.clone(), numa: spec.numa },
     }
 }
 
@@ -144,6 +159,31 @@ fn select(
     n: usize,
 ) -> Result<Vec<usize>, (&'static str, String)> {
     set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
+}
+
+/// Each `[[stress]]` table's ranks; a rank may be in one table only.
+fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, String)> {
+    let mut out: Vec<(usize, RankStress)> = Vec::new();
+    for (i, table) in scenario.stress.iter().enumerate() {
+        let ranks =
+            table.ranks.as_ref().unwrap_or(&RankSet::All).resolve(n).map_err(|m| (Field::stress(i, "ranks"), m))?;
+        for rank in ranks {
+            if let Some((first, _)) = out.iter().find(|(_, s)| s.rank == rank) {
+                return Err((
+                    Field::stress(i, "ranks"),
+                    format!("rank {rank} already runs the stress of table {first}"),
+                ));
+            }
+            let spec = StressSpec {
+                threads: table.threads,
+                placement: Placement { cores: table.cores.clone(), numa: table.numa },
+                load: table.load,
+                memory: table.memory,
+            };
+            out.push((i, RankStress { rank, spec }));
+        }
+    }
+    Ok(out.into_iter().map(|(_, s)| s).collect())
 }
 
 type Pairs = Vec<(usize, usize)>;

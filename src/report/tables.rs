@@ -1,6 +1,7 @@
 //! The summary as plain tables (title, header, rows of text), built once
 //! from the result and rendered by the terminal and Markdown writers alike.
 
+use crate::load::placement;
 use crate::report::labels;
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 use crate::scenario::Mode;
@@ -47,7 +48,7 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         p.flows.len(),
         run.plan.ranks.len()
     );
-    PhaseSummary { headline, tables: vec![flows(p), latency(p), receivers(p), groups(p), ranks(p)] }
+    PhaseSummary { headline, tables: vec![flows(p), latency(p), receivers(p), groups(p), ranks(p), stress(p)] }
 }
 
 fn flows(p: &PhaseResult) -> Table {
@@ -255,6 +256,28 @@ pub fn matrix(m: &PairMatrix) -> Table {
         let mut cells = vec![m.hosts[src].clone()];
         cells.extend(row.iter().map(|v| v.map_or_else(|| "·".to_string(), |g| format!("{g:.2}"))));
         t.rows.push(cells);
+    }
+    t
+}
+
+fn stress(p: &PhaseResult) -> Table {
+    let mut t = Table::new(
+        "CPU stress".into(),
+        &["rank", "host", "threads", "cores", "asked load %", "measured load % (of those cores)", "host CPU %", "note"],
+    );
+    for r in &p.ranks {
+        let Some(s) = &r.stress else { continue };
+        let cores = if s.cores.is_empty() { "any (all cores measured)".to_string() } else { placement::list(&s.cores) };
+        t.rows.push(vec![
+            r.rank.to_string(),
+            r.host.clone(),
+            s.threads.to_string(),
+            cores,
+            format!("{:.0}", s.asked_load_pct),
+            format!("{:.1}", s.measured_load_pct),
+            format!("{:.1}", r.cpu.host_pct),
+            s.note.clone().unwrap_or_default(),
+        ]);
     }
     t
 }

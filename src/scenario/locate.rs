@@ -17,6 +17,7 @@ pub enum Table {
     Run,
     Check,
     Group(usize),
+    Stress(usize),
 }
 
 impl Field {
@@ -31,6 +32,9 @@ impl Field {
     }
     pub fn group(index: usize, key: &'static str) -> Field {
         Field { table: Table::Group(index), key }
+    }
+    pub fn stress(index: usize, key: &'static str) -> Field {
+        Field { table: Table::Stress(index), key }
     }
 }
 
@@ -70,6 +74,7 @@ impl Source {
                 Some(name) => format!("group \"{name}\": "),
                 None => format!("group {i}: "),
             },
+            Table::Stress(i) => format!("stress {i}: "),
         };
         format!("{}:{line}: {place}field `{}`: {message}", self.path.display(), field.key)
     }
@@ -81,6 +86,7 @@ impl Source {
             Table::Run => doc.get("run")?.as_table(),
             Table::Check => doc.get("check")?.as_table(),
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
+            Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
         }
     }
 
@@ -103,6 +109,7 @@ impl Source {
         let doc = self.doc.as_ref()?;
         match field.table {
             Table::Group(_) => doc.as_table().key("group")?.span(),
+            Table::Stress(_) => doc.as_table().key("stress")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),
             Table::Check => doc.as_table().key("check")?.span(),
             Table::Top => Some(0..0),

@@ -17,6 +17,8 @@ pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{Field, Source};
 pub use ranks::RankSet;
 
+use crate::load::placement::Numa;
+use crate::load::stress::Threads;
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,6 +31,41 @@ pub struct Scenario {
     /// `[check]`: what the results must reach (acceptance).
     #[serde(default, skip_serializing_if = "CheckSpec::is_empty")]
     pub check: CheckSpec,
+    /// CPU stress on chosen ranks, running in the same window as the groups.
+    #[serde(rename = "stress", default, skip_serializing_if = "Vec::is_empty")]
+    pub stress: Vec<StressTable>,
+}
+
+/// `[[stress]]`: busy threads on some ranks, from t0 to the window's end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StressTable {
+    /// Ranks that run the burners (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<RankSet>,
+    /// Burner threads: a number, or "all" (one per core of the placement).
+    #[serde(default = "all_threads")]
+    pub threads: Threads,
+    /// Pin the burners to these cores (one per burner, round robin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<usize>>,
+    /// Or place them near/far from the NUMA node of the rank's device.
+    #[serde(default)]
+    pub numa: Numa,
+    /// Duty cycle of each burner, percent (1-100).
+    #[serde(default = "full_load")]
+    pub load: u8,
+    /// Each burner streams over a buffer of this size (memory bandwidth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<ByteSize>,
+}
+
+fn all_threads() -> Threads {
+    Threads::All
+}
+
+fn full_load() -> u8 {
+    100
 }
 
 /// `[run]`: the measurement window shared by every flow.
@@ -97,6 +134,12 @@ pub struct GroupSpec {
     /// Permit flows from a rank to itself (loopback through the stack).
     #[serde(default)]
     pub allow_self: bool,
+    /// Pin the group's stream threads to these cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<usize>>,
+    /// Or place them near/far from the NUMA node of the device they use.
+    #[serde(default)]
+    pub numa: Numa,
 }
 
 fn default_streams() -> u32 {
@@ -229,6 +272,20 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
                 "`all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
                     .into(),
             ));
+        }
+        if g.cores.is_some() && g.numa != Numa::Any {
+            return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
+        }
+    }
+    for (i, st) in s.stress.iter().enumerate() {
+        if !(1..=100).contains(&st.load) {
+            return Err((Field::stress(i, "load"), format!("{} is not a duty cycle; use 1 to 100 (percent)", st.load)));
+        }
+        if st.threads == Threads::Count(0) {
+            return Err((Field::stress(i, "threads"), "must be at least 1, or \"all\"".into()));
+        }
+        if st.cores.is_some() && st.numa != Numa::Any {
+            return Err((Field::stress(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
     }
     s.check.validate().map_err(|(key, m)| (Field::check(key), m))

@@ -5,6 +5,8 @@
 
 mod agent;
 mod phase;
+mod sampler;
+mod streams;
 
 use std::io::{BufRead, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
