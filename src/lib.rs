@@ -4,6 +4,7 @@
 //! coordinator. The flow of a run and the job of each module are described
 //! in the README and docs/.
 
+pub mod acceptance;
 pub mod cli;
 pub mod control;
 pub mod hostcheck;

@@ -3,20 +3,23 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, RunArgs, SshArgs};
+use fabricbench::cli::{Cli, Command, CompareArgs, HostsArgs, Inputs, LauncherKind, ReportArgs, RunArgs, SshArgs};
 use fabricbench::hostcheck;
 use fabricbench::hostfile::{self, Host};
 use fabricbench::launch::local::LocalLauncher;
 use fabricbench::launch::ssh::{SshLauncher, SshOptions};
 use fabricbench::launch::stage::LocalBinary;
 use fabricbench::launch::Launcher;
-use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, MarkdownExporter};
+use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
 use fabricbench::result::RunStatus;
-use fabricbench::run::{self, RunOptions};
+use fabricbench::run::{self, AcceptOptions, RunOptions};
+use fabricbench::scenario::CheckSpec;
 
-/// Exit code of a run that started but failed (input errors exit with 2).
+/// Exit codes (documented in `run --help` and the README).
 const RUN_FAILED: u8 = 1;
 const BAD_INPUT: u8 = 2;
+/// A check failed or could not be evaluated; `compare`: a regression.
+const CHECK_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -35,6 +38,8 @@ fn main() -> ExitCode {
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
         Command::Hosts(args) => hosts(&args),
         Command::Run(args) => run(&args),
+        Command::Report(args) => report_dir(&args),
+        Command::Compare(args) => compare(&args),
     }
 }
 
@@ -70,7 +75,62 @@ fn run(args: &RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return exit(Err(e), BAD_INPUT),
     };
-    exit(execute(args, prepared), RUN_FAILED)
+    let mut checks = prepared.scenario.check.clone();
+    for &rule in &args.checks {
+        checks.push(rule);
+    }
+    if args.line_rate.is_some() {
+        checks.line_rate = args.line_rate;
+    }
+    if args.export_junit.is_some() && checks.rules().is_empty() {
+        let e = anyhow::anyhow!("--export-junit needs checks: add [check] to the scenario or --check EXPR");
+        return exit(Err(e), BAD_INPUT);
+    }
+    match execute(args, prepared, checks) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(CHECK_FAILED),
+        Err(e) => exit(Err(e), RUN_FAILED),
+    }
+}
+
+/// `fabricbench report DIR`: every file but run.json, again, from run.json.
+fn report_dir(args: &ReportArgs) -> ExitCode {
+    let run = match report::results_dir::load(&args.dir) {
+        Ok(r) => r,
+        Err(e) => return exit(Err(e.into()), BAD_INPUT),
+    };
+    let dir = if args.dir.is_dir() { args.dir.clone() } else { args.dir.parent().unwrap_or(&args.dir).to_path_buf() };
+    if let Err(e) = report::results_dir::write_into(&run, &dir, false) {
+        return exit(Err(e.into()), RUN_FAILED);
+    }
+    if !args.quiet {
+        print!("{}", report::render_terminal(&run));
+    }
+    eprintln!("report: {}", dir.join("report.html").display());
+    ExitCode::SUCCESS
+}
+
+fn compare(args: &CompareArgs) -> ExitCode {
+    let loaded = report::results_dir::load(&args.base).and_then(|b| Ok((b, report::results_dir::load(&args.new)?)));
+    let (base, new) = match loaded {
+        Ok(pair) => pair,
+        Err(e) => return exit(Err(e.into()), BAD_INPUT),
+    };
+    for (which, run) in [("baseline", &base), ("new run", &new)] {
+        if let RunStatus::Failed { error } = &run.status {
+            eprintln!("warning: the {which} failed ({error}); its numbers cover what ran");
+        }
+    }
+    let comparison = report::compare::compare(&base, &new, args.tolerance);
+    print!("{}", report::table_text(&comparison.table()));
+    let regressions = comparison.regressions();
+    if regressions.is_empty() {
+        println!("no regressions beyond {}%", args.tolerance);
+        return ExitCode::SUCCESS;
+    }
+    let names: Vec<&str> = regressions.iter().map(|r| r.item.as_str()).collect();
+    eprintln!("error: {} regression(s) beyond {}%: {}", regressions.len(), args.tolerance, names.join("; "));
+    ExitCode::from(CHECK_FAILED)
 }
 
 fn this_exe() -> anyhow::Result<std::path::PathBuf> {
@@ -131,7 +191,8 @@ fn is_this_machine(host: &Host) -> bool {
     ip.is_loopback() || if_addrs::get_if_addrs().is_ok_and(|ifs| ifs.iter().any(|i| i.ip() == ip))
 }
 
-fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
+/// Runs, saves and reports; `Ok(false)` when the run completed but a check did not pass.
+fn execute(args: &RunArgs, prepared: run::Prepared, checks: CheckSpec) -> anyhow::Result<bool> {
     let launcher: Box<dyn Launcher> = match args.launcher {
         LauncherKind::Auto if prepared.hosts.iter().all(is_this_machine) => Box::new(LocalLauncher::new(this_exe()?)),
         LauncherKind::Local => Box::new(LocalLauncher::new(this_exe()?)),
@@ -144,13 +205,15 @@ fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
         progress: !args.quiet && !args.no_progress,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let result = runtime.block_on(run::run(prepared, launcher.as_ref(), &opts))?;
+    let accept = AcceptOptions { checks, retest: !args.no_retest };
+    let result = runtime.block_on(run::run_and_judge(prepared, launcher.as_ref(), &opts, &accept))?;
 
     let saved = if args.no_save { None } else { Some(report::results_dir::write(&result, &args.results)?) };
-    let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 3] = [
+    let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
         (&args.export_csv, &CsvExporter),
         (&args.export_markdown, &MarkdownExporter),
+        (&args.export_junit, &JunitExporter),
     ];
     for (target, exporter) in exports {
         if let Some(target) = target {
@@ -169,7 +232,13 @@ fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
         }
     }
     match result.status {
-        RunStatus::Ok => Ok(()),
         RunStatus::Failed { error } => Err(anyhow::anyhow!(error)),
+        RunStatus::Ok => match &result.acceptance {
+            Some(a) if !a.passed => {
+                eprintln!("error: {}", report::verdict_line(a));
+                Ok(false)
+            }
+            _ => Ok(true),
+        },
     }
 }

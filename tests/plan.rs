@@ -151,3 +151,26 @@ fn sweep_errors_name_the_field() {
     let e = sweep_plan(3, &format!("{FAN}[[stress]]\nranks = \"0-1\"\n[[stress]]\nranks = 1\n")).unwrap_err();
     assert_eq!(e, "s.toml:7: stress 1: field `ranks`: rank 1 already runs the stress of table 0");
 }
+
+#[test]
+fn all_pairs_makes_one_phase_per_round() {
+    let p = plan_for(6, "pattern = \"all-pairs\"").unwrap();
+    assert_eq!(p.phases.len(), 5);
+    assert_eq!(p.phases[0].name, "round 1/5");
+    assert!(p.phases.iter().all(|ph| ph.flows.len() == 3));
+    let p = plan_for(5, "pattern = \"all-pairs\"\nbidirectional = true\nranks = \"0-4\"").unwrap();
+    assert_eq!(p.phases.len(), 5, "odd: one rank idle per round");
+    assert!(p
+        .phases
+        .iter()
+        .all(|ph| ph.flows.len() == 4 && ph.flows.iter().enumerate().all(|(i, f)| f.id == i as u32)));
+    assert_eq!(
+        plan_for(1, "pattern = \"all-pairs\"").unwrap_err(),
+        "s.toml:3: group \"g\": field `pattern`: `all-pairs` gives no flows with 1 rank(s)"
+    );
+    let text = "pattern = \"all-pairs\"\n[[group]]\nname = \"other\"\npattern = \"ring\"";
+    assert_eq!(
+        plan_for(4, text).unwrap_err(),
+        "s.toml:3: group \"g\": field `pattern`: `all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
+    );
+}

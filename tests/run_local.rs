@@ -20,7 +20,7 @@ fn four_rank_fan_in_end_to_end() {
 
     let dir = bench.result_dir();
     let run = read_json(&dir.join("run.json"));
-    assert_eq!(run["schema_version"], 1);
+    assert_eq!(run["schema_version"], 2);
     assert_eq!(run["status"]["state"], "ok");
     let phase = &run["phases"][0];
     assert_eq!(phase["complete"], true);

@@ -5,6 +5,7 @@ mod aggregate;
 pub mod clock;
 pub mod cpu;
 pub mod latency;
+mod matrix;
 pub mod netdev;
 pub mod stats;
 pub mod sweep;
@@ -12,6 +13,7 @@ pub mod sweep;
 use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
+pub use matrix::pair_matrix;
 
 use crate::control::wire::Side;
 use crate::load::stress::StressReport;

@@ -2,7 +2,9 @@
 //! from the result and rendered by the terminal and Markdown writers alike.
 
 use crate::load::placement;
-use crate::result::{PhaseResult, RunResult, RunStatus};
+use crate::report::labels;
+use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
+use crate::scenario::Mode;
 
 pub struct Table {
     pub title: String,
@@ -11,7 +13,7 @@ pub struct Table {
 }
 
 impl Table {
-    fn new(title: String, header: &[&str]) -> Table {
+    pub fn new(title: String, header: &[&str]) -> Table {
         Table { title, header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
     }
 }
@@ -67,7 +69,7 @@ pub fn status_line(run: &RunResult) -> String {
     }
 }
 
-fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
+pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     let cut = if p.complete { "" } else { " (INCOMPLETE: cut short, numbers cover what ran)" };
     let headline = format!(
         "phase {} `{}`{cut}: aggregate {:.3} Gb/s over a {:.3} s window, start skew {:.0} µs, {} flow(s) on {} rank(s)",
@@ -199,6 +201,94 @@ fn ranks(p: &PhaseResult) -> Table {
             format!("{:.0} ± {:.0}", r.clock_offset_us, r.rtt_us / 2.0),
             r.error.clone().unwrap_or_default(),
         ]);
+    }
+    t
+}
+
+/// The verdict of the checks, e.g. `checks FAILED: 5 of 30 failed, 1 suspect`.
+pub fn verdict_line(a: &Acceptance) -> String {
+    let count = |v: Verdict| a.checks.iter().filter(|c| c.verdict == v).count();
+    let (fail, unknown, retested) = (count(Verdict::Fail), count(Verdict::Unknown), count(Verdict::Cleared));
+    let mut parts = Vec::new();
+    if fail > 0 {
+        parts.push(format!("{fail} of {} failed", a.checks.len()));
+    }
+    if unknown > 0 {
+        parts.push(format!("{unknown} could not be evaluated"));
+    }
+    if retested > 0 {
+        parts.push(format!("{retested} failed in the run but passed when retested alone"));
+    }
+    if parts.is_empty() {
+        parts.push(format!("all {} passed", a.checks.len()));
+    }
+    let (cleared, blamed): (Vec<&Suspect>, Vec<&Suspect>) =
+        a.suspects.iter().partition(|s| matches!(s.retest, Retest::Cleared { .. }));
+    let names = |list: &[&Suspect]| list.iter().map(|s| labels::suspect(s)).collect::<Vec<_>>().join(", ");
+    if !blamed.is_empty() {
+        parts.push(format!("suspect(s): {}", names(&blamed)));
+    }
+    if !cleared.is_empty() {
+        parts.push(format!("cleared on retest: {}", names(&cleared)));
+    }
+    format!("checks {}: {}", if a.passed { "PASSED" } else { "FAILED" }, parts.join("; "))
+}
+
+/// Suspects first, then each rule's tally, then every check that did not pass.
+pub fn acceptance(run: &RunResult, a: &Acceptance) -> Vec<Table> {
+    let mut suspects = Table::new("Suspects".into(), &["suspect", "evidence", "retest alone"]);
+    for s in &a.suspects {
+        suspects.rows.push(vec![labels::suspect(s), s.evidence.clone(), labels::retest(&s.retest)]);
+    }
+    let mut rules =
+        Table::new("Checks".into(), &["rule", "checked", "passed", "failed", "cleared on retest", "unknown"]);
+    for rule in &a.rules {
+        let of = |v: Verdict| a.checks.iter().filter(|c| c.rule == *rule && c.verdict == v).count().to_string();
+        let checked = a.checks.iter().filter(|c| c.rule == *rule).count();
+        rules.rows.push(vec![
+            rule.to_string(),
+            checked.to_string(),
+            of(Verdict::Pass),
+            of(Verdict::Fail),
+            of(Verdict::Cleared),
+            of(Verdict::Unknown),
+        ]);
+    }
+    let mut failed = Table::new(
+        "Checks not passed".into(),
+        &["rule", "item", "value (Gb/s; µs latency)", "limit", "verdict", "note"],
+    );
+    for c in a.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+        let number = |x: Option<f64>| x.map_or_else(|| "–".to_string(), |x| format!("{x:.3}"));
+        failed.rows.push(vec![
+            c.rule.to_string(),
+            labels::checked(run, &c.item),
+            number(c.value),
+            number(c.limit),
+            format!("{:?}", c.verdict).to_uppercase(),
+            c.note.clone().unwrap_or_default(),
+        ]);
+    }
+    vec![suspects, rules, failed]
+}
+
+/// The unit of a matrix's cells.
+pub fn matrix_unit(m: &PairMatrix) -> &'static str {
+    match m.mode {
+        Mode::Bandwidth => "Gb/s",
+        Mode::Latency => "µs, typical half round trip",
+    }
+}
+
+/// The all-pairs matrix as a table: rows send, columns receive.
+pub fn matrix(m: &PairMatrix) -> Table {
+    let mut header = vec!["sender ↓ receiver →".to_string()];
+    header.extend(m.hosts.iter().cloned());
+    let mut t = Table { title: format!("All pairs `{}` ({})", m.group, matrix_unit(m)), header, rows: Vec::new() };
+    for (src, row) in m.values.iter().enumerate() {
+        let mut cells = vec![m.hosts[src].clone()];
+        cells.extend(row.iter().map(|v| v.map_or_else(|| "·".to_string(), |g| format!("{g:.2}"))));
+        t.rows.push(cells);
     }
     t
 }

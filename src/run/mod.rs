@@ -3,6 +3,7 @@
 //! rank 0's event stream, stop every worker, and keep every result measured,
 //! also when the run fails half-way.
 
+mod accept;
 mod workers;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use crate::progress::Progress;
 use crate::result::{PhaseResult, RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::{JobSpec, Role, WorkerOutput};
+pub use accept::{run_and_judge, AcceptOptions};
 use workers::Workers;
 
 /// How long rank 0 may take to start listening.
@@ -94,6 +96,8 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
         phases: Vec::new(),
         sweep: None,
         status: RunStatus::Ok,
+        matrix: None,
+        acceptance: None,
     };
     let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
     let echo = {
@@ -115,6 +119,7 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
     result.sweep = sweep::summarize(&result.plan, &result.phases);
+    result.matrix = crate::metrics::pair_matrix(&result.plan, &result.phases);
     Ok(result)
 }
 

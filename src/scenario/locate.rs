@@ -15,6 +15,7 @@ pub struct Field {
 pub enum Table {
     Top,
     Run,
+    Check,
     Group(usize),
     Stress(usize),
     Sweep,
@@ -26,6 +27,9 @@ impl Field {
     }
     pub fn run(key: &'static str) -> Field {
         Field { table: Table::Run, key }
+    }
+    pub fn check(key: &'static str) -> Field {
+        Field { table: Table::Check, key }
     }
     pub fn group(index: usize, key: &'static str) -> Field {
         Field { table: Table::Group(index), key }
@@ -69,6 +73,7 @@ impl Source {
         let place = match field.table {
             Table::Top => String::new(),
             Table::Run => "[run]: ".to_string(),
+            Table::Check => "[check]: ".to_string(),
             Table::Group(i) => match self.group_name(i) {
                 Some(name) => format!("group \"{name}\": "),
                 None => format!("group {i}: "),
@@ -84,6 +89,7 @@ impl Source {
         match table {
             Table::Top => Some(doc.as_table()),
             Table::Run => doc.get("run")?.as_table(),
+            Table::Check => doc.get("check")?.as_table(),
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
             Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
             Table::Sweep => doc.get("sweep")?.as_table(),
@@ -112,6 +118,7 @@ impl Source {
             Table::Stress(_) => doc.as_table().key("stress")?.span(),
             Table::Sweep => doc.as_table().key("sweep")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),
+            Table::Check => doc.as_table().key("check")?.span(),
             Table::Top => Some(0..0),
         }
     }

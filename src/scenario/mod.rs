@@ -4,6 +4,7 @@
 //! Parsing rejects unknown fields; problems found later (a rank the hostfile
 //! does not have) are reported against the field's line through [`Source`].
 
+mod check;
 mod locate;
 mod ranks;
 pub mod sweep;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{Field, Source};
 pub use ranks::RankSet;
 
@@ -27,6 +29,9 @@ pub struct Scenario {
     pub run: RunSpec,
     #[serde(rename = "group")]
     pub groups: Vec<GroupSpec>,
+    /// `[check]`: what the results must reach (acceptance).
+    #[serde(default, skip_serializing_if = "CheckSpec::is_empty")]
+    pub check: CheckSpec,
     /// CPU stress on chosen ranks, running in the same window as the groups.
     #[serde(rename = "stress", default, skip_serializing_if = "Vec::is_empty")]
     pub stress: Vec<StressTable>,
@@ -121,13 +126,13 @@ pub struct GroupSpec {
     /// Receiving ranks (fan-in, one-to-all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receivers: Option<RankSet>,
-    /// Ranks taking part (pairwise, all-to-all, ring).
+    /// Ranks taking part (pairwise, all-to-all, all-pairs, ring).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankSet>,
     /// Explicit `[src, dst]` pairs (pairwise) or flows (explicit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<Vec<[usize; 2]>>,
-    /// Pairwise and ring: traffic in both directions.
+    /// Pairwise, all-pairs and ring: traffic in both directions.
     #[serde(default)]
     pub bidirectional: bool,
     /// Permit flows from a rank to itself (loopback through the stack).
@@ -159,6 +164,8 @@ pub enum Pattern {
     AllToAll,
     /// Rank i to rank i + 1, the last back to the first.
     Ring,
+    /// Every pair of ranks once, in rounds of disjoint pairs (one phase per round).
+    AllPairs,
     /// Exactly the `flows` listed.
     Explicit,
 }
@@ -263,6 +270,13 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
             ));
         }
         check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+        if g.pattern == Pattern::AllPairs && s.groups.len() > 1 {
+            return Err((
+                Field::group(i, "pattern"),
+                "`all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
+                    .into(),
+            ));
+        }
         if g.cores.is_some() && g.numa != Numa::Any {
             return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
@@ -281,7 +295,7 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
             return Err((Field::stress(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
     }
-    Ok(())
+    s.check.validate().map_err(|(key, m)| (Field::check(key), m))
 }
 
 /// Each pattern takes its own selectors; a selector it ignores is a mistake.
@@ -289,7 +303,7 @@ fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     let allowed: &[&str] = match g.pattern {
         Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
         Pattern::Pairwise => &["ranks", "flows"],
-        Pattern::AllToAll | Pattern::Ring => &["ranks"],
+        Pattern::AllToAll | Pattern::Ring | Pattern::AllPairs => &["ranks"],
         Pattern::Explicit => &["flows"],
     };
     let given = [
@@ -323,6 +337,7 @@ impl Pattern {
             Pattern::Pairwise => "pairwise",
             Pattern::AllToAll => "all-to-all",
             Pattern::Ring => "ring",
+            Pattern::AllPairs => "all-pairs",
             Pattern::Explicit => "explicit",
         }
     }

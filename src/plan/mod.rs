@@ -2,6 +2,8 @@
 //! deterministic: the same hosts and scenario give the same plan, so every
 //! rank and every re-rendered report agree on flow ids.
 
+mod rounds;
+
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
@@ -96,7 +98,7 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         .collect();
     let mut phases = Vec::new();
     match &scenario.sweep {
-        None => phases.push(phase(0, scenario.run.name.clone(), scenario, n, None)?),
+        None => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
         Some(sweep) => {
             for value in &sweep.values {
                 let point = sweep.apply(scenario, value, n).map_err(|m| (Field::sweep("values"), m))?;
@@ -106,48 +108,98 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
                     value: value.to_string(),
                     baseline: value == sweep.baseline(),
                 };
-                phases.push(phase(phases.len(), name, &point, n, Some(at))?);
+                let first = phases.len();
+                phases.extend(phases_of(&point, &name, n, Some(at), first)?);
             }
         }
     }
     Ok(Plan { ranks, phases })
 }
 
-/// One phase: every group's flows and the stress, run in one window.
-fn phase(
-    index: usize,
-    name: String,
+/// The phases of one scenario, numbered from `first`: one phase with every
+/// group's flows and the stress in one window, or one per all-pairs round.
+fn phases_of(
     scenario: &Scenario,
+    name: &str,
     n: usize,
     sweep: Option<SweepPoint>,
-) -> Result<Phase, (Field, String)> {
-    let mut groups = Vec::new();
-    let mut flows = Vec::new();
-    for (g, spec) in scenario.groups.iter().enumerate() {
-        let pairs = expand(spec, n).map_err(|(key, m)| (Field::group(g, key), m))?;
-        if pairs.is_empty() {
-            return Err((
-                Field::group(g, "pattern"),
-                format!("`{}` gives no flows with {n} rank(s)", spec.pattern.name()),
-            ));
-        }
-        for (src, dst) in pairs {
-            flows.push(Flow { id: flows.len() as FlowId, group: g, src, dst });
-        }
-        groups.push(GroupPlan {
-            index: g,
-            name: spec.name.clone(),
-            pattern: spec.pattern,
-            transport: spec.transport,
-            op: spec.op,
-            mode: spec.mode,
-            message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
-            streams: spec.streams,
-            placement: Placement { cores: spec.cores.clone(), numa: spec.numa },
-        });
-    }
+    first: usize,
+) -> Result<Vec<Phase>, (Field, String)> {
+    let groups: Vec<GroupPlan> =
+        scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
     let stress = stress_of(scenario, n)?;
-    Ok(Phase { index, name, groups, flows, stress, sweep })
+    let no_flows = |index: usize, pattern: Pattern| {
+        (Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
+    };
+    if let [spec] = &scenario.groups[..] {
+        if spec.pattern == Pattern::AllPairs {
+            let members = select("ranks", &spec.ranks, RankSet::All, n).map_err(|(k, m)| (Field::group(0, k), m))?;
+            let rounds = rounds::circle(&members);
+            if rounds.is_empty() {
+                return Err(no_flows(0, spec.pattern));
+            }
+            let count = rounds.len();
+            // Without a sweep the rounds are the phases' names; with one, the point leads.
+            let prefix = if sweep.is_some() { format!("{name} ") } else { String::new() };
+            return Ok(rounds
+                .into_iter()
+                .enumerate()
+                .map(|(i, pairs)| Phase {
+                    index: first + i,
+                    name: format!("{prefix}round {}/{count}", i + 1),
+                    groups: groups.clone(),
+                    flows: numbered(&[(0, with_reverse(pairs, spec.bidirectional))]),
+                    stress: stress.clone(),
+                    sweep: sweep.clone(),
+                })
+                .collect());
+        }
+    }
+    let mut per_group = Vec::new();
+    for (index, spec) in scenario.groups.iter().enumerate() {
+        let pairs = expand(spec, n).map_err(|(key, m)| (Field::group(index, key), m))?;
+        if pairs.is_empty() {
+            return Err(no_flows(index, spec.pattern));
+        }
+        per_group.push((index, pairs));
+    }
+    let flows = numbered(&per_group);
+    Ok(vec![Phase { index: first, name: name.to_string(), groups, flows, stress, sweep }])
+}
+
+/// A phase's flows, numbered in group order.
+fn numbered(per_group: &[(usize, Pairs)]) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    for (group, pairs) in per_group {
+        for &(src, dst) in pairs {
+            flows.push(Flow { id: flows.len() as FlowId, group: *group, src, dst });
+        }
+    }
+    flows
+}
+
+fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
+    GroupPlan {
+        index,
+        name: spec.name.clone(),
+        pattern: spec.pattern,
+        transport: spec.transport,
+        op: spec.op,
+        mode: spec.mode,
+        message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
+        streams: spec.streams,
+        placement: Placement { cores: spec.cores.clone(), numa: spec.numa },
+    }
+}
+
+/// A selector's ranks, or its default's, in a job of `n`.
+fn select(
+    key: &'static str,
+    set: &Option<RankSet>,
+    default: RankSet,
+    n: usize,
+) -> Result<Vec<usize>, (&'static str, String)> {
+    set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
 }
 
 /// Each `[[stress]]` table's ranks; a rank may be in one table only.
@@ -179,9 +231,7 @@ type Pairs = Vec<(usize, usize)>;
 
 /// A pattern's `(src, dst)` pairs; errors carry the offending field.
 fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
-    let select = |key: &'static str, set: &Option<RankSet>, default: RankSet| {
-        set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
-    };
+    let select = |key, set, default| select(key, set, default, n);
     let pairs = match g.pattern {
         Pattern::FanIn => {
             let receivers = select("receivers", &g.receivers, RankSet::one(0))?;
@@ -221,6 +271,8 @@ fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
             with_reverse(pairs, g.bidirectional)
         }
         Pattern::Explicit => explicit(g.flows.as_deref().unwrap_or_default(), n, g.allow_self)?,
+        // Scenario validation keeps all-pairs alone in its scenario, where `build` makes its rounds.
+        Pattern::AllPairs => return Err(("pattern", "`all-pairs` cannot share a phase with other groups".into())),
     };
     Ok(pairs)
 }
