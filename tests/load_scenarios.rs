@@ -5,24 +5,11 @@ mod common;
 
 use std::path::Path;
 
-use common::{text, Bench};
+use common::{run_json, Bench};
 
 fn run_shipped(name: &str) -> serde_json::Value {
-    let bench = Bench::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = bench.run(&[
-        "run",
-        root.join("scenarios").join(name).to_str().unwrap(),
-        "-H",
-        root.join("hostfiles/local").to_str().unwrap(),
-        "--export-json",
-        "-",
-        "--no-save",
-        "--quiet",
-    ]);
-    assert!(out.status.success(), "{name}: {}", text(&out.stderr));
-    assert!(bench.processes().is_empty());
-    serde_json::from_slice(&out.stdout).unwrap()
+    run_json(&Bench::new(), &root.join("scenarios").join(name), &root.join("hostfiles/local"), &[])
 }
 
 #[test]

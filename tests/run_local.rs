@@ -156,20 +156,9 @@ fn killed_worker_ends_the_run_naming_its_rank() {
 #[test]
 fn latency_probe_beside_an_incast() {
     let _machine = common::busy_machine();
-    let bench = Bench::new();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = bench.run(&[
-        "run",
-        root.join("scenarios/latency-under-incast.toml").to_str().unwrap(),
-        "-H",
-        root.join("hostfiles/local").to_str().unwrap(),
-        "--export-json",
-        "-",
-        "--no-save",
-        "--quiet",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let scenario = root.join("scenarios/latency-under-incast.toml");
+    let run = common::run_json(&Bench::new(), &scenario, &root.join("hostfiles/local"), &[]);
     let phase = &run["phases"][0];
     let probe = &phase["flows"][0];
     assert_eq!(probe["mode"], "latency");

@@ -3,32 +3,18 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::testbed::Bed;
-use common::{text, Bench};
+use common::{run_json, shipped_scenarios, Bench};
 
 #[test]
 fn shipped_scenarios_run_shortened_on_the_bed() {
     let Some(bed) = Bed::up(5, &[]) else { return };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut scenarios: Vec<_> = std::fs::read_dir(root.join("scenarios"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    scenarios.sort();
     let ssh = bed.ssh_args();
-    for scenario in scenarios {
-        let bench = Bench::new();
+    let mut extra: Vec<&str> = ssh.iter().map(String::as_str).collect();
+    extra.extend(["--duration", "1s", "--warmup", "200ms"]);
+    for scenario in shipped_scenarios() {
         let name = scenario.display().to_string();
-        let mut args = vec!["run", &name, "-H", bed.hostfile.to_str().unwrap()];
-        args.extend(ssh.iter().map(String::as_str));
-        args.extend(["--duration", "1s", "--warmup", "200ms", "--export-json", "-", "--no-save", "--quiet"]);
-        let out = bench.run(&args);
-        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
-        let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run = run_json(&Bench::new(), &scenario, &bed.hostfile, &extra);
         let phases = run["phases"].as_array().unwrap();
         assert_eq!(phases.len(), run["plan"]["phases"].as_array().unwrap().len(), "{name}");
         for phase in phases {

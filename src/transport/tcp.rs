@@ -87,14 +87,12 @@ pub fn connect(local: IpAddr, peer: SocketAddr, streams: u32, timeout: Duration)
 
 /// Sends `buf` repeatedly until `stop`, counting bytes and whole messages.
 pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop: &AtomicBool) -> Result<(), TcpError> {
-    let peer = peer_name(&sock);
-    let fail =
-        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
-    sock.set_write_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
+    let fail = stream_error(&sock, counters);
+    sock.set_write_timeout(Some(POLL)).map_err(&fail)?;
     let mut offset = 0;
     while !stop.load(Ordering::Relaxed) {
         match sock.write(&buf[offset..]) {
-            Ok(0) => return Err(fail(ErrorKind::WriteZero.into(), counters)),
+            Ok(0) => return Err(fail(ErrorKind::WriteZero.into())),
             Ok(n) => {
                 offset += n;
                 let whole = offset == buf.len();
@@ -104,7 +102,7 @@ pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop:
                 counters.add(n as u64, u64::from(whole));
             }
             Err(e) if is_retry(&e) => {}
-            Err(e) => return Err(fail(e, counters)),
+            Err(e) => return Err(fail(e)),
         }
     }
     // Tell the receiver we are done; it drains and sees EOF.
@@ -121,10 +119,8 @@ pub fn receive_loop(
     counters: &FlowCounters,
     stop: &AtomicBool,
 ) -> Result<(), TcpError> {
-    let peer = peer_name(&sock);
-    let fail =
-        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
-    sock.set_read_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
+    let fail = stream_error(&sock, counters);
+    sock.set_read_timeout(Some(POLL)).map_err(&fail)?;
     let mut partial = 0u64;
     loop {
         match sock.read(buf) {
@@ -137,7 +133,7 @@ pub fn receive_loop(
             }
             Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(()),
             Err(e) if is_retry(&e) => {}
-            Err(e) => return Err(fail(e, counters)),
+            Err(e) => return Err(fail(e)),
         }
     }
 }
@@ -152,14 +148,12 @@ pub fn ping_loop(
     window: (Instant, Instant),
     rtts: &mut Histogram,
 ) -> Result<(), TcpError> {
-    let peer = peer_name(&sock);
-    let fail =
-        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
-    prepare_latency(&sock).map_err(|e| fail(e, counters))?;
+    let fail = stream_error(&sock, counters);
+    prepare_latency(&sock).map_err(&fail)?;
     while !stop.load(Ordering::Relaxed) {
         let sent = Instant::now();
-        if !transfer(&mut sock, buf, stop, Direction::Write).map_err(|e| fail(e, counters))?
-            || !transfer(&mut sock, buf, stop, Direction::Read).map_err(|e| fail(e, counters))?
+        if !transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
+            || !transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
         {
             break;
         }
@@ -180,12 +174,10 @@ pub fn echo_loop(
     counters: &FlowCounters,
     stop: &AtomicBool,
 ) -> Result<(), TcpError> {
-    let peer = peer_name(&sock);
-    let fail =
-        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
-    prepare_latency(&sock).map_err(|e| fail(e, counters))?;
-    while transfer(&mut sock, buf, stop, Direction::Read).map_err(|e| fail(e, counters))?
-        && transfer(&mut sock, buf, stop, Direction::Write).map_err(|e| fail(e, counters))?
+    let fail = stream_error(&sock, counters);
+    prepare_latency(&sock).map_err(&fail)?;
+    while transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
+        && transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
     {
         counters.add(buf.len() as u64, 1);
     }
@@ -221,6 +213,12 @@ fn transfer(sock: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, direction: 
         }
     }
     Ok(true)
+}
+
+/// Wraps a stream's I/O error with its peer and how many bytes it had moved.
+fn stream_error<'a>(sock: &TcpStream, counters: &'a FlowCounters) -> impl Fn(std::io::Error) -> TcpError + 'a {
+    let peer = peer_name(sock);
+    move |cause| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause }
 }
 
 fn is_retry(e: &std::io::Error) -> bool {

@@ -112,6 +112,31 @@ impl Bench {
     }
 }
 
+/// Runs a scenario to completion with its full result as JSON on stdout;
+/// asserts that it succeeded and left no process behind.
+pub fn run_json(bench: &Bench, scenario: &Path, hostfile: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", scenario.to_str().unwrap(), "-H", hostfile.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend(["--export-json", "-", "--no-save", "--quiet"]);
+    let out = bench.run(&args);
+    assert!(out.status.success(), "{}: {}", scenario.display(), text(&out.stderr));
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "{}: processes left", scenario.display());
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+}
+
+/// The shipped scenarios (scenarios/*.toml), sorted.
+pub fn shipped_scenarios() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("scenarios/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    found.sort();
+    found
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
