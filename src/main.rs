@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, RunArgs, SshArgs};
+use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, ProbeArgs, RunArgs, SshArgs};
 use fabricbench::hostfile::{self, Host};
 use fabricbench::hostcheck;
 use fabricbench::launch::local::LocalLauncher;
@@ -34,7 +34,19 @@ fn main() -> ExitCode {
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
         Command::Hosts(args) => hosts(&args),
         Command::Run(args) => run(&args),
+        Command::Probe(args) => exit(probe(&args), RUN_FAILED),
     }
+}
+
+/// `fabricbench probe`: this host's RDMA devices, or why there are none.
+fn probe(args: &ProbeArgs) -> anyhow::Result<()> {
+    let report = fabricbench::transport::rdma::probe()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
 }
 
 fn exit(result: anyhow::Result<()>, code: u8) -> ExitCode {
