@@ -176,7 +176,12 @@ fn duration_mode_stops_promptly_and_counts_live() {
             // Both ends counted; they differ at most by what was in flight
             // when `stop` came (the sender drains its signaled WRs after it).
             assert!(rv.messages > 0, "receiver counted nothing");
-            assert!(rv.messages.abs_diff(s.messages) <= u64::from(p.tx_depth), "recv {} vs sent {}", rv.messages, s.messages);
+            assert!(
+                rv.messages.abs_diff(s.messages) <= u64::from(p.tx_depth),
+                "recv {} vs sent {}",
+                rv.messages,
+                s.messages
+            );
         }
         println!("{op:?} duration: {} msgs, {:.3} Gb/s", s.messages, s.bytes as f64 * 8.0 / 0.7 / 1e9);
     }
