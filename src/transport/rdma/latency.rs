@@ -103,11 +103,11 @@ impl Waiter<'_> {
         Ok(recvs)
     }
 
-    fn stalled(&self, qp: usize, since: Instant, what: &'static str) -> RdmaError {
-        RdmaError::Stalled { flow: self.res.label.clone(), qp, waited_ms: since.elapsed().as_millis() as u64, what }
+    fn stalled(&self, qp: usize, clock: &StallClock, what: &'static str) -> RdmaError {
+        RdmaError::Stalled { flow: self.res.label.clone(), qp, waited_ms: clock.waited_ms(), what }
     }
 
-    /// Spins until `ready()`; `armed` starts the stall clock.
+    /// Spins until `ready()`; `armed` enables the stall clock.
     fn spin_until(
         &mut self,
         cq: &mut Cq,
@@ -116,7 +116,7 @@ impl Waiter<'_> {
         what: &'static str,
         mut ready: impl FnMut() -> bool,
     ) -> Result<Wake, RdmaError> {
-        let since = Instant::now();
+        let mut clock = StallClock::new(self.stall);
         let mut spins = 0u32;
         loop {
             if ready() {
@@ -128,8 +128,8 @@ impl Waiter<'_> {
                     return Ok(Wake::Stopped);
                 }
                 self.reap(cq)?;
-                if armed && since.elapsed() > self.stall {
-                    return Err(self.stalled(qp, since, what));
+                if armed && clock.expired() {
+                    return Err(self.stalled(qp, &clock, what));
                 }
             }
             std::hint::spin_loop();
@@ -138,7 +138,7 @@ impl Waiter<'_> {
 
     /// Waits for one receive completion (busy or on the completion channel).
     fn wait_recv(&mut self, cq: &mut Cq, qp: usize, armed: bool) -> Result<Wake, RdmaError> {
-        let since = Instant::now();
+        let mut clock = StallClock::new(self.stall);
         let mut spins = 0u32;
         loop {
             if self.reap(cq)? > 0 {
@@ -156,26 +156,50 @@ impl Waiter<'_> {
                 if self.stop.load(Relaxed) {
                     return Ok(Wake::Stopped);
                 }
-                if armed && since.elapsed() > self.stall {
-                    return Err(self.stalled(qp, since, "waiting for the peer's message"));
+                if armed && clock.expired() {
+                    return Err(self.stalled(qp, &clock, "waiting for the peer's message"));
                 }
             }
         }
     }
 
-    /// Keeps the send queue from overflowing: waits while it is full.
-    fn make_room(&mut self, cq: &mut Cq, qp: usize, depth: u32) -> Result<Wake, RdmaError> {
-        let since = Instant::now();
-        while self.sends_in_flight >= depth {
-            if self.stop.load(Relaxed) {
-                return Ok(Wake::Stopped);
-            }
+    /// Waits until fewer than `limit` sends are in flight (keeps the send
+    /// queue from overflowing; with limit = n-1, waits for a send's completion).
+    fn sends_below(&mut self, cq: &mut Cq, qp: usize, limit: u32, what: &'static str) -> Result<Wake, RdmaError> {
+        let mut clock = StallClock::new(self.stall);
+        let mut spins = 0u32;
+        while self.sends_in_flight >= limit {
             self.reap(cq)?;
-            if since.elapsed() > self.stall {
-                return Err(self.stalled(qp, since, "waiting for send completions"));
+            spins = spins.wrapping_add(1);
+            if spins % CHECK_EVERY == 0 {
+                if self.stop.load(Relaxed) {
+                    return Ok(Wake::Stopped);
+                }
+                if clock.expired() {
+                    return Err(self.stalled(qp, &clock, what));
+                }
             }
         }
         Ok(Wake::Ready)
+    }
+}
+
+/// A stall timer that reads the clock only when asked (clock reads are not
+/// free, least of all in a VM), starting at the first question.
+struct StallClock {
+    started: Option<Instant>,
+    limit: Duration,
+}
+
+impl StallClock {
+    fn new(limit: Duration) -> Self {
+        StallClock { started: None, limit }
+    }
+    fn expired(&mut self) -> bool {
+        self.started.get_or_insert_with(Instant::now).elapsed() > self.limit
+    }
+    fn waited_ms(&self) -> u64 {
+        self.started.map_or(0, |s| s.elapsed().as_millis() as u64)
     }
 }
 
@@ -240,12 +264,14 @@ pub(crate) fn run(
         return Ok(LatencyResult { samples, half_round_trip: false, messages, bytes });
     }
 
+    let mut t_start = Instant::now();
     while iterations.is_none_or(|n| i < n) && !stop.load(Relaxed) {
         let v = (i % 255 + 1) as u8;
-        if let Wake::Stopped = w.make_room(cq, qi, depth)? {
+        if w.sends_in_flight >= depth
+            && matches!(w.sends_below(cq, qi, depth, "waiting for send completions")?, Wake::Stopped)
+        {
             break;
         }
-        let t0 = Instant::now();
         let wake = match (p.op, initiator) {
             (RdmaOp::Write, true) => {
                 q.qp.set_last_payload_byte(&spec, v);
@@ -287,28 +313,22 @@ pub(crate) fn run(
                 // Read, initiator: one read in flight, wait for its completion.
                 post_one(res, q, &spec)?;
                 w.sends_in_flight += 1;
-                let target = w.sends_in_flight - 1;
-                let mut wake = Wake::Ready;
-                let since = Instant::now();
-                while w.sends_in_flight > target {
-                    if stop.load(Relaxed) {
-                        wake = Wake::Stopped;
-                        break;
-                    }
-                    w.reap(cq)?;
-                    if since.elapsed() > w.stall {
-                        return Err(w.stalled(qi, since, "waiting for the read's completion"));
-                    }
-                }
-                wake
+                let limit = w.sends_in_flight;
+                w.sends_below(cq, qi, limit, "waiting for the read's completion")?
             }
         };
         if let Wake::Stopped = wake {
             break;
         }
-        let dt = t0.elapsed().as_nanos() as u64;
-        if initiator && samples.len() < cap {
-            samples.push(if p.op == RdmaOp::Read { dt } else { dt / 2 });
+        if initiator {
+            // One clock read per iteration, as perftest: a sample is the time
+            // between the starts of two consecutive iterations.
+            let now = Instant::now();
+            let dt = (now - t_start).as_nanos() as u64;
+            t_start = now;
+            if samples.len() < cap {
+                samples.push(if p.op == RdmaOp::Read { dt } else { dt / 2 });
+            }
         }
         messages += 1;
         bytes += msg;

@@ -135,7 +135,9 @@ fn send_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &S
     }
     let mut wcs = vec![Wc::default(); p.poll_batch as usize];
     let mut out = ShardResult::default();
-    let mut last_progress = Instant::now();
+    // Stall detection reads the clock only when idle: (when, completions then).
+    let mut total_completed = 0u64;
+    let mut stall_mark = (Instant::now(), 0u64);
     let mut idle_polls: u32 = 0;
 
     loop {
@@ -209,7 +211,7 @@ fn send_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &S
             out.bytes += msgs * msg;
             counters.messages.fetch_add(msgs, Relaxed);
             counters.bytes.fetch_add(msgs * msg, Relaxed);
-            last_progress = Instant::now();
+            total_completed += msgs;
             idle_polls = 0;
             if let Some(t) = target {
                 if prog.iter().all(|s| s.completed >= t) {
@@ -223,14 +225,19 @@ fn send_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &S
         }
         // Nothing to post and nothing completed.
         idle_polls = idle_polls.wrapping_add(1);
-        if (shard.cq.is_event_driven() || idle_polls % 1024 == 0) && last_progress.elapsed() > stall {
-            let k = prog.iter().position(|s| s.posted > s.completed).unwrap_or(0);
-            return Err(RdmaError::Stalled {
-                flow: res.label.clone(),
-                qp: shard.qps.get(k).map_or(0, |q| q.index),
-                waited_ms: last_progress.elapsed().as_millis() as u64,
-                what: "waiting for send completions",
-            });
+        if shard.cq.is_event_driven() || idle_polls % 1024 == 0 {
+            let now = Instant::now();
+            if total_completed != stall_mark.1 {
+                stall_mark = (now, total_completed);
+            } else if now - stall_mark.0 > stall {
+                let k = prog.iter().position(|s| s.posted > s.completed).unwrap_or(0);
+                return Err(RdmaError::Stalled {
+                    flow: res.label.clone(),
+                    qp: shard.qps.get(k).map_or(0, |q| q.index),
+                    waited_ms: (now - stall_mark.0).as_millis() as u64,
+                    what: "waiting for send completions",
+                });
+            }
         }
     }
 
