@@ -163,14 +163,16 @@ fn bandwidth_ops_in_iteration_mode_move_every_byte() {
 #[test]
 fn duration_mode_stops_promptly_and_counts_live() {
     let Some(dev) = rdma_device("duration_mode_stops_promptly_and_counts_live") else { return };
-    for op in [RdmaOp::Write, RdmaOp::Send] {
-        let p = params(&dev, op); // 64 KiB, 1 QP, perftest defaults
+    // 64 KiB (perftest's default) and 1 MiB (one signaled completion per
+    // message via signal_bytes, so even a slow link counts bytes live).
+    for (op, size) in [(RdmaOp::Write, 65536), (RdmaOp::Send, 65536), (RdmaOp::Write, 1 << 20)] {
+        let p = RdmaParams { message_size: size, ..params(&dev, op) };
         let t0 = Instant::now();
         let r = run_pair(&p, Some(Duration::from_millis(700)));
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
         let rv = r.receiver.unwrap_or_else(|e| panic!("{op:?}: {e}"));
         assert!(t0.elapsed() < Duration::from_secs(5), "{op:?}: stop took {:?}", t0.elapsed());
-        assert!(s.messages > 0 && s.bytes == s.messages * 65536, "{s:?}");
+        assert!(s.messages > 0 && s.bytes == s.messages * size, "{s:?}");
         assert_eq!(load(&r.sender_counters), (s.bytes, s.messages));
         if op == RdmaOp::Send {
             // Both ends counted; they differ at most by what was in flight
@@ -183,7 +185,7 @@ fn duration_mode_stops_promptly_and_counts_live() {
                 s.messages
             );
         }
-        println!("{op:?} duration: {} msgs, {:.3} Gb/s", s.messages, s.bytes as f64 * 8.0 / 0.7 / 1e9);
+        println!("{op:?} {size} B duration: {} msgs, {:.3} Gb/s", s.messages, s.bytes as f64 * 8.0 / 0.7 / 1e9);
     }
 }
 

@@ -158,6 +158,11 @@ impl PreparedFlow {
         }
     }
 
+    /// NUMA node of the flow's device (for pinning its thread), when known.
+    pub fn numa_node(&self) -> Option<i32> {
+        super::probe::numa_node(&self.res.dev.name)
+    }
+
     /// Device name, port and GID index this flow uses.
     pub fn device(&self) -> (&str, u8, u32) {
         (&self.res.dev.name, self.res.dev.port, self.res.dev.gid_index)

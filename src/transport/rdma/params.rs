@@ -104,6 +104,10 @@ pub struct RdmaParams {
     pub post_list: u32,
     /// Signal every Nth WR (perftest `--cq-mod`, 100).
     pub cq_moderation: u32,
+    /// Also signal once this many bytes went out unsignaled (1 MiB; 0 = off),
+    /// so large messages are counted (and intervals sampled) in steps of at
+    /// most this size rather than `cq_moderation` messages.
+    pub signal_bytes: u64,
     /// Largest message sent inline; None = perftest's choice (0 for bandwidth, 220 for latency).
     pub inline_size: Option<u32>,
     /// Completions taken per poll (16, perftest's CTX_POLL_BATCH).
@@ -136,6 +140,7 @@ impl Default for RdmaParams {
             rx_depth: 512,
             post_list: 1,
             cq_moderation: 100,
+            signal_bytes: 1 << 20,
             inline_size: None,
             poll_batch: 16,
             completion: CompletionMode::Busy,
@@ -173,6 +178,16 @@ impl RdmaParams {
             (None, RdmaMode::Bandwidth) => 0,
             (None, RdmaMode::Latency) => 220,
         }
+    }
+
+    /// WRs per signaled completion: `cq_moderation`, lowered so one
+    /// completion never accounts for more than `signal_bytes`, at most `tx_depth`.
+    pub fn effective_cq_moderation(&self) -> u32 {
+        let by_bytes = match self.signal_bytes {
+            0 => u64::MAX,
+            b => (b / self.effective_message_size().max(1)).max(1),
+        };
+        (u64::from(self.cq_moderation).min(by_bytes) as u32).clamp(1, self.tx_depth.max(1))
     }
 
     /// Whether messages of this flow go inline.
@@ -258,5 +273,17 @@ mod tests {
         assert!(p.validate().unwrap_err().to_string().contains("qps"));
         let p = RdmaParams { op: RdmaOp::FetchAdd, message_size: 0, ..Default::default() };
         p.validate().unwrap(); // atomics are always 8 bytes
+    }
+
+    #[test]
+    fn moderation_is_capped_by_bytes_and_depth() {
+        let p = RdmaParams::default(); // 64 KiB: 1 MiB / 64 KiB = 16
+        assert_eq!(p.effective_cq_moderation(), 16);
+        let p = RdmaParams { message_size: 64, ..Default::default() };
+        assert_eq!(p.effective_cq_moderation(), 100);
+        let p = RdmaParams { message_size: 8 << 20, ..Default::default() };
+        assert_eq!(p.effective_cq_moderation(), 1);
+        let p = RdmaParams { signal_bytes: 0, tx_depth: 50, ..Default::default() };
+        assert_eq!(p.effective_cq_moderation(), 50);
     }
 }

@@ -146,7 +146,7 @@ fn port_report(ctx: &sideway::ibverbs::device_context::DeviceContext, port: u8) 
     r
 }
 
-fn numa_node(dev: &str) -> Option<i32> {
+pub(crate) fn numa_node(dev: &str) -> Option<i32> {
     let s = fs::read_to_string(format!("/sys/class/infiniband/{dev}/device/numa_node")).ok()?;
     s.trim().parse().ok().filter(|&n: &i32| n >= 0)
 }

@@ -109,7 +109,7 @@ fn send_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &S
     let msg = p.effective_message_size();
     let tx_depth = u64::from(p.tx_depth);
     let post_list = p.post_list;
-    let cq_mod = p.cq_moderation.min(p.tx_depth);
+    let cq_mod = p.effective_cq_moderation();
     let target = p.iterations;
     let stall = Duration::from_millis(p.stall_timeout_ms);
     let inline = p.sends_inline();
