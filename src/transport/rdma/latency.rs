@@ -11,7 +11,7 @@ use super::connect::{wr_id, FlowRes, QpSlot, Shard, WR_RECV};
 use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc, WrKind};
 use super::params::RdmaOp;
-use super::stream::{poll_err, wc_error};
+use super::stream::{poll_err, wc_error, PASSIVE_NAP};
 use super::Side;
 use crate::transport::FlowCounters;
 
@@ -259,7 +259,7 @@ pub(crate) fn run(
     if p.op == RdmaOp::Read && !initiator {
         // ib_read_lat's server: passive until stopped.
         while !stop.load(Relaxed) {
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(PASSIVE_NAP);
         }
         return Ok(LatencyResult { samples, half_round_trip: false, messages, bytes });
     }

@@ -14,6 +14,10 @@ use crate::transport::FlowCounters;
 
 /// Time allowed after `stop` for signaled WRs still in flight to complete.
 const DRAIN: Duration = Duration::from_millis(200);
+/// How long the passive end of a one-sided flow sleeps between looks at
+/// `stop` (it has nothing else to do; fewer wake-ups leave the CPUs to the
+/// data path, which matters with Soft-RoCE).
+pub(crate) const PASSIVE_NAP: Duration = Duration::from_millis(10);
 /// How long an event-mode wait sleeps before re-checking `stop`.
 const EVENT_WAIT_MS: i32 = 10;
 
@@ -333,7 +337,7 @@ fn recv_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &S
 /// until told to stop.
 fn passive_wait(res: &FlowRes, shard: &mut Shard, stop: &Stop) -> Result<ShardResult, RdmaError> {
     while !stop.load(Relaxed) {
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(PASSIVE_NAP);
     }
     let mut out = ShardResult::default();
     if res.params.op.is_atomic() {
