@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::load::stress::StressSpec;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
+use crate::transport::rdma::RdmaEndpoint;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
@@ -39,6 +40,7 @@ pub enum Side {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Endpoint {
     Tcp { addr: SocketAddr },
+    Rdma(RdmaEndpoint),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
