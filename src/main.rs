@@ -4,12 +4,13 @@ use anyhow::Context;
 use clap::Parser;
 
 use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, RunArgs, SshArgs};
-use fabricbench::hostfile::{self, Host};
 use fabricbench::hostcheck;
+use fabricbench::hostfile::{self, Host};
 use fabricbench::launch::local::LocalLauncher;
+use fabricbench::launch::slurm::{Allocation, SlurmLauncher};
 use fabricbench::launch::ssh::{SshLauncher, SshOptions};
 use fabricbench::launch::stage::LocalBinary;
-use fabricbench::launch::Launcher;
+use fabricbench::launch::{Launch, Launcher};
 use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, MarkdownExporter};
 use fabricbench::result::RunStatus;
 use fabricbench::run::{self, RunOptions};
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
         .without_time()
         .init();
     match cli.command {
-        Command::Worker(args) => exit(fabricbench::worker::main(args.rank), RUN_FAILED),
+        Command::Worker(args) => exit(fabricbench::worker::main(args.rank, args.slurm), RUN_FAILED),
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
         Command::Hosts(args) => hosts(&args),
         Command::Run(args) => run(&args),
@@ -48,8 +49,29 @@ fn exit(result: anyhow::Result<()>, code: u8) -> ExitCode {
     }
 }
 
+/// The hosts of a run: the hostfile's, or else the Slurm allocation's
+/// nodes; with where they came from, for messages.
+fn hosts_of(
+    hostfile: Option<&std::path::Path>,
+    allocation: Option<&Allocation>,
+) -> anyhow::Result<(Vec<Host>, String)> {
+    match (hostfile, allocation) {
+        (Some(path), _) => Ok((hostfile::load(path)?, format!("hostfile {}", path.display()))),
+        (None, Some(a)) => Ok((a.nodes.clone(), format!("the {} node(s) of Slurm job {}", a.nodes.len(), a.job))),
+        (None, None) => {
+            anyhow::bail!("no hosts: give a hostfile with -H FILE (inside a Slurm allocation the default is its nodes)")
+        }
+    }
+}
+
+fn prepare(inputs: &Inputs) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
+    let allocation = Allocation::from_env()?;
+    let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
+    Ok((run::prepare(&inputs.scenario, hosts, &origin)?, allocation))
+}
+
 fn plan(inputs: &Inputs) -> anyhow::Result<()> {
-    let prepared = run::prepare(&inputs.scenario, &inputs.hostfile)?;
+    let (prepared, _) = prepare(inputs)?;
     for phase in &prepared.plan.phases {
         println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
         for flow in &phase.flows {
@@ -65,11 +87,35 @@ fn plan(inputs: &Inputs) -> anyhow::Result<()> {
 }
 
 fn run(args: &RunArgs) -> ExitCode {
-    let prepared = match run::prepare(&args.inputs.scenario, &args.inputs.hostfile) {
-        Ok(p) => p,
-        Err(e) => return exit(Err(e), BAD_INPUT),
+    let chosen = prepare(&args.inputs).and_then(|(mut prepared, allocation)| {
+        let launch = launch_for(args, &mut prepared, allocation)?;
+        Ok((prepared, launch))
+    });
+    match chosen {
+        Ok((prepared, launch)) => exit(execute(args, prepared, &launch), RUN_FAILED),
+        Err(e) => exit(Err(e), BAD_INPUT),
+    }
+}
+
+/// Chooses how the workers start (see `--launcher`).
+fn launch_for(args: &RunArgs, prepared: &mut run::Prepared, allocation: Option<Allocation>) -> anyhow::Result<Launch> {
+    let slurm = |allocation: &Allocation, prepared: &mut run::Prepared| -> anyhow::Result<Launch> {
+        allocation.check(&prepared.hosts)?;
+        prepared.hosts_are_allocation = allocation.is_all(&prepared.hosts);
+        Ok(Launch::Step(SlurmLauncher::new(this_exe()?, args.srun_args.clone())))
     };
-    exit(execute(args, prepared), RUN_FAILED)
+    match (args.launcher, allocation) {
+        (LauncherKind::Slurm, Some(a)) => slurm(&a, prepared),
+        (LauncherKind::Slurm, None) => anyhow::bail!(
+            "--launcher slurm runs inside a Slurm allocation, and SLURM_JOB_ID is not set: e.g. `salloc -N 4 fabricbench run …`, or fabricbench run in an sbatch script"
+        ),
+        (LauncherKind::Auto, Some(a)) if a.check(&prepared.hosts).is_ok() => slurm(&a, prepared),
+        (LauncherKind::Auto, _) if prepared.hosts.iter().all(is_this_machine) => {
+            Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?))))
+        }
+        (LauncherKind::Local, _) => Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?)))),
+        (LauncherKind::Auto | LauncherKind::Ssh, _) => Ok(Launch::PerHost(Box::new(ssh_launcher(&args.ssh)?))),
+    }
 }
 
 fn this_exe() -> anyhow::Result<std::path::PathBuf> {
@@ -130,20 +176,14 @@ fn is_this_machine(host: &Host) -> bool {
     ip.is_loopback() || if_addrs::get_if_addrs().is_ok_and(|ifs| ifs.iter().any(|i| i.ip() == ip))
 }
 
-fn execute(args: &RunArgs, prepared: run::Prepared) -> anyhow::Result<()> {
-    let launcher: Box<dyn Launcher> = match args.launcher {
-        LauncherKind::Auto if prepared.hosts.iter().all(is_this_machine) => Box::new(LocalLauncher::new(this_exe()?)),
-        LauncherKind::Local => Box::new(LocalLauncher::new(this_exe()?)),
-        LauncherKind::Auto | LauncherKind::Ssh => Box::new(ssh_launcher(&args.ssh)?),
-    };
+fn execute(args: &RunArgs, prepared: run::Prepared, launch: &Launch) -> anyhow::Result<()> {
     let opts = RunOptions {
         scenario: args.inputs.scenario.clone(),
-        hostfile: args.inputs.hostfile.clone(),
         port: args.port,
         progress: !args.quiet && !args.no_progress,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let result = runtime.block_on(run::run(prepared, launcher.as_ref(), &opts))?;
+    let result = runtime.block_on(run::run(prepared, launch, &opts))?;
 
     let saved = if args.no_save { None } else { Some(report::results_dir::write(&result, &args.results)?) };
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 3] = [

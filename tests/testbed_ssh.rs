@@ -47,7 +47,12 @@ fn incast_on_a_shaped_receiver_matches_the_link() {
     let bench = Bench::new();
     let scenario = bench.write("fan.toml", &fan_in("4s"));
     let ssh = bed.ssh_args();
-    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--export-json", "-", "--no-save", "--quiet"]);
+    let args = run_args(
+        &ssh,
+        scenario.to_str().unwrap(),
+        bed.hostfile.to_str().unwrap(),
+        &["--export-json", "-", "--no-save", "--quiet"],
+    );
     let out = bench.run(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -101,7 +106,8 @@ fn unreachable_host_is_named_and_nothing_is_left_running() {
     let scenario = bench.write("fan.toml", &fan_in("3s"));
     let ssh = bed.ssh_args();
     let started = Instant::now();
-    let args = run_args(&ssh, scenario.to_str().unwrap(), hosts.to_str().unwrap(), &["--connect-timeout", "2s", "--quiet"]);
+    let args =
+        run_args(&ssh, scenario.to_str().unwrap(), hosts.to_str().unwrap(), &["--connect-timeout", "2s", "--quiet"]);
     let out = bench.run(&args);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -117,7 +123,12 @@ fn worker_killed_inside_its_host_ends_the_run() {
     let scenario = bench.write("fan.toml", &fan_in("30s"));
     let ssh = bed.ssh_args();
     let results = bench.results();
-    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--results", results.to_str().unwrap()]);
+    let args = run_args(
+        &ssh,
+        scenario.to_str().unwrap(),
+        bed.hostfile.to_str().unwrap(),
+        &["--results", results.to_str().unwrap()],
+    );
     let child = bench.spawn(&args);
     wait_for_phase(&bench, "h3", &bed);
     let killed = Instant::now();
@@ -190,7 +201,8 @@ fn strangers_on_the_coordinator_port_do_not_disturb_the_run() {
         "[run]\nduration = \"4s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"fan-in\"\n",
     );
     let ssh = bed.ssh_args();
-    let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--port", "17777", "--no-save"]);
+    let args =
+        run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--port", "17777", "--no-save"]);
     let child = bench.spawn(&args);
     wait_for_phase(&bench, "h1", &bed);
     let hello = |token: &str, version: u32| Hello {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
+use crate::scenario::RunSpec;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
@@ -64,6 +65,11 @@ pub struct Window {
 }
 
 impl Window {
+    /// The window a scenario's `[run]` asks for.
+    pub fn of(run: &RunSpec) -> Window {
+        Window { warmup: run.warmup, duration: run.duration, interval: run.interval }
+    }
+
     /// Sample boundaries in the window: 0 (window opens) … the last (closes).
     pub fn boundaries(&self) -> u32 {
         let n = self.duration.as_nanos().div_ceil(self.interval.as_nanos().max(1));

@@ -3,6 +3,7 @@
 //! protocol spoken over it.
 
 pub mod local;
+pub mod slurm;
 pub mod ssh;
 pub mod stage;
 
@@ -51,5 +52,23 @@ pub trait Launcher: Send + Sync {
     /// Releases what the launcher holds once every worker is gone.
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+}
+
+/// How the workers of a run start: one process per host (rank 0 first, the
+/// others once it listens), or all at once as one srun step whose stdin
+/// every task shares.
+pub enum Launch {
+    PerHost(Box<dyn Launcher>),
+    Step(slurm::SlurmLauncher),
+}
+
+impl Launch {
+    /// Releases what the launcher holds once every worker is gone.
+    pub async fn close(&self) {
+        match self {
+            Launch::PerHost(launcher) => launcher.close().await,
+            Launch::Step(slurm) => slurm.close(),
+        }
     }
 }

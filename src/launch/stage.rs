@@ -41,11 +41,13 @@ pub async fn stage(session: &Session, binary: &LocalBinary) -> Result<Staged, St
     if remote_sha256(session, &remote_path).await.as_deref() == Some(binary.sha256.as_str()) {
         return Ok(Staged { remote_path, copied: false });
     }
-    let bytes = tokio::fs::read(&binary.path).await.map_err(|e| format!("cannot read {}: {e}", binary.path.display()))?;
+    let bytes =
+        tokio::fs::read(&binary.path).await.map_err(|e| format!("cannot read {}: {e}", binary.path.display()))?;
     // Write to a temporary name and rename, so a concurrent stage or a
     // running worker never sees half a binary.
     let (qdir, qpath) = (quote(&dir), quote(&remote_path));
-    let script = format!("mkdir -p {qdir} && t={qpath}.tmp.$$ && cat > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" {qpath}");
+    let script =
+        format!("mkdir -p {qdir} && t={qpath}.tmp.$$ && cat > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" {qpath}");
     let mut child = session
         .shell(script)
         .stdin(Stdio::piped())

@@ -2,9 +2,11 @@
 //! It reads its job spec from stdin (never argv: the token is a secret),
 //! runs until the coordinator says Bye, and exits when stdin closes.
 //! Rank 0 also serves the coordinator and reports to the launcher on stdout.
+//! Under Slurm (`--slurm`) the spec comes as a step's broadcast (`step`).
 
 mod agent;
 mod phase;
+pub mod step;
 
 use std::io::{BufRead, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -45,17 +47,24 @@ pub enum Role {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WorkerOutput {
     /// The coordinator listens; `version` is the worker's fabricbench version.
-    Listening { addr: SocketAddr, version: String },
+    Listening {
+        addr: SocketAddr,
+        version: String,
+    },
     Event(Event),
 }
 
 /// Runs a worker: reads the spec from stdin, exits when stdin closes.
-/// `label` is the rank the launcher put on the command line for `ps`.
-pub fn main(label: Option<usize>) -> anyhow::Result<()> {
-    let stdin = std::io::stdin();
-    let mut line = String::new();
-    stdin.lock().read_line(&mut line).context("reading the job spec from stdin")?;
-    let spec: JobSpec = serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?;
+/// `label` is the rank the launcher put on the command line for `ps`;
+/// `slurm`: this is a task of the launcher's srun step.
+pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
+    let spec: JobSpec = if slurm {
+        step::job_spec(&mut std::io::stdin().lock(), |name| std::env::var(name).ok())?
+    } else {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).context("reading the job spec from stdin")?;
+        serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?
+    };
     if label.is_some_and(|rank| rank != spec.rank) {
         bail!("started as rank {} but the job spec on stdin is for rank {}", label.unwrap_or_default(), spec.rank);
     }
