@@ -14,6 +14,8 @@ pub struct Bed {
     script: PathBuf,
     pub hostfile: PathBuf,
     pub ssh_config: PathBuf,
+    /// With `--slurm`: the slurm.conf that salloc, srun and sbatch need (SLURM_CONF).
+    pub slurm_conf: PathBuf,
 }
 
 impl Bed {
@@ -38,12 +40,24 @@ impl Bed {
         let state = PathBuf::from(
             std::env::var("FABRICBENCH_TESTBED_DIR").unwrap_or_else(|_| "/var/tmp/fabricbench-testbed".into()),
         );
-        Some(Bed { _lock: lock, script, hostfile: state.join("hostfile"), ssh_config: state.join("ssh_config") })
+        Some(Bed {
+            _lock: lock,
+            script,
+            hostfile: state.join("hostfile"),
+            ssh_config: state.join("ssh_config"),
+            slurm_conf: state.join("run/slurm/slurm.conf"),
+        })
     }
 
     /// Runs a command inside host `host` (its namespaces).
     pub fn exec(&self, host: &str, cmd: &[&str]) -> Output {
         Command::new(&self.script).arg("exec").arg(host).args(cmd).output().expect("testbed exec")
+    }
+
+    /// PIDs of Slurm step daemons on `host` (one per running job step).
+    pub fn slurmstepds(&self, host: &str) -> Vec<String> {
+        let out = self.exec(host, &["pgrep", "-x", "slurmstepd"]);
+        super::text(&out.stdout).lines().map(str::to_string).collect()
     }
 
     /// PIDs of fabricbench workers on `host`.
