@@ -28,9 +28,14 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        // Workers write to pipes the launcher forwards: colour codes only on a terminal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .without_time()
         .init();
+    if let Err(e) = fabricbench::fdlimit::raise() {
+        tracing::warn!("cannot raise the open-files limit: {e}");
+    }
     match cli.command {
         Command::Worker(args) => exit(fabricbench::worker::main(args.rank, args.slurm), RUN_FAILED),
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),

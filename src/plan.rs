@@ -192,11 +192,6 @@ fn with_reverse(pairs: Pairs, bidirectional: bool) -> Pairs {
 
 /// Drops repeated pairs (a 2-rank ring is one pair each way), keeping order.
 fn dedup(pairs: Pairs) -> Pairs {
-    let mut out: Pairs = Vec::with_capacity(pairs.len());
-    for p in pairs {
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
+    pairs.into_iter().filter(|p| seen.insert(*p)).collect()
 }

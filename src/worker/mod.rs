@@ -101,8 +101,7 @@ async fn serve(
     port: u16,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind((me.bind, port))
-        .await
+    let listener = driver::listen(SocketAddr::new(me.bind, port))
         .with_context(|| format!("cannot listen for workers on {}:{port}", me.bind))?;
     let addr = listener.local_addr()?;
     emit(&WorkerOutput::Listening { addr, version: env!("CARGO_PKG_VERSION").to_string() });

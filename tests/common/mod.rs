@@ -104,4 +104,5 @@ pub fn fan_in(duration: &str) -> String {
     )
 }
 
+pub mod ranks;
 pub mod testbed;
