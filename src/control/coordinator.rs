@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,7 @@ use crate::control::wire::{
     FlowEndpoint, FlowRole, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
 };
 use crate::metrics::{aggregate_phase, RankReport};
-use crate::plan::Plan;
+use crate::plan::{GroupPlan, Plan};
 use crate::result::PhaseResult;
 use crate::units::gbps;
 
@@ -354,9 +355,10 @@ impl Coordinator {
     fn begin_phase(&mut self, phase: usize, now_ns: i64) {
         let n = self.slots.len();
         let p = &self.plan.phases[phase];
+        let groups: Vec<Arc<GroupPlan>> = p.groups.iter().cloned().map(Arc::new).collect();
         let mut setups: Vec<Vec<FlowRole>> = vec![Vec::new(); n];
         for flow in &p.flows {
-            let group = &p.groups[flow.group];
+            let group = &groups[flow.group];
             setups[flow.src].push(FlowRole { flow: *flow, side: Side::Sender, group: group.clone() });
             setups[flow.dst].push(FlowRole { flow: *flow, side: Side::Receiver, group: group.clone() });
         }
@@ -374,18 +376,25 @@ impl Coordinator {
         if !endpoints.put(rank, list) {
             return;
         }
-        // Index every end by (flow, side), then hand each rank the far ends of its own flows.
-        let mut ends: HashMap<(u32, Side), &FlowEndpoint> = HashMap::new();
-        for e in endpoints.answers().iter().flatten().flatten() {
-            ends.insert((e.flow, e.side), e);
-        }
+        // Index every end by flow (ids are 0..flows) and side, then hand
+        // each rank the far ends of its own flows.
         let p = &self.plan.phases[phase];
+        let mut ends: Vec<[Option<&FlowEndpoint>; 2]> = vec![[None, None]; p.flows.len()];
+        for e in endpoints.answers().iter().flatten().flatten() {
+            if let Some(end) = ends.get_mut(e.flow as usize) {
+                let side = match e.side {
+                    Side::Sender => 0,
+                    Side::Receiver => 1,
+                };
+                end[side] = Some(e);
+            }
+        }
         let mut peers: Vec<Vec<FlowEndpoint>> = vec![Vec::new(); self.slots.len()];
-        for flow in &p.flows {
-            if let Some(&e) = ends.get(&(flow.id, Side::Receiver)) {
+        for (flow, [sender, receiver]) in p.flows.iter().zip(ends) {
+            if let Some(e) = receiver {
                 peers[flow.src].push(e.clone());
             }
-            if let Some(&e) = ends.get(&(flow.id, Side::Sender)) {
+            if let Some(e) = sender {
                 peers[flow.dst].push(e.clone());
             }
         }

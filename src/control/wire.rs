@@ -2,6 +2,7 @@
 //! Encoded with postcard inside length-delimited frames (see `framing`).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -53,7 +54,9 @@ pub struct FlowEndpoint {
 pub struct FlowRole {
     pub flow: Flow,
     pub side: Side,
-    pub group: GroupPlan,
+    /// Shared by every role of the group: with thousands of flows per rank
+    /// a copy each is most of the coordinator's memory (same bytes on the wire).
+    pub group: Arc<GroupPlan>,
 }
 
 /// The common measurement window of a phase.
