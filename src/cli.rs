@@ -75,6 +75,12 @@ pub struct RunArgs {
     pub launcher: LauncherKind,
     #[command(flatten)]
     pub ssh: SshArgs,
+    /// Tree launch over ssh: start K workers, each of which starts up to K of
+    /// the rest, and so on (log_K(N) ssh hops; no host opens more than K
+    /// sessions). The hosts need ssh access to each other with the same
+    /// --ssh-config path
+    #[arg(long, value_name = "K", conflicts_with = "stage", value_parser = clap::value_parser!(u16).range(1..))]
+    pub tree_radix: Option<u16>,
     /// An extra argument for srun, before fabricbench's own (repeat it), e.g.
     /// --srun-arg=--cpu-bind=none --srun-arg=--overlap
     #[arg(long = "srun-arg", value_name = "ARG", allow_hyphen_values = true)]

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 
 use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, RunArgs, SshArgs};
 use fabricbench::hostcheck;
@@ -109,6 +109,17 @@ fn launch_for(args: &RunArgs, prepared: &mut run::Prepared, allocation: Option<A
         prepared.hosts_are_allocation = allocation.is_all(&prepared.hosts);
         Ok(Launch::Step(SlurmLauncher::new(this_exe()?, args.srun_args.clone())))
     };
+    if let Some(radix) = args.tree_radix {
+        return match args.launcher {
+            LauncherKind::Auto | LauncherKind::Ssh => {
+                Ok(Launch::Tree { ssh: ssh_launcher(&args.ssh)?, radix: usize::from(radix) })
+            }
+            other => anyhow::bail!(
+                "--tree-radix starts workers over ssh; it does not apply to --launcher {}",
+                other.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
+            ),
+        };
+    }
     match (args.launcher, allocation) {
         (LauncherKind::Slurm, Some(a)) => slurm(&a, prepared),
         (LauncherKind::Slurm, None) => anyhow::bail!(

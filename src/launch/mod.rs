@@ -6,6 +6,7 @@ pub mod local;
 pub mod slurm;
 pub mod ssh;
 pub mod stage;
+pub mod tree;
 
 use std::pin::Pin;
 
@@ -56,10 +57,12 @@ pub trait Launcher: Send + Sync {
 }
 
 /// How the workers of a run start: one process per host (rank 0 first, the
-/// others once it listens), or all at once as one srun step whose stdin
-/// every task shares.
+/// others once it listens), the same as a tree (the launcher starts `radix`
+/// workers over SSH and they start the rest), or all at once as one srun
+/// step whose stdin every task shares.
 pub enum Launch {
     PerHost(Box<dyn Launcher>),
+    Tree { ssh: ssh::SshLauncher, radix: usize },
     Step(slurm::SlurmLauncher),
 }
 
@@ -68,6 +71,7 @@ impl Launch {
     pub async fn close(&self) {
         match self {
             Launch::PerHost(launcher) => launcher.close().await,
+            Launch::Tree { ssh, .. } => ssh.close().await,
             Launch::Step(slurm) => slurm.close(),
         }
     }

@@ -3,7 +3,7 @@
 //! srun step), follow the run through rank 0's event stream, stop every
 //! worker, and keep every result measured, also when the run fails half-way.
 
-mod workers;
+pub(crate) mod workers;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,11 +18,14 @@ use crate::control::coordinator::Event;
 use crate::control::wire::Window;
 use crate::hostfile::Host;
 use crate::launch::slurm::SlurmLauncher;
+use crate::launch::ssh::SshOptions;
+use crate::launch::tree::{self, Subtree};
 use crate::launch::{BoxRead, Launch, Launcher};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::{PhaseResult, RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
+use crate::worker::relay::member_spec;
 use crate::worker::step::{CoordinatorAt, StepSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 use workers::Workers;
@@ -112,7 +115,12 @@ async fn drive(
     let (job, token) = job_identity();
     let host0 = &prepared.hosts[0];
     let mut events = match launch {
-        Launch::PerHost(launcher) => start_per_host(prepared, launcher.as_ref(), opts, workers, job, &token).await?,
+        Launch::PerHost(launcher) => {
+            start_per_host(prepared, launcher.as_ref(), None, opts, workers, job, &token).await?
+        }
+        Launch::Tree { ssh, radix } => {
+            start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await?
+        }
         Launch::Step(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await?,
     };
 
@@ -158,41 +166,50 @@ async fn drive(
 
 type Events = tokio::io::Lines<BufReader<BoxRead>>;
 
-/// One process per host: rank 0 first, the others with its address.
+/// One process per host: rank 0 first, the others with its address; in a
+/// tree launch (`tree`: radix and the SSH options the workers use) the
+/// launcher starts only the roots of the subtrees below rank 0.
 async fn start_per_host(
     prepared: &Prepared,
     launcher: &dyn Launcher,
+    tree: Option<(usize, &SshOptions)>,
     opts: &RunOptions,
     workers: &mut Workers,
     job: u64,
     token: &str,
 ) -> anyhow::Result<Events> {
-    let spec = |rank: usize, host: &Host, role: Role| JobSpec {
+    let others: Vec<(usize, Host)> = prepared.hosts.iter().cloned().enumerate().skip(1).collect();
+    let direct = match tree {
+        Some((radix, _)) => tree::split(&others, radix),
+        None => others.into_iter().map(|(rank, host)| Subtree { rank, host, below: Vec::new() }).collect(),
+    };
+    let direct_hosts: Vec<Host> = direct.iter().map(|s| s.host.clone()).collect();
+    let host0 = &prepared.hosts[0];
+    let spec0 = JobSpec {
         job,
         token: token.to_string(),
-        rank,
-        host: host.name.clone(),
-        bind: host.data_addr().to_string(),
-        role,
+        rank: 0,
+        host: host0.name.clone(),
+        bind: host0.data_addr().to_string(),
+        role: Role::Coordinator {
+            plan: Box::new(prepared.plan.clone()),
+            window: Window::of(&prepared.scenario.run),
+            port: opts.port,
+        },
+        relay: None,
     };
-    let host0 = &prepared.hosts[0];
-    let role0 = Role::Coordinator {
-        plan: Box::new(prepared.plan.clone()),
-        window: Window::of(&prepared.scenario.run),
-        port: opts.port,
-    };
-    // Connect to every other host while rank 0 starts.
-    let (started, ()) = tokio::join!(launcher.start(0, host0), launcher.prepare(&prepared.hosts[1..]));
-    let started = started?;
-    let line = serde_json::to_string(&spec(0, host0, role0))?;
-    let stdout0 = workers.adopt(0, &host0.name, started, &line).await.context("sending rank 0 its job spec")?;
+    // Connect to the other hosts this launcher starts while rank 0 starts.
+    let (started, ()) = tokio::join!(launcher.start(0, host0), launcher.prepare(&direct_hosts));
+    let line = serde_json::to_string(&spec0)?;
+    let stdout0 = workers.adopt(0, &host0.name, started?, &line).await.context("sending rank 0 its job spec")?;
     let mut events = BufReader::new(stdout0).lines();
     let coordinator = listening(&mut events, workers, host0).await?;
-    for (rank, host) in prepared.hosts.iter().enumerate().skip(1) {
+    for subtree in &direct {
+        let (rank, host) = (subtree.rank, &subtree.host);
         let started = launcher.start(rank, host).await?;
-        let line = serde_json::to_string(&spec(rank, host, Role::Member { coordinator }))?;
+        let spec = member_spec(job, token, coordinator, subtree, tree.map(|(_, ssh)| ssh));
         workers
-            .adopt(rank, &host.name, started, &line)
+            .adopt(rank, &host.name, started, &serde_json::to_string(&spec)?)
             .await
             .with_context(|| format!("sending rank {rank} ({}) its job spec", host.name))?;
     }

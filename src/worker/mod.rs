@@ -6,6 +6,7 @@
 
 mod agent;
 mod phase;
+pub mod relay;
 pub mod step;
 
 use std::io::{BufRead, Write};
@@ -33,6 +34,9 @@ pub struct JobSpec {
     /// Address to bind the data plane (and rank 0's coordinator) to.
     pub bind: String,
     pub role: Role,
+    /// In a tree launch: the workers this one starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<relay::Relay>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -86,9 +90,17 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
             host: spec.host.clone(),
             bind,
         };
-        match spec.role {
-            Role::Member { coordinator } => agent::run(&me, coordinator, shutdown).await.map_err(anyhow::Error::from),
-            Role::Coordinator { plan, window, port } => serve(&me, *plan, window, port, shutdown).await,
+        match (spec.role, spec.relay) {
+            (Role::Member { coordinator }, None) => {
+                agent::run(&me, coordinator, shutdown).await.map_err(anyhow::Error::from)
+            }
+            (Role::Member { coordinator }, Some(relay)) => {
+                let own = async { agent::run(&me, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
+                let below =
+                    async { relay::run(&me, relay, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
+                tokio::try_join!(own, below).map(|_| ())
+            }
+            (Role::Coordinator { plan, window, port }, _) => serve(&me, *plan, window, port, shutdown).await,
         }
     })
 }

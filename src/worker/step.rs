@@ -85,7 +85,8 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
         let at: CoordinatorAt = read_line(stdin, "rank 0's address")?;
         Role::Member { coordinator: at.coordinator }
     };
-    Ok(JobSpec { job: spec.job, token: spec.token, rank, bind: host.data_addr().to_string(), host: host.name, role })
+    let bind = host.data_addr().to_string();
+    Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None })
 }
 
 fn read_line<T: for<'de> Deserialize<'de>>(stdin: &mut impl BufRead, what: &'static str) -> Result<T, StepError> {
