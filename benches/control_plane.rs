@@ -7,7 +7,10 @@
 //! its peak RSS (VmHWM) is its own.
 //!
 //!   cargo bench --bench control_plane
-//!   cargo bench --bench control_plane -- --sizes 64,4096 --patterns fan-in --modes tcp
+//!   cargo bench --bench control_plane -- --sizes 64,4096 --patterns fan-in --modes tcp --rounds 5
+//!
+//! With --rounds R each case runs R times and the run of median bootstrap
+//! time is printed.
 //!
 //! scripts/bench control runs it on the release build; results are in
 //! docs/PERFORMANCE.md. Goal: 4096 ranks in < 2 s and < 512 MiB.
@@ -50,6 +53,7 @@ fn table(args: &[String]) {
     let sizes = option(args, "--sizes", "64,256,1024,4096");
     let patterns = option(args, "--patterns", "fan-in,ring,pairwise,all-to-all");
     let modes = option(args, "--modes", "sim,tcp");
+    let rounds: usize = option(args, "--rounds", "1")[0].parse().expect("--rounds is a number");
     let exe = std::env::current_exe().expect("this benchmark's path");
     println!("# control plane bootstrap, {} cores; all-to-all stops at 1024 ranks (N² flows)", num_cpus::get());
     println!(
@@ -72,13 +76,21 @@ fn table(args: &[String]) {
                 if *pattern == "all-to-all" && n > 1024 {
                     continue;
                 }
-                let out = Command::new(&exe).args(["--one", mode, pattern, size]).output().expect("run a case");
-                let line = String::from_utf8_lossy(&out.stdout);
-                if !out.status.success() {
-                    println!("{mode:<5} {pattern:<11} {n:>6} failed: {}", first_line(&out.stderr));
-                    continue;
+                let mut runs = Vec::new();
+                for _ in 0..rounds {
+                    let out = Command::new(&exe).args(["--one", mode, pattern, size]).output().expect("run a case");
+                    if !out.status.success() {
+                        println!("{mode:<5} {pattern:<11} {n:>6} failed: {}", first_line(&out.stderr));
+                        break;
+                    }
+                    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let bootstrap_ms: f64 = line.split_whitespace().nth(5).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+                    runs.push((bootstrap_ms, line));
                 }
-                print!("{line}");
+                runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if let Some((_, line)) = runs.get(runs.len() / 2) {
+                    print!("{line}");
+                }
             }
         }
     }
