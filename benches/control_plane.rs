@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use fabricbench::control::coordinator::Event;
 use fabricbench::metrics::clock::now_ns;
+use nix::sys::resource::{getrusage, UsageWho};
 
 const PATTERNS: [(&str, &str); 4] = [
     ("fan-in", "[[group]]\nname = \"incast\"\npattern = \"fan-in\"\n"),
@@ -121,8 +122,8 @@ fn one(mode: &str, pattern: &str, n: usize) {
     println!(
         "{mode:<5} {pattern:<11} {n:>6} {flows:>9} {plan_ms:>8.1} {bootstrap_ms:>13.1} {:>9.1} {:>15.0} {:>16.0} {max_bytes:>16}",
         peak_rss_kib() as f64 / 1024.0,
-        cpu_ms(libc::RUSAGE_SELF),
-        cpu_ms(libc::RUSAGE_CHILDREN),
+        cpu_ms(UsageWho::RUSAGE_SELF),
+        cpu_ms(UsageWho::RUSAGE_CHILDREN),
     );
 }
 
@@ -183,15 +184,10 @@ fn first_line(stderr: &[u8]) -> String {
 
 /// User + system CPU time of this process (`RUSAGE_SELF`: the coordinator
 /// and the plan) or of its finished children (the TCP ranks), ms.
-fn cpu_ms(who: i32) -> f64 {
-    // SAFETY: getrusage fills the struct we own.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(who, &mut usage);
-        usage
-    };
-    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
-    ms(usage.ru_utime) + ms(usage.ru_stime)
+fn cpu_ms(who: UsageWho) -> f64 {
+    let Ok(usage) = getrusage(who) else { return f64::NAN };
+    let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e3 + t.tv_usec() as f64 / 1e3;
+    ms(usage.user_time()) + ms(usage.system_time())
 }
 
 /// Peak resident set of this process (VmHWM), KiB.

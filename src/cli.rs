@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::scenario::{parse_rate, Rule};
+
 const EXAMPLES: &str = "\
 Examples:
   # 3 senders -> rank 0 over TCP on 4 local ranks (127.0.0.1-4), summary on the terminal
@@ -20,8 +22,26 @@ Examples:
   sbatch -N 16 --wrap 'fabricbench run scenarios/all-to-all.toml --export-json all.json'
   salloc -N 16 fabricbench run scenarios/fan-in.toml -H rack1   # these nodes, in this order
 
+  # 1000 hosts over ssh as a tree: the launcher starts 32, each of those up to 32 more
+  fabricbench run scenarios/all-pairs.toml -H hostfiles/row3 --tree-radix 32
+
+  # acceptance of a rack: every pair in rounds, pairs under 93 % of the best fail,
+  # suspects are retested alone, a JUnit file for CI
+  fabricbench run scenarios/all-pairs.toml -H rack1 --check 'flow >= 93% of best' --export-junit checks.xml
+
+  # re-render a results folder (report.html, summary.md, CSVs) from its run.json
+  fabricbench report results/2026-11-30T08-24-42Z-fan-in
+
+  # did anything get slower than the baseline by more than 5 %?
+  fabricbench compare results/baseline results/2026-11-30T08-24-42Z-fan-in --tolerance 5%
+
 Results go to results/<UTC time>-<scenario name>/ (run.json, flows.csv,
-intervals.csv, ranks.csv, summary.md). Bandwidth is in Gb/s = 1e9 bit/s.";
+intervals.csv, ranks.csv, summary.md, report.html, junit.xml with checks).
+Bandwidth is in Gb/s = 1e9 bit/s.
+
+Exit codes: 0 the run completed and every check passed; 1 the run failed
+(a rank died, a stream broke, Ctrl-C); 2 bad input (file, line and field are
+named); 3 a check failed or could not be evaluated (compare: a regression).";
 
 #[derive(Debug, Parser)]
 #[command(name = "fabricbench", version, about = "Benchmark RDMA and TCP fabrics across many hosts at once", after_help = EXAMPLES)]
@@ -34,11 +54,17 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario on the hosts of a hostfile and report the results
     #[command(after_help = EXAMPLES)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the flows a scenario makes on a hostfile, without running
     Plan(Inputs),
     /// Check every host of a hostfile over ssh: reachable, same fabricbench version, clock offset
     Hosts(HostsArgs),
+    /// Re-render a results folder (report.html, summary.md, CSVs, junit.xml) from its run.json
+    #[command(after_help = EXAMPLES)]
+    Report(ReportArgs),
+    /// Compare two results folders flow by flow; exit 3 when something got slower than the tolerance
+    #[command(after_help = EXAMPLES)]
+    Compare(CompareArgs),
     /// The per-host worker (started by the launcher; reads its job on stdin)
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -68,6 +94,12 @@ pub struct Inputs {
 pub struct RunArgs {
     #[command(flatten)]
     pub inputs: Inputs,
+    /// Override the scenario's [run] duration (e.g. a short smoke run)
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub duration: Option<std::time::Duration>,
+    /// Override the scenario's [run] warmup
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub warmup: Option<std::time::Duration>,
     /// How workers are started (auto: slurm inside a Slurm allocation whose
     /// nodes the hosts are; else local when every host is an address of this
     /// machine; else ssh)
@@ -103,6 +135,22 @@ pub struct RunArgs {
     /// Write the summary tables as Markdown to FILE, `-` for stdout
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
+    /// Write the checks as JUnit XML to FILE, `-` for stdout (needs checks)
+    #[arg(long, value_name = "FILE")]
+    pub export_junit: Option<PathBuf>,
+    /// A check, added to the scenario's [check]: SUBJECT >= THRESHOLD
+    /// (`<=` for latency). Subjects: flow, host, receiver, group, latency;
+    /// thresholds: "9 Gb/s", "93% of best", "90% of line rate", "1.5x min".
+    /// Repeatable. A failed check exits with 3.
+    #[arg(long = "check", value_name = "EXPR", value_parser = Rule::parse)]
+    pub checks: Vec<Rule>,
+    /// The ports' line rate for "% of line rate" checks where no probe can
+    /// tell it (TCP), e.g. "25 Gb/s", "400 Mb/s"
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub line_rate: Option<f64>,
+    /// Do not retest suspect hosts and links alone before declaring them bad
+    #[arg(long)]
+    pub no_retest: bool,
     /// Print nothing but errors (and exports)
     #[arg(short, long)]
     pub quiet: bool,
@@ -160,8 +208,42 @@ pub struct SshArgs {
 impl RunArgs {
     /// Whether some export claims stdout, so the summary must go elsewhere.
     pub fn stdout_taken(&self) -> bool {
-        [&self.export_json, &self.export_csv, &self.export_markdown]
+        [&self.export_json, &self.export_csv, &self.export_markdown, &self.export_junit]
             .iter()
             .any(|e| e.as_deref().is_some_and(|p| p.as_os_str() == "-"))
     }
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results folder: results/<UTC time>-<scenario>/ with its run.json
+    pub dir: PathBuf,
+    /// Do not print the summary
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline results folder (or its run.json)
+    pub base: PathBuf,
+    /// The new results folder (or its run.json)
+    pub new: PathBuf,
+    /// How much slower than the baseline still passes, e.g. 5% (Gb/s, per flow and aggregate)
+    #[arg(long, default_value = "5%", value_parser = parse_percent, value_name = "PERCENT")]
+    pub tolerance: f64,
+}
+
+/// `5%` or `5` → 5.0.
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let n: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a percentage; write e.g. 5%"))?;
+    if !(0.0..100.0).contains(&n) {
+        return Err(format!("`{text}`: the tolerance must be at least 0 % and below 100 %"));
+    }
+    Ok(n)
 }

@@ -4,33 +4,24 @@
 //! run of a thousand hosts, so every fabricbench process raises it to the
 //! hard limit the administrator allows, as Go programs do by default.
 
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+
 /// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
-pub fn raise() -> std::io::Result<u64> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            limit = raised;
-        }
+pub fn raise() -> nix::Result<u64> {
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
     }
-    Ok(limit.rlim_cur)
+    Ok(hard)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn soft_limit_ends_at_the_hard_limit() {
-        let soft = super::raise().unwrap();
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
-        assert_eq!((soft, limit.rlim_cur), (limit.rlim_max, limit.rlim_max));
+        let raised = raise().unwrap();
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).unwrap(), (raised, raised));
     }
 }

@@ -4,12 +4,14 @@
 //! coordinator. The flow of a run and the job of each module are described
 //! in the README and docs/.
 
+pub mod acceptance;
 pub mod cli;
 pub mod control;
 pub mod fdlimit;
 pub mod hostcheck;
 pub mod hostfile;
 pub mod launch;
+pub mod load;
 pub mod metrics;
 pub mod plan;
 pub mod progress;

@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 
-use fabricbench::cli::{Cli, Command, HostsArgs, Inputs, LauncherKind, RunArgs, SshArgs};
+use fabricbench::cli::{Cli, Command, CompareArgs, HostsArgs, Inputs, LauncherKind, ReportArgs, RunArgs, SshArgs};
 use fabricbench::hostcheck;
 use fabricbench::hostfile::{self, Host};
 use fabricbench::launch::local::LocalLauncher;
@@ -11,13 +11,16 @@ use fabricbench::launch::slurm::{Allocation, SlurmLauncher};
 use fabricbench::launch::ssh::{SshLauncher, SshOptions};
 use fabricbench::launch::stage::LocalBinary;
 use fabricbench::launch::{Launch, Launcher};
-use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, MarkdownExporter};
+use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
 use fabricbench::result::RunStatus;
-use fabricbench::run::{self, RunOptions};
+use fabricbench::run::{self, AcceptOptions, RunOptions};
+use fabricbench::scenario::CheckSpec;
 
-/// Exit code of a run that started but failed (input errors exit with 2).
+/// Exit codes (documented in `run --help` and the README).
 const RUN_FAILED: u8 = 1;
 const BAD_INPUT: u8 = 2;
+/// A check failed or could not be evaluated; `compare`: a regression.
+const CHECK_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -41,6 +44,8 @@ fn main() -> ExitCode {
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
         Command::Hosts(args) => hosts(&args),
         Command::Run(args) => run(&args),
+        Command::Report(args) => report_dir(&args),
+        Command::Compare(args) => compare(&args),
     }
 }
 
@@ -69,14 +74,15 @@ fn hosts_of(
     }
 }
 
-fn prepare(inputs: &Inputs) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
+/// Reads the inputs; also returns the Slurm allocation this runs in, if any.
+fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
     let allocation = Allocation::from_env()?;
     let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
-    Ok((run::prepare(&inputs.scenario, hosts, &origin)?, allocation))
+    Ok((run::prepare(&inputs.scenario, hosts, &origin, overrides)?, allocation))
 }
 
 fn plan(inputs: &Inputs) -> anyhow::Result<()> {
-    let (prepared, _) = prepare(inputs)?;
+    let (prepared, _) = prepare(inputs, &run::Overrides::default())?;
     for phase in &prepared.plan.phases {
         println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
         for flow in &phase.flows {
@@ -92,22 +98,38 @@ fn plan(inputs: &Inputs) -> anyhow::Result<()> {
 }
 
 fn run(args: &RunArgs) -> ExitCode {
-    let chosen = prepare(&args.inputs).and_then(|(mut prepared, allocation)| {
-        let launch = launch_for(args, &mut prepared, allocation)?;
+    let overrides = run::Overrides { duration: args.duration, warmup: args.warmup };
+    let chosen = prepare(&args.inputs, &overrides).and_then(|(prepared, allocation)| {
+        let launch = launch_for(args, &prepared, allocation)?;
         Ok((prepared, launch))
     });
-    match chosen {
-        Ok((prepared, launch)) => exit(execute(args, prepared, &launch), RUN_FAILED),
-        Err(e) => exit(Err(e), BAD_INPUT),
+    let (prepared, launch) = match chosen {
+        Ok(chosen) => chosen,
+        Err(e) => return exit(Err(e), BAD_INPUT),
+    };
+    let mut checks = prepared.scenario.check.clone();
+    for &rule in &args.checks {
+        checks.push(rule);
+    }
+    if args.line_rate.is_some() {
+        checks.line_rate = args.line_rate;
+    }
+    if args.export_junit.is_some() && checks.rules().is_empty() {
+        let e = anyhow::anyhow!("--export-junit needs checks: add [check] to the scenario or --check EXPR");
+        return exit(Err(e), BAD_INPUT);
+    }
+    match execute(args, prepared, &launch, checks) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(CHECK_FAILED),
+        Err(e) => exit(Err(e), RUN_FAILED),
     }
 }
 
 /// Chooses how the workers start (see `--launcher`).
-fn launch_for(args: &RunArgs, prepared: &mut run::Prepared, allocation: Option<Allocation>) -> anyhow::Result<Launch> {
-    let slurm = |allocation: &Allocation, prepared: &mut run::Prepared| -> anyhow::Result<Launch> {
+fn launch_for(args: &RunArgs, prepared: &run::Prepared, allocation: Option<Allocation>) -> anyhow::Result<Launch> {
+    let slurm = |allocation: Allocation| -> anyhow::Result<Launch> {
         allocation.check(&prepared.hosts)?;
-        prepared.hosts_are_allocation = allocation.is_all(&prepared.hosts);
-        Ok(Launch::Step(SlurmLauncher::new(this_exe()?, args.srun_args.clone())))
+        Ok(Launch::Step(SlurmLauncher::new(this_exe()?, args.srun_args.clone(), allocation)))
     };
     if let Some(radix) = args.tree_radix {
         return match args.launcher {
@@ -121,17 +143,57 @@ fn launch_for(args: &RunArgs, prepared: &mut run::Prepared, allocation: Option<A
         };
     }
     match (args.launcher, allocation) {
-        (LauncherKind::Slurm, Some(a)) => slurm(&a, prepared),
+        (LauncherKind::Slurm, Some(a)) => slurm(a),
         (LauncherKind::Slurm, None) => anyhow::bail!(
             "--launcher slurm runs inside a Slurm allocation, and SLURM_JOB_ID is not set: e.g. `salloc -N 4 fabricbench run …`, or fabricbench run in an sbatch script"
         ),
-        (LauncherKind::Auto, Some(a)) if a.check(&prepared.hosts).is_ok() => slurm(&a, prepared),
+        (LauncherKind::Auto, Some(a)) if a.check(&prepared.hosts).is_ok() => slurm(a),
         (LauncherKind::Auto, _) if prepared.hosts.iter().all(is_this_machine) => {
             Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?))))
         }
         (LauncherKind::Local, _) => Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?)))),
         (LauncherKind::Auto | LauncherKind::Ssh, _) => Ok(Launch::PerHost(Box::new(ssh_launcher(&args.ssh)?))),
     }
+}
+
+/// `fabricbench report DIR`: every file but run.json, again, from run.json.
+fn report_dir(args: &ReportArgs) -> ExitCode {
+    let run = match report::results_dir::load(&args.dir) {
+        Ok(r) => r,
+        Err(e) => return exit(Err(e.into()), BAD_INPUT),
+    };
+    let dir = if args.dir.is_dir() { args.dir.clone() } else { args.dir.parent().unwrap_or(&args.dir).to_path_buf() };
+    if let Err(e) = report::results_dir::write_into(&run, &dir, false) {
+        return exit(Err(e.into()), RUN_FAILED);
+    }
+    if !args.quiet {
+        print!("{}", report::render_terminal(&run));
+    }
+    eprintln!("report: {}", dir.join("report.html").display());
+    ExitCode::SUCCESS
+}
+
+fn compare(args: &CompareArgs) -> ExitCode {
+    let loaded = report::results_dir::load(&args.base).and_then(|b| Ok((b, report::results_dir::load(&args.new)?)));
+    let (base, new) = match loaded {
+        Ok(pair) => pair,
+        Err(e) => return exit(Err(e.into()), BAD_INPUT),
+    };
+    for (which, run) in [("baseline", &base), ("new run", &new)] {
+        if let RunStatus::Failed { error } = &run.status {
+            eprintln!("warning: the {which} failed ({error}); its numbers cover what ran");
+        }
+    }
+    let comparison = report::compare::compare(&base, &new, args.tolerance);
+    print!("{}", report::table_text(&comparison.table()));
+    let regressions = comparison.regressions();
+    if regressions.is_empty() {
+        println!("no regressions beyond {}%", args.tolerance);
+        return ExitCode::SUCCESS;
+    }
+    let names: Vec<&str> = regressions.iter().map(|r| r.item.as_str()).collect();
+    eprintln!("error: {} regression(s) beyond {}%: {}", regressions.len(), args.tolerance, names.join("; "));
+    ExitCode::from(CHECK_FAILED)
 }
 
 fn this_exe() -> anyhow::Result<std::path::PathBuf> {
@@ -192,20 +254,23 @@ fn is_this_machine(host: &Host) -> bool {
     ip.is_loopback() || if_addrs::get_if_addrs().is_ok_and(|ifs| ifs.iter().any(|i| i.ip() == ip))
 }
 
-fn execute(args: &RunArgs, prepared: run::Prepared, launch: &Launch) -> anyhow::Result<()> {
+/// Runs, saves and reports; `Ok(false)` when the run completed but a check did not pass.
+fn execute(args: &RunArgs, prepared: run::Prepared, launch: &Launch, checks: CheckSpec) -> anyhow::Result<bool> {
     let opts = RunOptions {
         scenario: args.inputs.scenario.clone(),
         port: args.port,
         progress: !args.quiet && !args.no_progress,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let result = runtime.block_on(run::run(prepared, launch, &opts))?;
+    let accept = AcceptOptions { checks, retest: !args.no_retest };
+    let result = runtime.block_on(run::run_and_judge(prepared, launch, &opts, &accept))?;
 
     let saved = if args.no_save { None } else { Some(report::results_dir::write(&result, &args.results)?) };
-    let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 3] = [
+    let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
         (&args.export_csv, &CsvExporter),
         (&args.export_markdown, &MarkdownExporter),
+        (&args.export_junit, &JunitExporter),
     ];
     for (target, exporter) in exports {
         if let Some(target) = target {
@@ -224,7 +289,13 @@ fn execute(args: &RunArgs, prepared: run::Prepared, launch: &Launch) -> anyhow::
         }
     }
     match result.status {
-        RunStatus::Ok => Ok(()),
         RunStatus::Failed { error } => Err(anyhow::anyhow!(error)),
+        RunStatus::Ok => match &result.acceptance {
+            Some(a) if !a.passed => {
+                eprintln!("error: {}", report::verdict_line(a));
+                Ok(false)
+            }
+            _ => Ok(true),
+        },
     }
 }

@@ -6,12 +6,17 @@
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
+use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
+use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
+use crate::metrics::sweep::SweepResult;
+use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
-use crate::scenario::{Op, Pattern, Scenario, Transport};
+use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `matrix` (all-pairs) and `acceptance` (checks, suspects, retests).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
@@ -27,9 +32,141 @@ pub struct RunResult {
     pub launch_s: Option<f64>,
     /// Phases measured, complete or cut short by a failure.
     pub phases: Vec<PhaseResult>,
+    /// With `[sweep]`: one row per point and the ratios to the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepResult>,
     pub status: RunStatus,
+    /// All-pairs: every pair's Gb/s in one N×N matrix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<PairMatrix>,
+    /// The checks of `[check]` and `--check`, what failed, and who is to blame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<Acceptance>,
 }
 
+/// The all-pairs matrix over every rank of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairMatrix {
+    pub group: String,
+    /// Host of each rank: the row and column labels.
+    pub hosts: Vec<String>,
+    /// What the cells hold: Gb/s (bandwidth) or µs (latency: the typical
+    /// half round trip).
+    pub mode: Mode,
+    /// `values[src][dst]`: the flow src → dst; `null` where none ran (the
+    /// diagonal, the direction not measured, ranks left out).
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+/// How the run measured up to its checks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Acceptance {
+    /// True when every check passed (or failed only in the run and passed when retested alone).
+    pub passed: bool,
+    pub rules: Vec<Rule>,
+    /// The ports' line rate used by `% of line rate`, Gb/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate_gbps: Option<f64>,
+    /// One outcome per rule and item checked.
+    pub checks: Vec<CheckOutcome>,
+    /// Hosts and links to blame, worst first.
+    pub suspects: Vec<Suspect>,
+    /// The phases that retested suspects alone, after the run.
+    pub retest_phases: Vec<PhaseResult>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckOutcome {
+    pub rule: Rule,
+    #[serde(flatten)]
+    pub item: Checked,
+    /// The measured value: Gb/s (µs for latency); `null` when there is none.
+    pub value: Option<f64>,
+    /// The limit it had to reach, in the same unit; `null` when unknown.
+    pub limit: Option<f64>,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What one outcome is about.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "item", rename_all = "snake_case")]
+pub enum Checked {
+    Flow {
+        phase: usize,
+        flow: FlowId,
+        src: usize,
+        dst: usize,
+    },
+    /// A rank's sending (`tx`) or receiving (`rx`) rate in one phase.
+    Host {
+        phase: usize,
+        rank: usize,
+        direction: Direction,
+    },
+    Receiver {
+        phase: usize,
+        rank: usize,
+    },
+    Group {
+        phase: usize,
+        group: String,
+    },
+    /// The rule as a whole, when it could not be checked on anything.
+    Rule,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Tx,
+    Rx,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// Failed in the run, passed when its suspect was retested alone.
+    Cleared,
+    /// Could not be evaluated (the note says why); counts as not passed.
+    Unknown,
+}
+
+/// A host or link blamed for failing flow checks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Suspect {
+    #[serde(flatten)]
+    pub kind: SuspectKind,
+    /// Why it is suspected, in words.
+    pub evidence: String,
+    pub retest: Retest,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "suspect", rename_all = "snake_case")]
+pub enum SuspectKind {
+    /// Every link of this host failed.
+    Host { rank: usize, host: String },
+    /// This link failed while both its hosts passed elsewhere.
+    Link { a: usize, b: usize, a_host: String, b_host: String },
+    /// Every link failed: no one host or link stands out (the threshold, or the whole fabric).
+    Fabric,
+}
+
+/// What retesting a suspect alone showed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Retest {
+    /// Not retested; says why (`--no-retest`, no healthy partner, the run failed).
+    NotRun { reason: String },
+    /// Failed again alone, in `retest_phases[phase]`: it is bad.
+    Confirmed { phase: usize, gbps: f64 },
+    /// Passed alone, in `retest_phases[phase]`: the run's failure did not repeat.
+    Cleared { phase: usize, gbps: f64 },
+}
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum RunStatus {
@@ -47,7 +184,7 @@ pub struct PhaseResult {
     pub window_s: f64,
     /// Spread of the flows' actual start times around t0, µs.
     pub start_skew_us: f64,
-    /// All bytes of all flows in the window / window length, Gb/s.
+    /// All bytes of all bandwidth flows in the window / window length, Gb/s.
     pub aggregate_gbps: f64,
     /// The aggregate per sample interval, Gb/s.
     pub interval_gbps: Vec<f64>,
@@ -61,6 +198,8 @@ pub struct PhaseResult {
 pub struct FlowResult {
     pub id: FlowId,
     pub group: String,
+    /// Latency flows are kept out of bandwidth aggregates and fairness.
+    pub mode: Mode,
     pub src: usize,
     pub dst: usize,
     pub src_host: String,
@@ -77,6 +216,9 @@ pub struct FlowResult {
     pub msgs_per_s: f64,
     /// This flow per sample interval, Gb/s.
     pub interval_gbps: Vec<f64>,
+    /// Latency flows: half round trip (as perftest reports ping-pong), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -100,6 +242,7 @@ pub struct ReceiverResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupResult {
     pub name: String,
+    pub mode: Mode,
     pub pattern: Pattern,
     pub transport: Transport,
     pub op: Op,
@@ -121,6 +264,12 @@ pub struct RankResult {
     pub cpu: CpuUsage,
     /// Kernel interface counters over the window.
     pub netdevs: Vec<NetdevDelta>,
+    /// CPU stress run on this rank: asked and measured load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stress: Option<StressReport>,
+    /// Cores each group's streams were pinned to (empty: not pinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<GroupPlacement>,
     pub clock_offset_us: f64,
     pub rtt_us: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

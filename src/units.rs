@@ -27,7 +27,7 @@ impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
         for (scale, suffix) in UNITS {
-            if self.0 >= scale && self.0 % scale == 0 {
+            if self.0 >= scale && self.0.is_multiple_of(scale) {
                 return write!(f, "{}{suffix}", self.0 / scale);
             }
         }

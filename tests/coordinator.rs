@@ -122,7 +122,8 @@ fn tcp(port: u16) -> Endpoint {
 fn answer_setups(sim: &mut Sim, n: usize) {
     for r in 0..n {
         let setup = sim.take(r as ConnId);
-        let Some(ToWorker::Setup { phase, flows }) = setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
+        let Some(ToWorker::Setup { phase, flows, .. }) =
+            setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
         else {
             panic!("rank {r} got no Setup");
         };
@@ -153,6 +154,7 @@ fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSam
         messages: (0..boundaries as u64).map(|k| k * 10).collect(),
         start_ns: Some(0),
         error: None,
+        rtts: None,
     }
 }
 

@@ -61,6 +61,7 @@ fn each_rank_is_sent_only_its_own_flows() {
 
 #[test]
 fn real_tcp_clients_on_loopback_reach_the_barrier() {
+    let _machine = common::busy_machine();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     for (name, scenario, n) in [("fan-in", FAN_IN, 512), ("all-to-all", ALL_TO_ALL, 64)] {
         let plan = make_plan(n, scenario);

@@ -100,3 +100,77 @@ proptest! {
         prop_assert_eq!(&p, &plan_for(n, &format!("pattern = \"{pattern}\"\n{extra}")).unwrap());
     }
 }
+
+fn sweep_plan(ranks: usize, text: &str) -> Result<Plan, String> {
+    let hosts: String = (0..ranks).map(|i| format!("n{i}\n")).collect();
+    let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
+    let (s, source) = scenario::parse(text, Path::new("s.toml")).map_err(|e| e.to_string())?;
+    plan::build(&hosts, &s).map_err(|(field, message)| source.describe(&field, &message))
+}
+
+const FAN: &str = "[[group]]\nname = \"in\"\npattern = \"fan-in\"\n";
+
+#[test]
+fn sweeps_make_one_phase_per_point() {
+    let p =
+        sweep_plan(5, &format!("{FAN}[sweep]\nparameter = \"senders\"\nvalues = [1, 2, 4]\nbaseline = 2\n")).unwrap();
+    let senders: Vec<Vec<usize>> = p.phases.iter().map(|ph| ph.flows.iter().map(|f| f.src).collect()).collect();
+    assert_eq!(senders, [vec![1], vec![1, 2], vec![1, 2, 3, 4]]);
+    let names: Vec<&str> = p.phases.iter().map(|ph| ph.name.as_str()).collect();
+    assert_eq!(names, ["senders=1", "senders=2", "senders=4"]);
+    let baselines: Vec<bool> = p.phases.iter().map(|ph| ph.sweep.as_ref().unwrap().baseline).collect();
+    assert_eq!(baselines, [false, true, false]);
+
+    let p = sweep_plan(2, &format!("{FAN}[sweep]\nparameter = \"message_size\"\nvalues = [\"4K\", 65536]\n")).unwrap();
+    let sizes: Vec<u64> = p.phases.iter().map(|ph| ph.groups[0].message_size.bytes()).collect();
+    assert_eq!(sizes, [4096, 65536]);
+
+    let text = format!("{FAN}[[stress]]\nranks = 0\n[sweep]\nparameter = \"stress.load\"\nvalues = [0, 50]\n");
+    let p = sweep_plan(2, &text).unwrap();
+    assert!(p.phases[0].stress.is_empty(), "load 0 = unloaded baseline");
+    assert_eq!(p.phases[1].stress[0].spec.load, 50);
+}
+
+#[test]
+fn sweep_errors_name_the_field() {
+    let e = sweep_plan(3, &format!("{FAN}[sweep]\nparameter = \"senders\"\nvalues = [1, 3]\n")).unwrap_err();
+    assert_eq!(e, "s.toml:6: [sweep]: field `values`: 3 senders asked, but group `in` has only 2");
+    let e = sweep_plan(3, &format!("{FAN}[sweep]\nparameter = \"stress.load\"\nvalues = [1]\n")).unwrap_err();
+    assert_eq!(e, "s.toml:5: [sweep]: field `parameter`: `stress.load` needs a [[stress]] table to vary");
+    let e =
+        sweep_plan(3, &format!("{FAN}[sweep]\nparameter = \"streams\"\nvalues = [1]\ngroup = \"x\"\n")).unwrap_err();
+    assert_eq!(e, "s.toml:7: [sweep]: field `group`: no group is named `x` (groups: in)");
+    let e =
+        sweep_plan(3, &format!("{FAN}[sweep]\nparameter = \"streams\"\nvalues = [1, 2]\nbaseline = 3\n")).unwrap_err();
+    assert_eq!(e, "s.toml:7: [sweep]: field `baseline`: `3` is not one of the values");
+    let e = sweep_plan(3, &format!("{FAN}[sweep]\nparameter = \"transport\"\nvalues = [\"carrier-pigeon\"]\n"))
+        .unwrap_err();
+    assert_eq!(e, "s.toml:6: [sweep]: field `values`: `carrier-pigeon` is not a transport (valid: tcp)");
+    let e = sweep_plan(3, &format!("{FAN}[[stress]]\nload = 120\n")).unwrap_err();
+    assert_eq!(e, "s.toml:5: stress 0: field `load`: 120 is not a duty cycle; use 1 to 100 (percent)");
+    let e = sweep_plan(3, &format!("{FAN}[[stress]]\nranks = \"0-1\"\n[[stress]]\nranks = 1\n")).unwrap_err();
+    assert_eq!(e, "s.toml:7: stress 1: field `ranks`: rank 1 already runs the stress of table 0");
+}
+
+#[test]
+fn all_pairs_makes_one_phase_per_round() {
+    let p = plan_for(6, "pattern = \"all-pairs\"").unwrap();
+    assert_eq!(p.phases.len(), 5);
+    assert_eq!(p.phases[0].name, "round 1/5");
+    assert!(p.phases.iter().all(|ph| ph.flows.len() == 3));
+    let p = plan_for(5, "pattern = \"all-pairs\"\nbidirectional = true\nranks = \"0-4\"").unwrap();
+    assert_eq!(p.phases.len(), 5, "odd: one rank idle per round");
+    assert!(p
+        .phases
+        .iter()
+        .all(|ph| ph.flows.len() == 4 && ph.flows.iter().enumerate().all(|(i, f)| f.id == i as u32)));
+    assert_eq!(
+        plan_for(1, "pattern = \"all-pairs\"").unwrap_err(),
+        "s.toml:3: group \"g\": field `pattern`: `all-pairs` gives no flows with 1 rank(s)"
+    );
+    let text = "pattern = \"all-pairs\"\n[[group]]\nname = \"other\"\npattern = \"ring\"";
+    assert_eq!(
+        plan_for(4, text).unwrap_err(),
+        "s.toml:3: group \"g\": field `pattern`: `all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
+    );
+}

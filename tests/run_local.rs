@@ -8,6 +8,7 @@ use common::{fan_in, read_json, text, Bench, LOCAL_HOSTS};
 
 #[test]
 fn four_rank_fan_in_end_to_end() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("fan.toml", &fan_in("2s"));
@@ -19,7 +20,7 @@ fn four_rank_fan_in_end_to_end() {
 
     let dir = bench.result_dir();
     let run = read_json(&dir.join("run.json"));
-    assert_eq!(run["schema_version"], 1);
+    assert_eq!(run["schema_version"], 2);
     assert_eq!(run["status"]["state"], "ok");
     let phase = &run["phases"][0];
     assert_eq!(phase["complete"], true);
@@ -35,7 +36,8 @@ fn four_rank_fan_in_end_to_end() {
         assert_eq!(f["interval_gbps"].as_array().unwrap().len(), 4, "2 s in 500 ms intervals");
     }
     let window = phase["window_s"].as_f64().unwrap();
-    assert!((window - 2.0).abs() < 0.05, "window {window}");
+    // Boundaries are taken by sleeping threads: on a loaded 2-core machine one may wake late.
+    assert!((window - 2.0).abs() < 0.2, "window {window}");
     let receiver = &phase["receivers"][0];
     assert_eq!(receiver["senders"], 3);
     let jain = receiver["jain"].as_f64().unwrap();
@@ -64,6 +66,7 @@ fn four_rank_fan_in_end_to_end() {
 
 #[test]
 fn export_json_to_stdout_carries_only_json() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
     let scenario = bench.write("pair.toml", "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\nstreams = 2\n");
@@ -86,6 +89,7 @@ fn export_json_to_stdout_carries_only_json() {
 
 #[test]
 fn bad_inputs_name_file_line_and_field() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("s.toml", &fan_in("1s").replace("senders = \"1-3\"", "senders = \"1-7\""));
@@ -110,6 +114,7 @@ fn bad_inputs_name_file_line_and_field() {
 
 #[test]
 fn killed_worker_ends_the_run_naming_its_rank() {
+    let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("fan.toml", &fan_in("30s"));
@@ -146,4 +151,25 @@ fn killed_worker_ends_the_run_naming_its_rank() {
     assert_eq!(phase["ranks"][2]["reported"], false);
 
     assert_eq!(bench.leftovers(Duration::from_secs(3)), []);
+}
+
+#[test]
+fn latency_probe_beside_an_incast() {
+    let _machine = common::busy_machine();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = root.join("scenarios/latency-under-incast.toml");
+    let run = common::run_json(&Bench::new(), &scenario, &root.join("hostfiles/local"), &[]);
+    let phase = &run["phases"][0];
+    let probe = &phase["flows"][0];
+    assert_eq!(probe["mode"], "latency");
+    let l = &probe["latency"];
+    let v = |k: &str| l[k].as_f64().unwrap();
+    assert!(l["samples"].as_u64().unwrap() > 100, "{l}");
+    assert!(v("min_us") > 0.0);
+    assert!(v("min_us") <= v("typical_us") && v("typical_us") <= v("p99_us"), "{l}");
+    assert!(v("p99_us") <= v("p999_us") && v("p999_us") <= v("max_us"), "{l}");
+    // The probe is not a sender of the incast: it stays out of the receiver's fairness.
+    assert_eq!(phase["receivers"][0]["senders"], 2);
+    let bandwidth: f64 = phase["flows"].as_array().unwrap()[1..].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    assert!((phase["aggregate_gbps"].as_f64().unwrap() - bandwidth).abs() < 1e-9);
 }

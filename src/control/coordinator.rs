@@ -243,7 +243,7 @@ impl Coordinator {
         } else if let Some(rank) = self.ranks.remove(&conn) {
             self.out.push_back(Output::Close(conn));
             self.slots[rank].conn = None;
-            self.fail(Some(rank), format!("sent an undecodable frame: {reason}"), now_ns);
+            self.fail(Some(rank), format!("protocol error: {reason}"), now_ns);
             self.check_abort_complete();
         }
     }
@@ -363,7 +363,8 @@ impl Coordinator {
             setups[flow.dst].push(FlowRole { flow: *flow, side: Side::Receiver, group: group.clone() });
         }
         for (rank, flows) in setups.into_iter().enumerate() {
-            self.send(rank, ToWorker::Setup { phase, flows });
+            let stress = self.plan.phases[phase].stress.iter().find(|s| s.rank == rank).map(|s| s.spec.clone());
+            self.send(rank, ToWorker::Setup { phase, flows, stress });
         }
         self.set_stage(Stage::Setup { phase, endpoints: Gather::new(n) }, now_ns);
     }

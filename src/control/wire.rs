@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::load::stress::StressSpec;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::scenario::RunSpec;
@@ -121,9 +122,11 @@ pub enum ToWorker {
         now_ns: i64,
     },
     /// The rank's flows in a phase: create their endpoints.
+    /// `stress`: the burners to run beside them.
     Setup {
         phase: usize,
         flows: Vec<FlowRole>,
+        stress: Option<StressSpec>,
     },
     /// The peer ends of the rank's flows: connect.
     Peers {

@@ -84,6 +84,7 @@ impl Allocation {
 pub struct SlurmLauncher {
     exe: PathBuf,
     srun_args: Vec<String>,
+    allocation: Allocation,
     /// The node order for srun (SLURM_HOSTFILE), removed on close.
     node_file: Mutex<Option<NodeFile>>,
 }
@@ -109,10 +110,16 @@ pub struct Step {
 }
 
 impl SlurmLauncher {
-    /// Launches `exe` (normally this very binary) with extra `srun_args`
-    /// (e.g. `--cpu-bind=none`) before fabricbench's own.
-    pub fn new(exe: PathBuf, srun_args: Vec<String>) -> SlurmLauncher {
-        SlurmLauncher { exe, srun_args, node_file: Mutex::new(None) }
+    /// Launches `exe` (normally this very binary) in `allocation`, with
+    /// extra `srun_args` (e.g. `--cpu-bind=none`) before fabricbench's own.
+    pub fn new(exe: PathBuf, srun_args: Vec<String>, allocation: Allocation) -> SlurmLauncher {
+        SlurmLauncher { exe, srun_args, allocation, node_file: Mutex::new(None) }
+    }
+
+    /// Whether `hosts` are exactly the allocation's nodes, in its order, so
+    /// the tasks can read them from their environment.
+    pub fn is_allocation(&self, hosts: &[Host]) -> bool {
+        self.allocation.is_all(hosts)
     }
 
     /// Starts one worker per host, task i (rank i) on `hosts[i]`.
@@ -262,8 +269,8 @@ impl Process for SrunProcess {
                     // srun passes SIGTERM on to every task and ends the step;
                     // SIGKILL would leave the tasks to Slurm's own cleanup.
                     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                        // SAFETY: kill(2) on our own child's pid, which it still is (not yet reaped).
-                        unsafe { libc::kill(pid, libc::SIGTERM) };
+                        // Our own child, not yet reaped: the pid is still srun's.
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
                     }
                     match tokio::time::timeout(TERM_GRACE, child.wait()).await {
                         Ok(status) => status,

@@ -6,6 +6,7 @@ use crate::control::wire::Side;
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, Phase, RankInfo};
 use crate::result::{FlowResult, GroupResult, PhaseResult, RankResult, ReceiverResult};
+use crate::scenario::Mode;
 use crate::units::gbps;
 
 /// Builds the phase result from the reports that arrived (`None` for a rank
@@ -53,6 +54,7 @@ pub fn aggregate_phase(
         flows.push(FlowResult {
             id: flow.id,
             group: group.name.clone(),
+            mode: group.mode,
             src: flow.src,
             dst: flow.dst,
             src_host: ranks[flow.src].host.clone(),
@@ -65,12 +67,15 @@ pub fn aggregate_phase(
             gbps: gbps(bytes, window_s),
             msgs_per_s: if window_s > 0.0 { messages as f64 / window_s } else { 0.0 },
             interval_gbps,
+            latency: tx.and_then(|(_, s)| s.rtts.as_ref()).and_then(|h| h.summary(0.5)),
             error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
         });
     }
 
     let intervals = taken.saturating_sub(1);
-    let interval_gbps = (0..intervals).map(|k| flows.iter().filter_map(|f| f.interval_gbps.get(k)).sum()).collect();
+    let bandwidth = || flows.iter().filter(|f| f.mode == Mode::Bandwidth);
+    let interval_gbps = (0..intervals).map(|k| bandwidth().filter_map(|f| f.interval_gbps.get(k)).sum()).collect();
+    let aggregate_gbps = bandwidth().map(|f| f.gbps).sum();
     let starts: Vec<f64> = arrived
         .iter()
         .flat_map(|r| r.flows.iter())
@@ -89,7 +94,7 @@ pub fn aggregate_phase(
         complete,
         window_s,
         start_skew_us,
-        aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
+        aggregate_gbps,
         interval_gbps,
         groups: groups(phase, &flows),
         receivers: receivers(ranks, &flows),
@@ -106,6 +111,7 @@ fn groups(phase: &Phase, flows: &[FlowResult]) -> Vec<GroupResult> {
             let rates: Vec<f64> = flows.iter().filter(|f| f.group == g.name).map(|f| f.gbps).collect();
             GroupResult {
                 name: g.name.clone(),
+                mode: g.mode,
                 pattern: g.pattern,
                 transport: g.transport,
                 op: g.op,
@@ -123,7 +129,8 @@ fn receivers(ranks: &[RankInfo], flows: &[FlowResult]) -> Vec<ReceiverResult> {
     ranks
         .iter()
         .filter_map(|r| {
-            let rates: Vec<f64> = flows.iter().filter(|f| f.dst == r.rank).map(|f| f.gbps).collect();
+            let rates: Vec<f64> =
+                flows.iter().filter(|f| f.dst == r.rank && f.mode == Mode::Bandwidth).map(|f| f.gbps).collect();
             if rates.is_empty() {
                 return None;
             }
@@ -163,6 +170,8 @@ fn rank_results(
                 rx_gbps: gbps(rx, window_s),
                 cpu: report.map(|r| r.cpu).unwrap_or_default(),
                 netdevs: report.map(|r| r.netdevs.clone()).unwrap_or_default(),
+                stress: report.and_then(|r| r.stress.clone()),
+                placements: report.map(|r| r.placements.clone()).unwrap_or_default(),
                 clock_offset_us: report.map_or(0.0, |r| r.clock_offset_ns as f64 / 1e3),
                 rtt_us: report.map_or(0.0, |r| r.rtt_ns as f64 / 1e3),
                 error: match report {

@@ -61,6 +61,44 @@ impl CpuSnapshot {
     }
 }
 
+/// Busy and total ticks of every core, from the `cpuN` lines of /proc/stat.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CoreTicks(Vec<(usize, u64, u64)>);
+
+impl CoreTicks {
+    pub fn take() -> CoreTicks {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        CoreTicks(
+            text.lines()
+                .filter_map(|l| {
+                    let cpu: usize = l.split_whitespace().next()?.strip_prefix("cpu")?.parse().ok()?;
+                    let (busy, total) = busy_total(l)?;
+                    Some((cpu, busy, total))
+                })
+                .collect(),
+        )
+    }
+
+    /// Busy percent of `cores` (all cores when empty) between two readings.
+    pub fn busy_pct_until(&self, end: &CoreTicks, cores: &[usize]) -> f64 {
+        let (mut busy, mut total) = (0u64, 0u64);
+        for (cpu, b1, t1) in &end.0 {
+            if !cores.is_empty() && !cores.contains(cpu) {
+                continue;
+            }
+            if let Some((_, b0, t0)) = self.0.iter().find(|(c, _, _)| c == cpu) {
+                busy += b1.saturating_sub(*b0);
+                total += t1.saturating_sub(*t0);
+            }
+        }
+        if total == 0 {
+            0.0
+        } else {
+            busy as f64 / total as f64 * 100.0
+        }
+    }
+}
+
 /// utime and stime (fields 14 and 15) of /proc/<pid>/stat. The command name
 /// in parentheses may hold spaces, so fields are counted after the last ')'.
 fn parse_process_stat(text: &str) -> Option<(u64, u64)> {
@@ -72,7 +110,10 @@ fn parse_process_stat(text: &str) -> Option<(u64, u64)> {
 /// Busy and total ticks from the aggregate `cpu` line of /proc/stat; idle and
 /// iowait count as not busy.
 fn parse_host_stat(text: &str) -> Option<(u64, u64)> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    busy_total(text.lines().find(|l| l.starts_with("cpu "))?)
+}
+
+fn busy_total(line: &str) -> Option<(u64, u64)> {
     let values: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
     // user nice system idle iowait irq softirq steal (guest is inside user)
     let total: u64 = values.iter().take(8).sum();

@@ -4,14 +4,19 @@
 mod aggregate;
 pub mod clock;
 pub mod cpu;
+pub mod latency;
+mod matrix;
 pub mod netdev;
 pub mod stats;
+pub mod sweep;
 
 use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
+pub use matrix::pair_matrix;
 
 use crate::control::wire::Side;
+use crate::load::stress::StressReport;
 use crate::plan::FlowId;
 
 /// What one rank measured in one phase, sent to the coordinator at its end.
@@ -28,8 +33,21 @@ pub struct RankReport {
     pub rtt_ns: i64,
     pub cpu: cpu::CpuUsage,
     pub netdevs: Vec<netdev::NetdevDelta>,
+    /// The CPU stress this rank ran, and the load it measured.
+    pub stress: Option<StressReport>,
+    /// Where each group's threads ran on this rank.
+    pub placements: Vec<GroupPlacement>,
     /// Set when the rank stopped early (abort, stream error).
     pub error: Option<String>,
+}
+
+/// The cores a group's stream threads were pinned to on one rank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPlacement {
+    pub group: String,
+    /// Empty: not pinned.
+    pub cores: Vec<usize>,
+    pub note: Option<String>,
 }
 
 /// One end of one flow: cumulative counters at each boundary taken.
@@ -42,4 +60,6 @@ pub struct FlowSamples {
     /// When the last of the flow's streams began moving data, ns after t0.
     pub start_ns: Option<i64>,
     pub error: Option<String>,
+    /// Round-trip times in the window (the latency client's end).
+    pub rtts: Option<latency::Histogram>,
 }

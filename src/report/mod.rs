@@ -1,7 +1,12 @@
 //! Presenting results: the terminal summary, exports (JSON, CSV, Markdown)
 //! behind one trait, and the results folder. Nothing here measures.
 
+mod charts;
+pub mod compare;
 mod csv_files;
+mod html;
+mod junit;
+mod labels;
 pub mod results_dir;
 mod tables;
 mod terminal;
@@ -11,8 +16,10 @@ use std::path::Path;
 
 use crate::result::RunResult;
 
-pub use tables::status_line;
-pub use terminal::{render as render_terminal, render_host_checks};
+pub use html::HtmlExporter;
+pub use junit::JunitExporter;
+pub use tables::{status_line, verdict_line};
+pub use terminal::{render as render_terminal, render_host_checks, table_text};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -20,6 +27,8 @@ pub enum ReportError {
     Write { path: String, cause: std::io::Error },
     #[error("cannot encode {what}: {reason}")]
     Encode { what: &'static str, reason: String },
+    #[error("cannot read {path}: {reason}")]
+    Read { path: String, reason: String },
 }
 
 /// Renders a run into one document.
@@ -61,25 +70,48 @@ impl Exporter for MarkdownExporter {
             run.scenario_file,
             run.tool_version
         );
+        // Suspects and failed checks first: what a reader of an acceptance run wants.
+        if let Some(a) = &run.acceptance {
+            out += &format!("## {}\n\n", tables::verdict_line(a));
+            for table in tables::acceptance(run, a) {
+                out += &markdown_table(&table);
+            }
+        }
+        if let Some(m) = &run.matrix {
+            out += &markdown_table(&tables::matrix(m));
+        }
         for phase in tables::summarize(run) {
             out += &format!("## {}\n\n", phase.headline);
-            for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
-                out += &format!(
-                    "### {}\n\n| {} |\n|{}\n",
-                    table.title,
-                    table.header.join(" | "),
-                    "---|".repeat(table.header.len())
-                );
-                for row in &table.rows {
-                    let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
-                    out += &format!("| {} |\n", cells.join(" | "));
-                }
-                out.push('\n');
+            for table in &phase.tables {
+                out += &markdown_table(table);
             }
+        }
+        if let Some(sweep) = tables::sweep_table(run) {
+            out += &markdown_table(&sweep);
         }
         out += &format!("{}\n", status_line(run));
         Ok(out.into_bytes())
     }
+}
+
+/// `### title` and the table; nothing for a table without rows.
+fn markdown_table(table: &tables::Table) -> String {
+    if table.rows.is_empty() {
+        return String::new();
+    }
+    let mut out =
+        format!("### {}\n\n| {} |\n|{}\n", table.title, table.header.join(" | "), "---|".repeat(table.header.len()));
+    for row in &table.rows {
+        let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+        out += &format!("| {} |\n", cells.join(" | "));
+    }
+    out.push('\n');
+    out
+}
+
+/// Text for XML and HTML, attributes included.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Writes an export to `target`, `-` meaning stdout.

@@ -1,7 +1,10 @@
 //! The summary as plain tables (title, header, rows of text), built once
 //! from the result and rendered by the terminal and Markdown writers alike.
 
-use crate::result::{PhaseResult, RunResult, RunStatus};
+use crate::load::placement;
+use crate::report::labels;
+use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
+use crate::scenario::Mode;
 
 pub struct Table {
     pub title: String,
@@ -10,7 +13,7 @@ pub struct Table {
 }
 
 impl Table {
-    fn new(title: String, header: &[&str]) -> Table {
+    pub fn new(title: String, header: &[&str]) -> Table {
         Table { title, header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
     }
 }
@@ -25,6 +28,39 @@ pub fn summarize(run: &RunResult) -> Vec<PhaseSummary> {
     run.phases.iter().map(|p| phase_summary(run, p)).collect()
 }
 
+/// The sweep table: one row per point, each group's number and its ratio
+/// to the baseline point.
+pub fn sweep_table(run: &RunResult) -> Option<Table> {
+    let sweep = run.sweep.as_ref()?;
+    let groups: Vec<(String, String)> =
+        sweep.points.first()?.groups.iter().map(|c| (c.group.clone(), c.metric.clone())).collect();
+    let mut header = vec![sweep.parameter.clone()];
+    for (group, metric) in &groups {
+        let unit = if metric == "p99_us" { "p99 µs" } else { "Gb/s" };
+        header.push(format!("{group} {unit}"));
+        header.push(format!("{group} × baseline"));
+    }
+    let mut t = Table {
+        title: format!("Sweep of {} (baseline {})", sweep.parameter, sweep.baseline),
+        header,
+        rows: Vec::new(),
+    };
+    for point in &sweep.points {
+        let mut row = vec![if point.baseline { format!("{} (baseline)", point.value) } else { point.value.clone() }];
+        for (group, _) in &groups {
+            match point.groups.iter().find(|c| &c.group == group) {
+                Some(cell) => {
+                    row.push(format!("{:.3}", cell.value));
+                    row.push(cell.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}×")));
+                }
+                None => row.extend(["-".to_string(), "-".to_string()]),
+            }
+        }
+        t.rows.push(row);
+    }
+    Some(t)
+}
+
 /// The closing line: how the run ended.
 pub fn status_line(run: &RunResult) -> String {
     match &run.status {
@@ -33,7 +69,7 @@ pub fn status_line(run: &RunResult) -> String {
     }
 }
 
-fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
+pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     let cut = if p.complete { "" } else { " (INCOMPLETE: cut short, numbers cover what ran)" };
     let headline = format!(
         "phase {} `{}`{cut}: aggregate {:.3} Gb/s over a {:.3} s window, start skew {:.0} µs, {} flow(s) on {} rank(s)",
@@ -45,7 +81,7 @@ fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         p.flows.len(),
         run.plan.ranks.len()
     );
-    PhaseSummary { headline, tables: vec![flows(p), receivers(p), groups(p), ranks(p)] }
+    PhaseSummary { headline, tables: vec![flows(p), latency(p), receivers(p), groups(p), ranks(p), stress(p)] }
 }
 
 fn flows(p: &PhaseResult) -> Table {
@@ -63,6 +99,31 @@ fn flows(p: &PhaseResult) -> Table {
             format!("{:.3}", f.gbps),
             format!("{:.0}", f.msgs_per_s),
             f.error.clone().unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
+fn latency(p: &PhaseResult) -> Table {
+    let mut t = Table::new(
+        "Latency (half round trip, µs, as perftest reports ping-pong)".into(),
+        &["flow", "src → dst", "msg size (B)", "samples", "min", "typical", "mean", "stdev", "p99", "p99.9", "max"],
+    );
+    for f in &p.flows {
+        let Some(l) = &f.latency else { continue };
+        let us = |v: f64| format!("{v:.2}");
+        t.rows.push(vec![
+            f.id.to_string(),
+            format!("{} ({}) → {} ({})", f.src, f.src_host, f.dst, f.dst_host),
+            f.message_size.to_string(),
+            l.samples.to_string(),
+            us(l.min_us),
+            us(l.typical_us),
+            us(l.mean_us),
+            us(l.stdev_us),
+            us(l.p99_us),
+            us(l.p999_us),
+            us(l.max_us),
         ]);
     }
     t
@@ -139,6 +200,116 @@ fn ranks(p: &PhaseResult) -> Table {
             ifaces.join(", "),
             format!("{:.0} ± {:.0}", r.clock_offset_us, r.rtt_us / 2.0),
             r.error.clone().unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
+/// The verdict of the checks, e.g. `checks FAILED: 5 of 30 failed, 1 suspect`.
+pub fn verdict_line(a: &Acceptance) -> String {
+    let count = |v: Verdict| a.checks.iter().filter(|c| c.verdict == v).count();
+    let (fail, unknown, retested) = (count(Verdict::Fail), count(Verdict::Unknown), count(Verdict::Cleared));
+    let mut parts = Vec::new();
+    if fail > 0 {
+        parts.push(format!("{fail} of {} failed", a.checks.len()));
+    }
+    if unknown > 0 {
+        parts.push(format!("{unknown} could not be evaluated"));
+    }
+    if retested > 0 {
+        parts.push(format!("{retested} failed in the run but passed when retested alone"));
+    }
+    if parts.is_empty() {
+        parts.push(format!("all {} passed", a.checks.len()));
+    }
+    let (cleared, blamed): (Vec<&Suspect>, Vec<&Suspect>) =
+        a.suspects.iter().partition(|s| matches!(s.retest, Retest::Cleared { .. }));
+    let names = |list: &[&Suspect]| list.iter().map(|s| labels::suspect(s)).collect::<Vec<_>>().join(", ");
+    if !blamed.is_empty() {
+        parts.push(format!("suspect(s): {}", names(&blamed)));
+    }
+    if !cleared.is_empty() {
+        parts.push(format!("cleared on retest: {}", names(&cleared)));
+    }
+    format!("checks {}: {}", if a.passed { "PASSED" } else { "FAILED" }, parts.join("; "))
+}
+
+/// Suspects first, then each rule's tally, then every check that did not pass.
+pub fn acceptance(run: &RunResult, a: &Acceptance) -> Vec<Table> {
+    let mut suspects = Table::new("Suspects".into(), &["suspect", "evidence", "retest alone"]);
+    for s in &a.suspects {
+        suspects.rows.push(vec![labels::suspect(s), s.evidence.clone(), labels::retest(&s.retest)]);
+    }
+    let mut rules =
+        Table::new("Checks".into(), &["rule", "checked", "passed", "failed", "cleared on retest", "unknown"]);
+    for rule in &a.rules {
+        let of = |v: Verdict| a.checks.iter().filter(|c| c.rule == *rule && c.verdict == v).count().to_string();
+        let checked = a.checks.iter().filter(|c| c.rule == *rule).count();
+        rules.rows.push(vec![
+            rule.to_string(),
+            checked.to_string(),
+            of(Verdict::Pass),
+            of(Verdict::Fail),
+            of(Verdict::Cleared),
+            of(Verdict::Unknown),
+        ]);
+    }
+    let mut failed = Table::new(
+        "Checks not passed".into(),
+        &["rule", "item", "value (Gb/s; µs latency)", "limit", "verdict", "note"],
+    );
+    for c in a.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+        let number = |x: Option<f64>| x.map_or_else(|| "–".to_string(), |x| format!("{x:.3}"));
+        failed.rows.push(vec![
+            c.rule.to_string(),
+            labels::checked(run, &c.item),
+            number(c.value),
+            number(c.limit),
+            format!("{:?}", c.verdict).to_uppercase(),
+            c.note.clone().unwrap_or_default(),
+        ]);
+    }
+    vec![suspects, rules, failed]
+}
+
+/// The unit of a matrix's cells.
+pub fn matrix_unit(m: &PairMatrix) -> &'static str {
+    match m.mode {
+        Mode::Bandwidth => "Gb/s",
+        Mode::Latency => "µs, typical half round trip",
+    }
+}
+
+/// The all-pairs matrix as a table: rows send, columns receive.
+pub fn matrix(m: &PairMatrix) -> Table {
+    let mut header = vec!["sender ↓ receiver →".to_string()];
+    header.extend(m.hosts.iter().cloned());
+    let mut t = Table { title: format!("All pairs `{}` ({})", m.group, matrix_unit(m)), header, rows: Vec::new() };
+    for (src, row) in m.values.iter().enumerate() {
+        let mut cells = vec![m.hosts[src].clone()];
+        cells.extend(row.iter().map(|v| v.map_or_else(|| "·".to_string(), |g| format!("{g:.2}"))));
+        t.rows.push(cells);
+    }
+    t
+}
+
+fn stress(p: &PhaseResult) -> Table {
+    let mut t = Table::new(
+        "CPU stress".into(),
+        &["rank", "host", "threads", "cores", "asked load %", "measured load % (of those cores)", "host CPU %", "note"],
+    );
+    for r in &p.ranks {
+        let Some(s) = &r.stress else { continue };
+        let cores = if s.cores.is_empty() { "any (all cores measured)".to_string() } else { placement::list(&s.cores) };
+        t.rows.push(vec![
+            r.rank.to_string(),
+            r.host.clone(),
+            s.threads.to_string(),
+            cores,
+            format!("{:.0}", s.asked_load_pct),
+            format!("{:.1}", s.measured_load_pct),
+            format!("{:.1}", r.cpu.host_pct),
+            s.note.clone().unwrap_or_default(),
         ]);
     }
     t

@@ -4,28 +4,53 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
-use crate::report::tables::{status_line, summarize};
+use crate::report::tables::{self, status_line, summarize, sweep_table, Table};
 use crate::result::RunResult;
+
+/// Matrices wider than this many hosts are left to report.html.
+const MATRIX_MAX_HOSTS: usize = 16;
 
 pub fn render(run: &RunResult) -> String {
     let mut out = String::new();
     for phase in summarize(run) {
         out += &format!("\n{}\n", phase.headline);
         for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
-            let mut comfy = Comfy::new();
-            comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-            comfy.set_header(&table.header);
-            for row in &table.rows {
-                comfy.add_row(row);
-            }
-            for column in comfy.column_iter_mut().skip(2) {
-                column.set_cell_alignment(CellAlignment::Right);
-            }
-            out += &format!("{}\n{comfy}\n", table.title);
+            out += &table_text(table);
         }
+    }
+    if let Some(sweep) = sweep_table(run) {
+        out += &format!("\n{}", table_text(&sweep));
+    }
+    if let Some(m) = &run.matrix {
+        if m.hosts.len() <= MATRIX_MAX_HOSTS {
+            out += &format!("\n{}", table_text(&tables::matrix(m)));
+        } else {
+            out += &format!("\nAll pairs: {} hosts, the matrix is in report.html\n", m.hosts.len());
+        }
+    }
+    if let Some(a) = &run.acceptance {
+        out.push('\n');
+        for table in tables::acceptance(run, a).iter().filter(|t| !t.rows.is_empty()) {
+            out += &table_text(table);
+        }
+        out += &format!("{}\n", tables::verdict_line(a));
     }
     out += &format!("{}\n", status_line(run));
     out
+}
+
+/// One table, titled, as the terminal shows it.
+pub fn table_text(table: &Table) -> String {
+    let mut comfy = Comfy::new();
+    comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    comfy.set_header(&table.header);
+    for row in &table.rows {
+        comfy.add_row(row);
+    }
+    for column in comfy.column_iter_mut().skip(2) {
+        column.set_cell_alignment(CellAlignment::Right);
+    }
+    format!("{}\n{comfy}\n", table.title)
 }
 
 /// The table of `fabricbench hosts`.

@@ -3,6 +3,7 @@
 //! srun step), follow the run through rank 0's event stream, stop every
 //! worker, and keep every result measured, also when the run fails half-way.
 
+mod accept;
 pub(crate) mod workers;
 
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use crate::launch::slurm::SlurmLauncher;
 use crate::launch::ssh::SshOptions;
 use crate::launch::tree::{self, Subtree};
 use crate::launch::{BoxRead, Launch, Launcher};
+use crate::metrics::sweep;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::{PhaseResult, RunResult, RunStatus, SCHEMA_VERSION};
@@ -28,6 +30,7 @@ use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
 use crate::worker::step::{CoordinatorAt, StepSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
+pub use accept::{run_and_judge, AcceptOptions};
 use workers::Workers;
 
 /// How long rank 0 may take to start listening.
@@ -49,19 +52,41 @@ pub struct Prepared {
     pub scenario_file: PathBuf,
     pub scenario: Scenario,
     pub hosts: Vec<Host>,
-    /// The hosts are exactly the nodes of the Slurm allocation, in its order
-    /// (so an srun step's tasks can read them from their environment).
-    pub hosts_are_allocation: bool,
     pub plan: Plan,
+}
+
+/// Command-line values that replace the scenario's own.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Overrides {
+    pub duration: Option<Duration>,
+    pub warmup: Option<Duration>,
 }
 
 /// Loads and checks the scenario against `hosts`, which came from `origin`
 /// (e.g. "hostfile hosts/rack1"); errors name the file, line and field.
-pub fn prepare(scenario_file: &Path, hosts: Vec<Host>, origin: &str) -> anyhow::Result<Prepared> {
-    let (scenario, source) = scenario::load(scenario_file)?;
+pub fn prepare(
+    scenario_file: &Path,
+    hosts: Vec<Host>,
+    origin: &str,
+    overrides: &Overrides,
+) -> anyhow::Result<Prepared> {
+    let (mut scenario, source) = scenario::load(scenario_file)?;
+    if let Some(duration) = overrides.duration {
+        if duration.is_zero() || duration < scenario.run.interval {
+            bail!(
+                "--duration {} is shorter than the scenario's interval ({})",
+                humantime::format_duration(duration),
+                humantime::format_duration(scenario.run.interval)
+            );
+        }
+        scenario.run.duration = duration;
+    }
+    if let Some(warmup) = overrides.warmup {
+        scenario.run.warmup = warmup;
+    }
     let plan = plan::build(&hosts, &scenario)
         .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
-    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, hosts_are_allocation: false, plan })
+    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan })
 }
 
 /// Runs the job. The result is returned whether the run succeeded or not;
@@ -78,7 +103,10 @@ pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyh
         plan: prepared.plan.clone(),
         launch_s: None,
         phases: Vec::new(),
+        sweep: None,
         status: RunStatus::Ok,
+        matrix: None,
+        acceptance: None,
     };
     let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
     let echo = {
@@ -99,6 +127,8 @@ pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyh
     if let Err(e) = outcome {
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
+    result.sweep = sweep::summarize(&result.plan, &result.phases);
+    result.matrix = crate::metrics::pair_matrix(&result.plan, &result.phases);
     Ok(result)
 }
 
@@ -230,8 +260,11 @@ async fn start_step(
     let spec = StepSpec {
         job,
         token: token.to_string(),
-        hosts: (!prepared.hosts_are_allocation).then(|| prepared.hosts.clone()),
+        hosts: (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone()),
         scenario: prepared.scenario.clone(),
+        // Rank 0 plans from the scenario unless this plan is another (a retest).
+        phases: (plan::build(&prepared.hosts, &prepared.scenario).as_ref() != Ok(&prepared.plan))
+            .then(|| prepared.plan.phases.clone()),
         port: opts.port,
     };
     let step = slurm.start_step(&prepared.hosts)?;

@@ -15,7 +15,10 @@ pub struct Field {
 pub enum Table {
     Top,
     Run,
+    Check,
     Group(usize),
+    Stress(usize),
+    Sweep,
 }
 
 impl Field {
@@ -25,8 +28,17 @@ impl Field {
     pub fn run(key: &'static str) -> Field {
         Field { table: Table::Run, key }
     }
+    pub fn check(key: &'static str) -> Field {
+        Field { table: Table::Check, key }
+    }
     pub fn group(index: usize, key: &'static str) -> Field {
         Field { table: Table::Group(index), key }
+    }
+    pub fn sweep(key: &'static str) -> Field {
+        Field { table: Table::Sweep, key }
+    }
+    pub fn stress(index: usize, key: &'static str) -> Field {
+        Field { table: Table::Stress(index), key }
     }
 }
 
@@ -61,10 +73,13 @@ impl Source {
         let place = match field.table {
             Table::Top => String::new(),
             Table::Run => "[run]: ".to_string(),
+            Table::Check => "[check]: ".to_string(),
             Table::Group(i) => match self.group_name(i) {
                 Some(name) => format!("group \"{name}\": "),
                 None => format!("group {i}: "),
             },
+            Table::Stress(i) => format!("stress {i}: "),
+            Table::Sweep => "[sweep]: ".to_string(),
         };
         format!("{}:{line}: {place}field `{}`: {message}", self.path.display(), field.key)
     }
@@ -74,7 +89,10 @@ impl Source {
         match table {
             Table::Top => Some(doc.as_table()),
             Table::Run => doc.get("run")?.as_table(),
+            Table::Check => doc.get("check")?.as_table(),
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
+            Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
+            Table::Sweep => doc.get("sweep")?.as_table(),
         }
     }
 
@@ -97,7 +115,10 @@ impl Source {
         let doc = self.doc.as_ref()?;
         match field.table {
             Table::Group(_) => doc.as_table().key("group")?.span(),
+            Table::Stress(_) => doc.as_table().key("stress")?.span(),
+            Table::Sweep => doc.as_table().key("sweep")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),
+            Table::Check => doc.as_table().key("check")?.span(),
             Table::Top => Some(0..0),
         }
     }

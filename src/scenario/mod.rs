@@ -4,17 +4,22 @@
 //! Parsing rejects unknown fields; problems found later (a rank the hostfile
 //! does not have) are reported against the field's line through [`Source`].
 
+mod check;
 mod locate;
 mod ranks;
+pub mod sweep;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{Field, Source};
 pub use ranks::RankSet;
 
+use crate::load::placement::Numa;
+use crate::load::stress::Threads;
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,6 +29,47 @@ pub struct Scenario {
     pub run: RunSpec,
     #[serde(rename = "group")]
     pub groups: Vec<GroupSpec>,
+    /// `[check]`: what the results must reach (acceptance).
+    #[serde(default, skip_serializing_if = "CheckSpec::is_empty")]
+    pub check: CheckSpec,
+    /// CPU stress on chosen ranks, running in the same window as the groups.
+    #[serde(rename = "stress", default, skip_serializing_if = "Vec::is_empty")]
+    pub stress: Vec<StressTable>,
+    /// Repeat the run once per value of one parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<sweep::SweepSpec>,
+}
+
+/// `[[stress]]`: busy threads on some ranks, from t0 to the window's end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StressTable {
+    /// Ranks that run the burners (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<RankSet>,
+    /// Burner threads: a number, or "all" (one per core of the placement).
+    #[serde(default = "all_threads")]
+    pub threads: Threads,
+    /// Pin the burners to these cores (one per burner, round robin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<usize>>,
+    /// Or place them near/far from the NUMA node of the rank's device.
+    #[serde(default)]
+    pub numa: Numa,
+    /// Duty cycle of each burner, percent (1-100).
+    #[serde(default = "full_load")]
+    pub load: u8,
+    /// Each burner streams over a buffer of this size (memory bandwidth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<ByteSize>,
+}
+
+fn all_threads() -> Threads {
+    Threads::All
+}
+
+fn full_load() -> u8 {
+    100
 }
 
 /// `[run]`: the measurement window shared by every flow.
@@ -65,8 +111,12 @@ pub struct GroupSpec {
     /// The operation; `send` for TCP streams.
     #[serde(default)]
     pub op: Op,
-    #[serde(default = "default_message_size")]
-    pub message_size: ByteSize,
+    /// Bandwidth streams, or latency ping-pong.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Bytes per message; 128K for bandwidth, 2 for latency (perftest's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_size: Option<ByteSize>,
     /// Parallel streams (TCP connections) per flow.
     #[serde(default = "default_streams")]
     pub streams: u32,
@@ -76,22 +126,24 @@ pub struct GroupSpec {
     /// Receiving ranks (fan-in, one-to-all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receivers: Option<RankSet>,
-    /// Ranks taking part (pairwise, all-to-all, ring).
+    /// Ranks taking part (pairwise, all-to-all, all-pairs, ring).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankSet>,
     /// Explicit `[src, dst]` pairs (pairwise) or flows (explicit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<Vec<[usize; 2]>>,
-    /// Pairwise and ring: traffic in both directions.
+    /// Pairwise, all-pairs and ring: traffic in both directions.
     #[serde(default)]
     pub bidirectional: bool,
     /// Permit flows from a rank to itself (loopback through the stack).
     #[serde(default)]
     pub allow_self: bool,
-}
-
-fn default_message_size() -> ByteSize {
-    ByteSize(128 * 1024)
+    /// Pin the group's stream threads to these cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<usize>>,
+    /// Or place them near/far from the NUMA node of the device they use.
+    #[serde(default)]
+    pub numa: Numa,
 }
 
 fn default_streams() -> u32 {
@@ -112,8 +164,31 @@ pub enum Pattern {
     AllToAll,
     /// Rank i to rank i + 1, the last back to the first.
     Ring,
+    /// Every pair of ranks once, in rounds of disjoint pairs (one phase per round).
+    AllPairs,
     /// Exactly the `flows` listed.
     Explicit,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Streams as fast as they go: Gb/s and messages/s.
+    #[default]
+    Bandwidth,
+    /// One message at a time, echoed back: round-trip times.
+    Latency,
+}
+
+impl Mode {
+    /// perftest's defaults: 64 KiB for bandwidth tests is small for TCP, so
+    /// bandwidth uses 128 KiB (iperf's); latency uses perftest's 2 bytes.
+    pub fn default_message_size(self) -> ByteSize {
+        match self {
+            Mode::Bandwidth => ByteSize(128 * 1024),
+            Mode::Latency => ByteSize(2),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,15 +257,45 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
         if let Some(j) = s.groups[..i].iter().position(|other| other.name == g.name) {
             return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
         }
-        if g.message_size.bytes() == 0 {
+        if g.message_size.is_some_and(|m| m.bytes() == 0) {
             return Err((Field::group(i, "message_size"), "must be at least 1 byte".into()));
         }
         if g.streams == 0 {
             return Err((Field::group(i, "streams"), "must be at least 1".into()));
         }
+        if g.mode == Mode::Latency && g.streams != 1 {
+            return Err((
+                Field::group(i, "streams"),
+                "latency ping-pong runs one stream per flow; set streams = 1".into(),
+            ));
+        }
         check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+        if g.pattern == Pattern::AllPairs && s.groups.len() > 1 {
+            return Err((
+                Field::group(i, "pattern"),
+                "`all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
+                    .into(),
+            ));
+        }
+        if g.cores.is_some() && g.numa != Numa::Any {
+            return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
+        }
     }
-    Ok(())
+    if let Some(sw) = &s.sweep {
+        sw.check(s).map_err(|(key, m)| (Field::sweep(key), m))?;
+    }
+    for (i, st) in s.stress.iter().enumerate() {
+        if !(1..=100).contains(&st.load) {
+            return Err((Field::stress(i, "load"), format!("{} is not a duty cycle; use 1 to 100 (percent)", st.load)));
+        }
+        if st.threads == Threads::Count(0) {
+            return Err((Field::stress(i, "threads"), "must be at least 1, or \"all\"".into()));
+        }
+        if st.cores.is_some() && st.numa != Numa::Any {
+            return Err((Field::stress(i, "numa"), "give either `cores` or `numa`, not both".into()));
+        }
+    }
+    s.check.validate().map_err(|(key, m)| (Field::check(key), m))
 }
 
 /// Each pattern takes its own selectors; a selector it ignores is a mistake.
@@ -198,7 +303,7 @@ fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     let allowed: &[&str] = match g.pattern {
         Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
         Pattern::Pairwise => &["ranks", "flows"],
-        Pattern::AllToAll | Pattern::Ring => &["ranks"],
+        Pattern::AllToAll | Pattern::Ring | Pattern::AllPairs => &["ranks"],
         Pattern::Explicit => &["flows"],
     };
     let given = [
@@ -232,6 +337,7 @@ impl Pattern {
             Pattern::Pairwise => "pairwise",
             Pattern::AllToAll => "all-to-all",
             Pattern::Ring => "ring",
+            Pattern::AllPairs => "all-pairs",
             Pattern::Explicit => "explicit",
         }
     }
@@ -266,7 +372,8 @@ senders = "1-3"
         assert_eq!(s.run.duration, Duration::from_secs(3));
         let g = &s.groups[0];
         assert_eq!((g.pattern, g.transport, g.op), (Pattern::FanIn, Transport::Tcp, Op::Send));
-        assert_eq!(g.message_size, ByteSize(65536));
+        assert_eq!(g.message_size, Some(ByteSize(65536)));
+        assert_eq!(g.mode, Mode::Bandwidth);
         assert_eq!(g.senders, Some(RankSet::Ranges(vec![(1, 3)])));
         assert_eq!(g.streams, 1);
     }
@@ -315,6 +422,15 @@ senders = "1-3"
         assert_eq!(e, "s.toml:1: group \"x\": field `flows`: pattern `explicit` needs flows = [[src, dst], ...]");
         let e = err("[run]\nduration = \"1s\"\n");
         assert!(e.starts_with("s.toml:1:1: missing field `group`"), "{e}");
+    }
+
+    #[test]
+    fn latency_takes_one_stream() {
+        let e = err(&FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\nmode = \"latency\"\nstreams = 2"));
+        assert_eq!(
+            e,
+            "s.toml:15: group \"incast\": field `streams`: latency ping-pong runs one stream per flow; set streams = 1"
+        );
     }
 
     #[test]

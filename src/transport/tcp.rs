@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::metrics::latency::Histogram;
 use crate::transport::FlowCounters;
 
 /// How long one blocking socket call may take before the loop looks at the stop flag.
@@ -86,14 +87,12 @@ pub fn connect(local: IpAddr, peer: SocketAddr, streams: u32, timeout: Duration)
 
 /// Sends `buf` repeatedly until `stop`, counting bytes and whole messages.
 pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop: &AtomicBool) -> Result<(), TcpError> {
-    let peer = peer_name(&sock);
-    let fail =
-        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
-    sock.set_write_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
+    let fail = stream_error(&sock, counters);
+    sock.set_write_timeout(Some(POLL)).map_err(&fail)?;
     let mut offset = 0;
     while !stop.load(Ordering::Relaxed) {
         match sock.write(&buf[offset..]) {
-            Ok(0) => return Err(fail(ErrorKind::WriteZero.into(), counters)),
+            Ok(0) => return Err(fail(ErrorKind::WriteZero.into())),
             Ok(n) => {
                 offset += n;
                 let whole = offset == buf.len();
@@ -103,7 +102,7 @@ pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop:
                 counters.add(n as u64, u64::from(whole));
             }
             Err(e) if is_retry(&e) => {}
-            Err(e) => return Err(fail(e, counters)),
+            Err(e) => return Err(fail(e)),
         }
     }
     // Tell the receiver we are done; it drains and sees EOF.
@@ -120,10 +119,8 @@ pub fn receive_loop(
     counters: &FlowCounters,
     stop: &AtomicBool,
 ) -> Result<(), TcpError> {
-    let peer = peer_name(&sock);
-    let fail =
-        |cause, counters: &FlowCounters| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause };
-    sock.set_read_timeout(Some(POLL)).map_err(|e| fail(e, counters))?;
+    let fail = stream_error(&sock, counters);
+    sock.set_read_timeout(Some(POLL)).map_err(&fail)?;
     let mut partial = 0u64;
     loop {
         match sock.read(buf) {
@@ -136,9 +133,92 @@ pub fn receive_loop(
             }
             Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(()),
             Err(e) if is_retry(&e) => {}
-            Err(e) => return Err(fail(e, counters)),
+            Err(e) => return Err(fail(e)),
         }
     }
+}
+
+/// Latency client: sends one message, waits for it to come back, and
+/// records the round trip when it falls inside `window`.
+pub fn ping_loop(
+    mut sock: TcpStream,
+    buf: &mut [u8],
+    counters: &FlowCounters,
+    stop: &AtomicBool,
+    window: (Instant, Instant),
+    rtts: &mut Histogram,
+) -> Result<(), TcpError> {
+    let fail = stream_error(&sock, counters);
+    prepare_latency(&sock).map_err(&fail)?;
+    while !stop.load(Ordering::Relaxed) {
+        let sent = Instant::now();
+        if !transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
+            || !transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
+        {
+            break;
+        }
+        let back = Instant::now();
+        if sent >= window.0 && back <= window.1 {
+            rtts.record((back - sent).as_nanos() as u64);
+        }
+        counters.add(buf.len() as u64, 1);
+    }
+    let _ = sock.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// Latency server: returns every message as soon as it has all of it.
+pub fn echo_loop(
+    mut sock: TcpStream,
+    buf: &mut [u8],
+    counters: &FlowCounters,
+    stop: &AtomicBool,
+) -> Result<(), TcpError> {
+    let fail = stream_error(&sock, counters);
+    prepare_latency(&sock).map_err(&fail)?;
+    while transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
+        && transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
+    {
+        counters.add(buf.len() as u64, 1);
+    }
+    Ok(())
+}
+
+fn prepare_latency(sock: &TcpStream) -> std::io::Result<()> {
+    sock.set_nodelay(true)?;
+    sock.set_read_timeout(Some(POLL))?;
+    sock.set_write_timeout(Some(POLL))
+}
+
+enum Direction {
+    Read,
+    Write,
+}
+
+/// Moves all of `buf` one way; `false` when the peer closed or `stop` was
+/// set while waiting.
+fn transfer(sock: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, direction: Direction) -> std::io::Result<bool> {
+    let mut done = 0;
+    while done < buf.len() {
+        let moved = match direction {
+            Direction::Read => sock.read(&mut buf[done..]),
+            Direction::Write => sock.write(&buf[done..]),
+        };
+        match moved {
+            Ok(0) => return Ok(false),
+            Ok(n) => done += n,
+            Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(false),
+            Err(e) if is_retry(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Wraps a stream's I/O error with its peer and how many bytes it had moved.
+fn stream_error<'a>(sock: &TcpStream, counters: &'a FlowCounters) -> impl Fn(std::io::Error) -> TcpError + 'a {
+    let peer = peer_name(sock);
+    move |cause| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause }
 }
 
 fn is_retry(e: &std::io::Error) -> bool {

@@ -140,8 +140,8 @@ impl Session {
     /// Acts on one message; blocking work comes back as a task.
     fn handle(&mut self, msg: ToWorker) -> Option<JoinHandle<Step>> {
         match msg {
-            ToWorker::Setup { phase, flows } => {
-                match phase::prepare(phase, flows, self.bind) {
+            ToWorker::Setup { phase, flows, stress } => {
+                match phase::prepare(phase, flows, stress, self.bind) {
                     Ok((prepared, endpoints)) => {
                         self.prepared = Some((phase, prepared));
                         self.send(ToCoordinator::Endpoints { phase, endpoints });

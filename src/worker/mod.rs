@@ -7,7 +7,9 @@
 mod agent;
 mod phase;
 pub mod relay;
+mod sampler;
 pub mod step;
+mod streams;
 
 use std::io::{BufRead, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};

@@ -1,20 +1,24 @@
 //! One phase on one rank: create the rank's ends of its flows, connect them,
-//! run every stream on its own thread from t0, and sample all counters at
-//! the common boundaries. Blocking code on plain threads: the data path
-//! never waits on the async runtime.
+//! then run every stream on its own thread from t0 (`streams`) while the
+//! sampler reads all counters at the common boundaries (`sampler`).
+//! Blocking code on plain threads: the data path never waits on the async
+//! runtime.
 
 use std::net::{IpAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Side, Window};
+use crate::load::stress::{self, StressSpec};
+use crate::load::topology;
 use crate::metrics::clock::PeerClock;
-use crate::metrics::cpu::CpuSnapshot;
-use crate::metrics::netdev::{self, NetdevSnapshot};
-use crate::metrics::{FlowSamples, RankReport};
-use crate::transport::{tcp, FlowCounters};
+use crate::metrics::netdev;
+use crate::metrics::RankReport;
+use crate::transport::tcp;
+use crate::worker::sampler::Sampler;
+use crate::worker::streams::End;
 
 /// How long connecting a phase's flows may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,6 +36,7 @@ pub struct Prepared {
     phase: usize,
     bind: IpAddr,
     ends: Vec<(FlowRole, Option<tcp::Listener>)>,
+    stress: Option<StressSpec>,
 }
 
 /// Every flow connected; ready for Start.
@@ -39,6 +44,7 @@ pub struct Connected {
     phase: usize,
     bind: IpAddr,
     ends: Vec<(FlowRole, Vec<TcpStream>)>,
+    stress: Option<StressSpec>,
 }
 
 /// A phase in flight: stop it early through [`Running::stopper`], collect
@@ -48,7 +54,12 @@ pub struct Running {
     sampler: JoinHandle<RankReport>,
 }
 
-pub fn prepare(phase: usize, roles: Vec<FlowRole>, bind: IpAddr) -> Result<(Prepared, Vec<FlowEndpoint>), PhaseError> {
+pub fn prepare(
+    phase: usize,
+    roles: Vec<FlowRole>,
+    stress: Option<StressSpec>,
+    bind: IpAddr,
+) -> Result<(Prepared, Vec<FlowEndpoint>), PhaseError> {
     let mut ends = Vec::with_capacity(roles.len());
     let mut endpoints = Vec::new();
     for role in roles {
@@ -70,14 +81,14 @@ pub fn prepare(phase: usize, roles: Vec<FlowRole>, bind: IpAddr) -> Result<(Prep
         };
         ends.push((role, listener));
     }
-    Ok((Prepared { phase, bind, ends }, endpoints))
+    Ok((Prepared { phase, bind, ends, stress }, endpoints))
 }
 
 impl Prepared {
     /// Connects senders to their receivers' endpoints and accepts on the
     /// receiving ends, all at once (a rank may be both ends of a flow).
     pub fn connect(self, peers: &[FlowEndpoint]) -> Result<Connected, PhaseError> {
-        let Prepared { phase, bind, ends } = self;
+        let Prepared { phase, bind, ends, stress } = self;
         let mut pending = Vec::new();
         for (role, listener) in ends {
             let (flow, side, streams) = (role.flow.id, role.side, role.group.streams);
@@ -107,21 +118,13 @@ impl Prepared {
             let streams = task.join().expect("connect threads do not panic")?;
             connected.push((role, streams));
         }
-        Ok(Connected { phase, bind, ends: connected })
+        Ok(Connected { phase, bind, ends: connected, stress })
     }
 }
 
-/// The end of one flow on this rank, and when its streams began.
-struct End {
-    role: FlowRole,
-    counters: Arc<FlowCounters>,
-    started: Arc<Mutex<Option<Instant>>>,
-    error: Arc<Mutex<Option<String>>>,
-}
-
 impl Connected {
-    /// Starts every stream at `t0` and samples through the window.
-    /// `progress(interval, tx, rx)` is called after each interval.
+    /// Starts every stream (and the rank's stress) at `t0` and samples
+    /// through the window. `progress(interval, tx, rx)` follows each interval.
     pub fn start(
         self,
         rank: usize,
@@ -131,170 +134,27 @@ impl Connected {
         progress: impl Fn(u32, u64, u64) + Send + 'static,
     ) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
+        let iface = netdev::iface_of(self.bind);
+        let device_node = iface.as_deref().and_then(topology::iface_node);
+        let open = t0 + window.boundary(0);
+        let close = t0 + window.boundary(window.boundaries() - 1);
         let mut ends = Vec::new();
-        let mut streams = Vec::new();
+        let mut threads = Vec::new();
         for (role, socks) in self.ends {
-            let end = End {
-                role,
-                counters: Arc::new(FlowCounters::default()),
-                started: Arc::new(Mutex::new(None)),
-                error: Arc::new(Mutex::new(None)),
-            };
+            let end = End::new(role, device_node);
             for sock in socks {
-                streams.push(spawn_stream(&end, sock, t0, stop.clone()));
+                threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
             }
             ends.push(end);
         }
-        let iface = netdev::iface_of(self.bind);
+        let burners = self.stress.as_ref().map(|spec| stress::start(spec, device_node, t0).map(|b| (spec.load, b)));
         let phase = self.phase;
         let stop_for_sampler = stop.clone();
         let sampler = std::thread::spawn(move || {
-            let sampler = Sampler { rank, phase, t0, window, clock, iface, ends, stop: stop_for_sampler };
-            sampler.run(streams, progress)
+            let sampler = Sampler { rank, phase, t0, window, clock, iface, ends, burners, stop: stop_for_sampler };
+            sampler.run(threads, progress)
         });
         Running { stop, sampler }
-    }
-}
-
-fn spawn_stream(end: &End, sock: TcpStream, t0: Instant, stop: Arc<AtomicBool>) -> JoinHandle<()> {
-    let (counters, started, error) = (end.counters.clone(), end.started.clone(), end.error.clone());
-    let side = end.role.side;
-    let size = end.role.group.message_size.bytes() as usize;
-    std::thread::spawn(move || {
-        // Allocate before t0: the loop itself allocates nothing.
-        let mut buf = vec![0xA5u8; size.clamp(1, 4 << 20)];
-        sleep_until(t0, &stop);
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let now = Instant::now();
-        {
-            let mut latest = started.lock().expect("start lock");
-            *latest = Some(latest.map_or(now, |prev| prev.max(now)));
-        }
-        let outcome = match side {
-            Side::Sender => tcp::send_loop(sock, &buf, &counters, &stop),
-            Side::Receiver => tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop),
-        };
-        if let Err(e) = outcome {
-            error.lock().expect("error lock").get_or_insert(e.to_string());
-        }
-    })
-}
-
-/// Sleeps until `at`, waking early if `stop` is set.
-fn sleep_until(at: Instant, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= at {
-            return;
-        }
-        std::thread::park_timeout((at - now).min(Duration::from_millis(10)));
-    }
-}
-
-struct Sampler {
-    rank: usize,
-    phase: usize,
-    t0: Instant,
-    window: Window,
-    clock: PeerClock,
-    iface: Option<String>,
-    ends: Vec<End>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Sampler {
-    fn run(self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, u64, u64)) -> RankReport {
-        let boundaries = self.window.boundaries();
-        let mut sample_ns = Vec::with_capacity(boundaries as usize);
-        let mut counts: Vec<Vec<(u64, u64)>> = vec![Vec::with_capacity(boundaries as usize); self.ends.len()];
-        let mut first = None;
-        let mut last = None;
-        for k in 0..boundaries {
-            let at = self.t0 + self.window.boundary(k);
-            sleep_until(at, &self.stop);
-            if self.stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let now = Instant::now();
-            for (end, series) in self.ends.iter().zip(counts.iter_mut()) {
-                series.push(end.counters.read());
-            }
-            sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
-            let snapshot = (CpuSnapshot::take(), self.iface.as_deref().and_then(NetdevSnapshot::take), now);
-            if k == 0 {
-                first = Some(snapshot);
-            } else {
-                last = Some(snapshot);
-                let (tx, rx) = self.interval_bytes(&counts, k as usize);
-                progress(k, tx, rx);
-            }
-        }
-        let aborted = self.stop.swap(true, Ordering::Relaxed);
-        for s in streams {
-            let _ = s.join();
-        }
-        self.report(sample_ns, counts, first, last, aborted)
-    }
-
-    fn interval_bytes(&self, counts: &[Vec<(u64, u64)>], k: usize) -> (u64, u64) {
-        let mut tx = 0;
-        let mut rx = 0;
-        for (end, series) in self.ends.iter().zip(counts) {
-            let delta = series[k].0 - series[k - 1].0;
-            match end.role.side {
-                Side::Sender => tx += delta,
-                Side::Receiver => rx += delta,
-            }
-        }
-        (tx, rx)
-    }
-
-    fn report(
-        self,
-        sample_ns: Vec<i64>,
-        counts: Vec<Vec<(u64, u64)>>,
-        first: Option<(CpuSnapshot, Option<NetdevSnapshot>, Instant)>,
-        last: Option<(CpuSnapshot, Option<NetdevSnapshot>, Instant)>,
-        aborted: bool,
-    ) -> RankReport {
-        let (cpu, netdevs) = match (first, last) {
-            (Some((cpu0, net0, t_first)), Some((cpu1, net1, t_last))) => {
-                let seconds = (t_last - t_first).as_secs_f64();
-                let net = match (net0, net1) {
-                    (Some(a), Some(b)) => vec![a.delta_until(&b)],
-                    _ => Vec::new(),
-                };
-                (cpu0.usage_until(&cpu1, seconds), net)
-            }
-            _ => Default::default(),
-        };
-        let t0_ns = self.clock.peer_ns_of(self.t0);
-        let flows = self
-            .ends
-            .iter()
-            .zip(counts)
-            .map(|(end, series)| FlowSamples {
-                flow: end.role.flow.id,
-                side: end.role.side,
-                bytes: series.iter().map(|c| c.0).collect(),
-                messages: series.iter().map(|c| c.1).collect(),
-                start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
-                error: end.error.lock().ok().and_then(|e| e.clone()),
-            })
-            .collect();
-        RankReport {
-            phase: self.phase,
-            rank: self.rank,
-            sample_ns,
-            flows,
-            clock_offset_ns: self.clock.offset_ns,
-            rtt_ns: self.clock.rtt_ns,
-            cpu,
-            netdevs,
-            error: aborted.then(|| "stopped before the window closed".to_string()),
-        }
     }
 }
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::wire::Window;
 use crate::hostfile::{self, Host, HostfileError};
-use crate::plan;
+use crate::plan::{self, Phase, Plan};
 use crate::scenario::Scenario;
 use crate::worker::{JobSpec, Role};
 
@@ -29,6 +29,10 @@ pub struct StepSpec {
     /// and scenario, and broadcasting it would send every task the flows of
     /// the whole job.
     pub scenario: Scenario,
+    /// The phases to run when they are not the scenario's own (a retest of
+    /// suspects: a few flows); `None`: rank 0 plans them from the scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Vec<Phase>>,
     /// Port of rank 0's coordinator (0: any free port).
     pub port: u16,
 }
@@ -78,8 +82,11 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
         return Err(StepError::Misplaced { rank, node, planned: host.name });
     }
     let role = if rank == 0 {
-        let plan = plan::build(&hosts, &spec.scenario)
-            .map_err(|(field, message)| StepError::Plan(format!("`{}`: {message}", field.key)))?;
+        let plan = match spec.phases {
+            Some(phases) => Plan { ranks: plan::ranks_of(&hosts), phases },
+            None => plan::build(&hosts, &spec.scenario)
+                .map_err(|(field, message)| StepError::Plan(format!("`{}`: {message}", field.key)))?,
+        };
         Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port }
     } else {
         let at: CoordinatorAt = read_line(stdin, "rank 0's address")?;
@@ -107,7 +114,7 @@ mod tests {
     fn spec(hosts: Option<Vec<Host>>) -> String {
         let (scenario, _) =
             crate::scenario::parse("[[group]]\nname = \"g\"\npattern = \"fan-in\"\n", Path::new("s.toml")).unwrap();
-        let spec = StepSpec { job: 9, token: "t".into(), hosts, scenario, port: 0 };
+        let spec = StepSpec { job: 9, token: "t".into(), hosts, scenario, phases: None, port: 0 };
         serde_json::to_string(&spec).unwrap() + "\n"
     }
 

@@ -7,6 +7,32 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_fabricbench");
 
+const MACHINE_LOCK: &str = "/var/tmp/fabricbench-tests.machine.lock";
+
+fn machine_lock(exclusive: bool) -> std::fs::File {
+    let _ = std::fs::create_dir_all("/var/tmp");
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(MACHINE_LOCK).expect("machine lock");
+    if exclusive {
+        file.lock().expect("exclusive machine lock");
+    } else {
+        file.lock_shared().expect("shared machine lock");
+    }
+    file
+}
+
+/// Held by tests that load the CPUs: they may run together, but not while
+/// a test that measures the effect of load runs (see [`quiet_machine`]).
+pub fn busy_machine() -> std::fs::File {
+    machine_lock(false)
+}
+
+/// Held by tests whose numbers depend on what else runs (baselines of
+/// stress sweeps): no other CPU-heavy test runs meanwhile.
+pub fn quiet_machine() -> std::fs::File {
+    machine_lock(true)
+}
+
 /// A scratch folder with a hostfile and scenario, and a tag in the
 /// environment of every process the test starts, so they can be found.
 pub struct Bench {
@@ -84,6 +110,31 @@ impl Bench {
         assert_eq!(dirs.len(), 1, "{dirs:?}");
         dirs[0].clone()
     }
+}
+
+/// Runs a scenario to completion with its full result as JSON on stdout;
+/// asserts that it succeeded and left no process behind.
+pub fn run_json(bench: &Bench, scenario: &Path, hostfile: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", scenario.to_str().unwrap(), "-H", hostfile.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend(["--export-json", "-", "--no-save", "--quiet"]);
+    let out = bench.run(&args);
+    assert!(out.status.success(), "{}: {}", scenario.display(), text(&out.stderr));
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "{}: processes left", scenario.display());
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+}
+
+/// The shipped scenarios (scenarios/*.toml), sorted.
+pub fn shipped_scenarios() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("scenarios/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    found.sort();
+    found
 }
 
 pub fn read_json(path: &Path) -> serde_json::Value {

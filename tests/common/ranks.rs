@@ -58,7 +58,7 @@ pub fn endpoint(flow: u32) -> Endpoint {
 /// (a TCP receiver listens, a sender does not) or its readiness.
 pub fn answer(msg: &ToWorker) -> Option<ToCoordinator> {
     match msg {
-        ToWorker::Setup { phase, flows } => {
+        ToWorker::Setup { phase, flows, .. } => {
             let endpoints = flows
                 .iter()
                 .filter(|f| f.side == Side::Receiver)

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 const LOCK: &str = "/var/tmp/fabricbench-testbed.tests.lock";
 
 pub struct Bed {
+    _machine: File,
     _lock: File,
     script: PathBuf,
     pub hostfile: PathBuf,
@@ -31,6 +32,7 @@ impl Bed {
             eprintln!("SKIP: the multi-host test bed needs root");
             return None;
         }
+        let machine = super::busy_machine();
         std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
         let lock = File::create(LOCK).expect("test bed lock file");
         lock.lock().expect("test bed lock");
@@ -41,6 +43,7 @@ impl Bed {
             std::env::var("FABRICBENCH_TESTBED_DIR").unwrap_or_else(|_| "/var/tmp/fabricbench-testbed".into()),
         );
         Some(Bed {
+            _machine: machine,
             _lock: lock,
             script,
             hostfile: state.join("hostfile"),

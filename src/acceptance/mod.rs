@@ -1,0 +1,330 @@
+//! Acceptance: checking a run against its rules (`[check]`, `--check`),
+//! localising failing links to suspect hosts and links, and retesting the
+//! suspects alone. Pure: the retest run itself is started by `run`.
+
+mod evaluate;
+mod localise;
+mod retest;
+
+use std::collections::BTreeMap;
+
+pub use localise::{localise, Finding, Link};
+pub use retest::{apply as apply_retest, plan as retest_plan};
+
+use crate::result::{Acceptance, CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, Verdict};
+use crate::scenario::{CheckSpec, Pattern};
+
+/// Checks every rule; `None` when there are no rules.
+pub fn judge(run: &RunResult, spec: &CheckSpec) -> Option<Acceptance> {
+    let rules = spec.rules();
+    if rules.is_empty() {
+        return None;
+    }
+    let checks: Vec<CheckOutcome> =
+        rules.iter().flat_map(|&rule| evaluate::evaluate(run, rule, spec.line_rate)).collect();
+    let suspects = suspects(run, &checks);
+    let passed = checks.iter().all(|c| c.verdict == Verdict::Pass);
+    Some(Acceptance { passed, rules, line_rate_gbps: spec.line_rate, checks, suspects, retest_phases: Vec::new() })
+}
+
+/// Suspects from the flow checks of patterns that measure links alone
+/// (all-pairs, pairwise): hosts first, then links, each worst first.
+fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
+    let isolating = |phase: usize, flow: u32| -> bool {
+        run.plan.phases.get(phase).is_some_and(|p| {
+            p.flows
+                .iter()
+                .find(|f| f.id == flow)
+                .is_some_and(|f| matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise))
+        })
+    };
+    // link -> (failed, the worst failing flow's share of its limit, rules failed)
+    let mut links: BTreeMap<(usize, usize), (bool, f64, Vec<String>)> = BTreeMap::new();
+    for c in checks.iter().filter(|c| retest::is_flow_rule(c.rule)) {
+        let Checked::Flow { phase, flow, src, dst } = c.item else { continue };
+        if !isolating(phase, flow) {
+            continue;
+        }
+        let entry = links.entry(retest::link_of(src, dst)).or_insert((false, f64::INFINITY, Vec::new()));
+        if c.verdict == Verdict::Fail {
+            entry.0 = true;
+            entry.1 = entry.1.min(share_of_limit(c));
+            let rule = c.rule.to_string();
+            if !entry.2.contains(&rule) {
+                entry.2.push(rule);
+            }
+        }
+    }
+    let measured: Vec<Link> = links.iter().map(|(&(a, b), &(failed, ..))| Link { a, b, failed }).collect();
+    let host = |r: usize| run.plan.ranks.get(r).map_or_else(|| format!("rank {r}"), |i| i.host.clone());
+    let worst_share = |pred: &dyn Fn(usize, usize) -> bool| {
+        links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).map(|(_, v)| v.1).fold(f64::INFINITY, f64::min)
+    };
+    let rules_of = |pred: &dyn Fn(usize, usize) -> bool| {
+        let mut all: Vec<String> =
+            links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).flat_map(|(_, v)| v.2.clone()).collect();
+        all.sort();
+        all.dedup();
+        all.join(", ")
+    };
+    let not_run = || Retest::NotRun { reason: "not retested".into() };
+    // (fabric, then hosts, then links; each slowest first)
+    let mut found: Vec<((u8, f64), Suspect)> = localise(&measured)
+        .into_iter()
+        .map(|finding| match finding {
+            Finding::Host(rank) => {
+                let on = |a: usize, b: usize| a == rank || b == rank;
+                let count = measured.iter().filter(|l| l.a == rank || l.b == rank).count();
+                let worst = worst_share(&on);
+                let evidence = format!(
+                    "all {count} of its links failed {}; the worst reached {:.0}% of its limit",
+                    rules_of(&on),
+                    worst * 100.0
+                );
+                ((1, worst), Suspect { kind: SuspectKind::Host { rank, host: host(rank) }, evidence, retest: not_run() })
+            }
+            Finding::Link(a, b) => {
+                let on = |x: usize, y: usize| (x, y) == (a, b);
+                let worst = worst_share(&on);
+                let evidence = format!(
+                    "this link failed {} (at {:.0}% of its limit) while both hosts passed on other links",
+                    rules_of(&on),
+                    worst * 100.0
+                );
+                let kind = SuspectKind::Link { a, b, a_host: host(a), b_host: host(b) };
+                ((2, worst), Suspect { kind, evidence, retest: not_run() })
+            }
+            Finding::Fabric => {
+                let evidence = format!(
+                    "all {} links failed {}: no single host or link stands out (check the threshold, or the fabric as a whole)",
+                    measured.len(),
+                    rules_of(&|_, _| true)
+                );
+                ((0, 0.0), Suspect { kind: SuspectKind::Fabric, evidence, retest: not_run() })
+            }
+        })
+        .collect();
+    found.sort_by(|x, y| x.0 .0.cmp(&y.0 .0).then(x.0 .1.total_cmp(&y.0 .1)));
+    found.into_iter().map(|(_, s)| s).collect()
+}
+
+/// How much of its limit an outcome reached: below 1 when it failed
+/// (bandwidth under its floor, latency over its ceiling).
+fn share_of_limit(c: &CheckOutcome) -> f64 {
+    match (c.value, c.limit) {
+        (Some(v), Some(l)) if retest::is_latency(c.rule) => {
+            if v > 0.0 {
+                l / v
+            } else {
+                1.0
+            }
+        }
+        (Some(v), Some(l)) if l > 0.0 => v / l,
+        _ => 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::result::{FlowResult, PhaseResult, RunStatus, SCHEMA_VERSION};
+    use crate::scenario::{Rule, Subject};
+    use crate::{hostfile, plan, scenario};
+
+    /// An all-pairs run on `n` hosts where each flow ran at `rate(src, dst)` Gb/s.
+    fn all_pairs(n: usize, rate: impl Fn(usize, usize) -> f64) -> RunResult {
+        let hosts: String = (1..=n).map(|i| format!("h{i}\n")).collect();
+        let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
+        let text = "[[group]]\nname = \"pairs\"\npattern = \"all-pairs\"\nbidirectional = true\n";
+        let (scenario, _) = scenario::parse(text, Path::new("s.toml")).unwrap();
+        let plan = plan::build(&hosts, &scenario).unwrap();
+        let phases = plan.phases.iter().map(|p| phase(p, &rate)).collect();
+        RunResult {
+            schema_version: SCHEMA_VERSION,
+            tool_version: "test".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            scenario_file: "s.toml".into(),
+            scenario,
+            hosts,
+            plan,
+            phases,
+            status: RunStatus::Ok,
+            launch_s: None,
+            matrix: None,
+            acceptance: None,
+            sweep: None,
+        }
+    }
+
+    fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64) -> PhaseResult {
+        let flows: Vec<FlowResult> = p
+            .flows
+            .iter()
+            .map(|f| FlowResult {
+                id: f.id,
+                group: "pairs".into(),
+                mode: crate::scenario::Mode::Bandwidth,
+                src: f.src,
+                dst: f.dst,
+                src_host: format!("h{}", f.src + 1),
+                dst_host: format!("h{}", f.dst + 1),
+                streams: 1,
+                message_size: 131072,
+                tx_bytes: None,
+                rx_bytes: None,
+                bytes: 0,
+                gbps: rate(f.src, f.dst),
+                msgs_per_s: 0.0,
+                interval_gbps: Vec::new(),
+                latency: None,
+                error: None,
+            })
+            .collect();
+        PhaseResult {
+            index: p.index,
+            name: p.name.clone(),
+            complete: true,
+            window_s: 1.0,
+            start_skew_us: 0.0,
+            aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
+            interval_gbps: Vec::new(),
+            groups: Vec::new(),
+            flows,
+            receivers: Vec::new(),
+            ranks: Vec::new(),
+        }
+    }
+
+    fn spec(rules: &[&str], line_rate: Option<f64>) -> CheckSpec {
+        let mut spec = CheckSpec { line_rate, ..CheckSpec::default() };
+        for r in rules {
+            spec.push(Rule::parse(r).unwrap());
+        }
+        spec
+    }
+
+    fn count(a: &Acceptance, v: Verdict) -> usize {
+        a.checks.iter().filter(|c| c.verdict == v).count()
+    }
+
+    #[test]
+    fn share_of_best_blames_the_slow_host() {
+        let run = all_pairs(6, |a, b| if a == 2 || b == 2 { 5.0 } else { 10.0 - 0.01 * (a + b) as f64 });
+        let a = judge(&run, &spec(&["flow >= 93% of best"], None)).unwrap();
+        assert!(!a.passed);
+        assert_eq!(a.checks.len(), 30);
+        assert_eq!(count(&a, Verdict::Fail), 10, "h3's 5 links, both ways");
+        let best = 10.0 - 0.01;
+        assert!(a.checks.iter().all(|c| (c.limit.unwrap() - best * 0.93).abs() < 1e-9));
+        assert_eq!(a.suspects.len(), 1);
+        assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 2, host: "h3".into() });
+        assert!(
+            a.suspects[0].evidence.starts_with("all 5 of its links failed flow >= 93% of best"),
+            "{}",
+            a.suspects[0].evidence
+        );
+    }
+
+    #[test]
+    fn absolute_rates_pass_and_fail_at_the_limit() {
+        let run = all_pairs(4, |a, b| if (a, b) == (1, 3) { 8.999 } else { 9.0 });
+        let a = judge(&run, &spec(&["flow >= 9 Gb/s"], None)).unwrap();
+        assert_eq!((count(&a, Verdict::Pass), count(&a, Verdict::Fail)), (11, 1));
+        // One direction of one link: the link is the suspect, not a host.
+        assert!(matches!(a.suspects[..], [Suspect { kind: SuspectKind::Link { a: 1, b: 3, .. }, .. }]));
+        let a = judge(&run, &spec(&["flow >= 8.5 Gb/s"], None)).unwrap();
+        assert!(a.passed && a.suspects.is_empty());
+        assert!(judge(&run, &CheckSpec::default()).is_none(), "no rules, no acceptance");
+    }
+
+    #[test]
+    fn what_cannot_be_evaluated_does_not_pass() {
+        let run = all_pairs(2, |_, _| 10.0);
+        let a = judge(&run, &spec(&["flow >= 90% of line rate", "latency <= 2x min"], None)).unwrap();
+        assert!(!a.passed);
+        assert_eq!(count(&a, Verdict::Unknown), 2);
+        assert!(a.checks.iter().all(|c| c.item == Checked::Rule && c.value.is_none()));
+        assert!(a.checks[0].note.as_deref().unwrap().contains("line rate is unknown"));
+        assert!(a.checks[1].note.as_deref().unwrap().contains("measured no latency"));
+        // With the rate known, the same rule is checked flow by flow.
+        let a = judge(&run, &spec(&["flow >= 90% of line rate"], Some(12.5))).unwrap();
+        assert_eq!(count(&a, Verdict::Fail), 2, "10 Gb/s < 90 % of 12.5");
+        let a = judge(&run, &spec(&["flow >= 80% of line rate"], Some(12.5))).unwrap();
+        assert!(a.passed);
+    }
+
+    #[test]
+    fn latency_against_the_smallest_blames_the_slow_host() {
+        let mut run = all_pairs(4, |_, _| 0.0);
+        for g in run.plan.phases.iter_mut().flat_map(|p| &mut p.groups) {
+            g.mode = crate::scenario::Mode::Latency;
+        }
+        for f in run.phases.iter_mut().flat_map(|p| &mut p.flows) {
+            let typical_us = if f.src == 3 || f.dst == 3 { 40.0 } else { 10.0 + f.src as f64 };
+            f.mode = crate::scenario::Mode::Latency;
+            f.latency = Some(crate::metrics::latency::LatencySummary {
+                samples: 1000,
+                min_us: typical_us,
+                max_us: typical_us,
+                typical_us,
+                mean_us: typical_us,
+                stdev_us: 0.0,
+                p99_us: typical_us,
+                p999_us: typical_us,
+            });
+        }
+        let a = judge(&run, &spec(&["latency <= 2x min", "flow >= 1 Gb/s"], None)).unwrap();
+        let latency: Vec<&CheckOutcome> = a.checks.iter().filter(|c| c.rule.subject == Subject::Latency).collect();
+        assert_eq!(latency.len(), 12);
+        assert!(latency.iter().all(|c| c.limit == Some(20.0)), "2 × the smallest typical latency, 10 µs");
+        assert_eq!(latency.iter().filter(|c| c.verdict == Verdict::Fail).count(), 6);
+        // Bandwidth rules skip latency flows: nothing to check them on.
+        assert_eq!(a.checks.iter().filter(|c| c.verdict == Verdict::Unknown).count(), 1);
+        assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 3, host: "h4".into() });
+        assert_eq!(
+            a.suspects[0].evidence,
+            "all 3 of its links failed latency <= 2x min; the worst reached 50% of its limit"
+        );
+        assert_eq!(crate::metrics::pair_matrix(&run.plan, &run.phases).unwrap().values[3][0], Some(40.0));
+    }
+
+    #[test]
+    fn retest_pairs_a_host_with_a_healthy_partner_and_clears_or_confirms() {
+        let run = all_pairs(4, |a, b| if a == 3 || b == 3 { 2.0 } else { 10.0 });
+        let mut a = judge(&run, &spec(&["flow >= 93% of best"], None)).unwrap();
+        let (plan, owners) = retest_plan(&run, &mut a).unwrap();
+        assert_eq!(owners, [0]);
+        assert_eq!(plan.phases.len(), 1);
+        assert_eq!(plan.phases[0].name, "retest host h4 with h1");
+        let mut pairs: Vec<(usize, usize)> = plan.phases[0].flows.iter().map(|f| (f.src, f.dst)).collect();
+        pairs.sort();
+        assert_eq!(pairs, [(0, 3), (3, 0)], "the directions measured in the run");
+
+        // Alone it runs at the healthy rate: cleared, and so are its checks.
+        let mut cleared = a.clone();
+        apply_retest(&mut cleared, &owners, vec![phase(&plan.phases[0], &|_, _| 9.5)], None);
+        assert!(matches!(cleared.suspects[0].retest, Retest::Cleared { phase: 0, gbps } if gbps == 9.5));
+        assert_eq!(count(&cleared, Verdict::Cleared), 6);
+        assert!(cleared.passed);
+        assert_eq!(cleared.retest_phases.len(), 1);
+
+        // Alone it is as slow: confirmed, and the run fails.
+        apply_retest(&mut a, &owners, vec![phase(&plan.phases[0], &|_, _| 2.0)], None);
+        assert!(matches!(a.suspects[0].retest, Retest::Confirmed { gbps, .. } if gbps == 2.0));
+        assert_eq!(count(&a, Verdict::Fail), 6);
+        assert!(!a.passed);
+    }
+
+    #[test]
+    fn a_failed_retest_run_leaves_the_suspect_unretested() {
+        let run = all_pairs(4, |a, b| if (a, b) == (0, 1) { 1.0 } else { 10.0 });
+        let mut a = judge(&run, &spec(&["flow >= 5 Gb/s"], None)).unwrap();
+        let (plan, owners) = retest_plan(&run, &mut a).unwrap();
+        assert_eq!(plan.phases[0].name, "retest link h1 - h2");
+        apply_retest(&mut a, &owners, Vec::new(), Some("rank 1 (h2) exited"));
+        assert_eq!(a.suspects[0].retest, Retest::NotRun { reason: "the retest run failed: rank 1 (h2) exited".into() });
+        assert!(!a.passed);
+    }
+}

@@ -1,0 +1,204 @@
+//! CPU stress in the worker process: busy threads with a duty cycle,
+//! optionally streaming memory, pinned where the scenario says, running
+//! exactly from t0 to the end of the window like the flows.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::load::placement::{self, Placed, Placement};
+use crate::units::ByteSize;
+
+/// One duty cycle: busy for `load`% of it, asleep for the rest.
+const PERIOD: Duration = Duration::from_millis(10);
+/// Memory is streamed in chunks of this size between clock checks.
+const CHUNK: usize = 1 << 20;
+
+/// What a rank's burners do (from a `[[stress]]` table).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StressSpec {
+    pub threads: Threads,
+    pub placement: Placement,
+    /// Duty cycle per thread, percent (1..=100).
+    pub load: u8,
+    /// Per thread: stream over a buffer of this size (memory bandwidth).
+    pub memory: Option<ByteSize>,
+}
+
+/// How many burner threads: a count, or one per online core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    Count(usize),
+    All,
+}
+
+/// What ran, for the report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StressReport {
+    pub threads: usize,
+    /// Cores the burners were pinned to (empty: not pinned).
+    pub cores: Vec<usize>,
+    pub asked_load_pct: f64,
+    /// Busy time of those cores over the window (all cores if not pinned), percent.
+    pub measured_load_pct: f64,
+    pub note: Option<String>,
+}
+
+pub struct Burners {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    pub placed: Placed,
+    pub count: usize,
+}
+
+/// Starts the burners; they begin at `start` and run until [`Burners::stop`].
+pub fn start(spec: &StressSpec, device_node: Option<usize>, start: Instant) -> Result<Burners, String> {
+    let placed = placement::resolve(&spec.placement, device_node)?;
+    let count = match spec.threads {
+        Threads::Count(n) => n,
+        Threads::All if placed.cores.is_empty() => crate::load::topology::online_cpus().len(),
+        Threads::All => placed.cores.len(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = PERIOD * u32::from(spec.load.min(100)) / 100;
+    let threads = (0..count)
+        .map(|i| {
+            // One core per burner, round robin over the placement.
+            let core: Vec<usize> = placed.cores.get(i % placed.cores.len().max(1)).copied().into_iter().collect();
+            let stop = stop.clone();
+            let memory = spec.memory.map(|m| m.bytes() as usize);
+            std::thread::spawn(move || {
+                let _ = placement::pin_current_thread(&core);
+                let mut buffer = memory.map(|m| vec![1u8; m.max(2 * CHUNK)]);
+                while Instant::now() < start && !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                burn(&stop, busy, buffer.as_deref_mut());
+            })
+        })
+        .collect();
+    Ok(Burners { stop, threads, placed, count })
+}
+
+fn burn(stop: &AtomicBool, busy: Duration, mut memory: Option<&mut [u8]>) {
+    let mut offset = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let cycle = Instant::now();
+        while cycle.elapsed() < busy {
+            match memory.as_deref_mut() {
+                // Copy one chunk onto the next: a read and a write stream.
+                Some(buf) => {
+                    let half = buf.len() / 2;
+                    let at = offset % (half - CHUNK + 1);
+                    let (src, dst) = buf.split_at_mut(half);
+                    dst[at..at + CHUNK].copy_from_slice(&src[at..at + CHUNK]);
+                    offset = at + CHUNK;
+                }
+                None => std::hint::spin_loop(),
+            }
+        }
+        if let Some(rest) = PERIOD.checked_sub(cycle.elapsed()) {
+            if !rest.is_zero() {
+                std::thread::sleep(rest);
+            }
+        }
+    }
+}
+
+impl Burners {
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The control wire's form: binary formats cannot tell a number from a
+/// string without a tag.
+#[derive(Serialize, Deserialize)]
+enum WireThreads {
+    Count(usize),
+    All,
+}
+
+impl Serialize for Threads {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (self, s.is_human_readable()) {
+            (Threads::Count(n), true) => s.serialize_u64(*n as u64),
+            (Threads::All, true) => s.serialize_str("all"),
+            (Threads::Count(n), false) => WireThreads::Count(*n).serialize(s),
+            (Threads::All, false) => WireThreads::All.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Threads {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if !d.is_human_readable() {
+            return Ok(match WireThreads::deserialize(d)? {
+                WireThreads::Count(n) => Threads::Count(n),
+                WireThreads::All => Threads::All,
+            });
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Count(usize),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Count(n) => Ok(Threads::Count(n)),
+            Raw::Text(t) if t == "all" => Ok(Threads::All),
+            Raw::Text(t) => {
+                Err(serde::de::Error::custom(format!("`{t}` is not a thread count; use a number or \"all\"")))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::cpu::CoreTicks;
+
+    #[test]
+    fn half_load_on_one_core_is_measured_as_half() {
+        let spec = StressSpec {
+            threads: Threads::Count(1),
+            placement: Placement { cores: Some(vec![0]), numa: Default::default() },
+            load: 50,
+            memory: None,
+        };
+        let burners = start(&spec, None, Instant::now()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let before = CoreTicks::take();
+        std::thread::sleep(Duration::from_millis(1000));
+        let busy = before.busy_pct_until(&CoreTicks::take(), &[0]);
+        burners.stop();
+        // The burner adds 50 points; other work on the core may add more.
+        assert!(busy >= 40.0, "core 0 was {busy:.1} % busy");
+    }
+
+    #[test]
+    fn threads_cross_the_wire() {
+        for t in [Threads::Count(3), Threads::All] {
+            let bytes = postcard::to_stdvec(&t).unwrap();
+            assert_eq!(postcard::from_bytes::<Threads>(&bytes).unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn threads_parse() {
+        #[derive(Deserialize)]
+        struct T {
+            t: Threads,
+        }
+        assert_eq!(toml::from_str::<T>("t = 3").unwrap().t, Threads::Count(3));
+        assert_eq!(toml::from_str::<T>("t = \"all\"").unwrap().t, Threads::All);
+        assert!(toml::from_str::<T>("t = \"many\"").is_err());
+    }
+}

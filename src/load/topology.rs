@@ -1,0 +1,69 @@
+//! CPU and NUMA layout from sysfs: which cores exist, which NUMA node each
+//! belongs to, and which node a network or RDMA device hangs off.
+
+use std::path::Path;
+
+/// Parses a kernel CPU list such as `0-3,8,10-11`.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi): (usize, usize) = (lo.trim().parse().ok()?, hi.trim().parse().ok()?);
+        cpus.extend(lo..=hi);
+    }
+    Some(cpus)
+}
+
+fn read_list(path: &Path) -> Option<Vec<usize>> {
+    parse_cpu_list(&std::fs::read_to_string(path).ok()?)
+}
+
+/// The cores this machine has online.
+pub fn online_cpus() -> Vec<usize> {
+    read_list(Path::new("/sys/devices/system/cpu/online")).unwrap_or_else(|| (0..num_cpus::get()).collect())
+}
+
+/// The cores of NUMA node `node`.
+pub fn node_cpus(node: usize) -> Option<Vec<usize>> {
+    read_list(&Path::new("/sys/devices/system/node").join(format!("node{node}")).join("cpulist"))
+}
+
+/// Every NUMA node with its cores.
+pub fn nodes() -> Vec<(usize, Vec<usize>)> {
+    let Ok(entries) = std::fs::read_dir("/sys/devices/system/node") else { return Vec::new() };
+    let mut nodes: Vec<(usize, Vec<usize>)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let node: usize = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
+            Some((node, node_cpus(node)?))
+        })
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+/// The NUMA node of a network interface's device (`None` for virtual
+/// devices such as lo or veth, and on machines without NUMA).
+pub fn iface_node(iface: &str) -> Option<usize> {
+    let text = std::fs::read_to_string(Path::new("/sys/class/net").join(iface).join("device/numa_node")).ok()?;
+    usize::try_from(text.trim().parse::<i64>().ok()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(parse_cpu_list("5"), Some(vec![5]));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn this_machine_has_cores() {
+        let cpus = online_cpus();
+        assert!(!cpus.is_empty());
+        assert_eq!(iface_node("lo"), None);
+    }
+}

@@ -1,0 +1,331 @@
+//! Expanding a scenario's patterns over the job's ranks into flows. Pure and
+//! deterministic: the same hosts and scenario give the same plan, so every
+//! rank and every re-rendered report agree on flow ids.
+
+mod rounds;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hostfile::Host;
+use crate::load::placement::Placement;
+use crate::load::stress::StressSpec;
+use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
+use crate::units::ByteSize;
+
+/// Index of a flow within its phase; also its id on the wire.
+pub type FlowId = u32;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub ranks: Vec<RankInfo>,
+    pub phases: Vec<Phase>,
+}
+
+/// One rank: one worker process on one host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankInfo {
+    pub rank: usize,
+    pub host: String,
+    /// Where the rank's data plane (and, for rank 0, the coordinator) binds.
+    pub addr: String,
+}
+
+/// Flows that run together in one common measurement window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub index: usize,
+    pub name: String,
+    pub groups: Vec<GroupPlan>,
+    pub flows: Vec<Flow>,
+    /// Ranks that run CPU stress in this phase, with what they run.
+    pub stress: Vec<RankStress>,
+    /// The sweep point this phase measures, if the scenario sweeps.
+    pub sweep: Option<SweepPoint>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub parameter: String,
+    pub value: String,
+    /// The point the others are compared with.
+    pub baseline: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankStress {
+    pub rank: usize,
+    pub spec: StressSpec,
+}
+
+/// The transport settings a group's flows share.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPlan {
+    pub index: usize,
+    pub name: String,
+    pub pattern: Pattern,
+    pub transport: Transport,
+    pub op: Op,
+    pub mode: Mode,
+    pub message_size: ByteSize,
+    pub streams: u32,
+    /// Where the group's stream threads run.
+    pub placement: Placement,
+}
+
+/// Traffic from one rank to another, carried by `streams` connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flow {
+    pub id: FlowId,
+    pub group: usize,
+    pub src: usize,
+    pub dst: usize,
+}
+
+impl Phase {
+    /// Flows this rank sends or receives, in flow order.
+    pub fn flows_of(&self, rank: usize) -> impl Iterator<Item = &Flow> {
+        self.flows.iter().filter(move |f| f.src == rank || f.dst == rank)
+    }
+}
+
+/// Builds the plan; an error names the scenario field that cannot be met.
+/// One rank per host, in order.
+pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(rank, h)| RankInfo { rank, host: h.name.clone(), addr: h.data_addr().to_string() })
+        .collect()
+}
+
+pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String)> {
+    let n = hosts.len();
+    let ranks = ranks_of(hosts);
+    let mut phases = Vec::new();
+    match &scenario.sweep {
+        None => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
+        Some(sweep) => {
+            for value in &sweep.values {
+                let point = sweep.apply(scenario, value, n).map_err(|m| (Field::sweep("values"), m))?;
+                let name = format!("{}={value}", sweep.parameter.name());
+                let at = SweepPoint {
+                    parameter: sweep.parameter.name().to_string(),
+                    value: value.to_string(),
+                    baseline: value == sweep.baseline(),
+                };
+                let first = phases.len();
+                phases.extend(phases_of(&point, &name, n, Some(at), first)?);
+            }
+        }
+    }
+    Ok(Plan { ranks, phases })
+}
+
+/// The phases of one scenario, numbered from `first`: one phase with every
+/// group's flows and the stress in one window, or one per all-pairs round.
+fn phases_of(
+    scenario: &Scenario,
+    name: &str,
+    n: usize,
+    sweep: Option<SweepPoint>,
+    first: usize,
+) -> Result<Vec<Phase>, (Field, String)> {
+    let groups: Vec<GroupPlan> =
+        scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
+    let stress = stress_of(scenario, n)?;
+    let no_flows = |index: usize, pattern: Pattern| {
+        (Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
+    };
+    if let [spec] = &scenario.groups[..] {
+        if spec.pattern == Pattern::AllPairs {
+            let members = select("ranks", &spec.ranks, RankSet::All, n).map_err(|(k, m)| (Field::group(0, k), m))?;
+            let rounds = rounds::circle(&members);
+            if rounds.is_empty() {
+                return Err(no_flows(0, spec.pattern));
+            }
+            let count = rounds.len();
+            // Without a sweep the rounds are the phases' names; with one, the point leads.
+            let prefix = if sweep.is_some() { format!("{name} ") } else { String::new() };
+            return Ok(rounds
+                .into_iter()
+                .enumerate()
+                .map(|(i, pairs)| Phase {
+                    index: first + i,
+                    name: format!("{prefix}round {}/{count}", i + 1),
+                    groups: groups.clone(),
+                    flows: numbered(&[(0, with_reverse(pairs, spec.bidirectional))]),
+                    stress: stress.clone(),
+                    sweep: sweep.clone(),
+                })
+                .collect());
+        }
+    }
+    let mut per_group = Vec::new();
+    for (index, spec) in scenario.groups.iter().enumerate() {
+        let pairs = expand(spec, n).map_err(|(key, m)| (Field::group(index, key), m))?;
+        if pairs.is_empty() {
+            return Err(no_flows(index, spec.pattern));
+        }
+        per_group.push((index, pairs));
+    }
+    let flows = numbered(&per_group);
+    Ok(vec![Phase { index: first, name: name.to_string(), groups, flows, stress, sweep }])
+}
+
+/// A phase's flows, numbered in group order.
+fn numbered(per_group: &[(usize, Pairs)]) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    for (group, pairs) in per_group {
+        for &(src, dst) in pairs {
+            flows.push(Flow { id: flows.len() as FlowId, group: *group, src, dst });
+        }
+    }
+    flows
+}
+
+fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
+    GroupPlan {
+        index,
+        name: spec.name.clone(),
+        pattern: spec.pattern,
+        transport: spec.transport,
+        op: spec.op,
+        mode: spec.mode,
+        message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
+        streams: spec.streams,
+        placement: Placement { cores: spec.cores.clone(), numa: spec.numa },
+    }
+}
+
+/// A selector's ranks, or its default's, in a job of `n`.
+fn select(
+    key: &'static str,
+    set: &Option<RankSet>,
+    default: RankSet,
+    n: usize,
+) -> Result<Vec<usize>, (&'static str, String)> {
+    set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
+}
+
+/// Each `[[stress]]` table's ranks; a rank may be in one table only.
+fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, String)> {
+    let mut out: Vec<(usize, RankStress)> = Vec::new();
+    for (i, table) in scenario.stress.iter().enumerate() {
+        let ranks =
+            table.ranks.as_ref().unwrap_or(&RankSet::All).resolve(n).map_err(|m| (Field::stress(i, "ranks"), m))?;
+        for rank in ranks {
+            if let Some((first, _)) = out.iter().find(|(_, s)| s.rank == rank) {
+                return Err((
+                    Field::stress(i, "ranks"),
+                    format!("rank {rank} already runs the stress of table {first}"),
+                ));
+            }
+            let spec = StressSpec {
+                threads: table.threads,
+                placement: Placement { cores: table.cores.clone(), numa: table.numa },
+                load: table.load,
+                memory: table.memory,
+            };
+            out.push((i, RankStress { rank, spec }));
+        }
+    }
+    Ok(out.into_iter().map(|(_, s)| s).collect())
+}
+
+type Pairs = Vec<(usize, usize)>;
+
+/// A pattern's `(src, dst)` pairs; errors carry the offending field.
+fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
+    let select = |key, set, default| select(key, set, default, n);
+    let pairs = match g.pattern {
+        Pattern::FanIn => {
+            let receivers = select("receivers", &g.receivers, RankSet::one(0))?;
+            let senders = select("senders", &g.senders, RankSet::All)?;
+            cross(&senders, &receivers, g.allow_self)
+        }
+        Pattern::OneToAll => {
+            let senders = select("senders", &g.senders, RankSet::one(0))?;
+            let receivers = select("receivers", &g.receivers, RankSet::All)?;
+            cross(&senders, &receivers, g.allow_self)
+        }
+        Pattern::AllToAll => {
+            let ranks = select("ranks", &g.ranks, RankSet::All)?;
+            cross(&ranks, &ranks, g.allow_self)
+        }
+        Pattern::Ring => {
+            let ranks = select("ranks", &g.ranks, RankSet::All)?;
+            let ring: Pairs = if ranks.len() < 2 {
+                Vec::new()
+            } else {
+                (0..ranks.len()).map(|i| (ranks[i], ranks[(i + 1) % ranks.len()])).collect()
+            };
+            with_reverse(dedup(ring), g.bidirectional)
+        }
+        Pattern::Pairwise => {
+            let pairs = match &g.flows {
+                Some(list) => explicit(list, n, g.allow_self)?,
+                None => {
+                    let ranks = select("ranks", &g.ranks, RankSet::All)?;
+                    if ranks.len() % 2 == 1 {
+                        return Err(("ranks", format!("pairwise needs an even number of ranks, got {}", ranks.len())));
+                    }
+                    let half = ranks.len() / 2;
+                    (0..half).map(|i| (ranks[i], ranks[i + half])).collect()
+                }
+            };
+            with_reverse(pairs, g.bidirectional)
+        }
+        Pattern::Explicit => explicit(g.flows.as_deref().unwrap_or_default(), n, g.allow_self)?,
+        // Scenario validation keeps all-pairs alone in its scenario, where `build` makes its rounds.
+        Pattern::AllPairs => return Err(("pattern", "`all-pairs` cannot share a phase with other groups".into())),
+    };
+    Ok(pairs)
+}
+
+fn cross(srcs: &[usize], dsts: &[usize], allow_self: bool) -> Pairs {
+    let mut out = Vec::new();
+    for &dst in dsts {
+        for &src in srcs {
+            if src != dst || allow_self {
+                out.push((src, dst));
+            }
+        }
+    }
+    out
+}
+
+fn explicit(list: &[[usize; 2]], n: usize, allow_self: bool) -> Result<Pairs, (&'static str, String)> {
+    let mut out = Vec::new();
+    for (i, &[src, dst]) in list.iter().enumerate() {
+        for rank in [src, dst] {
+            RankSet::one(rank).resolve(n).map_err(|m| ("flows", format!("flow {i} [{src}, {dst}]: {m}")))?;
+        }
+        if src == dst && !allow_self {
+            return Err((
+                "flows",
+                format!(
+                    "flow {i} [{src}, {dst}] goes from a rank to itself; set allow_self = true to measure loopback"
+                ),
+            ));
+        }
+        if out.contains(&(src, dst)) {
+            return Err(("flows", format!("flow {i} [{src}, {dst}] is listed twice")));
+        }
+        out.push((src, dst));
+    }
+    Ok(out)
+}
+
+fn with_reverse(pairs: Pairs, bidirectional: bool) -> Pairs {
+    if !bidirectional {
+        return pairs;
+    }
+    let reversed: Pairs = pairs.iter().map(|&(a, b)| (b, a)).collect();
+    dedup(pairs.into_iter().chain(reversed).collect())
+}
+
+/// Drops repeated pairs (a 2-rank ring is one pair each way), keeping order.
+fn dedup(pairs: Pairs) -> Pairs {
+    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
+    pairs.into_iter().filter(|p| seen.insert(*p)).collect()
+}

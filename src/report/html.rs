@@ -1,0 +1,200 @@
+//! `report.html`: one self-contained page (inline CSS and SVG, no scripts,
+//! nothing fetched) that answers first what a reader came for: did it pass,
+//! who is to blame, the all-pairs heatmap; then every phase's charts and
+//! tables.
+
+use std::collections::BTreeMap;
+
+use crate::report::charts::{self, Series};
+use crate::report::tables::{self, Table};
+use crate::report::{escape, Exporter, ReportError};
+use crate::result::{PhaseResult, RunResult, RunStatus, SuspectKind};
+
+/// Flows drawn one by one in a phase's time series; more are left to the tables.
+const SERIES_MAX_FLOWS: usize = 12;
+/// Rows of a table shown before the rest fold away.
+const ROWS_OPEN: usize = 40;
+
+pub struct HtmlExporter;
+
+impl Exporter for HtmlExporter {
+    fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
+        let name = escape(&run.scenario.run.name);
+        let mut page = format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <title>fabricbench: {name}</title><style>{CSS}</style></head><body>\n<h1>fabricbench: {name}</h1>\n"
+        );
+        page += &format!(
+            "<p class=\"meta\">Started {} · {} host(s) · scenario <code>{}</code> · fabricbench {} · \
+             bandwidth in Gb/s = 10<sup>9</sup> bit/s</p>\n",
+            escape(&run.started_at),
+            run.plan.ranks.len(),
+            escape(&run.scenario_file),
+            escape(&run.tool_version)
+        );
+        if let RunStatus::Failed { error } = &run.status {
+            page += &format!("<div class=\"banner fail\">Run FAILED: {}</div>\n", escape(error));
+        }
+        if let Some(a) = &run.acceptance {
+            let class = if a.passed { "pass" } else { "fail" };
+            page += &format!("<div class=\"banner {class}\">{}</div>\n", escape(&tables::verdict_line(a)));
+            for table in tables::acceptance(run, a) {
+                page += &html_table(&table);
+            }
+        }
+        if let Some(m) = &run.matrix {
+            let marked: Vec<usize> = run
+                .acceptance
+                .iter()
+                .flat_map(|a| &a.suspects)
+                .filter_map(|s| match s.kind {
+                    SuspectKind::Host { rank, .. } => Some(rank),
+                    _ => None,
+                })
+                .collect();
+            page += "<h2>All pairs</h2>\n<p>Each cell is one pair measured alone in its round; colour is how close \
+                     it comes to the best pair (green 100 %, yellow 75 %, red 50 % and below; grey: not measured). \
+                     <code>*</code> marks a suspect host.</p>\n";
+            page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
+            page += &format!(
+                "<details><summary>The matrix as a table</summary>{}</details>\n",
+                html_table(&tables::matrix(m))
+            );
+        }
+        if let Some(svg) = sizes_chart(run)? {
+            page += &format!("<h2>Bandwidth vs message size</h2>\n<figure>{svg}</figure>\n");
+        }
+        page += "<h2>Phases</h2>\n";
+        // All-pairs rounds are summed up by the heatmap: fold them away.
+        let fold = run.phases.len() > 1 && run.matrix.is_some();
+        for p in &run.phases {
+            page += &phase_section(run, p, fold)?;
+        }
+        if let Some(a) = run.acceptance.as_ref().filter(|a| !a.retest_phases.is_empty()) {
+            page += "<h2>Retests (each suspect alone)</h2>\n";
+            for p in &a.retest_phases {
+                page += &phase_section(run, p, true)?;
+            }
+        }
+        page += &format!("<p class=\"meta\">{}</p>\n</body></html>\n", escape(&tables::status_line(run)));
+        Ok(page.into_bytes())
+    }
+}
+
+fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String, ReportError> {
+    let summary = tables::phase_summary(run, p);
+    let mut body = String::from("<div class=\"charts\">");
+    for r in p.receivers.iter().filter(|r| r.senders >= 2) {
+        let senders: Vec<_> = p.flows.iter().filter(|f| f.dst == r.rank).collect();
+        let labels: Vec<String> = senders.iter().map(|f| f.src_host.clone()).collect();
+        let values: Vec<f64> = senders.iter().map(|f| f.gbps).collect();
+        let fair = r.aggregate_gbps / r.senders as f64;
+        let title = format!("Into {}: {} senders, Jain {:.3}, line = fair share {fair:.2}", r.host, r.senders, r.jain);
+        body += &format!("<figure>{}</figure>", charts::bars(&title, &labels, &values, Some(fair))?);
+    }
+    let step = run.scenario.run.interval.as_secs_f64();
+    let timeline = |v: &[f64]| v.iter().enumerate().map(|(k, &g)| ((k + 1) as f64 * step, g)).collect::<Vec<_>>();
+    if !p.interval_gbps.is_empty() {
+        let aggregate = [Series { name: "aggregate".into(), points: timeline(&p.interval_gbps) }];
+        body += &format!(
+            "<figure>{}</figure>",
+            charts::lines("Aggregate per interval", "time in window (s)", &aggregate, false)?
+        );
+        let flows: Vec<Series> = p
+            .flows
+            .iter()
+            .take(SERIES_MAX_FLOWS)
+            .map(|f| Series { name: format!("{} → {}", f.src_host, f.dst_host), points: timeline(&f.interval_gbps) })
+            .collect();
+        let more = p.flows.len().saturating_sub(SERIES_MAX_FLOWS);
+        let title = if more > 0 {
+            format!("Per flow (first {SERIES_MAX_FLOWS}; {more} more in the table)")
+        } else {
+            "Per flow".into()
+        };
+        body += &format!("<figure>{}</figure>", charts::lines(&title, "time in window (s)", &flows, false)?);
+    }
+    body += "</div>\n";
+    for table in &summary.tables {
+        body += &html_table(table);
+    }
+    let headline = escape(&summary.headline);
+    Ok(if fold {
+        format!("<details class=\"phase\"><summary>{headline}</summary>{body}</details>\n")
+    } else {
+        format!("<section class=\"phase\"><h3>{headline}</h3>{body}</section>\n")
+    })
+}
+
+/// Mean flow Gb/s per group and message size, over every phase; a chart
+/// when the run has more than one message size.
+fn sizes_chart(run: &RunResult) -> Result<Option<String>, ReportError> {
+    let mut points: BTreeMap<String, BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
+    for f in run.phases.iter().flat_map(|p| &p.flows) {
+        points.entry(f.group.clone()).or_default().entry(f.message_size).or_default().push(f.gbps);
+    }
+    let sizes: std::collections::BTreeSet<u64> = points.values().flat_map(|m| m.keys().copied()).collect();
+    if sizes.len() < 2 {
+        return Ok(None);
+    }
+    let series: Vec<Series> = points
+        .into_iter()
+        .map(|(group, by_size)| Series {
+            name: group,
+            points: by_size
+                .into_iter()
+                .map(|(size, rates)| ((size as f64).log2(), rates.iter().sum::<f64>() / rates.len() as f64))
+                .collect(),
+        })
+        .collect();
+    charts::lines("Mean flow bandwidth vs message size", "message size (bytes, log2 scale)", &series, true).map(Some)
+}
+
+fn html_table(table: &Table) -> String {
+    if table.rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("<h4>{}</h4>\n<table><thead><tr>", escape(&table.title));
+    for h in &table.header {
+        out += &format!("<th>{}</th>", escape(h));
+    }
+    out += "</tr></thead><tbody>\n";
+    let row = |cells: &Vec<String>| {
+        let mut tr = String::from("<tr>");
+        for c in cells {
+            let class = match c.as_str() {
+                "FAIL" | "UNKNOWN" => " class=\"bad\"",
+                "CLEARED" => " class=\"warn\"",
+                _ if c.starts_with("BAD") => " class=\"bad\"",
+                _ if c.trim().parse::<f64>().is_ok() => " class=\"num\"",
+                _ => "",
+            };
+            tr += &format!("<td{class}>{}</td>", escape(c));
+        }
+        tr + "</tr>\n"
+    };
+    for cells in table.rows.iter().take(ROWS_OPEN) {
+        out += &row(cells);
+    }
+    out += "</tbody></table>\n";
+    if table.rows.len() > ROWS_OPEN {
+        out += &format!("<details><summary>{} more row(s)</summary><table><tbody>", table.rows.len() - ROWS_OPEN);
+        for cells in table.rows.iter().skip(ROWS_OPEN) {
+            out += &row(cells);
+        }
+        out += "</tbody></table></details>\n";
+    }
+    out
+}
+
+const CSS: &str = "body{font-family:sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}\
+h1{margin-bottom:4px}.meta{color:#666}\
+.banner{font-size:1.2em;font-weight:bold;padding:12px 16px;border-radius:6px;margin:16px 0}\
+.pass{background:#dff3e3;border:1px solid #6bbf7b}.fail{background:#fbe0e0;border:1px solid #d66}\
+table{border-collapse:collapse;margin:6px 0 18px;font-size:14px}\
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f2f2f2}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}td.bad{background:#fbe0e0;font-weight:bold}\
+td.warn{background:#fff4cc}h4{margin:14px 0 2px}\
+.charts{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0}\
+details{margin:6px 0}summary{cursor:pointer;font-weight:bold;padding:4px 0}\
+section.phase,details.phase{border-top:1px solid #ddd;padding-top:6px}";

@@ -1,0 +1,65 @@
+//! The checks as JUnit XML, for CI systems: one test suite per rule, one
+//! test case per item checked.
+
+use crate::report::{escape as xml, labels, Exporter, ReportError};
+use crate::result::{CheckOutcome, RunResult, Verdict};
+
+pub struct JunitExporter;
+
+impl Exporter for JunitExporter {
+    fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
+        let acceptance = run.acceptance.as_ref().ok_or(ReportError::Encode {
+            what: "JUnit XML",
+            reason: "this run has no checks (add [check] to the scenario or --check EXPR)".into(),
+        })?;
+        let name = &run.scenario.run.name;
+        let count = |v: Verdict| acceptance.checks.iter().filter(|c| c.verdict == v).count();
+        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        out += &format!(
+            "<testsuites name=\"fabricbench {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
+            xml(name),
+            acceptance.checks.len(),
+            count(Verdict::Fail),
+            count(Verdict::Unknown)
+        );
+        for rule in &acceptance.rules {
+            let cases: Vec<&CheckOutcome> = acceptance.checks.iter().filter(|c| c.rule == *rule).collect();
+            let failures = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
+            let errors = cases.iter().filter(|c| c.verdict == Verdict::Unknown).count();
+            out += &format!(
+                "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\">\n",
+                xml(&rule.to_string()),
+                cases.len()
+            );
+            for c in cases {
+                out += &case(run, c);
+            }
+            out += "  </testsuite>\n";
+        }
+        out += "</testsuites>\n";
+        Ok(out.into_bytes())
+    }
+}
+
+fn case(run: &RunResult, c: &CheckOutcome) -> String {
+    let classname = format!("fabricbench.{}.{}", run.scenario.run.name, c.rule.subject.name());
+    let open =
+        format!("    <testcase classname=\"{}\" name=\"{}\"", xml(&classname), xml(&labels::checked(run, &c.item)));
+    let measured = match (c.value, c.limit) {
+        (Some(v), Some(l)) => format!("{v:.3} (limit {l:.3}; Gb/s, µs for latency)"),
+        _ => String::new(),
+    };
+    let note = c.note.clone().unwrap_or_default();
+    match c.verdict {
+        Verdict::Pass => format!("{open}/>\n"),
+        Verdict::Cleared => format!("{open}>\n      <system-out>{}</system-out>\n    </testcase>\n", xml(&note)),
+        Verdict::Fail => format!(
+            "{open}>\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
+            xml(&format!("{measured} fails {}", c.rule)),
+            xml(&note)
+        ),
+        Verdict::Unknown => {
+            format!("{open}>\n      <error message=\"cannot be evaluated: {}\"/>\n    </testcase>\n", xml(&note))
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Names of checked items and suspects as people read them, shared by every
+//! table, the HTML report and the JUnit file.
+
+use crate::result::{Checked, Direction, Retest, RunResult, Suspect, SuspectKind};
+
+/// `h1 (rank 0)` for a rank of the run.
+pub fn rank(run: &RunResult, rank: usize) -> String {
+    match run.plan.ranks.get(rank) {
+        Some(r) => format!("{} (rank {rank})", r.host),
+        None => format!("rank {rank}"),
+    }
+}
+
+fn host(run: &RunResult, rank: usize) -> String {
+    run.plan.ranks.get(rank).map_or_else(|| format!("rank {rank}"), |r| r.host.clone())
+}
+
+/// The phase's name, e.g. `round 3/5`.
+pub fn phase(run: &RunResult, index: usize) -> String {
+    run.phases.iter().find(|p| p.index == index).map_or_else(|| format!("phase {index}"), |p| p.name.clone())
+}
+
+/// What a check was about, e.g. `round 2/5: flow 1 h3 → h6`.
+pub fn checked(run: &RunResult, item: &Checked) -> String {
+    match item {
+        Checked::Flow { phase: p, flow, src, dst } => {
+            format!("{}: flow {flow} {} → {}", phase(run, *p), host(run, *src), host(run, *dst))
+        }
+        Checked::Host { phase: p, rank: r, direction } => {
+            let way = match direction {
+                Direction::Tx => "sending",
+                Direction::Rx => "receiving",
+            };
+            format!("{}: host {} {way}", phase(run, *p), rank(run, *r))
+        }
+        Checked::Receiver { phase: p, rank: r } => format!("{}: receiver {}", phase(run, *p), rank(run, *r)),
+        Checked::Group { phase: p, group } => format!("{}: group {group}", phase(run, *p)),
+        Checked::Rule => "(the rule as a whole)".to_string(),
+    }
+}
+
+/// `host h3`, `link h2 – h5`, `the fabric`.
+pub fn suspect(s: &Suspect) -> String {
+    match &s.kind {
+        SuspectKind::Host { rank, host } => format!("host {host} (rank {rank})"),
+        SuspectKind::Link { a_host, b_host, .. } => format!("link {a_host} – {b_host}"),
+        SuspectKind::Fabric => "the fabric".to_string(),
+    }
+}
+
+/// What the retest showed, in words.
+pub fn retest(r: &Retest) -> String {
+    match r {
+        Retest::NotRun { reason } => format!("not retested ({reason})"),
+        Retest::Confirmed { gbps, .. } => format!("BAD: failed again alone ({gbps:.3} Gb/s)"),
+        Retest::Cleared { gbps, .. } => format!("cleared: passed alone ({gbps:.3} Gb/s)"),
+    }
+}

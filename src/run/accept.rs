@@ -1,0 +1,53 @@
+//! A run judged against its checks: the run, the checks, and then a second,
+//! short run that retests the suspects alone (each in its own phase).
+
+use crate::acceptance;
+use crate::launch::Launch;
+use crate::result::{Acceptance, Retest, RunResult, RunStatus};
+use crate::run::{run, Prepared, RunOptions};
+use crate::scenario::CheckSpec;
+
+pub struct AcceptOptions {
+    /// The scenario's `[check]` with the command line's rules added.
+    pub checks: CheckSpec,
+    /// Retest suspects alone before declaring them bad.
+    pub retest: bool,
+}
+
+/// Runs the job and judges it; `acceptance` is set when there are rules.
+pub async fn run_and_judge(
+    prepared: Prepared,
+    launch: &Launch,
+    opts: &RunOptions,
+    accept: &AcceptOptions,
+) -> anyhow::Result<RunResult> {
+    let (scenario_file, scenario, hosts) =
+        (prepared.scenario_file.clone(), prepared.scenario.clone(), prepared.hosts.clone());
+    let mut result = run(prepared, launch, opts).await?;
+    let Some(mut judged) = acceptance::judge(&result, &accept.checks) else { return Ok(result) };
+    if let RunStatus::Failed { .. } = result.status {
+        not_retested(&mut judged, "the run failed");
+    } else if !accept.retest {
+        not_retested(&mut judged, "--no-retest");
+    } else if let Some((plan, owners)) = acceptance::retest_plan(&result, &mut judged) {
+        if opts.progress {
+            eprintln!("retesting {} suspect(s) alone", owners.len());
+        }
+        let retest = run(Prepared { scenario_file, scenario, hosts, plan }, launch, opts).await?;
+        let failure = match &retest.status {
+            RunStatus::Failed { error } => Some(error.as_str()),
+            RunStatus::Ok => None,
+        };
+        acceptance::apply_retest(&mut judged, &owners, retest.phases, failure);
+    }
+    result.acceptance = Some(judged);
+    Ok(result)
+}
+
+fn not_retested(judged: &mut Acceptance, reason: &str) {
+    for s in &mut judged.suspects {
+        if matches!(&s.retest, Retest::NotRun { .. }) {
+            s.retest = Retest::NotRun { reason: reason.to_string() };
+        }
+    }
+}

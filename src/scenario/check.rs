@@ -1,0 +1,360 @@
+//! `[check]` in a scenario and `--check` on the command line: what a run
+//! must reach to pass. One grammar for both: a rule is a subject and a
+//! threshold, `flow >= 93% of best`; in `[check]` the key is the subject and
+//! the value the threshold (or a list of them).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What a rule is checked on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subject {
+    /// Every flow of every phase (for all-pairs: each pair, each direction measured).
+    Flow,
+    /// Each rank's sending and receiving rate in every phase it sends or receives in.
+    Host,
+    /// Each receiving rank's aggregate in every phase (the incast view).
+    Receiver,
+    /// Each group's aggregate in every phase.
+    Group,
+    /// Each latency measurement (latency groups measure it).
+    Latency,
+}
+
+/// A limit, with what it is relative to. Percentages are kept as written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Threshold {
+    /// At least this many Gb/s.
+    Gbps(f64),
+    /// At least this % of the best value of the same subject (ClusterKit's 93 %).
+    OfBest(f64),
+    /// At least this % of the port's line rate.
+    OfLineRate(f64),
+    /// Latency: at most this multiple of the smallest latency measured.
+    TimesMin(f64),
+}
+
+/// One check: `subject >= threshold` (`<=` for latency).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rule {
+    pub subject: Subject,
+    pub threshold: Threshold,
+}
+
+/// `[check]`: thresholds per subject, and the ports' line rate when no probe
+/// can tell it (TCP over Ethernet or IPoIB).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckSpec {
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub flow: Vec<Threshold>,
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub host: Vec<Threshold>,
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub receiver: Vec<Threshold>,
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub group: Vec<Threshold>,
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub latency: Vec<Threshold>,
+    /// Line rate of every port, Gb/s, for `% of line rate`.
+    #[serde(with = "rate_text", skip_serializing_if = "Option::is_none")]
+    pub line_rate: Option<f64>,
+}
+
+const SUBJECTS: &str = "flow, host, receiver, group, latency";
+const THRESHOLDS: &str = "a rate (\"9 Gb/s\"), a share of the best (\"93% of best\"), of the port's line rate \
+     (\"90% of line rate\") or, for latency, a multiple of the smallest (\"1.5x min\")";
+
+impl Subject {
+    pub fn name(self) -> &'static str {
+        match self {
+            Subject::Flow => "flow",
+            Subject::Host => "host",
+            Subject::Receiver => "receiver",
+            Subject::Group => "group",
+            Subject::Latency => "latency",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Subject, String> {
+        Ok(match text {
+            "flow" | "pair" => Subject::Flow,
+            "host" => Subject::Host,
+            "receiver" => Subject::Receiver,
+            "group" => Subject::Group,
+            "latency" => Subject::Latency,
+            _ => return Err(format!("`{text}` is not a check subject; use one of {SUBJECTS}")),
+        })
+    }
+
+    /// Bandwidths must reach their limit; latencies must stay under theirs.
+    fn operator(self) -> &'static str {
+        if self == Subject::Latency {
+            "<="
+        } else {
+            ">="
+        }
+    }
+
+    /// Whether `threshold` means something for this subject.
+    fn accepts(self, threshold: Threshold) -> Result<(), String> {
+        let ok = match (self, threshold) {
+            (Subject::Latency, t) => matches!(t, Threshold::TimesMin(_)),
+            (_, Threshold::TimesMin(_)) => false,
+            (Subject::Group, Threshold::OfLineRate(_)) => false,
+            _ => true,
+        };
+        if ok {
+            return Ok(());
+        }
+        let takes = match self {
+            Subject::Latency => "a multiple of the smallest latency, e.g. \"1.5x min\"",
+            Subject::Group => "a rate (\"40 Gb/s\") or a share of the best (\"93% of best\")",
+            _ => "a rate (\"9 Gb/s\"), \"93% of best\" or \"90% of line rate\"",
+        };
+        Err(format!("`{threshold}` does not apply to `{}` (it takes {takes})", self.name()))
+    }
+}
+
+impl Threshold {
+    pub fn parse(text: &str) -> Result<Threshold, String> {
+        let text = text.trim();
+        let bad = || format!("`{text}` is not a threshold; use {THRESHOLDS}");
+        let t = text.trim().to_ascii_lowercase();
+        let percent = |p: &str| -> Result<f64, String> {
+            let n = p.trim().strip_suffix('%').ok_or_else(bad)?.trim().parse::<f64>().map_err(|_| bad())?;
+            if !(n > 0.0 && n <= 100.0) {
+                return Err(format!("`{text}`: the percentage must be above 0 and at most 100"));
+            }
+            Ok(n)
+        };
+        let threshold = if let Some(p) = t.strip_suffix("of best") {
+            Threshold::OfBest(percent(p)?)
+        } else if let Some(p) = t.strip_suffix("of line rate").or_else(|| t.strip_suffix("of line")) {
+            Threshold::OfLineRate(percent(p)?)
+        } else if let Some(m) = t.strip_suffix("min") {
+            let m = m.trim().trim_end_matches(['x', '×']).trim();
+            let n: f64 = m.parse().map_err(|_| bad())?;
+            if !(n >= 1.0 && n.is_finite()) {
+                return Err(format!("`{text}`: the multiple must be at least 1"));
+            }
+            Threshold::TimesMin(n)
+        } else {
+            Threshold::Gbps(parse_rate(text).map_err(|_| bad())?)
+        };
+        Ok(threshold)
+    }
+}
+
+/// A rate with its unit: `9 Gb/s`, `9Gbps`, `400 Mb/s`, `400mbit`; in Gb/s.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a rate; write e.g. \"25 Gb/s\""))?;
+    let gbps = match unit.trim() {
+        "gb/s" | "gbps" | "gbit/s" | "gbit" => value,
+        "mb/s" | "mbps" | "mbit/s" | "mbit" => value / 1e3,
+        "tb/s" | "tbps" | "tbit/s" | "tbit" => value * 1e3,
+        _ => return Err(format!("`{text}` has no rate unit; write e.g. \"25 Gb/s\" or \"400 Mb/s\"")),
+    };
+    if gbps <= 0.0 {
+        return Err(format!("`{text}`: a rate must be above 0"));
+    }
+    Ok(gbps)
+}
+
+impl Rule {
+    /// `SUBJECT >= THRESHOLD` (`<=` for latency), e.g. `flow >= 93% of best`.
+    pub fn parse(text: &str) -> Result<Rule, String> {
+        let Some((at, op)) = [">=", "<="].iter().find_map(|op| text.find(op).map(|at| (at, *op))) else {
+            return Err(format!(
+                "`{text}` is not a check; write SUBJECT >= THRESHOLD, e.g. \"flow >= 93% of best\", \
+                 \"receiver >= 40 Gb/s\", \"latency <= 1.5x min\""
+            ));
+        };
+        let subject = Subject::parse(text[..at].trim())?;
+        if op != subject.operator() {
+            return Err(format!("`{text}`: `{}` checks are written with `{}`", subject.name(), subject.operator()));
+        }
+        let threshold = Threshold::parse(&text[at + 2..])?;
+        subject.accepts(threshold)?;
+        Ok(Rule { subject, threshold })
+    }
+}
+
+impl CheckSpec {
+    pub fn is_empty(&self) -> bool {
+        self.rules().is_empty() && self.line_rate.is_none()
+    }
+
+    /// Every rule, in subject order.
+    pub fn rules(&self) -> Vec<Rule> {
+        [
+            (Subject::Flow, &self.flow),
+            (Subject::Host, &self.host),
+            (Subject::Receiver, &self.receiver),
+            (Subject::Group, &self.group),
+            (Subject::Latency, &self.latency),
+        ]
+        .into_iter()
+        .flat_map(|(subject, list)| list.iter().map(move |&threshold| Rule { subject, threshold }))
+        .collect()
+    }
+
+    /// Adds a rule given on the command line.
+    pub fn push(&mut self, rule: Rule) {
+        let list = match rule.subject {
+            Subject::Flow => &mut self.flow,
+            Subject::Host => &mut self.host,
+            Subject::Receiver => &mut self.receiver,
+            Subject::Group => &mut self.group,
+            Subject::Latency => &mut self.latency,
+        };
+        list.push(rule.threshold);
+    }
+
+    /// Each threshold fits its subject; errors carry the key.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for rule in self.rules() {
+            rule.subject.accepts(rule.threshold).map_err(|m| (rule.subject.name(), m))?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Threshold::Gbps(g) => write!(f, "{g} Gb/s"),
+            Threshold::OfBest(p) => write!(f, "{p}% of best"),
+            Threshold::OfLineRate(p) => write!(f, "{p}% of line rate"),
+            Threshold::TimesMin(m) => write!(f, "{m}x min"),
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.subject.name(), self.subject.operator(), self.threshold)
+    }
+}
+
+impl Serialize for Threshold {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Threshold::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Rule {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rule {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Rule::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A threshold or a list of them.
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Threshold>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        One(String),
+        Many(Vec<String>),
+    }
+    let raw = Raw::deserialize(d)
+        .map_err(|_| serde::de::Error::custom(format!("expected a threshold or a list of them; use {THRESHOLDS}")))?;
+    let texts = match raw {
+        Raw::One(t) => vec![t],
+        Raw::Many(list) => list,
+    };
+    texts.iter().map(|t| Threshold::parse(t).map_err(serde::de::Error::custom)).collect()
+}
+
+/// `line_rate = "25 Gb/s"`, kept in run.json the same way.
+mod rate_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(rate: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match rate {
+            Some(g) => s.collect_str(&format_args!("{g} Gb/s")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parse_rate(&text).map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_parse_and_print_back() {
+        for (text, shown) in [
+            ("flow >= 93% of best", "flow >= 93% of best"),
+            ("pair>=9Gb/s", "flow >= 9 Gb/s"),
+            ("receiver >= 400 Mb/s", "receiver >= 0.4 Gb/s"),
+            ("host >= 90 % of line rate", "host >= 90% of line rate"),
+            ("flow >= 90% of line", "flow >= 90% of line rate"),
+            ("latency <= 1.5x min", "latency <= 1.5x min"),
+            ("group >= 40 Gbps", "group >= 40 Gb/s"),
+        ] {
+            assert_eq!(Rule::parse(text).unwrap().to_string(), shown, "{text}");
+        }
+        let rule = Rule::parse("flow >= 93% of best").unwrap();
+        assert_eq!(rule, Rule { subject: Subject::Flow, threshold: Threshold::OfBest(93.0) });
+    }
+
+    #[test]
+    fn bad_rules_say_what_is_valid() {
+        assert!(Rule::parse("flow 9").unwrap_err().contains("write SUBJECT >= THRESHOLD"));
+        assert_eq!(
+            Rule::parse("link >= 9 Gb/s").unwrap_err(),
+            "`link` is not a check subject; use one of flow, host, receiver, group, latency"
+        );
+        assert_eq!(Rule::parse("flow <= 9 Gb/s").unwrap_err(), "`flow <= 9 Gb/s`: `flow` checks are written with `>=`");
+        assert_eq!(
+            Rule::parse("latency <= 9 Gb/s").unwrap_err(),
+            "`9 Gb/s` does not apply to `latency` (it takes a multiple of the smallest latency, e.g. \"1.5x min\")"
+        );
+        assert!(Rule::parse("group >= 90% of line rate").unwrap_err().contains("does not apply to `group`"));
+        assert!(Rule::parse("flow >= 9").unwrap_err().contains("`9` is not a threshold; use a rate"));
+        assert_eq!(
+            Threshold::parse("120% of best").unwrap_err(),
+            "`120% of best`: the percentage must be above 0 and at most 100"
+        );
+        assert_eq!(Threshold::parse("0.5x min").unwrap_err(), "`0.5x min`: the multiple must be at least 1");
+    }
+
+    #[test]
+    fn check_table_takes_one_or_many() {
+        let spec: CheckSpec =
+            toml::from_str("flow = [\"93% of best\", \"9 Gb/s\"]\nreceiver = \"30 Gb/s\"\nline_rate = \"25 Gb/s\"")
+                .unwrap();
+        assert_eq!(spec.flow, [Threshold::OfBest(93.0), Threshold::Gbps(9.0)]);
+        assert_eq!(spec.line_rate, Some(25.0));
+        let rules: Vec<String> = spec.rules().iter().map(Rule::to_string).collect();
+        assert_eq!(rules, ["flow >= 93% of best", "flow >= 9 Gb/s", "receiver >= 30 Gb/s"]);
+        let back = toml::to_string(&spec).unwrap();
+        assert_eq!(toml::from_str::<CheckSpec>(&back).unwrap(), spec);
+        assert!(toml::from_str::<CheckSpec>("flows = \"9 Gb/s\"")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown field `flows`"));
+    }
+}

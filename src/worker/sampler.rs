@@ -1,0 +1,171 @@
+//! The sampler of one rank's phase: reads every flow's counters at the
+//! common boundaries, CPU and interface counters at the window's edges,
+//! stops the streams and the stress at its end, and writes the report.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::control::wire::{Side, Window};
+use crate::load::stress::{Burners, StressReport};
+use crate::metrics::clock::PeerClock;
+use crate::metrics::cpu::{CoreTicks, CpuSnapshot};
+use crate::metrics::netdev::NetdevSnapshot;
+use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
+use crate::worker::streams::{sleep_until, End};
+
+pub struct Sampler {
+    pub rank: usize,
+    pub phase: usize,
+    pub t0: Instant,
+    pub window: Window,
+    pub clock: PeerClock,
+    pub iface: Option<String>,
+    pub ends: Vec<End>,
+    /// The rank's stress (its asked load) or why it could not start.
+    pub burners: Option<Result<(u8, Burners), String>>,
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Counters of the host at a window edge.
+struct Edge {
+    at: Instant,
+    cpu: CpuSnapshot,
+    cores: CoreTicks,
+    net: Option<NetdevSnapshot>,
+}
+
+impl Sampler {
+    pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, u64, u64)) -> RankReport {
+        let boundaries = self.window.boundaries();
+        let mut sample_ns = Vec::with_capacity(boundaries as usize);
+        let mut counts: Vec<Vec<(u64, u64)>> = vec![Vec::with_capacity(boundaries as usize); self.ends.len()];
+        let (mut first, mut last) = (None, None);
+        for k in 0..boundaries {
+            sleep_until(self.t0 + self.window.boundary(k), &self.stop);
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let now = Instant::now();
+            for (end, series) in self.ends.iter().zip(counts.iter_mut()) {
+                series.push(end.counters.read());
+            }
+            sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
+            let edge = Edge {
+                at: now,
+                cpu: CpuSnapshot::take(),
+                cores: CoreTicks::take(),
+                net: self.iface.as_deref().and_then(NetdevSnapshot::take),
+            };
+            if k == 0 {
+                first = Some(edge);
+            } else {
+                last = Some(edge);
+                let (tx, rx) = self.interval_bytes(&counts, k as usize);
+                progress(k, tx, rx);
+            }
+        }
+        let aborted = self.stop.swap(true, Ordering::Relaxed);
+        let stress = self.burners.take().map(|b| stop_stress(b, first.as_ref(), last.as_ref()));
+        for s in streams {
+            let _ = s.join();
+        }
+        self.report(sample_ns, counts, first, last, stress, aborted)
+    }
+
+    fn interval_bytes(&self, counts: &[Vec<(u64, u64)>], k: usize) -> (u64, u64) {
+        let mut tx = 0;
+        let mut rx = 0;
+        for (end, series) in self.ends.iter().zip(counts) {
+            let delta = series[k].0 - series[k - 1].0;
+            match end.role.side {
+                Side::Sender => tx += delta,
+                Side::Receiver => rx += delta,
+            }
+        }
+        (tx, rx)
+    }
+
+    fn report(
+        self,
+        sample_ns: Vec<i64>,
+        counts: Vec<Vec<(u64, u64)>>,
+        first: Option<Edge>,
+        last: Option<Edge>,
+        stress: Option<StressReport>,
+        aborted: bool,
+    ) -> RankReport {
+        let (cpu, netdevs) = match (first, last) {
+            (Some(a), Some(b)) => {
+                let net = match (a.net, b.net) {
+                    (Some(n0), Some(n1)) => vec![n0.delta_until(&n1)],
+                    _ => Vec::new(),
+                };
+                (a.cpu.usage_until(&b.cpu, (b.at - a.at).as_secs_f64()), net)
+            }
+            _ => Default::default(),
+        };
+        let t0_ns = self.clock.peer_ns_of(self.t0);
+        let flows = self
+            .ends
+            .iter()
+            .zip(counts)
+            .map(|(end, series)| FlowSamples {
+                flow: end.role.flow.id,
+                side: end.role.side,
+                bytes: series.iter().map(|c| c.0).collect(),
+                messages: series.iter().map(|c| c.1).collect(),
+                start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
+                error: end.error.lock().ok().and_then(|e| e.clone()),
+                rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
+            })
+            .collect();
+        let mut placements: Vec<GroupPlacement> = Vec::new();
+        for end in &self.ends {
+            if placements.iter().all(|p| p.group != end.role.group.name) {
+                let (cores, note) = match &end.placed {
+                    Ok(p) => (p.cores.clone(), p.note.clone()),
+                    Err(e) => (Vec::new(), Some(e.clone())),
+                };
+                placements.push(GroupPlacement { group: end.role.group.name.clone(), cores, note });
+            }
+        }
+        RankReport {
+            phase: self.phase,
+            rank: self.rank,
+            sample_ns,
+            flows,
+            clock_offset_ns: self.clock.offset_ns,
+            rtt_ns: self.clock.rtt_ns,
+            cpu,
+            netdevs,
+            stress,
+            placements,
+            error: aborted.then(|| "stopped before the window closed".to_string()),
+        }
+    }
+}
+
+/// Stops the burners and says what load their cores actually carried.
+fn stop_stress(burners: Result<(u8, Burners), String>, first: Option<&Edge>, last: Option<&Edge>) -> StressReport {
+    match burners {
+        Err(note) => StressReport { note: Some(note), ..Default::default() },
+        Ok((load, burners)) => {
+            let cores = burners.placed.cores.clone();
+            let measured = match (first, last) {
+                (Some(a), Some(b)) => a.cores.busy_pct_until(&b.cores, &cores),
+                _ => 0.0,
+            };
+            let report = StressReport {
+                threads: burners.count,
+                cores,
+                asked_load_pct: f64::from(load),
+                measured_load_pct: measured,
+                note: burners.placed.note.clone(),
+            };
+            burners.stop();
+            report
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The streams of one end of one flow: a thread per connection running the
+//! transport's loop from t0, pinned where the group asks, sharing counters.
+
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::control::wire::{FlowRole, Side};
+use crate::load::placement::{self, Placed};
+use crate::metrics::latency::Histogram;
+use crate::scenario::Mode;
+use crate::transport::{tcp, FlowCounters};
+
+/// One end of one flow on this rank.
+pub struct End {
+    pub role: FlowRole,
+    pub counters: Arc<FlowCounters>,
+    /// When the last of its streams began moving data.
+    pub started: Arc<Mutex<Option<Instant>>>,
+    pub error: Arc<Mutex<Option<String>>>,
+    /// Round trips measured in the window (latency clients only).
+    pub rtts: Arc<Mutex<Option<Histogram>>>,
+    /// Where its threads run (or why not as asked).
+    pub placed: Result<Placed, String>,
+}
+
+impl End {
+    pub fn new(role: FlowRole, device_node: Option<usize>) -> End {
+        let placed = placement::resolve(&role.group.placement, device_node);
+        End {
+            role,
+            counters: Arc::default(),
+            started: Arc::default(),
+            error: Arc::default(),
+            rtts: Arc::default(),
+            placed,
+        }
+    }
+
+    /// Runs one connection of this end from `t0` until `stop`.
+    pub fn spawn(
+        &self,
+        sock: TcpStream,
+        t0: Instant,
+        window: (Instant, Instant),
+        stop: Arc<AtomicBool>,
+    ) -> JoinHandle<()> {
+        let (counters, started, error, rtts) =
+            (self.counters.clone(), self.started.clone(), self.error.clone(), self.rtts.clone());
+        let (side, mode) = (self.role.side, self.role.group.mode);
+        let size = self.role.group.message_size.bytes() as usize;
+        let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
+        std::thread::spawn(move || {
+            if let Err(e) = placement::pin_current_thread(&cores) {
+                error.lock().expect("error lock").get_or_insert(e);
+            }
+            // Allocate before t0: the loops themselves allocate nothing.
+            let mut buf = vec![0xA5u8; size.clamp(1, 4 << 20)];
+            let mut histogram = Histogram::default();
+            sleep_until(t0, &stop);
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let now = Instant::now();
+            {
+                let mut latest = started.lock().expect("start lock");
+                *latest = Some(latest.map_or(now, |prev| prev.max(now)));
+            }
+            let outcome = match (mode, side) {
+                (Mode::Bandwidth, Side::Sender) => tcp::send_loop(sock, &buf, &counters, &stop),
+                (Mode::Bandwidth, Side::Receiver) => tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop),
+                (Mode::Latency, Side::Sender) => {
+                    tcp::ping_loop(sock, &mut buf, &counters, &stop, window, &mut histogram)
+                }
+                (Mode::Latency, Side::Receiver) => tcp::echo_loop(sock, &mut buf, &counters, &stop),
+            };
+            if let Err(e) = outcome {
+                error.lock().expect("error lock").get_or_insert(e.to_string());
+            }
+            if mode == Mode::Latency && side == Side::Sender {
+                *rtts.lock().expect("latency lock") = Some(histogram);
+            }
+        })
+    }
+}
+
+/// Sleeps until `at`, waking early if `stop` is set.
+pub fn sleep_until(at: Instant, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= at {
+            return;
+        }
+        std::thread::park_timeout((at - now).min(Duration::from_millis(10)));
+    }
+}

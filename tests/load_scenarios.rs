@@ -1,0 +1,59 @@
+//! CPU stress and sweeps through the real CLI on local ranks: the load is
+//! measured, not assumed, and every sweep point is compared with its baseline.
+
+mod common;
+
+use std::path::Path;
+
+use common::{run_json, Bench};
+
+fn run_shipped(name: &str) -> serde_json::Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    run_json(&Bench::new(), &root.join("scenarios").join(name), &root.join("hostfiles/local"), &[])
+}
+
+#[test]
+fn stressed_receiver_carries_the_asked_load() {
+    let _machine = common::busy_machine();
+    let run = run_shipped("receiver-stress.toml");
+    let rank0 = &run["phases"][0]["ranks"][0];
+    let stress = &rank0["stress"];
+    assert_eq!(stress["asked_load_pct"], 100.0);
+    assert_eq!(stress["threads"].as_u64().unwrap() as usize, std::thread::available_parallelism().unwrap().get());
+    let measured = stress["measured_load_pct"].as_f64().unwrap();
+    assert!(measured >= 90.0, "asked 100 %, measured {measured} %");
+    assert!(rank0["cpu"]["host_pct"].as_f64().unwrap() >= 90.0);
+    // Only rank 0 was stressed.
+    assert!(run["phases"][0]["ranks"][1].get("stress").is_none());
+    assert!(run["phases"][0]["aggregate_gbps"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn stress_sweep_reports_impact_ratios() {
+    // The unloaded baseline must be unloaded: nothing else heavy runs now.
+    let _machine = common::quiet_machine();
+    let run = run_shipped("stress-sweep.toml");
+    let phases = run["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 3);
+    assert!(phases[0]["ranks"][0].get("stress").is_none(), "0 threads = unloaded");
+    for (i, threads) in [(1, 1), (2, 2)] {
+        let stress = &phases[i]["ranks"][0]["stress"];
+        assert_eq!(stress["threads"], threads);
+        let asked = f64::from(threads) * 100.0 / std::thread::available_parallelism().unwrap().get() as f64;
+        let measured = stress["measured_load_pct"].as_f64().unwrap();
+        assert!(measured >= asked.min(100.0) - 10.0, "{threads} burners: measured {measured} %, asked ≥ {asked} %");
+    }
+    let sweep = &run["sweep"];
+    assert_eq!(sweep["parameter"], "stress.threads");
+    assert_eq!(sweep["baseline"], "0");
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3);
+    assert_eq!(points[0]["groups"][0]["ratio"], 1.0);
+    for p in points {
+        let ratio = p["groups"][0]["ratio"].as_f64().unwrap();
+        assert!(ratio > 0.0 && ratio <= 1.5, "{p}");
+        let value = p["groups"][0]["value"].as_f64().unwrap();
+        let phase = &phases[p["phase"].as_u64().unwrap() as usize];
+        assert_eq!(value, phase["aggregate_gbps"].as_f64().unwrap());
+    }
+}

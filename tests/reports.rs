@@ -1,0 +1,120 @@
+//! Checks, reports and comparisons through the real CLI on local ranks:
+//! exit codes, run.json's acceptance, JUnit, report.html, `report` and
+//! `compare`.
+
+mod common;
+
+use common::{fan_in, read_json, text, Bench, LOCAL_HOSTS};
+
+#[test]
+fn checks_exit_codes_report_and_compare() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let (s, h) = (scenario.to_str().unwrap(), hosts.to_str().unwrap());
+    let out = bench.run(&[
+        "run",
+        s,
+        "-H",
+        h,
+        "--no-progress",
+        "--check",
+        "receiver >= 1 Mb/s",
+        "--check",
+        "group >= 100% of best",
+        "--check",
+        "host >= 1000 Gb/s",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "a failed check exits with 3: {stderr}");
+    assert!(stderr.contains("error: checks FAILED: 4 of 6 failed"), "{stderr}");
+
+    let dir = bench.result_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"]["state"], "ok", "the run itself completed");
+    let a = &run["acceptance"];
+    assert_eq!(a["passed"], false);
+    let rules: Vec<&str> = a["rules"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert_eq!(rules, ["host >= 1000 Gb/s", "receiver >= 0.001 Gb/s", "group >= 100% of best"]);
+    let verdicts = |rule: &str| -> Vec<String> {
+        a["checks"].as_array().unwrap().iter().filter(|c| c["rule"] == rule).map(|c| c["verdict"].to_string()).collect()
+    };
+    // Host: rank 0 receives, ranks 1-3 send; none reaches 1000 Gb/s.
+    assert_eq!(verdicts("host >= 1000 Gb/s"), ["\"fail\""; 4]);
+    assert_eq!(verdicts("receiver >= 0.001 Gb/s"), ["\"pass\""]);
+    assert_eq!(verdicts("group >= 100% of best"), ["\"pass\""], "one phase: the group is its own best");
+    assert_eq!(a["suspects"], serde_json::json!([]), "a fan-in does not isolate links");
+
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("<testsuites name=\"fabricbench fan\" tests=\"6\" failures=\"4\" errors=\"0\">"), "{junit}");
+    assert!(
+        junit.contains("<testcase classname=\"fabricbench.fan.host\" name=\"fan: host 127.0.0.2 (rank 1) sending\">")
+    );
+
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<div class=\"banner fail\">checks FAILED: 4 of 6 failed</div>"), "verdict first");
+    assert!(html.contains("Into 127.0.0.1: 3 senders, Jain "), "per-sender bars with Jain's index");
+    assert!(html.contains("Aggregate per interval") && html.contains("Per flow"), "time series");
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert!(html.find("Checks not passed").unwrap() < html.find("<h2>Phases</h2>").unwrap());
+
+    // `report` re-renders the same page from run.json alone.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    std::fs::remove_file(dir.join("summary.md")).unwrap();
+    let out = bench.run(&["report", dir.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(dir.join("report.html")).unwrap(), html);
+    assert!(std::fs::read_to_string(dir.join("summary.md")).unwrap().starts_with("# fabricbench: fan"));
+
+    // compare: the same run is no regression; one flow 20 % slower is.
+    let out = bench.run(&["compare", dir.to_str().unwrap(), dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("no regressions beyond 5%"));
+    let slower = bench.dir.path().join("slower");
+    std::fs::create_dir(&slower).unwrap();
+    let mut new = run.clone();
+    let flow = &mut new["phases"][0]["flows"][1];
+    let was = flow["gbps"].as_f64().unwrap();
+    flow["gbps"] = (was * 0.8).into();
+    std::fs::write(slower.join("run.json"), serde_json::to_string(&new).unwrap()).unwrap();
+    let out = bench.run(&["compare", dir.to_str().unwrap(), slower.to_str().unwrap(), "--tolerance", "5%"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let row = table.lines().find(|l| l.contains("incast 127.0.0.3 → 127.0.0.1")).unwrap();
+    assert!(row.contains("-20.0") && row.contains("REGRESSION"), "{row}");
+    assert!(text(&out.stderr).contains("1 regression(s) beyond 5%: fan: incast 127.0.0.3 → 127.0.0.1"));
+    let out = bench.run(&["compare", dir.to_str().unwrap(), slower.to_str().unwrap(), "--tolerance", "25"]);
+    assert!(out.status.success(), "within 25 %: {}", text(&out.stdout));
+}
+
+#[test]
+fn bad_checks_are_input_errors() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let (s, h) = (scenario.to_str().unwrap(), hosts.to_str().unwrap());
+
+    let out = bench.run(&["run", s, "-H", h, "--check", "flow > 9 Gb/s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("`flow > 9 Gb/s` is not a check; write SUBJECT >= THRESHOLD"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = bench.run(&["run", s, "-H", h, "--export-junit", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--export-junit needs checks"), "{}", text(&out.stderr));
+
+    let bad = bench.write("bad.toml", &(fan_in("1s") + "\n[check]\nflow = \"93 of best\"\n"));
+    let out = bench.run(&["run", bad.to_str().unwrap(), "-H", h]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("bad.toml:15:8: `93 of best` is not a threshold; use a rate (\"9 Gb/s\")"), "{err}");
+
+    let out = bench.run(&["report", bench.dir.path().join("nowhere").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr)
+        .contains("nowhere: No such file or directory (os error 2) (give a results folder or its run.json)"));
+    assert!(!bench.results().exists(), "no run started");
+}

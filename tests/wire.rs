@@ -1,0 +1,95 @@
+//! Everything that crosses the control wire survives postcard, field for
+//! field: a binary format has no field names, so a skipped or reordered
+//! field would shift everything after it.
+
+use fabricbench::control::wire::{FlowRole, Side, ToCoordinator, ToWorker, Window};
+use fabricbench::load::placement::{Numa, Placed, Placement};
+use fabricbench::load::stress::{StressReport, StressSpec, Threads};
+use fabricbench::metrics::cpu::CpuUsage;
+use fabricbench::metrics::latency::Histogram;
+use fabricbench::metrics::netdev::NetdevDelta;
+use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
+use fabricbench::plan::{Flow, GroupPlan};
+use fabricbench::scenario::{Mode, Op, Pattern, Transport};
+use fabricbench::units::ByteSize;
+
+fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) {
+    let bytes = postcard::to_stdvec(value).unwrap();
+    assert_eq!(&postcard::from_bytes::<T>(&bytes).unwrap(), value);
+}
+
+#[test]
+fn setup_with_stress_and_placement() {
+    let group = GroupPlan {
+        index: 0,
+        name: "g".into(),
+        pattern: Pattern::FanIn,
+        transport: Transport::Tcp,
+        op: Op::Send,
+        mode: Mode::Latency,
+        message_size: ByteSize(4096),
+        streams: 2,
+        placement: Placement { cores: Some(vec![1, 3]), numa: Numa::Far },
+    };
+    let role = FlowRole { flow: Flow { id: 7, group: 0, src: 1, dst: 0 }, side: Side::Receiver, group: group.into() };
+    for stress in [
+        None,
+        Some(StressSpec {
+            threads: Threads::All,
+            placement: Placement::default(),
+            load: 60,
+            memory: Some(ByteSize(1 << 20)),
+        }),
+    ] {
+        round_trip(&ToWorker::Setup { phase: 3, flows: vec![role.clone()], stress });
+    }
+    let window = Window {
+        warmup: std::time::Duration::from_millis(5),
+        duration: std::time::Duration::from_secs(2),
+        interval: std::time::Duration::from_millis(500),
+    };
+    round_trip(&ToWorker::Start { phase: 0, t0_ns: -5, window });
+}
+
+#[test]
+fn report_with_every_optional_part() {
+    let mut rtts = Histogram::default();
+    rtts.record(12_345);
+    for (note, error) in [(None, None), (Some("n".to_string()), Some("e".to_string()))] {
+        let report = RankReport {
+            phase: 1,
+            rank: 2,
+            sample_ns: vec![0, 500],
+            flows: vec![FlowSamples {
+                flow: 0,
+                side: Side::Sender,
+                bytes: vec![0, 10],
+                messages: vec![0, 1],
+                start_ns: Some(-3),
+                error: error.clone(),
+                rtts: Some(rtts.clone()),
+            }],
+            clock_offset_ns: 9,
+            rtt_ns: 4,
+            cpu: CpuUsage {
+                worker_pct: 1.0,
+                worker_user_pct: 0.5,
+                worker_system_pct: 0.5,
+                host_pct: 2.0,
+                host_cores: 2,
+            },
+            netdevs: vec![NetdevDelta { iface: "lo".into(), rx_bytes: 1, tx_bytes: 2 }],
+            stress: Some(StressReport {
+                threads: 2,
+                cores: vec![0],
+                asked_load_pct: 50.0,
+                measured_load_pct: 49.0,
+                note: note.clone(),
+            }),
+            placements: vec![GroupPlacement { group: "g".into(), cores: vec![], note: note.clone() }],
+            error,
+        };
+        round_trip(&ToCoordinator::Report(Box::new(report)));
+    }
+    round_trip(&Placed { cores: vec![1], note: Some("x".into()) });
+}
