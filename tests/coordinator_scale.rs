@@ -44,15 +44,15 @@ fn each_rank_is_sent_only_its_own_flows() {
             let mut c = coordinator(plan, 0);
             let traffic = bootstrap(&mut c, n);
             assert!(traffic.started, "{name} on {n} ranks did not reach the barrier");
-            for rank in 0..n {
+            for (rank, ((&messages, &bytes), &own)) in
+                traffic.messages.iter().zip(&traffic.bytes).zip(&flows).enumerate()
+            {
                 // Welcome, Setup, Peers, Start: four messages whatever the size.
-                assert_eq!(traffic.messages[rank], 4, "{name}, {n} ranks, rank {rank}");
-                let limit = FIXED_BYTES + BYTES_PER_FLOW * flows[rank];
+                assert_eq!(messages, 4, "{name}, {n} ranks, rank {rank}");
+                let limit = FIXED_BYTES + BYTES_PER_FLOW * own;
                 assert!(
-                    traffic.bytes[rank] <= limit,
-                    "{name}, {n} ranks: rank {rank} with {} flow(s) was sent {} bytes (limit {limit})",
-                    flows[rank],
-                    traffic.bytes[rank]
+                    bytes <= limit,
+                    "{name}, {n} ranks: rank {rank} with {own} flow(s) was sent {bytes} bytes (limit {limit})"
                 );
             }
         }

@@ -445,18 +445,19 @@ impl Coordinator {
     fn report(&mut self, rank: usize, report: RankReport, now_ns: i64) {
         match &mut self.stage {
             Stage::Running { phase, reports, .. } if *phase == report.phase => {
-                if reports.put(rank, report) {
-                    let phase = *phase;
-                    let reports = std::mem::replace(reports, Gather::new(0)).into_answers();
-                    let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
-                    self.event(Event::PhaseDone(Box::new(result)));
-                    if phase + 1 < self.plan.phases.len() {
-                        self.begin_phase(phase + 1, now_ns);
-                    } else {
-                        self.broadcast(|| ToWorker::Bye);
-                        self.event(Event::Finished);
-                        self.set_stage(Stage::Done, now_ns);
-                    }
+                let phase = *phase;
+                if !reports.put(rank, report) {
+                    return;
+                }
+                let reports = std::mem::replace(reports, Gather::new(0)).into_answers();
+                let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
+                self.event(Event::PhaseDone(Box::new(result)));
+                if phase + 1 < self.plan.phases.len() {
+                    self.begin_phase(phase + 1, now_ns);
+                } else {
+                    self.broadcast(|| ToWorker::Bye);
+                    self.event(Event::Finished);
+                    self.set_stage(Stage::Done, now_ns);
                 }
             }
             Stage::Aborting { phase, reports, .. } if *phase == report.phase => {
