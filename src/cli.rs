@@ -17,6 +17,14 @@ Examples:
   # show which flows a scenario makes on a hostfile, without running anything
   fabricbench plan scenarios/all-to-all.toml -H hostfiles/local
 
+  # under Slurm: one srun step starts a worker on every node of the allocation
+  salloc -N 16 fabricbench run scenarios/fan-in.toml
+  sbatch -N 16 --wrap 'fabricbench run scenarios/all-to-all.toml --export-json all.json'
+  salloc -N 16 fabricbench run scenarios/fan-in.toml -H rack1   # these nodes, in this order
+
+  # 1000 hosts over ssh as a tree: the launcher starts 32, each of those up to 32 more
+  fabricbench run scenarios/all-pairs.toml -H hostfiles/row3 --tree-radix 32
+
   # acceptance of a rack: every pair in rounds, pairs under 93 % of the best fail,
   # suspects are retested alone, a JUnit file for CI
   fabricbench run scenarios/all-pairs.toml -H rack1 --check 'flow >= 93% of best' --export-junit checks.xml
@@ -76,15 +84,19 @@ pub struct ProbeArgs {
 pub struct WorkerArgs {
     #[arg(long)]
     pub rank: Option<usize>,
+    /// A task of the launcher's srun step: the spec is the step's broadcast, the rank SLURM_PROCID
+    #[arg(long, conflicts_with = "rank")]
+    pub slurm: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct Inputs {
     /// Scenario file (TOML), e.g. scenarios/fan-in.toml
     pub scenario: PathBuf,
-    /// Hostfile: one host per line (plain, `host slots=N`, `host:N`, `node[01-04]`)
+    /// Hostfile: one host per line (plain, `host slots=N`, `host:N`, `node[01-04]`).
+    /// Inside a Slurm allocation the default is its nodes (SLURM_JOB_NODELIST)
     #[arg(short = 'H', long = "hostfile")]
-    pub hostfile: PathBuf,
+    pub hostfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -97,12 +109,23 @@ pub struct RunArgs {
     /// Override the scenario's [run] warmup
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub warmup: Option<std::time::Duration>,
-    /// How workers are started (auto: local when every host is an address
-    /// of this machine, else ssh)
+    /// How workers are started (auto: slurm inside a Slurm allocation whose
+    /// nodes the hosts are; else local when every host is an address of this
+    /// machine; else ssh)
     #[arg(long, value_enum, default_value_t = LauncherKind::Auto)]
     pub launcher: LauncherKind,
     #[command(flatten)]
     pub ssh: SshArgs,
+    /// Tree launch over ssh: start K workers, each of which starts up to K of
+    /// the rest, and so on (log_K(N) ssh hops; no host opens more than K
+    /// sessions). The hosts need ssh access to each other with the same
+    /// --ssh-config path
+    #[arg(long, value_name = "K", conflicts_with = "stage", value_parser = clap::value_parser!(u16).range(1..))]
+    pub tree_radix: Option<u16>,
+    /// An extra argument for srun, before fabricbench's own (repeat it), e.g.
+    /// --srun-arg=--cpu-bind=none --srun-arg=--overlap
+    #[arg(long = "srun-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub srun_args: Vec<String>,
     /// TCP port of rank 0's coordinator (0 = any free port)
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -153,6 +176,8 @@ pub enum LauncherKind {
     Local,
     /// One worker per host over OpenSSH (honours ~/.ssh/config)
     Ssh,
+    /// Inside a Slurm allocation: one srun step, one task per node
+    Slurm,
 }
 
 #[derive(Debug, Args)]

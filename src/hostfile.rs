@@ -2,6 +2,9 @@
 //! OpenMPI (`host slots=N`), MPICH (`host:N`) and Slurm hostlist expressions
 //! (`node[01-04,07]`), with `#` comments and optional `addr=` / `devices=`.
 //!
+//! Inside a Slurm allocation the hosts can also come from the environment
+//! Slurm sets (`SLURM_JOB_NODELIST`, `SLURM_TASKS_PER_NODE`).
+//!
 //! One worker (rank) runs per host, in file order; `slots` is kept for
 //! reference. Parsing touches no network.
 
@@ -50,6 +53,8 @@ pub enum HostfileError {
     Duplicate { path: PathBuf, line: usize, first: usize, host: String },
     #[error("{path}: no hosts (only blank lines or comments); list one host per line, e.g. `127.0.0.1`")]
     Empty { path: PathBuf },
+    #[error("{var}=`{value}`: {message}")]
+    SlurmEnv { var: &'static str, value: String, message: String },
 }
 
 /// Reads and parses a hostfile.
@@ -82,6 +87,43 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
         return Err(HostfileError::Empty { path: path.to_path_buf() });
     }
     Ok(hosts.into_iter().map(|(_, h)| h).collect())
+}
+
+/// The nodes of a Slurm allocation, in its order: `nodelist` is
+/// `SLURM_JOB_NODELIST` (a hostlist expression such as `node[01-03],gpu7`),
+/// `tasks_per_node` is `SLURM_TASKS_PER_NODE` (`2(x3),1`), recorded as slots.
+pub fn from_slurm(nodelist: &str, tasks_per_node: Option<&str>) -> Result<Vec<Host>, HostfileError> {
+    let bad = |var, value: &str, message: String| HostfileError::SlurmEnv { var, value: value.to_string(), message };
+    let names = expand_hostlist(nodelist.trim()).map_err(|m| bad("SLURM_JOB_NODELIST", nodelist, m))?;
+    let slots = match tasks_per_node {
+        Some(text) => {
+            let counts = slurm_counts(text).map_err(|m| bad("SLURM_TASKS_PER_NODE", text, m))?;
+            if counts.len() != names.len() {
+                let message =
+                    format!("gives {} count(s) for the {} node(s) of SLURM_JOB_NODELIST", counts.len(), names.len());
+                return Err(bad("SLURM_TASKS_PER_NODE", text, message));
+            }
+            counts
+        }
+        None => vec![1; names.len()],
+    };
+    Ok(names.into_iter().zip(slots).map(|(name, slots)| Host { slots, ..Host::named(&name) }).collect())
+}
+
+/// Expands Slurm's compressed counts: `2(x3),1` is 2, 2, 2, 1.
+fn slurm_counts(text: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',') {
+        let (count, times) = match part.split_once("(x") {
+            Some((count, rest)) => {
+                let times = rest.strip_suffix(')').ok_or_else(|| format!("`{part}` lacks its closing `)`"))?;
+                (count, times.parse::<usize>().map_err(|_| format!("`{times}` in `{part}` is not a repeat count"))?)
+            }
+            None => (part, 1),
+        };
+        out.extend(std::iter::repeat_n(parse_slots(count)?, times));
+    }
+    Ok(out)
 }
 
 /// Parses one non-empty, comment-free line into one or more hosts.
@@ -242,6 +284,24 @@ mod tests {
         assert!(err("node[01-\n").starts_with("hosts:1: bad hostlist expression `node[01-`"));
         assert!(err("h$t\n").starts_with("hosts:1: `h$t` is not a host name"));
         assert!(err("n[1-2] addr=1.2.3.4\n").contains("expands to 2 hosts"));
+    }
+
+    #[test]
+    fn slurm_allocation_with_task_counts() {
+        let hosts = from_slurm("node[1-3],gpu7", Some("2(x3),1")).unwrap();
+        assert_eq!(names(&hosts), ["node1", "node2", "node3", "gpu7"]);
+        assert_eq!(hosts.iter().map(|h| h.slots).collect::<Vec<_>>(), [2, 2, 2, 1]);
+        assert_eq!(from_slurm("h1", None).unwrap(), [Host::named("h1")]);
+    }
+
+    #[test]
+    fn slurm_errors_name_the_variable() {
+        let e = from_slurm("node[1-3]", Some("2(x2)")).unwrap_err().to_string();
+        assert_eq!(e, "SLURM_TASKS_PER_NODE=`2(x2)`: gives 2 count(s) for the 3 node(s) of SLURM_JOB_NODELIST");
+        let e = from_slurm("node[1-", None).unwrap_err().to_string();
+        assert!(e.starts_with("SLURM_JOB_NODELIST=`node[1-`: bad hostlist expression"), "{e}");
+        let e = from_slurm("n[1-2]", Some("1(x2")).unwrap_err().to_string();
+        assert_eq!(e, "SLURM_TASKS_PER_NODE=`1(x2`: `1(x2` lacks its closing `)`");
     }
 
     #[test]

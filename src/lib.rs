@@ -7,6 +7,7 @@
 pub mod acceptance;
 pub mod cli;
 pub mod control;
+pub mod fdlimit;
 pub mod hostcheck;
 pub mod hostfile;
 pub mod launch;

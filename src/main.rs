@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 
 use fabricbench::cli::{
     Cli, Command, CompareArgs, HostsArgs, Inputs, LauncherKind, ProbeArgs, ReportArgs, RunArgs, SshArgs,
@@ -9,9 +9,10 @@ use fabricbench::cli::{
 use fabricbench::hostcheck;
 use fabricbench::hostfile::{self, Host};
 use fabricbench::launch::local::LocalLauncher;
+use fabricbench::launch::slurm::{Allocation, SlurmLauncher};
 use fabricbench::launch::ssh::{SshLauncher, SshOptions};
 use fabricbench::launch::stage::LocalBinary;
-use fabricbench::launch::Launcher;
+use fabricbench::launch::{Launch, Launcher};
 use fabricbench::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
 use fabricbench::result::RunStatus;
 use fabricbench::run::{self, AcceptOptions, RunOptions};
@@ -32,11 +33,16 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        // Workers write to pipes the launcher forwards: colour codes only on a terminal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .without_time()
         .init();
+    if let Err(e) = fabricbench::fdlimit::raise() {
+        tracing::warn!("cannot raise the open-files limit: {e}");
+    }
     match cli.command {
-        Command::Worker(args) => exit(fabricbench::worker::main(args.rank), RUN_FAILED),
+        Command::Worker(args) => exit(fabricbench::worker::main(args.rank, args.slurm), RUN_FAILED),
         Command::Plan(inputs) => exit(plan(&inputs), BAD_INPUT),
         Command::Hosts(args) => hosts(&args),
         Command::Run(args) => run(&args),
@@ -67,8 +73,30 @@ fn exit(result: anyhow::Result<()>, code: u8) -> ExitCode {
     }
 }
 
+/// The hosts of a run: the hostfile's, or else the Slurm allocation's
+/// nodes; with where they came from, for messages.
+fn hosts_of(
+    hostfile: Option<&std::path::Path>,
+    allocation: Option<&Allocation>,
+) -> anyhow::Result<(Vec<Host>, String)> {
+    match (hostfile, allocation) {
+        (Some(path), _) => Ok((hostfile::load(path)?, format!("hostfile {}", path.display()))),
+        (None, Some(a)) => Ok((a.nodes.clone(), format!("the {} node(s) of Slurm job {}", a.nodes.len(), a.job))),
+        (None, None) => {
+            anyhow::bail!("no hosts: give a hostfile with -H FILE (inside a Slurm allocation the default is its nodes)")
+        }
+    }
+}
+
+/// Reads the inputs; also returns the Slurm allocation this runs in, if any.
+fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
+    let allocation = Allocation::from_env()?;
+    let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
+    Ok((run::prepare(&inputs.scenario, hosts, &origin, overrides)?, allocation))
+}
+
 fn plan(inputs: &Inputs) -> anyhow::Result<()> {
-    let prepared = run::prepare(&inputs.scenario, &inputs.hostfile, &run::Overrides::default())?;
+    let (prepared, _) = prepare(inputs, &run::Overrides::default())?;
     for phase in &prepared.plan.phases {
         println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
         for flow in &phase.flows {
@@ -85,8 +113,12 @@ fn plan(inputs: &Inputs) -> anyhow::Result<()> {
 
 fn run(args: &RunArgs) -> ExitCode {
     let overrides = run::Overrides { duration: args.duration, warmup: args.warmup };
-    let prepared = match run::prepare(&args.inputs.scenario, &args.inputs.hostfile, &overrides) {
-        Ok(p) => p,
+    let chosen = prepare(&args.inputs, &overrides).and_then(|(prepared, allocation)| {
+        let launch = launch_for(args, &prepared, allocation)?;
+        Ok((prepared, launch))
+    });
+    let (prepared, launch) = match chosen {
+        Ok(chosen) => chosen,
         Err(e) => return exit(Err(e), BAD_INPUT),
     };
     let mut checks = prepared.scenario.check.clone();
@@ -100,10 +132,41 @@ fn run(args: &RunArgs) -> ExitCode {
         let e = anyhow::anyhow!("--export-junit needs checks: add [check] to the scenario or --check EXPR");
         return exit(Err(e), BAD_INPUT);
     }
-    match execute(args, prepared, checks) {
+    match execute(args, prepared, &launch, checks) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(CHECK_FAILED),
         Err(e) => exit(Err(e), RUN_FAILED),
+    }
+}
+
+/// Chooses how the workers start (see `--launcher`).
+fn launch_for(args: &RunArgs, prepared: &run::Prepared, allocation: Option<Allocation>) -> anyhow::Result<Launch> {
+    let slurm = |allocation: Allocation| -> anyhow::Result<Launch> {
+        allocation.check(&prepared.hosts)?;
+        Ok(Launch::Step(SlurmLauncher::new(this_exe()?, args.srun_args.clone(), allocation)))
+    };
+    if let Some(radix) = args.tree_radix {
+        return match args.launcher {
+            LauncherKind::Auto | LauncherKind::Ssh => {
+                Ok(Launch::Tree { ssh: ssh_launcher(&args.ssh)?, radix: usize::from(radix) })
+            }
+            other => anyhow::bail!(
+                "--tree-radix starts workers over ssh; it does not apply to --launcher {}",
+                other.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
+            ),
+        };
+    }
+    match (args.launcher, allocation) {
+        (LauncherKind::Slurm, Some(a)) => slurm(a),
+        (LauncherKind::Slurm, None) => anyhow::bail!(
+            "--launcher slurm runs inside a Slurm allocation, and SLURM_JOB_ID is not set: e.g. `salloc -N 4 fabricbench run …`, or fabricbench run in an sbatch script"
+        ),
+        (LauncherKind::Auto, Some(a)) if a.check(&prepared.hosts).is_ok() => slurm(a),
+        (LauncherKind::Auto, _) if prepared.hosts.iter().all(is_this_machine) => {
+            Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?))))
+        }
+        (LauncherKind::Local, _) => Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?)))),
+        (LauncherKind::Auto | LauncherKind::Ssh, _) => Ok(Launch::PerHost(Box::new(ssh_launcher(&args.ssh)?))),
     }
 }
 
@@ -206,21 +269,15 @@ fn is_this_machine(host: &Host) -> bool {
 }
 
 /// Runs, saves and reports; `Ok(false)` when the run completed but a check did not pass.
-fn execute(args: &RunArgs, prepared: run::Prepared, checks: CheckSpec) -> anyhow::Result<bool> {
-    let launcher: Box<dyn Launcher> = match args.launcher {
-        LauncherKind::Auto if prepared.hosts.iter().all(is_this_machine) => Box::new(LocalLauncher::new(this_exe()?)),
-        LauncherKind::Local => Box::new(LocalLauncher::new(this_exe()?)),
-        LauncherKind::Auto | LauncherKind::Ssh => Box::new(ssh_launcher(&args.ssh)?),
-    };
+fn execute(args: &RunArgs, prepared: run::Prepared, launch: &Launch, checks: CheckSpec) -> anyhow::Result<bool> {
     let opts = RunOptions {
         scenario: args.inputs.scenario.clone(),
-        hostfile: args.inputs.hostfile.clone(),
         port: args.port,
         progress: !args.quiet && !args.no_progress,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let accept = AcceptOptions { checks, retest: !args.no_retest };
-    let result = runtime.block_on(run::run_and_judge(prepared, launcher.as_ref(), &opts, &accept))?;
+    let result = runtime.block_on(run::run_and_judge(prepared, launch, &opts, &accept))?;
 
     let saved = if args.no_save { None } else { Some(report::results_dir::write(&result, &args.results)?) };
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [

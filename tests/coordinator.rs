@@ -413,3 +413,17 @@ fn a_rank_of_another_version_ends_the_run_naming_both() {
     assert!(sim.c.is_done());
     assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
 }
+
+#[test]
+fn heartbeats_go_only_to_ranks_sent_nothing_else() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join(0, hello(0));
+    assert!(matches!(sim.take(0)[..], [ToWorker::Welcome { .. }]));
+    // The Welcome was this round's sign of life.
+    sim.advance(500);
+    assert_eq!(sim.take(0), []);
+    sim.advance(500);
+    assert_eq!(sim.take(0), [ToWorker::Heartbeat]);
+    sim.advance(500);
+    assert_eq!(sim.take(0), [ToWorker::Heartbeat]);
+}

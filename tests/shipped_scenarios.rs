@@ -26,3 +26,20 @@ fn every_shipped_scenario_runs_on_local_ranks() {
         }
     }
 }
+
+/// Under Slurm rank 0 plans the run itself from the scenario it is sent
+/// (tests/testbed_slurm.rs): every shipped scenario must survive that trip
+/// and give the launcher's plan.
+#[test]
+fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
+    use fabricbench::worker::step::StepSpec;
+    use fabricbench::{hostfile, plan, scenario};
+    let hosts = hostfile::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("hostfiles/local8")).unwrap();
+    for file in shipped_scenarios() {
+        let (scenario, _) = scenario::load(&file).unwrap();
+        let launcher = plan::build(&hosts, &scenario).unwrap();
+        let spec = StepSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0 };
+        let sent: StepSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(plan::build(&hosts, &sent.scenario).unwrap(), launcher, "{}", file.display());
+    }
+}

@@ -255,3 +255,82 @@ fn stage_copies_the_binary_where_it_is_missing() {
     assert!(out.status.success());
     assert!(!text(&out.stderr).contains("staged fabricbench"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn tree_launch_reaches_every_host_and_stops_them_all() {
+    let Some(bed) = Bed::up(8, &[]) else { return };
+    let bench = Bench::new();
+    let scenario = bench.write(
+        "ring.toml",
+        "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"ring\"\npattern = \"ring\"\n",
+    );
+    let ssh = bed.ssh_args();
+    let args = run_args(
+        &ssh,
+        scenario.to_str().unwrap(),
+        bed.hostfile.to_str().unwrap(),
+        &["--tree-radix", "2", "--no-save", "--export-json", "-"],
+    );
+    let out = bench.run(&args);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flows = run["phases"][0]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 8);
+    assert!(flows.iter().all(|f| f["rx_bytes"].as_u64().unwrap() > 0), "{flows:?}");
+    // Who logged in where, from each sshd's log (the root side, .254, is the
+    // launcher and `testbed up`'s own check): ranks 2-4 and 6-7 were started
+    // from inside the bed, by their parents in the tree.
+    let started_from_bed = |host: &str| {
+        let log = bed.hostfile.parent().unwrap().join("run").join(host).join("sshd.log");
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        let mut from: Vec<String> = log
+            .lines()
+            .filter_map(|l| l.split("Accepted publickey for root from ").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
+            .filter(|addr| addr != "10.199.0.254")
+            .collect();
+        from.dedup();
+        from
+    };
+    let expected: [(&str, &[&str]); 8] = [
+        ("h1", &[]),
+        ("h2", &[]),
+        ("h6", &[]),
+        ("h3", &["10.199.0.2"]),
+        ("h5", &["10.199.0.2"]),
+        ("h4", &["10.199.0.3"]),
+        ("h7", &["10.199.0.6"]),
+        ("h8", &["10.199.0.6"]),
+    ];
+    for (host, parents) in expected {
+        assert_eq!(started_from_bed(host), parents, "who started {host}");
+    }
+    let hosts: Vec<String> = (1..=8).map(|i| format!("h{i}")).collect();
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    assert_eq!(bed.hosts_with_workers(&hosts, Duration::from_secs(8)), Vec::<String>::new());
+    assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
+}
+
+#[test]
+fn tree_launch_names_a_host_its_subtree_cannot_reach() {
+    let Some(bed) = Bed::up(4, &[]) else { return };
+    let bench = Bench::new();
+    // With radix 1 the launcher starts h2, h2 starts h3, h3 starts h9, which is not up.
+    let hosts = bench.write("hosts", "h1\nh2\nh3\nh4\nh9\n");
+    let scenario = bench.write("fan.toml", &fan_in("3s"));
+    let ssh = bed.ssh_args();
+    let started = Instant::now();
+    let args = run_args(
+        &ssh,
+        scenario.to_str().unwrap(),
+        hosts.to_str().unwrap(),
+        &["--tree-radix", "1", "--connect-timeout", "2s", "--no-save"],
+    );
+    let out = bench.run(&args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot start the worker for rank 4 on h9"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(25), "took {:?}", started.elapsed());
+    assert_eq!(bed.hosts_with_workers(&HOSTS4, Duration::from_secs(8)), Vec::<String>::new());
+}

@@ -5,15 +5,17 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::control::gather::Gather;
 use crate::control::wire::{
     FlowEndpoint, FlowRole, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
 };
 use crate::metrics::{aggregate_phase, RankReport};
-use crate::plan::Plan;
+use crate::plan::{GroupPlan, Plan};
 use crate::result::PhaseResult;
 use crate::units::gbps;
 
@@ -111,15 +113,17 @@ struct Slot {
     conn: Option<ConnId>,
     joined: bool,
     last_heard: i64,
+    /// Sent something since the last heartbeat round (so it needs none).
+    busy: bool,
 }
 
 /// Per-rank progress through one step of a phase.
 enum Stage {
     Joining,
-    Setup { phase: usize, endpoints: Vec<Option<Vec<FlowEndpoint>>> },
-    Connecting { phase: usize, ready: Vec<bool> },
-    Running { phase: usize, t0_ns: i64, reports: Vec<Option<RankReport>>, progress: BTreeMap<u32, Tally> },
-    Aborting { phase: usize, reports: Vec<Option<RankReport>>, failure: Failure, deadline_ns: i64 },
+    Setup { phase: usize, endpoints: Gather<Vec<FlowEndpoint>> },
+    Connecting { phase: usize, ready: Gather<()> },
+    Running { phase: usize, t0_ns: i64, reports: Gather<RankReport>, progress: BTreeMap<u32, Tally> },
+    Aborting { phase: usize, reports: Gather<RankReport>, failure: Failure, deadline_ns: i64 },
     Done,
 }
 
@@ -138,6 +142,9 @@ pub struct Coordinator {
     window: Window,
     timeouts: Timeouts,
     slots: Vec<Slot>,
+    joined: usize,
+    /// The rank on each joined connection.
+    ranks: HashMap<ConnId, usize>,
     /// Connections that have not said Hello yet.
     pending: HashMap<ConnId, i64>,
     stage: Stage,
@@ -156,7 +163,7 @@ impl Coordinator {
         let slots = plan
             .ranks
             .iter()
-            .map(|r| Slot { host: r.host.clone(), conn: None, joined: false, last_heard: now_ns })
+            .map(|r| Slot { host: r.host.clone(), conn: None, joined: false, last_heard: now_ns, busy: false })
             .collect();
         Coordinator {
             job,
@@ -166,6 +173,8 @@ impl Coordinator {
             window,
             timeouts,
             slots,
+            joined: 0,
+            ranks: HashMap::new(),
             pending: HashMap::new(),
             stage: Stage::Joining,
             stage_since: now_ns,
@@ -191,7 +200,7 @@ impl Coordinator {
         if self.pending.remove(&conn).is_some() {
             return;
         }
-        let Some(rank) = self.rank_of(conn) else { return };
+        let Some(rank) = self.ranks.remove(&conn) else { return };
         self.slots[rank].conn = None;
         if !self.is_done() {
             let step = self.step_name();
@@ -208,7 +217,7 @@ impl Coordinator {
             }
             return;
         }
-        let Some(rank) = self.rank_of(conn) else { return };
+        let Some(&rank) = self.ranks.get(&conn) else { return };
         self.slots[rank].last_heard = now_ns;
         match msg {
             ToCoordinator::Hello(_) => self.reject(conn, format!("rank {rank} sent a second Hello")),
@@ -231,7 +240,7 @@ impl Coordinator {
     pub fn protocol_error(&mut self, conn: ConnId, reason: &str, now_ns: i64) {
         if self.pending.contains_key(&conn) {
             self.reject(conn, format!("undecodable first frame: {reason}"));
-        } else if let Some(rank) = self.rank_of(conn) {
+        } else if let Some(rank) = self.ranks.remove(&conn) {
             self.out.push_back(Output::Close(conn));
             self.slots[rank].conn = None;
             self.fail(Some(rank), format!("protocol error: {reason}"), now_ns);
@@ -246,7 +255,7 @@ impl Coordinator {
         }
         if now_ns - self.last_heartbeat >= ns(self.timeouts.heartbeat) {
             self.last_heartbeat = now_ns;
-            self.broadcast(|| ToWorker::Heartbeat);
+            self.heartbeat();
         }
         let silent = self
             .slots
@@ -259,13 +268,11 @@ impl Coordinator {
             return;
         }
         let elapsed = now_ns - self.stage_since;
-        let (limit, missing): (i64, Vec<usize>) = match &self.stage {
-            Stage::Joining => (ns(self.timeouts.join), self.ranks_where(|r| !self.slots[r].joined)),
-            Stage::Setup { endpoints, .. } => (ns(self.timeouts.step), self.ranks_where(|r| endpoints[r].is_none())),
-            Stage::Connecting { ready, .. } => (ns(self.timeouts.step), self.ranks_where(|r| !ready[r])),
-            Stage::Running { reports, t0_ns, .. } => {
-                let until_end = t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration);
-                (until_end + ns(self.timeouts.step), self.ranks_where(|r| reports[r].is_none()))
+        let limit = match &self.stage {
+            Stage::Joining => ns(self.timeouts.join),
+            Stage::Setup { .. } | Stage::Connecting { .. } => ns(self.timeouts.step),
+            Stage::Running { t0_ns, .. } => {
+                t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.step)
             }
             Stage::Aborting { deadline_ns, .. } => {
                 if now_ns >= *deadline_ns {
@@ -275,7 +282,17 @@ impl Coordinator {
             }
             Stage::Done => return,
         };
-        if elapsed > limit && !missing.is_empty() {
+        if elapsed <= limit {
+            return;
+        }
+        let missing = match &self.stage {
+            Stage::Joining => (0..self.slots.len()).filter(|&r| !self.slots[r].joined).collect(),
+            Stage::Setup { endpoints, .. } => endpoints.missing(),
+            Stage::Connecting { ready, .. } => ready.missing(),
+            Stage::Running { reports, .. } => reports.missing(),
+            Stage::Aborting { .. } | Stage::Done => Vec::new(),
+        };
+        if !missing.is_empty() {
             let step = self.step_name();
             let message = format!("no answer {step} within {:.0} s", limit as f64 / 1e9);
             let first = missing[0];
@@ -321,12 +338,14 @@ impl Coordinator {
             return;
         }
         self.pending.remove(&conn);
+        self.ranks.insert(conn, hello.rank);
         let slot = &mut self.slots[hello.rank];
         slot.conn = Some(conn);
         slot.joined = true;
         slot.last_heard = now_ns;
-        self.out.push_back(Output::Send(conn, ToWorker::Welcome { now_ns }));
-        let joined = self.slots.iter().filter(|s| s.joined).count();
+        self.joined += 1;
+        self.send(hello.rank, ToWorker::Welcome { now_ns });
+        let joined = self.joined;
         self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
         if joined == self.slots.len() {
             self.begin_phase(0, now_ns);
@@ -336,9 +355,10 @@ impl Coordinator {
     fn begin_phase(&mut self, phase: usize, now_ns: i64) {
         let n = self.slots.len();
         let p = &self.plan.phases[phase];
+        let groups: Vec<Arc<GroupPlan>> = p.groups.iter().cloned().map(Arc::new).collect();
         let mut setups: Vec<Vec<FlowRole>> = vec![Vec::new(); n];
         for flow in &p.flows {
-            let group = &p.groups[flow.group];
+            let group = &groups[flow.group];
             setups[flow.src].push(FlowRole { flow: *flow, side: Side::Sender, group: group.clone() });
             setups[flow.dst].push(FlowRole { flow: *flow, side: Side::Receiver, group: group.clone() });
         }
@@ -346,7 +366,7 @@ impl Coordinator {
             let stress = self.plan.phases[phase].stress.iter().find(|s| s.rank == rank).map(|s| s.spec.clone());
             self.send(rank, ToWorker::Setup { phase, flows, stress });
         }
-        self.set_stage(Stage::Setup { phase, endpoints: vec![None; n] }, now_ns);
+        self.set_stage(Stage::Setup { phase, endpoints: Gather::new(n) }, now_ns);
     }
 
     fn endpoints(&mut self, rank: usize, phase: usize, list: Vec<FlowEndpoint>, now_ns: i64) {
@@ -354,22 +374,28 @@ impl Coordinator {
         if *current != phase {
             return;
         }
-        endpoints[rank] = Some(list);
-        if endpoints.iter().any(Option::is_none) {
+        if !endpoints.put(rank, list) {
             return;
         }
-        // Index every end by (flow, side), then hand each rank the far ends of its own flows.
-        let mut ends: HashMap<(u32, Side), &FlowEndpoint> = HashMap::new();
-        for e in endpoints.iter().flatten().flatten() {
-            ends.insert((e.flow, e.side), e);
-        }
+        // Index every end by flow (ids are 0..flows) and side, then hand
+        // each rank the far ends of its own flows.
         let p = &self.plan.phases[phase];
+        let mut ends: Vec<[Option<&FlowEndpoint>; 2]> = vec![[None, None]; p.flows.len()];
+        for e in endpoints.answers().iter().flatten().flatten() {
+            if let Some(end) = ends.get_mut(e.flow as usize) {
+                let side = match e.side {
+                    Side::Sender => 0,
+                    Side::Receiver => 1,
+                };
+                end[side] = Some(e);
+            }
+        }
         let mut peers: Vec<Vec<FlowEndpoint>> = vec![Vec::new(); self.slots.len()];
-        for flow in &p.flows {
-            if let Some(&e) = ends.get(&(flow.id, Side::Receiver)) {
+        for (flow, [sender, receiver]) in p.flows.iter().zip(ends) {
+            if let Some(e) = receiver {
                 peers[flow.src].push(e.clone());
             }
-            if let Some(&e) = ends.get(&(flow.id, Side::Sender)) {
+            if let Some(e) = sender {
                 peers[flow.dst].push(e.clone());
             }
         }
@@ -377,7 +403,7 @@ impl Coordinator {
             self.send(rank, ToWorker::Peers { phase, peers: list });
         }
         let n = self.slots.len();
-        self.set_stage(Stage::Connecting { phase, ready: vec![false; n] }, now_ns);
+        self.set_stage(Stage::Connecting { phase, ready: Gather::new(n) }, now_ns);
     }
 
     fn ready(&mut self, rank: usize, phase: usize, now_ns: i64) {
@@ -385,15 +411,14 @@ impl Coordinator {
         if *current != phase {
             return;
         }
-        ready[rank] = true;
-        if ready.iter().all(|&r| r) {
+        if ready.put(rank, ()) {
             let t0_ns = now_ns + ns(self.timeouts.start_delay);
             let window = self.window;
             self.broadcast(|| ToWorker::Start { phase, t0_ns, window });
             let name = self.plan.phases[phase].name.clone();
             self.event(Event::PhaseStarted { phase, name, window });
             let n = self.slots.len();
-            let stage = Stage::Running { phase, t0_ns, reports: vec![None; n], progress: BTreeMap::new() };
+            let stage = Stage::Running { phase, t0_ns, reports: Gather::new(n), progress: BTreeMap::new() };
             self.set_stage(stage, now_ns);
         }
     }
@@ -420,23 +445,23 @@ impl Coordinator {
     fn report(&mut self, rank: usize, report: RankReport, now_ns: i64) {
         match &mut self.stage {
             Stage::Running { phase, reports, .. } if *phase == report.phase => {
-                reports[rank] = Some(report);
-                if reports.iter().all(Option::is_some) {
-                    let phase = *phase;
-                    let reports = std::mem::take(reports);
-                    let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
-                    self.event(Event::PhaseDone(Box::new(result)));
-                    if phase + 1 < self.plan.phases.len() {
-                        self.begin_phase(phase + 1, now_ns);
-                    } else {
-                        self.broadcast(|| ToWorker::Bye);
-                        self.event(Event::Finished);
-                        self.set_stage(Stage::Done, now_ns);
-                    }
+                let phase = *phase;
+                if !reports.put(rank, report) {
+                    return;
+                }
+                let reports = std::mem::replace(reports, Gather::new(0)).into_answers();
+                let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
+                self.event(Event::PhaseDone(Box::new(result)));
+                if phase + 1 < self.plan.phases.len() {
+                    self.begin_phase(phase + 1, now_ns);
+                } else {
+                    self.broadcast(|| ToWorker::Bye);
+                    self.event(Event::Finished);
+                    self.set_stage(Stage::Done, now_ns);
                 }
             }
             Stage::Aborting { phase, reports, .. } if *phase == report.phase => {
-                reports[rank] = Some(report);
+                reports.put(rank, report);
                 self.check_abort_complete();
             }
             _ => {}
@@ -466,7 +491,7 @@ impl Coordinator {
 
     fn check_abort_complete(&mut self) {
         let Stage::Aborting { reports, .. } = &self.stage else { return };
-        let waiting = self.slots.iter().enumerate().any(|(r, s)| s.conn.is_some() && reports[r].is_none());
+        let waiting = self.slots.iter().enumerate().any(|(r, s)| s.conn.is_some() && !reports.has(r));
         if !waiting {
             self.finish_abort();
         }
@@ -476,8 +501,8 @@ impl Coordinator {
         let Stage::Aborting { phase, reports, failure, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
             return;
         };
-        if reports.iter().any(Option::is_some) {
-            let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, false);
+        if reports.any() {
+            let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, reports.answers(), false);
             self.event(Event::PhaseDone(Box::new(result)));
         }
         self.broadcast(|| ToWorker::Bye);
@@ -505,17 +530,24 @@ impl Coordinator {
         }
     }
 
-    fn rank_of(&self, conn: ConnId) -> Option<usize> {
-        self.slots.iter().position(|s| s.conn == Some(conn))
-    }
-
-    fn ranks_where(&self, pred: impl Fn(usize) -> bool) -> Vec<usize> {
-        (0..self.slots.len()).filter(|&r| pred(r)).collect()
-    }
-
     fn send(&mut self, rank: usize, msg: ToWorker) {
-        if let Some(conn) = self.slots[rank].conn {
+        let slot = &mut self.slots[rank];
+        if let Some(conn) = slot.conn {
+            slot.busy = true;
             self.out.push_back(Output::Send(conn, msg));
+        }
+    }
+
+    /// A heartbeat to each rank that was sent nothing since the last round:
+    /// any message keeps a worker's lease, and while thousands of ranks
+    /// bootstrap the tables themselves are traffic enough.
+    fn heartbeat(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(conn) = slot.conn {
+                if !std::mem::take(&mut slot.busy) {
+                    self.out.push_back(Output::Send(conn, ToWorker::Heartbeat));
+                }
+            }
         }
     }
 

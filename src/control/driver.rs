@@ -16,6 +16,11 @@ use crate::control::wire::{ToCoordinator, ToWorker};
 use crate::metrics::clock::now_ns;
 
 const TICK: Duration = Duration::from_millis(100);
+/// Connections the kernel queues until they are accepted. Every rank
+/// connects at once; with the usual 128, a job of more ranks loses SYNs and
+/// waits for their retransmission (1 s, then 3 s). The kernel caps this at
+/// net.core.somaxconn.
+const ACCEPT_QUEUE: i32 = 65_535;
 /// How long queued frames (the final Bye) may take to flush.
 const FLUSH: Duration = Duration::from_secs(2);
 
@@ -29,6 +34,16 @@ struct Conn {
     peer: SocketAddr,
     writer: Option<mpsc::UnboundedSender<ToWorker>>,
     reader: JoinHandle<()>,
+}
+
+/// The coordinator's listening socket on `addr` (port 0: any free port).
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(ACCEPT_QUEUE)?;
+    TcpListener::from_std(socket.into())
 }
 
 /// Runs the coordinator until it is done, handing every event to `on_event`.

@@ -4,4 +4,5 @@
 pub mod coordinator;
 pub mod driver;
 pub mod framing;
+mod gather;
 pub mod wire;

@@ -2,6 +2,7 @@
 //! Encoded with postcard inside length-delimited frames (see `framing`).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -9,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::load::stress::StressSpec;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
+use crate::scenario::RunSpec;
 use crate::transport::rdma::RdmaEndpoint;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
@@ -55,7 +57,9 @@ pub struct FlowEndpoint {
 pub struct FlowRole {
     pub flow: Flow,
     pub side: Side,
-    pub group: GroupPlan,
+    /// Shared by every role of the group: with thousands of flows per rank
+    /// a copy each is most of the coordinator's memory (same bytes on the wire).
+    pub group: Arc<GroupPlan>,
 }
 
 /// The common measurement window of a phase.
@@ -67,6 +71,11 @@ pub struct Window {
 }
 
 impl Window {
+    /// The window a scenario's `[run]` asks for.
+    pub fn of(run: &RunSpec) -> Window {
+        Window { warmup: run.warmup, duration: run.duration, interval: run.interval }
+    }
+
     /// Sample boundaries in the window: 0 (window opens) … the last (closes).
     pub fn boundaries(&self) -> u32 {
         let n = self.duration.as_nanos().div_ceil(self.interval.as_nanos().max(1));

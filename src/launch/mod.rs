@@ -3,8 +3,10 @@
 //! protocol spoken over it.
 
 pub mod local;
+pub mod slurm;
 pub mod ssh;
 pub mod stage;
+pub mod tree;
 
 use std::pin::Pin;
 
@@ -51,5 +53,26 @@ pub trait Launcher: Send + Sync {
     /// Releases what the launcher holds once every worker is gone.
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+}
+
+/// How the workers of a run start: one process per host (rank 0 first, the
+/// others once it listens), the same as a tree (the launcher starts `radix`
+/// workers over SSH and they start the rest), or all at once as one srun
+/// step whose stdin every task shares.
+pub enum Launch {
+    PerHost(Box<dyn Launcher>),
+    Tree { ssh: ssh::SshLauncher, radix: usize },
+    Step(slurm::SlurmLauncher),
+}
+
+impl Launch {
+    /// Releases what the launcher holds once every worker is gone.
+    pub async fn close(&self) {
+        match self {
+            Launch::PerHost(launcher) => launcher.close().await,
+            Launch::Tree { ssh, .. } => ssh.close().await,
+            Launch::Step(slurm) => slurm.close(),
+        }
     }
 }

@@ -11,13 +11,16 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Mutex, OnceCell, Semaphore};
 
 use crate::hostfile::Host;
 use crate::launch::stage::{self, LocalBinary};
 use crate::launch::{LaunchError, Launcher, Process, Started};
 
-#[derive(Clone, Debug)]
+/// Also what a tree launch's workers use to start the next ones (without
+/// staging, which only the launcher does).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SshOptions {
     /// An ssh_config to use instead of ~/.ssh/config (`ssh -F`).
     pub config: Option<PathBuf>,
@@ -27,6 +30,7 @@ pub struct SshOptions {
     /// The fabricbench binary on the remote hosts.
     pub remote_exe: String,
     /// Copy this binary to each host's cache first, and run that copy.
+    #[serde(skip)]
     pub stage: Option<LocalBinary>,
 }
 
@@ -44,6 +48,10 @@ impl SshLauncher {
     pub fn new(opts: SshOptions) -> SshLauncher {
         let connecting = Semaphore::new(opts.fanout.max(1));
         SshLauncher { opts, connecting, sessions: Mutex::new(HashMap::new()), staged: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn options(&self) -> &SshOptions {
+        &self.opts
     }
 
     /// The master connection to `host`, opened on first use; concurrent

@@ -92,13 +92,18 @@ impl Phase {
 }
 
 /// Builds the plan; an error names the scenario field that cannot be met.
-pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String)> {
-    let n = hosts.len();
-    let ranks = hosts
+/// One rank per host, in order.
+pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
+    hosts
         .iter()
         .enumerate()
         .map(|(rank, h)| RankInfo { rank, host: h.name.clone(), addr: h.data_addr().to_string() })
-        .collect();
+        .collect()
+}
+
+pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String)> {
+    let n = hosts.len();
+    let ranks = ranks_of(hosts);
     let mut phases = Vec::new();
     match &scenario.sweep {
         None => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
@@ -342,11 +347,6 @@ fn with_reverse(pairs: Pairs, bidirectional: bool) -> Pairs {
 
 /// Drops repeated pairs (a 2-rank ring is one pair each way), keeping order.
 fn dedup(pairs: Pairs) -> Pairs {
-    let mut out: Pairs = Vec::with_capacity(pairs.len());
-    for p in pairs {
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
+    pairs.into_iter().filter(|p| seen.insert(*p)).collect()
 }

@@ -2,7 +2,7 @@
 //! short run that retests the suspects alone (each in its own phase).
 
 use crate::acceptance;
-use crate::launch::Launcher;
+use crate::launch::Launch;
 use crate::result::{Acceptance, Retest, RunResult, RunStatus};
 use crate::run::{run, Prepared, RunOptions};
 use crate::scenario::CheckSpec;
@@ -17,13 +17,13 @@ pub struct AcceptOptions {
 /// Runs the job and judges it; `acceptance` is set when there are rules.
 pub async fn run_and_judge(
     prepared: Prepared,
-    launcher: &dyn Launcher,
+    launch: &Launch,
     opts: &RunOptions,
     accept: &AcceptOptions,
 ) -> anyhow::Result<RunResult> {
     let (scenario_file, scenario, hosts) =
         (prepared.scenario_file.clone(), prepared.scenario.clone(), prepared.hosts.clone());
-    let mut result = run(prepared, launcher, opts).await?;
+    let mut result = run(prepared, launch, opts).await?;
     let Some(mut judged) = acceptance::judge(&result, &accept.checks) else { return Ok(result) };
     if let RunStatus::Failed { .. } = result.status {
         not_retested(&mut judged, "the run failed");
@@ -33,7 +33,7 @@ pub async fn run_and_judge(
         if opts.progress {
             eprintln!("retesting {} suspect(s) alone", owners.len());
         }
-        let retest = run(Prepared { scenario_file, scenario, hosts, plan }, launcher, opts).await?;
+        let retest = run(Prepared { scenario_file, scenario, hosts, plan }, launch, opts).await?;
         let failure = match &retest.status {
             RunStatus::Failed { error } => Some(error.as_str()),
             RunStatus::Ok => None,

@@ -1,11 +1,12 @@
 //! `fabricbench run`: read the hostfile and scenario, plan, start the
-//! workers (rank 0 first: it serves the coordinator), follow the run through
-//! rank 0's event stream, stop every worker, and keep every result measured,
-//! also when the run fails half-way.
+//! workers (rank 0 first: it serves the coordinator; or all at once as an
+//! srun step), follow the run through rank 0's event stream, stop every
+//! worker, and keep every result measured, also when the run fails half-way.
 
 mod accept;
-mod workers;
+pub(crate) mod workers;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,13 +17,18 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::control::coordinator::Event;
 use crate::control::wire::Window;
-use crate::hostfile::{self, Host};
-use crate::launch::{BoxRead, Launcher};
+use crate::hostfile::Host;
+use crate::launch::slurm::SlurmLauncher;
+use crate::launch::ssh::SshOptions;
+use crate::launch::tree::{self, Subtree};
+use crate::launch::{BoxRead, Launch, Launcher};
 use crate::metrics::sweep;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::{PhaseResult, RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
+use crate::worker::relay::member_spec;
+use crate::worker::step::{CoordinatorAt, StepSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 pub use accept::{run_and_judge, AcceptOptions};
 use workers::Workers;
@@ -36,7 +42,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub struct RunOptions {
     pub scenario: PathBuf,
-    pub hostfile: PathBuf,
     /// Port for rank 0's coordinator (0: any free port).
     pub port: u16,
     pub progress: bool,
@@ -57,8 +62,14 @@ pub struct Overrides {
     pub warmup: Option<Duration>,
 }
 
-/// Loads and checks the inputs; errors name the file, line and field.
-pub fn prepare(scenario_file: &Path, hostfile_path: &Path, overrides: &Overrides) -> anyhow::Result<Prepared> {
+/// Loads and checks the scenario against `hosts`, which came from `origin`
+/// (e.g. "hostfile hosts/rack1"); errors name the file, line and field.
+pub fn prepare(
+    scenario_file: &Path,
+    hosts: Vec<Host>,
+    origin: &str,
+    overrides: &Overrides,
+) -> anyhow::Result<Prepared> {
     let (mut scenario, source) = scenario::load(scenario_file)?;
     if let Some(duration) = overrides.duration {
         if duration.is_zero() || duration < scenario.run.interval {
@@ -73,16 +84,14 @@ pub fn prepare(scenario_file: &Path, hostfile_path: &Path, overrides: &Overrides
     if let Some(warmup) = overrides.warmup {
         scenario.run.warmup = warmup;
     }
-    let hosts = hostfile::load(hostfile_path)?;
-    let plan = plan::build(&hosts, &scenario).map_err(|(field, message)| {
-        anyhow!("{} (with hostfile {})", source.describe(&field, &message), hostfile_path.display())
-    })?;
+    let plan = plan::build(&hosts, &scenario)
+        .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
     Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan })
 }
 
 /// Runs the job. The result is returned whether the run succeeded or not;
 /// only a failure before any worker ran is an `Err`.
-pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions) -> anyhow::Result<RunResult> {
+pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyhow::Result<RunResult> {
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
@@ -109,9 +118,9 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
         })
     };
     let mut workers = Workers::new(echo);
-    let outcome = drive(&prepared, launcher, opts, &mut workers, &progress, &mut result).await;
+    let outcome = drive(&prepared, launch, opts, &mut workers, &progress, &mut result).await;
     workers.shut_down(SHUTDOWN_GRACE).await;
-    launcher.close().await;
+    launch.close().await;
     if let Ok(mut p) = progress.lock() {
         p.finish();
     }
@@ -126,7 +135,7 @@ pub async fn run(prepared: Prepared, launcher: &dyn Launcher, opts: &RunOptions)
 /// Starts the workers and follows rank 0's events until the run ends.
 async fn drive(
     prepared: &Prepared,
-    launcher: &dyn Launcher,
+    launch: &Launch,
     opts: &RunOptions,
     workers: &mut Workers,
     progress: &Mutex<Progress>,
@@ -134,47 +143,16 @@ async fn drive(
 ) -> anyhow::Result<()> {
     let launched = Instant::now();
     let (job, token) = job_identity();
-    let run = &prepared.scenario.run;
-    let window = Window { warmup: run.warmup, duration: run.duration, interval: run.interval };
-    let spec = |rank: usize, host: &Host, role: Role| JobSpec {
-        job,
-        token: token.clone(),
-        rank,
-        host: host.name.clone(),
-        bind: host.data_addr().to_string(),
-        role,
-    };
-
     let host0 = &prepared.hosts[0];
-    let role0 = Role::Coordinator { plan: Box::new(prepared.plan.clone()), window, port: opts.port };
-    // Connect to every other host while rank 0 starts.
-    let (started, ()) = tokio::join!(launcher.start(0, host0), launcher.prepare(&prepared.hosts[1..]));
-    let started = started?;
-    let line = serde_json::to_string(&spec(0, host0, role0))?;
-    let stdout0 = workers.adopt(0, &host0.name, started, &line).await.context("sending rank 0 its job spec")?;
-    let mut events = BufReader::new(stdout0).lines();
-    let coordinator = match tokio::time::timeout(LISTEN_TIMEOUT, next_output(&mut events)).await {
-        Ok(Ok(Some(WorkerOutput::Listening { addr, version }))) if version == env!("CARGO_PKG_VERSION") => addr,
-        Ok(Ok(Some(WorkerOutput::Listening { version, .. }))) => bail!(
-            "rank 0 ({}) runs fabricbench {version}, this launcher is fabricbench {}; install one version everywhere (or use --remote-exe)",
-            host0.name,
-            env!("CARGO_PKG_VERSION")
-        ),
-        Ok(Ok(_)) | Ok(Err(_)) => {
-            let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
-            bail!("rank 0 ({}) exited before its coordinator listened{}", host0.name, workers.stderr_tail(0))
+    let mut events = match launch {
+        Launch::PerHost(launcher) => {
+            start_per_host(prepared, launcher.as_ref(), None, opts, workers, job, &token).await?
         }
-        Err(_) => bail!("rank 0 ({}) did not start its coordinator within {LISTEN_TIMEOUT:?}", host0.name),
+        Launch::Tree { ssh, radix } => {
+            start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await?
+        }
+        Launch::Step(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await?,
     };
-
-    for (rank, host) in prepared.hosts.iter().enumerate().skip(1) {
-        let started = launcher.start(rank, host).await?;
-        let line = serde_json::to_string(&spec(rank, host, Role::Member { coordinator }))?;
-        workers
-            .adopt(rank, &host.name, started, &line)
-            .await
-            .with_context(|| format!("sending rank {rank} ({}) its job spec", host.name))?;
-    }
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;
     loop {
@@ -203,7 +181,6 @@ async fn drive(
                 }
             },
             Some(exit) = workers.exits.recv() => {
-                workers.mark_exited(exit.rank);
                 if lost.is_none() {
                     lost = Some((exit.rank, exit.how, tokio::time::Instant::now()));
                 }
@@ -214,6 +191,107 @@ async fn drive(
             }
             _ = tokio::signal::ctrl_c() => bail!("interrupted (Ctrl-C): stopping every worker"),
         }
+    }
+}
+
+type Events = tokio::io::Lines<BufReader<BoxRead>>;
+
+/// One process per host: rank 0 first, the others with its address; in a
+/// tree launch (`tree`: radix and the SSH options the workers use) the
+/// launcher starts only the roots of the subtrees below rank 0.
+async fn start_per_host(
+    prepared: &Prepared,
+    launcher: &dyn Launcher,
+    tree: Option<(usize, &SshOptions)>,
+    opts: &RunOptions,
+    workers: &mut Workers,
+    job: u64,
+    token: &str,
+) -> anyhow::Result<Events> {
+    let others: Vec<(usize, Host)> = prepared.hosts.iter().cloned().enumerate().skip(1).collect();
+    let direct = match tree {
+        Some((radix, _)) => tree::split(&others, radix),
+        None => others.into_iter().map(|(rank, host)| Subtree { rank, host, below: Vec::new() }).collect(),
+    };
+    let direct_hosts: Vec<Host> = direct.iter().map(|s| s.host.clone()).collect();
+    let host0 = &prepared.hosts[0];
+    let spec0 = JobSpec {
+        job,
+        token: token.to_string(),
+        rank: 0,
+        host: host0.name.clone(),
+        bind: host0.data_addr().to_string(),
+        role: Role::Coordinator {
+            plan: Box::new(prepared.plan.clone()),
+            window: Window::of(&prepared.scenario.run),
+            port: opts.port,
+        },
+        relay: None,
+    };
+    // Connect to the other hosts this launcher starts while rank 0 starts.
+    let (started, ()) = tokio::join!(launcher.start(0, host0), launcher.prepare(&direct_hosts));
+    let line = serde_json::to_string(&spec0)?;
+    let stdout0 = workers.adopt(0, &host0.name, started?, &line).await.context("sending rank 0 its job spec")?;
+    let mut events = BufReader::new(stdout0).lines();
+    let coordinator = listening(&mut events, workers, host0).await?;
+    for subtree in &direct {
+        let (rank, host) = (subtree.rank, &subtree.host);
+        let started = launcher.start(rank, host).await?;
+        let spec = member_spec(job, token, coordinator, subtree, tree.map(|(_, ssh)| ssh));
+        workers
+            .adopt(rank, &host.name, started, &serde_json::to_string(&spec)?)
+            .await
+            .with_context(|| format!("sending rank {rank} ({}) its job spec", host.name))?;
+    }
+    Ok(events)
+}
+
+/// One srun step for every rank: each task reads the same broadcast spec;
+/// rank 0's address follows on the same stdin once it listens, so the
+/// others join without a second launch.
+async fn start_step(
+    prepared: &Prepared,
+    slurm: &SlurmLauncher,
+    opts: &RunOptions,
+    workers: &mut Workers,
+    job: u64,
+    token: &str,
+) -> anyhow::Result<Events> {
+    let spec = StepSpec {
+        job,
+        token: token.to_string(),
+        hosts: (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone()),
+        scenario: prepared.scenario.clone(),
+        // Rank 0 plans from the scenario unless this plan is another (a retest).
+        phases: (plan::build(&prepared.hosts, &prepared.scenario).as_ref() != Ok(&prepared.plan))
+            .then(|| prepared.plan.phases.clone()),
+        port: opts.port,
+    };
+    let step = slurm.start_step(&prepared.hosts)?;
+    let names: Vec<String> = prepared.hosts.iter().map(|h| h.name.clone()).collect();
+    let line = serde_json::to_string(&spec)?;
+    let stdout0 = workers.adopt_step(&names, step, &line).await.context("sending the srun step its job spec")?;
+    let mut events = BufReader::new(stdout0).lines();
+    let coordinator = listening(&mut events, workers, &prepared.hosts[0]).await?;
+    let line = serde_json::to_string(&CoordinatorAt { coordinator })?;
+    workers.send_to_last(&line).await.context("sending the srun step rank 0's address")?;
+    Ok(events)
+}
+
+/// Waits for rank 0 to say where its coordinator listens.
+async fn listening(events: &mut Events, workers: &mut Workers, host0: &Host) -> anyhow::Result<SocketAddr> {
+    match tokio::time::timeout(LISTEN_TIMEOUT, next_output(events)).await {
+        Ok(Ok(Some(WorkerOutput::Listening { addr, version }))) if version == env!("CARGO_PKG_VERSION") => Ok(addr),
+        Ok(Ok(Some(WorkerOutput::Listening { version, .. }))) => bail!(
+            "rank 0 ({}) runs fabricbench {version}, this launcher is fabricbench {}; install one version everywhere (or use --remote-exe)",
+            host0.name,
+            env!("CARGO_PKG_VERSION")
+        ),
+        Ok(Ok(_)) | Ok(Err(_)) => {
+            let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
+            bail!("rank 0 ({}) exited before its coordinator listened{}", host0.name, workers.stderr_tail(0))
+        }
+        Err(_) => bail!("rank 0 ({}) did not start its coordinator within {LISTEN_TIMEOUT:?}", host0.name),
     }
 }
 
@@ -239,7 +317,7 @@ fn follow(
     Ok(None)
 }
 
-async fn next_output(lines: &mut tokio::io::Lines<BufReader<BoxRead>>) -> anyhow::Result<Option<WorkerOutput>> {
+async fn next_output(lines: &mut Events) -> anyhow::Result<Option<WorkerOutput>> {
     loop {
         let Some(line) = lines.next_line().await.context("reading rank 0's output")? else { return Ok(None) };
         if line.trim().is_empty() {

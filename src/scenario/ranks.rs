@@ -44,6 +44,7 @@ impl RankSet {
             RankSet::All => Ok((0..n).collect()),
             RankSet::Ranges(ranges) => {
                 let mut out = Vec::new();
+                let mut seen = vec![false; n];
                 for &(lo, hi) in ranges {
                     if hi >= n {
                         return Err(format!(
@@ -51,7 +52,7 @@ impl RankSet {
                             n.saturating_sub(1)
                         ));
                     }
-                    out.extend((lo..=hi).filter(|r| !out.contains(r)).collect::<Vec<_>>());
+                    out.extend((lo..=hi).filter(|&r| !std::mem::replace(&mut seen[r], true)));
                 }
                 Ok(out)
             }

@@ -77,9 +77,13 @@ pub async fn run(
     let heartbeat = {
         let out = out.clone();
         tokio::spawn(async move {
-            let mut every = tokio::time::interval(HEARTBEAT);
-            while out.send(ToCoordinator::Heartbeat).is_ok() {
+            // The Hello just sent counts: the first heartbeat is due one interval later.
+            let mut every = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+            loop {
                 every.tick().await;
+                if out.send(ToCoordinator::Heartbeat).is_err() {
+                    break;
+                }
             }
         })
     };

@@ -2,10 +2,13 @@
 //! It reads its job spec from stdin (never argv: the token is a secret),
 //! runs until the coordinator says Bye, and exits when stdin closes.
 //! Rank 0 also serves the coordinator and reports to the launcher on stdout.
+//! Under Slurm (`--slurm`) the spec comes as a step's broadcast (`step`).
 
 mod agent;
 mod phase;
+pub mod relay;
 mod sampler;
+pub mod step;
 mod streams;
 
 use std::io::{BufRead, Write};
@@ -33,6 +36,9 @@ pub struct JobSpec {
     /// Address to bind the data plane (and rank 0's coordinator) to.
     pub bind: String,
     pub role: Role,
+    /// In a tree launch: the workers this one starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<relay::Relay>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -55,12 +61,16 @@ pub enum WorkerOutput {
 }
 
 /// Runs a worker: reads the spec from stdin, exits when stdin closes.
-/// `label` is the rank the launcher put on the command line for `ps`.
-pub fn main(label: Option<usize>) -> anyhow::Result<()> {
-    let stdin = std::io::stdin();
-    let mut line = String::new();
-    stdin.lock().read_line(&mut line).context("reading the job spec from stdin")?;
-    let spec: JobSpec = serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?;
+/// `label` is the rank the launcher put on the command line for `ps`;
+/// `slurm`: this is a task of the launcher's srun step.
+pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
+    let spec: JobSpec = if slurm {
+        step::job_spec(&mut std::io::stdin().lock(), |name| std::env::var(name).ok())?
+    } else {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).context("reading the job spec from stdin")?;
+        serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?
+    };
     if label.is_some_and(|rank| rank != spec.rank) {
         bail!("started as rank {} but the job spec on stdin is for rank {}", label.unwrap_or_default(), spec.rank);
     }
@@ -82,9 +92,17 @@ pub fn main(label: Option<usize>) -> anyhow::Result<()> {
             host: spec.host.clone(),
             bind,
         };
-        match spec.role {
-            Role::Member { coordinator } => agent::run(&me, coordinator, shutdown).await.map_err(anyhow::Error::from),
-            Role::Coordinator { plan, window, port } => serve(&me, *plan, window, port, shutdown).await,
+        match (spec.role, spec.relay) {
+            (Role::Member { coordinator }, None) => {
+                agent::run(&me, coordinator, shutdown).await.map_err(anyhow::Error::from)
+            }
+            (Role::Member { coordinator }, Some(relay)) => {
+                let own = async { agent::run(&me, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
+                let below =
+                    async { relay::run(&me, relay, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
+                tokio::try_join!(own, below).map(|_| ())
+            }
+            (Role::Coordinator { plan, window, port }, _) => serve(&me, *plan, window, port, shutdown).await,
         }
     })
 }
@@ -97,8 +115,7 @@ async fn serve(
     port: u16,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind((me.bind, port))
-        .await
+    let listener = driver::listen(SocketAddr::new(me.bind, port))
         .with_context(|| format!("cannot listen for workers on {}:{port}", me.bind))?;
     let addr = listener.local_addr()?;
     emit(&WorkerOutput::Listening { addr, version: env!("CARGO_PKG_VERSION").to_string() });

@@ -160,4 +160,5 @@ pub fn fan_in(duration: &str) -> String {
     )
 }
 
+pub mod ranks;
 pub mod testbed;

@@ -15,6 +15,8 @@ pub struct Bed {
     script: PathBuf,
     pub hostfile: PathBuf,
     pub ssh_config: PathBuf,
+    /// With `--slurm`: the slurm.conf that salloc, srun and sbatch need (SLURM_CONF).
+    pub slurm_conf: PathBuf,
 }
 
 impl Bed {
@@ -46,12 +48,19 @@ impl Bed {
             script,
             hostfile: state.join("hostfile"),
             ssh_config: state.join("ssh_config"),
+            slurm_conf: state.join("run/slurm/slurm.conf"),
         })
     }
 
     /// Runs a command inside host `host` (its namespaces).
     pub fn exec(&self, host: &str, cmd: &[&str]) -> Output {
         Command::new(&self.script).arg("exec").arg(host).args(cmd).output().expect("testbed exec")
+    }
+
+    /// PIDs of Slurm step daemons on `host` (one per running job step).
+    pub fn slurmstepds(&self, host: &str) -> Vec<String> {
+        let out = self.exec(host, &["pgrep", "-x", "slurmstepd"]);
+        super::text(&out.stdout).lines().map(str::to_string).collect()
     }
 
     /// PIDs of fabricbench workers on `host`.

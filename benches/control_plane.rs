@@ -1,0 +1,201 @@
+//! The control plane at scale: how long the coordinator takes to bootstrap
+//! N ranks (hello → endpoint tables delivered → barrier → start) and how
+//! much memory it needs, for N = 64 … 4096 and several patterns, with
+//! simulated ranks in one process (`sim`: the state machine alone) and with
+//! real TCP clients on loopback in a second process (`tcp`: the tokio
+//! driver, framing and sockets too). Each case runs in a fresh process so
+//! its peak RSS (VmHWM) is its own.
+//!
+//!   cargo bench --bench control_plane
+//!   cargo bench --bench control_plane -- --sizes 64,4096 --patterns fan-in --modes tcp --rounds 5
+//!
+//! With --rounds R each case runs R times and the run of median bootstrap
+//! time is printed.
+//!
+//! scripts/bench control runs it on the release build; results are in
+//! docs/PERFORMANCE.md. Goal: 4096 ranks in < 2 s and < 512 MiB.
+
+#[path = "../tests/common/ranks.rs"]
+mod ranks;
+
+use std::process::Command;
+use std::time::Instant;
+
+use fabricbench::control::coordinator::Event;
+use fabricbench::metrics::clock::now_ns;
+use nix::sys::resource::{getrusage, UsageWho};
+
+const PATTERNS: [(&str, &str); 4] = [
+    ("fan-in", "[[group]]\nname = \"incast\"\npattern = \"fan-in\"\n"),
+    ("ring", "[[group]]\nname = \"ring\"\npattern = \"ring\"\nbidirectional = true\n"),
+    ("pairwise", "[[group]]\nname = \"pairs\"\npattern = \"pairwise\"\n"),
+    ("all-to-all", "[[group]]\nname = \"all\"\npattern = \"all-to-all\"\n"),
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    if let Err(e) = fabricbench::fdlimit::raise() {
+        eprintln!("cannot raise the open-files limit: {e}");
+    }
+    match args.first().map(String::as_str) {
+        Some("--one") => one(&args[1], &args[2], args[3].parse().expect("rank count")),
+        Some("--clients") => clients(args[1].parse().expect("address"), args[2].parse().expect("rank count")),
+        _ => table(&args),
+    }
+}
+
+fn option<'a>(args: &'a [String], name: &str, default: &'a str) -> Vec<&'a str> {
+    let value = args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map_or(default, String::as_str);
+    value.split(',').collect()
+}
+
+/// Runs every case in its own process and prints one row each.
+fn table(args: &[String]) {
+    let sizes = option(args, "--sizes", "64,256,1024,4096");
+    let patterns = option(args, "--patterns", "fan-in,ring,pairwise,all-to-all");
+    let modes = option(args, "--modes", "sim,tcp");
+    let rounds: usize = option(args, "--rounds", "1")[0].parse().expect("--rounds is a number");
+    let exe = std::env::current_exe().expect("this benchmark's path");
+    println!("# control plane bootstrap, {} cores; all-to-all stops at 1024 ranks (N² flows)", num_cpus::get());
+    println!(
+        "{:<5} {:<11} {:>6} {:>9} {:>8} {:>13} {:>9} {:>15} {:>16} {:>16}",
+        "mode",
+        "pattern",
+        "ranks",
+        "flows",
+        "plan ms",
+        "bootstrap ms",
+        "peak MiB",
+        "coord. CPU ms",
+        "ranks' CPU ms",
+        "max B to a rank"
+    );
+    for mode in &modes {
+        for pattern in &patterns {
+            for size in &sizes {
+                let n: usize = size.parse().expect("--sizes are numbers");
+                if *pattern == "all-to-all" && n > 1024 {
+                    continue;
+                }
+                let mut runs = Vec::new();
+                for _ in 0..rounds {
+                    let out = Command::new(&exe).args(["--one", mode, pattern, size]).output().expect("run a case");
+                    if !out.status.success() {
+                        println!("{mode:<5} {pattern:<11} {n:>6} failed: {}", first_line(&out.stderr));
+                        break;
+                    }
+                    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let bootstrap_ms: f64 = line.split_whitespace().nth(5).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+                    runs.push((bootstrap_ms, line));
+                }
+                runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if let Some((_, line)) = runs.get(runs.len() / 2) {
+                    print!("{line}");
+                }
+            }
+        }
+    }
+}
+
+fn scenario(pattern: &str) -> &'static str {
+    PATTERNS.iter().find(|(name, _)| *name == pattern).map(|(_, s)| *s).expect("a known pattern")
+}
+
+/// One case: prints its row.
+fn one(mode: &str, pattern: &str, n: usize) {
+    let started = Instant::now();
+    let plan = ranks::make_plan(n, scenario(pattern));
+    let flows = plan.phases[0].flows.len();
+    let plan_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let max_bytes = match mode {
+        "sim" => {
+            let mut c = ranks::coordinator(plan, 0);
+            let traffic = ranks::bootstrap(&mut c, n);
+            assert!(traffic.started, "the ranks did not reach the barrier");
+            traffic.bytes.into_iter().max().unwrap_or(0)
+        }
+        "tcp" => over_tcp(plan, n),
+        other => panic!("mode {other}: sim or tcp"),
+    };
+    let bootstrap_ms = started.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "{mode:<5} {pattern:<11} {n:>6} {flows:>9} {plan_ms:>8.1} {bootstrap_ms:>13.1} {:>9.1} {:>15.0} {:>16.0} {max_bytes:>16}",
+        peak_rss_kib() as f64 / 1024.0,
+        cpu_ms(UsageWho::RUSAGE_SELF),
+        cpu_ms(UsageWho::RUSAGE_CHILDREN),
+    );
+}
+
+/// The coordinator's driver here, the ranks in a child process; returns
+/// the most bytes one rank was sent.
+fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> u64 {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Failures before the start count; after it the clients exit and their connections close.
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let on_event = {
+            let (failed, mut started) = (failed.clone(), false);
+            move |event| match event {
+                Event::PhaseStarted { .. } => started = true,
+                Event::Failed(f) if !started => *failed.lock().unwrap() = Some(f.to_string()),
+                _ => {}
+            }
+        };
+        let driver =
+            tokio::spawn(fabricbench::control::driver::drive(listener, ranks::coordinator(plan, now_ns()), on_event));
+        let exe = std::env::current_exe().unwrap();
+        let out = tokio::process::Command::new(exe)
+            .args(["--clients", &addr.to_string(), &n.to_string()])
+            .output()
+            .await
+            .expect("run the clients");
+        driver.abort();
+        if let Some(failure) = failed.lock().unwrap().take() {
+            panic!("the coordinator failed: {failure}");
+        }
+        assert!(out.status.success(), "clients: {}", first_line(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("the clients' byte count")
+    })
+}
+
+/// N ranks over TCP; prints the most bytes one was sent once all are started.
+fn clients(addr: std::net::SocketAddr, n: usize) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let max = runtime.block_on(async {
+        let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(ranks::tcp_rank(addr, rank))).collect();
+        let mut max = 0;
+        for rank in ranks {
+            let (_, bytes) = rank.await.unwrap().unwrap_or_else(|e| panic!("{e}"));
+            max = max.max(bytes);
+        }
+        max
+    });
+    println!("{max}");
+}
+
+/// The message of a failed case (its panic), without the backtrace.
+fn first_line(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines().filter(|l| !l.starts_with("thread ") && !l.trim().is_empty()).take(1).collect()
+}
+
+/// User + system CPU time of this process (`RUSAGE_SELF`: the coordinator
+/// and the plan) or of its finished children (the TCP ranks), ms.
+fn cpu_ms(who: UsageWho) -> f64 {
+    let Ok(usage) = getrusage(who) else { return f64::NAN };
+    let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e3 + t.tv_usec() as f64 / 1e3;
+    ms(usage.user_time()) + ms(usage.system_time())
+}
+
+/// Peak resident set of this process (VmHWM), KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,160 @@
+//! `fabricbench worker --slurm`: one task of the single `srun` step that
+//! starts every worker of a run at once. srun broadcasts its stdin to all
+//! tasks, so every task reads the same two lines: a [`StepSpec`] at once,
+//! and a [`CoordinatorAt`] once rank 0 listens. A task knows its rank from
+//! SLURM_PROCID (the launcher lays tasks out in rank order) and checks it
+//! landed on the node planned for that rank.
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::wire::Window;
+use crate::hostfile::{self, Host, HostfileError};
+use crate::plan::{self, Phase, Plan};
+use crate::scenario::Scenario;
+use crate::worker::{JobSpec, Role};
+
+/// The first line every task of the step reads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StepSpec {
+    pub job: u64,
+    pub token: String,
+    /// The hosts in rank order; `None`: the nodes of the allocation
+    /// (SLURM_JOB_NODELIST), which every task has in its environment, so
+    /// the line stays small on thousands of nodes.
+    pub hosts: Option<Vec<Host>>,
+    /// Rank 0 plans the run from this: the plan is a pure function of hosts
+    /// and scenario, and broadcasting it would send every task the flows of
+    /// the whole job.
+    pub scenario: Scenario,
+    /// The phases to run when they are not the scenario's own (a retest of
+    /// suspects: a few flows); `None`: rank 0 plans them from the scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Vec<Phase>>,
+    /// Port of rank 0's coordinator (0: any free port).
+    pub port: u16,
+}
+
+/// The second line: where rank 0's coordinator listens.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CoordinatorAt {
+    pub coordinator: SocketAddr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("reading stdin: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("stdin closed before {0} arrived")]
+    Closed(&'static str),
+    #[error("{what} on stdin is not valid: {cause}")]
+    Json { what: &'static str, cause: serde_json::Error },
+    #[error("{0} is not set: `fabricbench worker --slurm` runs as a task of `srun`")]
+    NotATask(&'static str),
+    #[error("SLURM_PROCID=`{0}` is not a task number")]
+    BadProcId(String),
+    #[error("the nodes of this job: {0}")]
+    Nodes(#[from] HostfileError),
+    #[error("task {rank} started but the run has {ranks} rank(s)")]
+    NoSuchRank { rank: usize, ranks: usize },
+    #[error("srun started rank {rank} on node {node}, but the launcher planned it on {planned}")]
+    Misplaced { rank: usize, node: String, planned: String },
+    #[error("rank 0 cannot plan the run: {0}")]
+    Plan(String),
+}
+
+/// Reads this task's job from the broadcast stdin; `env` is the task's
+/// environment (SLURM_PROCID, SLURMD_NODENAME, SLURM_JOB_NODELIST).
+pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) -> Result<JobSpec, StepError> {
+    let spec: StepSpec = read_line(stdin, "the job spec")?;
+    let var = |name: &'static str| env(name).ok_or(StepError::NotATask(name));
+    let procid = var("SLURM_PROCID")?;
+    let rank: usize = procid.trim().parse().map_err(|_| StepError::BadProcId(procid.clone()))?;
+    let node = var("SLURMD_NODENAME")?;
+    let hosts = match spec.hosts {
+        Some(hosts) => hosts,
+        None => hostfile::from_slurm(&var("SLURM_JOB_NODELIST")?, None)?,
+    };
+    let host = hosts.get(rank).ok_or(StepError::NoSuchRank { rank, ranks: hosts.len() })?.clone();
+    if host.name != node {
+        return Err(StepError::Misplaced { rank, node, planned: host.name });
+    }
+    let role = if rank == 0 {
+        let plan = match spec.phases {
+            Some(phases) => Plan { ranks: plan::ranks_of(&hosts), phases },
+            None => plan::build(&hosts, &spec.scenario)
+                .map_err(|(field, message)| StepError::Plan(format!("`{}`: {message}", field.key)))?,
+        };
+        Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port }
+    } else {
+        let at: CoordinatorAt = read_line(stdin, "rank 0's address")?;
+        Role::Member { coordinator: at.coordinator }
+    };
+    let bind = host.data_addr().to_string();
+    Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None })
+}
+
+fn read_line<T: for<'de> Deserialize<'de>>(stdin: &mut impl BufRead, what: &'static str) -> Result<T, StepError> {
+    let mut line = String::new();
+    if stdin.read_line(&mut line)? == 0 {
+        return Err(StepError::Closed(what));
+    }
+    serde_json::from_str(&line).map_err(|cause| StepError::Json { what, cause })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use super::*;
+
+    fn spec(hosts: Option<Vec<Host>>) -> String {
+        let (scenario, _) =
+            crate::scenario::parse("[[group]]\nname = \"g\"\npattern = \"fan-in\"\n", Path::new("s.toml")).unwrap();
+        let spec = StepSpec { job: 9, token: "t".into(), hosts, scenario, phases: None, port: 0 };
+        serde_json::to_string(&spec).unwrap() + "\n"
+    }
+
+    fn task(procid: &str, node: &str) -> impl Fn(&str) -> Option<String> {
+        let env: HashMap<&str, String> = [
+            ("SLURM_PROCID", procid.to_string()),
+            ("SLURMD_NODENAME", node.to_string()),
+            ("SLURM_JOB_NODELIST", "n[1-3]".to_string()),
+        ]
+        .into();
+        move |k| env.get(k).cloned()
+    }
+
+    #[test]
+    fn rank_zero_plans_from_the_allocation() {
+        let rank0 = job_spec(&mut spec(None).as_bytes(), task("0", "n1")).unwrap();
+        assert_eq!((rank0.rank, rank0.bind.as_str()), (0, "n1"));
+        let Role::Coordinator { plan, .. } = rank0.role else { panic!("rank 0 coordinates") };
+        assert_eq!(plan.ranks.iter().map(|r| r.host.as_str()).collect::<Vec<_>>(), ["n1", "n2", "n3"]);
+        assert_eq!(plan.phases[0].flows.len(), 2);
+    }
+
+    #[test]
+    fn members_wait_for_the_address_and_bind_where_the_hostfile_says() {
+        let hosts = vec![Host::named("n3"), Host { addr: Some("10.0.0.2".into()), ..Host::named("n1") }];
+        let input = spec(Some(hosts)) + "{\"coordinator\":\"10.0.0.3:4000\"}\n";
+        let member = job_spec(&mut input.as_bytes(), task("1", "n1")).unwrap();
+        assert!(matches!(member.role, Role::Member { coordinator } if coordinator.port() == 4000));
+        assert_eq!((member.rank, member.host.as_str(), member.bind.as_str()), (1, "n1", "10.0.0.2"));
+        let e = job_spec(&mut spec(None).as_bytes(), task("2", "n3")).unwrap_err();
+        assert_eq!(e.to_string(), "stdin closed before rank 0's address arrived");
+    }
+
+    #[test]
+    fn a_task_on_the_wrong_node_says_where() {
+        let e = job_spec(&mut spec(None).as_bytes(), task("1", "n3")).unwrap_err();
+        assert_eq!(e.to_string(), "srun started rank 1 on node n3, but the launcher planned it on n2");
+        let e = job_spec(&mut spec(None).as_bytes(), task("5", "n9")).unwrap_err();
+        assert_eq!(e.to_string(), "task 5 started but the run has 3 rank(s)");
+        let e = job_spec(&mut spec(None).as_bytes(), |_| None).unwrap_err();
+        assert!(e.to_string().starts_with("SLURM_PROCID is not set"), "{e}");
+    }
+}

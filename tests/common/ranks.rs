@@ -1,0 +1,151 @@
+//! Simulated ranks around the sans-IO coordinator, in one process and
+//! without sockets: they join, answer Setup with endpoints and Peers with
+//! Ready, until the coordinator starts the phase. Used by the scale tests
+//! and by the control-plane benchmark (benches/control_plane.rs).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use fabricbench::control::coordinator::{ConnId, Coordinator, Output, Timeouts};
+use fabricbench::control::wire::{
+    Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
+};
+use fabricbench::plan::Plan;
+use fabricbench::{hostfile, plan, scenario};
+
+pub const TOKEN: &str = "secret";
+pub const JOB: u64 = 7;
+
+/// The plan of `scenario_text` on hosts h1..hN.
+pub fn make_plan(ranks: usize, scenario_text: &str) -> Plan {
+    let hosts: String = (1..=ranks).map(|i| format!("h{i}\n")).collect();
+    let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
+    let (s, _) = scenario::parse(scenario_text, Path::new("s.toml")).unwrap();
+    plan::build(&hosts, &s).unwrap()
+}
+
+pub fn window() -> Window {
+    Window { warmup: Duration::from_secs(1), duration: Duration::from_secs(2), interval: Duration::from_secs(1) }
+}
+
+/// A coordinator whose clock reads `now_ns` (0 for simulated ranks,
+/// `metrics::clock::now_ns()` under the tokio driver).
+pub fn coordinator(plan: Plan, now_ns: i64) -> Coordinator {
+    Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), now_ns)
+}
+
+pub fn hello(rank: usize) -> Hello {
+    Hello {
+        magic: MAGIC,
+        token: TOKEN.into(),
+        version: PROTOCOL_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        job: JOB,
+        rank,
+        host: format!("h{}", rank + 1),
+        pid: 1,
+    }
+}
+
+/// A made-up TCP endpoint for a flow's receiving end.
+pub fn endpoint(flow: u32) -> Endpoint {
+    Endpoint::Tcp { addr: SocketAddr::from(([10, 0, (flow >> 16) as u8, (flow >> 8) as u8], flow as u16)) }
+}
+
+/// A worker's answer to a control message, if it has one: its endpoints
+/// (a TCP receiver listens, a sender does not) or its readiness.
+pub fn answer(msg: &ToWorker) -> Option<ToCoordinator> {
+    match msg {
+        ToWorker::Setup { phase, flows, .. } => {
+            let endpoints = flows
+                .iter()
+                .filter(|f| f.side == Side::Receiver)
+                .map(|f| FlowEndpoint { flow: f.flow.id, side: Side::Receiver, endpoint: endpoint(f.flow.id) })
+                .collect();
+            Some(ToCoordinator::Endpoints { phase: *phase, endpoints })
+        }
+        ToWorker::Peers { phase, .. } => Some(ToCoordinator::Ready { phase: *phase }),
+        _ => None,
+    }
+}
+
+/// What the coordinator sent each rank (connection id = rank) during a bootstrap.
+pub struct Traffic {
+    pub messages: Vec<u64>,
+    pub bytes: Vec<u64>,
+    /// Every rank was sent Start.
+    pub started: bool,
+}
+
+/// Hello from every rank → endpoint tables delivered → barrier → Start,
+/// all at time `now`.
+pub fn bootstrap(c: &mut Coordinator, ranks: usize) -> Traffic {
+    let mut traffic = Traffic { messages: vec![0; ranks], bytes: vec![0; ranks], started: false };
+    let mut inputs: VecDeque<(ConnId, ToCoordinator)> = VecDeque::new();
+    let mut starts = 0;
+    for rank in 0..ranks {
+        c.connected(rank as ConnId, 0);
+        inputs.push_back((rank as ConnId, ToCoordinator::Hello(hello(rank))));
+    }
+    while let Some((conn, msg)) = inputs.pop_front() {
+        c.received(conn, msg, 0);
+        while let Some(output) = c.poll() {
+            let Output::Send(conn, msg) = output else { continue };
+            let rank = conn as usize;
+            traffic.messages[rank] += 1;
+            traffic.bytes[rank] += postcard::to_stdvec(&msg).expect("encodes").len() as u64;
+            starts += usize::from(matches!(msg, ToWorker::Start { .. }));
+            if let Some(reply) = answer(&msg) {
+                inputs.push_back((conn, reply));
+            }
+        }
+    }
+    traffic.started = starts == ranks;
+    traffic
+}
+
+/// One rank over real TCP and real framing: connects to the coordinator at
+/// `addr`, says Hello, heartbeats as a worker does, answers until Start.
+/// Returns the messages and bytes it was sent (heartbeats aside).
+pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<(u64, u64), String> {
+    use fabricbench::control::framing::{pump, FrameReader, FrameWriter};
+    let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("rank {rank}: connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (read, write) = stream.into_split();
+    let mut reader: FrameReader<_, ToWorker> = FrameReader::new(read);
+    let (out, queue) = tokio::sync::mpsc::unbounded_channel();
+    let writer = tokio::spawn(pump(FrameWriter::new(write), queue));
+    let _ = out.send(ToCoordinator::Hello(hello(rank)));
+    let every = Duration::from_millis(500);
+    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let (mut messages, mut bytes) = (0, 0);
+    let outcome = loop {
+        let msg = tokio::select! {
+            msg = reader.next() => msg,
+            _ = heartbeat.tick() => {
+                let _ = out.send(ToCoordinator::Heartbeat);
+                continue;
+            }
+        };
+        let msg = match msg {
+            Some(Ok(msg)) => msg,
+            Some(Err(e)) => break Err(format!("rank {rank}: {e}")),
+            None => break Err(format!("rank {rank}: the coordinator closed the connection")),
+        };
+        if msg == ToWorker::Heartbeat {
+            continue;
+        }
+        messages += 1;
+        bytes += postcard::to_stdvec(&msg).expect("encodes").len() as u64;
+        if matches!(msg, ToWorker::Start { .. }) {
+            break Ok((messages, bytes));
+        }
+        if let Some(reply) = answer(&msg) {
+            let _ = out.send(reply);
+        }
+    };
+    writer.abort();
+    outcome
+}
