@@ -73,3 +73,20 @@ fn rdma_ops_through_the_cli() {
         }
     }
 }
+
+/// Across VMs (scripts/test-rdma's two-VM run sets FB_RDMA_PEER_HOST):
+/// `fabricbench hosts` reaches the peer over ssh and lists its RDMA ports.
+#[test]
+fn hosts_lists_rdma_ports_over_ssh() {
+    let Ok(peer) = std::env::var("FB_RDMA_PEER_HOST") else {
+        eprintln!("SKIP: FB_RDMA_PEER_HOST is not set (only the two-VM run has a peer host)");
+        return;
+    };
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", &format!("{peer}\n"));
+    let out = bench.run(&["hosts", "-H", hosts.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ports = checks[0]["rdma"].as_array().unwrap_or_else(|| panic!("no RDMA ports reported: {checks}"));
+    assert!(ports.iter().any(|p| p.as_str().unwrap().contains("ACTIVE")), "{checks}");
+}

@@ -94,6 +94,8 @@ fn hosts_command_checks_every_host() {
     for (i, c) in checks.as_array().unwrap().iter().enumerate() {
         assert_eq!(c["host"], format!("h{}", i + 1));
         assert_eq!(c["version"], format!("fabricbench {}", env!("CARGO_PKG_VERSION")));
+        // The bed's hosts have no RDMA: the probe ran there and found none.
+        assert!(c["rdma"].is_null(), "{c}");
         // Same clock underneath: the offset is within the (possibly slow) round trip.
         let (offset, rtt) = (c["clock_offset_ms"].as_f64().unwrap(), c["rtt_ms"].as_f64().unwrap());
         assert!(offset.abs() <= rtt / 2.0 + 50.0, "{c}");
