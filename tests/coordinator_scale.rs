@@ -69,19 +69,22 @@ fn real_tcp_clients_on_loopback_reach_the_barrier() {
         let sent = runtime.block_on(async {
             let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
             let addr = listener.local_addr().unwrap();
-            let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+            let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
             let driver =
                 tokio::spawn(fabricbench::control::driver::drive(listener, coordinator(plan, now_ns()), move |e| {
-                    if let Event::PhaseStarted { .. } = e {
-                        let _ = started_tx.send(());
+                    if matches!(e, Event::PhaseStarted { .. } | Event::Failed(_)) {
+                        let _ = events_tx.send(e);
                     }
                 }));
             let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(tcp_rank(addr, rank))).collect();
             let mut sent = Vec::new();
             for rank in ranks {
-                sent.push(rank.await.unwrap().unwrap());
+                match rank.await.unwrap() {
+                    Ok(got) => sent.push(got),
+                    Err(e) => panic!("{name}: {e}; the coordinator said {:?}", events.try_recv()),
+                }
             }
-            assert!(started.recv().await.is_some(), "the coordinator reported the phase started");
+            assert!(matches!(events.recv().await, Some(Event::PhaseStarted { .. })), "{name}: the phase started");
             driver.abort();
             sent
         });

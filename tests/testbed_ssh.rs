@@ -318,21 +318,22 @@ fn tree_launch_reaches_every_host_and_stops_them_all() {
 fn tree_launch_names_a_host_its_subtree_cannot_reach() {
     let Some(bed) = Bed::up(4, &[]) else { return };
     let bench = Bench::new();
-    // With radix 1 the launcher starts h2, h2 starts h3, h3 starts h9, which is not up.
-    let hosts = bench.write("hosts", "h1\nh2\nh3\nh4\nh9\n");
+    // With radix 1 the launcher starts h2, h2 starts h3, and h3 cannot reach h4.
+    assert!(bed.exec("h4", &["ip", "link", "set", "eth0", "down"]).status.success());
     let scenario = bench.write("fan.toml", &fan_in("3s"));
     let ssh = bed.ssh_args();
     let started = Instant::now();
     let args = run_args(
         &ssh,
         scenario.to_str().unwrap(),
-        hosts.to_str().unwrap(),
+        bed.hostfile.to_str().unwrap(),
         &["--tree-radix", "1", "--connect-timeout", "2s", "--no-save"],
     );
     let out = bench.run(&args);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("cannot start the worker for rank 4 on h9"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(25), "took {:?}", started.elapsed());
-    assert_eq!(bed.hosts_with_workers(&HOSTS4, Duration::from_secs(8)), Vec::<String>::new());
+    assert!(err.contains("rank 2 (h3) exited"), "the worker that could not start it ends: {err}");
+    assert!(err.contains("cannot start the worker for rank 3 on h4"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    assert_eq!(bed.hosts_with_workers(&HOSTS4[..3], Duration::from_secs(8)), Vec::<String>::new());
 }

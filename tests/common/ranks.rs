@@ -31,9 +31,12 @@ pub fn window() -> Window {
 }
 
 /// A coordinator whose clock reads `now_ns` (0 for simulated ranks,
-/// `metrics::clock::now_ns()` under the tokio driver).
+/// `metrics::clock::now_ns()` under the tokio driver). Its limits are
+/// generous: thousands of ranks on two loaded cores are slow, not lost.
 pub fn coordinator(plan: Plan, now_ns: i64) -> Coordinator {
-    Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), now_ns)
+    let minute = Duration::from_secs(60);
+    let timeouts = Timeouts { silence: minute, join: minute, step: minute, ..Timeouts::default() };
+    Coordinator::new(JOB, TOKEN.into(), plan, window(), timeouts, now_ns)
 }
 
 pub fn hello(rank: usize) -> Hello {
