@@ -138,8 +138,10 @@ async fn serve(
 fn emit(output: &WorkerOutput) {
     let mut stdout = std::io::stdout().lock();
     let line = serde_json::to_string(output).expect("worker output serializes");
-    let _ = writeln!(stdout, "{line}");
-    let _ = stdout.flush();
+    // The launcher learns everything through these lines: say so when one is lost.
+    if let Err(e) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
+        tracing::error!("cannot tell the launcher `{}…`: {e}", line.chars().take(40).collect::<String>());
+    }
 }
 
 fn resolve(addr: &str) -> anyhow::Result<IpAddr> {
