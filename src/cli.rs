@@ -65,9 +65,18 @@ pub enum Command {
     /// Compare two results folders flow by flow; exit 3 when something got slower than the tolerance
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
+    /// List this host's RDMA devices: ports, state, link layer, rate, MTU, firmware, NUMA node, GIDs
+    Probe(ProbeArgs),
     /// The per-host worker (started by the launcher; reads its job on stdin)
     #[command(hide = true)]
     Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Print the report as JSON (the same record run.json carries)
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Shown in `ps` so operators can tell ranks apart; the job itself comes on stdin.

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::hostfile::Host;
 use crate::launch::ssh::SshLauncher;
 use crate::metrics::clock::now_ns;
+use crate::transport::rdma::ProbeReport;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct HostCheck {
@@ -16,6 +17,9 @@ pub struct HostCheck {
     pub reachable: bool,
     /// `fabricbench --version` on the host.
     pub version: Option<String>,
+    /// RDMA ports as `device:port state rate` (`fabricbench probe` on the
+    /// host); `None` when the host has no RDMA devices.
+    pub rdma: Option<Vec<String>>,
     /// Remote clock minus ours, ms (± half the round trip).
     pub clock_offset_ms: Option<f64>,
     pub rtt_ms: Option<f64>,
@@ -41,6 +45,7 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
         host: host.name.clone(),
         reachable: false,
         version: None,
+        rdma: None,
         clock_offset_ms: None,
         rtt_ms: None,
         elapsed_ms: 0.0,
@@ -78,6 +83,9 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
         }
         Err(e) => result.problem = Some(format!("cannot run {exe}: {e}")),
     }
+    if result.problem.is_none() {
+        result.rdma = rdma_ports(&session, &exe).await;
+    }
     let sent = now_ns();
     if let Ok(out) = session.command("date").arg("+%s%N").output().await {
         let received = now_ns();
@@ -93,4 +101,16 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// The host's RDMA ports from its own `fabricbench probe --json`.
+async fn rdma_ports(session: &openssh::Session, exe: &str) -> Option<Vec<String>> {
+    let out = session.command(exe).args(["probe", "--json"]).output().await.ok()?;
+    let report: ProbeReport = serde_json::from_slice(&out.stdout).ok()?;
+    let ports: Vec<String> = report
+        .devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| format!("{}:{} {} {}", d.name, p.port, p.state, p.rate)))
+        .collect();
+    (!ports.is_empty()).then_some(ports)
 }

@@ -3,7 +3,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 
-use fabricbench::cli::{Cli, Command, CompareArgs, HostsArgs, Inputs, LauncherKind, ReportArgs, RunArgs, SshArgs};
+use fabricbench::cli::{
+    Cli, Command, CompareArgs, HostsArgs, Inputs, LauncherKind, ProbeArgs, ReportArgs, RunArgs, SshArgs,
+};
 use fabricbench::hostcheck;
 use fabricbench::hostfile::{self, Host};
 use fabricbench::launch::local::LocalLauncher;
@@ -46,7 +48,19 @@ fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Report(args) => report_dir(&args),
         Command::Compare(args) => compare(&args),
+        Command::Probe(args) => exit(probe(&args), RUN_FAILED),
     }
+}
+
+/// `fabricbench probe`: this host's RDMA devices, or why there are none.
+fn probe(args: &ProbeArgs) -> anyhow::Result<()> {
+    let report = fabricbench::transport::rdma::probe()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
 }
 
 fn exit(result: anyhow::Result<()>, code: u8) -> ExitCode {

@@ -11,6 +11,7 @@ use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
+use fabricbench::transport::rdma::{RdmaEndpoint, RdmaParams};
 use fabricbench::units::ByteSize;
 
 fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) {
@@ -30,6 +31,7 @@ fn setup_with_stress_and_placement() {
         message_size: ByteSize(4096),
         streams: 2,
         placement: Placement { cores: Some(vec![1, 3]), numa: Numa::Far },
+        rdma: Some(RdmaParams { qps: 4, inline_size: Some(64), device: Some("rxe0".into()), ..Default::default() }),
     };
     let role = FlowRole { flow: Flow { id: 7, group: 0, src: 1, dst: 0 }, side: Side::Receiver, group: group.into() };
     for stress in [
@@ -92,4 +94,21 @@ fn report_with_every_optional_part() {
         round_trip(&ToCoordinator::Report(Box::new(report)));
     }
     round_trip(&Placed { cores: vec![1], note: Some("x".into()) });
+    let endpoint = RdmaEndpoint {
+        lid: 0,
+        gid: [7; 16],
+        gid_index: 1,
+        qpns: vec![17, 18],
+        psns: vec![1, 2],
+        mtu: 5,
+        rkey: 9,
+        addr: 0xdead_0000,
+        len: 1 << 20,
+    };
+    let peers = vec![fabricbench::control::wire::FlowEndpoint {
+        flow: 1,
+        side: Side::Sender,
+        endpoint: fabricbench::control::wire::Endpoint::Rdma(endpoint),
+    }];
+    round_trip(&ToWorker::Peers { phase: 0, peers });
 }

@@ -11,6 +11,7 @@ use crate::load::stress::StressSpec;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::scenario::RunSpec;
+use crate::transport::rdma::RdmaEndpoint;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
@@ -41,6 +42,7 @@ pub enum Side {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Endpoint {
     Tcp { addr: SocketAddr },
+    Rdma(RdmaEndpoint),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

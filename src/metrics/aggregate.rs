@@ -4,9 +4,9 @@
 
 use crate::control::wire::Side;
 use crate::metrics::{stats, FlowSamples, RankReport};
-use crate::plan::{Flow, Phase, RankInfo};
+use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::{FlowResult, GroupResult, PhaseResult, RankResult, ReceiverResult};
-use crate::scenario::Mode;
+use crate::scenario::{Mode, Op, Transport};
 use crate::units::gbps;
 
 /// Builds the phase result from the reports that arrived (`None` for a rank
@@ -38,7 +38,11 @@ pub fn aggregate_phase(
         let group = &phase.groups[flow.group];
         let tx = samples(flow.src, flow, Side::Sender);
         let rx = samples(flow.dst, flow, Side::Receiver);
-        let (report, counted) = match rx.or(tx) {
+        // The receiver counts what arrived where it takes part (TCP, RDMA
+        // send and write-with-immediate); one-sided ops count at the initiator.
+        let receiver_counts = group.transport == Transport::Tcp || group.op.receiver_counts();
+        let preferred = if receiver_counts { rx.or(tx) } else { tx.or(rx) };
+        let (report, counted) = match preferred {
             Some(found) => (Some(found.0), Some(found.1)),
             None => (None, None),
         };
@@ -67,7 +71,7 @@ pub fn aggregate_phase(
             gbps: gbps(bytes, window_s),
             msgs_per_s: if window_s > 0.0 { messages as f64 / window_s } else { 0.0 },
             interval_gbps,
-            latency: tx.and_then(|(_, s)| s.rtts.as_ref()).and_then(|h| h.summary(0.5)),
+            latency: tx.and_then(|(_, s)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
             error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
         });
     }
@@ -100,6 +104,16 @@ pub fn aggregate_phase(
         receivers: receivers(ranks, &flows),
         ranks: rank_results(ranks, reports, &flows, window_s),
         flows,
+    }
+}
+
+/// What part of a round trip latency reports: half (ping-pong), or all of it
+/// for RDMA read (one read is one round trip), as perftest does.
+fn reported_share(group: &GroupPlan) -> f64 {
+    if group.transport == Transport::Rdma && group.op == Op::Read {
+        1.0
+    } else {
+        0.5
     }
 }
 

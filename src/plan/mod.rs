@@ -10,6 +10,7 @@ use crate::hostfile::Host;
 use crate::load::placement::Placement;
 use crate::load::stress::StressSpec;
 use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
+use crate::transport::rdma::{RdmaMode, RdmaParams};
 use crate::units::ByteSize;
 
 /// Index of a flow within its phase; also its id on the wire.
@@ -58,7 +59,7 @@ pub struct RankStress {
 }
 
 /// The transport settings a group's flows share.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupPlan {
     pub index: usize,
     pub name: String,
@@ -70,6 +71,8 @@ pub struct GroupPlan {
     pub streams: u32,
     /// Where the group's stream threads run.
     pub placement: Placement,
+    /// RDMA groups: every knob of the flows (op, mode and size included).
+    pub rdma: Option<RdmaParams>,
 }
 
 /// Traffic from one rank to another, carried by `streams` connections.
@@ -184,16 +187,34 @@ fn numbered(per_group: &[(usize, Pairs)]) -> Vec<Flow> {
 }
 
 fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
+    let (op, default_size) = match (spec.transport, spec.mode) {
+        (Transport::Tcp, mode) => (Op::Send, mode.default_message_size()),
+        // perftest's: 64 KiB for bandwidth, 2 bytes for latency.
+        (Transport::Rdma, Mode::Bandwidth) => (Op::Write, ByteSize(64 * 1024)),
+        (Transport::Rdma, Mode::Latency) => (Op::Write, ByteSize(2)),
+    };
+    let op = spec.op.unwrap_or(op);
+    let message_size = spec.message_size.unwrap_or(default_size);
+    let rdma = (spec.transport == Transport::Rdma).then(|| RdmaParams {
+        op: op.rdma(),
+        mode: match spec.mode {
+            Mode::Bandwidth => RdmaMode::Bandwidth,
+            Mode::Latency => RdmaMode::Latency,
+        },
+        message_size: message_size.bytes(),
+        ..spec.rdma.clone().unwrap_or_default()
+    });
     GroupPlan {
         index,
         name: spec.name.clone(),
         pattern: spec.pattern,
         transport: spec.transport,
-        op: spec.op,
+        op,
         mode: spec.mode,
-        message_size: spec.message_size.unwrap_or(spec.mode.default_message_size()),
+        message_size,
         streams: spec.streams,
         placement: Placement { cores: spec.cores.clone(), numa: spec.numa },
+        rdma,
     }
 }
 

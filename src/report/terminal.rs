@@ -57,7 +57,7 @@ pub fn table_text(table: &Table) -> String {
 pub fn render_host_checks(checks: &[HostCheck]) -> String {
     let mut comfy = Comfy::new();
     comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    comfy.set_header(["host", "ok", "fabricbench", "clock offset ms", "check ms", "problem"]);
+    comfy.set_header(["host", "ok", "fabricbench", "RDMA ports", "clock offset ms", "check ms", "problem"]);
     for c in checks {
         let offset = match (c.clock_offset_ms, c.rtt_ms) {
             (Some(o), Some(rtt)) => format!("{o:+.1} ± {:.1}", rtt / 2.0),
@@ -67,6 +67,7 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
             c.host.clone(),
             if c.ok() { "yes".into() } else { "NO".into() },
             c.version.clone().unwrap_or_default(),
+            c.rdma.as_ref().map_or_else(|| "none".to_string(), |ports| ports.join("\n")),
             offset,
             format!("{:.0}", c.elapsed_ms),
             c.problem.clone().unwrap_or_default(),

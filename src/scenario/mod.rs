@@ -20,6 +20,7 @@ pub use ranks::RankSet;
 
 use crate::load::placement::Numa;
 use crate::load::stress::Threads;
+use crate::transport::rdma::{RdmaOp, RdmaParams};
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -108,9 +109,10 @@ pub struct GroupSpec {
     pub pattern: Pattern,
     #[serde(default)]
     pub transport: Transport,
-    /// The operation; `send` for TCP streams.
-    #[serde(default)]
-    pub op: Op,
+    /// The operation: `send` for TCP; for RDMA write (default), read, send,
+    /// write-imm, send-imm, fetch-add, cmp-swap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<Op>,
     /// Bandwidth streams, or latency ping-pong.
     #[serde(default)]
     pub mode: Mode,
@@ -138,6 +140,10 @@ pub struct GroupSpec {
     /// Permit flows from a rank to itself (loopback through the stack).
     #[serde(default)]
     pub allow_self: bool,
+    /// RDMA knobs (perftest's): qps, tx_depth, rx_depth, post_list,
+    /// cq_moderation, inline_size, poll_batch, completion, device, gid_index, threads…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<RdmaParams>,
     /// Pin the group's stream threads to these cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<Vec<usize>>,
@@ -197,14 +203,47 @@ pub enum Transport {
     /// Kernel TCP sockets (Ethernet, IPoIB, loopback).
     #[default]
     Tcp,
+    /// RC queue pairs over verbs (InfiniBand, RoCE, Soft-RoCE).
+    Rdma,
 }
 
+/// The operation of a group: TCP streams `send`; RDMA flows any verb.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Op {
-    /// A stream of messages from sender to receiver.
+    /// A stream of messages from sender to receiver (TCP; RDMA send/recv).
     #[default]
     Send,
+    /// RDMA write (the receiver's CPU is not involved).
+    Write,
+    #[serde(alias = "write_imm")]
+    WriteImm,
+    Read,
+    #[serde(alias = "send_imm")]
+    SendImm,
+    #[serde(alias = "fetch_add")]
+    FetchAdd,
+    #[serde(alias = "cmp_swap")]
+    CmpSwap,
+}
+
+impl Op {
+    pub fn rdma(self) -> RdmaOp {
+        match self {
+            Op::Send => RdmaOp::Send,
+            Op::Write => RdmaOp::Write,
+            Op::WriteImm => RdmaOp::WriteImm,
+            Op::Read => RdmaOp::Read,
+            Op::SendImm => RdmaOp::SendImm,
+            Op::FetchAdd => RdmaOp::FetchAdd,
+            Op::CmpSwap => RdmaOp::CmpSwap,
+        }
+    }
+
+    /// Whether the receiving end counts what arrives (else only the initiator can).
+    pub fn receiver_counts(self) -> bool {
+        self.rdma().needs_receives()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -280,6 +319,7 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
         if g.cores.is_some() && g.numa != Numa::Any {
             return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
+        check_transport(g).map_err(|(key, m)| (Field::group(i, key), m))?;
     }
     if let Some(sw) = &s.sweep {
         sw.check(s).map_err(|(key, m)| (Field::sweep(key), m))?;
@@ -329,6 +369,34 @@ fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
+/// Ops and knobs the group's transport has.
+fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+    match g.transport {
+        Transport::Tcp => {
+            if g.op.is_some_and(|op| op != Op::Send) {
+                return Err(("op", "tcp streams only `send`; write, read and atomics are RDMA operations".into()));
+            }
+            if g.rdma.is_some() {
+                return Err(("rdma", "RDMA knobs need transport = \"rdma\"".into()));
+            }
+        }
+        Transport::Rdma => {
+            if let Some(knobs) = &g.rdma {
+                let defaults = RdmaParams::default();
+                if knobs.op != defaults.op || knobs.mode != defaults.mode || knobs.message_size != defaults.message_size
+                {
+                    return Err((
+                        "rdma",
+                        "set `op`, `mode` and `message_size` on the group itself, not in its rdma table".into(),
+                    ));
+                }
+                knobs.validate().map_err(|e| ("rdma", e.to_string()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Pattern {
     pub fn name(self) -> &'static str {
         match self {
@@ -371,7 +439,7 @@ senders = "1-3"
         let (s, _) = parse(FAN_IN, Path::new("s.toml")).unwrap();
         assert_eq!(s.run.duration, Duration::from_secs(3));
         let g = &s.groups[0];
-        assert_eq!((g.pattern, g.transport, g.op), (Pattern::FanIn, Transport::Tcp, Op::Send));
+        assert_eq!((g.pattern, g.transport, g.op), (Pattern::FanIn, Transport::Tcp, None));
         assert_eq!(g.message_size, Some(ByteSize(65536)));
         assert_eq!(g.mode, Mode::Bandwidth);
         assert_eq!(g.senders, Some(RankSet::Ranges(vec![(1, 3)])));

@@ -16,7 +16,7 @@ use crate::load::topology;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::netdev;
 use crate::metrics::RankReport;
-use crate::transport::tcp;
+use crate::transport::{rdma, tcp};
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::End;
 
@@ -27,15 +27,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum PhaseError {
     #[error("flow {flow} ({side:?}): {cause}")]
     Tcp { flow: u32, side: Side, cause: tcp::TcpError },
-    #[error("flow {flow}: the coordinator sent no peer endpoint")]
+    #[error("flow {flow} ({side:?}): {cause}")]
+    Rdma { flow: u32, side: Side, cause: rdma::RdmaError },
+    #[error("flow {flow}: the coordinator sent no usable peer endpoint")]
     NoPeer { flow: u32 },
+}
+
+/// One end of a flow before it is connected.
+enum Opening {
+    /// TCP receiver: listening for the sender's streams.
+    Listen(tcp::Listener),
+    /// TCP sender: dials once the receiver's address is known.
+    Dial,
+    /// RDMA: QPs in INIT, waiting for the peer's QP numbers.
+    Rdma(Box<rdma::PreparedFlow>),
+}
+
+/// One end of a flow, connected.
+pub enum Link {
+    Tcp(Vec<TcpStream>),
+    Rdma(Box<rdma::ConnectedFlow>),
 }
 
 /// The rank's ends of its flows, created and waiting for peers.
 pub struct Prepared {
     phase: usize,
     bind: IpAddr,
-    ends: Vec<(FlowRole, Option<tcp::Listener>)>,
+    ends: Vec<(FlowRole, Opening)>,
     stress: Option<StressSpec>,
 }
 
@@ -43,7 +61,7 @@ pub struct Prepared {
 pub struct Connected {
     phase: usize,
     bind: IpAddr,
-    ends: Vec<(FlowRole, Vec<TcpStream>)>,
+    ends: Vec<(FlowRole, Link)>,
     stress: Option<StressSpec>,
 }
 
@@ -54,6 +72,14 @@ pub struct Running {
     sampler: JoinHandle<RankReport>,
 }
 
+fn rdma_side(side: Side) -> rdma::Side {
+    match side {
+        Side::Sender => rdma::Side::Sender,
+        Side::Receiver => rdma::Side::Receiver,
+    }
+}
+
+/// Creates this rank's ends of its flows and the endpoints its peers need.
 pub fn prepare(
     phase: usize,
     roles: Vec<FlowRole>,
@@ -63,60 +89,64 @@ pub fn prepare(
     let mut ends = Vec::with_capacity(roles.len());
     let mut endpoints = Vec::new();
     for role in roles {
-        let listener = match role.side {
-            Side::Receiver => {
-                let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp {
-                    flow: role.flow.id,
-                    side: role.side,
-                    cause,
-                })?;
-                endpoints.push(FlowEndpoint {
-                    flow: role.flow.id,
-                    side: Side::Receiver,
-                    endpoint: Endpoint::Tcp { addr: l.local_addr() },
-                });
-                Some(l)
+        let (flow, side) = (role.flow.id, role.side);
+        let publish = |endpoint| FlowEndpoint { flow, side, endpoint };
+        let opening = match (&role.group.rdma, side) {
+            (Some(params), _) => {
+                let prepared = rdma::prepare(params, rdma_side(side))
+                    .map(|p| p.with_label(format!("flow {flow} {}->{}", role.flow.src, role.flow.dst)))
+                    .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
+                endpoints.push(publish(Endpoint::Rdma(prepared.endpoint())));
+                Opening::Rdma(Box::new(prepared))
             }
-            Side::Sender => None,
+            (None, Side::Receiver) => {
+                let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp { flow, side, cause })?;
+                endpoints.push(publish(Endpoint::Tcp { addr: l.local_addr() }));
+                Opening::Listen(l)
+            }
+            (None, Side::Sender) => Opening::Dial,
         };
-        ends.push((role, listener));
+        ends.push((role, opening));
     }
     Ok((Prepared { phase, bind, ends, stress }, endpoints))
 }
 
 impl Prepared {
-    /// Connects senders to their receivers' endpoints and accepts on the
-    /// receiving ends, all at once (a rank may be both ends of a flow).
+    /// Connects every end to its peer's, all at once (a rank may be both
+    /// ends of a flow, and a TCP receiver waits for its sender).
     pub fn connect(self, peers: &[FlowEndpoint]) -> Result<Connected, PhaseError> {
         let Prepared { phase, bind, ends, stress } = self;
         let mut pending = Vec::new();
-        for (role, listener) in ends {
+        for (role, opening) in ends {
             let (flow, side, streams) = (role.flow.id, role.side, role.group.streams);
-            let task: JoinHandle<Result<Vec<TcpStream>, PhaseError>> = match listener {
-                Some(l) => std::thread::spawn(move || {
-                    l.accept(streams, CONNECT_TIMEOUT).map_err(|cause| PhaseError::Tcp { flow, side, cause })
-                }),
-                None => {
-                    let peer = peers
-                        .iter()
-                        .find(|p| p.flow == flow && p.side == Side::Receiver)
-                        .ok_or(PhaseError::NoPeer { flow })?;
-                    let Endpoint::Tcp { addr } = peer.endpoint;
-                    std::thread::spawn(move || {
-                        tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map_err(|cause| PhaseError::Tcp {
-                            flow,
-                            side,
-                            cause,
-                        })
-                    })
+            let far = match side {
+                Side::Sender => Side::Receiver,
+                Side::Receiver => Side::Sender,
+            };
+            let peer = peers.iter().find(|p| p.flow == flow && p.side == far).map(|p| p.endpoint.clone());
+            let tcp_err = move |cause| PhaseError::Tcp { flow, side, cause };
+            let task: JoinHandle<Result<Link, PhaseError>> = match (opening, peer) {
+                (Opening::Listen(l), _) => {
+                    std::thread::spawn(move || l.accept(streams, CONNECT_TIMEOUT).map(Link::Tcp).map_err(tcp_err))
                 }
+                (Opening::Dial, Some(Endpoint::Tcp { addr })) => std::thread::spawn(move || {
+                    tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map(Link::Tcp).map_err(tcp_err)
+                }),
+                (Opening::Rdma(prepared), Some(Endpoint::Rdma(endpoint))) => std::thread::spawn(move || {
+                    prepared.connect(&endpoint).map(|c| Link::Rdma(Box::new(c))).map_err(|cause| PhaseError::Rdma {
+                        flow,
+                        side,
+                        cause,
+                    })
+                }),
+                _ => return Err(PhaseError::NoPeer { flow }),
             };
             pending.push((role, task));
         }
         let mut connected = Vec::with_capacity(pending.len());
         for (role, task) in pending {
-            let streams = task.join().expect("connect threads do not panic")?;
-            connected.push((role, streams));
+            let link = task.join().expect("connect threads do not panic")?;
+            connected.push((role, link));
         }
         Ok(Connected { phase, bind, ends: connected, stress })
     }
@@ -140,10 +170,15 @@ impl Connected {
         let close = t0 + window.boundary(window.boundaries() - 1);
         let mut ends = Vec::new();
         let mut threads = Vec::new();
-        for (role, socks) in self.ends {
+        for (role, link) in self.ends {
             let end = End::new(role, device_node);
-            for sock in socks {
-                threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
+            match link {
+                Link::Tcp(socks) => {
+                    for sock in socks {
+                        threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
+                    }
+                }
+                Link::Rdma(flow) => threads.push(end.spawn_rdma(*flow, t0, stop.clone())),
             }
             ends.push(end);
         }

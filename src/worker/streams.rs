@@ -11,7 +11,7 @@ use crate::control::wire::{FlowRole, Side};
 use crate::load::placement::{self, Placed};
 use crate::metrics::latency::Histogram;
 use crate::scenario::Mode;
-use crate::transport::{tcp, FlowCounters};
+use crate::transport::{rdma, tcp, FlowCounters};
 
 /// One end of one flow on this rank.
 pub struct End {
@@ -20,8 +20,12 @@ pub struct End {
     /// When the last of its streams began moving data.
     pub started: Arc<Mutex<Option<Instant>>>,
     pub error: Arc<Mutex<Option<String>>>,
-    /// Round trips measured in the window (latency clients only).
+    /// Round trips measured in the window (TCP latency clients).
     pub rtts: Arc<Mutex<Option<Histogram>>>,
+    /// Every latency sample of an RDMA initiator, in order (perftest's
+    /// measure: half round trip for write/send, round trip for read); the
+    /// sampler keeps those of the window.
+    pub rdma_samples: Arc<Mutex<Option<Vec<u64>>>>,
     /// Where its threads run (or why not as asked).
     pub placed: Result<Placed, String>,
 }
@@ -35,6 +39,7 @@ impl End {
             started: Arc::default(),
             error: Arc::default(),
             rtts: Arc::default(),
+            rdma_samples: Arc::default(),
             placed,
         }
     }
@@ -63,11 +68,7 @@ impl End {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            let now = Instant::now();
-            {
-                let mut latest = started.lock().expect("start lock");
-                *latest = Some(latest.map_or(now, |prev| prev.max(now)));
-            }
+            note_start(&started);
             let outcome = match (mode, side) {
                 (Mode::Bandwidth, Side::Sender) => tcp::send_loop(sock, &buf, &counters, &stop),
                 (Mode::Bandwidth, Side::Receiver) => tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop),
@@ -84,6 +85,38 @@ impl End {
             }
         })
     }
+}
+
+impl End {
+    /// Runs an RDMA flow end (all its QPs) from `t0` until `stop`.
+    pub fn spawn_rdma(&self, flow: rdma::ConnectedFlow, t0: Instant, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+        let (counters, started, error, samples) =
+            (self.counters.clone(), self.started.clone(), self.error.clone(), self.rdma_samples.clone());
+        let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
+        std::thread::spawn(move || {
+            if let Err(e) = placement::pin_current_thread(&cores) {
+                error.lock().expect("error lock").get_or_insert(e);
+            }
+            sleep_until(t0, &stop);
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            note_start(&started);
+            match flow.run(&counters, &stop) {
+                Ok(outcome) => *samples.lock().expect("samples lock") = outcome.latency_ns,
+                Err(e) => {
+                    error.lock().expect("error lock").get_or_insert(e.to_string());
+                }
+            }
+        })
+    }
+}
+
+/// Records that one more stream of an end began moving data now.
+fn note_start(started: &Mutex<Option<Instant>>) {
+    let now = Instant::now();
+    let mut latest = started.lock().expect("start lock");
+    *latest = Some(latest.map_or(now, |prev| prev.max(now)));
 }
 
 /// Sleeps until `at`, waking early if `stop` is set.

@@ -124,7 +124,8 @@ pub fn run_json(bench: &Bench, scenario: &Path, hostfile: &Path, extra: &[&str])
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
-/// The shipped scenarios (scenarios/*.toml), sorted.
+/// The shipped TCP scenarios (scenarios/*.toml without RDMA groups, which
+/// tests/rdma_run.rs runs where a device exists), sorted.
 pub fn shipped_scenarios() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -132,6 +133,10 @@ pub fn shipped_scenarios() -> Vec<PathBuf> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| {
+            let (scenario, _) = fabricbench::scenario::load(p).expect("shipped scenarios parse");
+            scenario.groups.iter().all(|g| g.transport == fabricbench::scenario::Transport::Tcp)
+        })
         .collect();
     found.sort();
     found

@@ -1,0 +1,414 @@
+//! Creating a flow's verbs resources (PD, MR, CQs, RC QPs in INIT) and
+//! connecting them to the peer's endpoint (INIT → RTR → RTS).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::completion::CreateCompletionQueueWorkCompletionFlags as WcFlags;
+use sideway::ibverbs::device_context::Mtu;
+use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState, SendOperationFlags};
+use sideway::ibverbs::AccessFlags;
+
+use super::device::{self, OpenDevice, LINK_LAYER_ETHERNET};
+use super::endpoint::RdmaEndpoint;
+use super::error::{panic_message, RdmaError};
+use super::ffi::{Arena, Cq, Qp};
+use super::params::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
+use super::Side;
+
+/// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
+/// infinite RNR retries with a 0.64 ms RNR timer.
+const QP_TIMEOUT: u8 = 14;
+const QP_RETRY_CNT: u8 = 7;
+const QP_RNR_RETRY: u8 = 7;
+const QP_MIN_RNR_TIMER: u8 = 12;
+
+/// wr_id layout: bit 63 = receive, bits 32..48 = QP index in the flow,
+/// bits 0..32 = how many send WRs this (signaled) completion accounts for.
+pub(crate) const WR_RECV: u64 = 1 << 63;
+pub(crate) fn wr_id(qp: usize, covered: u32) -> u64 {
+    ((qp as u64 & 0xffff) << 32) | u64::from(covered)
+}
+pub(crate) fn wr_qp(wr_id: u64) -> usize {
+    ((wr_id >> 32) & 0xffff) as usize
+}
+pub(crate) fn wr_covered(wr_id: u64) -> u32 {
+    wr_id as u32
+}
+
+/// One QP of a flow and where it writes / reads on the peer.
+pub(crate) struct QpSlot {
+    /// Index of this QP in the flow (0..qps), as used in wr_id and errors.
+    pub index: usize,
+    pub qp: Qp,
+    /// Offset of this QP's slot in the local arena.
+    pub local_off: usize,
+    /// Peer's slot for this QP (set by connect).
+    pub remote_addr: u64,
+}
+
+/// The QPs one thread drives, with their own CQ.
+pub(crate) struct Shard {
+    // Drop order: QPs before their CQ.
+    pub qps: Vec<QpSlot>,
+    pub cq: Cq,
+}
+
+/// Everything a flow owns, shared by the prepared and connected states.
+pub(crate) struct FlowRes {
+    pub params: RdmaParams,
+    pub side: Side,
+    pub label: String,
+    pub shards: Vec<Shard>,
+    pub arena: Arc<Arena>,
+    pub slot_len: usize,
+    pub psns: Vec<u32>,
+    pub peer_rkey: u32,
+    pub poll_strategy: PollStrategy,
+    // Last: the device context outlives every object created on it.
+    pub dev: OpenDevice,
+}
+
+/// A flow whose QPs exist (in INIT, receives posted) but are not connected.
+pub struct PreparedFlow {
+    pub(crate) res: FlowRes,
+}
+
+/// A flow whose QPs are in RTS, ready to run.
+pub struct ConnectedFlow {
+    pub(crate) res: FlowRes,
+}
+
+fn guard<T>(flow: &str, what: &'static str, f: impl FnOnce() -> Result<T, RdmaError>) -> Result<T, RdmaError> {
+    catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(RdmaError::Panicked { flow: flow.to_string(), what, message: panic_message(&*p) }))
+}
+
+fn align64(n: u64) -> u64 {
+    n.div_ceil(64) * 64
+}
+
+/// Per-QP slot: bandwidth uses one message-sized region; latency two halves
+/// (receive target at 0, send source at half).
+pub(crate) fn slot_len(p: &RdmaParams) -> usize {
+    let msg = align64(p.effective_message_size().max(8));
+    (match p.mode {
+        RdmaMode::Bandwidth => msg,
+        RdmaMode::Latency => 2 * msg,
+    }) as usize
+}
+
+fn random_psns(n: usize) -> Vec<u32> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut x = (nanos as u64) ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x & 0xff_ffff) as u32
+        })
+        .collect()
+}
+
+fn mtu_from(v: u32) -> Mtu {
+    match v {
+        1 => Mtu::Mtu256,
+        2 => Mtu::Mtu512,
+        3 => Mtu::Mtu1024,
+        4 => Mtu::Mtu2048,
+        _ => Mtu::Mtu4096,
+    }
+}
+
+/// Whether this side keeps receives posted.
+fn needs_receives(p: &RdmaParams, side: Side) -> bool {
+    match p.mode {
+        RdmaMode::Bandwidth => side == Side::Receiver && p.op.needs_receives(),
+        RdmaMode::Latency => p.op == RdmaOp::Send,
+    }
+}
+
+impl PreparedFlow {
+    /// Names the flow in every error (e.g. "flow 3->0").
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.res.label = label.into();
+        self
+    }
+
+    pub fn endpoint(&self) -> RdmaEndpoint {
+        let r = &self.res;
+        let mut qpns = vec![0; r.params.qps as usize];
+        for s in &r.shards {
+            for q in &s.qps {
+                qpns[q.index] = q.qp.qpn();
+            }
+        }
+        RdmaEndpoint {
+            lid: r.dev.lid,
+            gid: r.dev.gid,
+            gid_index: r.dev.gid_index,
+            qpns,
+            psns: r.psns.clone(),
+            mtu: r.dev.active_mtu,
+            rkey: r.arena.rkey(),
+            addr: r.arena.addr(),
+            len: (r.slot_len * r.params.qps as usize) as u64,
+        }
+    }
+
+    /// NUMA node of the flow's device (for pinning its thread), when known.
+    pub fn numa_node(&self) -> Option<i32> {
+        super::probe::numa_node(&self.res.dev.name)
+    }
+
+    /// Device name, port and GID index this flow uses.
+    pub fn device(&self) -> (&str, u8, u32) {
+        (&self.res.dev.name, self.res.dev.port, self.res.dev.gid_index)
+    }
+
+    /// Moves every QP to RTR then RTS against `peer`.
+    pub fn connect(self, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+        let label = self.res.label.clone();
+        guard(&label, "connect", move || connect(self.res, peer))
+    }
+}
+
+/// Creates the flow's resources; QPs end in INIT with receives posted where needed.
+pub fn prepare(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaError> {
+    params.validate()?;
+    guard("flow", "prepare", || prepare_inner(params, side))
+}
+
+fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaError> {
+    let flow = "flow";
+    let dev = device::open(params.device.as_deref(), params.port, params.gid_index)?;
+    let setup = |what: String, e: &dyn std::fmt::Display| RdmaError::Setup {
+        flow: flow.into(),
+        device: dev.name.clone(),
+        what,
+        source: std::io::Error::other(e.to_string()),
+    };
+    let pd = dev.ctx.alloc_pd().map_err(|e| setup("ibv_alloc_pd".into(), &e))?;
+    let slot = slot_len(params);
+    let qps = params.qps as usize;
+    let access =
+        AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
+    let arena = Arc::new(Arena::new(&pd, slot * qps, access).map_err(|e| setup("ibv_reg_mr".into(), &e))?);
+
+    let batched = match params.poll_strategy {
+        PollStrategy::Auto if dev.batch_poll_broken => false,
+        PollStrategy::Auto | PollStrategy::Batched => true,
+        PollStrategy::OnePerPoll => false,
+    };
+    let recv = needs_receives(params, side);
+    let inline = params.effective_inline_size();
+    let send_inline = params.sends_inline();
+    let mut ops = SendOperationFlags::Write
+        | SendOperationFlags::WriteWithImmediate
+        | SendOperationFlags::Send
+        | SendOperationFlags::SendWithImmediate
+        | SendOperationFlags::Read;
+    let dev_attr = dev.ctx.query_device().map_err(|e| setup("ibv_query_device_ex".into(), &e))?;
+    // Atomics on an extended QP built without these flags crash: always set
+    // them when the device can do atomics at all (or the flow asks for them).
+    if dev_attr.attr.orig_attr.atomic_cap != 0 || params.op.is_atomic() {
+        ops |= SendOperationFlags::AtomicCompareAndSwap | SendOperationFlags::AtomicFetchAndAdd;
+    }
+    let max_cqe = dev_attr.attr.orig_attr.max_cqe.max(1) as u32;
+
+    let threads = params.threads as usize;
+    let mut shards = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let my_qps: Vec<usize> = (0..qps).filter(|i| i % threads == t).collect();
+        let per_qp = params.tx_depth + if recv { params.rx_depth } else { 0 };
+        let cqe = (per_qp * my_qps.len() as u32 + 16).min(max_cqe);
+        let channel = match params.completion {
+            super::params::CompletionMode::Busy => None,
+            super::params::CompletionMode::Event => {
+                Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?)
+            }
+        };
+        let mut b = dev.ctx.create_cq_builder();
+        b.setup_cqe(cqe).setup_wc_flags(WcFlags::ByteLength | WcFlags::ImmediateData);
+        if let Some(ch) = &channel {
+            b.setup_comp_channel(ch, t as u32);
+        }
+        let cq_ex = b.build_ex().map_err(|e| setup(format!("ibv_create_cq_ex(cqe={cqe})"), &e))?;
+        let cq = Cq::new(cq_ex, channel, batched).map_err(|e| setup("completion channel O_NONBLOCK".into(), &e))?;
+
+        let mut slots = Vec::with_capacity(my_qps.len());
+        for &i in &my_qps {
+            let mut qb = pd.create_qp_builder();
+            qb.setup_max_send_wr(params.tx_depth)
+                .setup_max_recv_wr(if recv { params.rx_depth } else { 1 })
+                .setup_max_send_sge(1)
+                .setup_max_recv_sge(1)
+                .setup_max_inline_data(inline)
+                .setup_send_cq(Arc::clone(cq.handle()))
+                .setup_recv_cq(Arc::clone(cq.handle()))
+                .setup_send_ops_flags(ops);
+            let raw = qb.build_ex().map_err(|e| {
+                setup(
+                    format!("ibv_create_qp_ex for QP {i} (max_send_wr={}, max_inline_data={inline})", params.tx_depth),
+                    &e,
+                )
+            })?;
+            let mut qp = Qp::new(
+                raw,
+                Arc::clone(&arena),
+                if send_inline { params.effective_message_size() as usize } else { 0 },
+            );
+            let mut attr = QueuePairAttribute::new();
+            attr.setup_state(QueuePairState::Init).setup_pkey_index(0).setup_port(dev.port).setup_access_flags(access);
+            qp.modify(&attr).map_err(|reason| RdmaError::Connect {
+                flow: flow.into(),
+                qp: i,
+                qpn: qp.qpn(),
+                transition: "RESET->INIT",
+                attrs: format!(
+                    "port={}, pkey_index=0, access=local_write|remote_write|remote_read|remote_atomic",
+                    dev.port
+                ),
+                reason,
+            })?;
+            let local_off = i * slot;
+            if recv {
+                // Receives scatter into the slot's receive half (all of it in bandwidth mode).
+                let len = params.effective_message_size() as u32;
+                qp.setup_recv_ring(params.rx_depth as usize, WR_RECV | wr_id(i, 0), local_off, len);
+                qp.post_recvs(params.rx_depth as usize).map_err(|e| RdmaError::Post {
+                    flow: flow.into(),
+                    qp: i,
+                    what: "initial receives",
+                    reason: format!("{} receives: {e}", params.rx_depth),
+                })?;
+            }
+            slots.push(QpSlot { index: i, qp, local_off, remote_addr: 0 });
+        }
+        shards.push(Shard { qps: slots, cq });
+    }
+    let poll_strategy = if batched { PollStrategy::Batched } else { PollStrategy::OnePerPoll };
+    Ok(PreparedFlow {
+        res: FlowRes {
+            params: params.clone(),
+            side,
+            label: flow.to_string(),
+            shards,
+            arena,
+            slot_len: slot,
+            psns: random_psns(qps),
+            peer_rkey: 0,
+            poll_strategy,
+            dev,
+        },
+    })
+}
+
+fn connect(mut res: FlowRes, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+    let qps = res.params.qps as usize;
+    let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
+    if peer.qpns.len() != qps || peer.psns.len() != qps {
+        return Err(mismatch(format!("peer has {} QPs / {} PSNs, this flow {qps}", peer.qpns.len(), peer.psns.len())));
+    }
+    if peer.slot_len() < res.slot_len as u64 {
+        return Err(mismatch(format!("peer buffer {} B per QP < {} B needed", peer.slot_len(), res.slot_len)));
+    }
+    let mtu = mtu_from(res.dev.active_mtu.min(peer.mtu).max(1));
+    let roce = res.dev.link_layer == LINK_LAYER_ETHERNET;
+    let use_grh = roce || res.params.gid_index.is_some() || peer.lid == 0;
+    if roce && peer.gid == [0; 16] {
+        return Err(mismatch("peer GID is all zero on a RoCE port".into()));
+    }
+    let mut ah = AddressHandleAttribute::new();
+    ah.setup_dest_lid(peer.lid).setup_port(res.dev.port).setup_service_level(0);
+    if use_grh {
+        ah.setup_grh_dest_gid(&Gid { raw: peer.gid })
+            .setup_grh_src_gid_index(res.dev.gid_index as u8)
+            .setup_grh_hop_limit(64);
+    }
+    let max_rd = res.dev.max_rd_atomic;
+    let label = res.label.clone();
+    let psns = res.psns.clone();
+    let slot = peer.slot_len();
+    for shard in &mut res.shards {
+        for q in &mut shard.qps {
+            let i = q.index;
+            let mut rtr = QueuePairAttribute::new();
+            rtr.setup_state(QueuePairState::ReadyToReceive)
+                .setup_path_mtu(mtu)
+                .setup_dest_qp_num(peer.qpns[i])
+                .setup_rq_psn(peer.psns[i])
+                .setup_max_dest_read_atomic(max_rd)
+                .setup_min_rnr_timer(QP_MIN_RNR_TIMER)
+                .setup_address_vector(&ah);
+            q.qp.modify(&rtr).map_err(|reason| RdmaError::Connect {
+                flow: label.clone(),
+                qp: i,
+                qpn: q.qp.qpn(),
+                transition: "INIT->RTR",
+                attrs: format!(
+                    "path_mtu={}, dest_qpn={:#x}, rq_psn={:#x}, max_dest_rd_atomic={max_rd}, dlid={}, grh={}, sgid_index={}, dgid={}",
+                    super::probe::mtu_bytes(mtu as u32),
+                    peer.qpns[i],
+                    peer.psns[i],
+                    peer.lid,
+                    use_grh,
+                    res.dev.gid_index,
+                    std::net::Ipv6Addr::from(peer.gid)
+                ),
+                reason,
+            })?;
+            let mut rts = QueuePairAttribute::new();
+            rts.setup_state(QueuePairState::ReadyToSend)
+                .setup_sq_psn(psns[i])
+                .setup_timeout(QP_TIMEOUT)
+                .setup_retry_cnt(QP_RETRY_CNT)
+                .setup_rnr_retry(QP_RNR_RETRY)
+                .setup_max_read_atomic(max_rd);
+            q.qp.modify(&rts).map_err(|reason| RdmaError::Connect {
+                flow: label.clone(),
+                qp: i,
+                qpn: q.qp.qpn(),
+                transition: "RTR->RTS",
+                attrs: format!(
+                    "sq_psn={:#x}, timeout={QP_TIMEOUT}, retry_cnt={QP_RETRY_CNT}, rnr_retry={QP_RNR_RETRY}, max_rd_atomic={max_rd}",
+                    psns[i]
+                ),
+                reason,
+            })?;
+            q.remote_addr = peer.addr + slot * i as u64;
+        }
+    }
+    res.peer_rkey = peer.rkey;
+    Ok(ConnectedFlow { res })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wr_id_round_trips() {
+        let id = wr_id(4095, 100);
+        assert_eq!((wr_qp(id), wr_covered(id)), (4095, 100));
+        assert_eq!(wr_qp(WR_RECV | wr_id(7, 0)), 7);
+        assert!(WR_RECV & wr_id(65535, u32::MAX) == 0);
+    }
+
+    #[test]
+    fn slots_are_aligned_and_sized_per_mode() {
+        let bw = RdmaParams { message_size: 100, ..Default::default() };
+        assert_eq!(slot_len(&bw), 128);
+        let lat = RdmaParams { message_size: 2, mode: RdmaMode::Latency, ..Default::default() };
+        assert_eq!(slot_len(&lat), 128);
+        let at = RdmaParams { op: RdmaOp::CmpSwap, ..Default::default() };
+        assert_eq!(slot_len(&at), 64);
+    }
+
+    #[test]
+    fn psns_are_24_bit() {
+        assert!(random_psns(64).iter().all(|&p| p <= 0xff_ffff));
+    }
+}

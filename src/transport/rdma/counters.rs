@@ -1,0 +1,110 @@
+//! NIC truth: /sys/class/infiniband/<dev>/ports/<p>/{counters,hw_counters}.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Files under hw_counters that are settings, not counters.
+const NOT_COUNTERS: &[&str] = &["lifespan"];
+
+/// One reading of every counter of one port, keyed "counters/<name>" and
+/// "hw_counters/<name>".
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    pub device: String,
+    pub port: u8,
+    pub values: BTreeMap<String, u64>,
+}
+
+/// Reads the counters of `device` port `port` under `root` (normally
+/// `/sys/class/infiniband`). Unreadable files are skipped (some need root).
+pub fn snapshot_at(root: &Path, device: &str, port: u8) -> std::io::Result<CounterSnapshot> {
+    let port_dir = root.join(device).join("ports").join(port.to_string());
+    if !port_dir.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{} does not exist", port_dir.display()),
+        ));
+    }
+    let mut values = BTreeMap::new();
+    for group in ["counters", "hw_counters"] {
+        let Ok(entries) = fs::read_dir(port_dir.join(group)) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if NOT_COUNTERS.contains(&name.as_str()) {
+                continue;
+            }
+            let Ok(text) = fs::read_to_string(entry.path()) else { continue };
+            if let Ok(v) = text.trim().parse::<u64>() {
+                values.insert(format!("{group}/{name}"), v);
+            }
+        }
+    }
+    Ok(CounterSnapshot { device: device.to_string(), port, values })
+}
+
+/// [`snapshot_at`] under /sys/class/infiniband.
+pub fn snapshot(device: &str, port: u8) -> std::io::Result<CounterSnapshot> {
+    snapshot_at(Path::new("/sys/class/infiniband"), device, port)
+}
+
+/// Snapshots of every port of every device in /sys/class/infiniband.
+pub fn snapshot_all() -> Vec<CounterSnapshot> {
+    let root = Path::new("/sys/class/infiniband");
+    let mut out = Vec::new();
+    let Ok(devs) = fs::read_dir(root) else { return out };
+    for dev in devs.flatten() {
+        let name = dev.file_name().to_string_lossy().into_owned();
+        let Ok(ports) = fs::read_dir(dev.path().join("ports")) else { continue };
+        for p in ports.flatten() {
+            if let Ok(port) = p.file_name().to_string_lossy().parse::<u8>() {
+                if let Ok(s) = snapshot_at(root, &name, port) {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.device, a.port).cmp(&(&b.device, b.port)));
+    out
+}
+
+impl CounterSnapshot {
+    /// `later - self` per counter (counters present in both; wrapped or reset
+    /// counters give 0). IB's port_*_data counters count 4-byte words; the
+    /// delta keeps the raw unit.
+    pub fn delta(&self, later: &CounterSnapshot) -> BTreeMap<String, u64> {
+        later
+            .values
+            .iter()
+            .filter_map(|(k, &v)| self.values.get(k).map(|&old| (k.clone(), v.saturating_sub(old))))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_groups_and_computes_deltas() {
+        let dir = std::env::temp_dir().join(format!("fb-counters-{}", std::process::id()));
+        let port = dir.join("mlx5_0/ports/1");
+        fs::create_dir_all(port.join("counters")).unwrap();
+        fs::create_dir_all(port.join("hw_counters")).unwrap();
+        fs::write(port.join("counters/port_xmit_data"), "100\n").unwrap();
+        fs::write(port.join("hw_counters/rdma_sends"), "7\n").unwrap();
+        fs::write(port.join("hw_counters/lifespan"), "10\n").unwrap();
+        fs::write(port.join("hw_counters/garbage"), "n/a\n").unwrap();
+        let a = snapshot_at(&dir, "mlx5_0", 1).unwrap();
+        assert_eq!(a.values.len(), 2, "{:?}", a.values);
+        fs::write(port.join("counters/port_xmit_data"), "250\n").unwrap();
+        let b = snapshot_at(&dir, "mlx5_0", 1).unwrap();
+        let d = a.delta(&b);
+        assert_eq!(d["counters/port_xmit_data"], 150);
+        assert_eq!(d["hw_counters/rdma_sends"], 0);
+        assert!(snapshot_at(&dir, "mlx5_0", 2).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,272 @@
+//! Opening a device: which device, which port, which GID (like perftest), and
+//! the provider quirks that change how we drive it.
+
+use std::net::Ipv6Addr;
+use std::panic::catch_unwind;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device_context::DeviceContext;
+
+use super::error::{panic_message, RdmaError};
+use super::ffi;
+
+/// `ibv_port_state::IBV_PORT_ACTIVE`.
+pub(crate) const PORT_ACTIVE: u32 = 4;
+/// `IBV_LINK_LAYER_ETHERNET`.
+pub(crate) const LINK_LAYER_ETHERNET: u8 = 2;
+/// Soft-RoCE's vendor id (RXE_VENDOR_ID).
+const RXE_VENDOR_ID: u32 = 0xff_ffff;
+
+/// Kind of a GID table entry.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GidKind {
+    #[serde(rename = "IB")]
+    Ib,
+    #[serde(rename = "RoCE v1")]
+    RoceV1,
+    #[serde(rename = "RoCE v2")]
+    RoceV2,
+}
+
+/// One non-empty GID table entry.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GidInfo {
+    pub index: u32,
+    /// Printed as an IPv6 address (an IPv4-mapped one for RoCE on IPv4).
+    pub gid: String,
+    pub kind: GidKind,
+    /// The address is IPv4-mapped (`::ffff:a.b.c.d`).
+    pub ipv4: bool,
+    #[serde(skip)]
+    pub raw: [u8; 16],
+}
+
+pub(crate) fn is_ipv4_mapped(raw: &[u8; 16]) -> bool {
+    raw[..10].iter().all(|&b| b == 0) && raw[10] == 0xff && raw[11] == 0xff
+}
+
+/// The GID table of a port, skipping empty entries; never panics.
+pub(crate) fn gid_table(ctx: &DeviceContext, port: u8, table_len: i32, link_layer: u8) -> Vec<GidInfo> {
+    let mut out = Vec::new();
+    for index in 0..table_len.max(0) as u32 {
+        let Ok(gid) = ctx.query_gid(port, index) else { continue };
+        if gid.is_zero() {
+            continue;
+        }
+        let kind = match ctx.query_gid_type(port, index) {
+            Ok(1) => GidKind::RoceV2,
+            Ok(_) if link_layer == LINK_LAYER_ETHERNET => GidKind::RoceV1,
+            Ok(_) => GidKind::Ib,
+            Err(_) => continue,
+        };
+        out.push(GidInfo {
+            index,
+            gid: Ipv6Addr::from(gid.raw).to_string(),
+            kind,
+            ipv4: is_ipv4_mapped(&gid.raw),
+            raw: gid.raw,
+        });
+    }
+    out
+}
+
+/// perftest's choice on RoCE: RoCE v2 with an IPv4-mapped address, then RoCE v2
+/// (IPv6, global before link-local), then RoCE v1 likewise. On InfiniBand: index 0.
+pub(crate) fn choose_gid(table: &[GidInfo], link_layer: u8) -> Option<&GidInfo> {
+    if link_layer != LINK_LAYER_ETHERNET {
+        return table.iter().find(|g| g.index == 0).or(table.first());
+    }
+    let link_local = |g: &GidInfo| g.raw[0] == 0xfe && g.raw[1] & 0xc0 == 0x80;
+    let rank = |g: &GidInfo| match (g.kind, g.ipv4, link_local(g)) {
+        (GidKind::RoceV2, true, _) => 0,
+        (GidKind::RoceV2, false, false) => 1,
+        (GidKind::RoceV2, false, true) => 2,
+        (_, true, _) => 3,
+        (_, false, false) => 4,
+        _ => 5,
+    };
+    table.iter().min_by_key(|g| (rank(g), g.index))
+}
+
+/// A device opened for one flow: context, chosen port and GID, quirks.
+pub(crate) struct OpenDevice {
+    pub ctx: Arc<DeviceContext>,
+    pub name: String,
+    pub port: u8,
+    pub lid: u16,
+    pub link_layer: u8,
+    /// `ibv_mtu` enum value of the port's active MTU.
+    pub active_mtu: u32,
+    pub gid_index: u32,
+    pub gid: [u8; 16],
+    /// Largest max_rd_atomic / max_dest_rd_atomic the device allows.
+    pub max_rd_atomic: u8,
+    /// Extended-CQ batch polling is broken (rxe on rdma-core < 55).
+    pub batch_poll_broken: bool,
+}
+
+/// Lists devices, turning "libibverbs absent" (ENOSYS) and "no device" into
+/// one clear error.
+pub(crate) fn device_list() -> Result<DeviceList, RdmaError> {
+    let list = catch_unwind(DeviceList::new)
+        .map_err(|p| RdmaError::NoDevices { detail: format!("ibv_get_device_list panicked: {}", panic_message(&*p)) })?
+        .map_err(|e| {
+            let cause = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string());
+            RdmaError::NoDevices { detail: format!("ibv_get_device_list: {cause}") }
+        })?;
+    if list.is_empty() {
+        return Err(RdmaError::NoDevices { detail: "libibverbs found no device".into() });
+    }
+    Ok(list)
+}
+
+/// rdma-core's version, from the loaded libibverbs.so.1.<abi>.<rdma-core>.0
+/// (libibverbs is dlopen()ed by rdma-mummy-sys, so this works only after the
+/// first verbs call).
+pub(crate) fn rdma_core_version() -> Option<u32> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|l| {
+        let name = l.rsplit('/').next()?;
+        let rest = name.strip_prefix("libibverbs.so.1.")?;
+        rest.split('.').nth(1)?.parse().ok()
+    })
+}
+
+fn setup_err(device: &str, what: impl Into<String>, e: impl std::fmt::Display) -> RdmaError {
+    RdmaError::Setup {
+        flow: String::new(),
+        device: device.to_string(),
+        what: what.into(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// Opens `name` (or the first device with an ACTIVE port), picks the port
+/// (`port` or the first ACTIVE one) and the GID (`gid_index` or perftest's rule).
+pub(crate) fn open(name: Option<&str>, port: Option<u8>, gid_index: Option<u32>) -> Result<OpenDevice, RdmaError> {
+    let list = device_list()?;
+    let names: Vec<String> = list.iter().map(|d| d.name()).collect();
+    let candidates: Vec<usize> = match name {
+        Some(n) => match names.iter().position(|x| x == n) {
+            Some(i) => vec![i],
+            None => return Err(RdmaError::DeviceNotFound { name: n.to_string(), available: names.join(", ") }),
+        },
+        None => (0..names.len()).collect(),
+    };
+    let mut last_err = None;
+    for i in candidates {
+        let dev = list.get(i).expect("index within list");
+        let dev_name = names[i].clone();
+        let ctx = match dev.open() {
+            Ok(c) => c,
+            Err(e) => {
+                last_err = Some(setup_err(&dev_name, "ibv_open_device", e));
+                continue;
+            }
+        };
+        match open_port(&ctx, &dev_name, port, gid_index) {
+            Ok(mut d) => {
+                d.ctx = ctx;
+                return Ok(d);
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    Err(last_err.unwrap_or(RdmaError::NoDevices { detail: "no usable device".into() }))
+}
+
+fn open_port(
+    ctx: &Arc<DeviceContext>,
+    dev_name: &str,
+    want_port: Option<u8>,
+    gid_index: Option<u32>,
+) -> Result<OpenDevice, RdmaError> {
+    let attr = ctx.query_device().map_err(|e| setup_err(dev_name, "ibv_query_device_ex", e))?;
+    let raw = &attr.attr.orig_attr;
+    let ports: Vec<u8> = match want_port {
+        Some(p) => vec![p],
+        None => (1..=raw.phys_port_cnt).collect(),
+    };
+    let (port, pattr) = ports
+        .into_iter()
+        .filter_map(|p| ffi::query_port(ctx, p).ok().map(|a| (p, a)))
+        .find(|(_, a)| a.state == PORT_ACTIVE)
+        .ok_or(RdmaError::NoActivePort { device: dev_name.to_string(), port: want_port })?;
+    let table = gid_table(ctx, port, pattr.gid_tbl_len, pattr.link_layer);
+    let gid = match gid_index {
+        Some(ix) => match table.iter().find(|g| g.index == ix) {
+            Some(g) => g.clone(),
+            None => {
+                return Err(RdmaError::Gid {
+                    device: dev_name.into(),
+                    port,
+                    what: format!(
+                        "gid_index {ix} is empty or invalid (valid: {:?})",
+                        table.iter().map(|g| g.index).collect::<Vec<_>>()
+                    ),
+                })
+            }
+        },
+        None => match choose_gid(&table, pattr.link_layer) {
+            Some(g) => g.clone(),
+            None if pattr.link_layer != LINK_LAYER_ETHERNET => {
+                GidInfo { index: 0, gid: "::".into(), kind: GidKind::Ib, ipv4: false, raw: [0; 16] }
+            }
+            None => {
+                return Err(RdmaError::Gid {
+                    device: dev_name.into(),
+                    port,
+                    what: "RoCE port has no GID (no IP address on its netdev?)".into(),
+                })
+            }
+        },
+    };
+    let is_rxe = raw.vendor_id == RXE_VENDOR_ID || dev_name.starts_with("rxe");
+    let batch_poll_broken = is_rxe && rdma_core_version().is_none_or(|v| v < 55);
+    let max_rd = raw.max_qp_rd_atom.min(raw.max_qp_init_rd_atom).clamp(1, 16) as u8;
+    Ok(OpenDevice {
+        ctx: Arc::clone(ctx),
+        name: dev_name.to_string(),
+        port,
+        lid: pattr.lid,
+        link_layer: pattr.link_layer,
+        active_mtu: pattr.active_mtu,
+        gid_index: gid.index,
+        gid: gid.raw,
+        max_rd_atomic: max_rd,
+        batch_poll_broken,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(index: u32, kind: GidKind, ip: &str) -> GidInfo {
+        let a: Ipv6Addr = ip.parse().unwrap();
+        GidInfo { index, gid: ip.into(), kind, ipv4: is_ipv4_mapped(&a.octets()), raw: a.octets() }
+    }
+
+    #[test]
+    fn roce_prefers_v2_ipv4_like_perftest() {
+        let t = vec![
+            g(0, GidKind::RoceV1, "fe80::1"),
+            g(1, GidKind::RoceV2, "fe80::1"),
+            g(2, GidKind::RoceV1, "::ffff:10.0.0.1"),
+            g(3, GidKind::RoceV2, "::ffff:10.0.0.1"),
+        ];
+        assert_eq!(choose_gid(&t, LINK_LAYER_ETHERNET).unwrap().index, 3);
+        assert_eq!(choose_gid(&t[..2], LINK_LAYER_ETHERNET).unwrap().index, 1);
+        assert_eq!(choose_gid(&t, 1).unwrap().index, 0); // InfiniBand: index 0
+    }
+
+    #[test]
+    fn no_devices_is_a_clear_error_on_hosts_without_rdma() {
+        match device_list() {
+            Ok(l) => assert!(!l.is_empty()),
+            Err(e) => assert!(e.to_string().contains("no RDMA devices"), "{e}"),
+        }
+    }
+}

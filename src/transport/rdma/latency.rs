@@ -1,0 +1,374 @@
+//! Latency, perftest style: write ping-pong polling on memory (ib_write_lat),
+//! send ping-pong (ib_send_lat), one read at a time (ib_read_lat). Write and
+//! send report half the round trip, read the full round trip.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::connect::{wr_id, FlowRes, QpSlot, Shard, WR_RECV};
+use super::error::RdmaError;
+use super::ffi::{Cq, SendSpec, Wc, WrKind};
+use super::params::RdmaOp;
+use super::stream::{poll_err, wc_error, PASSIVE_NAP};
+use super::Side;
+use crate::transport::FlowCounters;
+
+/// Samples kept in duration mode (8 MB); later iterations run unrecorded.
+const MAX_SAMPLES: usize = 1 << 20;
+/// Spins between checks of `stop`, the CQ and the stall clock.
+const CHECK_EVERY: u32 = 256;
+
+/// Latency statistics, in nanoseconds.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LatencySummary {
+    /// "half round trip" (write, send: like perftest) or "round trip" (read).
+    pub measure: String,
+    pub samples: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// perftest's "typical": the median.
+    pub median_ns: u64,
+    pub mean_ns: f64,
+    pub stdev_ns: f64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+}
+
+impl LatencySummary {
+    /// None without samples. Percentiles are nearest-rank.
+    pub fn from_samples(samples: &[u64], half_round_trip: bool) -> Option<LatencySummary> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut s = samples.to_vec();
+        s.sort_unstable();
+        let n = s.len();
+        let rank = |q: f64| s[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let mean = s.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+        let var = if n > 1 { s.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        Some(LatencySummary {
+            measure: if half_round_trip { "half round trip" } else { "round trip" }.to_string(),
+            samples: n as u64,
+            min_ns: s[0],
+            max_ns: s[n - 1],
+            median_ns: s[n / 2],
+            mean_ns: mean,
+            stdev_ns: var.sqrt(),
+            p99_ns: rank(0.99),
+            p99_9_ns: rank(0.999),
+        })
+    }
+}
+
+/// What the latency loop of one side produced.
+pub(crate) struct LatencyResult {
+    pub samples: Vec<u64>,
+    pub half_round_trip: bool,
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+/// Bounded waits: `stop`, CQ errors and the stall clock, checked every few spins.
+struct Waiter<'a> {
+    res: &'a FlowRes,
+    stop: &'a AtomicBool,
+    stall: Duration,
+    wcs: [Wc; 4],
+    /// Send completions outstanding (every latency WR is signaled).
+    sends_in_flight: u32,
+}
+
+enum Wake {
+    Stopped,
+    Ready,
+}
+
+impl Waiter<'_> {
+    /// Reaps completions: counts send ones, returns how many receives arrived.
+    fn reap(&mut self, cq: &mut Cq) -> Result<u32, RdmaError> {
+        let n = cq.poll(&mut self.wcs).map_err(|e| poll_err(self.res, e))?;
+        let mut recvs = 0;
+        for wc in &self.wcs[..n] {
+            if wc.status != 0 {
+                return Err(wc_error(self.res, wc));
+            }
+            if wc.wr_id & WR_RECV != 0 {
+                recvs += 1;
+            } else {
+                self.sends_in_flight = self.sends_in_flight.saturating_sub(1);
+            }
+        }
+        Ok(recvs)
+    }
+
+    fn stalled(&self, qp: usize, clock: &StallClock, what: &'static str) -> RdmaError {
+        RdmaError::Stalled { flow: self.res.label.clone(), qp, waited_ms: clock.waited_ms(), what }
+    }
+
+    /// Spins until `ready()`; `armed` enables the stall clock.
+    fn spin_until(
+        &mut self,
+        cq: &mut Cq,
+        qp: usize,
+        armed: bool,
+        what: &'static str,
+        mut ready: impl FnMut() -> bool,
+    ) -> Result<Wake, RdmaError> {
+        let mut clock = StallClock::new(self.stall);
+        let mut spins = 0u32;
+        loop {
+            if ready() {
+                return Ok(Wake::Ready);
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(CHECK_EVERY) {
+                if self.stop.load(Relaxed) {
+                    return Ok(Wake::Stopped);
+                }
+                self.reap(cq)?;
+                if armed && clock.expired() {
+                    return Err(self.stalled(qp, &clock, what));
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Waits for one receive completion (busy or on the completion channel).
+    fn wait_recv(&mut self, cq: &mut Cq, qp: usize, armed: bool) -> Result<Wake, RdmaError> {
+        let mut clock = StallClock::new(self.stall);
+        let mut spins = 0u32;
+        loop {
+            if self.reap(cq)? > 0 {
+                return Ok(Wake::Ready);
+            }
+            if cq.is_event_driven() {
+                cq.arm().map_err(|e| poll_err(self.res, e))?;
+                if self.reap(cq)? > 0 {
+                    return Ok(Wake::Ready);
+                }
+                cq.wait_event(10).map_err(|e| poll_err(self.res, e))?;
+            }
+            spins = spins.wrapping_add(1);
+            if cq.is_event_driven() || spins.is_multiple_of(CHECK_EVERY) {
+                if self.stop.load(Relaxed) {
+                    return Ok(Wake::Stopped);
+                }
+                if armed && clock.expired() {
+                    return Err(self.stalled(qp, &clock, "waiting for the peer's message"));
+                }
+            }
+        }
+    }
+
+    /// Waits until fewer than `limit` sends are in flight (keeps the send
+    /// queue from overflowing; with limit = n-1, waits for a send's completion).
+    fn sends_below(&mut self, cq: &mut Cq, qp: usize, limit: u32, what: &'static str) -> Result<Wake, RdmaError> {
+        let mut clock = StallClock::new(self.stall);
+        let mut spins = 0u32;
+        while self.sends_in_flight >= limit {
+            self.reap(cq)?;
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(CHECK_EVERY) {
+                if self.stop.load(Relaxed) {
+                    return Ok(Wake::Stopped);
+                }
+                if clock.expired() {
+                    return Err(self.stalled(qp, &clock, what));
+                }
+            }
+        }
+        Ok(Wake::Ready)
+    }
+}
+
+/// A stall timer that reads the clock only when asked (clock reads are not
+/// free, least of all in a VM), starting at the first question.
+struct StallClock {
+    started: Option<Instant>,
+    limit: Duration,
+}
+
+impl StallClock {
+    fn new(limit: Duration) -> Self {
+        StallClock { started: None, limit }
+    }
+    fn expired(&mut self) -> bool {
+        self.started.get_or_insert_with(Instant::now).elapsed() > self.limit
+    }
+    fn waited_ms(&self) -> u64 {
+        self.started.map_or(0, |s| s.elapsed().as_millis() as u64)
+    }
+}
+
+fn post_one(res: &FlowRes, q: &mut QpSlot, spec: &SendSpec) -> Result<(), RdmaError> {
+    let index = q.index;
+    q.qp.post_sends(spec, 1, |_| (wr_id(index, 1), true)).map_err(|e| RdmaError::Post {
+        flow: res.label.clone(),
+        qp: index,
+        what: "latency WR",
+        reason: e.to_string(),
+    })
+}
+
+/// Runs the latency loop of one side (single QP, single shard).
+pub(crate) fn run(
+    res: &FlowRes,
+    shard: &mut Shard,
+    counters: &FlowCounters,
+    stop: &AtomicBool,
+) -> Result<LatencyResult, RdmaError> {
+    let p = &res.params;
+    let msg = p.effective_message_size();
+    let iterations = p.iterations;
+    let cap = iterations.map_or(MAX_SAMPLES, |n| (n as usize).min(MAX_SAMPLES));
+    let Shard { qps, cq } = shard;
+    let q = &mut qps[0];
+    let half = res.slot_len / 2;
+    let spec = SendSpec {
+        kind: match p.op {
+            RdmaOp::Write => WrKind::Write,
+            RdmaOp::Send => WrKind::Send,
+            _ => WrKind::Read,
+        },
+        rkey: res.peer_rkey,
+        // The peer's receive half (offset 0 of its slot).
+        remote_addr: q.remote_addr,
+        // Our send half; reads land in our receive half.
+        local_off: if p.op == RdmaOp::Read { q.local_off } else { q.local_off + half },
+        len: msg as u32,
+        inline: p.sends_inline(),
+    };
+    let recv_last = q.local_off + msg as usize - 1;
+    let mut w = Waiter {
+        res,
+        stop,
+        stall: Duration::from_millis(p.stall_timeout_ms),
+        wcs: [Wc::default(); 4],
+        sends_in_flight: 0,
+    };
+    let depth = p.tx_depth.max(1);
+    let initiator = res.side == Side::Sender;
+    let mut samples: Vec<u64> = Vec::with_capacity(if initiator { cap } else { 0 });
+    let (mut messages, mut bytes) = (0u64, 0u64);
+    let mut i: u64 = 0;
+    let qi = q.index;
+
+    if p.op == RdmaOp::Read && !initiator {
+        // ib_read_lat's server: passive until stopped.
+        while !stop.load(Relaxed) {
+            std::thread::sleep(PASSIVE_NAP);
+        }
+        return Ok(LatencyResult { samples, half_round_trip: false, messages, bytes });
+    }
+
+    let mut t_start = Instant::now();
+    while iterations.is_none_or(|n| i < n) && !stop.load(Relaxed) {
+        let v = (i % 255 + 1) as u8;
+        if w.sends_in_flight >= depth
+            && matches!(w.sends_below(cq, qi, depth, "waiting for send completions")?, Wake::Stopped)
+        {
+            break;
+        }
+        let wake = match (p.op, initiator) {
+            (RdmaOp::Write, true) => {
+                q.qp.set_last_payload_byte(&spec, v);
+                post_one(res, q, &spec)?;
+                w.sends_in_flight += 1;
+                let arena = q.qp.arena();
+                w.spin_until(cq, qi, true, "waiting for the peer's write", || arena.read_u8(recv_last) == v)?
+            }
+            (RdmaOp::Write, false) => {
+                let arena = q.qp.arena();
+                let wake =
+                    w.spin_until(cq, qi, i > 0, "waiting for the peer's write", || arena.read_u8(recv_last) == v)?;
+                if let Wake::Ready = wake {
+                    q.qp.set_last_payload_byte(&spec, v);
+                    post_one(res, q, &spec)?;
+                    w.sends_in_flight += 1;
+                }
+                wake
+            }
+            (RdmaOp::Send, true) => {
+                post_one(res, q, &spec)?;
+                w.sends_in_flight += 1;
+                let wake = w.wait_recv(cq, qi, true)?;
+                if let Wake::Ready = wake {
+                    repost(res, q)?;
+                }
+                wake
+            }
+            (RdmaOp::Send, false) => {
+                let wake = w.wait_recv(cq, qi, i > 0)?;
+                if let Wake::Ready = wake {
+                    repost(res, q)?;
+                    post_one(res, q, &spec)?;
+                    w.sends_in_flight += 1;
+                }
+                wake
+            }
+            (_, _) => {
+                // Read, initiator: one read in flight, wait for its completion.
+                post_one(res, q, &spec)?;
+                w.sends_in_flight += 1;
+                let limit = w.sends_in_flight;
+                w.sends_below(cq, qi, limit, "waiting for the read's completion")?
+            }
+        };
+        if let Wake::Stopped = wake {
+            break;
+        }
+        if initiator {
+            // One clock read per iteration, as perftest: a sample is the time
+            // between the starts of two consecutive iterations.
+            let now = Instant::now();
+            let dt = (now - t_start).as_nanos() as u64;
+            t_start = now;
+            if samples.len() < cap {
+                samples.push(if p.op == RdmaOp::Read { dt } else { dt / 2 });
+            }
+        }
+        messages += 1;
+        bytes += msg;
+        counters.messages.fetch_add(1, Relaxed);
+        counters.bytes.fetch_add(msg, Relaxed);
+        i += 1;
+    }
+    // Reap what is still in flight, briefly (teardown errors are noise).
+    let deadline = Instant::now() + Duration::from_millis(100);
+    while w.sends_in_flight > 0 && Instant::now() < deadline {
+        if w.reap(cq).is_err() {
+            break;
+        }
+    }
+    Ok(LatencyResult { samples, half_round_trip: p.op != RdmaOp::Read, messages, bytes })
+}
+
+fn repost(res: &FlowRes, q: &mut QpSlot) -> Result<(), RdmaError> {
+    q.qp.post_recvs(1).map_err(|e| RdmaError::Post {
+        flow: res.label.clone(),
+        qp: q.index,
+        what: "receive",
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_orders_and_percentiles() {
+        let samples: Vec<u64> = (1..=1000).rev().collect();
+        let s = LatencySummary::from_samples(&samples, true).unwrap();
+        assert_eq!((s.min_ns, s.max_ns, s.median_ns, s.p99_ns, s.p99_9_ns), (1, 1000, 501, 990, 999));
+        assert!((s.mean_ns - 500.5).abs() < 1e-9);
+        assert!(s.min_ns <= s.median_ns && s.median_ns <= s.p99_ns && s.p99_ns <= s.p99_9_ns && s.p99_9_ns <= s.max_ns);
+        assert_eq!(s.measure, "half round trip");
+        assert!(LatencySummary::from_samples(&[], false).is_none());
+        let one = LatencySummary::from_samples(&[7], false).unwrap();
+        assert_eq!((one.p99_9_ns, one.stdev_ns), (7, 0.0));
+    }
+}

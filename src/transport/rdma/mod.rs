@@ -1,0 +1,178 @@
+//! The RDMA transport: RC queue pairs through sideway / rdma-mummy-sys
+//! (libibverbs is opened at run time, so the binary runs without rdma-core).
+//!
+//! Life of a flow, driven by the worker:
+//! ```text
+//! prepare(params, side)  -> PreparedFlow   (device, PD, MR, CQs, QPs in INIT, receives posted)
+//!   .endpoint()          -> RdmaEndpoint   (sent to the peer through the coordinator)
+//!   .connect(&peer)      -> ConnectedFlow  (INIT -> RTR -> RTS)
+//!   .run(&counters, &stop) -> FlowOutcome  (blocking; returns when done or promptly after `stop`)
+//! ```
+//! Module map: `params` (knobs), `device` (device/port/GID choice, quirks),
+//! `connect` (resources, QP state machine), `stream` (bandwidth loops),
+//! `latency` (ping-pong), `probe` (inventory), `counters` (sysfs counters),
+//! `endpoint` (the exchanged record), `error`, and `ffi` (the only unsafe).
+
+mod connect;
+pub mod counters;
+mod device;
+pub mod endpoint;
+pub mod error;
+mod ffi;
+pub mod latency;
+pub mod params;
+pub mod probe;
+mod stream;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+pub use connect::{prepare, ConnectedFlow, PreparedFlow};
+pub use counters::CounterSnapshot;
+pub use device::{GidInfo, GidKind};
+pub use endpoint::RdmaEndpoint;
+pub use error::RdmaError;
+pub use latency::LatencySummary;
+pub use params::{CompletionMode, PollStrategy, RdmaMode, RdmaOp, RdmaParams, CMP_SWAP_VALUE};
+pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
+
+use crate::transport::FlowCounters;
+use error::panic_message;
+
+/// Which end of a flow this process is. The sender initiates every WR
+/// (write, read, send, atomics; the ping of a ping-pong); the receiver
+/// exposes memory, keeps receives posted, or answers pings.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Sender,
+    Receiver,
+}
+
+/// What a flow did, from this side's point of view.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FlowOutcome {
+    pub side: Side,
+    pub op: RdmaOp,
+    pub mode: RdmaMode,
+    /// Messages completed here (sender: WRs completed; receiver: receives
+    /// consumed; 0 for the passive end of one-sided ops).
+    pub messages: u64,
+    pub bytes: u64,
+    /// Wall time of `run` in nanoseconds.
+    pub elapsed_ns: u64,
+    /// Latency samples in ns (half round trip for write/send, round trip for
+    /// read), initiator only.
+    pub latency_ns: Option<Vec<u64>>,
+    pub latency: Option<LatencySummary>,
+    /// Atomics: per QP, the sender's last fetched value / the receiver's
+    /// target word at the end.
+    pub atomic_words: Option<Vec<u64>>,
+    pub device: String,
+    pub port: u8,
+    pub gid_index: u32,
+    /// The CQ polling strategy that was used (Auto resolved).
+    pub poll_strategy: PollStrategy,
+}
+
+impl ConnectedFlow {
+    /// Names the flow in every error (e.g. "flow 3->0").
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.res.label = label.into();
+        self
+    }
+
+    /// Runs the flow on this thread (and `threads - 1` more for the other
+    /// shards). Returns when `iterations` are done or soon after `stop` is
+    /// set; a completion error ends it with `Err` naming the status and QP.
+    pub fn run(mut self, counters: &FlowCounters, stop: &AtomicBool) -> Result<FlowOutcome, RdmaError> {
+        let t0 = Instant::now();
+        let res = &self.res;
+        let mut outcome = FlowOutcome {
+            side: res.side,
+            op: res.params.op,
+            mode: res.params.mode,
+            messages: 0,
+            bytes: 0,
+            elapsed_ns: 0,
+            latency_ns: None,
+            latency: None,
+            atomic_words: None,
+            device: res.dev.name.clone(),
+            port: res.dev.port,
+            gid_index: res.dev.gid_index,
+            poll_strategy: res.poll_strategy,
+        };
+        let mut shards = std::mem::take(&mut self.res.shards);
+        let res = &self.res;
+        let label = res.label.clone();
+        let shard_stop = stream::Stop { ext: stop, abort: AtomicBool::new(false) };
+        let shard_stop = &shard_stop;
+        let caught = |shard: usize, r: std::thread::Result<Result<stream::ShardResult, RdmaError>>| {
+            r.unwrap_or_else(|p| {
+                Err(RdmaError::ThreadPanicked { flow: label.clone(), shard, message: panic_message(&*p) })
+            })
+        };
+
+        let result = if res.params.mode == RdmaMode::Latency {
+            let r = catch_unwind(AssertUnwindSafe(|| latency::run(res, &mut shards[0], counters, stop)))
+                .unwrap_or_else(|p| {
+                    Err(RdmaError::ThreadPanicked { flow: label.clone(), shard: 0, message: panic_message(&*p) })
+                });
+            r.map(|l| {
+                outcome.messages = l.messages;
+                outcome.bytes = l.bytes;
+                if res.side == Side::Sender {
+                    outcome.latency = LatencySummary::from_samples(&l.samples, l.half_round_trip);
+                    outcome.latency_ns = Some(l.samples);
+                }
+            })
+        } else {
+            let results: Vec<Result<stream::ShardResult, RdmaError>> = if shards.len() == 1 {
+                vec![caught(
+                    0,
+                    catch_unwind(AssertUnwindSafe(|| stream::run_shard(res, &mut shards[0], counters, shard_stop))),
+                )]
+            } else {
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = shards
+                        .iter_mut()
+                        .map(|shard| s.spawn(move || stream::run_shard(res, shard, counters, shard_stop)))
+                        .collect();
+                    handles.into_iter().enumerate().map(|(i, h)| caught(i, h.join())).collect()
+                })
+            };
+            let mut words: Vec<(usize, u64)> = Vec::new();
+            let mut first_err = None;
+            for r in results {
+                match r {
+                    Ok(r) => {
+                        outcome.messages += r.messages;
+                        outcome.bytes += r.bytes;
+                        words.extend(r.atomic_words);
+                    }
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+            if res.params.op.is_atomic() {
+                words.sort_unstable();
+                outcome.atomic_words = Some(words.into_iter().map(|(_, w)| w).collect());
+            }
+            first_err.map_or(Ok(()), Err)
+        };
+        // Put the shards back so they drop with the flow (QPs before the arena).
+        self.res.shards = shards;
+        result?;
+        outcome.elapsed_ns = t0.elapsed().as_nanos() as u64;
+        Ok(outcome)
+    }
+
+    pub fn params(&self) -> &RdmaParams {
+        &self.res.params
+    }
+}

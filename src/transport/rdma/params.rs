@@ -1,0 +1,289 @@
+//! What one RDMA flow does: the knobs of perftest, with perftest's defaults.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::RdmaError;
+
+/// The verb a flow exercises.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RdmaOp {
+    #[default]
+    Write,
+    /// RDMA write with immediate: the receiver consumes a posted receive per message.
+    WriteImm,
+    Read,
+    Send,
+    SendImm,
+    /// 8-byte atomic fetch-and-add (add = 1).
+    FetchAdd,
+    /// 8-byte atomic compare-and-swap (compare = 0, swap = [`CMP_SWAP_VALUE`]).
+    CmpSwap,
+}
+
+/// The value every compare-and-swap of a flow tries to install (compare = 0).
+pub const CMP_SWAP_VALUE: u64 = 0xFAB0_0000_0000_0001;
+
+impl RdmaOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            RdmaOp::Write => "write",
+            RdmaOp::WriteImm => "write_imm",
+            RdmaOp::Read => "read",
+            RdmaOp::Send => "send",
+            RdmaOp::SendImm => "send_imm",
+            RdmaOp::FetchAdd => "fetch_add",
+            RdmaOp::CmpSwap => "cmp_swap",
+        }
+    }
+
+    pub fn is_atomic(self) -> bool {
+        matches!(self, RdmaOp::FetchAdd | RdmaOp::CmpSwap)
+    }
+
+    /// The receiver consumes posted receives (two-sided, or write with immediate).
+    pub fn needs_receives(self) -> bool {
+        matches!(self, RdmaOp::Send | RdmaOp::SendImm | RdmaOp::WriteImm)
+    }
+
+    /// Ops whose payload may go inline in the WQE.
+    pub fn can_inline(self) -> bool {
+        matches!(self, RdmaOp::Write | RdmaOp::WriteImm | RdmaOp::Send | RdmaOp::SendImm)
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RdmaMode {
+    #[default]
+    Bandwidth,
+    /// Ping-pong (write, send) or one outstanding read at a time.
+    Latency,
+}
+
+/// How a flow waits for completions.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionMode {
+    /// Spin on the CQ (perftest's default; pegs one core per thread).
+    #[default]
+    Busy,
+    /// Sleep on the completion channel when the CQ is empty (perftest `-e`).
+    Event,
+}
+
+/// How completions are taken off an extended CQ.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PollStrategy {
+    /// `OnePerPoll` for Soft-RoCE with rdma-core < 55, `Batched` everywhere else.
+    #[default]
+    Auto,
+    /// start_poll / next_poll × N / end_poll.
+    Batched,
+    /// start_poll / end_poll per completion (works around the rxe provider bug
+    /// in rdma-core < 55 where next_poll advances the consumer index twice).
+    OnePerPoll,
+}
+
+/// Parameters of one RDMA flow. Defaults follow perftest (ib_write_bw / ib_*_lat).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RdmaParams {
+    pub op: RdmaOp,
+    pub mode: RdmaMode,
+    /// Bytes per message (forced to 8 for atomics). perftest: 65536 for bw, 2 for lat.
+    pub message_size: u64,
+    /// RC queue pairs in this flow (perftest `-q`).
+    pub qps: u32,
+    /// Outstanding send WRs per QP (perftest `-t`, 128).
+    pub tx_depth: u32,
+    /// Receives kept posted per QP for send / write-with-imm (perftest `-r`, 512).
+    pub rx_depth: u32,
+    /// WRs per doorbell (perftest `-l`, 1).
+    pub post_list: u32,
+    /// Signal every Nth WR (perftest `--cq-mod`, 100).
+    pub cq_moderation: u32,
+    /// Also signal once this many bytes went out unsignaled (1 MiB; 0 = off),
+    /// so large messages are counted (and intervals sampled) in steps of at
+    /// most this size rather than `cq_moderation` messages.
+    pub signal_bytes: u64,
+    /// Largest message sent inline; None = perftest's choice (0 for bandwidth, 220 for latency).
+    pub inline_size: Option<u32>,
+    /// Completions taken per poll (16, perftest's CTX_POLL_BATCH).
+    pub poll_batch: u32,
+    pub completion: CompletionMode,
+    pub poll_strategy: PollStrategy,
+    /// Some(n): n messages per QP (bandwidth) or n samples (latency), then return.
+    /// None: run until the stop flag is set.
+    pub iterations: Option<u64>,
+    /// Device name (e.g. "mlx5_0"); None = the first device with an ACTIVE port.
+    pub device: Option<String>,
+    /// Port number; None = the first ACTIVE port of the device.
+    pub port: Option<u8>,
+    /// GID index; None = perftest's choice (RoCE v2 + IPv4 first).
+    pub gid_index: Option<u32>,
+    /// Threads the QPs of this flow are sharded over (each with its own CQ).
+    pub threads: u32,
+    /// A flow that sees no completion for this long while work is outstanding fails.
+    pub stall_timeout_ms: u64,
+}
+
+impl Default for RdmaParams {
+    fn default() -> Self {
+        RdmaParams {
+            op: RdmaOp::Write,
+            mode: RdmaMode::Bandwidth,
+            message_size: 65536,
+            qps: 1,
+            tx_depth: 128,
+            rx_depth: 512,
+            post_list: 1,
+            cq_moderation: 100,
+            signal_bytes: 1 << 20,
+            inline_size: None,
+            poll_batch: 16,
+            completion: CompletionMode::Busy,
+            poll_strategy: PollStrategy::Auto,
+            iterations: None,
+            device: None,
+            port: None,
+            gid_index: None,
+            threads: 1,
+            stall_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// Largest message one WR may carry (the RC limit of most HCAs, and rxe's max_msg_sz).
+pub const MAX_MESSAGE_SIZE: u64 = 1 << 30;
+
+impl RdmaParams {
+    /// Bytes each message carries on the wire.
+    pub fn effective_message_size(&self) -> u64 {
+        if self.op.is_atomic() {
+            8
+        } else {
+            self.message_size
+        }
+    }
+
+    /// Inline threshold after applying perftest's defaults.
+    pub fn effective_inline_size(&self) -> u32 {
+        if !self.op.can_inline() {
+            return 0;
+        }
+        match (self.inline_size, self.mode) {
+            (Some(n), _) => n,
+            (None, RdmaMode::Bandwidth) => 0,
+            (None, RdmaMode::Latency) => 220,
+        }
+    }
+
+    /// WRs per signaled completion: `cq_moderation`, lowered so one
+    /// completion never accounts for more than `signal_bytes`, at most `tx_depth`.
+    pub fn effective_cq_moderation(&self) -> u32 {
+        let by_bytes = match self.signal_bytes {
+            0 => u64::MAX,
+            b => (b / self.effective_message_size().max(1)).max(1),
+        };
+        (u64::from(self.cq_moderation).min(by_bytes) as u32).clamp(1, self.tx_depth.max(1))
+    }
+
+    /// Whether messages of this flow go inline.
+    pub fn sends_inline(&self) -> bool {
+        self.effective_message_size() <= u64::from(self.effective_inline_size())
+    }
+
+    /// Checks the combination; every error names the field.
+    pub fn validate(&self) -> Result<(), RdmaError> {
+        let bad = |field: &'static str, reason: String| Err(RdmaError::InvalidParam { field, reason });
+        let size = self.effective_message_size();
+        if size == 0 || size > MAX_MESSAGE_SIZE {
+            return bad("message_size", format!("{size} is outside 1..={MAX_MESSAGE_SIZE}"));
+        }
+        if self.qps == 0 || self.qps > 4096 {
+            return bad("qps", format!("{} is outside 1..=4096", self.qps));
+        }
+        if self.tx_depth == 0 || self.tx_depth > 16384 {
+            return bad("tx_depth", format!("{} is outside 1..=16384", self.tx_depth));
+        }
+        if self.rx_depth == 0 || self.rx_depth > 16384 {
+            return bad("rx_depth", format!("{} is outside 1..=16384", self.rx_depth));
+        }
+        if self.post_list == 0 || self.post_list > self.tx_depth {
+            return bad("post_list", format!("{} must be 1..=tx_depth ({})", self.post_list, self.tx_depth));
+        }
+        if self.cq_moderation == 0 {
+            return bad("cq_moderation", "must be at least 1".into());
+        }
+        if self.poll_batch == 0 || self.poll_batch > 1024 {
+            return bad("poll_batch", format!("{} is outside 1..=1024", self.poll_batch));
+        }
+        if self.threads == 0 || self.threads > self.qps {
+            return bad("threads", format!("{} must be 1..=qps ({})", self.threads, self.qps));
+        }
+        if self.iterations == Some(0) {
+            return bad("iterations", "must be at least 1 (or absent for duration mode)".into());
+        }
+        if self.stall_timeout_ms == 0 {
+            return bad("stall_timeout_ms", "must be at least 1".into());
+        }
+        if self.mode == RdmaMode::Latency {
+            if self.qps != 1 || self.threads != 1 {
+                return bad("qps", "latency mode uses exactly one QP and one thread".into());
+            }
+            if !matches!(self.op, RdmaOp::Write | RdmaOp::Send | RdmaOp::Read) {
+                return bad("op", format!("latency mode supports write, send and read, not {}", self.op.name()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_perftest_like_and_valid() {
+        let p = RdmaParams::default();
+        assert_eq!((p.message_size, p.tx_depth, p.rx_depth, p.cq_moderation), (65536, 128, 512, 100));
+        p.validate().unwrap();
+        assert_eq!(p.effective_inline_size(), 0);
+        let lat = RdmaParams { mode: RdmaMode::Latency, message_size: 2, ..p };
+        assert_eq!(lat.effective_inline_size(), 220);
+        assert!(lat.sends_inline());
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_and_missing_ones_defaulted() {
+        let p: RdmaParams = serde_json::from_str(r#"{"op":"send","qps":4}"#).unwrap();
+        assert_eq!((p.op, p.qps, p.tx_depth), (RdmaOp::Send, 4, 128));
+        let e = serde_json::from_str::<RdmaParams>(r#"{"opp":"send"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let p = RdmaParams { post_list: 500, ..Default::default() };
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("post_list"), "{e}");
+        let p = RdmaParams { mode: RdmaMode::Latency, qps: 2, ..Default::default() };
+        assert!(p.validate().unwrap_err().to_string().contains("qps"));
+        let p = RdmaParams { op: RdmaOp::FetchAdd, message_size: 0, ..Default::default() };
+        p.validate().unwrap(); // atomics are always 8 bytes
+    }
+
+    #[test]
+    fn moderation_is_capped_by_bytes_and_depth() {
+        let p = RdmaParams::default(); // 64 KiB: 1 MiB / 64 KiB = 16
+        assert_eq!(p.effective_cq_moderation(), 16);
+        let p = RdmaParams { message_size: 64, ..Default::default() };
+        assert_eq!(p.effective_cq_moderation(), 100);
+        let p = RdmaParams { message_size: 8 << 20, ..Default::default() };
+        assert_eq!(p.effective_cq_moderation(), 1);
+        let p = RdmaParams { signal_bytes: 0, tx_depth: 50, ..Default::default() };
+        assert_eq!(p.effective_cq_moderation(), 50);
+    }
+}

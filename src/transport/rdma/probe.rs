@@ -1,0 +1,304 @@
+//! `fabricbench probe`: every device and port, for humans and for run.json.
+
+use std::fmt;
+use std::fs;
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::device::DeviceInfo;
+
+use super::device::{self, GidInfo};
+use super::error::RdmaError;
+use super::ffi;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProbeReport {
+    /// rdma-core version of the loaded libibverbs (e.g. 44), when known.
+    pub rdma_core: Option<u32>,
+    pub devices: Vec<DeviceReport>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DeviceReport {
+    pub name: String,
+    pub node_guid: String,
+    pub firmware: String,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    /// From /sys/class/infiniband/<dev>/device/numa_node; None when absent or -1.
+    pub numa_node: Option<i32>,
+    pub max_qp: i32,
+    pub max_qp_wr: i32,
+    pub max_cqe: i32,
+    pub max_qp_rd_atom: i32,
+    pub atomics: bool,
+    pub ports: Vec<PortReport>,
+    /// Set when the device could be listed but not opened or queried.
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct PortReport {
+    pub port: u8,
+    pub state: String,
+    pub physical_state: String,
+    pub link_layer: String,
+    /// e.g. "HDR 4X = 200 Gb/s".
+    pub rate: String,
+    /// Gb/s of data (width × per-lane throughput), when the speed is known.
+    pub rate_gbps: Option<f64>,
+    pub active_mtu: u32,
+    pub max_mtu: u32,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub gids: Vec<GidInfo>,
+    pub error: Option<String>,
+}
+
+/// Lists every device, port and GID. Errors only when there is no device at all.
+pub fn probe() -> Result<ProbeReport, RdmaError> {
+    let list = device::device_list()?;
+    let mut devices = Vec::new();
+    for dev in list.iter() {
+        let name = dev.name();
+        let mut report = DeviceReport {
+            name: name.clone(),
+            node_guid: String::new(),
+            firmware: String::new(),
+            vendor_id: 0,
+            vendor_part_id: 0,
+            numa_node: numa_node(&name),
+            max_qp: 0,
+            max_qp_wr: 0,
+            max_cqe: 0,
+            max_qp_rd_atom: 0,
+            atomics: false,
+            ports: Vec::new(),
+            error: None,
+        };
+        let ctx = match dev.open() {
+            Ok(c) => c,
+            Err(e) => {
+                report.error = Some(format!(
+                    "ibv_open_device: {}",
+                    std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or(e.to_string())
+                ));
+                devices.push(report);
+                continue;
+            }
+        };
+        match ctx.query_device() {
+            Ok(attr) => {
+                let a = &attr.attr.orig_attr;
+                report.node_guid = guid_string(u64::from_be(a.node_guid));
+                report.firmware = attr.firmware_version();
+                report.vendor_id = a.vendor_id;
+                report.vendor_part_id = a.vendor_part_id;
+                report.max_qp = a.max_qp;
+                report.max_qp_wr = a.max_qp_wr;
+                report.max_cqe = a.max_cqe;
+                report.max_qp_rd_atom = a.max_qp_rd_atom;
+                report.atomics = a.atomic_cap != 0;
+                for port in 1..=a.phys_port_cnt {
+                    report.ports.push(port_report(&ctx, port));
+                }
+            }
+            Err(e) => report.error = Some(format!("ibv_query_device_ex: {e}")),
+        }
+        devices.push(report);
+    }
+    Ok(ProbeReport { rdma_core: device::rdma_core_version(), devices })
+}
+
+fn port_report(ctx: &sideway::ibverbs::device_context::DeviceContext, port: u8) -> PortReport {
+    let mut r = PortReport {
+        port,
+        state: String::new(),
+        physical_state: String::new(),
+        link_layer: String::new(),
+        rate: String::new(),
+        rate_gbps: None,
+        active_mtu: 0,
+        max_mtu: 0,
+        lid: 0,
+        sm_lid: 0,
+        gids: Vec::new(),
+        error: None,
+    };
+    let a = match ffi::query_port(ctx, port) {
+        Ok(a) => a,
+        Err(e) => {
+            r.error = Some(format!("ibv_query_port: {e}"));
+            return r;
+        }
+    };
+    r.state = port_state_name(a.state).to_string();
+    r.physical_state = phys_state_name(a.phys_state).to_string();
+    r.link_layer = link_layer_name(a.link_layer).to_string();
+    let speed = if a.active_speed_ex != 0 { a.active_speed_ex } else { u32::from(a.active_speed) };
+    let (rate, gbps) = rate_string(speed, a.active_width);
+    r.rate = rate;
+    r.rate_gbps = gbps;
+    r.active_mtu = mtu_bytes(a.active_mtu);
+    r.max_mtu = mtu_bytes(a.max_mtu);
+    r.lid = a.lid;
+    r.sm_lid = a.sm_lid;
+    r.gids = device::gid_table(ctx, port, a.gid_tbl_len, a.link_layer);
+    r
+}
+
+pub(crate) fn numa_node(dev: &str) -> Option<i32> {
+    let s = fs::read_to_string(format!("/sys/class/infiniband/{dev}/device/numa_node")).ok()?;
+    s.trim().parse().ok().filter(|&n: &i32| n >= 0)
+}
+
+fn guid_string(g: u64) -> String {
+    format!("{:04x}:{:04x}:{:04x}:{:04x}", g >> 48, (g >> 32) & 0xffff, (g >> 16) & 0xffff, g & 0xffff)
+}
+
+/// `ibv_mtu` enum (1..=5) to bytes; 0 when unknown.
+pub(crate) fn mtu_bytes(m: u32) -> u32 {
+    if (1..=5).contains(&m) {
+        128 << m
+    } else {
+        0
+    }
+}
+
+fn port_state_name(s: u32) -> &'static str {
+    match s {
+        0 => "NOP",
+        1 => "DOWN",
+        2 => "INIT",
+        3 => "ARMED",
+        4 => "ACTIVE",
+        5 => "ACTIVE_DEFER",
+        _ => "UNKNOWN",
+    }
+}
+
+fn phys_state_name(s: u8) -> &'static str {
+    match s {
+        1 => "SLEEP",
+        2 => "POLLING",
+        3 => "DISABLED",
+        4 => "PORT_CONFIGURATION_TRAINING",
+        5 => "LINK_UP",
+        6 => "LINK_ERROR_RECOVERY",
+        7 => "PHY_TEST",
+        _ => "UNKNOWN",
+    }
+}
+
+fn link_layer_name(l: u8) -> &'static str {
+    match l {
+        0 | 1 => "InfiniBand",
+        2 => "Ethernet",
+        _ => "Unknown",
+    }
+}
+
+/// "HDR 4X = 200 Gb/s" from the verbs speed and width codes.
+pub(crate) fn rate_string(speed: u32, width: u8) -> (String, Option<f64>) {
+    let lanes = match width {
+        1 => Some(1u32),
+        2 => Some(4),
+        4 => Some(8),
+        8 => Some(12),
+        16 => Some(2),
+        _ => None,
+    };
+    // (name, data Gb/s per lane)
+    let generation = match speed {
+        1 => Some(("SDR", 2.0)),
+        2 => Some(("DDR", 4.0)),
+        4 => Some(("QDR", 8.0)),
+        8 => Some(("FDR10", 10.0)),
+        16 => Some(("FDR", 13.64)),
+        32 => Some(("EDR", 25.0)),
+        64 => Some(("HDR", 50.0)),
+        128 => Some(("NDR", 100.0)),
+        256 => Some(("XDR", 200.0)),
+        _ => None,
+    };
+    match (generation, lanes) {
+        (Some((name, per_lane)), Some(n)) => {
+            let total = per_lane * f64::from(n);
+            let shown = if total.fract() == 0.0 { format!("{total:.0}") } else { format!("{total:.2}") };
+            (format!("{name} {n}X = {shown} Gb/s"), Some(total))
+        }
+        _ => (format!("unknown (speed code {speed}, width code {width})"), None),
+    }
+}
+
+impl fmt::Display for ProbeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(v) = self.rdma_core {
+            writeln!(f, "rdma-core {v}")?;
+        }
+        for d in &self.devices {
+            write!(
+                f,
+                "{}: fw {}, node GUID {}, NUMA node ",
+                d.name,
+                if d.firmware.is_empty() { "-" } else { &d.firmware },
+                d.node_guid
+            )?;
+            match d.numa_node {
+                Some(n) => writeln!(f, "{n}")?,
+                None => writeln!(f, "-")?,
+            }
+            if let Some(e) = &d.error {
+                writeln!(f, "  error: {e}")?;
+            }
+            for p in &d.ports {
+                writeln!(
+                    f,
+                    "  port {}: {} ({}), {}, {}, MTU {} (max {}), LID {}",
+                    p.port, p.state, p.physical_state, p.link_layer, p.rate, p.active_mtu, p.max_mtu, p.lid
+                )?;
+                if let Some(e) = &p.error {
+                    writeln!(f, "    error: {e}")?;
+                }
+                for g in &p.gids {
+                    let kind = match g.kind {
+                        device::GidKind::Ib => "IB",
+                        device::GidKind::RoceV1 => "RoCE v1",
+                        device::GidKind::RoceV2 => "RoCE v2",
+                    };
+                    writeln!(
+                        f,
+                        "    GID[{:>3}] {:<40} {kind} {}",
+                        g.index,
+                        g.gid,
+                        if g.ipv4 { "IPv4" } else { "IPv6" }
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_like_ibstat() {
+        assert_eq!(rate_string(64, 2).0, "HDR 4X = 200 Gb/s");
+        assert_eq!(rate_string(32, 2).0, "EDR 4X = 100 Gb/s");
+        assert_eq!(rate_string(1, 1).0, "SDR 1X = 2 Gb/s"); // what rxe reports
+        assert_eq!(rate_string(16, 2).0, "FDR 4X = 54.56 Gb/s");
+        assert!(rate_string(3, 9).1.is_none());
+        assert_eq!(mtu_bytes(5), 4096);
+        assert_eq!(mtu_bytes(9), 0);
+    }
+
+    #[test]
+    fn probe_without_rdma_says_so() {
+        match probe() {
+            Ok(r) => assert!(!r.devices.is_empty()),
+            Err(e) => assert!(e.to_string().contains("no RDMA devices"), "{e}"),
+        }
+    }
+}

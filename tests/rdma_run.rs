@@ -1,0 +1,92 @@
+//! RDMA flows through the real CLI: the shipped RDMA scenarios on local
+//! ranks over whatever device the host has (Soft-RoCE in the project's VM:
+//! `scripts/test-rdma`). Skipped with a printed reason without a device,
+//! unless FABRICBENCH_REQUIRE_RDMA=1.
+
+mod common;
+
+use std::path::Path;
+
+use common::{run_json, Bench};
+
+fn has_rdma() -> bool {
+    let found = fabricbench::transport::rdma::probe()
+        .is_ok_and(|r| r.devices.iter().any(|d| d.ports.iter().any(|p| p.state == "ACTIVE")));
+    if !found {
+        assert!(std::env::var("FABRICBENCH_REQUIRE_RDMA").map_or(true, |v| v != "1"), "no ACTIVE RDMA port");
+        eprintln!("SKIP: no ACTIVE RDMA port on this host (run scripts/test-rdma)");
+    }
+    found
+}
+
+#[test]
+fn rdma_fan_in_with_a_latency_probe() {
+    if !has_rdma() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = run_json(&Bench::new(), &root.join("scenarios/rdma-fan-in.toml"), &root.join("hostfiles/local"), &[]);
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true);
+    let flows = phase["flows"].as_array().unwrap();
+    for f in &flows[..3] {
+        // Writes are counted by the initiator: the receiver's CPU never sees them.
+        assert!(f["tx_bytes"].as_u64().unwrap() > 0, "{f}");
+        assert_eq!(f["bytes"], f["tx_bytes"], "{f}");
+        assert!(f["gbps"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    let sum: f64 = flows[..3].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    assert!((phase["aggregate_gbps"].as_f64().unwrap() - sum).abs() < 1e-9);
+    assert_eq!(phase["receivers"][0]["senders"], 3);
+    let l = &flows[3]["latency"];
+    let v = |k: &str| l[k].as_f64().unwrap();
+    assert!(l["samples"].as_u64().unwrap() > 10, "{l}");
+    assert!(
+        v("min_us") > 0.0
+            && v("min_us") <= v("typical_us")
+            && v("typical_us") <= v("p99_us")
+            && v("p99_us") <= v("max_us"),
+        "{l}"
+    );
+}
+
+#[test]
+fn rdma_ops_through_the_cli() {
+    if !has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for op in ["read", "send", "write-imm", "fetch-add"] {
+        let scenario = bench.write(
+            "op.toml",
+            &format!(
+                "[run]\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"{op}\"\nflows = [[1, 0]]\nmessage_size = \"16K\"\n"
+            ),
+        );
+        let run = run_json(&bench, &scenario, &root.join("hostfiles/local"), &[]);
+        let flow = &run["phases"][0]["flows"][0];
+        assert!(flow["bytes"].as_u64().unwrap() > 0, "{op}: {flow}");
+        if op == "send" || op == "write-imm" {
+            // Two-sided: the receiver counted what arrived.
+            assert!(flow["rx_bytes"].as_u64().unwrap() > 0, "{op}: {flow}");
+        }
+    }
+}
+
+/// Across VMs (scripts/test-rdma's two-VM run sets FB_RDMA_PEER_HOST):
+/// `fabricbench hosts` reaches the peer over ssh and lists its RDMA ports.
+#[test]
+fn hosts_lists_rdma_ports_over_ssh() {
+    let Ok(peer) = std::env::var("FB_RDMA_PEER_HOST") else {
+        eprintln!("SKIP: FB_RDMA_PEER_HOST is not set (only the two-VM run has a peer host)");
+        return;
+    };
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", &format!("{peer}\n"));
+    let out = bench.run(&["hosts", "-H", hosts.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ports = checks[0]["rdma"].as_array().unwrap_or_else(|| panic!("no RDMA ports reported: {checks}"));
+    assert!(ports.iter().any(|p| p.as_str().unwrap().contains("ACTIVE")), "{checks}");
+}
