@@ -73,13 +73,15 @@ fn fan_in_under_salloc_runs_one_worker_per_node() {
         assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
     }
     // Each rank measured its own node's interface: the receiver's eth0 took
-    // in at least what arrived, each sender's sent at least its own flow.
+    // in at least what arrived; what arrived from a sender left through its
+    // eth0 (counted on its own clock, so within a margin).
     let ranks = phase["ranks"].as_array().unwrap();
     let received: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
     assert_eq!(ranks[0]["netdevs"][0]["iface"], "eth0");
     assert!(ranks[0]["netdevs"][0]["rx_bytes"].as_u64().unwrap() >= received, "{}", ranks[0]);
     for (rank, flow) in ranks[1..].iter().zip(flows) {
-        assert!(rank["netdevs"][0]["tx_bytes"].as_u64().unwrap() >= flow["tx_bytes"].as_u64().unwrap(), "{rank}");
+        let sent = rank["netdevs"][0]["tx_bytes"].as_u64().unwrap() as f64;
+        assert!(sent >= 0.9 * flow["rx_bytes"].as_u64().unwrap() as f64, "{rank} vs {flow}");
     }
     assert!(run["launch_s"].as_f64().unwrap() > 0.0);
     assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(5)), Vec::<String>::new());
