@@ -170,7 +170,7 @@ pub struct RunArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LauncherKind {
-    /// local if every host is an address of this machine, else ssh
+    /// slurm inside an allocation of the hosts; local if they are all this machine; else ssh
     Auto,
     /// One local process per hostfile line, bound to that line's address (127.0.0.x)
     Local,

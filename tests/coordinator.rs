@@ -1,49 +1,21 @@
 //! The coordinator state machine driven by simulated ranks: no sockets, no
 //! clocks but the ones we pass in.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::time::Duration;
 
+use common::ranks::{hello, make_plan, window, JOB, TOKEN};
 use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
-use fabricbench::control::wire::{
-    Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
-};
+use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, PROTOCOL_VERSION};
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
-use fabricbench::{hostfile, plan, scenario};
 
-const TOKEN: &str = "secret";
-const JOB: u64 = 7;
 const MS: i64 = 1_000_000;
-
-fn make_plan(ranks: usize, scenario_text: &str) -> Plan {
-    let hosts: String = (1..=ranks).map(|i| format!("h{i}\n")).collect();
-    let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
-    let (s, _) = scenario::parse(scenario_text, Path::new("s.toml")).unwrap();
-    plan::build(&hosts, &s).unwrap()
-}
 
 const FAN_IN: &str = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n";
 const ALL_TO_ALL: &str = "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n";
-
-fn window() -> Window {
-    Window { warmup: Duration::from_secs(1), duration: Duration::from_secs(2), interval: Duration::from_secs(1) }
-}
-
-fn hello(rank: usize) -> Hello {
-    Hello {
-        magic: MAGIC,
-        token: TOKEN.into(),
-        version: PROTOCOL_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        job: JOB,
-        rank,
-        host: format!("h{}", rank + 1),
-        pid: 1,
-    }
-}
 
 /// A coordinator and the simulated ranks around it; connection id = rank.
 struct Sim {

@@ -73,13 +73,15 @@ fn fan_in_under_salloc_runs_one_worker_per_node() {
         assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
     }
     // Each rank measured its own node's interface: the receiver's eth0 took
-    // in at least what arrived, each sender's sent at least its own flow.
+    // in at least what arrived; what arrived from a sender left through its
+    // eth0 (counted on its own clock, so within a margin).
     let ranks = phase["ranks"].as_array().unwrap();
     let received: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
     assert_eq!(ranks[0]["netdevs"][0]["iface"], "eth0");
     assert!(ranks[0]["netdevs"][0]["rx_bytes"].as_u64().unwrap() >= received, "{}", ranks[0]);
     for (rank, flow) in ranks[1..].iter().zip(flows) {
-        assert!(rank["netdevs"][0]["tx_bytes"].as_u64().unwrap() >= flow["tx_bytes"].as_u64().unwrap(), "{rank}");
+        let sent = rank["netdevs"][0]["tx_bytes"].as_u64().unwrap() as f64;
+        assert!(sent >= 0.9 * flow["rx_bytes"].as_u64().unwrap() as f64, "{rank} vs {flow}");
     }
     assert!(run["launch_s"].as_f64().unwrap() > 0.0);
     assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(5)), Vec::<String>::new());
@@ -159,4 +161,37 @@ fn slurm_launcher_outside_an_allocation_says_how_to_get_one() {
     let out = bench.command(&["run", scenario.to_str().unwrap()]).env_remove("SLURM_JOB_ID").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no hosts: give a hostfile with -H FILE"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_node_that_dies_under_srun_is_named_and_the_step_still_ends() {
+    let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
+    let bench = Bench::new();
+    bench.write("fan.toml", &fan_in("30s"));
+    let child = slurm(&bench, &bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("salloc");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bed.workers("h3").is_empty() {
+        assert!(Instant::now() < deadline, "no worker on h3");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // The whole node goes: its init, and with it slurmd, slurmstepd and the worker.
+    let crashed = Instant::now();
+    bed.crash("h3");
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: rank 2 (h3): connection lost during phase 0"), "{err}");
+    // srun waits for the dead node's slurmstepd; the launcher ends the step.
+    assert!(crashed.elapsed() < Duration::from_secs(25), "took {:?}", crashed.elapsed());
+    let run = read_json(&bench.result_dir().join("run.json"));
+    assert_eq!(run["phases"][0]["complete"], false);
+    let flows = run["phases"][0]["flows"].as_array().unwrap();
+    assert!(flows.iter().all(|f| f["bytes"].as_u64().unwrap() > 0), "measured before the crash: {flows:?}");
+    assert_eq!(left_on(&bed, &["h1", "h2", "h4"], Duration::from_secs(10)), Vec::<String>::new());
+    assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
 }

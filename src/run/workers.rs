@@ -181,7 +181,13 @@ impl Workers {
         }
         self.wait_ended(tokio::time::Instant::now() + grace).await;
         for h in self.handles.iter_mut().filter(|h| h.running) {
-            tracing::warn!("ranks {:?} did not exit after their stdin closed; ending them", h.ranks);
+            match h.ranks.len() {
+                1 => tracing::warn!("rank {} did not exit after its stdin closed; ending it", h.ranks.start),
+                n => tracing::warn!(
+                    "the srun step of ranks 0-{} did not end after its stdin closed (a node gone?); ending it",
+                    n - 1
+                ),
+            }
             if let Some(kill) = h.kill.take() {
                 let _ = kill.send(());
             }

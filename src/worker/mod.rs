@@ -26,6 +26,9 @@ use crate::plan::Plan;
 
 pub use agent::AgentError;
 
+/// How long rank 0 waits, after the run, for the launcher to close its stdin.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything a worker needs, sent as one JSON line on its stdin.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobSpec {
@@ -127,10 +130,18 @@ async fn serve(
             _ = stop.changed() => {}
         }
     };
+    let mut done = shutdown.clone();
     let (_, own) = tokio::join!(coordinate, agent::run(me, addr, shutdown));
     // Rank 0's own failures are reported by the coordinator already.
     if let Err(e) = own {
         tracing::debug!("rank 0 agent ended: {e}");
+    }
+    // Stay until the launcher has read everything and closes stdin (bounded,
+    // should the launcher be gone): a process that exits right after its
+    // last line races that line through ssh's session teardown, and the
+    // launcher could see the end of the stream first.
+    if !*done.borrow_and_update() {
+        let _ = tokio::time::timeout(LINGER, done.changed()).await;
     }
     Ok(())
 }
@@ -138,8 +149,10 @@ async fn serve(
 fn emit(output: &WorkerOutput) {
     let mut stdout = std::io::stdout().lock();
     let line = serde_json::to_string(output).expect("worker output serializes");
-    let _ = writeln!(stdout, "{line}");
-    let _ = stdout.flush();
+    // The launcher learns everything through these lines: say so when one is lost.
+    if let Err(e) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
+        tracing::error!("cannot tell the launcher `{}…`: {e}", line.chars().take(40).collect::<String>());
+    }
 }
 
 fn resolve(addr: &str) -> anyhow::Result<IpAddr> {

@@ -80,15 +80,10 @@ pub async fn run(
             failed.get_or_insert(e);
         }
     }
+    // A child that dies is the coordinator's to report (it names the rank);
+    // its last words came through on stderr.
     if failed.is_none() {
-        loop {
-            tokio::select! {
-                _ = shutdown.changed() => break,
-                Some(exit) = workers.exits.recv() => {
-                    eprintln!("rank {} ({}) exited ({})", exit.rank, workers.host(exit.rank), exit.how);
-                }
-            }
-        }
+        let _ = shutdown.changed().await;
     }
     workers.shut_down(SHUTDOWN_GRACE).await;
     launcher.close().await;

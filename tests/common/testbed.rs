@@ -57,6 +57,16 @@ impl Bed {
         Command::new(&self.script).arg("exec").arg(host).args(cmd).output().expect("testbed exec")
     }
 
+    /// Crashes `host` whole: kills its pid namespace's init from outside (an
+    /// init ignores SIGKILL from its own namespace), and with it every
+    /// process of the host — sshd, slurmd, job steps, workers.
+    pub fn crash(&self, host: &str) {
+        let record = self.hostfile.parent().expect("state dir").join("run").join(host).join("init.pid");
+        let record = std::fs::read_to_string(&record).unwrap_or_else(|e| panic!("{}: {e}", record.display()));
+        let pid = record.split_whitespace().next().expect("a pid");
+        assert!(Command::new("kill").args(["-9", pid]).status().expect("kill").success(), "kill -9 {pid} ({host})");
+    }
+
     /// PIDs of Slurm step daemons on `host` (one per running job step).
     pub fn slurmstepds(&self, host: &str) -> Vec<String> {
         let out = self.exec(host, &["pgrep", "-x", "slurmstepd"]);
