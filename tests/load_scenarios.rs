@@ -7,15 +7,15 @@ use std::path::Path;
 
 use common::{run_json, Bench};
 
-fn run_shipped(name: &str) -> serde_json::Value {
+fn run_shipped(bench: &Bench, name: &str) -> serde_json::Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    run_json(&Bench::new(), &root.join("scenarios").join(name), &root.join("hostfiles/local"), &[])
+    run_json(bench, &root.join("scenarios").join(name), &root.join("hostfiles/local"), &[])
 }
 
 #[test]
 fn stressed_receiver_carries_the_asked_load() {
     let _machine = common::busy_machine();
-    let run = run_shipped("receiver-stress.toml");
+    let run = run_shipped(&Bench::new(), "receiver-stress.toml");
     let rank0 = &run["phases"][0]["ranks"][0];
     let stress = &rank0["stress"];
     assert_eq!(stress["asked_load_pct"], 100.0);
@@ -32,7 +32,8 @@ fn stressed_receiver_carries_the_asked_load() {
 fn stress_sweep_reports_impact_ratios() {
     // The unloaded baseline must be unloaded: nothing else heavy runs now.
     let _machine = common::quiet_machine();
-    let run = run_shipped("stress-sweep.toml");
+    let bench = Bench::new();
+    let run = run_shipped(&bench, "stress-sweep.toml");
     let phases = run["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 3);
     assert!(phases[0]["ranks"][0].get("stress").is_none(), "0 threads = unloaded");
@@ -56,4 +57,16 @@ fn stress_sweep_reports_impact_ratios() {
         let phase = &phases[p["phase"].as_u64().unwrap() as usize];
         assert_eq!(value, phase["aggregate_gbps"].as_f64().unwrap());
     }
+
+    // The report page carries the sweep: its ratio chart and its table.
+    let dir = bench.results().join("sweep");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("run.json"), run.to_string()).unwrap();
+    let out = bench.run(&["report", dir.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let sweep_at = html.find("<h2>Sweep of stress.threads</h2>").expect("a sweep section");
+    assert!(sweep_at < html.find("<h2>Phases</h2>").unwrap(), "the sweep's answer comes before the phases");
+    assert!(html.contains("× baseline per stress.threads"), "the impact chart");
+    assert!(html.contains("<h4>Sweep of stress.threads (baseline 0)</h4>"), "the sweep table");
 }

@@ -44,8 +44,15 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Vertical bars, one per label, with a line across at `reference` (the fair share).
-pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f64>) -> Result<String, ReportError> {
+/// Vertical bars, one per label, with a line across at `reference` (a fair
+/// share, a baseline).
+pub fn bars(
+    title: &str,
+    y_desc: &str,
+    labels: &[String],
+    values: &[f64],
+    reference: Option<f64>,
+) -> Result<String, ReportError> {
     let mut svg = String::new();
     {
         let width = (160 + 70 * labels.len()).clamp(480, 900) as u32;
@@ -70,7 +77,7 @@ pub fn bars(title: &str, labels: &[String], values: &[f64], reference: Option<f6
             .light_line_style(MESH)
             .x_labels(labels.len() + 1)
             .x_label_formatter(&label)
-            .y_desc("Gb/s")
+            .y_desc(y_desc)
             .label_style((FONT, 15))
             .draw()
             .map_err(failed)?;

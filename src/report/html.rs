@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::metrics::sweep::SweepResult;
 use crate::report::charts::{self, Series};
 use crate::report::tables::{self, Table};
 use crate::report::{escape, Exporter, ReportError};
@@ -61,6 +62,9 @@ impl Exporter for HtmlExporter {
                 html_table(&tables::matrix(m))
             );
         }
+        if let Some(sweep) = &run.sweep {
+            page += &sweep_section(run, sweep)?;
+        }
         if let Some(svg) = sizes_chart(run)? {
             page += &format!("<h2>Bandwidth vs message size</h2>\n<figure>{svg}</figure>\n");
         }
@@ -90,7 +94,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         let values: Vec<f64> = senders.iter().map(|f| f.gbps).collect();
         let fair = r.aggregate_gbps / r.senders as f64;
         let title = format!("Into {}: {} senders, Jain {:.3}, line = fair share {fair:.2}", r.host, r.senders, r.jain);
-        body += &format!("<figure>{}</figure>", charts::bars(&title, &labels, &values, Some(fair))?);
+        body += &format!("<figure>{}</figure>", charts::bars(&title, "Gb/s", &labels, &values, Some(fair))?);
     }
     let step = run.scenario.run.interval.as_secs_f64();
     let timeline = |v: &[f64]| v.iter().enumerate().map(|(k, &g)| ((k + 1) as f64 * step, g)).collect::<Vec<_>>();
@@ -124,6 +128,35 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
     } else {
         format!("<section class=\"phase\"><h3>{headline}</h3>{body}</section>\n")
     })
+}
+
+/// The sweep's table and, per group, its impact ratio at every point
+/// against the baseline line at 1.0: the answer a sweep exists for.
+fn sweep_section(run: &RunResult, sweep: &SweepResult) -> Result<String, ReportError> {
+    let mut out = format!(
+        "<h2>Sweep of {}</h2>\n<p>One phase per point; × baseline is each group's number divided by the \
+         baseline point's ({}).</p>\n<div class=\"charts\">",
+        escape(&sweep.parameter),
+        escape(&sweep.baseline)
+    );
+    let groups: Vec<&str> =
+        sweep.points.first().map(|p| p.groups.iter().map(|c| c.group.as_str()).collect()).unwrap_or_default();
+    for group in groups {
+        let (labels, ratios): (Vec<String>, Vec<f64>) = sweep
+            .points
+            .iter()
+            .filter_map(|p| Some((p.value.clone(), p.groups.iter().find(|c| c.group == group)?.ratio?)))
+            .unzip();
+        if !ratios.is_empty() {
+            let title = format!("{group}: × baseline per {}", sweep.parameter);
+            out += &format!("<figure>{}</figure>", charts::bars(&title, "× baseline", &labels, &ratios, Some(1.0))?);
+        }
+    }
+    out += "</div>\n";
+    if let Some(table) = tables::sweep_table(run) {
+        out += &html_table(&table);
+    }
+    Ok(out)
 }
 
 /// Mean flow Gb/s per group and message size, over every phase; a chart
