@@ -85,6 +85,35 @@ fn checks_exit_codes_report_and_compare() {
     assert!(text(&out.stderr).contains("1 regression(s) beyond 5%: fan: incast 127.0.0.3 → 127.0.0.1"));
     let out = bench.run(&["compare", dir.to_str().unwrap(), slower.to_str().unwrap(), "--tolerance", "25"]);
     assert!(out.status.success(), "within 25 %: {}", text(&out.stdout));
+
+    // A run that failed before measuring anything still writes every CSV
+    // with its header, so scripts find their columns.
+    let empty = bench.dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let mut failed = run.clone();
+    failed["phases"] = serde_json::json!([]);
+    failed["status"] = serde_json::json!({"state": "failed", "error": "rank 1 never connected"});
+    std::fs::write(empty.join("run.json"), serde_json::to_string(&failed).unwrap()).unwrap();
+    let out = bench.run(&["report", empty.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (file, column) in [("flows.csv", "gbps"), ("intervals.csv", "interval"), ("ranks.csv", "rank")] {
+        let mut reader = csv::Reader::from_path(empty.join(file)).unwrap();
+        assert!(reader.headers().unwrap().iter().any(|h| h == column), "{file}: {:?}", reader.headers());
+        assert_eq!(reader.records().count(), 0, "{file}");
+    }
+
+    // A phase of latency flows alone says so instead of "aggregate 0.000 Gb/s".
+    let latency = bench.dir.path().join("latency");
+    std::fs::create_dir(&latency).unwrap();
+    let mut probes = run.clone();
+    for flow in probes["phases"][0]["flows"].as_array_mut().unwrap() {
+        flow["mode"] = "latency".into();
+    }
+    std::fs::write(latency.join("run.json"), serde_json::to_string(&probes).unwrap()).unwrap();
+    let out = bench.run(&["report", latency.to_str().unwrap()]);
+    let summary = text(&out.stdout);
+    assert!(summary.contains("phase 0 `fan`: latency only over a "), "{summary}");
+    assert!(!summary.contains("aggregate 0.000"), "{summary}");
 }
 
 #[test]

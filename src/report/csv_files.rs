@@ -6,16 +6,30 @@ use serde::Serialize;
 use crate::report::ReportError;
 use crate::result::RunResult;
 
-fn write_rows<T: Serialize>(what: &'static str, rows: impl Iterator<Item = T>) -> Result<Vec<u8>, ReportError> {
+/// The rows under a header; a run that measured nothing still gets the
+/// header, so scripts reading the file find their columns.
+fn write_rows<T: Serialize + Default>(
+    what: &'static str,
+    mut rows: impl Iterator<Item = T>,
+) -> Result<Vec<u8>, ReportError> {
     let encode = |e: csv::Error| ReportError::Encode { what, reason: e.to_string() };
     let mut w = csv::Writer::from_writer(Vec::new());
+    let first = rows.next();
+    let empty = first.is_none();
+    // The csv writer names the columns from the first row it serializes.
+    w.serialize(first.unwrap_or_default()).map_err(encode)?;
     for row in rows {
         w.serialize(row).map_err(encode)?;
     }
-    w.into_inner().map_err(|e| ReportError::Encode { what, reason: e.to_string() })
+    let mut bytes = w.into_inner().map_err(|e| ReportError::Encode { what, reason: e.to_string() })?;
+    if empty {
+        let header_end = bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1);
+        bytes.truncate(header_end);
+    }
+    Ok(bytes)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 struct FlowRow<'a> {
     phase: usize,
     flow: u32,
@@ -59,7 +73,7 @@ pub fn flows(run: &RunResult) -> Result<Vec<u8>, ReportError> {
     write_rows("flows.csv", rows)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 struct IntervalRow {
     phase: usize,
     /// A flow id, or `all` for the phase aggregate.
@@ -89,7 +103,7 @@ pub fn intervals(run: &RunResult) -> Result<Vec<u8>, ReportError> {
     write_rows("intervals.csv", rows)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 struct RankRow<'a> {
     phase: usize,
     rank: usize,

@@ -71,11 +71,16 @@ pub fn status_line(run: &RunResult) -> String {
 
 pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     let cut = if p.complete { "" } else { " (INCOMPLETE: cut short, numbers cover what ran)" };
+    // A phase of latency flows alone moves no bandwidth worth a headline.
+    let aggregate = if p.flows.iter().any(|f| f.mode == Mode::Bandwidth) {
+        format!("aggregate {:.3} Gb/s", p.aggregate_gbps)
+    } else {
+        "latency only".to_string()
+    };
     let headline = format!(
-        "phase {} `{}`{cut}: aggregate {:.3} Gb/s over a {:.3} s window, start skew {:.0} µs, {} flow(s) on {} rank(s)",
+        "phase {} `{}`{cut}: {aggregate} over a {:.3} s window, start skew {:.0} µs, {} flow(s) on {} rank(s)",
         p.index,
         p.name,
-        p.aggregate_gbps,
         p.window_s,
         p.start_skew_us,
         p.flows.len(),
