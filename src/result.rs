@@ -14,6 +14,7 @@ use crate::metrics::sweep::SweepResult;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};
+use crate::transport::rdma::InventoryDevice;
 
 /// 2: `matrix` (all-pairs) and `acceptance` (checks, suspects, retests).
 pub const SCHEMA_VERSION: u32 = 2;
@@ -30,6 +31,10 @@ pub struct RunResult {
     pub plan: Plan,
     /// From the launcher's start to every rank connected, seconds.
     pub launch_s: Option<f64>,
+    /// Every rank's RDMA devices from its own probe, by rank (ranks whose
+    /// probe never arrived are missing).
+    #[serde(default)]
+    pub probes: Vec<RankProbe>,
     /// Phases measured, complete or cut short by a failure.
     pub phases: Vec<PhaseResult>,
     /// With `[sweep]`: one row per point and the ratios to the baseline.
@@ -42,6 +47,18 @@ pub struct RunResult {
     /// The checks of `[check]` and `--check`, what failed, and who is to blame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<Acceptance>,
+}
+
+/// One rank's RDMA devices and ports as its own probe saw them at the start
+/// of the run (`fabricbench probe` in short).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankProbe {
+    pub rank: usize,
+    pub host: String,
+    /// Empty when the host has no RDMA (`error` says why).
+    pub devices: Vec<InventoryDevice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The all-pairs matrix over every rank of the plan.

@@ -11,6 +11,7 @@ use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Time
 use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, PROTOCOL_VERSION};
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
+use fabricbench::transport::rdma::RdmaInventory;
 
 const MS: i64 = 1_000_000;
 
@@ -398,4 +399,19 @@ fn heartbeats_go_only_to_ranks_sent_nothing_else() {
     assert_eq!(sim.take(0), [ToWorker::Heartbeat]);
     sim.advance(500);
     assert_eq!(sim.take(0), [ToWorker::Heartbeat]);
+}
+
+#[test]
+fn each_ranks_probe_becomes_an_event_naming_its_host() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
+    sim.send(1, ToCoordinator::Probe(inventory));
+    let probe = sim.events.iter().find_map(|e| match e {
+        Event::Probed(p) => Some(p.clone()),
+        _ => None,
+    });
+    let probe = probe.expect("a Probed event");
+    assert_eq!((probe.rank, probe.host.as_str(), probe.error.as_deref()), (1, "h2", Some("no RDMA devices")));
+    assert!(sim.failure().is_none());
 }

@@ -26,6 +26,12 @@ fn rdma_fan_in_with_a_latency_probe() {
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let run = run_json(&Bench::new(), &root.join("scenarios/rdma-fan-in.toml"), &root.join("hostfiles/local"), &[]);
+    for p in run["probes"].as_array().unwrap() {
+        let port = &p["devices"][0]["ports"][0];
+        assert_eq!(port["state"], "ACTIVE", "{p}");
+        assert!(port["rate_gbps"].as_f64().unwrap() > 0.0 && port["mtu"].as_u64().unwrap() >= 256, "{p}");
+    }
+    assert_eq!(run["probes"].as_array().unwrap().len(), run["hosts"].as_array().unwrap().len());
     let phase = &run["phases"][0];
     assert_eq!(phase["complete"], true);
     let flows = phase["flows"].as_array().unwrap();

@@ -22,6 +22,12 @@ fn four_rank_fan_in_end_to_end() {
     let run = read_json(&dir.join("run.json"));
     assert_eq!(run["schema_version"], 2);
     assert_eq!(run["status"]["state"], "ok");
+    // Every rank's own probe: devices, or why there are none (no RDMA here).
+    let probes = run["probes"].as_array().unwrap();
+    assert_eq!(probes.iter().map(|p| p["rank"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1, 2, 3], "{probes:?}");
+    for p in probes {
+        assert_eq!(p["error"].is_string(), p["devices"].as_array().unwrap().is_empty(), "{p}");
+    }
     let phase = &run["phases"][0];
     assert_eq!(phase["complete"], true);
     let flows = phase["flows"].as_array().unwrap();

@@ -152,6 +152,7 @@ mod tests {
             phases,
             status: RunStatus::Ok,
             launch_s: None,
+            probes: Vec::new(),
             matrix: None,
             acceptance: None,
             sweep: None,

@@ -16,7 +16,7 @@ use crate::control::wire::{
 };
 use crate::metrics::{aggregate_phase, RankReport};
 use crate::plan::{GroupPlan, Plan};
-use crate::result::PhaseResult;
+use crate::result::{PhaseResult, RankProbe};
 use crate::units::gbps;
 
 /// A control connection, numbered by the driver.
@@ -85,6 +85,8 @@ pub enum Event {
         interval: u32,
         gbps: f64,
     },
+    /// A rank's RDMA inventory arrived (once per rank, soon after it joined).
+    Probed(RankProbe),
     PhaseDone(Box<PhaseResult>),
     Finished,
     Failed(Failure),
@@ -222,6 +224,10 @@ impl Coordinator {
         match msg {
             ToCoordinator::Hello(_) => self.reject(conn, format!("rank {rank} sent a second Hello")),
             ToCoordinator::Heartbeat => {}
+            ToCoordinator::Probe(inventory) => {
+                let host = self.slots[rank].host.clone();
+                self.event(Event::Probed(RankProbe { rank, host, devices: inventory.devices, error: inventory.error }));
+            }
             ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
             ToCoordinator::Ready { phase } => self.ready(rank, phase, now_ns),
             ToCoordinator::Progress { phase, interval, tx_bytes, rx_bytes } => {

@@ -11,12 +11,12 @@ use crate::load::stress::StressSpec;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::scenario::RunSpec;
-use crate::transport::rdma::RdmaEndpoint;
+use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A worker's first frame. The token is checked before anything else.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -115,6 +115,9 @@ pub enum ToCoordinator {
         error: String,
     },
     Heartbeat,
+    /// The host's RDMA devices and ports (or why it has none), probed once
+    /// after Hello, for run.json and line rates.
+    Probe(RdmaInventory),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -25,7 +25,7 @@ use crate::launch::{BoxRead, Launch, Launcher};
 use crate::metrics::sweep;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
-use crate::result::{PhaseResult, RunResult, RunStatus, SCHEMA_VERSION};
+use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
 use crate::worker::step::{CoordinatorAt, StepSpec};
@@ -102,6 +102,7 @@ pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyh
         hosts: prepared.hosts.clone(),
         plan: prepared.plan.clone(),
         launch_s: None,
+        probes: Vec::new(),
         phases: Vec::new(),
         sweep: None,
         status: RunStatus::Ok,
@@ -170,7 +171,7 @@ async fn drive(
                             result.launch_s = Some(launched.elapsed().as_secs_f64());
                         }
                     }
-                    if let Some(done) = follow(event, progress, &mut result.phases)? {
+                    if let Some(done) = follow(event, progress, result)? {
                         return done;
                     }
                 }
@@ -299,7 +300,7 @@ async fn listening(events: &mut Events, workers: &mut Workers, host0: &Host) -> 
 fn follow(
     event: Event,
     progress: &Mutex<Progress>,
-    phases: &mut Vec<PhaseResult>,
+    result: &mut RunResult,
 ) -> anyhow::Result<Option<anyhow::Result<()>>> {
     let mut p = progress.lock().map_err(|_| anyhow!("progress display poisoned"))?;
     match event {
@@ -307,9 +308,13 @@ fn follow(
         Event::Joined { rank, host, joined, total } => p.joined(rank, &host, joined, total),
         Event::PhaseStarted { phase, name, window } => p.phase_started(phase, &name, window),
         Event::Progress { phase, interval, gbps } => p.interval(phase, interval, gbps),
-        Event::PhaseDone(result) => {
-            p.phase_done(result.index, result.aggregate_gbps);
-            phases.push(*result);
+        Event::Probed(probe) => {
+            let at = result.probes.partition_point(|p| p.rank < probe.rank);
+            result.probes.insert(at, probe);
+        }
+        Event::PhaseDone(phase) => {
+            p.phase_done(phase.index, phase.aggregate_gbps);
+            result.phases.push(*phase);
         }
         Event::Finished => return Ok(Some(Ok(()))),
         Event::Failed(failure) => return Ok(Some(Err(anyhow!("{failure}")))),

@@ -12,6 +12,7 @@ use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
 use crate::control::wire::{Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSION};
 use crate::metrics::clock::{now_ns, PeerClock};
 use crate::metrics::RankReport;
+use crate::transport::rdma::RdmaInventory;
 use crate::worker::phase::{self, Connected, PhaseError, Prepared, Stopper};
 
 /// A coordinator silent this long is gone: the worker stops and exits.
@@ -74,6 +75,11 @@ pub async fn run(
         ToWorker::Welcome { now_ns: coordinator_ns } => PeerClock::estimate(sent_ns, coordinator_ns, now_ns()),
         _ => return Err(AgentError::Closed(" before welcoming this rank")),
     };
+    // Once per run, off the async threads: opening every device takes a while.
+    let prober = out.clone();
+    drop(tokio::task::spawn_blocking(move || {
+        let _ = prober.send(ToCoordinator::Probe(RdmaInventory::of_this_host()));
+    }));
     let heartbeat = {
         let out = out.clone();
         tokio::spawn(async move {

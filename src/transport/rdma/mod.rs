@@ -10,7 +10,8 @@
 //! ```
 //! Module map: `params` (knobs), `device` (device/port/GID choice, quirks),
 //! `connect` (resources, QP state machine), `stream` (bandwidth loops),
-//! `latency` (ping-pong), `probe` (inventory), `counters` (sysfs counters),
+//! `latency` (ping-pong), `probe` (inventory), `inventory` (the probe's
+//! compact form in run.json), `counters` (sysfs counters),
 //! `endpoint` (the exchanged record), `error`, and `ffi` (the only unsafe).
 
 mod connect;
@@ -19,6 +20,7 @@ mod device;
 pub mod endpoint;
 pub mod error;
 mod ffi;
+pub mod inventory;
 pub mod latency;
 pub mod params;
 pub mod probe;
@@ -35,6 +37,7 @@ pub use counters::CounterSnapshot;
 pub use device::{GidInfo, GidKind};
 pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;
+pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
 pub use latency::LatencySummary;
 pub use params::{CompletionMode, PollStrategy, RdmaMode, RdmaOp, RdmaParams, CMP_SWAP_VALUE};
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
