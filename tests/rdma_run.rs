@@ -25,7 +25,15 @@ fn rdma_fan_in_with_a_latency_probe() {
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let run = run_json(&Bench::new(), &root.join("scenarios/rdma-fan-in.toml"), &root.join("hostfiles/local"), &[]);
+    let check = ["--check", "receiver >= 0.1% of line rate"];
+    let run = run_json(&Bench::new(), &root.join("scenarios/rdma-fan-in.toml"), &root.join("hostfiles/local"), &check);
+    // "% of line rate" takes the receiver's port rate from its own probe.
+    let receiver = &run["acceptance"]["checks"][0];
+    let port = &run["probes"][0]["devices"][0];
+    let rate = port["ports"][0]["rate_gbps"].as_f64().unwrap();
+    assert_eq!(receiver["verdict"], "pass", "{receiver}");
+    assert!((receiver["limit"].as_f64().unwrap() - rate * 0.001).abs() < 1e-9, "{receiver}");
+    assert!(receiver["note"].as_str().unwrap().starts_with(port["name"].as_str().unwrap()), "{receiver}");
     for p in run["probes"].as_array().unwrap() {
         let port = &p["devices"][0]["ports"][0];
         assert_eq!(port["state"], "ACTIVE", "{p}");

@@ -1,5 +1,6 @@
 //! Checking rules on a run's results: one outcome per rule and item.
 
+use crate::acceptance::line_rate::LineRates;
 use crate::result::{CheckOutcome, Checked, Direction, FlowResult, RunResult, Verdict};
 use crate::scenario::{Mode, Rule, Subject, Threshold};
 
@@ -12,8 +13,9 @@ struct Item {
     note: Option<String>,
 }
 
-/// The outcomes of one rule. `line_rate` is the ports' rate in Gb/s, if known.
-pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<CheckOutcome> {
+/// The outcomes of one rule; `line_rates` gives each item's port rate for
+/// `% of line rate`.
+pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<CheckOutcome> {
     let unknown = |why: String| {
         vec![CheckOutcome {
             rule,
@@ -31,44 +33,41 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rate: Option<f64>) -> Vec<Chec
             s => format!("nothing in this run to check a `{}` rule on", s.name()),
         });
     }
-    let limit_of = |peers: &str| -> Result<f64, String> {
+    if matches!(rule.threshold, Threshold::OfLineRate(_)) && line_rates.none_known() {
+        return unknown(
+            "the ports' line rate is unknown: no host probed an RDMA port with a known speed (TCP runs \
+             probe none); set `line_rate` in [check] or --line-rate"
+                .to_string(),
+        );
+    }
+    // The limit of one item, and what it was derived from when that is
+    // not the rule alone (the port a line rate came from).
+    let limit_of = |item: &Item| -> Result<(f64, Option<String>), String> {
+        let among = || items.iter().filter(|i| i.peers == item.peers).map(|i| i.value);
         match rule.threshold {
-            Threshold::Gbps(g) => Ok(g),
-            Threshold::OfBest(pct) => {
-                let best = items.iter().filter(|i| i.peers == peers).map(|i| i.value).fold(0.0, f64::max);
-                Ok(best * pct / 100.0)
+            Threshold::Gbps(g) => Ok((g, None)),
+            Threshold::OfBest(pct) => Ok((among().fold(0.0, f64::max) * pct / 100.0, None)),
+            Threshold::OfLineRate(pct) => {
+                line_rates.of(&item.checked).map(|rate| (rate.gbps * pct / 100.0, Some(rate.source)))
             }
-            Threshold::OfLineRate(pct) => line_rate.map(|r| r * pct / 100.0).ok_or_else(|| {
-                "the ports' line rate is unknown: set `line_rate` in [check] or --line-rate \
-                 (TCP runs cannot probe it)"
-                    .to_string()
-            }),
-            Threshold::TimesMin(times) => {
-                let least = items.iter().filter(|i| i.peers == peers).map(|i| i.value).fold(f64::INFINITY, f64::min);
-                Ok(least * times)
-            }
+            Threshold::TimesMin(times) => Ok((among().fold(f64::INFINITY, f64::min) * times, None)),
         }
     };
-    if let Err(why) = limit_of("") {
-        return unknown(why);
-    }
-    let limits: Vec<f64> = items
-        .iter()
-        .map(|i| limit_of(&i.peers).expect("checked above: whether a limit exists depends on the threshold only"))
-        .collect();
     items
-        .into_iter()
-        .zip(limits)
-        .map(|(item, limit)| {
-            let verdict = if passes(rule, item.value, limit) { Verdict::Pass } else { Verdict::Fail };
-            CheckOutcome {
-                rule,
-                item: item.checked,
-                value: Some(item.value),
-                limit: Some(limit),
-                verdict,
-                note: item.note,
-            }
+        .iter()
+        .map(|item| {
+            let (verdict, limit, derived) = match limit_of(item) {
+                Ok((limit, derived)) => {
+                    let verdict = if passes(rule, item.value, limit) { Verdict::Pass } else { Verdict::Fail };
+                    (verdict, Some(limit), derived)
+                }
+                Err(why) => (Verdict::Unknown, None, Some(why)),
+            };
+            let note = match (item.note.clone(), derived) {
+                (Some(error), Some(d)) => Some(format!("{error}; {d}")),
+                (a, b) => a.or(b),
+            };
+            CheckOutcome { rule, item: item.checked.clone(), value: Some(item.value), limit, verdict, note }
         })
         .collect()
 }

@@ -3,11 +3,13 @@
 //! suspects alone. Pure: the retest run itself is started by `run`.
 
 mod evaluate;
+mod line_rate;
 mod localise;
 mod retest;
 
 use std::collections::BTreeMap;
 
+use line_rate::LineRates;
 pub use localise::{localise, Finding, Link};
 pub use retest::{apply as apply_retest, plan as retest_plan};
 
@@ -20,8 +22,8 @@ pub fn judge(run: &RunResult, spec: &CheckSpec) -> Option<Acceptance> {
     if rules.is_empty() {
         return None;
     }
-    let checks: Vec<CheckOutcome> =
-        rules.iter().flat_map(|&rule| evaluate::evaluate(run, rule, spec.line_rate)).collect();
+    let line_rates = LineRates::new(run, spec.line_rate);
+    let checks: Vec<CheckOutcome> = rules.iter().flat_map(|&rule| evaluate::evaluate(run, rule, &line_rates)).collect();
     let suspects = suspects(run, &checks);
     let passed = checks.iter().all(|c| c.verdict == Verdict::Pass);
     Some(Acceptance { passed, rules, line_rate_gbps: spec.line_rate, checks, suspects, retest_phases: Vec::new() })
@@ -129,8 +131,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::result::{FlowResult, PhaseResult, RunStatus, SCHEMA_VERSION};
+    use crate::result::{FlowResult, GroupResult, PhaseResult, RankProbe, RunStatus, SCHEMA_VERSION};
     use crate::scenario::{Rule, Subject};
+    use crate::transport::rdma::{InventoryDevice, InventoryPort};
     use crate::{hostfile, plan, scenario};
 
     /// An all-pairs run on `n` hosts where each flow ran at `rate(src, dst)` Gb/s.
@@ -254,6 +257,75 @@ mod tests {
         assert_eq!(count(&a, Verdict::Fail), 2, "10 Gb/s < 90 % of 12.5");
         let a = judge(&run, &spec(&["flow >= 80% of line rate"], Some(12.5))).unwrap();
         assert!(a.passed);
+    }
+
+    /// A port as a probe reports it.
+    fn port(state: &str, rate_gbps: f64) -> InventoryPort {
+        InventoryPort {
+            port: 1,
+            state: state.into(),
+            link_layer: "InfiniBand".into(),
+            rate_gbps: Some(rate_gbps),
+            mtu: 4096,
+        }
+    }
+
+    fn device(name: &str, ports: Vec<InventoryPort>) -> InventoryDevice {
+        InventoryDevice { name: name.into(), numa_node: Some(0), ports, error: None }
+    }
+
+    #[test]
+    fn line_rate_comes_from_each_hosts_probe() {
+        let mut run = all_pairs(3, |a, b| if a == 2 || b == 2 { 9.5 } else { 12.0 });
+        for p in &mut run.phases {
+            p.groups.push(GroupResult {
+                name: "pairs".into(),
+                mode: crate::scenario::Mode::Bandwidth,
+                pattern: crate::scenario::Pattern::AllPairs,
+                transport: crate::scenario::Transport::Rdma,
+                op: crate::scenario::Op::Write,
+                flows: p.flows.len(),
+                aggregate_gbps: p.aggregate_gbps,
+                min_flow_gbps: 0.0,
+                max_flow_gbps: 0.0,
+                jain: 1.0,
+            });
+        }
+        let probe = |rank: usize, devices: Vec<InventoryDevice>| RankProbe {
+            rank,
+            host: format!("h{}", rank + 1),
+            devices,
+            error: None,
+        };
+        // h3's first device is down: the transport takes the first ACTIVE port, so do its checks.
+        run.probes = vec![
+            probe(0, vec![device("mlx5_0", vec![port("ACTIVE", 12.5)])]),
+            probe(1, vec![device("mlx5_0", vec![port("ACTIVE", 12.5)])]),
+            probe(2, vec![device("mlx5_0", vec![port("DOWN", 100.0)]), device("mlx5_1", vec![port("ACTIVE", 10.0)])]),
+        ];
+        let a = judge(&run, &spec(&["flow >= 90% of line rate"], None)).unwrap();
+        let limit = |src: usize, dst: usize| {
+            let c = a
+                .checks
+                .iter()
+                .find(|c| matches!(c.item, Checked::Flow { src: s, dst: d, .. } if (s, d) == (src, dst)));
+            (c.unwrap().limit.unwrap(), c.unwrap().note.clone().unwrap())
+        };
+        assert_eq!(limit(0, 1), (11.25, "mlx5_0 port 1 of h1 at 12.5 Gb/s".into()));
+        assert_eq!(limit(0, 2), (9.0, "mlx5_1 port 1 of h3 at 10 Gb/s".into()), "the slower end");
+        assert_eq!(count(&a, Verdict::Pass), 6, "every flow reaches 90 % of its slower port");
+        assert!(a.passed);
+
+        // A host whose probe found no RDMA leaves its items unknown, never passed.
+        run.probes[1] =
+            RankProbe { devices: Vec::new(), error: Some("no RDMA devices".into()), ..probe(1, Vec::new()) };
+        let a = judge(&run, &spec(&["flow >= 90% of line rate"], None)).unwrap();
+        assert!(!a.passed);
+        let unknown: Vec<&CheckOutcome> = a.checks.iter().filter(|c| c.verdict == Verdict::Unknown).collect();
+        assert_eq!(unknown.len(), 4, "the flows to and from h2");
+        assert_eq!(unknown[0].note.as_deref(), Some("h2 (rank 1): no RDMA devices"));
+        // A rate given in [check] overrides the probes.
+        assert!(judge(&run, &spec(&["flow >= 90% of line rate"], Some(10.0))).unwrap().passed);
     }
 
     #[test]
