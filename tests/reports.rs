@@ -102,6 +102,26 @@ fn checks_exit_codes_report_and_compare() {
         assert_eq!(reader.records().count(), 0, "{file}");
     }
 
+    // Each host's probe: a table of its RDMA ports, and why a host has none.
+    let probed = bench.dir.path().join("probed");
+    std::fs::create_dir(&probed).unwrap();
+    let mut with_ports = run.clone();
+    let port =
+        serde_json::json!({"port": 1, "state": "ACTIVE", "link_layer": "InfiniBand", "rate_gbps": 200.0, "mtu": 4096});
+    with_ports["probes"] = serde_json::json!([
+        {"rank": 0, "host": "127.0.0.1", "devices": [{"name": "mlx5_0", "numa_node": 1, "ports": [port], "error": null}]},
+        {"rank": 1, "host": "127.0.0.2", "devices": [], "error": "no RDMA devices / libibverbs not found"},
+    ]);
+    std::fs::write(probed.join("run.json"), serde_json::to_string(&with_ports).unwrap()).unwrap();
+    let out = bench.run(&["report", probed.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let md = std::fs::read_to_string(probed.join("summary.md")).unwrap();
+    assert!(md.contains("| 0 | 127.0.0.1 | mlx5_0 | 1 | ACTIVE | InfiniBand | 200 | 4096 | 1 |"), "{md}");
+    assert!(md.contains("| 1 | 127.0.0.2 | - | - | no RDMA devices / libibverbs not found |"), "{md}");
+    let html = std::fs::read_to_string(probed.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Hosts</h2>") && html.contains("<td>mlx5_0</td>"));
+    assert!(!std::fs::read_to_string(dir.join("summary.md")).unwrap().contains("RDMA ports"), "TCP: no table");
+
     // A phase of latency flows alone says so instead of "aggregate 0.000 Gb/s".
     let latency = bench.dir.path().join("latency");
     std::fs::create_dir(&latency).unwrap();

@@ -80,6 +80,9 @@ impl Exporter for HtmlExporter {
                 page += &phase_section(run, p, true)?;
             }
         }
+        if let Some(ports) = tables::ports(run) {
+            page += &format!("<h2>Hosts</h2>\n{}", html_table(&ports));
+        }
         page += &format!("<p class=\"meta\">{}</p>\n</body></html>\n", escape(&tables::status_line(run)));
         Ok(page.into_bytes())
     }

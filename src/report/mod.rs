@@ -89,6 +89,9 @@ impl Exporter for MarkdownExporter {
         if let Some(sweep) = tables::sweep_table(run) {
             out += &markdown_table(&sweep);
         }
+        if let Some(ports) = tables::ports(run) {
+            out += &markdown_table(&ports);
+        }
         out += &format!("{}\n", status_line(run));
         Ok(out.into_bytes())
     }

@@ -61,6 +61,47 @@ pub fn sweep_table(run: &RunResult) -> Option<Table> {
     Some(t)
 }
 
+/// Every rank's RDMA ports as its own probe saw them (run.json `probes`);
+/// `None` when no rank found a device (a TCP-only cluster).
+pub fn ports(run: &RunResult) -> Option<Table> {
+    if run.probes.iter().all(|p| p.devices.is_empty()) {
+        return None;
+    }
+    let mut t = Table::new(
+        "RDMA ports (each host's own probe)".into(),
+        &["rank", "host", "device", "port", "state", "link layer", "rate (Gb/s)", "MTU (B)", "NUMA node"],
+    );
+    let dash = || "-".to_string();
+    for probe in &run.probes {
+        let mut row = |cells: [String; 7]| {
+            t.rows.push([probe.rank.to_string(), probe.host.clone()].into_iter().chain(cells).collect());
+        };
+        if probe.devices.is_empty() {
+            let why = probe.error.clone().unwrap_or_else(|| "no RDMA devices".into());
+            row([dash(), dash(), why, dash(), dash(), dash(), dash()]);
+        }
+        for d in &probe.devices {
+            let numa = d.numa_node.map_or_else(dash, |n| n.to_string());
+            if let Some(error) = &d.error {
+                row([d.name.clone(), dash(), error.clone(), dash(), dash(), dash(), numa.clone()]);
+            }
+            for p in &d.ports {
+                let rate = p.rate_gbps.map_or_else(|| "?".into(), |r| r.to_string());
+                row([
+                    d.name.clone(),
+                    p.port.to_string(),
+                    p.state.clone(),
+                    p.link_layer.clone(),
+                    rate,
+                    p.mtu.to_string(),
+                    numa.clone(),
+                ]);
+            }
+        }
+    }
+    Some(t)
+}
+
 /// The closing line: how the run ended.
 pub fn status_line(run: &RunResult) -> String {
     match &run.status {
