@@ -14,7 +14,7 @@ use crate::metrics::sweep::SweepResult;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};
-use crate::transport::rdma::InventoryDevice;
+use crate::transport::rdma::{CounterDelta, InventoryDevice};
 
 /// 2: `matrix` (all-pairs) and `acceptance` (checks, suspects, retests).
 pub const SCHEMA_VERSION: u32 = 2;
@@ -281,6 +281,10 @@ pub struct RankResult {
     pub cpu: CpuUsage,
     /// Kernel interface counters over the window.
     pub netdevs: Vec<NetdevDelta>,
+    /// RDMA ports the rank's flows used: the sysfs counters (`counters/…`,
+    /// `hw_counters/…`) that moved in the window, raw units.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rdma_counters: Vec<CounterDelta>,
     /// CPU stress run on this rank: asked and measured load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stress: Option<StressReport>,

@@ -334,7 +334,7 @@ fn lost_rank_mid_run_keeps_partial_results() {
     assert!(!p.complete);
     assert_eq!(p.flows[0].bytes, 100);
     assert!(!p.ranks[2].reported);
-    assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): connection lost during phase 0"));
+    assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): connection lost during phase 0; its flows: 1 (2->0)"));
     assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
     assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
 }

@@ -11,7 +11,9 @@ use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
-use fabricbench::transport::rdma::{RdmaEndpoint, RdmaParams};
+use fabricbench::transport::rdma::{
+    CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory, RdmaParams,
+};
 use fabricbench::units::ByteSize;
 
 fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) {
@@ -81,6 +83,11 @@ fn report_with_every_optional_part() {
                 host_cores: 2,
             },
             netdevs: vec![NetdevDelta { iface: "lo".into(), rx_bytes: 1, tx_bytes: 2 }],
+            rdma_counters: vec![CounterDelta {
+                device: "mlx5_0".into(),
+                port: 1,
+                counters: [("counters/port_xmit_data".to_string(), 7)].into(),
+            }],
             stress: Some(StressReport {
                 threads: 2,
                 cores: vec![0],
@@ -94,6 +101,17 @@ fn report_with_every_optional_part() {
         round_trip(&ToCoordinator::Report(Box::new(report)));
     }
     round_trip(&Placed { cores: vec![1], note: Some("x".into()) });
+    for error in [None, Some("no RDMA devices".to_string())] {
+        let port = InventoryPort {
+            port: 1,
+            state: "ACTIVE".into(),
+            link_layer: "Ethernet".into(),
+            rate_gbps: None,
+            mtu: 4096,
+        };
+        let device = InventoryDevice { name: "rxe0".into(), numa_node: None, ports: vec![port], error: error.clone() };
+        round_trip(&ToCoordinator::Probe(RdmaInventory { devices: vec![device], error }));
+    }
     let endpoint = RdmaEndpoint {
         lid: 0,
         gid: [7; 16],

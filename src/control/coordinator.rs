@@ -206,7 +206,8 @@ impl Coordinator {
         self.slots[rank].conn = None;
         if !self.is_done() {
             let step = self.step_name();
-            self.fail(Some(rank), format!("connection lost {step}"), now_ns);
+            let flows = self.flows_of(rank);
+            self.fail(Some(rank), format!("connection lost {step}{flows}"), now_ns);
             self.check_abort_complete();
         }
     }
@@ -533,6 +534,30 @@ impl Coordinator {
             Stage::Connecting { phase, .. } => format!("while connecting flows of phase {phase}"),
             Stage::Running { phase, .. } | Stage::Aborting { phase, .. } => format!("during phase {phase}"),
             Stage::Done => "after the run".to_string(),
+        }
+    }
+
+    /// The rank's flows in the current phase, for naming what a lost rank
+    /// broke: "; its flows: 0 (1->0), 4 (1->2)" (the first few).
+    fn flows_of(&self, rank: usize) -> String {
+        const SHOWN: usize = 4;
+        let phase = match &self.stage {
+            Stage::Setup { phase, .. }
+            | Stage::Connecting { phase, .. }
+            | Stage::Running { phase, .. }
+            | Stage::Aborting { phase, .. } => *phase,
+            Stage::Joining | Stage::Done => return String::new(),
+        };
+        let mine: Vec<String> = self.plan.phases[phase]
+            .flows
+            .iter()
+            .filter(|f| f.src == rank || f.dst == rank)
+            .map(|f| format!("{} ({}->{})", f.id, f.src, f.dst))
+            .collect();
+        match mine.len() {
+            0 => String::new(),
+            n if n > SHOWN => format!("; its flows: {} and {} more", mine[..SHOWN].join(", "), n - SHOWN),
+            _ => format!("; its flows: {}", mine.join(", ")),
         }
     }
 

@@ -8,13 +8,32 @@ use crate::load::topology;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Numa {
-    /// Wherever the scheduler puts them (no pinning).
+    /// Not given: `near` for RDMA groups (perftest users pin near the NIC
+    /// by hand), `any` for everything else; the plan decides.
     #[default]
+    Auto,
+    /// Wherever the scheduler puts them (no pinning).
     Any,
     /// Cores of the device's NUMA node.
     Near,
     /// Cores of the other NUMA nodes.
     Far,
+}
+
+impl Numa {
+    /// What `Auto` means for threads driving an RDMA device (`rdma`) or not.
+    pub fn or_default_for(self, rdma: bool) -> Numa {
+        match self {
+            Numa::Auto if rdma => Numa::Near,
+            Numa::Auto => Numa::Any,
+            asked => asked,
+        }
+    }
+
+    /// Given explicitly (anything but `Auto` and `Any`).
+    pub fn is_asked(self) -> bool {
+        !matches!(self, Numa::Auto | Numa::Any)
+    }
 }
 
 /// A placement request from the scenario.
@@ -45,7 +64,7 @@ pub fn resolve(placement: &Placement, device_node: Option<usize>) -> Result<Plac
     let nodes = topology::nodes();
     let Some(node) = device_node else {
         return Ok(match placement.numa {
-            Numa::Any => Placed::default(),
+            Numa::Auto | Numa::Any => Placed::default(),
             numa => Placed {
                 cores: Vec::new(),
                 note: Some(format!(
@@ -57,7 +76,7 @@ pub fn resolve(placement: &Placement, device_node: Option<usize>) -> Result<Plac
     let near: Vec<usize> = nodes.iter().filter(|(n, _)| *n == node).flat_map(|(_, c)| c.clone()).collect();
     let far: Vec<usize> = nodes.iter().filter(|(n, _)| *n != node).flat_map(|(_, c)| c.clone()).collect();
     Ok(match placement.numa {
-        Numa::Any => Placed::default(),
+        Numa::Auto | Numa::Any => Placed::default(),
         Numa::Near => Placed { cores: near, note: None },
         Numa::Far if far.is_empty() => Placed {
             cores: Vec::new(),

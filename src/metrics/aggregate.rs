@@ -184,6 +184,7 @@ fn rank_results(
                 rx_gbps: gbps(rx, window_s),
                 cpu: report.map(|r| r.cpu).unwrap_or_default(),
                 netdevs: report.map(|r| r.netdevs.clone()).unwrap_or_default(),
+                rdma_counters: report.map(|r| r.rdma_counters.clone()).unwrap_or_default(),
                 stress: report.and_then(|r| r.stress.clone()),
                 placements: report.map(|r| r.placements.clone()).unwrap_or_default(),
                 clock_offset_us: report.map_or(0.0, |r| r.clock_offset_ns as f64 / 1e3),

@@ -18,6 +18,7 @@ pub use matrix::pair_matrix;
 use crate::control::wire::Side;
 use crate::load::stress::StressReport;
 use crate::plan::FlowId;
+use crate::transport::rdma::CounterDelta;
 
 /// What one rank measured in one phase, sent to the coordinator at its end.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,8 @@ pub struct RankReport {
     pub rtt_ns: i64,
     pub cpu: cpu::CpuUsage,
     pub netdevs: Vec<netdev::NetdevDelta>,
+    /// The RDMA ports the rank's flows used: counters that moved in the window.
+    pub rdma_counters: Vec<CounterDelta>,
     /// The CPU stress this rank ran, and the load it measured.
     pub stress: Option<StressReport>,
     /// Where each group's threads ran on this rank.

@@ -213,7 +213,11 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
         mode: spec.mode,
         message_size,
         streams: spec.streams,
-        placement: Placement { cores: spec.cores.clone(), numa: spec.numa },
+        // Not given: RDMA threads go near their NIC (`cores` wins when given).
+        placement: Placement {
+            cores: spec.cores.clone(),
+            numa: spec.numa.or_default_for(spec.transport == Transport::Rdma),
+        },
         rdma,
     }
 }
@@ -243,7 +247,7 @@ fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, S
             }
             let spec = StressSpec {
                 threads: table.threads,
-                placement: Placement { cores: table.cores.clone(), numa: table.numa },
+                placement: Placement { cores: table.cores.clone(), numa: table.numa.or_default_for(false) },
                 load: table.load,
                 memory: table.memory,
             };

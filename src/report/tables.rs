@@ -2,7 +2,7 @@
 //! from the result and rendered by the terminal and Markdown writers alike.
 
 use crate::load::placement;
-use crate::report::labels;
+use crate::report::{labels, rdma_counters};
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 use crate::scenario::Mode;
 
@@ -127,7 +127,8 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         p.flows.len(),
         run.plan.ranks.len()
     );
-    PhaseSummary { headline, tables: vec![flows(p), latency(p), receivers(p), groups(p), ranks(p), stress(p)] }
+    let tables = vec![flows(p), latency(p), receivers(p), groups(p), ranks(p), rdma_counters::table(p), stress(p)];
+    PhaseSummary { headline, tables }
 }
 
 fn flows(p: &PhaseResult) -> Table {

@@ -147,7 +147,8 @@ pub struct GroupSpec {
     /// Pin the group's stream threads to these cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<Vec<usize>>,
-    /// Or place them near/far from the NUMA node of the device they use.
+    /// Or place them near/far from the NUMA node of the device they use
+    /// (not given: near for RDMA groups, any for TCP).
     #[serde(default)]
     pub numa: Numa,
 }
@@ -316,7 +317,7 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
                     .into(),
             ));
         }
-        if g.cores.is_some() && g.numa != Numa::Any {
+        if g.cores.is_some() && g.numa.is_asked() {
             return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
         check_transport(g).map_err(|(key, m)| (Field::group(i, key), m))?;
@@ -331,7 +332,7 @@ fn validate(s: &Scenario) -> Result<(), (Field, String)> {
         if st.threads == Threads::Count(0) {
             return Err((Field::stress(i, "threads"), "must be at least 1, or \"all\"".into()));
         }
-        if st.cores.is_some() && st.numa != Numa::Any {
+        if st.cores.is_some() && st.numa.is_asked() {
             return Err((Field::stress(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
     }

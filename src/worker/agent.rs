@@ -2,6 +2,7 @@
 //! coordinator's steps for each phase while the data path runs on threads.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -13,7 +14,7 @@ use crate::control::wire::{Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSI
 use crate::metrics::clock::{now_ns, PeerClock};
 use crate::metrics::RankReport;
 use crate::transport::rdma::RdmaInventory;
-use crate::worker::phase::{self, Connected, PhaseError, Prepared, Stopper};
+use crate::worker::phase::{self, Connected, FlowFailed, PhaseError, Prepared, Stopper};
 
 /// A coordinator silent this long is gone: the worker stops and exits.
 const LEASE: Duration = Duration::from_secs(5);
@@ -166,7 +167,12 @@ impl Session {
                 let progress = move |interval, tx_bytes, rx_bytes| {
                     let _ = out.send(ToCoordinator::Progress { phase, interval, tx_bytes, rx_bytes });
                 };
-                let running = connected.start(self.rank, self.clock.instant_of(t0_ns), window, self.clock, progress);
+                let out = self.out.clone();
+                let failed: FlowFailed = Arc::new(move |error| {
+                    let _ = out.send(ToCoordinator::Failed { phase, error });
+                });
+                let t0 = self.clock.instant_of(t0_ns);
+                let running = connected.start(self.rank, t0, window, self.clock, progress, failed);
                 self.stopper = Some(running.stopper());
                 Some(tokio::task::spawn_blocking(move || Step::Report(running.join())))
             }

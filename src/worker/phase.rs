@@ -20,6 +20,9 @@ use crate::transport::{rdma, tcp};
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::End;
 
+/// Told when a flow fails while its phase runs (the error, naming the flow).
+pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
+
 /// How long connecting a phase's flows may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -39,14 +42,16 @@ enum Opening {
     Listen(tcp::Listener),
     /// TCP sender: dials once the receiver's address is known.
     Dial,
-    /// RDMA: QPs in INIT, waiting for the peer's QP numbers.
-    Rdma(Box<rdma::PreparedFlow>),
+    /// RDMA: QPs in INIT, waiting for the peer's QP numbers; the NUMA node
+    /// of its device, when it has one.
+    Rdma(Box<rdma::PreparedFlow>, Option<usize>),
 }
 
 /// One end of a flow, connected.
 pub enum Link {
     Tcp(Vec<TcpStream>),
-    Rdma(Box<rdma::ConnectedFlow>),
+    /// With its device's NUMA node: the node its thread is placed near.
+    Rdma(Box<rdma::ConnectedFlow>, Option<usize>),
 }
 
 /// The rank's ends of its flows, created and waiting for peers.
@@ -55,6 +60,8 @@ pub struct Prepared {
     bind: IpAddr,
     ends: Vec<(FlowRole, Opening)>,
     stress: Option<StressSpec>,
+    /// The RDMA ports the rank's flows use, for their counters.
+    rdma_ports: Vec<(String, u8)>,
 }
 
 /// Every flow connected; ready for Start.
@@ -63,6 +70,7 @@ pub struct Connected {
     bind: IpAddr,
     ends: Vec<(FlowRole, Link)>,
     stress: Option<StressSpec>,
+    rdma_ports: Vec<(String, u8)>,
 }
 
 /// A phase in flight: stop it early through [`Running::stopper`], collect
@@ -88,6 +96,7 @@ pub fn prepare(
 ) -> Result<(Prepared, Vec<FlowEndpoint>), PhaseError> {
     let mut ends = Vec::with_capacity(roles.len());
     let mut endpoints = Vec::new();
+    let mut rdma_ports: Vec<(String, u8)> = Vec::new();
     for role in roles {
         let (flow, side) = (role.flow.id, role.side);
         let publish = |endpoint| FlowEndpoint { flow, side, endpoint };
@@ -97,7 +106,12 @@ pub fn prepare(
                     .map(|p| p.with_label(format!("flow {flow} {}->{}", role.flow.src, role.flow.dst)))
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
                 endpoints.push(publish(Endpoint::Rdma(prepared.endpoint())));
-                Opening::Rdma(Box::new(prepared))
+                let (device, port, _) = prepared.device();
+                if !rdma_ports.iter().any(|(d, p)| d == device && *p == port) {
+                    rdma_ports.push((device.to_string(), port));
+                }
+                let node = prepared.numa_node().and_then(|n| usize::try_from(n).ok());
+                Opening::Rdma(Box::new(prepared), node)
             }
             (None, Side::Receiver) => {
                 let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp { flow, side, cause })?;
@@ -108,14 +122,14 @@ pub fn prepare(
         };
         ends.push((role, opening));
     }
-    Ok((Prepared { phase, bind, ends, stress }, endpoints))
+    Ok((Prepared { phase, bind, ends, stress, rdma_ports }, endpoints))
 }
 
 impl Prepared {
     /// Connects every end to its peer's, all at once (a rank may be both
     /// ends of a flow, and a TCP receiver waits for its sender).
     pub fn connect(self, peers: &[FlowEndpoint]) -> Result<Connected, PhaseError> {
-        let Prepared { phase, bind, ends, stress } = self;
+        let Prepared { phase, bind, ends, stress, rdma_ports } = self;
         let mut pending = Vec::new();
         for (role, opening) in ends {
             let (flow, side, streams) = (role.flow.id, role.side, role.group.streams);
@@ -132,12 +146,11 @@ impl Prepared {
                 (Opening::Dial, Some(Endpoint::Tcp { addr })) => std::thread::spawn(move || {
                     tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map(Link::Tcp).map_err(tcp_err)
                 }),
-                (Opening::Rdma(prepared), Some(Endpoint::Rdma(endpoint))) => std::thread::spawn(move || {
-                    prepared.connect(&endpoint).map(|c| Link::Rdma(Box::new(c))).map_err(|cause| PhaseError::Rdma {
-                        flow,
-                        side,
-                        cause,
-                    })
+                (Opening::Rdma(prepared, node), Some(Endpoint::Rdma(endpoint))) => std::thread::spawn(move || {
+                    prepared
+                        .connect(&endpoint)
+                        .map(|c| Link::Rdma(Box::new(c), node))
+                        .map_err(|cause| PhaseError::Rdma { flow, side, cause })
                 }),
                 _ => return Err(PhaseError::NoPeer { flow }),
             };
@@ -148,13 +161,15 @@ impl Prepared {
             let link = task.join().expect("connect threads do not panic")?;
             connected.push((role, link));
         }
-        Ok(Connected { phase, bind, ends: connected, stress })
+        Ok(Connected { phase, bind, ends: connected, stress, rdma_ports })
     }
 }
 
 impl Connected {
     /// Starts every stream (and the rank's stress) at `t0` and samples
-    /// through the window. `progress(interval, tx, rx)` follows each interval.
+    /// through the window. `progress(interval, tx, rx)` follows each interval;
+    /// `failed(error)` is called when an RDMA flow ends with an error before
+    /// the phase is stopped (a bad completion, a stall), so the run ends.
     pub fn start(
         self,
         rank: usize,
@@ -162,6 +177,7 @@ impl Connected {
         window: Window,
         clock: PeerClock,
         progress: impl Fn(u32, u64, u64) + Send + 'static,
+        failed: FlowFailed,
     ) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
         let iface = netdev::iface_of(self.bind);
@@ -171,22 +187,27 @@ impl Connected {
         let mut ends = Vec::new();
         let mut threads = Vec::new();
         for (role, link) in self.ends {
-            let end = End::new(role, device_node);
             match link {
                 Link::Tcp(socks) => {
+                    let end = End::new(role, device_node);
                     for sock in socks {
                         threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
                     }
+                    ends.push(end);
                 }
-                Link::Rdma(flow) => threads.push(end.spawn_rdma(*flow, t0, stop.clone())),
+                Link::Rdma(flow, rdma_node) => {
+                    let end = End::new(role, rdma_node);
+                    threads.push(end.spawn_rdma(*flow, t0, stop.clone(), failed.clone()));
+                    ends.push(end);
+                }
             }
-            ends.push(end);
         }
         let burners = self.stress.as_ref().map(|spec| stress::start(spec, device_node, t0).map(|b| (spec.load, b)));
-        let phase = self.phase;
+        let (phase, rdma_ports) = (self.phase, self.rdma_ports);
         let stop_for_sampler = stop.clone();
         let sampler = std::thread::spawn(move || {
-            let sampler = Sampler { rank, phase, t0, window, clock, iface, ends, burners, stop: stop_for_sampler };
+            let sampler =
+                Sampler { rank, phase, t0, window, clock, iface, rdma_ports, ends, burners, stop: stop_for_sampler };
             sampler.run(threads, progress)
         });
         Running { stop, sampler }

@@ -15,6 +15,7 @@ use crate::metrics::latency::Histogram;
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
 use crate::scenario::Op;
+use crate::transport::rdma::counters::{self, CounterSnapshot};
 use crate::worker::streams::{sleep_until, End};
 
 pub struct Sampler {
@@ -24,6 +25,8 @@ pub struct Sampler {
     pub window: Window,
     pub clock: PeerClock,
     pub iface: Option<String>,
+    /// RDMA device ports whose counters are read at the window's edges.
+    pub rdma_ports: Vec<(String, u8)>,
     pub ends: Vec<End>,
     /// The rank's stress (its asked load) or why it could not start.
     pub burners: Option<Result<(u8, Burners), String>>,
@@ -36,6 +39,7 @@ struct Edge {
     cpu: CpuSnapshot,
     cores: CoreTicks,
     net: Option<NetdevSnapshot>,
+    rdma: Vec<CounterSnapshot>,
 }
 
 impl Sampler {
@@ -59,6 +63,8 @@ impl Sampler {
                 cpu: CpuSnapshot::take(),
                 cores: CoreTicks::take(),
                 net: self.iface.as_deref().and_then(NetdevSnapshot::take),
+                // A port whose counters cannot be read is left out of both edges.
+                rdma: self.rdma_ports.iter().filter_map(|(dev, port)| counters::snapshot(dev, *port).ok()).collect(),
             };
             if k == 0 {
                 first = Some(edge);
@@ -98,13 +104,21 @@ impl Sampler {
         stress: Option<StressReport>,
         aborted: bool,
     ) -> RankReport {
-        let (cpu, netdevs) = match (first, last) {
+        let (cpu, netdevs, rdma_counters) = match (first, last) {
             (Some(a), Some(b)) => {
                 let net = match (a.net, b.net) {
                     (Some(n0), Some(n1)) => vec![n0.delta_until(&n1)],
                     _ => Vec::new(),
                 };
-                (a.cpu.usage_until(&b.cpu, (b.at - a.at).as_secs_f64()), net)
+                let rdma = a
+                    .rdma
+                    .iter()
+                    .filter_map(|s0| {
+                        let s1 = b.rdma.iter().find(|s1| s1.device == s0.device && s1.port == s0.port)?;
+                        Some(s0.moved_until(s1))
+                    })
+                    .collect();
+                (a.cpu.usage_until(&b.cpu, (b.at - a.at).as_secs_f64()), net, rdma)
             }
             _ => Default::default(),
         };
@@ -142,6 +156,7 @@ impl Sampler {
             rtt_ns: self.clock.rtt_ns,
             cpu,
             netdevs,
+            rdma_counters,
             stress,
             placements,
             error: aborted.then(|| "stopped before the window closed".to_string()),

@@ -12,6 +12,7 @@ use crate::load::placement::{self, Placed};
 use crate::metrics::latency::Histogram;
 use crate::scenario::Mode;
 use crate::transport::{rdma, tcp, FlowCounters};
+use crate::worker::phase::FlowFailed;
 
 /// One end of one flow on this rank.
 pub struct End {
@@ -88,8 +89,16 @@ impl End {
 }
 
 impl End {
-    /// Runs an RDMA flow end (all its QPs) from `t0` until `stop`.
-    pub fn spawn_rdma(&self, flow: rdma::ConnectedFlow, t0: Instant, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    /// Runs an RDMA flow end (all its QPs) from `t0` until `stop`. An error
+    /// before `stop` (bad completion status, stall) is also told to `failed`:
+    /// the flow is over and the run must not wait for the window to close.
+    pub fn spawn_rdma(
+        &self,
+        flow: rdma::ConnectedFlow,
+        t0: Instant,
+        stop: Arc<AtomicBool>,
+        failed: FlowFailed,
+    ) -> JoinHandle<()> {
         let (counters, started, error, samples) =
             (self.counters.clone(), self.started.clone(), self.error.clone(), self.rdma_samples.clone());
         let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
@@ -105,6 +114,9 @@ impl End {
             match flow.run(&counters, &stop) {
                 Ok(outcome) => *samples.lock().expect("samples lock") = outcome.latency_ns,
                 Err(e) => {
+                    if !stop.load(Ordering::Relaxed) {
+                        failed(e.to_string());
+                    }
                     error.lock().expect("error lock").get_or_insert(e.to_string());
                 }
             }

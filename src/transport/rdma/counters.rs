@@ -70,7 +70,25 @@ pub fn snapshot_all() -> Vec<CounterSnapshot> {
     out
 }
 
+/// How far one port's counters moved over a window: the counters that
+/// changed, keyed like [`CounterSnapshot::values`], in their raw units
+/// (IB's `counters/port_{xmit,rcv}_data` count 4-byte words). Crosses the
+/// wire in a rank's report: no `skip_serializing_if` here.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CounterDelta {
+    pub device: String,
+    pub port: u8,
+    pub counters: BTreeMap<String, u64>,
+}
+
 impl CounterSnapshot {
+    /// The counters that moved between `self` and `later` (zeros left out).
+    pub fn moved_until(&self, later: &CounterSnapshot) -> CounterDelta {
+        let mut counters = self.delta(later);
+        counters.retain(|_, v| *v != 0);
+        CounterDelta { device: self.device.clone(), port: self.port, counters }
+    }
+
     /// `later - self` per counter (counters present in both; wrapped or reset
     /// counters give 0). IB's port_*_data counters count 4-byte words; the
     /// delta keeps the raw unit.
@@ -104,6 +122,9 @@ mod tests {
         let d = a.delta(&b);
         assert_eq!(d["counters/port_xmit_data"], 150);
         assert_eq!(d["hw_counters/rdma_sends"], 0);
+        let moved = a.moved_until(&b);
+        assert_eq!((moved.device.as_str(), moved.port), ("mlx5_0", 1));
+        assert_eq!(moved.counters.into_iter().collect::<Vec<_>>(), [("counters/port_xmit_data".to_string(), 150)]);
         assert!(snapshot_at(&dir, "mlx5_0", 2).is_err());
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -33,7 +33,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 pub use connect::{prepare, ConnectedFlow, PreparedFlow};
-pub use counters::CounterSnapshot;
+pub use counters::{CounterDelta, CounterSnapshot};
 pub use device::{GidInfo, GidKind};
 pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;
