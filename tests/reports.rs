@@ -167,3 +167,50 @@ fn bad_checks_are_input_errors() {
         .contains("nowhere: No such file or directory (os error 2) (give a results folder or its run.json)"));
     assert!(!bench.results().exists(), "no run started");
 }
+
+/// The page as a real browser reads it: headless Chromium parses report.html
+/// into the same figures and tables, and draws it. Skipped without Chromium
+/// unless FABRICBENCH_REQUIRE_BROWSER=1 (CI installs it).
+#[test]
+fn report_html_renders_in_headless_chromium() {
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+    else {
+        assert!(std::env::var("FABRICBENCH_REQUIRE_BROWSER").map_or(true, |v| v != "1"), "no Chromium");
+        eprintln!("SKIP: no Chromium to render report.html (apt-get install chromium)");
+        return;
+    };
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = bench.result_dir().join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let url = format!("file://{}", page.display());
+    let profile = bench.dir.path().join("chromium-profile");
+    let browse = |extra: &str| {
+        let out = std::process::Command::new("timeout")
+            .args(["120", chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{chromium} {extra}: {}", text(&out.stderr));
+        out
+    };
+    // Parsed by the browser, nothing is lost or re-nested: every chart and table is there.
+    let dom = text(&browse("--dump-dom").stdout);
+    for tag in ["<svg", "<table", "<h2>", "<figure>"] {
+        assert!(html.matches(tag).count() > 0, "{tag}");
+        assert_eq!(dom.matches(tag).count(), html.matches(tag).count(), "{tag} in the browser's DOM");
+    }
+    assert!(dom.contains("Into 127.0.0.1: 3 senders, Jain "));
+    // And drawn: a screenshot of the first screenful.
+    let shot = bench.dir.path().join("report.png");
+    browse(&format!("--screenshot={}", shot.display()));
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+}
