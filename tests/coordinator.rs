@@ -109,6 +109,17 @@ fn answer_setups(sim: &mut Sim, n: usize) {
     }
 }
 
+/// A fan-in of `n` ranks, joined, connected and started.
+fn running_fan_in(n: usize) -> Sim {
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n as ConnId {
+        sim.send(r, ToCoordinator::Ready { phase: 0 });
+    }
+    sim
+}
+
 fn report(rank: usize, flows: Vec<FlowSamples>, boundaries: usize) -> RankReport {
     RankReport {
         phase: 0,
@@ -283,7 +294,10 @@ fn silent_rank_times_out() {
     }
     let failure = sim.failure().expect("failure");
     assert!(failure.starts_with("rank 1 (h2): silent for 3."), "{failure}");
-    assert!(failure.ends_with("s while creating endpoints of phase 0 (heartbeat timeout)"), "{failure}");
+    assert!(
+        failure.ends_with("s while creating endpoints of phase 0 (heartbeat timeout); its flows: 0 (1->0)"),
+        "{failure}"
+    );
 }
 
 #[test]
@@ -302,12 +316,7 @@ fn join_timeout_lists_missing_ranks() {
 #[test]
 fn lost_rank_mid_run_keeps_partial_results() {
     let n = 3;
-    let mut sim = Sim::new(make_plan(n, FAN_IN));
-    sim.join_all(n);
-    answer_setups(&mut sim, n);
-    for r in 0..n as ConnId {
-        sim.send(r, ToCoordinator::Ready { phase: 0 });
-    }
+    let mut sim = running_fan_in(n);
     // Rank 2 dies; the others are told to stop and send what they have.
     sim.c.closed(2, sim.now);
     sim.pump();
@@ -342,16 +351,36 @@ fn lost_rank_mid_run_keeps_partial_results() {
 #[test]
 fn abort_without_reports_ends_after_grace() {
     let n = 2;
-    let mut sim = Sim::new(make_plan(n, FAN_IN));
-    sim.join_all(n);
-    answer_setups(&mut sim, n);
-    for r in 0..n as ConnId {
-        sim.send(r, ToCoordinator::Ready { phase: 0 });
-    }
+    let mut sim = running_fan_in(n);
     sim.send(1, ToCoordinator::Failed { phase: 0, error: "stream broke".into() });
     assert_eq!(sim.failure(), None);
     sim.advance(2_100);
     assert_eq!(sim.failure().as_deref(), Some("rank 1 (h2): failed in phase 0: stream broke"));
+}
+
+/// A rank that stays connected but says nothing (a frozen process) cannot
+/// hold an abort open: its silence is past the limit at every tick, and the
+/// run still ends once the grace for partial reports is over.
+#[test]
+fn a_frozen_rank_does_not_hold_the_abort_open() {
+    let n = 2;
+    let mut sim = running_fan_in(n);
+    // Rank 1 freezes; much later rank 0's flow fails (a stall) and it reports.
+    for _ in 0..40 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(100);
+    }
+    sim.send(0, ToCoordinator::Failed { phase: 0, error: "flow 0 1->0: QP 0: no progress".into() });
+    sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver, 100, 2)], 2))));
+    for _ in 0..25 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(100);
+    }
+    assert_eq!(
+        sim.failure().as_deref(),
+        Some("rank 1 (h2): silent for 3.1 s during phase 0 (heartbeat timeout); its flows: 0 (1->0)")
+    );
+    assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
 }
 
 #[test]

@@ -6,8 +6,9 @@
 mod common;
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use common::{run_json, Bench};
+use common::{read_json, run_json, text, Bench};
 
 fn has_rdma() -> bool {
     let found = fabricbench::transport::rdma::probe()
@@ -52,6 +53,16 @@ fn rdma_fan_in_with_a_latency_probe() {
     let sum: f64 = flows[..3].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
     assert!((phase["aggregate_gbps"].as_f64().unwrap() - sum).abs() < 1e-9);
     assert_eq!(phase["receivers"][0]["senders"], 3);
+    // The NIC's view: every rank's device counters moved in the window.
+    for rank in phase["ranks"].as_array().unwrap() {
+        let moved = &rank["rdma_counters"][0];
+        assert_eq!(moved["device"], run["probes"][0]["devices"][0]["name"], "{rank}");
+        let counters = moved["counters"].as_object().unwrap_or_else(|| panic!("no RDMA counters: {rank}"));
+        assert!(counters.values().any(|v| v.as_u64().unwrap() > 0), "{rank}");
+        // RDMA threads go near the device by default; Soft-RoCE has no NUMA node: recorded, not pinned.
+        let placement = &rank["placements"][0];
+        assert!(placement["note"].as_str().is_some_and(|n| n.contains("no NUMA node")), "{rank}");
+    }
     let l = &flows[3]["latency"];
     let v = |k: &str| l[k].as_f64().unwrap();
     assert!(l["samples"].as_u64().unwrap() > 10, "{l}");
@@ -103,4 +114,76 @@ fn hosts_lists_rdma_ports_over_ssh() {
     let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ports = checks[0]["rdma"].as_array().unwrap_or_else(|| panic!("no RDMA ports reported: {checks}"));
     assert!(ports.iter().any(|p| p.as_str().unwrap().contains("ACTIVE")), "{checks}");
+}
+
+/// A flow that fails mid-phase ends the run, named, in bounded time, with
+/// what was measured kept: rank 1 (the receiver of a send flow) is frozen,
+/// its receives run out, the sender's sends find none (RNR, retried without
+/// end) and stall for `stall_timeout_ms`; the sender's rank reports it.
+#[test]
+fn a_failed_rdma_flow_ends_the_run_naming_it() {
+    if !has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let scenario = bench.write(
+        "stall.toml",
+        "[run]\nduration = \"30s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"send\"\nflows = [[0, 1]]\nmessage_size = \"4K\"\n[group.rdma]\nrx_depth = 64\nstall_timeout_ms = 1000\n",
+    );
+    let child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    let victim = bench.worker_pid(1, Duration::from_secs(60));
+    // Let the phase start and traffic flow (connecting takes a few s in the VM).
+    std::thread::sleep(Duration::from_secs(6));
+    let frozen_at = Instant::now();
+    common::signal(victim, "-STOP");
+
+    let out = child.wait_with_output().unwrap();
+    let took = frozen_at.elapsed();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(20), "took {took:?}: {err}");
+    assert!(err.contains("flow 0 0->1: QP 0: no progress for"), "{err}");
+
+    let run = read_json(&bench.result_dir().join("run.json"));
+    let error = run["status"]["error"].as_str().unwrap();
+    assert!(error.contains("rank 0 (127.0.0.1): failed in phase 0: flow 0 0->1: QP 0"), "{error}");
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], false);
+    assert!(phase["flows"][0]["tx_bytes"].as_u64().unwrap() > 0, "{phase}");
+    assert!(phase["flows"][0]["error"].as_str().unwrap().contains("no progress"), "{phase}");
+    // The launcher ended the frozen worker.
+    assert_eq!(bench.leftovers(Duration::from_secs(3)), []);
+}
+
+/// Across three VMs (scripts/test-rdma's `--vms 3` run sets FB_RDMA_FAN_IN_HOSTS):
+/// `fabricbench run` over ssh, vm2 and vm3 RDMA-write into vm1.
+#[test]
+fn three_vm_fan_in_over_ssh() {
+    let Ok(names) = std::env::var("FB_RDMA_FAN_IN_HOSTS") else {
+        eprintln!("SKIP: FB_RDMA_FAN_IN_HOSTS is not set (only the three-VM run has the hosts)");
+        return;
+    };
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", &names.split_whitespace().map(|h| format!("{h}\n")).collect::<String>());
+    let scenario = bench.write(
+        "fan-in.toml",
+        // Small messages, few in flight and frequent completions: three
+        // 1-vCPU VMs under TCG move little, and a completion is what counts.
+        "[run]\nduration = \"2s\"\nwarmup = \"1s\"\ninterval = \"500ms\"\n[[group]]\nname = \"incast\"\npattern = \"fan-in\"\ntransport = \"rdma\"\nop = \"write\"\nmessage_size = \"4K\"\n[group.rdma]\ntx_depth = 16\ncq_moderation = 4\n",
+    );
+    // Each ssh connection takes seconds under TCG, more on a loaded host.
+    let run = run_json(&bench, &scenario, &hosts, &["--connect-timeout", "60s"]);
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true, "{phase}");
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    for f in flows {
+        assert_eq!(f["dst"], 0);
+        assert!(f["bytes"].as_u64().unwrap() > 0 && f["gbps"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    let receiver = &phase["receivers"][0];
+    assert_eq!((receiver["rank"].as_u64(), receiver["senders"].as_u64()), (Some(0), Some(2)), "{receiver}");
+    assert!(receiver["aggregate_gbps"].as_f64().unwrap() > 0.0, "{receiver}");
+    assert_eq!(run["probes"].as_array().unwrap().len(), 3);
 }

@@ -127,18 +127,10 @@ fn killed_worker_ends_the_run_naming_its_rank() {
     let child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
 
     // Wait until rank 2's worker runs and traffic has flowed for a while.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let victim = loop {
-        let found = bench.processes().into_iter().find(|(_, cmd)| cmd.contains("worker --rank 2"));
-        if let Some((pid, _)) = found {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "rank 2 never started");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let victim = bench.worker_pid(2, Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(2500));
     let killed_at = Instant::now();
-    assert!(std::process::Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap().success());
+    common::signal(victim, "-9");
 
     let out = child.wait_with_output().unwrap();
     let took = killed_at.elapsed();

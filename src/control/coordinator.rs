@@ -264,6 +264,15 @@ impl Coordinator {
             self.last_heartbeat = now_ns;
             self.heartbeat();
         }
+        // Already failing: only the grace for the partial reports counts. (A
+        // rank that stays connected but silent, e.g. frozen, must not keep
+        // re-failing the run here and hold the abort open forever.)
+        if let Stage::Aborting { deadline_ns, .. } = &self.stage {
+            if now_ns >= *deadline_ns {
+                self.finish_abort();
+            }
+            return;
+        }
         let silent = self
             .slots
             .iter()
@@ -271,7 +280,8 @@ impl Coordinator {
         if let Some(rank) = silent {
             let secs = (now_ns - self.slots[rank].last_heard) as f64 / 1e9;
             let step = self.step_name();
-            self.fail(Some(rank), format!("silent for {secs:.1} s {step} (heartbeat timeout)"), now_ns);
+            let flows = self.flows_of(rank);
+            self.fail(Some(rank), format!("silent for {secs:.1} s {step} (heartbeat timeout){flows}"), now_ns);
             return;
         }
         let elapsed = now_ns - self.stage_since;
@@ -281,13 +291,7 @@ impl Coordinator {
             Stage::Running { t0_ns, .. } => {
                 t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.step)
             }
-            Stage::Aborting { deadline_ns, .. } => {
-                if now_ns >= *deadline_ns {
-                    self.finish_abort();
-                }
-                return;
-            }
-            Stage::Done => return,
+            Stage::Aborting { .. } | Stage::Done => return,
         };
         if elapsed <= limit {
             return;

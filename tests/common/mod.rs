@@ -103,6 +103,19 @@ impl Bench {
         }
     }
 
+    /// The PID of this test's worker of `rank`, once it runs (panics after `within`).
+    pub fn worker_pid(&self, rank: usize, within: Duration) -> u32 {
+        let deadline = Instant::now() + within;
+        let needle = format!("worker --rank {rank}");
+        loop {
+            if let Some((pid, _)) = self.processes().into_iter().find(|(_, cmd)| cmd.contains(&needle)) {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "rank {rank} never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The only results folder under results/.
     pub fn result_dir(&self) -> PathBuf {
         let dirs: Vec<PathBuf> =
@@ -140,6 +153,11 @@ pub fn shipped_scenarios() -> Vec<PathBuf> {
         .collect();
     found.sort();
     found
+}
+
+/// Sends `signal` (e.g. "-9", "-STOP") to `pid` with kill(1).
+pub fn signal(pid: u32, signal: &str) {
+    assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success(), "kill {signal} {pid}");
 }
 
 pub fn read_json(path: &Path) -> serde_json::Value {
