@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub mod pair;
+
 use crate::scenario::{parse_rate, Rule};
 
 const EXAMPLES: &str = "\
@@ -65,6 +67,9 @@ pub enum Command {
     /// Compare two results folders flow by flow; exit 3 when something got slower than the tolerance
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
+    /// Two hosts, perftest's flags, no scenario file: a perftest-shaped table (ib_write_bw, ib_write_lat, …)
+    #[command(after_help = pair::EXAMPLES)]
+    Pair(Box<pair::PairArgs>),
     /// List this host's RDMA devices: ports, state, link layer, rate, MTU, firmware, NUMA node, GIDs
     Probe(ProbeArgs),
     /// The per-host worker (started by the launcher; reads its job on stdin)
