@@ -31,6 +31,9 @@ Examples:
   # suspects are retested alone, a JUnit file for CI
   fabricbench run scenarios/all-pairs.toml -H rack1 --check 'flow >= 93% of best' --export-junit checks.xml
 
+  # two hosts the perftest way (ib_write_bw -a -q 4 --report_gbits): a perftest-shaped table
+  fabricbench pair node01 node02 write -a -q 4 --report-gbits
+
   # re-render a results folder (report.html, summary.md, CSVs) from its run.json
   fabricbench report results/2026-11-30T08-24-42Z-fan-in
 
@@ -67,7 +70,7 @@ pub enum Command {
     /// Compare two results folders flow by flow; exit 3 when something got slower than the tolerance
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
-    /// Two hosts, perftest's flags, no scenario file: a perftest-shaped table (ib_write_bw, ib_write_lat, …)
+    /// Two hosts with perftest's flags and no scenario file; prints perftest's table
     #[command(after_help = pair::EXAMPLES)]
     Pair(Box<pair::PairArgs>),
     /// List this host's RDMA devices: ports, state, link layer, rate, MTU, firmware, NUMA node, GIDs

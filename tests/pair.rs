@@ -5,18 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{read_json, text, Bench};
-
-/// The numbers of a table's rows, one Vec per row, between the column titles and the closing line.
-fn rows(stdout: &str, titles: &str) -> Vec<Vec<f64>> {
-    let lines: Vec<&str> = stdout.lines().collect();
-    let start = lines.iter().position(|l| l.starts_with(titles)).unwrap_or_else(|| panic!("no titles:\n{stdout}"));
-    lines[start + 1..]
-        .iter()
-        .take_while(|l| !l.starts_with("---"))
-        .map(|l| l.split_whitespace().map(|v| v.parse().unwrap_or_else(|_| panic!("`{v}` in `{l}`"))).collect())
-        .collect()
-}
+use common::{perftest_rows as rows, read_json, text, Bench};
 
 #[test]
 fn tcp_size_sweep_prints_perftest_rows_and_saves_the_run() {
@@ -30,7 +19,7 @@ fn tcp_size_sweep_prints_perftest_rows_and_saves_the_run() {
         "--transport",
         "tcp",
         "-s",
-        "2,4K,64K",
+        "1K,16K,64K",
         "-D",
         "0.3",
         "--report-gbits",
@@ -40,7 +29,7 @@ fn tcp_size_sweep_prints_perftest_rows_and_saves_the_run() {
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains(" Hosts           : 127.0.0.1 -> 127.0.0.2\n"), "{stdout}");
     let rows = rows(&stdout, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]");
-    assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), [2.0, 4096.0, 65536.0], "{stdout}");
+    assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), [1024.0, 16384.0, 65536.0], "{stdout}");
     for r in &rows {
         assert_eq!(r.len(), 5, "{r:?}");
         assert!(r[1] > 0.0 && r[3] > 0.0 && r[4] > 0.0, "iterations, average and rate: {r:?}");

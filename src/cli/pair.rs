@@ -22,7 +22,7 @@ Examples:
   # two ranks on this machine (Soft-RoCE, or a NIC in loopback), sizes 2 B .. 64 KiB, 0.5 s each
   fabricbench pair localhost localhost write -a --max-size 64K -D 0.5
 
-  # the same pair over TCP sockets, for comparison (-q = parallel connections)
+  # node01 -> node02 over TCP sockets, for comparison (-q = parallel connections)
   fabricbench pair node01 node02 send -s 1M --transport tcp -q 4
 
 OP is write, read, send, write_imm, send_imm, atomic (fetch-and-add; -A CMP_AND_SWAP
