@@ -93,7 +93,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         allow_self: false,
         rdma,
         cores: None,
-        numa: Numa::Any,
+        numa: Numa::default(), // as a scenario that does not say
     };
     let sweep = (sizes.len() > 1).then(|| SweepSpec {
         parameter: Parameter::MessageSize,

@@ -128,6 +128,8 @@ fn pair_like_perftest() {
     // Tiny messages: MB/sec (perftest's default unit) and the message rate show them best.
     let out = pair(&["write", "-a", "--max-size", "16", "-q", "2", "-l", "4"]);
     assert!(out.contains("RDMA_Write BW Test") && out.contains(" Number of qps   : 2\n"), "{out}");
+    // From rank 0's probe in run.json: the port the flow used (Soft-RoCE is Ethernet).
+    assert!(out.contains(" Link type       : Ethernet\n") && out.contains(" Mtu             : "), "{out}");
     let rows = perftest_rows(&out, &bw.replace("Gb/sec", "MB/sec"));
     assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), [2.0, 4.0, 8.0, 16.0], "{out}");
     for r in &rows {
@@ -149,6 +151,6 @@ fn pair_like_perftest() {
     assert!(out.contains("RDMA_Write Latency Test") && out.contains("half round trip"), "{out}");
     let rows = perftest_rows(&out, " #bytes #iterations    t_min[usec]");
     let r = &rows[0];
-    assert!(rows.len() == 1 && r.len() == 9 && r[0] == 2.0 && r[1] > 10.0, "{out}");
+    assert!(rows.len() == 1 && r.len() == 9 && r[0] == 2.0 && r[1] > 0.0, "{out}");
     assert!(r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[7] && r[7] <= r[3], "min <= typical <= p99 <= max: {r:?}");
 }

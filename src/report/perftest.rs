@@ -7,8 +7,9 @@ use std::fmt::Write;
 
 use crate::metrics::latency::LatencySummary;
 use crate::plan::GroupPlan;
-use crate::result::{PhaseResult, RunResult, RunStatus};
+use crate::result::{PhaseResult, RankProbe, RunResult, RunStatus};
 use crate::scenario::{Mode, Op};
+use crate::transport::rdma::inventory::port_used;
 
 const LINE: &str = "---------------------------------------------------------------------------------------";
 const BW_GBITS: &str = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
@@ -58,7 +59,7 @@ pub fn render(run: &RunResult, gbits: bool) -> String {
     let window = &run.scenario.run;
     let hosts: Vec<&str> = run.plan.ranks.iter().map(|r| r.host.as_str()).collect();
     let both_ways = run.plan.phases[0].flows.iter().any(|f| f.src == 1 && f.dst == 0);
-    let mut h = header(group, &hosts, both_ways);
+    let mut h = header(group, &hosts, both_ways, run.probes.iter().find(|p| p.rank == 0));
     h.lines.push((
         "Window",
         format!(
@@ -94,8 +95,9 @@ fn row(phase: &PhaseResult, bytes: u64, mode: Mode) -> Option<Row> {
 }
 
 /// perftest's header block for a group; `hosts` in rank order;
-/// `both_ways`: traffic also runs from the second host to the first (-b).
-pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool) -> Header {
+/// `both_ways`: traffic also runs from the second host to the first (-b);
+/// `probe`: the first host's devices, for the port's link type and MTU.
+pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&RankProbe>) -> Header {
     let test = if g.mode == Mode::Latency { "Latency Test" } else { "BW Test" };
     let arrow = if both_ways { "<->" } else { "->" };
     let mut lines =
@@ -107,9 +109,22 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool) -> Header {
             format!("TCP {test}")
         }
         Some(r) => {
-            lines.push(("Device", r.device.clone().unwrap_or_else(|| "first with an ACTIVE port".into())));
-            if let Some(port) = r.port {
+            let used = probe.and_then(|p| port_used(&p.devices, r.device.as_deref(), r.port));
+            let device = match (&r.device, used) {
+                (Some(asked), _) => asked.clone(),
+                (None, Some((d, _))) => format!("{} (first with an ACTIVE port)", d.name),
+                (None, None) => "first with an ACTIVE port".into(),
+            };
+            lines.push(("Device", device));
+            if let Some(port) = r.port.or(used.map(|(_, p)| p.port)) {
                 lines.push(("IB port", port.to_string()));
+            }
+            if let Some((_, port)) = used {
+                lines.push(("Link type", port.link_layer.clone()));
+                lines.push(("Mtu", format!("{}[B]", port.mtu)));
+                if let Some(gbps) = port.rate_gbps {
+                    lines.push(("Link rate", format!("{gbps} Gb/s")));
+                }
             }
             lines.push(("Number of qps", r.qps.to_string()));
             lines.push(("Transport type", "IB verbs (InfiniBand or RoCE)".into()));
@@ -300,6 +315,10 @@ mod tests {
         }
     }
 
+    fn get_in<'a>(h: &'a Header, key: &str) -> Option<&'a str> {
+        h.lines.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
+    }
+
     #[test]
     fn header_from_a_pair_group() {
         let cli = <crate::cli::Cli as clap::Parser>::try_parse_from([
@@ -322,11 +341,23 @@ mod tests {
         let crate::cli::Command::Pair(args) = cli.command else { panic!() };
         let job = crate::pair::build(&args).unwrap();
         let plan = crate::plan::build(&job.hosts, &job.scenario).unwrap();
-        let h = header(&plan.phases[0].groups[0], &["h1", "h2"], true);
+        let probe: RankProbe = serde_json::from_str(
+            r#"{"rank": 0, "host": "h1", "devices": [
+                {"name": "mlx5_0", "numa_node": 0, "error": null, "ports": [
+                    {"port": 1, "state": "DOWN", "link_layer": "InfiniBand", "rate_gbps": null, "mtu": 4096},
+                    {"port": 2, "state": "ACTIVE", "link_layer": "Ethernet", "rate_gbps": 100.0, "mtu": 1024}]}]}"#,
+        )
+        .unwrap();
+        let h = header(&plan.phases[0].groups[0], &["h1", "h2"], true, Some(&probe));
         assert_eq!(h.title, "Send BW Test");
-        let get = |k: &str| h.lines.iter().find(|(key, _)| *key == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| get_in(&h, k);
         assert_eq!(get("Hosts"), Some("h1 <-> h2"));
         assert_eq!((get("Device"), get("Number of qps"), get("GID index")), (Some("mlx5_0"), Some("4"), Some("3")));
         assert_eq!((get("Post list"), get("RX depth"), get("Connection type")), (Some("16"), Some("512"), Some("RC")));
+        // -d given, -i not: the device's first ACTIVE port, as flows pick it.
+        assert_eq!((get("IB port"), get("Link type"), get("Mtu")), (Some("2"), Some("Ethernet"), Some("1024[B]")));
+        assert_eq!(get("Link rate"), Some("100 Gb/s"));
+        let h = header(&plan.phases[0].groups[0], &["h1", "h2"], true, None);
+        assert_eq!((get_in(&h, "Device"), get_in(&h, "Mtu")), (Some("mlx5_0"), None), "no probe: only what was asked");
     }
 }
