@@ -81,3 +81,34 @@ fn tcp_latency_row_and_perftest_flags_that_do_not_apply() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("-l/--post_list: is an RDMA knob"), "{}", text(&out.stderr));
 }
+
+/// Two hosts of the test bed over ssh (namespaces with real sshd): the
+/// workers start there, and the table's hosts are the names given.
+#[test]
+fn tcp_pair_across_two_ssh_hosts() {
+    let Some(bed) = common::testbed::Bed::up(2, &[]) else { return };
+    let bench = Bench::new();
+    let ssh_config = bed.ssh_config.to_str().unwrap();
+    let out = bench.run(&[
+        "pair",
+        "h1",
+        "h2",
+        "send",
+        "--transport",
+        "tcp",
+        "-s",
+        "64K",
+        "-D",
+        "0.5",
+        "--report-gbits",
+        "--ssh-config",
+        ssh_config,
+        "--no-save",
+        "--no-progress",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains(" Hosts           : h1 -> h2\n"), "{stdout}");
+    let rows = rows(&stdout, " #bytes     #iterations    BW peak[Gb/sec]");
+    assert!(rows.len() == 1 && rows[0][0] == 65536.0 && rows[0][1] > 0.0 && rows[0][3] > 0.0, "{stdout}");
+}
