@@ -36,7 +36,8 @@ Deviations from perftest:
   * BW peak is the best 100 ms interval of the window (a tenth of -D).
   * BW is in Gb/s (1e9 bit/s) with --report-gbits, else MB/sec = MiB/s (2^20 B/s)
     as perftest prints it. Latency is the half round trip (read: round trip), µs.
-  * The connection is always RC; -b runs both directions at once and reports the sum.
+  * The connection is always RC (-c RC, -F are accepted); -b runs both directions at
+    once and reports the sum.
 
 The full result (run.json, CSVs, report.html) goes to results/<UTC time>-pair-<op>/
 as for any run (--no-save: none).";
@@ -114,6 +115,12 @@ pub struct PairArgs {
     /// Threads the QPs are sharded over (perftest has one)
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
+    /// Connection type (perftest -c): RC, the only one fabricbench runs
+    #[arg(short = 'c', long = "connection", value_enum, default_value = "RC")]
+    pub connection: Connection,
+    /// Accepted for perftest's habit (-F: no cpufreq warning); fabricbench never warns
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
     /// Report BW in Gb/s (1e9 bit/s) instead of MB/sec (perftest --report_gbits)
     #[arg(long = "report-gbits", alias = "report_gbits")]
     pub report_gbits: bool,
@@ -188,6 +195,13 @@ pub enum AtomicType {
     FetchAndAdd,
     #[value(name = "CMP_AND_SWAP", alias = "cmp_and_swap")]
     CmpAndSwap,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Connection {
+    /// Reliable connected QPs
+    #[value(name = "RC", alias = "rc")]
+    Rc,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
