@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub mod pair;
+
 use crate::scenario::{parse_rate, Rule};
 
 const EXAMPLES: &str = "\
@@ -28,6 +30,9 @@ Examples:
   # acceptance of a rack: every pair in rounds, pairs under 93 % of the best fail,
   # suspects are retested alone, a JUnit file for CI
   fabricbench run scenarios/all-pairs.toml -H rack1 --check 'flow >= 93% of best' --export-junit checks.xml
+
+  # two hosts the perftest way (ib_write_bw -a -q 4 --report_gbits): a perftest-shaped table
+  fabricbench pair node01 node02 write -a -q 4 --report-gbits
 
   # re-render a results folder (report.html, summary.md, CSVs) from its run.json
   fabricbench report results/2026-11-30T08-24-42Z-fan-in
@@ -65,6 +70,9 @@ pub enum Command {
     /// Compare two results folders flow by flow; exit 3 when something got slower than the tolerance
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
+    /// Two hosts with perftest's flags and no scenario file; prints perftest's table
+    #[command(after_help = pair::EXAMPLES)]
+    Pair(Box<pair::PairArgs>),
     /// List this host's RDMA devices: ports, state, link layer, rate, MTU, firmware, NUMA node, GIDs
     Probe(ProbeArgs),
     /// The per-host worker (started by the launcher; reads its job on stdin)

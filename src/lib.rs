@@ -13,6 +13,7 @@ pub mod hostfile;
 pub mod launch;
 pub mod load;
 pub mod metrics;
+pub mod pair;
 pub mod plan;
 pub mod progress;
 pub mod report;

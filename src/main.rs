@@ -3,6 +3,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 
+use fabricbench::cli::pair::PairArgs;
 use fabricbench::cli::{
     Cli, Command, CompareArgs, HostsArgs, Inputs, LauncherKind, ProbeArgs, ReportArgs, RunArgs, SshArgs,
 };
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report_dir(&args),
         Command::Compare(args) => compare(&args),
         Command::Probe(args) => exit(probe(&args), RUN_FAILED),
+        Command::Pair(args) => pair(&args),
     }
 }
 
@@ -114,7 +116,13 @@ fn plan(inputs: &Inputs) -> anyhow::Result<()> {
 fn run(args: &RunArgs) -> ExitCode {
     let overrides = run::Overrides { duration: args.duration, warmup: args.warmup };
     let chosen = prepare(&args.inputs, &overrides).and_then(|(prepared, allocation)| {
-        let launch = launch_for(args, &prepared, allocation)?;
+        let flags = LaunchFlags {
+            launcher: args.launcher,
+            ssh: &args.ssh,
+            tree_radix: args.tree_radix,
+            srun_args: &args.srun_args,
+        };
+        let launch = launch_for(&flags, &prepared.hosts, allocation)?;
         Ok((prepared, launch))
     });
     let (prepared, launch) = match chosen {
@@ -139,16 +147,24 @@ fn run(args: &RunArgs) -> ExitCode {
     }
 }
 
+/// The flags that choose how workers start (`run`, `pair`).
+struct LaunchFlags<'a> {
+    launcher: LauncherKind,
+    ssh: &'a SshArgs,
+    tree_radix: Option<u16>,
+    srun_args: &'a [String],
+}
+
 /// Chooses how the workers start (see `--launcher`).
-fn launch_for(args: &RunArgs, prepared: &run::Prepared, allocation: Option<Allocation>) -> anyhow::Result<Launch> {
+fn launch_for(args: &LaunchFlags, hosts: &[Host], allocation: Option<Allocation>) -> anyhow::Result<Launch> {
     let slurm = |allocation: Allocation| -> anyhow::Result<Launch> {
-        allocation.check(&prepared.hosts)?;
-        Ok(Launch::Step(SlurmLauncher::new(this_exe()?, args.srun_args.clone(), allocation)))
+        allocation.check(hosts)?;
+        Ok(Launch::Step(SlurmLauncher::new(this_exe()?, args.srun_args.to_vec(), allocation)))
     };
     if let Some(radix) = args.tree_radix {
         return match args.launcher {
             LauncherKind::Auto | LauncherKind::Ssh => {
-                Ok(Launch::Tree { ssh: ssh_launcher(&args.ssh)?, radix: usize::from(radix) })
+                Ok(Launch::Tree { ssh: ssh_launcher(args.ssh)?, radix: usize::from(radix) })
             }
             other => anyhow::bail!(
                 "--tree-radix starts workers over ssh; it does not apply to --launcher {}",
@@ -161,12 +177,12 @@ fn launch_for(args: &RunArgs, prepared: &run::Prepared, allocation: Option<Alloc
         (LauncherKind::Slurm, None) => anyhow::bail!(
             "--launcher slurm runs inside a Slurm allocation, and SLURM_JOB_ID is not set: e.g. `salloc -N 4 fabricbench run …`, or fabricbench run in an sbatch script"
         ),
-        (LauncherKind::Auto, Some(a)) if a.check(&prepared.hosts).is_ok() => slurm(a),
-        (LauncherKind::Auto, _) if prepared.hosts.iter().all(is_this_machine) => {
+        (LauncherKind::Auto, Some(a)) if a.check(hosts).is_ok() => slurm(a),
+        (LauncherKind::Auto, _) if hosts.iter().all(is_this_machine) => {
             Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?))))
         }
         (LauncherKind::Local, _) => Ok(Launch::PerHost(Box::new(LocalLauncher::new(this_exe()?)))),
-        (LauncherKind::Auto | LauncherKind::Ssh, _) => Ok(Launch::PerHost(Box::new(ssh_launcher(&args.ssh)?))),
+        (LauncherKind::Auto | LauncherKind::Ssh, _) => Ok(Launch::PerHost(Box::new(ssh_launcher(args.ssh)?))),
     }
 }
 
@@ -312,4 +328,57 @@ fn execute(args: &RunArgs, prepared: run::Prepared, launch: &Launch, checks: Che
             _ => Ok(true),
         },
     }
+}
+
+/// `fabricbench pair`: the flags become a scenario, which runs like any
+/// other (same results folder); then perftest's table.
+fn pair(args: &PairArgs) -> ExitCode {
+    let (prepared, launch) = match prepare_pair(args) {
+        Ok(chosen) => chosen,
+        Err(e) => return exit(Err(e), BAD_INPUT),
+    };
+    let opts = RunOptions { scenario: prepared.scenario_file.clone(), port: args.port, progress: !args.no_progress };
+    let ran = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| runtime.block_on(run::run(prepared, &launch, &opts)));
+    let result = match ran {
+        Ok(result) => result,
+        Err(e) => return exit(Err(e), RUN_FAILED),
+    };
+    let saved = match args.no_save {
+        true => Ok(None),
+        false => report::results_dir::write(&result, &args.results).map(Some),
+    };
+    let exported = args.export_json.as_ref().map(|target| report::export_to(&JsonExporter, &result, target));
+    let table = report::perftest::render(&result, args.report_gbits);
+    match args.export_json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        true => eprint!("{table}"),
+        false => print!("{table}"),
+    }
+    match (saved, exported) {
+        (Err(e), _) | (_, Some(Err(e))) => return exit(Err(e.into()), RUN_FAILED),
+        (Ok(Some(dir)), _) => eprintln!("results: {}", dir.display()),
+        (Ok(None), _) => {}
+    }
+    match result.status {
+        RunStatus::Ok => ExitCode::SUCCESS,
+        RunStatus::Failed { error } => exit(Err(anyhow::anyhow!(error)), RUN_FAILED),
+    }
+}
+
+/// The pair's scenario, planned on its two hosts, and how they start.
+fn prepare_pair(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
+    let job = fabricbench::pair::build(args)?;
+    let plan = fabricbench::plan::build(&job.hosts, &job.scenario)
+        .map_err(|(field, message)| anyhow::anyhow!("`{}`: {message}", field.key))?;
+    // run.json names what made the run: this command line, in place of a scenario file.
+    let command: Vec<String> = std::iter::once("fabricbench".to_string()).chain(std::env::args().skip(1)).collect();
+    let prepared =
+        run::Prepared { scenario_file: command.join(" ").into(), scenario: job.scenario, hosts: job.hosts, plan };
+    let flags = LaunchFlags { launcher: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[] };
+    let launch = launch_for(&flags, &prepared.hosts, Allocation::from_env()?)?;
+    Ok((prepared, launch))
 }

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{read_json, run_json, text, Bench};
+use common::{perftest_rows, read_json, run_json, text, Bench};
 
 fn has_rdma() -> bool {
     let found = fabricbench::transport::rdma::probe()
@@ -186,4 +186,54 @@ fn three_vm_fan_in_over_ssh() {
     assert_eq!((receiver["rank"].as_u64(), receiver["senders"].as_u64()), (Some(0), Some(2)), "{receiver}");
     assert!(receiver["aggregate_gbps"].as_f64().unwrap() > 0.0, "{receiver}");
     assert_eq!(run["probes"].as_array().unwrap().len(), 3);
+}
+
+/// `fabricbench pair` on two local ranks over the device: perftest's -a
+/// (cut to 2..16 B for time), -b with events, and write latency, each a
+/// perftest-shaped table whose rows carry real numbers.
+#[test]
+fn pair_like_perftest() {
+    if !has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let pair = |extra: &[&str]| {
+        let mut args = vec!["pair", "localhost", "localhost"];
+        args.extend_from_slice(extra);
+        args.extend(["-D", "0.5", "--no-progress"]);
+        let out = bench.run(&args);
+        let stdout = common::text(&out.stdout);
+        assert!(out.status.success(), "{args:?}:\n{stdout}\n{}", common::text(&out.stderr));
+        stdout
+    };
+    let bw = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+
+    // Tiny messages: MB/sec (perftest's default unit) and the message rate show them best.
+    let out = pair(&["write", "-a", "--max-size", "16", "-q", "2", "-l", "4"]);
+    assert!(out.contains("RDMA_Write BW Test") && out.contains(" Number of qps   : 2\n"), "{out}");
+    // From rank 0's probe in run.json: the port the flow used (Soft-RoCE is Ethernet).
+    assert!(out.contains(" Link type       : Ethernet\n") && out.contains(" Mtu             : "), "{out}");
+    let rows = perftest_rows(&out, &bw.replace("Gb/sec", "MB/sec"));
+    assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), [2.0, 4.0, 8.0, 16.0], "{out}");
+    for r in &rows {
+        assert!(r.len() == 5 && r[1] > 0.0 && r[4] > 0.0 && r[2] >= r[3] - 0.01, "{r:?}\n{out}");
+    }
+    let run = read_json(&bench.result_dir().join("run.json"));
+    let phases = run["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 4);
+    for p in phases {
+        assert!(p["flows"][0]["tx_bytes"].as_u64().unwrap() > 0, "{p}");
+    }
+
+    let out = pair(&["send", "-s", "4K", "-b", "-e", "--report-gbits", "--no-save"]);
+    assert!(out.contains(" Hosts           : 127.0.0.1 <-> 127.0.0.2\n"), "{out}");
+    let rows = perftest_rows(&out, bw);
+    assert!(rows.len() == 1 && rows[0][0] == 4096.0 && rows[0][1] > 0.0 && rows[0][3] > 0.0, "{out}");
+
+    let out = pair(&["write_lat", "--no-save"]);
+    assert!(out.contains("RDMA_Write Latency Test") && out.contains("half round trip"), "{out}");
+    let rows = perftest_rows(&out, " #bytes #iterations    t_min[usec]");
+    let r = &rows[0];
+    assert!(rows.len() == 1 && r.len() == 9 && r[0] == 2.0 && r[1] > 0.0, "{out}");
+    assert!(r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[7] && r[7] <= r[3], "min <= typical <= p99 <= max: {r:?}");
 }

@@ -5,6 +5,7 @@
 
 use crate::result::{Checked, PhaseResult, RankProbe, RunResult};
 use crate::scenario::Transport;
+use crate::transport::rdma::inventory::port_used;
 
 /// One port's line rate and where it came from, for the check's note.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,8 +72,8 @@ impl<'a> LineRates<'a> {
         }
     }
 
-    /// The probed port `rank` uses for `group`: the group's `device`/`port`,
-    /// or (as the transport picks them) the first device and port that are ACTIVE.
+    /// The probed port `rank` uses for `group` (its `device`/`port`, or as
+    /// the transport picks them).
     fn port(&self, phase: &PhaseResult, rank: usize, group: &str) -> Result<LineRate, String> {
         let transport = phase.groups.iter().find(|g| g.name == group).map(|g| g.transport);
         if transport != Some(Transport::Rdma) {
@@ -91,13 +92,7 @@ impl<'a> LineRates<'a> {
         }
         let rdma = self.run.scenario.groups.iter().find(|g| g.name == group).and_then(|g| g.rdma.as_ref());
         let (device, port) = (rdma.and_then(|r| r.device.as_deref()), rdma.and_then(|r| r.port));
-        let active = |state: &str| state == "ACTIVE";
-        let found = probe
-            .devices
-            .iter()
-            .filter(|d| device.is_none_or(|name| d.name == name))
-            .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-            .find(|(_, p)| port.map_or(active(&p.state), |n| p.port == n));
+        let found = port_used(&probe.devices, device, port);
         let (d, p) = found.ok_or_else(|| {
             format!(
                 "{} (rank {rank}) has no {} {}",

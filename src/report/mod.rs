@@ -7,6 +7,7 @@ mod csv_files;
 mod html;
 mod junit;
 mod labels;
+pub mod perftest;
 mod rdma_counters;
 pub mod results_dir;
 mod tables;

@@ -180,3 +180,14 @@ pub fn fan_in(duration: &str) -> String {
 
 pub mod ranks;
 pub mod testbed;
+
+/// The numbers of a `fabricbench pair` table's rows, one Vec per row, between the column titles and the closing line.
+pub fn perftest_rows(stdout: &str, titles: &str) -> Vec<Vec<f64>> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let start = lines.iter().position(|l| l.starts_with(titles)).unwrap_or_else(|| panic!("no titles:\n{stdout}"));
+    lines[start + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with("---"))
+        .map(|l| l.split_whitespace().map(|v| v.parse().unwrap_or_else(|_| panic!("`{v}` in `{l}`"))).collect())
+        .collect()
+}

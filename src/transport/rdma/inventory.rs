@@ -51,6 +51,21 @@ impl RdmaInventory {
     }
 }
 
+/// The port a flow uses among a host's `devices`: the asked device and
+/// port, else (as the transport picks them) the first device and port that
+/// are ACTIVE.
+pub fn port_used<'a>(
+    devices: &'a [InventoryDevice],
+    device: Option<&str>,
+    port: Option<u8>,
+) -> Option<(&'a InventoryDevice, &'a InventoryPort)> {
+    devices
+        .iter()
+        .filter(|d| device.is_none_or(|name| d.name == name))
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+        .find(|(_, p)| port.map_or(p.state == "ACTIVE", |n| p.port == n))
+}
+
 impl From<&ProbeReport> for RdmaInventory {
     fn from(report: &ProbeReport) -> RdmaInventory {
         let devices = report

@@ -1,0 +1,257 @@
+//! `fabricbench pair`: two hosts, perftest's flags, no scenario file.
+//! The flags keep perftest's letters and meanings (ib_write_bw -h); the
+//! translation into a scenario is in `crate::pair`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::{LauncherKind, SshArgs};
+use crate::scenario::{Op, Transport};
+use crate::units::ByteSize;
+
+pub const EXAMPLES: &str = "\
+Examples:
+  # ib_write_bw -a -q 4 -l 16 -d mlx5_0 -x 3 --report_gbits, between two hosts over ssh
+  fabricbench pair node01 node02 write -a -q 4 -l 16 -d mlx5_0 -x 3 --report-gbits
+
+  # ib_read_lat: 2-byte reads one at a time (the full round trip, like ib_read_lat)
+  fabricbench pair node01 node02 read_lat
+
+  # two ranks on this machine (Soft-RoCE, or a NIC in loopback), sizes 2 B .. 64 KiB, 0.5 s each
+  fabricbench pair localhost localhost write -a --max-size 64K -D 0.5
+
+  # node01 -> node02 over TCP sockets, for comparison (-q = parallel connections)
+  fabricbench pair node01 node02 send -s 1M --transport tcp -q 4
+
+OP is write, read, send, write_imm, send_imm, atomic (fetch-and-add; -A CMP_AND_SWAP
+for compare-and-swap), fetch_add or cmp_swap; write_lat, read_lat and send_lat (or
+--lat) measure latency like ib_*_lat. HOST_A initiates (perftest's client), HOST_B
+is the target (perftest's server); rank 0, the coordinator, runs on HOST_A.
+
+Deviations from perftest:
+  * Every size runs for a time window, -D (default 1 s, after a 200 ms warm-up),
+    not for -n iterations: #iterations is what completed in the window (all QPs).
+  * BW peak is the best 100 ms interval of the window (a tenth of -D).
+  * BW is in Gb/s (1e9 bit/s) with --report-gbits, else MB/sec = MiB/s (2^20 B/s)
+    as perftest prints it. Latency is the half round trip (read: round trip), µs.
+  * The connection is always RC (-c RC, -F are accepted); -b runs both directions at
+    once and reports the sum.
+
+The full result (run.json, CSVs, report.html) goes to results/<UTC time>-pair-<op>/
+as for any run (--no-save: none).";
+
+#[derive(Debug, Args)]
+pub struct PairArgs {
+    /// The initiating host (perftest's client): an ssh destination, or
+    /// `localhost` for a local rank. Rank 0 (the coordinator) runs here
+    pub host_a: String,
+    /// The target host (perftest's server); `localhost localhost` runs two
+    /// local ranks on 127.0.0.1 and 127.0.0.2
+    pub host_b: String,
+    /// What to measure: write, read, send, write_imm, send_imm, atomic,
+    /// fetch_add, cmp_swap; write_lat, read_lat, send_lat for latency
+    #[arg(value_parser = PairOp::parse, value_name = "OP")]
+    pub op: PairOp,
+    /// Latency (ping-pong) instead of bandwidth, like ib_*_lat
+    #[arg(long)]
+    pub lat: bool,
+    /// Message size (perftest -s; default 65536, latency 2); a comma list
+    /// runs one size after another, e.g. 4K,64K,1M
+    #[arg(short, long, value_delimiter = ',', value_parser = ByteSize::parse, value_name = "SIZE")]
+    pub size: Vec<ByteSize>,
+    /// Every size from 2 B to 8 MiB, powers of two (perftest -a)
+    #[arg(short = 'a', long, conflicts_with = "size")]
+    pub all: bool,
+    /// With -a: stop at this size (e.g. 64K), to keep a sweep short
+    #[arg(long, requires = "all", value_parser = ByteSize::parse, value_name = "SIZE")]
+    pub max_size: Option<ByteSize>,
+    /// Seconds each size runs (perftest -D; "500ms" works too). Default 1
+    #[arg(short = 'D', long, value_parser = parse_seconds, value_name = "SECONDS")]
+    pub duration: Option<Duration>,
+    /// Traffic before each size's window opens, not counted
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub warmup: Duration,
+    /// perftest's iteration count: not supported (every size runs for -D)
+    #[arg(short = 'n', long = "iters", value_name = "ITERS")]
+    pub iters: Option<u64>,
+    /// RC QPs (perftest -q); TCP: parallel connections
+    #[arg(short = 'q', long = "qp", value_name = "N")]
+    pub qps: Option<u32>,
+    /// WRs per doorbell (perftest -l)
+    #[arg(short = 'l', long = "post_list", alias = "post-list", value_name = "N")]
+    pub post_list: Option<u32>,
+    /// Outstanding sends per QP (perftest -t, 128)
+    #[arg(short = 't', long = "tx-depth", value_name = "N")]
+    pub tx_depth: Option<u32>,
+    /// Receives kept posted per QP for send and write_imm (perftest -r, 512)
+    #[arg(short = 'r', long = "rx-depth", value_name = "N")]
+    pub rx_depth: Option<u32>,
+    /// Largest message sent inline (perftest -I; default 0, latency 220)
+    #[arg(short = 'I', long = "inline_size", alias = "inline-size", value_name = "BYTES")]
+    pub inline_size: Option<u32>,
+    /// Signal a completion every N WRs (perftest -Q / --cq-mod, 100)
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
+    pub cq_moderation: Option<u32>,
+    /// Sleep on completion events instead of busy polling (perftest -e)
+    #[arg(short = 'e', long)]
+    pub events: bool,
+    /// Both directions at once; the table shows their sum (perftest -b)
+    #[arg(short = 'b', long)]
+    pub bidirectional: bool,
+    /// RDMA device on both hosts (perftest -d; default: the first with an ACTIVE port)
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    pub device: Option<String>,
+    /// Port of the device (perftest -i; default: its first ACTIVE port)
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
+    pub ib_port: Option<u8>,
+    /// GID index (perftest -x; default: RoCE v2 + IPv4 first, like perftest)
+    #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
+    pub gid_index: Option<u32>,
+    /// With OP atomic: FETCH_AND_ADD (default) or CMP_AND_SWAP (perftest -A)
+    #[arg(short = 'A', long = "atomic_type", alias = "atomic-type", value_enum, value_name = "TYPE")]
+    pub atomic_type: Option<AtomicType>,
+    /// Threads the QPs are sharded over (perftest has one)
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Connection type (perftest -c): RC, the only one fabricbench runs
+    #[arg(short = 'c', long = "connection", value_enum, default_value = "RC")]
+    pub connection: Connection,
+    /// Accepted for perftest's habit (-F: no cpufreq warning); fabricbench never warns
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    /// Report BW in Gb/s (1e9 bit/s) instead of MB/sec (perftest --report_gbits)
+    #[arg(long = "report-gbits", alias = "report_gbits")]
+    pub report_gbits: bool,
+    /// rdma (verbs, RC) or tcp (socket streams, OP send only)
+    #[arg(long, value_enum, default_value = "rdma")]
+    pub transport: PairTransport,
+    /// How the two workers start (auto: local when both hosts are this machine, else ssh)
+    #[arg(long, value_enum, default_value_t = LauncherKind::Auto)]
+    pub launcher: LauncherKind,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+    /// TCP port of rank 0's coordinator, the out-of-band exchange (perftest -p; 0 = any free port)
+    #[arg(short = 'p', long, default_value_t = 0)]
+    pub port: u16,
+    /// Folder under which the run's results folder is made
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Do not write a results folder
+    #[arg(long)]
+    pub no_save: bool,
+    /// Write the full result (run.json schema) to FILE, `-` for stdout (the table then goes to stderr)
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// No progress bars or progress lines
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// The OP argument: an operation, and whether it names a latency test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairOp {
+    pub op: OpName,
+    pub latency: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpName {
+    Op(Op),
+    /// perftest's ib_atomic_bw: fetch-and-add unless -A CMP_AND_SWAP.
+    Atomic,
+}
+
+impl PairOp {
+    /// `write`, `write_lat`, `write-lat`, `atomic`, `fetch_add`, …
+    pub fn parse(text: &str) -> Result<PairOp, String> {
+        let (name, latency) = match text.strip_suffix("_lat").or_else(|| text.strip_suffix("-lat")) {
+            Some(name) => (name, true),
+            None => (text, false),
+        };
+        let op = match name.replace('-', "_").as_str() {
+            "write" => OpName::Op(Op::Write),
+            "read" => OpName::Op(Op::Read),
+            "send" => OpName::Op(Op::Send),
+            "write_imm" => OpName::Op(Op::WriteImm),
+            "send_imm" => OpName::Op(Op::SendImm),
+            "fetch_add" => OpName::Op(Op::FetchAdd),
+            "cmp_swap" => OpName::Op(Op::CmpSwap),
+            "atomic" => OpName::Atomic,
+            _ => {
+                return Err(format!(
+                    "`{text}` is not an operation; use write, read, send, write_imm, send_imm, atomic, fetch_add, cmp_swap (add _lat for latency: write_lat, read_lat, send_lat)"
+                ))
+            }
+        };
+        Ok(PairOp { op, latency })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AtomicType {
+    #[value(name = "FETCH_AND_ADD", alias = "fetch_and_add")]
+    FetchAndAdd,
+    #[value(name = "CMP_AND_SWAP", alias = "cmp_and_swap")]
+    CmpAndSwap,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Connection {
+    /// Reliable connected QPs
+    #[value(name = "RC", alias = "rc")]
+    Rc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PairTransport {
+    Rdma,
+    Tcp,
+}
+
+impl PairTransport {
+    pub fn scenario(self) -> Transport {
+        match self {
+            PairTransport::Rdma => Transport::Rdma,
+            PairTransport::Tcp => Transport::Tcp,
+        }
+    }
+}
+
+/// perftest's -D is whole seconds; fractions and humantime ("500ms") work too.
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let parsed = match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        Ok(_) => Err(String::new()),
+        Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string()),
+    };
+    match parsed {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("`{text}` is not a duration; give seconds (e.g. 2, 0.5) or e.g. 500ms")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_parse_like_perftest_tool_names() {
+        assert_eq!(PairOp::parse("write").unwrap(), PairOp { op: OpName::Op(Op::Write), latency: false });
+        assert_eq!(PairOp::parse("read_lat").unwrap(), PairOp { op: OpName::Op(Op::Read), latency: true });
+        assert_eq!(PairOp::parse("send-lat").unwrap(), PairOp { op: OpName::Op(Op::Send), latency: true });
+        assert_eq!(PairOp::parse("write-imm").unwrap().op, OpName::Op(Op::WriteImm));
+        assert_eq!(PairOp::parse("atomic").unwrap().op, OpName::Atomic);
+        assert!(PairOp::parse("wirte").unwrap_err().contains("not an operation"));
+    }
+
+    #[test]
+    fn seconds_like_perftest_or_humantime() {
+        assert_eq!(parse_seconds("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_seconds("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_seconds("300ms").unwrap(), Duration::from_millis(300));
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_seconds("soon").is_err());
+    }
+}

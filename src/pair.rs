@@ -1,0 +1,335 @@
+//! `fabricbench pair`: perftest's flags become a scenario in memory — one
+//! flow HOST_A → HOST_B (both ways with -b), one phase per message size —
+//! which then runs like any scenario file, with the same results folder.
+
+use std::time::Duration;
+
+use crate::cli::pair::{AtomicType, OpName, PairArgs, PairTransport};
+use crate::hostfile::Host;
+use crate::load::placement::Numa;
+use crate::scenario::sweep::{Parameter, SweepSpec, Value};
+use crate::scenario::{GroupSpec, Mode, Op, Pattern, RunSpec, Scenario};
+use crate::transport::rdma::{CompletionMode, RdmaError, RdmaMode, RdmaParams};
+use crate::units::ByteSize;
+
+/// How long each size runs without -D (perftest runs 5000 iterations: a
+/// fraction of a second on a NIC, so a second is comparable and steadier).
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(1);
+/// Samples per window: BW peak is the best of them.
+const INTERVALS: u32 = 10;
+/// The shortest window that still gives ten 1 ms samples.
+const MIN_DURATION: Duration = Duration::from_millis(10);
+/// perftest -a: 2 B … 8 MiB.
+const ALL_MIN: u64 = 2;
+const ALL_MAX: u64 = 8 << 20;
+
+/// The run `pair` asks for: a scenario and its two hosts, rank 0 first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairJob {
+    pub scenario: Scenario,
+    pub hosts: Vec<Host>,
+}
+
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("{flag}: {reason}")]
+pub struct PairError {
+    pub flag: &'static str,
+    pub reason: String,
+}
+
+fn bad<T>(flag: &'static str, reason: impl Into<String>) -> Result<T, PairError> {
+    Err(PairError { flag, reason: reason.into() })
+}
+
+/// Turns the flags into a scenario; every error names the flag.
+pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
+    if args.iters.is_some() {
+        return bad(
+            "-n/--iters",
+            "fabricbench runs each size for a time window, not a count of iterations; use -D SECONDS (default 1)",
+        );
+    }
+    let op = operation(args)?;
+    let latency = args.op.latency || args.lat;
+    if latency && args.bidirectional {
+        return bad("-b/--bidirectional", "latency ping-pong already goes both ways; drop -b");
+    }
+    let duration = args.duration.unwrap_or(DEFAULT_DURATION);
+    if duration < MIN_DURATION {
+        return bad("-D/--duration", format!("must be at least {}", humantime::format_duration(MIN_DURATION)));
+    }
+    let sizes = sizes(args, op)?;
+    let mode = if latency { Mode::Latency } else { Mode::Bandwidth };
+    let (rdma, streams) = match args.transport {
+        PairTransport::Rdma => (Some(rdma_knobs(args)?), 1),
+        PairTransport::Tcp => (None, tcp_streams(args, op, latency)?),
+    };
+    if let Some(knobs) = &rdma {
+        let default = [ByteSize(knobs.message_size)];
+        for size in if sizes.is_empty() { &default[..] } else { &sizes[..] } {
+            let point = RdmaParams {
+                op: op.rdma(),
+                mode: if latency { RdmaMode::Latency } else { RdmaMode::Bandwidth },
+                message_size: size.bytes(),
+                ..knobs.clone()
+            };
+            point.validate().map_err(flag_of)?;
+        }
+    }
+    let name = format!("pair-{}{}", op.rdma().name(), if latency { "_lat" } else { "" });
+    let group = GroupSpec {
+        name: "pair".to_string(),
+        pattern: Pattern::Pairwise,
+        transport: args.transport.scenario(),
+        op: Some(op),
+        mode,
+        message_size: (sizes.len() == 1).then(|| sizes[0]),
+        streams,
+        senders: None,
+        receivers: None,
+        ranks: None,
+        flows: Some(vec![[0, 1]]),
+        bidirectional: args.bidirectional,
+        allow_self: false,
+        rdma,
+        cores: None,
+        numa: Numa::default(), // as a scenario that does not say
+    };
+    let sweep = (sizes.len() > 1).then(|| SweepSpec {
+        parameter: Parameter::MessageSize,
+        values: sizes.iter().map(|s| Value::Number(s.bytes())).collect(),
+        group: None,
+        baseline: None,
+    });
+    let run = RunSpec { name, duration, warmup: args.warmup, interval: duration / INTERVALS };
+    let scenario = Scenario { run, groups: vec![group], check: Default::default(), stress: Vec::new(), sweep };
+    Ok(PairJob { scenario, hosts: hosts(&args.host_a, &args.host_b)? })
+}
+
+/// OP with -A applied.
+fn operation(args: &PairArgs) -> Result<Op, PairError> {
+    match (args.op.op, args.atomic_type) {
+        (OpName::Atomic, None | Some(AtomicType::FetchAndAdd)) => Ok(Op::FetchAdd),
+        (OpName::Atomic, Some(AtomicType::CmpAndSwap)) => Ok(Op::CmpSwap),
+        (OpName::Op(op), None) => Ok(op),
+        (OpName::Op(_), Some(_)) => bad("-A/--atomic_type", "applies to OP atomic only"),
+    }
+}
+
+/// The sizes to run, in order; empty: the default size (perftest's).
+fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
+    if op.rdma().is_atomic() && (args.all || !args.size.is_empty()) {
+        return bad(if args.all { "-a/--all" } else { "-s/--size" }, "atomics always move 8 bytes");
+    }
+    if !args.all {
+        if let Some(zero) = args.size.iter().find(|s| s.bytes() == 0) {
+            return bad("-s/--size", format!("{zero}: a message needs at least 1 byte"));
+        }
+        return Ok(args.size.clone());
+    }
+    let max = args.max_size.map_or(ALL_MAX, ByteSize::bytes);
+    if max < ALL_MIN {
+        return bad("--max-size", format!("must be at least {ALL_MIN} bytes"));
+    }
+    Ok(std::iter::successors(Some(ALL_MIN), |s| Some(s * 2)).take_while(|&s| s <= max).map(ByteSize).collect())
+}
+
+/// perftest's knobs for the [group.rdma] table (op, mode and size live on the group).
+fn rdma_knobs(args: &PairArgs) -> Result<RdmaParams, PairError> {
+    let d = RdmaParams::default();
+    if args.device.as_deref() == Some("") {
+        return bad("-d/--ib-dev", "names a device, e.g. mlx5_0 (see `fabricbench probe`)");
+    }
+    Ok(RdmaParams {
+        qps: args.qps.unwrap_or(d.qps),
+        tx_depth: args.tx_depth.unwrap_or(d.tx_depth),
+        rx_depth: args.rx_depth.unwrap_or(d.rx_depth),
+        post_list: args.post_list.unwrap_or(d.post_list),
+        cq_moderation: args.cq_moderation.unwrap_or(d.cq_moderation),
+        inline_size: args.inline_size,
+        completion: if args.events { CompletionMode::Event } else { CompletionMode::Busy },
+        device: args.device.clone(),
+        port: args.ib_port,
+        gid_index: args.gid_index,
+        threads: args.threads.unwrap_or(d.threads),
+        ..d
+    })
+}
+
+/// TCP streams `send` only; -q is its parallel connections; verbs knobs are errors.
+fn tcp_streams(args: &PairArgs, op: Op, latency: bool) -> Result<u32, PairError> {
+    if op != Op::Send {
+        return bad("OP", "--transport tcp streams `send` only; write, read and atomics are RDMA operations");
+    }
+    let verbs_only = [
+        ("-l/--post_list", args.post_list.is_some()),
+        ("-t/--tx-depth", args.tx_depth.is_some()),
+        ("-r/--rx-depth", args.rx_depth.is_some()),
+        ("-I/--inline_size", args.inline_size.is_some()),
+        ("-Q/--cq-mod", args.cq_moderation.is_some()),
+        ("-e/--events", args.events),
+        ("-d/--ib-dev", args.device.is_some()),
+        ("-i/--ib-port", args.ib_port.is_some()),
+        ("-x/--gid-index", args.gid_index.is_some()),
+        ("--threads", args.threads.is_some()),
+    ];
+    if let Some((flag, _)) = verbs_only.iter().find(|(_, given)| *given) {
+        return bad(flag, "is an RDMA knob; it does not apply to --transport tcp");
+    }
+    match args.qps {
+        Some(0) => bad("-q/--qp", "must be at least 1"),
+        Some(n) if latency && n != 1 => bad("-q/--qp", format!("latency ping-pong runs one connection, not {n}")),
+        Some(n) => Ok(n),
+        None => Ok(1),
+    }
+}
+
+/// Names the flag behind an invalid RDMA parameter.
+fn flag_of(e: RdmaError) -> PairError {
+    let RdmaError::InvalidParam { field, reason } = e else {
+        return PairError { flag: "OP", reason: e.to_string() };
+    };
+    let flag = match field {
+        "message_size" => "-s/--size",
+        "qps" => "-q/--qp",
+        "tx_depth" => "-t/--tx-depth",
+        "rx_depth" => "-r/--rx-depth",
+        "post_list" => "-l/--post_list",
+        "cq_moderation" => "-Q/--cq-mod",
+        "threads" => "--threads",
+        "op" => "OP",
+        other => other,
+    };
+    PairError { flag, reason }
+}
+
+/// HOST_A and HOST_B as ranks 0 and 1; `localhost` twice is two local
+/// ranks on their own loopback addresses (as hostfiles/local has them).
+fn hosts(a: &str, b: &str) -> Result<Vec<Host>, PairError> {
+    for (flag, name) in [("HOST_A", a), ("HOST_B", b)] {
+        if name.trim().is_empty() || name.contains(char::is_whitespace) {
+            return bad(flag, format!("`{name}` is not a host name"));
+        }
+    }
+    let local = |h: &str| h.eq_ignore_ascii_case("localhost");
+    if local(a) && local(b) {
+        return Ok(vec![Host::named("127.0.0.1"), Host::named("127.0.0.2")]);
+    }
+    if a == b {
+        return bad(
+            "HOST_B",
+            format!("is HOST_A again (`{a}`); give two hosts, or `localhost localhost` for two local ranks"),
+        );
+    }
+    Ok(vec![Host::named(a), Host::named(b)])
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::scenario::Transport;
+
+    fn job(line: &str) -> Result<PairJob, PairError> {
+        let argv = std::iter::once("fabricbench").chain(line.split_whitespace());
+        let Command::Pair(args) = Cli::try_parse_from(argv).expect("flags parse").command else { panic!("not pair") };
+        build(&args)
+    }
+
+    fn sweep_sizes(s: &Scenario) -> Vec<u64> {
+        let values = &s.sweep.as_ref().expect("a size sweep").values;
+        values.iter().map(|v| if let Value::Number(n) = v { *n } else { panic!("{v}") }).collect()
+    }
+
+    #[test]
+    fn the_issue_example_maps_every_flag() {
+        let j = job("pair node01 node02 write -a -q 4 -l 16 -d mlx5_0 -x 3 --report-gbits -F -c RC").unwrap();
+        assert_eq!(j.hosts, vec![Host::named("node01"), Host::named("node02")]);
+        let s = &j.scenario;
+        assert_eq!(s.run.name, "pair-write");
+        assert_eq!((s.run.duration, s.run.interval), (DEFAULT_DURATION, DEFAULT_DURATION / 10));
+        let g = &s.groups[0];
+        assert_eq!(
+            (g.pattern, g.transport, g.op, g.mode),
+            (Pattern::Pairwise, Transport::Rdma, Some(Op::Write), Mode::Bandwidth)
+        );
+        assert_eq!((g.flows.clone(), g.bidirectional, g.message_size), (Some(vec![[0, 1]]), false, None));
+        let r = g.rdma.as_ref().unwrap();
+        assert_eq!((r.qps, r.post_list, r.device.as_deref(), r.gid_index), (4, 16, Some("mlx5_0"), Some(3)));
+        assert_eq!((r.tx_depth, r.cq_moderation, r.completion), (128, 100, CompletionMode::Busy));
+        let sizes = sweep_sizes(s);
+        assert_eq!((sizes.len(), sizes[0], sizes[22]), (23, 2, 8 << 20), "perftest -a: 2^1 .. 2^23");
+        assert_eq!(s.sweep.as_ref().unwrap().parameter, Parameter::MessageSize);
+    }
+
+    #[test]
+    fn sizes_depth_moderation_events_and_duration() {
+        let j = job("pair a b send -s 4K,64K -t 64 -r 256 -Q 8 -I 128 -e -b -D 0.5 -i 2 --threads 2 -q 2").unwrap();
+        let g = &j.scenario.groups[0];
+        assert_eq!(sweep_sizes(&j.scenario), [4096, 65536]);
+        assert!(g.bidirectional);
+        let r = g.rdma.as_ref().unwrap();
+        assert_eq!((r.tx_depth, r.rx_depth, r.cq_moderation, r.inline_size), (64, 256, 8, Some(128)));
+        assert_eq!((r.completion, r.port, r.threads), (CompletionMode::Event, Some(2), 2));
+        assert_eq!(j.scenario.run.duration, Duration::from_millis(500));
+        let one = job("pair a b read -s 1M").unwrap();
+        assert_eq!((one.scenario.sweep, one.scenario.groups[0].message_size), (None, Some(ByteSize(1 << 20))));
+        let capped = job("pair a b write -a --max-size 64K").unwrap();
+        assert_eq!(sweep_sizes(&capped.scenario).last(), Some(&65536));
+    }
+
+    #[test]
+    fn latency_ops_and_atomics() {
+        for line in ["pair a b write_lat", "pair a b write --lat"] {
+            let g = job(line).unwrap().scenario.groups[0].clone();
+            assert_eq!((g.mode, g.op, g.message_size), (Mode::Latency, Some(Op::Write), None), "{line}");
+        }
+        assert_eq!(job("pair a b read_lat").unwrap().scenario.run.name, "pair-read_lat");
+        assert_eq!(job("pair a b atomic").unwrap().scenario.groups[0].op, Some(Op::FetchAdd));
+        assert_eq!(job("pair a b atomic -A CMP_AND_SWAP").unwrap().scenario.groups[0].op, Some(Op::CmpSwap));
+    }
+
+    #[test]
+    fn localhost_twice_is_two_loopback_ranks() {
+        let j = job("pair localhost localhost write").unwrap();
+        assert_eq!(j.hosts, vec![Host::named("127.0.0.1"), Host::named("127.0.0.2")]);
+        assert_eq!(job("pair n1 n1 write").unwrap_err().flag, "HOST_B");
+    }
+
+    #[test]
+    fn tcp_maps_qp_to_streams_and_refuses_verbs_knobs() {
+        let g = job("pair a b send --transport tcp -q 4 -s 1M").unwrap().scenario.groups[0].clone();
+        assert_eq!((g.transport, g.streams, g.rdma), (Transport::Tcp, 4, None));
+        assert_eq!(job("pair a b send --transport tcp -l 8").unwrap_err().flag, "-l/--post_list");
+        assert_eq!(job("pair a b write --transport tcp").unwrap_err().flag, "OP");
+    }
+
+    #[test]
+    fn errors_name_the_flag() {
+        let e = job("pair a b write -n 5000").unwrap_err();
+        assert!(e.flag == "-n/--iters" && e.reason.contains("-D"), "{e}");
+        assert_eq!(job("pair a b write_lat -q 2").unwrap_err().flag, "-q/--qp");
+        assert_eq!(job("pair a b write -l 256").unwrap_err().flag, "-l/--post_list");
+        assert_eq!(job("pair a b atomic -a").unwrap_err().flag, "-a/--all");
+        assert_eq!(job("pair a b write -A CMP_AND_SWAP").unwrap_err().flag, "-A/--atomic_type");
+        assert_eq!(job("pair a b write_lat -b").unwrap_err().flag, "-b/--bidirectional");
+        assert_eq!(job("pair a b write -D 5ms").unwrap_err().flag, "-D/--duration");
+        assert_eq!(job("pair a b write -a --max-size 1").unwrap_err().flag, "--max-size");
+        let e = job("pair a b write -a --max-size 1").unwrap_err().to_string();
+        assert_eq!(e, "--max-size: must be at least 2 bytes");
+    }
+
+    #[test]
+    fn the_scenario_plans_one_phase_per_size() {
+        let j = job("pair a b write -s 2,4K,1M -b").unwrap();
+        let plan = crate::plan::build(&j.hosts, &j.scenario).unwrap();
+        assert_eq!(plan.phases.len(), 3);
+        for (phase, size) in plan.phases.iter().zip([2, 4096, 1 << 20]) {
+            assert_eq!(phase.groups[0].rdma.as_ref().unwrap().message_size, size);
+            let flows: Vec<(usize, usize)> = phase.flows.iter().map(|f| (f.src, f.dst)).collect();
+            assert_eq!(flows, [(0, 1), (1, 0)]);
+        }
+    }
+}
