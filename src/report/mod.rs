@@ -86,8 +86,8 @@ impl Exporter for MarkdownExporter {
                 out += &markdown_table(table);
             }
         }
-        if let Some(sweep) = tables::sweep_table(run) {
-            out += &markdown_table(&sweep);
+        for table in tables::sweep_tables(run) {
+            out += &markdown_table(&table);
         }
         out += &format!("{}\n", status_line(run));
         Ok(out.into_bytes())
