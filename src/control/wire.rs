@@ -16,7 +16,7 @@ use crate::transport::rdma::RdmaEndpoint;
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A worker's first frame. The token is checked before anything else.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,8 +41,11 @@ pub enum Side {
 /// How a peer reaches one end of a flow.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Endpoint {
-    Tcp { addr: SocketAddr },
-    Rdma(RdmaEndpoint),
+    Tcp {
+        addr: SocketAddr,
+    },
+    /// One endpoint per rail (device) of the flow, in rail order.
+    Rdma(Vec<RdmaEndpoint>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

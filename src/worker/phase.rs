@@ -39,14 +39,15 @@ enum Opening {
     Listen(tcp::Listener),
     /// TCP sender: dials once the receiver's address is known.
     Dial,
-    /// RDMA: QPs in INIT, waiting for the peer's QP numbers.
-    Rdma(Box<rdma::PreparedFlow>),
+    /// RDMA: QPs in INIT, waiting for the peer's QP numbers; one flow per rail.
+    Rdma(Vec<rdma::PreparedFlow>),
 }
 
 /// One end of a flow, connected.
 pub enum Link {
     Tcp(Vec<TcpStream>),
-    Rdma(Box<rdma::ConnectedFlow>),
+    /// One connected flow per rail (device), each on its own thread.
+    Rdma(Vec<rdma::ConnectedFlow>),
 }
 
 /// The rank's ends of its flows, created and waiting for peers.
@@ -93,11 +94,20 @@ pub fn prepare(
         let publish = |endpoint| FlowEndpoint { flow, side, endpoint };
         let opening = match (&role.group.rdma, side) {
             (Some(params), _) => {
-                let prepared = rdma::prepare(params, rdma_side(side))
-                    .map(|p| p.with_label(format!("flow {flow} {}->{}", role.flow.src, role.flow.dst)))
+                let label = format!("flow {flow} {}->{}", role.flow.src, role.flow.dst);
+                let rails = params.rails();
+                let count = rails.len();
+                let prepared = rails
+                    .iter()
+                    .enumerate()
+                    .map(|(k, rail)| {
+                        let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
+                        rdma::prepare(rail, rdma_side(side)).map(|p| p.with_label(label))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
-                endpoints.push(publish(Endpoint::Rdma(prepared.endpoint())));
-                Opening::Rdma(Box::new(prepared))
+                endpoints.push(publish(Endpoint::Rdma(prepared.iter().map(|p| p.endpoint()).collect())));
+                Opening::Rdma(prepared)
             }
             (None, Side::Receiver) => {
                 let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp { flow, side, cause })?;
@@ -132,13 +142,18 @@ impl Prepared {
                 (Opening::Dial, Some(Endpoint::Tcp { addr })) => std::thread::spawn(move || {
                     tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map(Link::Tcp).map_err(tcp_err)
                 }),
-                (Opening::Rdma(prepared), Some(Endpoint::Rdma(endpoint))) => std::thread::spawn(move || {
-                    prepared.connect(&endpoint).map(|c| Link::Rdma(Box::new(c))).map_err(|cause| PhaseError::Rdma {
-                        flow,
-                        side,
-                        cause,
+                // Both ends split the flow into rails from the same group knobs: rail k meets rail k.
+                (Opening::Rdma(rails), Some(Endpoint::Rdma(peer))) if rails.len() == peer.len() => {
+                    std::thread::spawn(move || {
+                        rails
+                            .into_iter()
+                            .zip(&peer)
+                            .map(|(rail, endpoint)| rail.connect(endpoint))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map(Link::Rdma)
+                            .map_err(|cause| PhaseError::Rdma { flow, side, cause })
                     })
-                }),
+                }
                 _ => return Err(PhaseError::NoPeer { flow }),
             };
             pending.push((role, task));
@@ -178,7 +193,11 @@ impl Connected {
                         threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
                     }
                 }
-                Link::Rdma(flow) => threads.push(end.spawn_rdma(*flow, t0, stop.clone())),
+                Link::Rdma(rails) => {
+                    for rail in rails {
+                        threads.push(end.spawn_rdma(rail, t0, stop.clone()));
+                    }
+                }
             }
             ends.push(end);
         }
