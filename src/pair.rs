@@ -100,6 +100,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         values: sizes.iter().map(|s| Value::Number(s.bytes())).collect(),
         group: None,
         baseline: None,
+        by: None,
     });
     let run = RunSpec { name, duration, warmup: args.warmup, interval: duration / INTERVALS };
     let scenario = Scenario { run, groups: vec![group], check: Default::default(), stress: Vec::new(), sweep };

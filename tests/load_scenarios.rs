@@ -70,3 +70,38 @@ fn stress_sweep_reports_impact_ratios() {
     assert!(html.contains("× baseline per stress.threads"), "the impact chart");
     assert!(html.contains("<h4>Sweep of stress.threads (baseline 0)</h4>"), "the sweep table");
 }
+
+#[test]
+fn two_parameter_sweep_compares_each_column_with_its_baseline() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let scenario = bench.write(
+        "matrix.toml",
+        "[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\ninterval = \"250ms\"\n\
+         [[group]]\nname = \"in\"\npattern = \"fan-in\"\nsenders = \"1-2\"\n\
+         [sweep]\nparameter = \"streams\"\nvalues = [1, 2]\n\
+         [sweep.by]\nparameter = \"message_size\"\nvalues = [\"4K\", \"64K\"]\n",
+    );
+    let json = bench.dir.path().join("run.json");
+    let hosts = Path::new(env!("CARGO_MANIFEST_DIR")).join("hostfiles/local");
+    let args = [scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--export-json", json.to_str().unwrap()];
+    let out = bench.run(&[&["run", "--no-save"][..], &args].concat());
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let run = common::read_json(&json);
+    let sweep = &run["sweep"];
+    assert_eq!(sweep["by_parameter"], "message_size");
+    let points = sweep["points"].as_array().unwrap();
+    let cells: Vec<(&str, &str, bool)> = points
+        .iter()
+        .map(|p| (p["value"].as_str().unwrap(), p["by_value"].as_str().unwrap(), p["baseline"] == true))
+        .collect();
+    assert_eq!(cells, [("1", "4K", true), ("1", "64K", true), ("2", "4K", false), ("2", "64K", false)]);
+    for (p, base) in points[2..].iter().zip(&points[..2]) {
+        let (cell, base) = (&p["groups"][0], &base["groups"][0]);
+        let want = cell["value"].as_f64().unwrap() / base["value"].as_f64().unwrap();
+        assert!((cell["ratio"].as_f64().unwrap() - want).abs() < 1e-9, "against its own column: {p}");
+        assert!(cell["mpps"].as_f64().unwrap() > 0.0 && cell["max_worker_cpu_pct"].as_f64().unwrap() > 0.0);
+    }
+    let summary = common::text(&out.stdout);
+    assert!(summary.contains("in: Gb/s by streams × message_size"), "{summary}");
+}

@@ -3,6 +3,8 @@
 use std::path::Path;
 
 use fabricbench::plan::{self, Plan};
+use fabricbench::scenario::{Op, Transport};
+use fabricbench::transport::rdma::CompletionMode;
 use fabricbench::{hostfile, scenario};
 use proptest::prelude::*;
 
@@ -145,11 +147,85 @@ fn sweep_errors_name_the_field() {
     assert_eq!(e, "s.toml:7: [sweep]: field `baseline`: `3` is not one of the values");
     let e = sweep_plan(3, &format!("{FAN}[sweep]\nparameter = \"transport\"\nvalues = [\"carrier-pigeon\"]\n"))
         .unwrap_err();
-    assert_eq!(e, "s.toml:6: [sweep]: field `values`: `carrier-pigeon` is not a transport (valid: tcp)");
+    assert_eq!(e, "s.toml:6: [sweep]: field `values`: `carrier-pigeon` is not a transport (valid: tcp, rdma)");
     let e = sweep_plan(3, &format!("{FAN}[[stress]]\nload = 120\n")).unwrap_err();
     assert_eq!(e, "s.toml:5: stress 0: field `load`: 120 is not a duty cycle; use 1 to 100 (percent)");
     let e = sweep_plan(3, &format!("{FAN}[[stress]]\nranks = \"0-1\"\n[[stress]]\nranks = 1\n")).unwrap_err();
     assert_eq!(e, "s.toml:7: stress 1: field `ranks`: rank 1 already runs the stress of table 0");
+}
+
+const RDMA_FAN: &str = "[[group]]\nname = \"in\"\npattern = \"fan-in\"\ntransport = \"rdma\"\nmessage_size = 64\n";
+
+#[test]
+fn rdma_knobs_sweep_one_phase_per_point() {
+    let knob = |ph: &plan::Phase| ph.groups[0].rdma.clone().unwrap();
+    let p = sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"qps\"\nvalues = [1, 4]\n")).unwrap();
+    assert_eq!(p.phases.iter().map(|ph| knob(ph).qps).collect::<Vec<_>>(), [1, 4]);
+    let p = sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"completion\"\nvalues = [\"busy\", \"event\"]\n"))
+        .unwrap();
+    assert_eq!(knob(&p.phases[1]).completion, CompletionMode::Event);
+    assert_eq!(knob(&p.phases[1]).message_size, 64, "the group's own size stays");
+    for (parameter, value) in [("tx_depth", 32), ("cq_moderation", 8), ("inline_size", 64), ("rdma.post_list", 4)] {
+        let p =
+            sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"{parameter}\"\nvalues = [{value}]\n")).unwrap();
+        let k = knob(&p.phases[0]);
+        let got = [k.tx_depth, k.cq_moderation, k.inline_size.unwrap_or(0), k.post_list];
+        assert!(got.contains(&value), "{parameter}: {k:?}");
+    }
+}
+
+#[test]
+fn rdma_knob_sweep_errors_name_the_point() {
+    let e = sweep_plan(2, &format!("{FAN}[sweep]\nparameter = \"qps\"\nvalues = [2]\n")).unwrap_err();
+    assert_eq!(e, "s.toml:6: [sweep]: field `values`: sweeping `qps` needs an RDMA group (transport = \"rdma\")");
+    let text = format!("{RDMA_FAN}[group.rdma]\ntx_depth = 8\n[sweep]\nparameter = \"post_list\"\nvalues = [1, 16]\n");
+    let e = sweep_plan(2, &text).unwrap_err();
+    assert!(
+        e.contains(
+            "field `values`: group `in` at post_list=16: invalid RDMA parameter post_list: 16 must be 1..=tx_depth (8)"
+        ),
+        "{e}"
+    );
+    let e =
+        sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"completion\"\nvalues = [\"spin\"]\n")).unwrap_err();
+    assert!(e.ends_with("`spin` is not a completion mode (valid: busy, event)"), "{e}");
+}
+
+#[test]
+fn two_parameter_sweeps_make_a_phase_per_cell() {
+    let text = format!(
+        "{RDMA_FAN}[sweep]\nparameter = \"qps\"\nvalues = [1, 2]\nbaseline = 1\n[sweep.by]\nparameter = \"post_list\"\nvalues = [1, 8]\n"
+    );
+    let p = sweep_plan(2, &text).unwrap();
+    let names: Vec<&str> = p.phases.iter().map(|ph| ph.name.as_str()).collect();
+    assert_eq!(names, ["qps=1 post_list=1", "qps=1 post_list=8", "qps=2 post_list=1", "qps=2 post_list=8"]);
+    let cells: Vec<(u32, u32)> =
+        p.phases.iter().map(|ph| ph.groups[0].rdma.as_ref().map(|r| (r.qps, r.post_list)).unwrap()).collect();
+    assert_eq!(cells, [(1, 1), (1, 8), (2, 1), (2, 8)]);
+    // Each column has its own baseline row.
+    let baselines: Vec<bool> = p.phases.iter().map(|ph| ph.sweep.as_ref().unwrap().baseline).collect();
+    assert_eq!(baselines, [true, true, false, false]);
+    assert_eq!(p.phases[1].sweep.as_ref().unwrap().by.as_ref().unwrap().value, "8");
+
+    // TCP vs RDMA under stress: the RDMA op and knobs leave the TCP points.
+    let text =
+        "[[group]]\nname = \"in\"\npattern = \"fan-in\"\ntransport = \"rdma\"\nop = \"write\"\n[group.rdma]\nqps = 2\n\
+        [[stress]]\nranks = 0\n[sweep]\nparameter = \"stress.threads\"\nvalues = [0, 1]\n\
+        [sweep.by]\nparameter = \"transport\"\nvalues = [\"tcp\", \"rdma\"]\n";
+    let p = sweep_plan(2, text).unwrap();
+    let tcp = &p.phases[2].groups[0];
+    assert_eq!((tcp.transport, tcp.op, tcp.rdma.is_none()), (Transport::Tcp, Op::Send, true));
+    assert_eq!(p.phases[3].groups[0].rdma.as_ref().unwrap().qps, 2);
+    assert!(p.phases[0].stress.is_empty() && p.phases[3].stress.len() == 1);
+
+    let e = sweep_plan(
+        2,
+        &format!(
+            "{RDMA_FAN}[sweep]\nparameter = \"qps\"\nvalues = [1]\n[sweep.by]\nparameter = \"qps\"\nvalues = [2]\n"
+        ),
+    )
+    .unwrap_err();
+    assert_eq!(e, "s.toml:9: [sweep]: field `by`: sweeps `qps` twice; give the columns another parameter");
 }
 
 #[test]

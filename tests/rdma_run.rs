@@ -9,6 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{perftest_rows, read_json, run_json, text, Bench};
+use fabricbench::scenario::sweep::Value;
+use fabricbench::scenario::Transport;
 
 fn has_rdma() -> bool {
     let found = fabricbench::transport::rdma::probe()
@@ -236,4 +238,189 @@ fn pair_like_perftest() {
     let r = &rows[0];
     assert!(rows.len() == 1 && r.len() == 9 && r[0] == 2.0 && r[1] > 0.0, "{out}");
     assert!(r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[7] && r[7] <= r[3], "min <= typical <= p99 <= max: {r:?}");
+}
+
+/// A shipped scenario cut to a few seconds: 2 s phases (Soft-RoCE under
+/// emulation on a loaded host has stalled whole 1 s windows) and the first
+/// two values of each sweep axis (`values` replaces the first axis' when given).
+/// Runs it on local ranks; `None` (skipped) without an RDMA device.
+fn run_shortened(name: &str, values: Option<Vec<Value>>) -> Option<serde_json::Value> {
+    if !has_rdma() {
+        return None;
+    }
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut s, _) = fabricbench::scenario::load(&root.join("scenarios").join(name)).unwrap();
+    s.run.duration = Duration::from_secs(2);
+    s.run.warmup = Duration::from_millis(500);
+    s.run.interval = Duration::from_secs(1);
+    // Soft-RoCE under emulation drops packets of deep send queues and
+    // recovers only by retransmit timeouts (its completer_retry_err counter),
+    // which can idle a whole short window: keep 16 WRs in flight per QP.
+    for g in s.groups.iter_mut().filter(|g| g.transport == Transport::Rdma) {
+        g.rdma.get_or_insert_with(Default::default).tx_depth = 16;
+    }
+    let sweep = s.sweep.as_mut().expect("a sweep");
+    sweep.values = values.unwrap_or_else(|| sweep.values[..2].to_vec());
+    if let Some(by) = &mut sweep.by {
+        by.values.truncate(2);
+    }
+    let scenario = bench.write(name, &toml::to_string(&s).unwrap());
+    Some(run_json(&bench, &scenario, &root.join("hostfiles/local"), &[]))
+}
+
+/// The sweep's points, each checked: one phase each, complete, every cell
+/// with a value > 0 and a ratio > 0 (and ≤ `max_ratio`).
+fn checked_points(run: &serde_json::Value, points: usize, max_ratio: f64) -> Vec<serde_json::Value> {
+    let phases = run["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), points, "one phase per point");
+    assert!(phases.iter().all(|p| p["complete"] == true));
+    let rows = run["sweep"]["points"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), points, "one row per point");
+    for row in &rows {
+        let phase = &phases[row["phase"].as_u64().unwrap() as usize];
+        for cell in row["groups"].as_array().unwrap() {
+            assert!(cell["value"].as_f64().unwrap() > 0.0, "{row}\n{}", phase["flows"]);
+            let ratio = cell["ratio"].as_f64().unwrap_or_else(|| panic!("no impact ratio: {row}"));
+            assert!(ratio > 0.0 && ratio <= max_ratio, "{row}");
+            assert!(cell["max_worker_cpu_pct"].as_f64().unwrap() > 0.0, "CPU measured: {row}");
+        }
+    }
+    rows
+}
+
+#[test]
+fn tcp_vs_rdma_under_receiver_stress() {
+    // One burner: a VM's few vCPUs under emulation cannot spare four.
+    let Some(run) = run_shortened("tcp-vs-rdma-stress.toml", Some(vec![Value::Number(0), Value::Number(1)])) else {
+        return;
+    };
+    let rows = checked_points(&run, 4, 1.5);
+    assert_eq!(run["sweep"]["by_parameter"], "transport");
+    let cells: Vec<(&str, &str, bool)> = rows
+        .iter()
+        .map(|r| (r["value"].as_str().unwrap(), r["by_value"].as_str().unwrap(), r["groups"][0]["rdma"] == true))
+        .collect();
+    assert_eq!(cells, [("0", "tcp", false), ("0", "rdma", true), ("1", "tcp", false), ("1", "rdma", true)]);
+    // Each transport is compared with itself unstressed.
+    assert!(rows[..2].iter().all(|r| r["baseline"] == true && r["groups"][0]["ratio"] == 1.0));
+    for phase in &run["phases"].as_array().unwrap()[2..] {
+        let rank0 = &phase["ranks"][0];
+        let stress = &rank0["stress"];
+        let share = 100.0 / rank0["cpu"]["host_cores"].as_f64().unwrap();
+        assert!(stress["measured_load_pct"].as_f64().unwrap() >= share - 10.0, "{stress}");
+    }
+    // Every point moved data (checked_points: value > 0); single senders of
+    // three may starve for a 1 s window on two emulated vCPUs with a burner.
+}
+
+#[test]
+fn qps_by_post_list_message_rate_matrix() {
+    let Some(run) = run_shortened("qps-post-list.toml", None) else { return };
+    // More QPs may well beat one by more than 1.5×: only sanity here.
+    let rows = checked_points(&run, 4, 100.0);
+    let cells: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["value"].as_str().unwrap(), r["by_value"].as_str().unwrap())).collect();
+    assert_eq!(cells, [("1", "1"), ("1", "4"), ("2", "1"), ("2", "4")]);
+    for (row, phase) in rows.iter().zip(run["phases"].as_array().unwrap()) {
+        let mpps = row["groups"][0]["mpps"].as_f64().unwrap();
+        let flow = &phase["flows"][0];
+        assert!(mpps > 0.0 && (mpps - flow["msgs_per_s"].as_f64().unwrap() / 1e6).abs() < 1e-9, "{row}");
+        assert_eq!(flow["message_size"], 64);
+    }
+}
+
+#[test]
+fn busy_poll_vs_event_mode_cpu() {
+    let Some(run) = run_shortened("busy-vs-event.toml", None) else { return };
+    // On Soft-RoCE the NIC is the kernel: a spinning writer takes the CPU
+    // the NIC needs, and event mode can be several times faster. Sanity only.
+    let rows = checked_points(&run, 2, 10.0);
+    assert_eq!(rows[0]["value"], "busy");
+    assert_eq!(rows[1]["value"], "event");
+    for phase in run["phases"].as_array().unwrap() {
+        assert!(phase["aggregate_gbps"].as_f64().unwrap() > 0.0);
+        // The writer (rank 1) spent CPU; every rank's CPU is measured.
+        assert!(phase["ranks"][1]["cpu"]["worker_pct"].as_f64().unwrap() > 0.0, "{phase}");
+    }
+}
+
+/// Names of the devices with an ACTIVE port 1, sorted.
+fn active_devices() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.retain(|d| {
+        std::fs::read_to_string(format!("/sys/class/infiniband/{d}/ports/1/state")).is_ok_and(|s| s.contains("ACTIVE"))
+    });
+    names.sort();
+    names
+}
+
+/// Two devices for the multi-rail test: inside the project's throwaway VM
+/// (SOFTROCE_VM_INDEX set), which has only rxe0, a second Soft-RoCE device
+/// goes on a dummy interface; elsewhere the host's own devices.
+fn two_devices() -> Vec<String> {
+    if active_devices().len() < 2 && std::env::var("SOFTROCE_VM_INDEX").is_ok() {
+        let setup = "ip link add fbrail0 type dummy && ip addr add 10.88.0.1/24 dev fbrail0 \
+                     && ip link set fbrail0 up && rdma link add rxe1 type rxe netdev fbrail0";
+        let ok = std::process::Command::new("sh").args(["-c", setup]).status().is_ok_and(|s| s.success());
+        assert!(ok, "could not add rxe1 on a dummy interface");
+        for _ in 0..100 {
+            if active_devices().len() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    active_devices().into_iter().take(2).collect()
+}
+
+/// Packets a device sent (rxe's hw counter, else the IB port counter).
+fn sent_packets(device: &str) -> u64 {
+    let port = format!("/sys/class/infiniband/{device}/ports/1");
+    [format!("{port}/hw_counters/sent_pkts"), format!("{port}/counters/port_xmit_packets")]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no packet counter under {port}"))
+}
+
+/// Multi-rail: one flow's 4 QPs over two devices, two rails, both carry
+/// traffic (the devices' own counters), the flow counts both; an unknown
+/// device fails naming the rank's host, the name and what exists.
+#[test]
+fn multi_rail_spreads_qps_over_devices() {
+    if !has_rdma() {
+        return;
+    }
+    let devices = two_devices();
+    if devices.len() < 2 {
+        eprintln!("SKIP: multi-rail needs two ACTIVE RDMA devices, found {devices:?}");
+        return;
+    }
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = |list: &str| {
+        format!(
+            "[run]\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"1s\"\n[[group]]\nname = \"rails\"\n\
+             pattern = \"explicit\"\ntransport = \"rdma\"\nflows = [[1, 0]]\nmessage_size = \"16K\"\n\
+             [group.rdma]\nqps = 4\ntx_depth = 16\ndevices = {list}\n"
+        )
+    };
+    let before: Vec<u64> = devices.iter().map(|d| sent_packets(d)).collect();
+    let file = bench.write("rails.toml", &scenario(&format!("[\"{}\", \"{}\"]", devices[0], devices[1])));
+    let run = run_json(&bench, &file, &root.join("hostfiles/local"), &[]);
+    let flow = &run["phases"][0]["flows"][0];
+    assert!(flow["bytes"].as_u64().unwrap() > 0, "{flow}");
+    for (device, before) in devices.iter().zip(before) {
+        assert!(sent_packets(device) > before, "rail on {device} carried nothing");
+    }
+
+    let file = bench.write("bad.toml", &scenario(&format!("[\"{}\", \"nosuch\"]", devices[0])));
+    let hosts = root.join("hostfiles/local");
+    let out = bench.run(&["run", file.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-save", "--quiet"]);
+    assert!(!out.status.success());
+    let err = common::text(&out.stderr);
+    let named = format!("RDMA device \"nosuch\" not found (available: {}", devices.join(", "));
+    assert!(err.contains("(127.0.0.") && err.contains(&named), "{err}");
 }

@@ -126,7 +126,7 @@ fn report_with_every_optional_part() {
     let peers = vec![fabricbench::control::wire::FlowEndpoint {
         flow: 1,
         side: Side::Sender,
-        endpoint: fabricbench::control::wire::Endpoint::Rdma(endpoint),
+        endpoint: fabricbench::control::wire::Endpoint::Rdma(vec![endpoint]),
     }];
     round_trip(&ToWorker::Peers { phase: 0, peers });
 }

@@ -41,8 +41,11 @@ pub enum Side {
 /// How a peer reaches one end of a flow.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Endpoint {
-    Tcp { addr: SocketAddr },
-    Rdma(RdmaEndpoint),
+    Tcp {
+        addr: SocketAddr,
+    },
+    /// One endpoint per rail (device) of the flow, in rail order.
+    Rdma(Vec<RdmaEndpoint>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use crate::hostfile::Host;
 use crate::load::placement::Placement;
 use crate::load::stress::StressSpec;
 use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
-use crate::transport::rdma::{RdmaMode, RdmaParams};
+use crate::transport::rdma::RdmaParams;
 use crate::units::ByteSize;
 
 /// Index of a flow within its phase; also its id on the wire.
@@ -48,8 +48,16 @@ pub struct Phase {
 pub struct SweepPoint {
     pub parameter: String,
     pub value: String,
-    /// The point the others are compared with.
+    /// Two-parameter sweeps: the column's parameter and value.
+    pub by: Option<SweepCoordinate>,
+    /// The point the others (of its column) are compared with.
     pub baseline: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepCoordinate {
+    pub parameter: String,
+    pub value: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,16 +116,20 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
     match &scenario.sweep {
         None => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
         Some(sweep) => {
-            for value in &sweep.values {
-                let point = sweep.apply(scenario, value, n).map_err(|m| (Field::sweep("values"), m))?;
-                let name = format!("{}={value}", sweep.parameter.name());
+            for point in sweep.points(scenario, n).map_err(|m| (Field::sweep("values"), m))? {
+                let mut name = format!("{}={}", sweep.parameter.name(), point.value);
+                let by = sweep.by.as_ref().zip(point.by).map(|(axis, value)| {
+                    name += &format!(" {}={value}", axis.parameter.name());
+                    SweepCoordinate { parameter: axis.parameter.name().to_string(), value: value.to_string() }
+                });
                 let at = SweepPoint {
                     parameter: sweep.parameter.name().to_string(),
-                    value: value.to_string(),
-                    baseline: value == sweep.baseline(),
+                    value: point.value.to_string(),
+                    by,
+                    baseline: point.value == sweep.baseline(),
                 };
                 let first = phases.len();
-                phases.extend(phases_of(&point, &name, n, Some(at), first)?);
+                phases.extend(phases_of(&point.scenario, &name, n, Some(at), first)?);
             }
         }
     }
@@ -187,38 +199,21 @@ fn numbered(per_group: &[(usize, Pairs)]) -> Vec<Flow> {
 }
 
 fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
-    let (op, default_size) = match (spec.transport, spec.mode) {
-        (Transport::Tcp, mode) => (Op::Send, mode.default_message_size()),
-        // perftest's: 64 KiB for bandwidth, 2 bytes for latency.
-        (Transport::Rdma, Mode::Bandwidth) => (Op::Write, ByteSize(64 * 1024)),
-        (Transport::Rdma, Mode::Latency) => (Op::Write, ByteSize(2)),
-    };
-    let op = spec.op.unwrap_or(op);
-    let message_size = spec.message_size.unwrap_or(default_size);
-    let rdma = (spec.transport == Transport::Rdma).then(|| RdmaParams {
-        op: op.rdma(),
-        mode: match spec.mode {
-            Mode::Bandwidth => RdmaMode::Bandwidth,
-            Mode::Latency => RdmaMode::Latency,
-        },
-        message_size: message_size.bytes(),
-        ..spec.rdma.clone().unwrap_or_default()
-    });
     GroupPlan {
         index,
         name: spec.name.clone(),
         pattern: spec.pattern,
         transport: spec.transport,
-        op,
+        op: spec.effective_op(),
         mode: spec.mode,
-        message_size,
+        message_size: spec.effective_message_size(),
         streams: spec.streams,
         // Not given: RDMA threads go near their NIC (`cores` wins when given).
         placement: Placement {
             cores: spec.cores.clone(),
             numa: spec.numa.or_default_for(spec.transport == Transport::Rdma),
         },
-        rdma,
+        rdma: spec.rdma_params(),
     }
 }
 

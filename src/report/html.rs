@@ -156,7 +156,7 @@ fn sweep_section(run: &RunResult, sweep: &SweepResult) -> Result<String, ReportE
         }
     }
     out += "</div>\n";
-    if let Some(table) = tables::sweep_table(run) {
+    for table in tables::sweep_tables(run) {
         out += &html_table(&table);
     }
     Ok(out)

@@ -88,8 +88,8 @@ impl Exporter for MarkdownExporter {
                 out += &markdown_table(table);
             }
         }
-        if let Some(sweep) = tables::sweep_table(run) {
-            out += &markdown_table(&sweep);
+        for table in tables::sweep_tables(run) {
+            out += &markdown_table(&table);
         }
         if let Some(ports) = tables::ports(run) {
             out += &markdown_table(&ports);

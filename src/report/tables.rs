@@ -2,6 +2,7 @@
 //! from the result and rendered by the terminal and Markdown writers alike.
 
 use crate::load::placement;
+use crate::metrics::sweep::SweepResult;
 use crate::report::{labels, rdma_counters};
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 use crate::scenario::Mode;
@@ -28,37 +29,117 @@ pub fn summarize(run: &RunResult) -> Vec<PhaseSummary> {
     run.phases.iter().map(|p| phase_summary(run, p)).collect()
 }
 
-/// The sweep table: one row per point, each group's number and its ratio
-/// to the baseline point.
-pub fn sweep_table(run: &RunResult) -> Option<Table> {
-    let sweep = run.sweep.as_ref()?;
-    let groups: Vec<(String, String)> =
-        sweep.points.first()?.groups.iter().map(|c| (c.group.clone(), c.metric.clone())).collect();
+/// The sweep's tables: one row per point with each group's number, message
+/// rate (RDMA groups), busiest worker CPU and ratio to the baseline; for a
+/// two-parameter sweep also one matrix per group (rows × columns).
+pub fn sweep_tables(run: &RunResult) -> Vec<Table> {
+    let Some(sweep) = run.sweep.as_ref() else { return Vec::new() };
+    let Some(first) = sweep.points.first() else { return Vec::new() };
+    let groups: Vec<(&str, &str, bool)> = first
+        .groups
+        .iter()
+        .map(|c| {
+            let rdma = sweep.points.iter().flat_map(|p| &p.groups).any(|o| o.group == c.group && o.rdma);
+            (c.group.as_str(), c.metric.as_str(), rdma)
+        })
+        .collect();
     let mut header = vec![sweep.parameter.clone()];
-    for (group, metric) in &groups {
-        let unit = if metric == "p99_us" { "p99 µs" } else { "Gb/s" };
-        header.push(format!("{group} {unit}"));
+    header.extend(sweep.by_parameter.clone());
+    for &(group, metric, rdma) in &groups {
+        header.push(format!("{group} {}", metric_unit(metric)));
+        if rdma && metric != "p99_us" {
+            header.push(format!("{group} Mpps"));
+        }
+        header.push(format!("{group} max worker CPU %"));
         header.push(format!("{group} × baseline"));
     }
     let mut t = Table {
-        title: format!("Sweep of {} (baseline {})", sweep.parameter, sweep.baseline),
+        title: format!("Sweep of {} (baseline {})", sweep_axes(sweep), sweep.baseline),
         header,
         rows: Vec::new(),
     };
     for point in &sweep.points {
         let mut row = vec![if point.baseline { format!("{} (baseline)", point.value) } else { point.value.clone() }];
-        for (group, _) in &groups {
-            match point.groups.iter().find(|c| &c.group == group) {
-                Some(cell) => {
-                    row.push(format!("{:.3}", cell.value));
-                    row.push(cell.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}×")));
-                }
-                None => row.extend(["-".to_string(), "-".to_string()]),
+        row.extend(point.by_value.clone());
+        for &(group, metric, rdma) in &groups {
+            let cell = point.groups.iter().find(|c| c.group == group);
+            let number = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+            row.push(number(cell.map(|c| c.value)));
+            if rdma && metric != "p99_us" {
+                row.push(number(cell.and_then(|c| c.mpps)));
             }
+            row.push(cell.and_then(|c| c.max_worker_cpu_pct).map_or_else(|| "-".into(), |v| format!("{v:.0}")));
+            row.push(cell.and_then(|c| c.ratio).map_or_else(|| "-".into(), |r| format!("{r:.2}×")));
         }
         t.rows.push(row);
     }
-    Some(t)
+    let mut tables = vec![t];
+    if let Some(by) = &sweep.by_parameter {
+        tables.extend(groups.iter().map(|&(group, metric, rdma)| sweep_matrix(sweep, by, group, metric, rdma)));
+    }
+    tables
+}
+
+fn metric_unit(metric: &str) -> &'static str {
+    if metric == "p99_us" {
+        "p99 µs"
+    } else {
+        "Gb/s"
+    }
+}
+
+fn sweep_axes(sweep: &SweepResult) -> String {
+    match &sweep.by_parameter {
+        Some(by) => format!("{} × {by}", sweep.parameter),
+        None => sweep.parameter.clone(),
+    }
+}
+
+/// One group's two-parameter sweep as a matrix: a row per value of the
+/// first parameter, a column per value of the second; message rate for
+/// RDMA bandwidth groups, else the group's number; its ratio beside it.
+fn sweep_matrix(sweep: &SweepResult, by: &str, group: &str, metric: &str, rdma: bool) -> Table {
+    let mpps = rdma && metric != "p99_us";
+    let unit = if mpps { "Mpps" } else { metric_unit(metric) };
+    let mut rows: Vec<&str> = Vec::new();
+    let mut columns: Vec<&str> = Vec::new();
+    for p in &sweep.points {
+        if !rows.contains(&p.value.as_str()) {
+            rows.push(&p.value);
+        }
+        if let Some(c) = p.by_value.as_deref().filter(|c| !columns.contains(c)) {
+            columns.push(c);
+        }
+    }
+    let mut header = vec![format!("{} \\ {by}", sweep.parameter)];
+    header.extend(columns.iter().map(|c| c.to_string()));
+    let mut t = Table {
+        title: format!("{group}: {unit} by {} × {by} (× the baseline row of each column)", sweep.parameter),
+        header,
+        rows: Vec::new(),
+    };
+    for row in rows {
+        let mut cells = vec![row.to_string()];
+        for column in &columns {
+            let cell = sweep
+                .points
+                .iter()
+                .find(|p| p.value == row && p.by_value.as_deref() == Some(column))
+                .and_then(|p| p.groups.iter().find(|c| c.group == group));
+            cells.push(cell.map_or_else(
+                || "-".to_string(),
+                |c| {
+                    let v = if mpps { c.mpps.unwrap_or(0.0) } else { c.value };
+                    match c.ratio {
+                        Some(r) => format!("{v:.3} ({r:.2}×)"),
+                        None => format!("{v:.3}"),
+                    }
+                },
+            ));
+        }
+        t.rows.push(cells);
+    }
+    t
 }
 
 /// Every rank's RDMA ports as its own probe saw them (run.json `probes`);

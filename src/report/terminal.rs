@@ -4,7 +4,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
-use crate::report::tables::{self, status_line, summarize, sweep_table, Table};
+use crate::report::tables::{self, status_line, summarize, sweep_tables, Table};
 use crate::result::RunResult;
 
 /// Matrices wider than this many hosts are left to report.html.
@@ -18,8 +18,8 @@ pub fn render(run: &RunResult) -> String {
             out += &table_text(table);
         }
     }
-    if let Some(sweep) = sweep_table(run) {
-        out += &format!("\n{}", table_text(&sweep));
+    for table in sweep_tables(run) {
+        out += &format!("\n{}", table_text(&table));
     }
     if let Some(m) = &run.matrix {
         if m.hosts.len() <= MATRIX_MAX_HOSTS {

@@ -20,7 +20,7 @@ pub use ranks::RankSet;
 
 use crate::load::placement::Numa;
 use crate::load::stress::Threads;
-use crate::transport::rdma::{RdmaOp, RdmaParams};
+use crate::transport::rdma::{RdmaMode, RdmaOp, RdmaParams};
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -391,11 +391,46 @@ fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
                         "set `op`, `mode` and `message_size` on the group itself, not in its rdma table".into(),
                     ));
                 }
-                knobs.validate().map_err(|e| ("rdma", e.to_string()))?;
+            }
+            // The knobs together with the group's op, mode and size (latency takes one QP).
+            if let Some(params) = g.rdma_params() {
+                params.validate().map_err(|e| ("rdma", e.to_string()))?;
             }
         }
     }
     Ok(())
+}
+
+impl GroupSpec {
+    /// The operation after defaults: TCP sends; RDMA writes unless told.
+    pub fn effective_op(&self) -> Op {
+        match self.transport {
+            Transport::Tcp => Op::Send,
+            Transport::Rdma => self.op.unwrap_or(Op::Write),
+        }
+    }
+
+    /// The message size after defaults: iperf's 128 KiB for TCP bandwidth,
+    /// perftest's 64 KiB for RDMA bandwidth, 2 bytes for latency.
+    pub fn effective_message_size(&self) -> ByteSize {
+        self.message_size.unwrap_or(match (self.transport, self.mode) {
+            (Transport::Rdma, Mode::Bandwidth) => ByteSize(64 * 1024),
+            (_, mode) => mode.default_message_size(),
+        })
+    }
+
+    /// RDMA groups: every knob of the flows (op, mode and size included).
+    pub fn rdma_params(&self) -> Option<RdmaParams> {
+        (self.transport == Transport::Rdma).then(|| RdmaParams {
+            op: self.effective_op().rdma(),
+            mode: match self.mode {
+                Mode::Bandwidth => RdmaMode::Bandwidth,
+                Mode::Latency => RdmaMode::Latency,
+            },
+            message_size: self.effective_message_size().bytes(),
+            ..self.rdma.clone().unwrap_or_default()
+        })
+    }
 }
 
 impl Pattern {

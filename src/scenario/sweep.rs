@@ -1,5 +1,6 @@
-//! `[sweep]`: run the scenario once per value of one parameter, one phase
-//! per point, and compare every point with a baseline point.
+//! `[sweep]`: run the scenario once per value of one parameter (or per
+//! pair of values of two, `[sweep.by]`: a matrix), one phase per point, and
+//! compare every point with a baseline point.
 
 use std::fmt;
 
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::load::placement::Numa;
 use crate::load::stress::Threads;
 use crate::scenario::{Pattern, RankSet, Scenario, Transport};
+use crate::transport::rdma::{CompletionMode, RdmaParams};
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,6 +23,29 @@ pub struct SweepSpec {
     /// The point the others are compared with (default: the first value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Value>,
+    /// A second axis: every value above is run at every value of this one
+    /// (rows × columns); each column is compared with its own baseline row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<SweepAxis>,
+}
+
+/// `[sweep.by]`: the columns of a two-parameter sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepAxis {
+    pub parameter: Parameter,
+    pub values: Vec<Value>,
+    /// The group whose parameter changes (default: every group it applies to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// One point of a sweep: its values and the scenario that runs there.
+pub struct Point<'a> {
+    pub value: &'a Value,
+    /// The value of the `by` axis (two-parameter sweeps).
+    pub by: Option<&'a Value>,
+    pub scenario: Scenario,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +71,21 @@ pub enum Parameter {
     /// The group's thread placement relative to its NIC: near, far, any.
     #[serde(rename = "numa")]
     Numa,
+    /// RDMA groups' knobs ([group.rdma]): QPs per flow, WRs per doorbell,
+    /// busy or event completion, send queue depth, signal every Nth WR,
+    /// largest inline message.
+    #[serde(rename = "qps", alias = "rdma.qps")]
+    Qps,
+    #[serde(rename = "post_list", alias = "rdma.post_list")]
+    PostList,
+    #[serde(rename = "completion", alias = "rdma.completion")]
+    Completion,
+    #[serde(rename = "tx_depth", alias = "rdma.tx_depth")]
+    TxDepth,
+    #[serde(rename = "cq_moderation", alias = "rdma.cq_moderation")]
+    CqModeration,
+    #[serde(rename = "inline_size", alias = "rdma.inline_size")]
+    InlineSize,
 }
 
 /// A value as written: a number or a string.
@@ -76,6 +116,12 @@ impl Parameter {
             Parameter::Transport => "transport",
             Parameter::Enabled => "enabled",
             Parameter::Numa => "numa",
+            Parameter::Qps => "qps",
+            Parameter::PostList => "post_list",
+            Parameter::Completion => "completion",
+            Parameter::TxDepth => "tx_depth",
+            Parameter::CqModeration => "cq_moderation",
+            Parameter::InlineSize => "inline_size",
         }
     }
 }
@@ -83,120 +129,207 @@ impl Parameter {
 impl SweepSpec {
     /// Problems visible without a hostfile: (key, message).
     pub fn check(&self, scenario: &Scenario) -> Result<(), (&'static str, String)> {
-        if self.values.is_empty() {
-            return Err(("values", "needs at least one value".into()));
-        }
-        if let Some(group) = &self.group {
-            if !scenario.groups.iter().any(|g| &g.name == group) {
-                let names: Vec<&str> = scenario.groups.iter().map(|g| g.name.as_str()).collect();
-                return Err(("group", format!("no group is named `{group}` (groups: {})", names.join(", "))));
-            }
-        }
+        check_axis(scenario, self.parameter, &self.values, self.group.as_deref())?;
         if let Some(b) = &self.baseline {
             if !self.values.contains(b) {
                 return Err(("baseline", format!("`{b}` is not one of the values")));
             }
         }
-        if self.parameter == Parameter::Enabled && self.group.is_none() {
-            return Err((
-                "group",
-                "sweeping `enabled` turns one group on and off; name it with group = \"...\"".into(),
-            ));
+        if let Some(by) = &self.by {
+            check_axis(scenario, by.parameter, &by.values, by.group.as_deref())
+                .map_err(|(key, m)| ("by", format!("{key}: {m}")))?;
+            if by.parameter == self.parameter {
+                return Err((
+                    "by",
+                    format!("sweeps `{}` twice; give the columns another parameter", by.parameter.name()),
+                ));
+            }
         }
-        if matches!(self.parameter, Parameter::StressThreads | Parameter::StressLoad) && scenario.stress.is_empty() {
-            return Err(("parameter", format!("`{}` needs a [[stress]] table to vary", self.parameter.name())));
-        }
-        for value in &self.values {
-            self.apply(scenario, value, usize::MAX).map_err(|m| ("values", m))?;
-        }
-        Ok(())
+        self.points(scenario, usize::MAX).map(drop).map_err(|m| ("values", m))
     }
 
     pub fn baseline(&self) -> &Value {
         self.baseline.as_ref().unwrap_or(&self.values[0])
     }
 
-    /// The scenario at one point; `ranks` is the job size (for `senders`).
-    pub fn apply(&self, scenario: &Scenario, value: &Value, ranks: usize) -> Result<Scenario, String> {
-        let mut s = scenario.clone();
-        let wanted = |name: &str| self.group.as_deref().is_none_or(|g| g == name);
-        let number = || match value {
-            Value::Number(n) => Ok(*n),
-            Value::Text(t) => t.parse().map_err(|_| format!("`{t}` is not a whole number")),
-        };
-        match self.parameter {
-            Parameter::MessageSize => {
-                let size = match value {
-                    Value::Number(n) => ByteSize(*n),
-                    Value::Text(t) => ByteSize::parse(t)?,
-                };
-                if size.bytes() == 0 {
-                    return Err("a message size must be at least 1 byte".into());
-                }
-                s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.message_size = Some(size));
-            }
-            Parameter::Streams => {
-                let n = u32::try_from(number()?).ok().filter(|&n| n >= 1).ok_or("streams must be 1 or more")?;
-                s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.streams = n);
-            }
-            Parameter::Senders => {
-                let k = usize::try_from(number()?).ok().filter(|&k| k >= 1).ok_or("senders must be 1 or more")?;
-                for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
-                    if g.pattern != Pattern::FanIn {
-                        return Err(format!(
-                            "sweeping `senders` needs a fan-in group; `{}` is {}",
-                            g.name,
-                            g.pattern.name()
-                        ));
-                    }
-                    if ranks == usize::MAX {
-                        continue; // checked again when the plan knows the job size
-                    }
-                    let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks)?;
-                    let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks)?;
-                    let senders: Vec<usize> = all.into_iter().filter(|r| !receivers.contains(r)).take(k).collect();
-                    if senders.len() < k {
-                        return Err(format!("{k} senders asked, but group `{}` has only {}", g.name, senders.len()));
-                    }
-                    g.senders = Some(RankSet::Ranges(senders.into_iter().map(|r| (r, r)).collect()));
-                }
-            }
-            Parameter::StressThreads => match value {
-                Value::Text(t) if t == "all" => s.stress.iter_mut().for_each(|st| st.threads = Threads::All),
-                _ => match number()? {
-                    0 => s.stress.clear(),
-                    n => s.stress.iter_mut().for_each(|st| st.threads = Threads::Count(n as usize)),
-                },
-            },
-            Parameter::StressLoad => match u8::try_from(number()?).ok().filter(|&l| l <= 100) {
-                Some(0) => s.stress.clear(),
-                Some(load) => s.stress.iter_mut().for_each(|st| st.load = load),
-                None => return Err(format!("`{value}` is not a load; use 0 to 100 (percent)")),
-            },
-            Parameter::Transport => {
-                let transport: Transport = from_text(value, "a transport (valid: tcp)")?;
-                s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.transport = transport);
-            }
-            Parameter::Numa => {
-                let numa: Numa = from_text(value, "a NUMA placement (valid: near, far, any)")?;
-                for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
-                    g.numa = numa;
-                    g.cores = None;
-                }
-            }
-            Parameter::Enabled => match value.to_string().as_str() {
-                "on" | "1" | "true" => {}
-                "off" | "0" | "false" => {
-                    s.groups.retain(|g| !wanted(&g.name));
-                    if s.groups.is_empty() {
-                        return Err("turning the group off leaves no group to run".into());
+    /// Every point in run order (row by row); `ranks` is the job size (for
+    /// `senders`; `usize::MAX` when not known yet).
+    pub fn points<'a>(&'a self, scenario: &Scenario, ranks: usize) -> Result<Vec<Point<'a>>, String> {
+        let mut out = Vec::new();
+        for value in &self.values {
+            let row = apply(self.parameter, self.group.as_deref(), scenario, value, ranks)?;
+            match &self.by {
+                None => out.push(Point { value, by: None, scenario: row }),
+                Some(by) => {
+                    for column in &by.values {
+                        let scenario = apply(by.parameter, by.group.as_deref(), &row, column, ranks).map_err(|m| {
+                            format!("at {}={value}, {}={column}: {m}", self.parameter.name(), by.parameter.name())
+                        })?;
+                        out.push(Point { value, by: Some(column), scenario });
                     }
                 }
-                other => return Err(format!("`{other}` is not on or off")),
-            },
+            }
         }
-        Ok(s)
+        Ok(out)
     }
+}
+
+/// One axis' own problems: values present, group known, parameter applicable.
+fn check_axis(
+    scenario: &Scenario,
+    parameter: Parameter,
+    values: &[Value],
+    group: Option<&str>,
+) -> Result<(), (&'static str, String)> {
+    if values.is_empty() {
+        return Err(("values", "needs at least one value".into()));
+    }
+    if let Some(group) = group {
+        if !scenario.groups.iter().any(|g| g.name == group) {
+            let names: Vec<&str> = scenario.groups.iter().map(|g| g.name.as_str()).collect();
+            return Err(("group", format!("no group is named `{group}` (groups: {})", names.join(", "))));
+        }
+    }
+    if parameter == Parameter::Enabled && group.is_none() {
+        return Err(("group", "sweeping `enabled` turns one group on and off; name it with group = \"...\"".into()));
+    }
+    if matches!(parameter, Parameter::StressThreads | Parameter::StressLoad) && scenario.stress.is_empty() {
+        return Err(("parameter", format!("`{}` needs a [[stress]] table to vary", parameter.name())));
+    }
+    for value in values {
+        apply(parameter, group, scenario, value, usize::MAX).map_err(|m| ("values", m))?;
+    }
+    Ok(())
+}
+
+/// The scenario with `parameter` set to `value` in `group` (default: every
+/// group it applies to); `ranks` is the job size (for `senders`).
+fn apply(
+    parameter: Parameter,
+    group: Option<&str>,
+    scenario: &Scenario,
+    value: &Value,
+    ranks: usize,
+) -> Result<Scenario, String> {
+    let mut s = scenario.clone();
+    let wanted = |name: &str| group.is_none_or(|g| g == name);
+    let number = || match value {
+        Value::Number(n) => Ok(*n),
+        Value::Text(t) => t.parse().map_err(|_| format!("`{t}` is not a whole number")),
+    };
+    match parameter {
+        Parameter::MessageSize => {
+            let size = match value {
+                Value::Number(n) => ByteSize(*n),
+                Value::Text(t) => ByteSize::parse(t)?,
+            };
+            if size.bytes() == 0 {
+                return Err("a message size must be at least 1 byte".into());
+            }
+            s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.message_size = Some(size));
+        }
+        Parameter::Streams => {
+            let n = u32::try_from(number()?).ok().filter(|&n| n >= 1).ok_or("streams must be 1 or more")?;
+            s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.streams = n);
+        }
+        Parameter::Senders => {
+            let k = usize::try_from(number()?).ok().filter(|&k| k >= 1).ok_or("senders must be 1 or more")?;
+            for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
+                if g.pattern != Pattern::FanIn {
+                    return Err(format!(
+                        "sweeping `senders` needs a fan-in group; `{}` is {}",
+                        g.name,
+                        g.pattern.name()
+                    ));
+                }
+                if ranks == usize::MAX {
+                    continue; // checked again when the plan knows the job size
+                }
+                let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks)?;
+                let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks)?;
+                let senders: Vec<usize> = all.into_iter().filter(|r| !receivers.contains(r)).take(k).collect();
+                if senders.len() < k {
+                    return Err(format!("{k} senders asked, but group `{}` has only {}", g.name, senders.len()));
+                }
+                g.senders = Some(RankSet::Ranges(senders.into_iter().map(|r| (r, r)).collect()));
+            }
+        }
+        Parameter::StressThreads => match value {
+            Value::Text(t) if t == "all" => s.stress.iter_mut().for_each(|st| st.threads = Threads::All),
+            _ => match number()? {
+                0 => s.stress.clear(),
+                n => s.stress.iter_mut().for_each(|st| st.threads = Threads::Count(n as usize)),
+            },
+        },
+        Parameter::StressLoad => match u8::try_from(number()?).ok().filter(|&l| l <= 100) {
+            Some(0) => s.stress.clear(),
+            Some(load) => s.stress.iter_mut().for_each(|st| st.load = load),
+            None => return Err(format!("`{value}` is not a load; use 0 to 100 (percent)")),
+        },
+        Parameter::Transport => {
+            let transport: Transport = from_text(value, "a transport (valid: tcp, rdma)")?;
+            for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
+                g.transport = transport;
+                if transport == Transport::Tcp {
+                    // TCP streams send: the RDMA op and knobs stay with the RDMA points.
+                    g.op = None;
+                    g.rdma = None;
+                }
+            }
+        }
+        Parameter::Numa => {
+            let numa: Numa = from_text(value, "a NUMA placement (valid: near, far, any)")?;
+            for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
+                g.numa = numa;
+                g.cores = None;
+            }
+        }
+        Parameter::Enabled => match value.to_string().as_str() {
+            "on" | "1" | "true" => {}
+            "off" | "0" | "false" => {
+                s.groups.retain(|g| !wanted(&g.name));
+                if s.groups.is_empty() {
+                    return Err("turning the group off leaves no group to run".into());
+                }
+            }
+            other => return Err(format!("`{other}` is not on or off")),
+        },
+        knob => {
+            let mut rdma_groups =
+                s.groups.iter_mut().filter(|g| wanted(&g.name) && g.transport == Transport::Rdma).peekable();
+            if rdma_groups.peek().is_none() {
+                return Err(format!("sweeping `{}` needs an RDMA group (transport = \"rdma\")", knob.name()));
+            }
+            for g in rdma_groups {
+                set_knob(knob, g.rdma.get_or_insert_with(RdmaParams::default), value, number)?;
+                let params = g.rdma_params().unwrap_or_default();
+                params.validate().map_err(|e| format!("group `{}` at {}={value}: {e}", g.name, knob.name()))?;
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// Sets one [group.rdma] knob; `number` reads the value as a whole number.
+fn set_knob(
+    knob: Parameter,
+    rdma: &mut RdmaParams,
+    value: &Value,
+    number: impl Fn() -> Result<u64, String>,
+) -> Result<(), String> {
+    let n = || u32::try_from(number()?).map_err(|_| format!("`{value}` is too large"));
+    match knob {
+        Parameter::Qps => rdma.qps = n()?,
+        Parameter::PostList => rdma.post_list = n()?,
+        Parameter::TxDepth => rdma.tx_depth = n()?,
+        Parameter::CqModeration => rdma.cq_moderation = n()?,
+        Parameter::InlineSize => rdma.inline_size = Some(n()?),
+        Parameter::Completion => {
+            rdma.completion = from_text::<CompletionMode>(value, "a completion mode (valid: busy, event)")?
+        }
+        other => return Err(format!("`{}` is not a [group.rdma] knob", other.name())),
+    }
+    Ok(())
 }
 
 /// Reads a kebab-case enum the way the scenario file spells it.

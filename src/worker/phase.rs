@@ -42,16 +42,17 @@ enum Opening {
     Listen(tcp::Listener),
     /// TCP sender: dials once the receiver's address is known.
     Dial,
-    /// RDMA: QPs in INIT, waiting for the peer's QP numbers; the NUMA node
-    /// of its device, when it has one.
-    Rdma(Box<rdma::PreparedFlow>, Option<usize>),
+    /// RDMA: QPs in INIT, waiting for the peer's QP numbers; one flow per
+    /// rail, and the NUMA node of the (first) device, when it has one.
+    Rdma(Vec<rdma::PreparedFlow>, Option<usize>),
 }
 
 /// One end of a flow, connected.
 pub enum Link {
     Tcp(Vec<TcpStream>),
-    /// With its device's NUMA node: the node its thread is placed near.
-    Rdma(Box<rdma::ConnectedFlow>, Option<usize>),
+    /// One connected flow per rail (device), each on its own thread, with
+    /// the NUMA node its threads are placed near.
+    Rdma(Vec<rdma::ConnectedFlow>, Option<usize>),
 }
 
 /// The rank's ends of its flows, created and waiting for peers.
@@ -102,16 +103,28 @@ pub fn prepare(
         let publish = |endpoint| FlowEndpoint { flow, side, endpoint };
         let opening = match (&role.group.rdma, side) {
             (Some(params), _) => {
-                let prepared = rdma::prepare(params, rdma_side(side))
-                    .map(|p| p.with_label(format!("flow {flow} {}->{}", role.flow.src, role.flow.dst)))
+                let label = format!("flow {flow} {}->{}", role.flow.src, role.flow.dst);
+                let rails = params.rails();
+                let count = rails.len();
+                let prepared = rails
+                    .iter()
+                    .enumerate()
+                    .map(|(k, rail)| {
+                        let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
+                        rdma::prepare(rail, rdma_side(side)).map(|p| p.with_label(label))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
-                endpoints.push(publish(Endpoint::Rdma(prepared.endpoint())));
-                let (device, port, _) = prepared.device();
-                if !rdma_ports.iter().any(|(d, p)| d == device && *p == port) {
-                    rdma_ports.push((device.to_string(), port));
+                endpoints.push(publish(Endpoint::Rdma(prepared.iter().map(|p| p.endpoint()).collect())));
+                for rail in &prepared {
+                    let (device, port, _) = rail.device();
+                    if !rdma_ports.iter().any(|(d, p)| d == device && *p == port) {
+                        rdma_ports.push((device.to_string(), port));
+                    }
                 }
-                let node = prepared.numa_node().and_then(|n| usize::try_from(n).ok());
-                Opening::Rdma(Box::new(prepared), node)
+                // Rails of one flow are usually on one socket: place its threads near the first.
+                let node = prepared.first().and_then(|p| p.numa_node()).and_then(|n| usize::try_from(n).ok());
+                Opening::Rdma(prepared, node)
             }
             (None, Side::Receiver) => {
                 let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp { flow, side, cause })?;
@@ -146,12 +159,18 @@ impl Prepared {
                 (Opening::Dial, Some(Endpoint::Tcp { addr })) => std::thread::spawn(move || {
                     tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map(Link::Tcp).map_err(tcp_err)
                 }),
-                (Opening::Rdma(prepared, node), Some(Endpoint::Rdma(endpoint))) => std::thread::spawn(move || {
-                    prepared
-                        .connect(&endpoint)
-                        .map(|c| Link::Rdma(Box::new(c), node))
-                        .map_err(|cause| PhaseError::Rdma { flow, side, cause })
-                }),
+                // Both ends split the flow into rails from the same group knobs: rail k meets rail k.
+                (Opening::Rdma(rails, node), Some(Endpoint::Rdma(peer))) if rails.len() == peer.len() => {
+                    std::thread::spawn(move || {
+                        rails
+                            .into_iter()
+                            .zip(&peer)
+                            .map(|(rail, endpoint)| rail.connect(endpoint))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map(|rails| Link::Rdma(rails, node))
+                            .map_err(|cause| PhaseError::Rdma { flow, side, cause })
+                    })
+                }
                 _ => return Err(PhaseError::NoPeer { flow }),
             };
             pending.push((role, task));
@@ -195,9 +214,11 @@ impl Connected {
                     }
                     ends.push(end);
                 }
-                Link::Rdma(flow, rdma_node) => {
+                Link::Rdma(rails, rdma_node) => {
                     let end = End::new(role, rdma_node);
-                    threads.push(end.spawn_rdma(*flow, t0, stop.clone(), failed.clone()));
+                    for rail in rails {
+                        threads.push(end.spawn_rdma(rail, t0, stop.clone(), failed.clone()));
+                    }
                     ends.push(end);
                 }
             }

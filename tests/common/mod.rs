@@ -137,19 +137,14 @@ pub fn run_json(bench: &Bench, scenario: &Path, hostfile: &Path, extra: &[&str])
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
-/// The shipped TCP scenarios (scenarios/*.toml without RDMA groups, which
-/// tests/rdma_run.rs runs where a device exists), sorted.
-pub fn shipped_scenarios() -> Vec<PathBuf> {
+/// Every scenario shipped in scenarios/, sorted.
+pub fn all_shipped_scenarios() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("scenarios/")
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .filter(|p| {
-            let (scenario, _) = fabricbench::scenario::load(p).expect("shipped scenarios parse");
-            scenario.groups.iter().all(|g| g.transport == fabricbench::scenario::Transport::Tcp)
-        })
         .collect();
     found.sort();
     found
@@ -158,6 +153,22 @@ pub fn shipped_scenarios() -> Vec<PathBuf> {
 /// Sends `signal` (e.g. "-9", "-STOP") to `pid` with kill(1).
 pub fn signal(pid: u32, signal: &str) {
     assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success(), "kill {signal} {pid}");
+}
+
+/// Whether any phase of the scenario's plan has an RDMA group (a group of
+/// its own, or a point of a `transport` sweep).
+pub fn uses_rdma(scenario: &Path) -> bool {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hosts = fabricbench::hostfile::load(&root.join("hostfiles/local8")).unwrap();
+    let (s, _) = fabricbench::scenario::load(scenario).expect("shipped scenarios parse");
+    let plan = fabricbench::plan::build(&hosts, &s).unwrap_or_else(|e| panic!("{}: {e:?}", scenario.display()));
+    plan.phases.iter().flat_map(|p| &p.groups).any(|g| g.transport == fabricbench::scenario::Transport::Rdma)
+}
+
+/// The shipped TCP scenarios (without RDMA groups; tests/rdma_run.rs runs
+/// the others where a device exists), sorted.
+pub fn shipped_scenarios() -> Vec<PathBuf> {
+    all_shipped_scenarios().into_iter().filter(|p| !uses_rdma(p)).collect()
 }
 
 pub fn read_json(path: &Path) -> serde_json::Value {

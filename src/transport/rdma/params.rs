@@ -119,6 +119,9 @@ pub struct RdmaParams {
     pub iterations: Option<u64>,
     /// Device name (e.g. "mlx5_0"); None = the first device with an ACTIVE port.
     pub device: Option<String>,
+    /// Multi-rail: the flow's QPs spread round robin over these devices
+    /// (QP i on `devices[i % n]`), one rail per device on both ends.
+    pub devices: Vec<String>,
     /// Port number; None = the first ACTIVE port of the device.
     pub port: Option<u8>,
     /// GID index; None = perftest's choice (RoCE v2 + IPv4 first).
@@ -147,6 +150,7 @@ impl Default for RdmaParams {
             poll_strategy: PollStrategy::Auto,
             iterations: None,
             device: None,
+            devices: Vec::new(),
             port: None,
             gid_index: None,
             threads: 1,
@@ -195,6 +199,26 @@ impl RdmaParams {
         self.effective_message_size() <= u64::from(self.effective_inline_size())
     }
 
+    /// The flow split into its rails: one set of params per device of
+    /// `devices` (at most one per QP), rail k holding QPs k, k + n, k + 2n…
+    /// and the threads spread the same way; the flow itself without `devices`.
+    pub fn rails(&self) -> Vec<RdmaParams> {
+        let n = self.devices.len().min(self.qps as usize);
+        if n == 0 {
+            return vec![self.clone()];
+        }
+        let share = |total: u32, k: usize| (total as usize + n - 1 - k) / n;
+        (0..n)
+            .map(|k| RdmaParams {
+                qps: share(self.qps, k) as u32,
+                threads: share(self.threads, k).max(1) as u32,
+                device: Some(self.devices[k].clone()),
+                devices: Vec::new(),
+                ..self.clone()
+            })
+            .collect()
+    }
+
     /// Checks the combination; every error names the field.
     pub fn validate(&self) -> Result<(), RdmaError> {
         let bad = |field: &'static str, reason: String| Err(RdmaError::InvalidParam { field, reason });
@@ -228,6 +252,12 @@ impl RdmaParams {
         }
         if self.stall_timeout_ms == 0 {
             return bad("stall_timeout_ms", "must be at least 1".into());
+        }
+        if self.device.is_some() && !self.devices.is_empty() {
+            return bad("devices", "give either `device` or `devices`, not both".into());
+        }
+        if let Some(twice) = self.devices.iter().enumerate().find(|(i, d)| self.devices[..*i].contains(d)) {
+            return bad("devices", format!("{:?} is listed twice", twice.1));
         }
         if self.mode == RdmaMode::Latency {
             if self.qps != 1 || self.threads != 1 {
@@ -273,6 +303,26 @@ mod tests {
         assert!(p.validate().unwrap_err().to_string().contains("qps"));
         let p = RdmaParams { op: RdmaOp::FetchAdd, message_size: 0, ..Default::default() };
         p.validate().unwrap(); // atomics are always 8 bytes
+    }
+
+    #[test]
+    fn rails_spread_qps_and_threads_round_robin() {
+        let two =
+            |qps, threads| RdmaParams { qps, threads, devices: vec!["a".into(), "b".into()], ..Default::default() };
+        let rails = two(5, 2).rails();
+        let got: Vec<(u32, u32, Option<&str>)> =
+            rails.iter().map(|r| (r.qps, r.threads, r.device.as_deref())).collect();
+        assert_eq!(got, [(3, 1, Some("a")), (2, 1, Some("b"))], "QPs 0,2,4 on a; 1,3 on b");
+        // One QP: one rail, on the first device.
+        let rails = two(1, 1).rails();
+        assert_eq!((rails.len(), rails[0].device.as_deref()), (1, Some("a")));
+        assert!(rails.iter().all(|r| r.devices.is_empty() && r.validate().is_ok()));
+        // No list: the flow as it is.
+        assert_eq!(RdmaParams::default().rails(), [RdmaParams::default()]);
+        let e = RdmaParams { device: Some("a".into()), ..two(2, 1) }.validate().unwrap_err().to_string();
+        assert!(e.contains("devices"), "{e}");
+        let e = RdmaParams { devices: vec!["a".into(), "a".into()], ..Default::default() }.validate().unwrap_err();
+        assert!(e.to_string().contains("\"a\" is listed twice"), "{e}");
     }
 
     #[test]
