@@ -358,6 +358,24 @@ fn abort_without_reports_ends_after_grace() {
     assert_eq!(sim.failure().as_deref(), Some("rank 1 (h2): failed in phase 0: stream broke"));
 }
 
+/// When the coordinator's own process did not run (a loaded host, an
+/// emulated CPU), it heard no one: the gap is not the ranks' silence.
+/// A rank that stays silent once the coordinator runs again still is.
+#[test]
+fn a_stalled_coordinator_does_not_blame_the_ranks() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    sim.advance(100);
+    sim.advance(5_000);
+    assert_eq!(sim.failure(), None, "a 5 s stall of the coordinator itself");
+    for _ in 0..8 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(500);
+    }
+    let failure = sim.failure().expect("rank 1 stayed silent after the stall");
+    assert!(failure.starts_with("rank 1 (h2): silent for 3."), "{failure}");
+}
+
 /// A rank that stays connected but says nothing (a frozen process) cannot
 /// hold an abort open: its silence is past the limit at every tick, and the
 /// run still ends once the grace for partial reports is over.

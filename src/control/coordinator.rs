@@ -153,6 +153,8 @@ pub struct Coordinator {
     /// When the current stage began (coordinator clock, ns).
     stage_since: i64,
     last_heartbeat: i64,
+    /// The previous tick, to see when the coordinator itself was not running.
+    last_tick: i64,
     out: VecDeque<Output>,
 }
 
@@ -181,6 +183,7 @@ impl Coordinator {
             stage: Stage::Joining,
             stage_since: now_ns,
             last_heartbeat: now_ns,
+            last_tick: now_ns,
             out: VecDeque::new(),
         }
     }
@@ -259,6 +262,16 @@ impl Coordinator {
     pub fn tick(&mut self, now_ns: i64) {
         if self.is_done() {
             return;
+        }
+        // Ticks come at least every heartbeat interval; a longer gap means
+        // this process was not running (a loaded host, an emulated CPU) and
+        // heard no one: that time does not count as the ranks' silence.
+        let stalled = now_ns - self.last_tick - ns(self.timeouts.heartbeat);
+        self.last_tick = now_ns;
+        if stalled > 0 {
+            for slot in &mut self.slots {
+                slot.last_heard += stalled;
+            }
         }
         if now_ns - self.last_heartbeat >= ns(self.timeouts.heartbeat) {
             self.last_heartbeat = now_ns;

@@ -55,6 +55,16 @@ pub async fn drive(listener: TcpListener, mut coordinator: Coordinator, mut on_e
     let mut tick = tokio::time::interval(TICK);
     while !coordinator.is_done() {
         tokio::select! {
+            // What arrived is heard before the clock judges anyone silent.
+            biased;
+            Some(input) = inbound.recv() => match input {
+                Inbound::Frame(id, msg) => coordinator.received(id, msg, now_ns()),
+                Inbound::Garbage(id, reason) => coordinator.protocol_error(id, &reason, now_ns()),
+                Inbound::Closed(id) => {
+                    conns.remove(&id);
+                    coordinator.closed(id, now_ns());
+                }
+            },
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
@@ -67,14 +77,6 @@ pub async fn drive(listener: TcpListener, mut coordinator: Coordinator, mut on_e
                 conns.insert(id, Conn { peer, writer: Some(writer), reader });
                 coordinator.connected(id, now_ns());
             }
-            Some(input) = inbound.recv() => match input {
-                Inbound::Frame(id, msg) => coordinator.received(id, msg, now_ns()),
-                Inbound::Garbage(id, reason) => coordinator.protocol_error(id, &reason, now_ns()),
-                Inbound::Closed(id) => {
-                    conns.remove(&id);
-                    coordinator.closed(id, now_ns());
-                }
-            },
             _ = tick.tick() => coordinator.tick(now_ns()),
         }
         while let Some(output) = coordinator.poll() {

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
-use crate::control::wire::{Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSION};
+use crate::control::wire::{FlowEndpoint, Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSION};
 use crate::metrics::clock::{now_ns, PeerClock};
 use crate::metrics::RankReport;
 use crate::transport::rdma::RdmaInventory;
@@ -44,6 +44,7 @@ pub struct Identity {
 
 /// Blocking work in flight, finishing into the next protocol step.
 enum Step {
+    Prepared(usize, Result<(Prepared, Vec<FlowEndpoint>), PhaseError>),
     Connected(usize, Result<Connected, PhaseError>),
     Report(RankReport),
 }
@@ -148,14 +149,13 @@ impl Session {
     fn handle(&mut self, msg: ToWorker) -> Option<JoinHandle<Step>> {
         match msg {
             ToWorker::Setup { phase, flows, stress } => {
-                match phase::prepare(phase, flows, stress, self.bind) {
-                    Ok((prepared, endpoints)) => {
-                        self.prepared = Some((phase, prepared));
-                        self.send(ToCoordinator::Endpoints { phase, endpoints });
-                    }
-                    Err(e) => self.send(ToCoordinator::Failed { phase, error: e.to_string() }),
-                }
-                None
+                // Opening devices and registering memory can take seconds
+                // (more under emulation): off the async threads, which carry
+                // the heartbeats (and, on rank 0, the coordinator).
+                let bind = self.bind;
+                Some(tokio::task::spawn_blocking(move || {
+                    Step::Prepared(phase, phase::prepare(phase, flows, stress, bind))
+                }))
             }
             ToWorker::Peers { phase, peers } => {
                 let (_, prepared) = self.prepared.take().filter(|(p, _)| *p == phase)?;
@@ -187,11 +187,17 @@ impl Session {
 
     fn finished(&mut self, step: Step) {
         match step {
+            Step::Prepared(phase, Ok((prepared, endpoints))) => {
+                self.prepared = Some((phase, prepared));
+                self.send(ToCoordinator::Endpoints { phase, endpoints });
+            }
+            Step::Prepared(phase, Err(e)) | Step::Connected(phase, Err(e)) => {
+                self.send(ToCoordinator::Failed { phase, error: e.to_string() })
+            }
             Step::Connected(phase, Ok(connected)) => {
                 self.connected = Some((phase, connected));
                 self.send(ToCoordinator::Ready { phase });
             }
-            Step::Connected(phase, Err(e)) => self.send(ToCoordinator::Failed { phase, error: e.to_string() }),
             Step::Report(report) => {
                 self.stopper = None;
                 self.send(ToCoordinator::Report(Box::new(report)));
