@@ -17,7 +17,9 @@ use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};
 use crate::transport::rdma::{CounterDelta, InventoryDevice};
 
 /// 2: `matrix` (all-pairs) and `acceptance` (checks, suspects, retests).
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `probes`, `ranks[].rdma_counters`, the sweep's message rate, CPU and
+/// second parameter.
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {

@@ -139,7 +139,7 @@ fn a_healthy_cluster_passes_and_the_report_shows_it() {
     let bench = Bench::new();
     let (code, output, run) = accept(&bed, &bench);
     assert_eq!(code, Some(0), "{output}");
-    assert_eq!(run["schema_version"], 2);
+    assert_eq!(run["schema_version"], 3);
     assert_eq!(run["acceptance"]["passed"], true);
     assert_eq!(blamed(&run), Vec::<serde_json::Value>::new());
     assert_eq!(run["phases"].as_array().unwrap().len(), 3, "4 hosts: 3 rounds");

@@ -20,7 +20,7 @@ fn four_rank_fan_in_end_to_end() {
 
     let dir = bench.result_dir();
     let run = read_json(&dir.join("run.json"));
-    assert_eq!(run["schema_version"], 2);
+    assert_eq!(run["schema_version"], 3);
     assert_eq!(run["status"]["state"], "ok");
     // Every rank's own probe: devices, or why there are none (no RDMA here).
     let probes = run["probes"].as_array().unwrap();
