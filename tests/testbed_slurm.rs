@@ -31,6 +31,23 @@ fn slurm(bench: &Bench, bed: &Bed, program: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// A 30 s fan-in under `salloc -N 4`, once h3's worker runs: the run a
+/// fault is injected into.
+fn long_fan_in_under_salloc(bench: &Bench, bed: &Bed) -> std::process::Child {
+    bench.write("fan.toml", &fan_in("30s"));
+    let child = slurm(bench, bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("salloc");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bed.workers("h3").is_empty() {
+        assert!(Instant::now() < deadline, "no worker on h3");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
 /// Waits (bounded) until no host runs a worker or a job step; returns what is left.
 fn left_on(bed: &Bed, hosts: &[&str], within: Duration) -> Vec<String> {
     let deadline = Instant::now() + within;
@@ -116,17 +133,7 @@ fn sbatch_with_a_hostfile_runs_those_nodes_in_its_order() {
 fn worker_killed_under_srun_is_named_and_partial_results_kept() {
     let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
     let bench = Bench::new();
-    bench.write("fan.toml", &fan_in("30s"));
-    let child = slurm(&bench, &bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("salloc");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while bed.workers("h3").is_empty() {
-        assert!(Instant::now() < deadline, "no worker on h3");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let child = long_fan_in_under_salloc(&bench, &bed);
     // Past the warm-up, a few intervals measured.
     std::thread::sleep(Duration::from_secs(3));
     let killed = Instant::now();
@@ -167,17 +174,7 @@ fn slurm_launcher_outside_an_allocation_says_how_to_get_one() {
 fn a_node_that_dies_under_srun_is_named_and_the_step_still_ends() {
     let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
     let bench = Bench::new();
-    bench.write("fan.toml", &fan_in("30s"));
-    let child = slurm(&bench, &bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("salloc");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while bed.workers("h3").is_empty() {
-        assert!(Instant::now() < deadline, "no worker on h3");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let child = long_fan_in_under_salloc(&bench, &bed);
     std::thread::sleep(Duration::from_secs(3));
     // The whole node goes: its init, and with it slurmd, slurmstepd and the worker.
     let crashed = Instant::now();
