@@ -250,3 +250,26 @@ fn all_pairs_makes_one_phase_per_round() {
         "s.toml:3: group \"g\": field `pattern`: `all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
     );
 }
+
+#[test]
+fn hostfile_devices_are_the_rails_of_rdma_groups_that_name_none() {
+    let hosts = "n0 devices=mlx5_0,mlx5_1\nn1 devices=mlx5_2,mlx5_3,mlx5_4\nn2\n";
+    let hosts = hostfile::parse(hosts, Path::new("hosts")).unwrap();
+    let rails = |group: &str| {
+        let text = format!("[[group]]\nname = \"g\"\npattern = \"explicit\"\nflows = [[1, 0], [2, 0]]\n{group}");
+        let (s, _) = scenario::parse(&text, Path::new("s.toml")).unwrap();
+        let p = plan::build(&hosts, &s).unwrap();
+        let phase = &p.phases[0];
+        phase.flows.iter().map(|f| p.host_rails(&phase.groups[f.group], f)).collect::<Vec<_>>()
+    };
+    let names = |v: &[&str]| v.iter().map(|d| d.to_string()).collect::<Vec<_>>();
+    // As many rails as both ends have, each end on its own devices; a host with none: no rails.
+    assert_eq!(
+        rails("transport = \"rdma\"\n"),
+        [[names(&["mlx5_2", "mlx5_3"]), names(&["mlx5_0", "mlx5_1"])], [vec![], vec![]]]
+    );
+    // The group's own choice wins; TCP has no rails.
+    let none: [Vec<String>; 2] = Default::default();
+    assert_eq!(rails("transport = \"rdma\"\n[group.rdma]\ndevice = \"mlx5_9\"\n")[0], none);
+    assert_eq!(rails("transport = \"tcp\"\n")[0], none);
+}

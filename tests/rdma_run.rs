@@ -386,7 +386,8 @@ fn sent_packets(device: &str) -> u64 {
 }
 
 /// Multi-rail: one flow's 4 QPs over two devices, two rails, both carry
-/// traffic (the devices' own counters), the flow counts both; an unknown
+/// traffic (the devices' own counters), the flow counts both; the same with
+/// the devices from the hostfile's `devices=`; an unknown
 /// device fails naming the rank's host, the name and what exists.
 #[test]
 fn multi_rail_spreads_qps_over_devices() {
@@ -414,6 +415,16 @@ fn multi_rail_spreads_qps_over_devices() {
     assert!(flow["bytes"].as_u64().unwrap() > 0, "{flow}");
     for (device, before) in devices.iter().zip(before) {
         assert!(sent_packets(device) > before, "rail on {device} carried nothing");
+    }
+
+    // The same rails from the hostfile's `devices=`, for a group that names none.
+    let list = devices.join(",");
+    let hosts = bench.write("hosts", &format!("127.0.0.1 devices={list}\n127.0.0.2 devices={list}\n"));
+    let before: Vec<u64> = devices.iter().map(|d| sent_packets(d)).collect();
+    let run = run_json(&bench, &bench.write("host-rails.toml", &scenario("[]")), &hosts, &[]);
+    assert!(run["phases"][0]["flows"][0]["bytes"].as_u64().unwrap() > 0, "{run}");
+    for (device, before) in devices.iter().zip(before) {
+        assert!(sent_packets(device) > before, "hostfile rail on {device} carried nothing");
     }
 
     let file = bench.write("bad.toml", &scenario(&format!("[\"{}\", \"nosuch\"]", devices[0])));

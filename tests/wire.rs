@@ -35,7 +35,12 @@ fn setup_with_stress_and_placement() {
         placement: Placement { cores: Some(vec![1, 3]), numa: Numa::Far },
         rdma: Some(RdmaParams { qps: 4, inline_size: Some(64), device: Some("rxe0".into()), ..Default::default() }),
     };
-    let role = FlowRole { flow: Flow { id: 7, group: 0, src: 1, dst: 0 }, side: Side::Receiver, group: group.into() };
+    let role = FlowRole {
+        flow: Flow { id: 7, group: 0, src: 1, dst: 0 },
+        side: Side::Receiver,
+        group: group.into(),
+        rails: vec!["mlx5_1".into()],
+    };
     for stress in [
         None,
         Some(StressSpec {

@@ -91,19 +91,33 @@ impl<'a> LineRates<'a> {
             return Err(format!("{} (rank {rank}): {why}", probe.host));
         }
         let rdma = self.run.scenario.groups.iter().find(|g| g.name == group).and_then(|g| g.rdma.as_ref());
-        let (device, port) = (rdma.and_then(|r| r.device.as_deref()), rdma.and_then(|r| r.port));
-        let found = port_used(&probe.devices, device, port);
-        let (d, p) = found.ok_or_else(|| {
-            format!(
-                "{} (rank {rank}) has no {} {}",
-                probe.host,
-                device.map_or("RDMA device".to_string(), |n| format!("device {n}")),
-                port.map_or("with an ACTIVE port".to_string(), |n| format!("port {n}"))
-            )
-        })?;
-        let gbps = p.rate_gbps.ok_or_else(|| {
-            format!("{} (rank {rank}): {} port {} reports an unknown speed", probe.host, d.name, p.port)
-        })?;
-        Ok(LineRate { gbps, source: format!("{} port {} of {} at {gbps} Gb/s", d.name, p.port, probe.host) })
+        let port = rdma.and_then(|r| r.port);
+        // Multi-rail (the group's `devices`, else the host's `devices=`): the rails add up.
+        let host_devices = self.run.plan.ranks.get(rank).map_or(&[][..], |r| &r.devices[..]);
+        let devices: Vec<Option<&str>> = match rdma {
+            Some(r) if !r.devices.is_empty() => r.devices.iter().map(|d| Some(d.as_str())).collect(),
+            Some(r) if r.device.is_some() => vec![r.device.as_deref()],
+            _ if !host_devices.is_empty() => host_devices.iter().map(|d| Some(d.as_str())).collect(),
+            _ => vec![None],
+        };
+        let mut rate = LineRate { gbps: 0.0, source: String::new() };
+        for device in devices {
+            let (d, p) = port_used(&probe.devices, device, port).ok_or_else(|| {
+                format!(
+                    "{} (rank {rank}) has no {} {}",
+                    probe.host,
+                    device.map_or("RDMA device".to_string(), |n| format!("device {n}")),
+                    port.map_or("with an ACTIVE port".to_string(), |n| format!("port {n}"))
+                )
+            })?;
+            let gbps = p.rate_gbps.ok_or_else(|| {
+                format!("{} (rank {rank}): {} port {} reports an unknown speed", probe.host, d.name, p.port)
+            })?;
+            let and = if rate.source.is_empty() { "" } else { " + " };
+            rate.source += &format!("{and}{} port {}", d.name, p.port);
+            rate.gbps += gbps;
+        }
+        rate.source += &format!(" of {} at {} Gb/s", probe.host, rate.gbps);
+        Ok(rate)
     }
 }

@@ -316,6 +316,18 @@ mod tests {
         assert_eq!(count(&a, Verdict::Pass), 6, "every flow reaches 90 % of its slower port");
         assert!(a.passed);
 
+        // Two rails each (the hostfile's `devices=`): a flow's line rate is its rails' sum.
+        let mut rails = run.clone();
+        for rank in [0, 1] {
+            rails.probes[rank].devices =
+                vec![device("mlx5_0", vec![port("ACTIVE", 12.5)]), device("mlx5_1", vec![port("ACTIVE", 12.5)])];
+            rails.plan.ranks[rank].devices = vec!["mlx5_0".into(), "mlx5_1".into()];
+        }
+        let a = judge(&rails, &spec(&["flow >= 90% of line rate"], None)).unwrap();
+        let c = a.checks.iter().find(|c| matches!(c.item, Checked::Flow { src: 0, dst: 1, .. })).unwrap();
+        assert_eq!(c.limit, Some(22.5));
+        assert_eq!(c.note.as_deref(), Some("mlx5_0 port 1 + mlx5_1 port 1 of h1 at 25 Gb/s"));
+
         // A host whose probe found no RDMA leaves its items unknown, never passed.
         run.probes[1] =
             RankProbe { devices: Vec::new(), error: Some("no RDMA devices".into()), ..probe(1, Vec::new()) };

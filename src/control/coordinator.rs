@@ -383,8 +383,10 @@ impl Coordinator {
         let mut setups: Vec<Vec<FlowRole>> = vec![Vec::new(); n];
         for flow in &p.flows {
             let group = &groups[flow.group];
-            setups[flow.src].push(FlowRole { flow: *flow, side: Side::Sender, group: group.clone() });
-            setups[flow.dst].push(FlowRole { flow: *flow, side: Side::Receiver, group: group.clone() });
+            let [src_rails, dst_rails] = self.plan.host_rails(group, flow);
+            let role = |side, rails| FlowRole { flow: *flow, side, group: group.clone(), rails };
+            setups[flow.src].push(role(Side::Sender, src_rails));
+            setups[flow.dst].push(role(Side::Receiver, dst_rails));
         }
         for (rank, flows) in setups.into_iter().enumerate() {
             let stress = self.plan.phases[phase].stress.iter().find(|s| s.rank == rank).map(|s| s.spec.clone());

@@ -63,6 +63,9 @@ pub struct FlowRole {
     /// Shared by every role of the group: with thousands of flows per rank
     /// a copy each is most of the coordinator's memory (same bytes on the wire).
     pub group: Arc<GroupPlan>,
+    /// RDMA: this end's devices from its host's `devices=` (one rail each),
+    /// when the group names none; empty otherwise.
+    pub rails: Vec<String>,
 }
 
 /// The common measurement window of a phase.

@@ -29,6 +29,10 @@ pub struct RankInfo {
     pub host: String,
     /// Where the rank's data plane (and, for rank 0, the coordinator) binds.
     pub addr: String,
+    /// The host's RDMA devices from the hostfile (`devices=`): the rails of
+    /// RDMA groups that name none. (Crosses the wire: no skip_serializing_if.)
+    #[serde(default)]
+    pub devices: Vec<String>,
 }
 
 /// Flows that run together in one common measurement window.
@@ -92,6 +96,19 @@ pub struct Flow {
     pub dst: usize,
 }
 
+impl Plan {
+    /// The devices each end of an RDMA flow uses when its group names none:
+    /// each host's hostfile `devices=`, as many rails as both ends have
+    /// (rail k meets rail k); empty for both when the group names its own
+    /// device(s), is not RDMA, or a host lists none.
+    pub fn host_rails(&self, group: &GroupPlan, flow: &Flow) -> [Vec<String>; 2] {
+        let names_none = group.rdma.as_ref().is_some_and(|r| r.device.is_none() && r.devices.is_empty());
+        let (src, dst) = (&self.ranks[flow.src].devices, &self.ranks[flow.dst].devices);
+        let n = if names_none { src.len().min(dst.len()) } else { 0 };
+        [src[..n].to_vec(), dst[..n].to_vec()]
+    }
+}
+
 impl Phase {
     /// Flows this rank sends or receives, in flow order.
     pub fn flows_of(&self, rank: usize) -> impl Iterator<Item = &Flow> {
@@ -105,7 +122,12 @@ pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
     hosts
         .iter()
         .enumerate()
-        .map(|(rank, h)| RankInfo { rank, host: h.name.clone(), addr: h.data_addr().to_string() })
+        .map(|(rank, h)| RankInfo {
+            rank,
+            host: h.name.clone(),
+            addr: h.data_addr().to_string(),
+            devices: h.devices.clone(),
+        })
         .collect()
 }
 

@@ -16,6 +16,7 @@ use crate::load::topology;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::netdev;
 use crate::metrics::RankReport;
+use crate::transport::rdma::RdmaParams;
 use crate::transport::{rdma, tcp};
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::End;
@@ -104,7 +105,11 @@ pub fn prepare(
         let opening = match (&role.group.rdma, side) {
             (Some(params), _) => {
                 let label = format!("flow {flow} {}->{}", role.flow.src, role.flow.dst);
-                let rails = params.rails();
+                // The host's `devices=` when the group names none (both ends have as many).
+                let rails = match role.rails.is_empty() {
+                    true => params.rails(),
+                    false => RdmaParams { devices: role.rails.clone(), ..params.clone() }.rails(),
+                };
                 let count = rails.len();
                 let prepared = rails
                     .iter()
