@@ -273,3 +273,15 @@ fn hostfile_devices_are_the_rails_of_rdma_groups_that_name_none() {
     assert_eq!(rails("transport = \"rdma\"\n[group.rdma]\ndevice = \"mlx5_9\"\n")[0], none);
     assert_eq!(rails("transport = \"tcp\"\n")[0], none);
 }
+
+#[test]
+fn rdma_tables_refuse_what_the_group_or_the_window_decides() {
+    let err = |knob: &str| {
+        plan_for(2, &format!("pattern = \"fan-in\"\ntransport = \"rdma\"\n[group.rdma]\n{knob}")).unwrap_err()
+    };
+    let e = err("iterations = 5000");
+    assert!(e.starts_with("s.toml:5: group \"g\": field `rdma`: `iterations` (perftest's -n) does not apply"), "{e}");
+    assert!(e.contains("set `duration` in [run]"), "{e}");
+    let e = err("op = \"read\"");
+    assert!(e.ends_with("set `op`, `mode` and `message_size` on the group itself, not in its rdma table"), "{e}");
+}

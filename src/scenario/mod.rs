@@ -391,6 +391,14 @@ fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
                         "set `op`, `mode` and `message_size` on the group itself, not in its rdma table".into(),
                     ));
                 }
+                if knobs.iterations.is_some() {
+                    return Err((
+                        "rdma",
+                        "`iterations` (perftest's -n) does not apply to a run: every flow is measured over the \
+                         phase's common window; set `duration` in [run]"
+                            .into(),
+                    ));
+                }
             }
             // The knobs together with the group's op, mode and size (latency takes one QP).
             if let Some(params) = g.rdma_params() {
