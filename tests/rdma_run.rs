@@ -119,43 +119,55 @@ fn hosts_lists_rdma_ports_over_ssh() {
 }
 
 /// A flow that fails mid-phase ends the run, named, in bounded time, with
-/// what was measured kept: rank 1 (the receiver of a send flow) is frozen,
-/// its receives run out, the sender's sends find none (RNR, retried without
-/// end) and stall for `stall_timeout_ms`; the sender's rank reports it.
+/// what was measured kept. Frozen: rank 1 (the receiver of a send flow)
+/// stops, its receives run out, the sender's sends find none (RNR, retried
+/// without end) and stall for `stall_timeout_ms`; the sender's rank reports
+/// the flow. Killed: rank 1's control connection drops at once and the
+/// coordinator names the rank and its flow.
 #[test]
 fn a_failed_rdma_flow_ends_the_run_naming_it() {
     if !has_rdma() {
         return;
     }
-    let bench = Bench::new();
-    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
-    let scenario = bench.write(
-        "stall.toml",
-        "[run]\nduration = \"30s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"send\"\nflows = [[0, 1]]\nmessage_size = \"4K\"\n[group.rdma]\nrx_depth = 64\nstall_timeout_ms = 1000\n",
-    );
-    let child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
-    let victim = bench.worker_pid(1, Duration::from_secs(60));
-    // Let the phase start and traffic flow (connecting takes a few s in the VM).
-    std::thread::sleep(Duration::from_secs(6));
-    let frozen_at = Instant::now();
-    common::signal(victim, "-STOP");
+    // A killed worker's connection ends with FIN or RST ("connection lost"
+    // or "protocol error: Connection reset by peer"); both name the flow.
+    let cases = [
+        ("-STOP", ["rank 0 (127.0.0.1): failed in phase 0: flow 0 0->1: QP 0: no progress for", ""]),
+        ("-KILL", ["rank 1 (127.0.0.2): ", "; its flows: 0 (0->1)"]),
+    ];
+    for (signal, named) in cases {
+        let bench = Bench::new();
+        let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+        let scenario = bench.write(
+            "stall.toml",
+            "[run]\nduration = \"30s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"send\"\nflows = [[0, 1]]\nmessage_size = \"4K\"\n[group.rdma]\nrx_depth = 64\nstall_timeout_ms = 1000\n",
+        );
+        let child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+        let victim = bench.worker_pid(1, Duration::from_secs(60));
+        // Let the phase start and traffic flow (connecting takes a few s in the VM).
+        std::thread::sleep(Duration::from_secs(6));
+        let hit_at = Instant::now();
+        common::signal(victim, signal);
 
-    let out = child.wait_with_output().unwrap();
-    let took = frozen_at.elapsed();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(took < Duration::from_secs(20), "took {took:?}: {err}");
-    assert!(err.contains("flow 0 0->1: QP 0: no progress for"), "{err}");
+        let out = child.wait_with_output().unwrap();
+        let took = hit_at.elapsed();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{signal}: {err}");
+        assert!(took < Duration::from_secs(20), "{signal}: took {took:?}: {err}");
+        assert!(named.iter().all(|part| err.contains(part)), "{signal}: {err}");
 
-    let run = read_json(&bench.result_dir().join("run.json"));
-    let error = run["status"]["error"].as_str().unwrap();
-    assert!(error.contains("rank 0 (127.0.0.1): failed in phase 0: flow 0 0->1: QP 0"), "{error}");
-    let phase = &run["phases"][0];
-    assert_eq!(phase["complete"], false);
-    assert!(phase["flows"][0]["tx_bytes"].as_u64().unwrap() > 0, "{phase}");
-    assert!(phase["flows"][0]["error"].as_str().unwrap().contains("no progress"), "{phase}");
-    // The launcher ended the frozen worker.
-    assert_eq!(bench.leftovers(Duration::from_secs(3)), []);
+        let run = read_json(&bench.result_dir().join("run.json"));
+        let error = run["status"]["error"].as_str().unwrap();
+        assert!(named.iter().all(|part| error.contains(part)), "{signal}: {error}");
+        let phase = &run["phases"][0];
+        assert_eq!(phase["complete"], false, "{signal}");
+        assert!(phase["flows"][0]["tx_bytes"].as_u64().unwrap() > 0, "{signal}: {phase}");
+        if signal == "-STOP" {
+            assert!(phase["flows"][0]["error"].as_str().unwrap().contains("no progress"), "{phase}");
+        }
+        // The launcher ended the frozen worker.
+        assert_eq!(bench.leftovers(Duration::from_secs(3)), [], "{signal}");
+    }
 }
 
 /// Across three VMs (scripts/test-rdma's `--vms 3` run sets FB_RDMA_FAN_IN_HOSTS):
