@@ -10,8 +10,7 @@ use common::{run_json, shipped_scenarios, Bench};
 fn shipped_scenarios_run_shortened_on_the_bed() {
     // The window's length and the stress's measured load are checked: no
     // other test's burners or streams may share the CPUs meanwhile.
-    let _machine = common::quiet_machine();
-    let Some(bed) = Bed::up(5, &[]) else { return };
+    let Some(bed) = Bed::up_quiet(5, &[]) else { return };
     let ssh = bed.ssh_args();
     let mut extra: Vec<&str> = ssh.iter().map(String::as_str).collect();
     extra.extend(["--duration", "1s", "--warmup", "200ms"]);

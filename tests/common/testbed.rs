@@ -24,6 +24,18 @@ impl Bed {
     /// `None` (the test is skipped, saying why) where the bed cannot run here,
     /// unless FABRICBENCH_REQUIRE_TESTBED=1, as in CI.
     pub fn up(n: usize, extra: &[&str]) -> Option<Bed> {
+        Bed::start(n, extra, super::busy_machine)
+    }
+
+    /// Like [`Bed::up`], with no other CPU-heavy test running meanwhile
+    /// (see [`super::quiet_machine`]): for tests that check timing or load.
+    /// (One lock per process: taking the machine lock again from the same
+    /// test, shared or not, would wait for itself.)
+    pub fn up_quiet(n: usize, extra: &[&str]) -> Option<Bed> {
+        Bed::start(n, extra, super::quiet_machine)
+    }
+
+    fn start(n: usize, extra: &[&str], machine_lock: fn() -> File) -> Option<Bed> {
         let required = std::env::var("FABRICBENCH_REQUIRE_TESTBED").is_ok_and(|v| v == "1");
         let is_root = std::fs::read_to_string("/proc/self/status")
             .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
@@ -32,7 +44,7 @@ impl Bed {
             eprintln!("SKIP: the multi-host test bed needs root");
             return None;
         }
-        let machine = super::busy_machine();
+        let machine = machine_lock();
         std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
         let lock = File::create(LOCK).expect("test bed lock file");
         lock.lock().expect("test bed lock");
