@@ -26,3 +26,10 @@ ensure_cargo() {
     fi
     command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; return 1; }
 }
+
+# What building fabricbench needs: a C toolchain, and cmake + libclang for
+# rdma-mummy-sys (its libibverbs loader and bindings; libibverbs itself is
+# opened at run time, not linked).
+ensure_build_deps() {
+    ensure_packages gcc pkg-config cmake libclang-dev clang
+}
