@@ -137,12 +137,8 @@ pub struct RunArgs {
     /// TCP port of rank 0's coordinator (0 = any free port)
     #[arg(long, default_value_t = 0)]
     pub port: u16,
-    /// Folder under which each run's results folder is made
-    #[arg(long, default_value = "results", value_name = "DIR")]
-    pub results: PathBuf,
-    /// Do not write a results folder
-    #[arg(long)]
-    pub no_save: bool,
+    #[command(flatten)]
+    pub save: SaveArgs,
     /// Write the full result (run.json schema) to FILE, `-` for stdout
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
@@ -263,4 +259,25 @@ fn parse_percent(text: &str) -> Result<f64, String> {
         return Err(format!("`{text}`: the tolerance must be at least 0 % and below 100 %"));
     }
     Ok(n)
+}
+
+/// Where a run's results folder goes (`run`, `pair`).
+#[derive(Args, Debug, Clone)]
+pub struct SaveArgs {
+    /// Folder under which each run's results folder is made
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Do not write a results folder
+    #[arg(long)]
+    pub no_save: bool,
+}
+
+impl SaveArgs {
+    /// Writes the results folder unless --no-save; its path when written.
+    pub fn save(&self, run: &crate::result::RunResult) -> Result<Option<PathBuf>, crate::report::ReportError> {
+        if self.no_save {
+            return Ok(None);
+        }
+        crate::report::results_dir::write(run, &self.results).map(Some)
+    }
 }

@@ -295,7 +295,7 @@ fn execute(args: &RunArgs, prepared: run::Prepared, launch: &Launch, checks: Che
     let accept = AcceptOptions { checks, retest: !args.no_retest };
     let result = runtime.block_on(run::run_and_judge(prepared, launch, &opts, &accept))?;
 
-    let saved = if args.no_save { None } else { Some(report::results_dir::write(&result, &args.results)?) };
+    let saved = args.save.save(&result)?;
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
         (&args.export_csv, &CsvExporter),
@@ -348,10 +348,7 @@ fn pair(args: &PairArgs) -> ExitCode {
         Ok(result) => result,
         Err(e) => return exit(Err(e), RUN_FAILED),
     };
-    let saved = match args.no_save {
-        true => Ok(None),
-        false => report::results_dir::write(&result, &args.results).map(Some),
-    };
+    let saved = args.save.save(&result);
     let exported = args.export_json.as_ref().map(|target| report::export_to(&JsonExporter, &result, target));
     let table = report::perftest::render(&result, args.report_gbits);
     match args.export_json.as_deref().is_some_and(|p| p.as_os_str() == "-") {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{LauncherKind, SshArgs};
+use super::{LauncherKind, SaveArgs, SshArgs};
 use crate::scenario::{Op, Transport};
 use crate::units::ByteSize;
 
@@ -135,12 +135,8 @@ pub struct PairArgs {
     /// TCP port of rank 0's coordinator, the out-of-band exchange (perftest -p; 0 = any free port)
     #[arg(short = 'p', long, default_value_t = 0)]
     pub port: u16,
-    /// Folder under which the run's results folder is made
-    #[arg(long, default_value = "results", value_name = "DIR")]
-    pub results: PathBuf,
-    /// Do not write a results folder
-    #[arg(long)]
-    pub no_save: bool,
+    #[command(flatten)]
+    pub save: SaveArgs,
     /// Write the full result (run.json schema) to FILE, `-` for stdout (the table then goes to stderr)
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
