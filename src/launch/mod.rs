@@ -7,6 +7,7 @@ pub mod slurm;
 pub mod ssh;
 pub mod stage;
 pub mod tree;
+pub mod workers;
 
 use std::pin::Pin;
 

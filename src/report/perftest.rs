@@ -142,8 +142,8 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&Ran
                 r.gid_index.map_or_else(|| "auto (RoCE v2 + IPv4 first, like perftest)".into(), |i| i.to_string());
             lines.push(("GID index", gid));
             let polling = match r.completion {
-                crate::transport::rdma::CompletionMode::Busy => "busy polling",
-                crate::transport::rdma::CompletionMode::Event => "completion events (-e)",
+                crate::scenario::rdma::CompletionMode::Busy => "busy polling",
+                crate::scenario::rdma::CompletionMode::Event => "completion events (-e)",
             };
             lines.push(("Completions", polling.into()));
             if r.threads > 1 {
