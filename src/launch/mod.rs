@@ -2,6 +2,7 @@
 //! `fabricbench worker` on a host with a given stdin, and nothing of the
 //! protocol spoken over it.
 
+mod child;
 pub mod choose;
 pub mod local;
 pub mod slurm;

@@ -10,14 +10,13 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use rand::Rng;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::{mpsc, oneshot};
+use tokio::process::Command;
+use tokio::sync::mpsc;
 
 use crate::hostfile::{self, Host, HostfileError};
+use crate::launch::child::{ChildProcess, Ending};
 use crate::launch::{BoxRead, BoxWrite, LaunchError, Process};
 
 /// How long srun may take to end the step after SIGTERM before it is killed.
@@ -164,7 +163,7 @@ impl SlurmLauncher {
             stdin: Box::pin(stdin),
             stdout: Box::pin(task0_out),
             lines,
-            process: Box::new(SrunProcess(child)),
+            process: Box::new(ChildProcess::new(child, Ending::Terminate { grace: TERM_GRACE }, "srun ended")),
         })
     }
 
@@ -259,39 +258,6 @@ async fn split_stderr(stderr: BoxRead, lines: mpsc::UnboundedSender<SrunLine>) {
         if lines.send(parsed).is_err() {
             return;
         }
-    }
-}
-
-struct SrunProcess(Child);
-
-impl Process for SrunProcess {
-    fn watch(self: Box<Self>, kill: oneshot::Receiver<()>) -> BoxFuture<'static, String> {
-        let mut child = self.0;
-        async move {
-            let status = tokio::select! {
-                status = child.wait() => status,
-                _ = kill => {
-                    // srun passes SIGTERM on to every task and ends the step;
-                    // SIGKILL would leave the tasks to Slurm's own cleanup.
-                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                        // Our own child, not yet reaped: the pid is still srun's.
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
-                    }
-                    match tokio::time::timeout(TERM_GRACE, child.wait()).await {
-                        Ok(status) => status,
-                        Err(_) => {
-                            let _ = child.start_kill();
-                            child.wait().await
-                        }
-                    }
-                }
-            };
-            match status {
-                Ok(status) => format!("srun ended: {status}"),
-                Err(e) => format!("srun ended: unknown exit ({e})"),
-            }
-        }
-        .boxed()
     }
 }
 
