@@ -28,7 +28,7 @@ use crate::progress::Progress;
 use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
-use crate::worker::step::{CoordinatorAt, StepSpec};
+use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 pub use accept::{run_and_judge, AcceptOptions};
 use workers::Workers;
@@ -258,7 +258,7 @@ async fn start_step(
     job: u64,
     token: &str,
 ) -> anyhow::Result<Events> {
-    let spec = StepSpec {
+    let spec = SrunSpec {
         job,
         token: token.to_string(),
         hosts: (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone()),
