@@ -11,12 +11,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::control::gather::Gather;
-use crate::control::wire::{
-    FlowEndpoint, FlowRole, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
-};
-use crate::metrics::{aggregate_phase, RankReport};
+use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION};
+use crate::metrics::RankReport;
 use crate::plan::{GroupPlan, Plan};
+use crate::result::aggregate_phase;
 use crate::result::{PhaseResult, RankProbe};
+use crate::transport::Side;
 use crate::units::gbps;
 
 /// A control connection, numbered by the driver.

@@ -2,11 +2,13 @@
 //! `fabricbench worker` on a host with a given stdin, and nothing of the
 //! protocol spoken over it.
 
+pub mod choose;
 pub mod local;
 pub mod slurm;
 pub mod ssh;
 pub mod stage;
 pub mod tree;
+pub mod workers;
 
 use std::pin::Pin;
 

@@ -55,7 +55,7 @@ impl Allocation {
         Allocation::from_vars(|name| std::env::var(name).ok())
     }
 
-    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Allocation>, SlurmError> {
+    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Allocation>, SlurmError> {
         let Some(job) = var("SLURM_JOB_ID") else { return Ok(None) };
         let nodelist = var("SLURM_JOB_NODELIST").ok_or_else(|| SlurmError::NoNodelist { job: job.clone() })?;
         let nodes = hostfile::from_slurm(&nodelist, var("SLURM_TASKS_PER_NODE").as_deref())

@@ -4,7 +4,6 @@
 //! worker, and keep every result measured, also when the run fails half-way.
 
 mod accept;
-pub(crate) mod workers;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,17 +20,16 @@ use crate::hostfile::Host;
 use crate::launch::slurm::SlurmLauncher;
 use crate::launch::ssh::SshOptions;
 use crate::launch::tree::{self, Subtree};
+use crate::launch::workers::Workers;
 use crate::launch::{BoxRead, Launch, Launcher};
-use crate::metrics::sweep;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
-use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
+use crate::result::{sweep, RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 pub use accept::{run_and_judge, AcceptOptions};
-use workers::Workers;
 
 /// How long rank 0 may take to start listening.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -129,7 +127,7 @@ pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyh
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
     result.sweep = sweep::summarize(&result.plan, &result.phases);
-    result.matrix = crate::metrics::pair_matrix(&result.plan, &result.phases);
+    result.matrix = crate::result::pair_matrix(&result.plan, &result.phases);
     Ok(result)
 }
 

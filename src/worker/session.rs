@@ -27,9 +27,9 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window};
-use crate::load::stress::StressSpec;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
+use crate::scenario::stress::StressSpec;
 use crate::transport::rdma::RdmaInventory;
 
 /// A coordinator silent this long is gone: the worker stops and exits.

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::control::coordinator::{Coordinator, Event, Output, Timeouts};
-use crate::control::wire::{Endpoint, Side, MAGIC, PROTOCOL_VERSION};
+use crate::control::wire::{Endpoint, MAGIC, PROTOCOL_VERSION};
+use crate::transport::Side;
 
 /// Stand-ins for a phase's opened and connected flow ends: the session
 /// only carries them, so a tag of the phase they belong to is enough.

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use fabricbench::control::coordinator::{ConnId, Coordinator, Output, Timeouts};
 use fabricbench::control::wire::{
-    Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
+    Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
 };
 use fabricbench::plan::Plan;
+use fabricbench::transport::Side;
 use fabricbench::{hostfile, plan, scenario};
 
 pub const TOKEN: &str = "secret";

@@ -14,8 +14,8 @@ use super::device::{self, OpenDevice, LINK_LAYER_ETHERNET};
 use super::endpoint::RdmaEndpoint;
 use super::error::{panic_message, RdmaError};
 use super::ffi::{Arena, Cq, Qp};
-use super::params::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
-use super::Side;
+use crate::scenario::rdma::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
+use crate::transport::Side;
 
 /// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
 /// infinite RNR retries with a 0.64 ms RNR timer.
@@ -225,8 +225,8 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
         let per_qp = params.tx_depth + if recv { params.rx_depth } else { 0 };
         let cqe = (per_qp * my_qps.len() as u32 + 16).min(max_cqe);
         let channel = match params.completion {
-            super::params::CompletionMode::Busy => None,
-            super::params::CompletionMode::Event => {
+            crate::scenario::rdma::CompletionMode::Busy => None,
+            crate::scenario::rdma::CompletionMode::Event => {
                 Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?)
             }
         };

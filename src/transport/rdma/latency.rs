@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use super::connect::{wr_id, FlowRes, QpSlot, Shard, WR_RECV};
 use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc, WrKind};
-use super::params::RdmaOp;
 use super::stream::{poll_err, wc_error, PASSIVE_NAP};
-use super::Side;
+use crate::scenario::rdma::RdmaOp;
 use crate::transport::FlowCounters;
+use crate::transport::Side;
 
 /// Samples kept in duration mode (8 MB); later iterations run unrecorded.
 const MAX_SAMPLES: usize = 1 << 20;

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use super::connect::{wr_covered, wr_id, wr_qp, FlowRes, Shard, WR_RECV};
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
-use super::params::{RdmaOp, CMP_SWAP_VALUE};
-use super::Side;
+use crate::scenario::rdma::{RdmaOp, CMP_SWAP_VALUE};
 use crate::transport::FlowCounters;
+use crate::transport::Side;
 
 /// Time allowed after `stop` for signaled WRs still in flight to complete.
 const DRAIN: Duration = Duration::from_millis(200);
