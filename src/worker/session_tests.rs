@@ -336,66 +336,108 @@ fn own_failures_are_reported_and_halt_the_rank() {
     assert!(matches!(sim.s.stage, Stage::Halted { phase: 0 }));
 }
 
-/// The real coordinator and two sessions, one per rank, over a sweep of
-/// two phases: every frame either side sends is one the other expects.
-#[test]
-fn two_sessions_and_the_coordinator_run_a_sweep() {
-    let hosts = crate::hostfile::parse("h1\nh2\n", Path::new("hosts")).unwrap();
-    let text = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n[sweep]\nparameter = \"streams\"\nvalues = [1, 2]\n";
-    let (scenario, _) = crate::scenario::parse(text, Path::new("s.toml")).unwrap();
-    let plan = crate::plan::build(&hosts, &scenario).unwrap();
-    assert_eq!(plan.phases.len(), 2);
-    let mut coordinator = Coordinator::new(7, "secret".into(), plan, window(), Timeouts::default(), 0);
-    let now = Instant::now();
-    let mut ranks: Vec<Session<Opened, Linked>> = (0..2).map(|r| Session::new(hello(r), now, 0)).collect();
-    for conn in 0..2 {
-        coordinator.connected(conn, 0);
+/// The real coordinator and one session per rank, the ranks' blocking work
+/// done at once; with `report`, a started phase reports at once too.
+struct Job {
+    coordinator: Coordinator,
+    ranks: Vec<Session<Opened, Linked>>,
+    now: Instant,
+    report: bool,
+    events: Vec<Event>,
+    stopped: Vec<usize>,
+    exits: Vec<Result<(), SessionError>>,
+}
+
+impl Job {
+    /// Two ranks of a fan-in swept over two stream counts: two phases.
+    fn new(report: bool) -> Job {
+        let hosts = crate::hostfile::parse("h1\nh2\n", Path::new("hosts")).unwrap();
+        let text = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n[sweep]\nparameter = \"streams\"\nvalues = [1, 2]\n";
+        let (scenario, _) = crate::scenario::parse(text, Path::new("s.toml")).unwrap();
+        let plan = crate::plan::build(&hosts, &scenario).unwrap();
+        assert_eq!(plan.phases.len(), 2);
+        let mut coordinator = Coordinator::new(7, "secret".into(), plan, window(), Timeouts::default(), 0);
+        for conn in 0..2 {
+            coordinator.connected(conn, 0);
+        }
+        let now = Instant::now();
+        let ranks = (0..2).map(|r| Session::new(hello(r), now, 0)).collect();
+        Job { coordinator, ranks, now, report, events: Vec::new(), stopped: Vec::new(), exits: Vec::new() }
     }
-    let (mut events, mut exits) = (Vec::new(), 0);
-    loop {
-        let mut quiet = true;
-        for (rank, session) in ranks.iter_mut().enumerate() {
-            while let Some(action) = session.poll() {
-                quiet = false;
-                // The rank's blocking work, done at once.
-                match action {
-                    Action::Send(msg) => coordinator.received(rank as u64, msg, 0),
-                    Action::Probe => session.finished(Work::Probed(RdmaInventory::default())),
-                    Action::Prepare { phase, flows, .. } => {
-                        let mine = flows.iter().filter(|f| f.side == Side::Receiver);
-                        let endpoints = mine.map(|f| FlowEndpoint {
-                            endpoint: endpoints(phase)[0].endpoint.clone(),
-                            flow: f.flow.id,
-                            side: f.side,
-                        });
-                        session.finished(Work::Prepared { phase, result: Ok((Opened(phase), endpoints.collect())) });
-                    }
-                    Action::Connect { phase, ends, .. } => {
-                        session.finished(Work::Connected { phase, result: Ok(Linked(ends.0)) })
-                    }
-                    Action::Start { phase, .. } => {
-                        session.finished(Work::Report(Box::new(RankReport { phase, rank, ..RankReport::default() })))
-                    }
-                    Action::StopStreams => panic!("rank {rank} was stopped"),
-                    Action::Exit(result) => {
-                        assert_eq!(result, Ok(()));
-                        exits += 1;
+
+    /// Carries frames both ways until neither side has anything to do.
+    fn settle(&mut self) {
+        loop {
+            let mut quiet = true;
+            for (rank, session) in self.ranks.iter_mut().enumerate() {
+                while let Some(action) = session.poll() {
+                    quiet = false;
+                    match action {
+                        Action::Send(msg) => self.coordinator.received(rank as u64, msg, 0),
+                        Action::Probe => session.finished(Work::Probed(RdmaInventory::default())),
+                        Action::Prepare { phase, flows, .. } => {
+                            let endpoint = endpoints(phase)[0].endpoint.clone();
+                            let receivers = flows.iter().filter(|f| f.side == Side::Receiver);
+                            let endpoints = receivers
+                                .map(|f| FlowEndpoint { endpoint: endpoint.clone(), flow: f.flow.id, side: f.side })
+                                .collect();
+                            session.finished(Work::Prepared { phase, result: Ok((Opened(phase), endpoints)) });
+                        }
+                        Action::Connect { phase, ends, .. } => {
+                            session.finished(Work::Connected { phase, result: Ok(Linked(ends.0)) })
+                        }
+                        Action::Start { phase, .. } if self.report => {
+                            let report = RankReport { phase, rank, ..RankReport::default() };
+                            session.finished(Work::Report(Box::new(report)))
+                        }
+                        Action::Start { .. } => {}
+                        Action::StopStreams => {
+                            self.stopped.push(rank);
+                            let phase = phase_of(&session.stage);
+                            let report = RankReport { phase, rank, ..RankReport::default() };
+                            session.finished(Work::Report(Box::new(report)))
+                        }
+                        Action::Exit(result) => self.exits.push(result),
                     }
                 }
             }
-        }
-        while let Some(output) = coordinator.poll() {
-            quiet = false;
-            match output {
-                Output::Send(conn, msg) => ranks[conn as usize].handle(msg, now),
-                Output::Close(conn) => panic!("connection {conn} closed"),
-                Output::Event(event) => events.push(event),
+            while let Some(output) = self.coordinator.poll() {
+                quiet = false;
+                match output {
+                    Output::Send(conn, msg) => self.ranks[conn as usize].handle(msg, self.now),
+                    Output::Close(conn) => panic!("connection {conn} closed"),
+                    Output::Event(event) => self.events.push(event),
+                }
+            }
+            if quiet {
+                return;
             }
         }
-        if quiet {
-            break;
-        }
     }
-    let done = events.iter().filter(|e| matches!(e, Event::PhaseDone(_))).count();
-    assert_eq!((done, events.last(), exits), (2, Some(&Event::Finished), 2), "{events:?}");
+}
+
+#[test]
+fn sessions_and_the_real_coordinator_run_a_sweep() {
+    let mut job = Job::new(true);
+    job.settle();
+    let done = job.events.iter().filter(|e| matches!(e, Event::PhaseDone(_))).count();
+    assert_eq!((done, job.events.last()), (2, Some(&Event::Finished)), "{:?}", job.events);
+    assert_eq!((job.stopped, job.exits), (Vec::new(), vec![Ok(()), Ok(())]));
+}
+
+#[test]
+fn the_real_coordinator_ends_the_run_with_a_sessions_refusal() {
+    let mut job = Job::new(false);
+    job.settle();
+    assert!(job.ranks.iter().all(|s| matches!(s.stage, Stage::Running { phase: 0 })));
+    // A coordinator that sends Start twice: rank 1 says so, and the run ends with its words.
+    job.ranks[1].handle(ToWorker::Start { phase: 0, t0_ns: 0, window: window() }, job.now);
+    job.settle();
+    let failure = job.events.iter().find_map(|e| match e {
+        Event::Failed(f) => Some(f.to_string()),
+        _ => None,
+    });
+    let expected = "rank 1 (h2): failed in phase 0: unexpected Start for phase 0 while running phase 0";
+    assert_eq!(failure.as_deref(), Some(expected), "{:?}", job.events);
+    assert_eq!((job.stopped, job.exits), (vec![0, 1], vec![Ok(()), Ok(())]));
 }
