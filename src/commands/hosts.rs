@@ -8,7 +8,7 @@ use crate::launch::Launcher;
 use crate::{hostcheck, hostfile, report};
 
 pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
-    let hosts = hostfile::load(&args.hostfile).map_err(Failure::bad_input)?;
+    let hosts = hostfile::read(&args.hostfile).map_err(Failure::bad_input)?;
     let launcher = ssh_launcher(&args.ssh).map_err(Failure::RunFailed)?;
     let checks = runtime()?.block_on(async {
         let checks = hostcheck::check_all(&launcher, &hosts).await;

@@ -28,7 +28,7 @@ pub fn launch_for(flags: &LaunchFlags, hosts: &[Host], allocation: Option<Alloca
         Choice::Ssh => Launch::PerHost(Box::new(ssh_launcher(flags.ssh)?)),
         Choice::Tree { radix } => Launch::Tree { ssh: ssh_launcher(flags.ssh)?, radix },
         Choice::Slurm(allocation) => {
-            Launch::Step(SlurmLauncher::new(this_exe()?, flags.srun_args.to_vec(), allocation))
+            Launch::Srun(SlurmLauncher::new(this_exe()?, flags.srun_args.to_vec(), allocation))
         }
     })
 }

@@ -7,7 +7,7 @@ use crate::result::RunStatus;
 
 /// Every file but run.json, again, from run.json.
 pub fn report(args: &ReportArgs) -> Result<(), Failure> {
-    let run = report::results_dir::load(&args.dir).map_err(Failure::bad_input)?;
+    let run = report::results_dir::read(&args.dir).map_err(Failure::bad_input)?;
     let dir = if args.dir.is_dir() { args.dir.clone() } else { args.dir.parent().unwrap_or(&args.dir).to_path_buf() };
     report::results_dir::write_into(&run, &dir, false).map_err(Failure::run_failed)?;
     if !args.quiet {
@@ -18,8 +18,8 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
 }
 
 pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
-    let base = report::results_dir::load(&args.base).map_err(Failure::bad_input)?;
-    let new = report::results_dir::load(&args.new).map_err(Failure::bad_input)?;
+    let base = report::results_dir::read(&args.base).map_err(Failure::bad_input)?;
+    let new = report::results_dir::read(&args.new).map_err(Failure::bad_input)?;
     for (which, run) in [("baseline", &base), ("new run", &new)] {
         if let RunStatus::Failed { error } = &run.status {
             eprintln!("warning: the {which} failed ({error}); its numbers cover what ran");

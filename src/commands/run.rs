@@ -10,7 +10,7 @@ use crate::commands::{runtime, Failure};
 use crate::hostfile::{self, Host};
 use crate::launch::slurm::Allocation;
 use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
-use crate::run::{self, AcceptOptions, RunOptions};
+use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
 
 pub fn plan(inputs: &Inputs) -> Result<(), Failure> {
@@ -42,7 +42,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         port: args.port,
         progress: !args.quiet && !args.no_progress,
     };
-    let accept = AcceptOptions { checks, retest: !args.no_retest };
+    let accept = JudgeOptions { checks, retest: !args.no_retest };
     let result =
         runtime()?.block_on(run::run_and_judge(prepared, &launch, &opts, &accept)).map_err(Failure::RunFailed)?;
 
@@ -89,7 +89,7 @@ fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::
 /// nodes; with where they came from, for messages.
 fn hosts_of(hostfile: Option<&Path>, allocation: Option<&Allocation>) -> anyhow::Result<(Vec<Host>, String)> {
     match (hostfile, allocation) {
-        (Some(path), _) => Ok((hostfile::load(path)?, format!("hostfile {}", path.display()))),
+        (Some(path), _) => Ok((hostfile::read(path)?, format!("hostfile {}", path.display()))),
         (None, Some(a)) => Ok((a.nodes.clone(), format!("the {} node(s) of Slurm job {}", a.nodes.len(), a.job))),
         (None, None) => {
             anyhow::bail!("no hosts: give a hostfile with -H FILE (inside a Slurm allocation the default is its nodes)")

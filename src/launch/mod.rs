@@ -65,7 +65,7 @@ pub trait Launcher: Send + Sync {
 pub enum Launch {
     PerHost(Box<dyn Launcher>),
     Tree { ssh: ssh::SshLauncher, radix: usize },
-    Step(slurm::SlurmLauncher),
+    Srun(slurm::SlurmLauncher),
 }
 
 impl Launch {
@@ -74,7 +74,7 @@ impl Launch {
         match self {
             Launch::PerHost(launcher) => launcher.close().await,
             Launch::Tree { ssh, .. } => ssh.close().await,
-            Launch::Step(slurm) => slurm.close(),
+            Launch::Srun(slurm) => slurm.close(),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! srun step), follow the run through rank 0's event stream, stop every
 //! worker, and keep every result measured, also when the run fails half-way.
 
-mod accept;
+mod judge;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
-pub use accept::{run_and_judge, AcceptOptions};
+pub use judge::{run_and_judge, JudgeOptions};
 
 /// How long rank 0 may take to start listening.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -68,7 +68,7 @@ pub fn prepare(
     origin: &str,
     overrides: &Overrides,
 ) -> anyhow::Result<Prepared> {
-    let (mut scenario, source) = scenario::load(scenario_file)?;
+    let (mut scenario, source) = scenario::read(scenario_file)?;
     if let Some(duration) = overrides.duration {
         if duration.is_zero() || duration < scenario.run.interval {
             bail!(
@@ -150,7 +150,7 @@ async fn drive(
         Launch::Tree { ssh, radix } => {
             start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await?
         }
-        Launch::Step(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await?,
+        Launch::Srun(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await?,
     };
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;

@@ -261,7 +261,7 @@ pub enum ScenarioError {
 }
 
 /// Reads, parses and validates a scenario file.
-pub fn load(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
+pub fn read(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
     let text =
         std::fs::read_to_string(path).map_err(|cause| ScenarioError::Read { path: path.to_path_buf(), cause })?;
     parse(&text, path)

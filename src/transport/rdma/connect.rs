@@ -56,7 +56,7 @@ pub(crate) struct Shard {
 }
 
 /// Everything a flow owns, shared by the prepared and connected states.
-pub(crate) struct FlowRes {
+pub(crate) struct FlowResources {
     pub params: RdmaParams,
     pub side: Side,
     pub label: String,
@@ -72,12 +72,12 @@ pub(crate) struct FlowRes {
 
 /// A flow whose QPs exist (in INIT, receives posted) but are not connected.
 pub struct PreparedFlow {
-    pub(crate) res: FlowRes,
+    pub(crate) res: FlowResources,
 }
 
 /// A flow whose QPs are in RTS, ready to run.
 pub struct ConnectedFlow {
-    pub(crate) res: FlowRes,
+    pub(crate) res: FlowResources,
 }
 
 fn guard<T>(flow: &str, what: &'static str, f: impl FnOnce() -> Result<T, RdmaError>) -> Result<T, RdmaError> {
@@ -291,7 +291,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     }
     let poll_strategy = if batched { PollStrategy::Batched } else { PollStrategy::OnePerPoll };
     Ok(PreparedFlow {
-        res: FlowRes {
+        res: FlowResources {
             params: params.clone(),
             side,
             label: flow.to_string(),
@@ -306,7 +306,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     })
 }
 
-fn connect(mut res: FlowRes, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+fn connect(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
     let qps = res.params.qps as usize;
     let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
     if peer.qpns.len() != qps || peer.psns.len() != qps {
