@@ -29,7 +29,7 @@ use crate::progress::Progress;
 use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
-use crate::worker::step::{CoordinatorAt, StepSpec};
+use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 pub use judge::{run_and_judge, JudgeOptions};
 use record::{Recorded, Recorder};
@@ -280,7 +280,7 @@ async fn start_step(
     job: u64,
     token: &str,
 ) -> anyhow::Result<Events> {
-    let spec = StepSpec {
+    let spec = SrunSpec {
         job,
         token: token.to_string(),
         hosts: (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone()),
