@@ -155,13 +155,6 @@ impl Launcher for SshLauncher {
         .boxed()
     }
 
-    fn prepare<'a>(&'a self, hosts: &'a [Host]) -> BoxFuture<'a, ()> {
-        async move {
-            futures::future::join_all(hosts.iter().map(|h| self.session(&h.name))).await;
-        }
-        .boxed()
-    }
-
     fn close(&self) -> BoxFuture<'_, ()> {
         self.close_all().boxed()
     }
