@@ -227,6 +227,8 @@ fn a_stop_signal_keeps_the_finished_phases_and_names_itself() {
     for (signal, code, twice) in [("-TERM", 143, false), ("-HUP", 129, false), ("-INT", 130, true)] {
         let bench = Bench::new();
         let (child, dir) = stop_after(&bench, 1);
+        // Into phase 1's window (200 ms warm-up, then 1 s).
+        std::thread::sleep(Duration::from_millis(800));
         common::signal(child.id(), signal);
         if twice {
             common::signal(child.id(), signal);
@@ -238,6 +240,13 @@ fn a_stop_signal_keeps_the_finished_phases_and_names_itself() {
         assert!(stderr.contains(&format!("error: stopped by {name}; what was measured is kept")), "{stderr}");
         assert!(stdout.contains("phase 0 `message_size=16K`"), "the summary still comes out: {stdout}");
         assert_kept(&bench, &dir, 1, &format!("stopped by {name}"));
+        if !twice {
+            // One signal: rank 0 ends the run and the running phase keeps what it measured.
+            let run = read_json(&dir.join("run.json"));
+            let cut = &run["phases"][1];
+            assert_eq!(cut["complete"], false, "{signal}: {cut}");
+            assert!(cut["aggregate_gbps"].as_f64().unwrap() > 0.0, "{signal}: {cut}");
+        }
         assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "{signal}: processes left");
     }
 }
