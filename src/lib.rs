@@ -8,6 +8,7 @@ pub mod acceptance;
 pub mod cli;
 pub mod control;
 pub mod fdlimit;
+pub mod histogram;
 pub mod hostcheck;
 pub mod hostfile;
 pub mod launch;

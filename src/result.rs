@@ -5,10 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::histogram::LatencySummary;
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
-use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
 use crate::metrics::sweep::SweepResult;
 use crate::metrics::GroupPlacement;

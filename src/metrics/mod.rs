@@ -4,7 +4,6 @@
 mod aggregate;
 pub mod clock;
 pub mod cpu;
-pub mod latency;
 mod matrix;
 pub mod netdev;
 pub mod stats;
@@ -16,6 +15,7 @@ pub use aggregate::aggregate_phase;
 pub use matrix::pair_matrix;
 
 use crate::control::wire::Side;
+use crate::histogram::Histogram;
 use crate::load::stress::StressReport;
 use crate::plan::FlowId;
 use crate::transport::rdma::CounterDelta;
@@ -64,5 +64,5 @@ pub struct FlowSamples {
     pub start_ns: Option<i64>,
     pub error: Option<String>,
     /// Round-trip times in the window (the latency client's end).
-    pub rtts: Option<latency::Histogram>,
+    pub rtts: Option<Histogram>,
 }

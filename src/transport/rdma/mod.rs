@@ -21,7 +21,7 @@ pub mod endpoint;
 pub mod error;
 mod ffi;
 pub mod inventory;
-pub mod latency;
+mod latency;
 pub mod params;
 pub mod probe;
 mod stream;
@@ -38,10 +38,10 @@ pub use device::{GidInfo, GidKind};
 pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
-pub use latency::LatencySummary;
 pub use params::{CompletionMode, PollStrategy, RdmaMode, RdmaOp, RdmaParams, CMP_SWAP_VALUE};
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 
+use crate::histogram::Histogram;
 use crate::transport::FlowCounters;
 use error::panic_message;
 
@@ -67,10 +67,9 @@ pub struct FlowOutcome {
     pub bytes: u64,
     /// Wall time of `run` in nanoseconds.
     pub elapsed_ns: u64,
-    /// Latency samples in ns (half round trip for write/send, round trip for
-    /// read), initiator only.
-    pub latency_ns: Option<Vec<u64>>,
-    pub latency: Option<LatencySummary>,
+    /// Latency mode, initiator only: the round trips inside the window
+    /// (perftest reports half of each for write and send, all of it for read).
+    pub latency: Option<Histogram>,
     /// Atomics: per QP, the sender's last fetched value / the receiver's
     /// target word at the end.
     pub atomic_words: Option<Vec<u64>>,
@@ -88,6 +87,13 @@ impl ConnectedFlow {
         self
     }
 
+    /// Latency mode: records only the round trips that start and end in
+    /// `open..=close` (without it, every one).
+    pub fn with_latency_window(mut self, open: Instant, close: Instant) -> Self {
+        self.res.latency_window = Some((open, close));
+        self
+    }
+
     /// Runs the flow on this thread (and `threads - 1` more for the other
     /// shards). Returns when `iterations` are done or soon after `stop` is
     /// set; a completion error ends it with `Err` naming the status and QP.
@@ -101,7 +107,6 @@ impl ConnectedFlow {
             messages: 0,
             bytes: 0,
             elapsed_ns: 0,
-            latency_ns: None,
             latency: None,
             atomic_words: None,
             device: res.dev.name.clone(),
@@ -128,10 +133,7 @@ impl ConnectedFlow {
             r.map(|l| {
                 outcome.messages = l.messages;
                 outcome.bytes = l.bytes;
-                if res.side == Side::Sender {
-                    outcome.latency = LatencySummary::from_samples(&l.samples, l.half_round_trip);
-                    outcome.latency_ns = Some(l.samples);
-                }
+                outcome.latency = l.round_trips;
             })
         } else {
             let results: Vec<Result<stream::ShardResult, RdmaError>> = if shards.len() == 1 {
