@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::control::wire::{Side, Window};
+use crate::control::wire::Window;
 use crate::load::stress::{Burners, StressReport};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{CoreTicks, CpuSnapshot};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
 use crate::transport::rdma::counters::{self, CounterSnapshot};
+use crate::transport::Side;
 use crate::worker::streams::{sleep_until, End};
 
 pub struct Sampler {
