@@ -15,7 +15,7 @@ use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
 use crate::transport::rdma::counters::{self, CounterSnapshot};
 use crate::transport::Side;
-use crate::worker::streams::{sleep_until, End};
+use crate::worker::streams::{sleep_until, FlowEnd};
 
 pub struct Sampler {
     pub rank: usize,
@@ -26,14 +26,14 @@ pub struct Sampler {
     pub iface: Option<String>,
     /// RDMA device ports whose counters are read at the window's edges.
     pub rdma_ports: Vec<(String, u8)>,
-    pub ends: Vec<End>,
+    pub ends: Vec<FlowEnd>,
     /// The rank's stress (its asked load) or why it could not start.
     pub burners: Option<Result<(u8, Burners), String>>,
     pub stop: Arc<AtomicBool>,
 }
 
 /// Counters of the host at a window edge.
-struct Edge {
+struct HostCounters {
     at: Instant,
     cpu: CpuSnapshot,
     cores: CoreTicks,
@@ -57,7 +57,7 @@ impl Sampler {
                 series.push(end.counters.read());
             }
             sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
-            let edge = Edge {
+            let edge = HostCounters {
                 at: now,
                 cpu: CpuSnapshot::take(),
                 cores: CoreTicks::take(),
@@ -98,8 +98,8 @@ impl Sampler {
         self,
         sample_ns: Vec<i64>,
         counts: Vec<Vec<(u64, u64)>>,
-        first: Option<Edge>,
-        last: Option<Edge>,
+        first: Option<HostCounters>,
+        last: Option<HostCounters>,
         stress: Option<StressReport>,
         aborted: bool,
     ) -> RankReport {
@@ -164,7 +164,11 @@ impl Sampler {
 }
 
 /// Stops the burners and says what load their cores actually carried.
-fn stop_stress(burners: Result<(u8, Burners), String>, first: Option<&Edge>, last: Option<&Edge>) -> StressReport {
+fn stop_stress(
+    burners: Result<(u8, Burners), String>,
+    first: Option<&HostCounters>,
+    last: Option<&HostCounters>,
+) -> StressReport {
     match burners {
         Err(note) => StressReport { note: Some(note), ..Default::default() },
         Ok((load, burners)) => {

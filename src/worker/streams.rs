@@ -17,7 +17,7 @@ use crate::transport::{rdma, tcp, FlowCounters, Side};
 pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
 
 /// One end of one flow on this rank.
-pub struct End {
+pub struct FlowEnd {
     pub role: FlowRole,
     pub counters: Arc<FlowCounters>,
     /// When the last of its streams began moving data.
@@ -30,10 +30,10 @@ pub struct End {
     pub placed: Result<Placed, String>,
 }
 
-impl End {
-    pub fn new(role: FlowRole, device_node: Option<usize>) -> End {
+impl FlowEnd {
+    pub fn new(role: FlowRole, device_node: Option<usize>) -> FlowEnd {
         let placed = placement::resolve(&role.group.placement, device_node);
-        End {
+        FlowEnd {
             role,
             counters: Arc::default(),
             started: Arc::default(),
@@ -86,7 +86,7 @@ impl End {
     }
 }
 
-impl End {
+impl FlowEnd {
     /// Runs an RDMA flow end (all its QPs) from `t0` until `stop`. An error
     /// before `stop` (bad completion status, stall) is also told to `failed`:
     /// the flow is over and the run must not wait for the window to close.
