@@ -5,6 +5,7 @@
 //! does not have) are reported against the field's line through [`Source`].
 
 mod check;
+pub mod limits;
 mod locate;
 mod ranks;
 pub mod sweep;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{Field, Source};
 pub use ranks::RankSet;
+pub use validate::check_run;
 
 use crate::load::placement::Numa;
 use crate::load::stress::Threads;
@@ -258,6 +260,21 @@ pub enum ScenarioError {
     Invalid(String),
 }
 
+/// The default `run.name`: the file's stem, made fit for a folder name.
+fn name_of(path: &Path) -> String {
+    let stem = path.file_stem().map_or_else(|| "run".into(), |s| s.to_string_lossy());
+    let name: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .take(limits::MAX_NAME)
+        .collect();
+    if name.is_empty() {
+        "run".to_string()
+    } else {
+        name
+    }
+}
+
 /// Reads, parses and validates a scenario file.
 pub fn load(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
     let text =
@@ -273,9 +290,9 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
         ScenarioError::Syntax { path: path.to_path_buf(), line, column, message: e.message().to_string() }
     })?;
     if scenario.run.name.is_empty() {
-        scenario.run.name = path.file_stem().map_or_else(|| "run".to_string(), |s| s.to_string_lossy().into_owned());
+        scenario.run.name = name_of(path);
     }
-    validate::validate(&scenario)
+    validate::validate(&scenario, &limits::Machine::this())
         .map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
     Ok((scenario, source))
 }
