@@ -74,7 +74,7 @@ pub enum HostfileError {
 }
 
 /// Reads and parses a hostfile.
-pub fn load(path: &Path) -> Result<Vec<Host>, HostfileError> {
+pub fn read(path: &Path) -> Result<Vec<Host>, HostfileError> {
     let read = |cause| HostfileError::Read { path: path.to_path_buf(), cause };
     let mut text = String::new();
     std::fs::File::open(path).and_then(|f| f.take(MAX_TEXT + 1).read_to_string(&mut text)).map_err(read)?;
@@ -527,13 +527,13 @@ mod tests {
 
     #[test]
     fn an_endless_file_is_refused() {
-        let e = load(Path::new("/dev/zero")).unwrap_err().to_string();
+        let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
         assert_eq!(e, "hostfile /dev/zero is larger than 67108864 bytes; a hostfile of 65536 hosts is far smaller");
     }
 
     #[test]
     fn missing_file_names_path() {
-        let e = load(Path::new("/nonexistent/hosts")).unwrap_err().to_string();
+        let e = read(Path::new("/nonexistent/hosts")).unwrap_err().to_string();
         assert!(e.starts_with("cannot read hostfile /nonexistent/hosts:"), "{e}");
     }
 }

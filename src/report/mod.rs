@@ -5,11 +5,13 @@ mod charts;
 pub mod compare;
 mod csv_files;
 mod html;
+pub mod journal;
 mod junit;
 mod labels;
 pub mod perftest;
 mod rdma_counters;
 pub mod results_dir;
+mod table;
 mod tables;
 mod terminal;
 
@@ -100,7 +102,7 @@ impl Exporter for MarkdownExporter {
 }
 
 /// `### title` and the table; nothing for a table without rows.
-fn markdown_table(table: &tables::Table) -> String {
+fn markdown_table(table: &table::Table) -> String {
     if table.rows.is_empty() {
         return String::new();
     }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use crate::scenario::rdma::MAX_MESSAGE_SIZE;
 use crate::scenario::Transport;
-use crate::transport::rdma::params::MAX_MESSAGE_SIZE;
 
 /// The shortest sample interval: the clocks and the sampler tick in ms.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(1);

@@ -7,7 +7,10 @@
 mod check;
 pub mod limits;
 mod locate;
+pub mod placement;
 mod ranks;
+pub mod rdma;
+pub mod stress;
 pub mod sweep;
 mod validate;
 
@@ -21,10 +24,10 @@ pub use locate::{Field, Source};
 pub use ranks::RankSet;
 pub use validate::check_run;
 
-use crate::load::placement::Numa;
-use crate::load::stress::Threads;
-use crate::transport::rdma::{RdmaMode, RdmaOp, RdmaParams};
 use crate::units::ByteSize;
+use placement::Numa;
+use rdma::{RdmaMode, RdmaOp, RdmaParams};
+use stress::Threads;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -276,7 +279,7 @@ fn name_of(path: &Path) -> String {
 }
 
 /// Reads, parses and validates a scenario file.
-pub fn load(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
+pub fn read(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
     let text =
         std::fs::read_to_string(path).map_err(|cause| ScenarioError::Read { path: path.to_path_buf(), cause })?;
     parse(&text, path)

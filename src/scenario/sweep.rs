@@ -6,11 +6,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::load::placement::Numa;
-use crate::load::stress::Threads;
 use crate::scenario::limits::MAX_SWEEP_POINTS;
+use crate::scenario::placement::Numa;
+use crate::scenario::rdma::{CompletionMode, RdmaParams};
+use crate::scenario::stress::Threads;
 use crate::scenario::{Pattern, RankSet, Scenario, Transport};
-use crate::transport::rdma::{CompletionMode, RdmaParams};
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

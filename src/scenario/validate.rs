@@ -6,10 +6,10 @@ use std::time::Duration;
 use super::limits::{
     self, Machine, MAX_FLOWS, MAX_NAME, MAX_SAMPLES, MAX_STREAMS, MAX_WINDOW, MIN_INTERVAL, THREADS_PER_CORE,
 };
+use super::rdma::RdmaParams;
+use super::stress::Threads;
 use super::sweep::SweepSpec;
 use super::{Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, StressTable, Transport};
-use crate::load::stress::Threads;
-use crate::transport::rdma::RdmaParams;
 
 /// Checks what a single file can tell on its own, before any hostfile is
 /// read; `machine` stands in for the ranks' hosts in the stress bounds.

@@ -7,12 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::control::wire::{FlowRole, Side};
+use crate::control::wire::FlowRole;
 use crate::load::placement::{self, Placed};
 use crate::metrics::latency::Histogram;
 use crate::scenario::Mode;
-use crate::transport::{rdma, tcp, FlowCounters};
-use crate::worker::phase::FlowFailed;
+use crate::transport::{rdma, tcp, FlowCounters, Side};
+
+/// Told when a flow fails while its phase runs (the error, naming the flow).
+pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
 
 /// One end of one flow on this rank.
 pub struct End {

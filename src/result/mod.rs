@@ -1,16 +1,24 @@
 //! The result of a run. These structs are the export schema: `run.json` is
 //! exactly a serialized [`RunResult`], and every CSV, table and chart is
 //! rendered from them. Bump [`SCHEMA_VERSION`] on any incompatible change
-//! and describe it in docs/METRICS.md.
+//! and describe it in docs/METRICS.md. Beside the schema: how the ranks'
+//! reports become a phase result (`aggregate`), the all-pairs matrix and
+//! the sweep summary.
+
+mod aggregate;
+mod matrix;
+pub mod sweep;
 
 use serde::{Deserialize, Serialize};
+
+pub use aggregate::aggregate_phase;
+pub use matrix::pair_matrix;
 
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
 use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
-use crate::metrics::sweep::SweepResult;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};
@@ -41,7 +49,7 @@ pub struct RunResult {
     pub phases: Vec<PhaseResult>,
     /// With `[sweep]`: one row per point and the ratios to the baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<SweepResult>,
+    pub sweep: Option<sweep::SweepResult>,
     pub status: RunStatus,
     /// All-pairs: every pair's Gb/s in one N×N matrix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,6 +57,15 @@ pub struct RunResult {
     /// The checks of `[check]` and `--check`, what failed, and who is to blame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<Acceptance>,
+}
+
+impl RunResult {
+    /// Recomputes what is derived from the phases: the sweep summary and
+    /// the all-pairs matrix.
+    pub fn summarize_phases(&mut self) {
+        self.sweep = sweep::summarize(&self.plan, &self.phases);
+        self.matrix = pair_matrix(&self.plan, &self.phases);
+    }
 }
 
 /// One rank's RDMA devices and ports as its own probe saw them at the start
