@@ -62,7 +62,7 @@ pub struct PairArgs {
     /// runs one size after another, e.g. 4K,64K,1M
     #[arg(short, long, value_delimiter = ',', value_parser = ByteSize::parse, value_name = "SIZE")]
     pub size: Vec<ByteSize>,
-    /// Every size from 2 B to 8 MiB, powers of two (perftest -a)
+    /// Every size from 2 B to 8 MiB, powers of two (perftest -a; TCP stops at its 4 MiB limit)
     #[arg(short = 'a', long, conflicts_with = "size")]
     pub all: bool,
     /// With -a: stop at this size (e.g. 64K), to keep a sweep short
