@@ -219,7 +219,7 @@ impl Connected {
                 Link::Rdma(rails, rdma_node) => {
                     let end = End::new(role, rdma_node);
                     for rail in rails {
-                        threads.push(end.spawn_rdma(rail, t0, stop.clone(), failed.clone()));
+                        threads.push(end.spawn_rdma(rail, t0, (open, close), stop.clone(), failed.clone()));
                     }
                     ends.push(end);
                 }

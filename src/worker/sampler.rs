@@ -11,10 +11,8 @@ use crate::control::wire::Window;
 use crate::load::stress::{Burners, StressReport};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{CoreTicks, CpuSnapshot};
-use crate::metrics::latency::Histogram;
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
-use crate::scenario::Op;
 use crate::transport::rdma::counters::{self, CounterSnapshot};
 use crate::transport::Side;
 use crate::worker::streams::{sleep_until, End};
@@ -135,7 +133,7 @@ impl Sampler {
                 messages: series.iter().map(|c| c.1).collect(),
                 start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
                 error: end.error.lock().ok().and_then(|e| e.clone()),
-                rtts: end.rtts.lock().ok().and_then(|mut h| h.take()).or_else(|| window_samples(end, &series)),
+                rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
             })
             .collect();
         let mut placements: Vec<GroupPlacement> = Vec::new();
@@ -163,20 +161,6 @@ impl Sampler {
             error: aborted.then(|| "stopped before the window closed".to_string()),
         }
     }
-}
-
-/// An RDMA initiator's latency samples of the window, as round trips.
-/// Each iteration adds one sample and one message, in order, so the message
-/// counts at the window's edges delimit its samples.
-fn window_samples(end: &End, series: &[(u64, u64)]) -> Option<Histogram> {
-    let samples = end.rdma_samples.lock().ok()?.take()?;
-    let (open, close) = (series.first()?.1 as usize, series.last()?.1 as usize);
-    let to_round_trip = if end.role.group.op == Op::Read { 1 } else { 2 };
-    let mut histogram = Histogram::default();
-    for &ns in samples.get(open.min(samples.len())..close.min(samples.len()))? {
-        histogram.record(ns * to_round_trip);
-    }
-    Some(histogram)
 }
 
 /// Stops the burners and says what load their cores actually carried.
