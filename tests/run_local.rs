@@ -119,6 +119,36 @@ fn bad_inputs_name_file_line_and_field() {
 }
 
 #[test]
+fn input_bounds_exit_2_naming_the_limit() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("s.toml", &fan_in("1s"));
+    let refused = |args: &[&str]| {
+        let out = bench.run(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    // Ten million hosts are counted, not expanded (68 s and 3.2 GB before).
+    let huge = bench.write("huge", "node[1-10000000]\n");
+    let err = refused(&["plan", scenario.to_str().unwrap(), "-H", huge.to_str().unwrap()]);
+    assert!(err.contains("huge:1: `node[1-10000000]` names 10000000 hosts; a run takes at most 65536 hosts"), "{err}");
+    let big = bench.write("big.toml", &fan_in("1s").replace("\"64K\"", "\"1T\""));
+    let err = refused(&["plan", big.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    assert!(
+        err.contains(
+            "big.toml:10: group \"incast\": field `message_size`: 1024G is too large: TCP messages are 1 B to 4 MiB"
+        ),
+        "{err}"
+    );
+    let s = scenario.to_str().unwrap();
+    let err = refused(&["run", s, "-H", hosts.to_str().unwrap(), "--duration", "30days"]);
+    assert!(err.contains("with --duration/--warmup, [run] duration: must be at most 7days"), "{err}");
+    let err = refused(&["run", s, "-H", hosts.to_str().unwrap(), "--tree-radix", "1"]);
+    assert!(err.contains("invalid value '1' for '--tree-radix <K>': 1 is not in 2..=65535"), "{err}");
+    assert!(!bench.results().exists());
+}
+
+#[test]
 fn killed_worker_ends_the_run_naming_its_rank() {
     let _machine = common::busy_machine();
     let bench = Bench::new();

@@ -92,6 +92,11 @@ pub fn prepare(
     if let Some(warmup) = overrides.warmup {
         scenario.run.warmup = warmup;
     }
+    if overrides.duration.is_some() || overrides.warmup.is_some() {
+        // The window the flags make is held to the file's bounds (samples, overflow).
+        scenario::check_run(&scenario.run)
+            .map_err(|(key, message)| anyhow!("with --duration/--warmup, [run] {key}: {message}"))?;
+    }
     let plan = plan::build(&hosts, &scenario)
         .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
     Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan })

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::control::wire::FlowRole;
 use crate::histogram::{Histogram, Recorder};
 use crate::load::placement::{self, Placed};
+use crate::scenario::limits::TCP_MAX_MESSAGE;
 use crate::scenario::Mode;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
 
@@ -60,8 +61,9 @@ impl FlowEnd {
             if let Err(e) = placement::pin_current_thread(&cores) {
                 error.lock().expect("error lock").get_or_insert(e);
             }
-            // Allocate before t0: the loops themselves allocate nothing.
-            let mut buf = vec![0xA5u8; size.clamp(1, 4 << 20)];
+            // Allocate before t0: the loops themselves allocate nothing. One message
+            // per buffer: validation keeps TCP sizes within TCP_MAX_MESSAGE.
+            let mut buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
             let mut recorder = (mode == Mode::Latency && side == Side::Sender).then(|| Recorder::new(Some(window)));
             sleep_until(t0, &stop);
             if stop.load(Ordering::Relaxed) {
