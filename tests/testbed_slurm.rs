@@ -223,7 +223,10 @@ fn a_run_past_its_time_limit_keeps_its_finished_phases() {
     let phases = run["phases"].as_array().unwrap();
     assert!(!phases.is_empty() && phases[0]["complete"] == true, "{log}");
     assert!(phases[0]["aggregate_gbps"].as_f64().unwrap() > 0.0);
-    assert!(run["status"]["error"].as_str().unwrap().contains("stopped by SIGTERM"), "{}", run["status"]);
+    // Slurm ends the step's tasks at the same moment as the launcher: the
+    // status names whichever it saw first.
+    let error = run["status"]["error"].as_str().unwrap();
+    assert!(error.contains("stopped by SIGTERM") || error.contains("DUE TO TIME LIMIT"), "{error}");
     assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(10)), Vec::<String>::new());
     eprintln!("the time limit ended the job after {:?}", started.elapsed());
 }
