@@ -275,6 +275,49 @@ fn more_parts_than_flow_ends_fail_the_rank() {
 }
 
 #[test]
+fn an_inconsistent_report_fails_its_rank_and_the_coordinator_survives() {
+    type Spoil = fn(&mut RankReport);
+    let bad: [(&str, Spoil); 5] = [
+        ("with 2 byte and 3 message counts for 3 sample times", |r| {
+            r.flows[0].bytes.pop();
+        }),
+        ("reported counters of flow 0 that go backwards", |r| r.flows[0].bytes[2] = 0),
+        ("reported flow 7 (Receiver), which is not its own", |r| r.flows[0].flow = 7),
+        ("sent a report for rank 3", |r| r.rank = 3),
+        ("sent sample times that go backwards", |r| r.sample_ns.reverse()),
+    ];
+    for (expected, spoil) in bad {
+        let mut sim = fan_in_to_reports(|sim, flows| {
+            let mut report = report(0, flows, 3);
+            spoil(&mut report);
+            sim.send(0, ToCoordinator::Report(Box::new(report)));
+        });
+        sim.advance(3_000);
+        let failure = sim.failure().expect("the run failed");
+        assert!(failure.contains("rank 0") && failure.contains(expected), "{expected}: {failure}");
+        assert!(failure.contains("its report is left out"), "{failure}");
+        assert!(sim.c.is_done(), "{expected}");
+    }
+}
+
+#[test]
+fn an_endpoint_for_another_ranks_flow_fails_the_rank() {
+    let mut sim = Sim::new(make_plan(4, FAN_IN));
+    sim.join_all(4);
+    // Rank 1 sends flow 0; it claims rank 2's flow 1 too.
+    let endpoints = vec![
+        FlowEndpoint { flow: 0, side: Side::Sender, endpoint: tcp(2000) },
+        FlowEndpoint { flow: 1, side: Side::Sender, endpoint: tcp(2001) },
+    ];
+    sim.send(1, ToCoordinator::Endpoints { phase: 0, endpoints });
+    let failure = sim.failure().expect("the run failed");
+    assert!(
+        failure.contains("rank 1") && failure.contains("endpoint for flow 1 (Sender) that is not its own"),
+        "{failure}"
+    );
+}
+
+#[test]
 fn a_valid_hello_admits_and_a_second_one_fails_the_rank() {
     let mut sim = Sim::new(make_plan(2, FAN_IN));
     sim.join_all(2);

@@ -3,6 +3,7 @@
 //! The tokio layer in `driver` only moves bytes; everything that decides
 //! lives here, so it is tested with simulated ranks and no sockets.
 
+mod checks;
 mod failing;
 mod phases;
 

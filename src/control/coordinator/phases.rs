@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
 
-use super::{ns, ConnId, Coordinator, Event, Failure, Output, Stage};
+use super::{checks, ns, ConnId, Coordinator, Event, Failure, Output, Stage};
 use crate::control::gather::Gather;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTOCOL_VERSION};
 use crate::metrics::RankReport;
@@ -93,6 +93,10 @@ impl Coordinator {
         if *current != phase {
             return;
         }
+        if let Some(problem) = checks::endpoints_problem(&self.plan.phases[phase], rank, &list) {
+            self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns);
+            return;
+        }
         if !endpoints.put(rank, list) {
             return;
         }
@@ -144,14 +148,17 @@ impl Coordinator {
 
     pub(super) fn progress(&mut self, phase: usize, interval: u32, tx: u64, rx: u64) {
         let n = self.slots.len();
+        // Live progress only: an interval past the window (a confused rank)
+        // is not kept, so the tallies stay bounded by the window.
+        let intervals = self.window.duration.as_nanos().div_ceil(self.window.interval.as_nanos().max(1));
         let Stage::Running { phase: current, progress, .. } = &mut self.stage else { return };
-        if *current != phase {
+        if *current != phase || u128::from(interval) > intervals {
             return;
         }
         let tally = progress.entry(interval).or_default();
         tally.ranks += 1;
-        tally.tx += tx;
-        tally.rx += rx;
+        tally.tx = tally.tx.saturating_add(tx);
+        tally.rx = tally.rx.saturating_add(rx);
         if tally.ranks == n {
             // Receivers count what arrived; transports whose receivers are passive count at the sender.
             let bytes = if tally.rx > 0 { tally.rx } else { tally.tx };
@@ -185,6 +192,12 @@ impl Coordinator {
         let parts = std::mem::take(&mut self.slots[rank].parts);
         if !parts.is_empty() {
             report.flows.splice(0..0, parts);
+        }
+        let problem = self.plan.phases.get(report.phase).and_then(|p| checks::report_problem(p, rank, &report));
+        if let Some(problem) = problem {
+            self.fail(Some(rank), format!("{problem} (phase {}); its report is left out", report.phase), now_ns);
+            self.check_abort_complete();
+            return;
         }
         match &mut self.stage {
             Stage::Running { phase, reports, .. } if *phase == report.phase => {

@@ -1,0 +1,63 @@
+//! What a joined rank sends is checked against the plan before it counts:
+//! a rank holds the job's token, but a buggy (or hostile) one must fail its
+//! own flows with a clear message, never crash rank 0 or speak for others.
+
+use std::collections::HashSet;
+
+use crate::control::wire::FlowEndpoint;
+use crate::metrics::RankReport;
+use crate::plan::Phase;
+use crate::transport::Side;
+
+/// Whether `rank` plays `side` of flow `flow` in `phase`.
+fn owns(phase: &Phase, rank: usize, flow: u32, side: Side) -> bool {
+    phase.flows.get(flow as usize).is_some_and(|f| match side {
+        Side::Sender => f.src == rank,
+        Side::Receiver => f.dst == rank,
+    })
+}
+
+/// Why `rank`'s endpoints cannot be used, if they cannot.
+pub fn endpoints_problem(phase: &Phase, rank: usize, list: &[FlowEndpoint]) -> Option<String> {
+    let mut seen = HashSet::new();
+    list.iter().find_map(|e| {
+        if !owns(phase, rank, e.flow, e.side) {
+            Some(format!("published an endpoint for flow {} ({:?}) that is not its own", e.flow, e.side))
+        } else if !seen.insert((e.flow, e.side)) {
+            Some(format!("published flow {} ({:?}) twice", e.flow, e.side))
+        } else {
+            None
+        }
+    })
+}
+
+/// Why `rank`'s report of `phase` cannot be aggregated, if it cannot.
+pub fn report_problem(phase: &Phase, rank: usize, report: &RankReport) -> Option<String> {
+    if report.rank != rank {
+        return Some(format!("sent a report for rank {}", report.rank));
+    }
+    let boundaries = report.sample_ns.len();
+    if report.sample_ns.windows(2).any(|w| w[1] < w[0]) {
+        return Some("sent sample times that go backwards".to_string());
+    }
+    let mut seen = HashSet::new();
+    report.flows.iter().find_map(|s| {
+        let rising = |v: &[u64]| v.windows(2).all(|w| w[1] >= w[0]);
+        if !owns(phase, rank, s.flow, s.side) {
+            Some(format!("reported flow {} ({:?}), which is not its own", s.flow, s.side))
+        } else if !seen.insert((s.flow, s.side)) {
+            Some(format!("reported flow {} ({:?}) twice", s.flow, s.side))
+        } else if s.bytes.len() != boundaries || s.messages.len() != boundaries {
+            Some(format!(
+                "reported flow {} with {} byte and {} message counts for {boundaries} sample times",
+                s.flow,
+                s.bytes.len(),
+                s.messages.len()
+            ))
+        } else if !rising(&s.bytes) || !rising(&s.messages) {
+            Some(format!("reported counters of flow {} that go backwards", s.flow))
+        } else {
+            None
+        }
+    })
+}
