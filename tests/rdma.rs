@@ -27,8 +27,9 @@ thread_local! {
     static ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-// SAFETY: forwards to the system allocator; the counter is a const-initialised
-// thread-local Cell (no allocation, no reentrancy).
+#[allow(unsafe_code)] // a global allocator is unsafe to implement; the crate denies it elsewhere
+                      // SAFETY: forwards to the system allocator; the counter is a const-initialised
+                      // thread-local Cell (no allocation, no reentrancy).
 unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         ALLOCS.with(|c| c.set(c.get() + 1));
