@@ -1,13 +1,13 @@
 //! Every scenario shipped in scenarios/ runs as-is on local ranks.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
 use common::{all_shipped_scenarios, run_json, shipped_scenarios, uses_rdma, Bench};
 
 /// Every shipped scenario parses and plans; the RDMA ones run only where
-/// verbs exist (tests/rdma_run.rs, in the Soft-RoCE VM: scripts/test-rdma).
+/// verbs exist (tests/it/rdma_run.rs, in the Soft-RoCE VM: scripts/test-rdma).
 #[test]
 fn every_shipped_scenario_plans_and_rdma_ones_are_named() {
     let all = all_shipped_scenarios();
@@ -23,7 +23,7 @@ fn every_shipped_scenario_plans_and_rdma_ones_are_named() {
             file.display()
         );
         eprintln!(
-            "SKIP running {}: it needs RDMA devices (tests/rdma_run.rs runs it shortened in the Soft-RoCE VM)",
+            "SKIP running {}: it needs RDMA devices (tests/it/rdma_run.rs runs it shortened in the Soft-RoCE VM)",
             file.display()
         );
     }
@@ -51,7 +51,7 @@ fn every_shipped_scenario_runs_on_local_ranks() {
 }
 
 /// Under Slurm rank 0 plans the run itself from the scenario it is sent
-/// (tests/testbed_slurm.rs): every shipped scenario must survive that trip
+/// (tests/it/testbed_slurm.rs): every shipped scenario must survive that trip
 /// and give the launcher's plan.
 #[test]
 fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
@@ -64,7 +64,7 @@ fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
         let spec = StepSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0 };
         let sent: StepSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(plan::build(&hosts, &sent.scenario).unwrap(), launcher, "{}", file.display());
-        // Tests shorten scenarios by writing them back as TOML (tests/rdma_run.rs).
+        // Tests shorten scenarios by writing them back as TOML (tests/it/rdma_run.rs).
         let text = toml::to_string(&sent.scenario).unwrap();
         let (reread, _) = scenario::parse(&text, &file).unwrap();
         assert_eq!(plan::build(&hosts, &reread).unwrap(), launcher, "{}: TOML round trip", file.display());

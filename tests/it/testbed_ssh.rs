@@ -2,7 +2,7 @@
 //! the measured incast on a shaped link, `fabricbench hosts`, and faults.
 //! Every test holds the machine's one bed for its duration.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -165,7 +165,7 @@ pub fn uses_rdma(scenario: &Path) -> bool {
     plan.phases.iter().flat_map(|p| &p.groups).any(|g| g.transport == fabricbench::scenario::Transport::Rdma)
 }
 
-/// The shipped TCP scenarios (without RDMA groups; tests/rdma_run.rs runs
+/// The shipped TCP scenarios (without RDMA groups; tests/it/rdma_run.rs runs
 /// the others where a device exists), sorted.
 pub fn shipped_scenarios() -> Vec<PathBuf> {
     all_shipped_scenarios().into_iter().filter(|p| !uses_rdma(p)).collect()

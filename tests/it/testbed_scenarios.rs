@@ -1,7 +1,7 @@
 //! Every shipped scenario, shortened, across the test bed's hosts over SSH:
 //! the same files operators run on a rack, on real separate network stacks.
 
-mod common;
+use crate::common;
 
 use common::testbed::Bed;
 use common::{run_json, shipped_scenarios, Bench};

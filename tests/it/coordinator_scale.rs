@@ -4,7 +4,7 @@
 //! its own flows, never with the size of the job. Speed and memory at scale
 //! are measured by benches/control_plane.rs, not here.
 
-mod common;
+use crate::common;
 
 use common::ranks::{bootstrap, coordinator, make_plan, tcp_rank};
 use fabricbench::control::coordinator::Event;

@@ -3,7 +3,7 @@
 //! allocations starts its workers as one srun step, and a worker killed
 //! under srun is reported the way it is under ssh.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

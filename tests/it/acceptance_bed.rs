@@ -3,7 +3,7 @@
 //! retested alone, and the HTML report. Every port runs at 1 Gbit/s (tbf);
 //! the fault under test is one host or one pair at 300 Mbit/s.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

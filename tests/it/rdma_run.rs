@@ -3,7 +3,7 @@
 //! `scripts/test-rdma`). Skipped with a printed reason without a device,
 //! unless FABRICBENCH_REQUIRE_RDMA=1.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! exit codes, run.json's acceptance, JUnit, report.html, `report` and
 //! `compare`.
 
-mod common;
+use crate::common;
 
 use common::{fan_in, read_json, text, Bench, LOCAL_HOSTS};
 

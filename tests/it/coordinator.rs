@@ -1,7 +1,7 @@
 //! The coordinator state machine driven by simulated ranks: no sockets, no
 //! clocks but the ones we pass in.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

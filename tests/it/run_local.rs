@@ -1,6 +1,6 @@
 //! The real CLI on local ranks (127.0.0.x): real processes, real sockets.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

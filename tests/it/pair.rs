@@ -1,7 +1,7 @@
 //! `fabricbench pair` through the real CLI on two local ranks over TCP
-//! (RDMA pairs run in the Soft-RoCE VM: tests/rdma_run.rs).
+//! (RDMA pairs run in the Soft-RoCE VM: tests/it/rdma_run.rs).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

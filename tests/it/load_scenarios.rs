@@ -1,7 +1,7 @@
 //! CPU stress and sweeps through the real CLI on local ranks: the load is
 //! measured, not assumed, and every sweep point is compared with its baseline.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

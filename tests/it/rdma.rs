@@ -1,5 +1,5 @@
 //! Real verbs traffic over whatever RDMA device the host has (Soft-RoCE in
-//! the project's QEMU VMs: `scripts/softroce-vm -- cargo test --release --test rdma`).
+//! the project's QEMU VMs: `scripts/softroce-vm -- cargo test --release --test it rdma::`).
 //!
 //! Without a device every test prints why it is skipped and passes, so plain
 //! `cargo test` works anywhere; with `FABRICBENCH_REQUIRE_RDMA=1` a missing
@@ -402,7 +402,7 @@ fn child_receiver() {
 fn peer_process_killed_ends_the_flow() {
     let Some(dev) = rdma_device("peer_process_killed_ends_the_flow") else { return };
     let child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_receiver", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "rdma::child_receiver", "--nocapture", "--test-threads=1"])
         .env("FB_RDMA_CHILD", &dev)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -424,7 +424,7 @@ fn two_hosts_send_then_peer_killed() {
     let exe = std::env::current_exe().unwrap();
     let child = Command::new("ssh")
         .arg(&host)
-        .arg(format!("FB_RDMA_CHILD={dev} {} --exact child_receiver --nocapture --test-threads=1", exe.display()))
+        .arg(format!("FB_RDMA_CHILD={dev} {} --exact rdma::child_receiver --nocapture --test-threads=1", exe.display()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -455,7 +455,7 @@ fn send_then_kill_peer(dev: &str, mut child: std::process::Child, remote: Option
         if let Some(at) = line.find("PID ") {
             pid = line[at + 4..].trim().parse::<u32>().ok();
         }
-        // The harness prints "test child_receiver ... " without a newline first.
+        // The harness prints "test rdma::child_receiver ... " without a newline first.
         if let Some(at) = line.find("ENDPOINT ") {
             peer = Some(serde_json::from_str::<RdmaEndpoint>(line[at + 9..].trim()).unwrap());
             break;
