@@ -13,6 +13,7 @@ mod pair;
 mod plan;
 mod rdma;
 mod rdma_run;
+mod rendered;
 mod reports;
 mod run_local;
 mod shipped_scenarios;
