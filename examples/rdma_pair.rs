@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabricbench::transport::rdma::{self, CompletionMode, RdmaMode, RdmaOp, RdmaParams, Side};
+use fabricbench::scenario::rdma::{CompletionMode, RdmaMode, RdmaOp, RdmaParams};
 use fabricbench::transport::FlowCounters;
+use fabricbench::transport::{rdma, Side};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();

@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 pub mod pair;
 
+use crate::launch::choose::LauncherKind;
 use crate::scenario::{parse_rate, Rule};
 
 const EXAMPLES: &str = "\
@@ -172,18 +173,6 @@ pub struct RunArgs {
     pub no_progress: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LauncherKind {
-    /// slurm inside an allocation of the hosts; local if they are all this machine; else ssh
-    Auto,
-    /// One local process per hostfile line, bound to that line's address (127.0.0.x)
-    Local,
-    /// One worker per host over OpenSSH (honours ~/.ssh/config)
-    Ssh,
-    /// Inside a Slurm allocation: one srun step, one task per node
-    Slurm,
-}
-
 #[derive(Debug, Args)]
 pub struct HostsArgs {
     /// Hostfile to check
@@ -216,15 +205,6 @@ pub struct SshArgs {
     /// or differs (by checksum) and run that copy
     #[arg(long, conflicts_with = "remote_exe")]
     pub stage: bool,
-}
-
-impl RunArgs {
-    /// Whether some export claims stdout, so the summary must go elsewhere.
-    pub fn stdout_taken(&self) -> bool {
-        [&self.export_json, &self.export_csv, &self.export_markdown, &self.export_junit]
-            .iter()
-            .any(|e| e.as_deref().is_some_and(|p| p.as_os_str() == "-"))
-    }
 }
 
 #[derive(Debug, Args)]
@@ -270,14 +250,4 @@ pub struct SaveArgs {
     /// Do not write a results folder
     #[arg(long)]
     pub no_save: bool,
-}
-
-impl SaveArgs {
-    /// Writes the results folder unless --no-save; its path when written.
-    pub fn save(&self, run: &crate::result::RunResult) -> Result<Option<PathBuf>, crate::report::ReportError> {
-        if self.no_save {
-            return Ok(None);
-        }
-        crate::report::results_dir::write(run, &self.results).map(Some)
-    }
 }

@@ -58,7 +58,7 @@ pub enum HostfileError {
 }
 
 /// Reads and parses a hostfile.
-pub fn load(path: &Path) -> Result<Vec<Host>, HostfileError> {
+pub fn read(path: &Path) -> Result<Vec<Host>, HostfileError> {
     let text =
         std::fs::read_to_string(path).map_err(|cause| HostfileError::Read { path: path.to_path_buf(), cause })?;
     parse(&text, path)
@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn missing_file_names_path() {
-        let e = load(Path::new("/nonexistent/hosts")).unwrap_err().to_string();
+        let e = read(Path::new("/nonexistent/hosts")).unwrap_err().to_string();
         assert!(e.starts_with("cannot read hostfile /nonexistent/hosts:"), "{e}");
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod acceptance;
 pub mod cli;
+pub mod commands;
 pub mod control;
 pub mod fdlimit;
 pub mod hostcheck;
@@ -13,7 +14,6 @@ pub mod hostfile;
 pub mod launch;
 pub mod load;
 pub mod metrics;
-pub mod pair;
 pub mod plan;
 pub mod progress;
 pub mod report;

@@ -372,7 +372,7 @@ mod tests {
             a.suspects[0].evidence,
             "all 3 of its links failed latency <= 2x min; the worst reached 50% of its limit"
         );
-        assert_eq!(crate::metrics::pair_matrix(&run.plan, &run.phases).unwrap().values[3][0], Some(40.0));
+        assert_eq!(crate::result::pair_matrix(&run.plan, &run.phases).unwrap().values[3][0], Some(40.0));
     }
 
     #[test]

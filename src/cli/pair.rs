@@ -1,13 +1,14 @@
 //! `fabricbench pair`: two hosts, perftest's flags, no scenario file.
 //! The flags keep perftest's letters and meanings (ib_write_bw -h); the
-//! translation into a scenario is in `crate::pair`.
+//! translation into a scenario is in `crate::commands::pair_scenario`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{LauncherKind, SaveArgs, SshArgs};
+use super::{SaveArgs, SshArgs};
+use crate::launch::choose::LauncherKind;
 use crate::scenario::{Op, Transport};
 use crate::units::ByteSize;
 

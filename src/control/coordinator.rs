@@ -11,12 +11,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::control::gather::Gather;
-use crate::control::wire::{
-    FlowEndpoint, FlowRole, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
-};
-use crate::metrics::{aggregate_phase, RankReport};
+use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION};
+use crate::metrics::RankReport;
 use crate::plan::{GroupPlan, Plan};
+use crate::result::aggregate_phase;
 use crate::result::{PhaseResult, RankProbe};
+use crate::transport::Side;
 use crate::units::gbps;
 
 /// A control connection, numbered by the driver.
@@ -32,7 +32,7 @@ pub struct Timeouts {
     /// All ranks must have said Hello within this.
     pub join: Duration,
     /// Endpoints, connect and the final report must each arrive within this.
-    pub step: Duration,
+    pub stage: Duration,
     /// t0 is this far after the barrier, so Start reaches every rank first.
     pub start_delay: Duration,
     /// After an abort, how long to wait for the partial reports.
@@ -45,7 +45,7 @@ impl Default for Timeouts {
             heartbeat: Duration::from_millis(500),
             silence: Duration::from_secs(3),
             join: Duration::from_secs(30),
-            step: Duration::from_secs(30),
+            stage: Duration::from_secs(30),
             start_delay: Duration::from_millis(200),
             abort_grace: Duration::from_secs(2),
         }
@@ -208,9 +208,9 @@ impl Coordinator {
         let Some(rank) = self.ranks.remove(&conn) else { return };
         self.slots[rank].conn = None;
         if !self.is_done() {
-            let step = self.step_name();
+            let stage = self.stage_name();
             let flows = self.flows_of(rank);
-            self.fail(Some(rank), format!("connection lost {step}{flows}"), now_ns);
+            self.fail(Some(rank), format!("connection lost {stage}{flows}"), now_ns);
             self.check_abort_complete();
         }
     }
@@ -294,17 +294,17 @@ impl Coordinator {
             .position(|s| s.conn.is_some() && s.joined && now_ns - s.last_heard > ns(self.timeouts.silence));
         if let Some(rank) = silent {
             let secs = (now_ns - self.slots[rank].last_heard) as f64 / 1e9;
-            let step = self.step_name();
+            let stage = self.stage_name();
             let flows = self.flows_of(rank);
-            self.fail(Some(rank), format!("silent for {secs:.1} s {step} (heartbeat timeout){flows}"), now_ns);
+            self.fail(Some(rank), format!("silent for {secs:.1} s {stage} (heartbeat timeout){flows}"), now_ns);
             return;
         }
         let elapsed = now_ns - self.stage_since;
         let limit = match &self.stage {
             Stage::Joining => ns(self.timeouts.join),
-            Stage::Setup { .. } | Stage::Connecting { .. } => ns(self.timeouts.step),
+            Stage::Setup { .. } | Stage::Connecting { .. } => ns(self.timeouts.stage),
             Stage::Running { t0_ns, .. } => {
-                t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.step)
+                t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.stage)
             }
             Stage::Aborting { .. } | Stage::Done => return,
         };
@@ -319,8 +319,8 @@ impl Coordinator {
             Stage::Aborting { .. } | Stage::Done => Vec::new(),
         };
         if !missing.is_empty() {
-            let step = self.step_name();
-            let message = format!("no answer {step} within {:.0} s", limit as f64 / 1e9);
+            let stage = self.stage_name();
+            let message = format!("no answer {stage} within {:.0} s", limit as f64 / 1e9);
             let first = missing[0];
             let others =
                 if missing.len() > 1 { format!(" (also ranks {})", list(&missing[1..])) } else { String::new() };
@@ -548,7 +548,7 @@ impl Coordinator {
         self.stage_since = now_ns;
     }
 
-    fn step_name(&self) -> String {
+    fn stage_name(&self) -> String {
         match &self.stage {
             Stage::Joining => "while joining".to_string(),
             Stage::Setup { phase, .. } => format!("while creating endpoints of phase {phase}"),

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::load::stress::StressSpec;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
+use crate::scenario::stress::StressSpec;
 use crate::scenario::RunSpec;
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
+use crate::transport::Side;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
@@ -29,13 +30,6 @@ pub struct Hello {
     pub rank: usize,
     pub host: String,
     pub pid: u32,
-}
-
-/// Which end of a flow a rank plays.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Side {
-    Sender,
-    Receiver,
 }
 
 /// How a peer reaches one end of a flow.

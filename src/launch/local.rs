@@ -5,11 +5,11 @@ use std::process::Stdio;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use tokio::process::{Child, Command};
-use tokio::sync::oneshot;
+use tokio::process::Command;
 
 use crate::hostfile::Host;
-use crate::launch::{LaunchError, Launcher, Process, Started};
+use crate::launch::child::{ChildProcess, Ending};
+use crate::launch::{LaunchError, Launcher, Started};
 
 pub struct LocalLauncher {
     exe: std::path::PathBuf,
@@ -43,30 +43,8 @@ impl Launcher for LocalLauncher {
                 stdin: Box::pin(stdin),
                 stdout: Box::pin(stdout),
                 stderr: Box::pin(stderr),
-                process: Box::new(LocalProcess(child)),
+                process: Box::new(ChildProcess::new(child, Ending::Kill, "")),
             })
-        }
-        .boxed()
-    }
-}
-
-struct LocalProcess(Child);
-
-impl Process for LocalProcess {
-    fn watch(self: Box<Self>, kill: oneshot::Receiver<()>) -> BoxFuture<'static, String> {
-        let mut child = self.0;
-        async move {
-            let status = tokio::select! {
-                status = child.wait() => status,
-                _ = kill => {
-                    let _ = child.start_kill();
-                    child.wait().await
-                }
-            };
-            match status {
-                Ok(status) => status.to_string(),
-                Err(e) => format!("unknown exit ({e})"),
-            }
         }
         .boxed()
     }

@@ -2,11 +2,14 @@
 //! `fabricbench worker` on a host with a given stdin, and nothing of the
 //! protocol spoken over it.
 
+mod child;
+pub mod choose;
 pub mod local;
 pub mod slurm;
 pub mod ssh;
 pub mod stage;
 pub mod tree;
+pub mod workers;
 
 use std::pin::Pin;
 
@@ -63,7 +66,7 @@ pub trait Launcher: Send + Sync {
 pub enum Launch {
     PerHost(Box<dyn Launcher>),
     Tree { ssh: ssh::SshLauncher, radix: usize },
-    Step(slurm::SlurmLauncher),
+    Srun(slurm::SlurmLauncher),
 }
 
 impl Launch {
@@ -72,7 +75,7 @@ impl Launch {
         match self {
             Launch::PerHost(launcher) => launcher.close().await,
             Launch::Tree { ssh, .. } => ssh.close().await,
-            Launch::Step(slurm) => slurm.close(),
+            Launch::Srun(slurm) => slurm.close(),
         }
     }
 }

@@ -10,14 +10,13 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use rand::Rng;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::{mpsc, oneshot};
+use tokio::process::Command;
+use tokio::sync::mpsc;
 
 use crate::hostfile::{self, Host, HostfileError};
+use crate::launch::child::{ChildProcess, Ending};
 use crate::launch::{BoxRead, BoxWrite, LaunchError, Process};
 
 /// How long srun may take to end the step after SIGTERM before it is killed.
@@ -55,7 +54,7 @@ impl Allocation {
         Allocation::from_vars(|name| std::env::var(name).ok())
     }
 
-    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Allocation>, SlurmError> {
+    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Allocation>, SlurmError> {
         let Some(job) = var("SLURM_JOB_ID") else { return Ok(None) };
         let nodelist = var("SLURM_JOB_NODELIST").ok_or_else(|| SlurmError::NoNodelist { job: job.clone() })?;
         let nodes = hostfile::from_slurm(&nodelist, var("SLURM_TASKS_PER_NODE").as_deref())
@@ -91,7 +90,7 @@ pub struct SlurmLauncher {
 
 /// Everything a running step says, line by line, besides task 0's stdout.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StepLine {
+pub enum SrunLine {
     /// A line a task wrote (on stderr; or on stdout, for a task but 0).
     Task { rank: usize, text: String },
     /// srun saw tasks end badly ("srun: error: h3: task 2: Killed").
@@ -101,11 +100,11 @@ pub enum StepLine {
 }
 
 /// A running step: the broadcast stdin, task 0's stdout, and the rest.
-pub struct Step {
+pub struct SrunStep {
     pub stdin: BoxWrite,
     /// Task 0's stdout with srun's labels removed.
     pub stdout: BoxRead,
-    pub lines: mpsc::UnboundedReceiver<StepLine>,
+    pub lines: mpsc::UnboundedReceiver<SrunLine>,
     pub process: Box<dyn Process>,
 }
 
@@ -123,7 +122,7 @@ impl SlurmLauncher {
     }
 
     /// Starts one worker per host, task i (rank i) on `hosts[i]`.
-    pub fn start_step(&self, hosts: &[Host]) -> Result<Step, LaunchError> {
+    pub fn start_step(&self, hosts: &[Host]) -> Result<SrunStep, LaunchError> {
         let fail = |reason: String| LaunchError::Start { rank: 0, host: hosts[0].name.clone(), reason };
         let node_file = NodeFile::write(hosts).map_err(|e| fail(format!("cannot write srun's node list: {e}")))?;
         let n = hosts.len().to_string();
@@ -160,7 +159,12 @@ impl SlurmLauncher {
         let (task0, task0_out) = tokio::io::duplex(64 << 10);
         tokio::spawn(split_stdout(Box::pin(stdout), task0, lines_tx.clone()));
         tokio::spawn(split_stderr(Box::pin(stderr), lines_tx));
-        Ok(Step { stdin: Box::pin(stdin), stdout: Box::pin(task0_out), lines, process: Box::new(SrunProcess(child)) })
+        Ok(SrunStep {
+            stdin: Box::pin(stdin),
+            stdout: Box::pin(task0_out),
+            lines,
+            process: Box::new(ChildProcess::new(child, Ending::Terminate { grace: TERM_GRACE }, "srun ended")),
+        })
     }
 
     /// Removes the node list once the step is over.
@@ -215,7 +219,7 @@ fn task_end(line: &str) -> Option<(Vec<usize>, String)> {
 
 /// Task 0's stdout goes on as a stream of its own, its long lines joined
 /// again; anything other tasks print there is kept as their lines.
-async fn split_stdout(stdout: BoxRead, mut task0: tokio::io::DuplexStream, lines: mpsc::UnboundedSender<StepLine>) {
+async fn split_stdout(stdout: BoxRead, mut task0: tokio::io::DuplexStream, lines: mpsc::UnboundedSender<SrunLine>) {
     let mut reader = BufReader::new(stdout).lines();
     let mut pending = String::new();
     while let Ok(Some(line)) = reader.next_line().await {
@@ -232,61 +236,28 @@ async fn split_stdout(stdout: BoxRead, mut task0: tokio::io::DuplexStream, lines
                 pending.clear();
             }
             Some((rank, text)) => {
-                let _ = lines.send(StepLine::Task { rank, text: text.to_string() });
+                let _ = lines.send(SrunLine::Task { rank, text: text.to_string() });
             }
             None => {
-                let _ = lines.send(StepLine::Srun(line));
+                let _ = lines.send(SrunLine::Srun(line));
             }
         }
     }
 }
 
-async fn split_stderr(stderr: BoxRead, lines: mpsc::UnboundedSender<StepLine>) {
+async fn split_stderr(stderr: BoxRead, lines: mpsc::UnboundedSender<SrunLine>) {
     let mut reader = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = reader.next_line().await {
         if let Some((ranks, how)) = task_end(&line) {
-            let _ = lines.send(StepLine::Ended { ranks, how });
+            let _ = lines.send(SrunLine::Ended { ranks, how });
         }
         let parsed = match unlabel(&line) {
-            Some((rank, text)) if !line.starts_with("srun: ") => StepLine::Task { rank, text: text.to_string() },
-            _ => StepLine::Srun(line),
+            Some((rank, text)) if !line.starts_with("srun: ") => SrunLine::Task { rank, text: text.to_string() },
+            _ => SrunLine::Srun(line),
         };
         if lines.send(parsed).is_err() {
             return;
         }
-    }
-}
-
-struct SrunProcess(Child);
-
-impl Process for SrunProcess {
-    fn watch(self: Box<Self>, kill: oneshot::Receiver<()>) -> BoxFuture<'static, String> {
-        let mut child = self.0;
-        async move {
-            let status = tokio::select! {
-                status = child.wait() => status,
-                _ = kill => {
-                    // srun passes SIGTERM on to every task and ends the step;
-                    // SIGKILL would leave the tasks to Slurm's own cleanup.
-                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                        // Our own child, not yet reaped: the pid is still srun's.
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
-                    }
-                    match tokio::time::timeout(TERM_GRACE, child.wait()).await {
-                        Ok(status) => status,
-                        Err(_) => {
-                            let _ = child.start_kill();
-                            child.wait().await
-                        }
-                    }
-                }
-            };
-            match status {
-                Ok(status) => format!("srun ended: {status}"),
-                Err(e) => format!("srun ended: unknown exit ({e})"),
-            }
-        }
-        .boxed()
     }
 }
 
@@ -317,7 +288,7 @@ mod tests {
         let mut lines = BufReader::new(task0_out).lines();
         assert_eq!(lines.next_line().await.unwrap(), Some(long));
         assert_eq!(lines.next_line().await.unwrap(), Some("{}".to_string()));
-        assert_eq!(rx.recv().await, Some(StepLine::Task { rank: 1, text: "stray".to_string() }));
+        assert_eq!(rx.recv().await, Some(SrunLine::Task { rank: 1, text: "stray".to_string() }));
     }
 
     #[test]

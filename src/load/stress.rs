@@ -7,33 +7,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
-use crate::load::placement::{self, Placed, Placement};
-use crate::units::ByteSize;
+use crate::load::placement::{self, Placed};
+use crate::scenario::stress::{StressSpec, Threads};
 
 /// One duty cycle: busy for `load`% of it, asleep for the rest.
 const PERIOD: Duration = Duration::from_millis(10);
 /// Memory is streamed in chunks of this size between clock checks.
 const CHUNK: usize = 1 << 20;
-
-/// What a rank's burners do (from a `[[stress]]` table).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StressSpec {
-    pub threads: Threads,
-    pub placement: Placement,
-    /// Duty cycle per thread, percent (1..=100).
-    pub load: u8,
-    /// Per thread: stream over a buffer of this size (memory bandwidth).
-    pub memory: Option<ByteSize>,
-}
-
-/// How many burner threads: a count, or one per online core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Threads {
-    Count(usize),
-    All,
-}
 
 /// What ran, for the report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -114,91 +96,5 @@ impl Burners {
         for t in self.threads {
             let _ = t.join();
         }
-    }
-}
-
-/// The control wire's form: binary formats cannot tell a number from a
-/// string without a tag.
-#[derive(Serialize, Deserialize)]
-enum WireThreads {
-    Count(usize),
-    All,
-}
-
-impl Serialize for Threads {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match (self, s.is_human_readable()) {
-            (Threads::Count(n), true) => s.serialize_u64(*n as u64),
-            (Threads::All, true) => s.serialize_str("all"),
-            (Threads::Count(n), false) => WireThreads::Count(*n).serialize(s),
-            (Threads::All, false) => WireThreads::All.serialize(s),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Threads {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        if !d.is_human_readable() {
-            return Ok(match WireThreads::deserialize(d)? {
-                WireThreads::Count(n) => Threads::Count(n),
-                WireThreads::All => Threads::All,
-            });
-        }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Count(usize),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Count(n) => Ok(Threads::Count(n)),
-            Raw::Text(t) if t == "all" => Ok(Threads::All),
-            Raw::Text(t) => {
-                Err(serde::de::Error::custom(format!("`{t}` is not a thread count; use a number or \"all\"")))
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics::cpu::CoreTicks;
-
-    #[test]
-    fn half_load_on_one_core_is_measured_as_half() {
-        let spec = StressSpec {
-            threads: Threads::Count(1),
-            placement: Placement { cores: Some(vec![0]), numa: Default::default() },
-            load: 50,
-            memory: None,
-        };
-        let burners = start(&spec, None, Instant::now()).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let before = CoreTicks::take();
-        std::thread::sleep(Duration::from_millis(1000));
-        let busy = before.busy_pct_until(&CoreTicks::take(), &[0]);
-        burners.stop();
-        // The burner adds 50 points; other work on the core may add more.
-        assert!(busy >= 40.0, "core 0 was {busy:.1} % busy");
-    }
-
-    #[test]
-    fn threads_cross_the_wire() {
-        for t in [Threads::Count(3), Threads::All] {
-            let bytes = postcard::to_stdvec(&t).unwrap();
-            assert_eq!(postcard::from_bytes::<Threads>(&bytes).unwrap(), t);
-        }
-    }
-
-    #[test]
-    fn threads_parse() {
-        #[derive(Deserialize)]
-        struct T {
-            t: Threads,
-        }
-        assert_eq!(toml::from_str::<T>("t = 3").unwrap().t, Threads::Count(3));
-        assert_eq!(toml::from_str::<T>("t = \"all\"").unwrap().t, Threads::All);
-        assert!(toml::from_str::<T>("t = \"many\"").is_err());
     }
 }

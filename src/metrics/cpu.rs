@@ -157,4 +157,29 @@ mod tests {
         assert!(b.host_total > a.host_total && b.process_user + b.process_system >= a.process_user + a.process_system);
         assert!(x > 0);
     }
+
+    /// The burners' load as /proc/stat sees it (the stress report's ground truth).
+    #[test]
+    fn half_load_on_one_core_is_measured_as_half() {
+        use std::time::{Duration, Instant};
+
+        use crate::load::stress::start;
+        use crate::scenario::placement::Placement;
+        use crate::scenario::stress::{StressSpec, Threads};
+
+        let spec = StressSpec {
+            threads: Threads::Count(1),
+            placement: Placement { cores: Some(vec![0]), numa: Default::default() },
+            load: 50,
+            memory: None,
+        };
+        let burners = start(&spec, None, Instant::now()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let before = CoreTicks::take();
+        std::thread::sleep(Duration::from_millis(1000));
+        let busy = before.busy_pct_until(&CoreTicks::take(), &[0]);
+        burners.stop();
+        // The burner adds 50 points; other work on the core may add more.
+        assert!(busy >= 40.0, "core 0 was {busy:.1} % busy");
+    }
 }

@@ -1,24 +1,19 @@
-//! Measuring: clocks, per-interval samples, CPU and interface counters, and
-//! the aggregation of every rank's report into a phase result.
+//! Measuring: clocks, per-interval samples, CPU and interface counters,
+//! statistics, and the report each rank sends at the end of a phase
+//! (`result` aggregates those into run.json).
 
-mod aggregate;
 pub mod clock;
 pub mod cpu;
 pub mod latency;
-mod matrix;
 pub mod netdev;
 pub mod stats;
-pub mod sweep;
 
 use serde::{Deserialize, Serialize};
 
-pub use aggregate::aggregate_phase;
-pub use matrix::pair_matrix;
-
-use crate::control::wire::Side;
 use crate::load::stress::StressReport;
 use crate::plan::FlowId;
 use crate::transport::rdma::CounterDelta;
+use crate::transport::Side;
 
 /// What one rank measured in one phase, sent to the coordinator at its end.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

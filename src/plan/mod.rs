@@ -7,10 +7,10 @@ mod rounds;
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
-use crate::load::placement::Placement;
-use crate::load::stress::StressSpec;
+use crate::scenario::placement::Placement;
+use crate::scenario::rdma::RdmaParams;
+use crate::scenario::stress::StressSpec;
 use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
-use crate::transport::rdma::RdmaParams;
 use crate::units::ByteSize;
 
 /// Index of a flow within its phase; also its id on the wire.

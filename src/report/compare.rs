@@ -2,7 +2,7 @@
 //! flow by flow (matched by phase name, group and hosts, not by ids). What
 //! got slower than the baseline by more than the tolerance is a regression.
 
-use crate::report::tables::Table;
+use crate::report::table::Table;
 use crate::result::{PhaseResult, RunResult};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,10 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::metrics::sweep::SweepResult;
 use crate::report::charts::{self, Series};
-use crate::report::tables::{self, Table};
+use crate::report::table::Table;
+use crate::report::tables;
 use crate::report::{escape, Exporter, ReportError};
+use crate::result::sweep::SweepResult;
 use crate::result::{PhaseResult, RunResult, RunStatus, SuspectKind};
 
 /// Flows drawn one by one in a phase's time series; more are left to the tables.

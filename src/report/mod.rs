@@ -10,6 +10,7 @@ mod labels;
 pub mod perftest;
 mod rdma_counters;
 pub mod results_dir;
+mod table;
 mod tables;
 mod terminal;
 
@@ -100,7 +101,7 @@ impl Exporter for MarkdownExporter {
 }
 
 /// `### title` and the table; nothing for a table without rows.
-fn markdown_table(table: &tables::Table) -> String {
+fn markdown_table(table: &table::Table) -> String {
     if table.rows.is_empty() {
         return String::new();
     }

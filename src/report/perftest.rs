@@ -142,8 +142,8 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&Ran
                 r.gid_index.map_or_else(|| "auto (RoCE v2 + IPv4 first, like perftest)".into(), |i| i.to_string());
             lines.push(("GID index", gid));
             let polling = match r.completion {
-                crate::transport::rdma::CompletionMode::Busy => "busy polling",
-                crate::transport::rdma::CompletionMode::Event => "completion events (-e)",
+                crate::scenario::rdma::CompletionMode::Busy => "busy polling",
+                crate::scenario::rdma::CompletionMode::Event => "completion events (-e)",
             };
             lines.push(("Completions", polling.into()));
             if r.threads > 1 {
@@ -321,26 +321,24 @@ mod tests {
 
     #[test]
     fn header_from_a_pair_group() {
-        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from([
-            "fabricbench",
-            "pair",
-            "h1",
-            "h2",
-            "send",
-            "-q",
-            "4",
-            "-l",
-            "16",
-            "-x",
-            "3",
-            "-d",
-            "mlx5_0",
-            "-b",
-        ])
-        .unwrap();
-        let crate::cli::Command::Pair(args) = cli.command else { panic!() };
-        let job = crate::pair::build(&args).unwrap();
-        let plan = crate::plan::build(&job.hosts, &job.scenario).unwrap();
+        // What `pair h1 h2 send -q 4 -l 16 -x 3 -d mlx5_0 -b` asks for.
+        let toml = r#"
+            [[group]]
+            name = "pair"
+            pattern = "pairwise"
+            flows = [[0, 1]]
+            bidirectional = true
+            transport = "rdma"
+            op = "send"
+            [group.rdma]
+            qps = 4
+            post_list = 16
+            gid_index = 3
+            device = "mlx5_0"
+        "#;
+        let (scenario, _) = crate::scenario::parse(toml, std::path::Path::new("pair.toml")).unwrap();
+        let hosts = [crate::hostfile::Host::named("h1"), crate::hostfile::Host::named("h2")];
+        let plan = crate::plan::build(&hosts, &scenario).unwrap();
         let probe: RankProbe = serde_json::from_str(
             r#"{"rank": 0, "host": "h1", "devices": [
                 {"name": "mlx5_0", "numa_node": 0, "error": null, "ports": [

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::tables::Table;
+use crate::report::table::Table;
 use crate::result::PhaseResult;
 
 /// IB's port_xmit_data / port_rcv_data count 4-byte words (IBA PortCounters).

@@ -54,7 +54,7 @@ pub fn write_into(run: &RunResult, dir: &Path, with_json: bool) -> Result<(), Re
 }
 
 /// Reads a run back from its folder (or its run.json).
-pub fn load(path: &Path) -> Result<RunResult, ReportError> {
+pub fn read(path: &Path) -> Result<RunResult, ReportError> {
     let file = if path.is_dir() { path.join("run.json") } else { path.to_path_buf() };
     let read = |reason: String| ReportError::Read { path: file.display().to_string(), reason };
     let text =

@@ -1,23 +1,12 @@
-//! The summary as plain tables (title, header, rows of text), built once
-//! from the result and rendered by the terminal and Markdown writers alike.
+//! The summary's tables, built once from the result and rendered by the
+//! terminal, Markdown and HTML writers alike.
 
 use crate::load::placement;
-use crate::metrics::sweep::SweepResult;
+use crate::report::table::Table;
 use crate::report::{labels, rdma_counters};
+use crate::result::sweep::SweepResult;
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 use crate::scenario::Mode;
-
-pub struct Table {
-    pub title: String,
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    pub fn new(title: String, header: &[&str]) -> Table {
-        Table { title, header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
-    }
-}
 
 /// One headline per phase, then its flows, receivers and ranks.
 pub struct PhaseSummary {

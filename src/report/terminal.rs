@@ -4,7 +4,8 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
-use crate::report::tables::{self, status_line, summarize, sweep_tables, Table};
+use crate::report::table::Table;
+use crate::report::tables::{self, status_line, summarize, sweep_tables};
 use crate::result::RunResult;
 
 /// Matrices wider than this many hosts are left to report.html.

@@ -3,8 +3,7 @@
 //! srun step), follow the run through rank 0's event stream, stop every
 //! worker, and keep every result measured, also when the run fails half-way.
 
-mod accept;
-pub(crate) mod workers;
+mod judge;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,17 +20,16 @@ use crate::hostfile::Host;
 use crate::launch::slurm::SlurmLauncher;
 use crate::launch::ssh::SshOptions;
 use crate::launch::tree::{self, Subtree};
+use crate::launch::workers::Workers;
 use crate::launch::{BoxRead, Launch, Launcher};
-use crate::metrics::sweep;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
-use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
+use crate::result::{sweep, RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
 use crate::worker::step::{CoordinatorAt, StepSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
-pub use accept::{run_and_judge, AcceptOptions};
-use workers::Workers;
+pub use judge::{run_and_judge, JudgeOptions};
 
 /// How long rank 0 may take to start listening.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -70,7 +68,7 @@ pub fn prepare(
     origin: &str,
     overrides: &Overrides,
 ) -> anyhow::Result<Prepared> {
-    let (mut scenario, source) = scenario::load(scenario_file)?;
+    let (mut scenario, source) = scenario::read(scenario_file)?;
     if let Some(duration) = overrides.duration {
         if duration.is_zero() || duration < scenario.run.interval {
             bail!(
@@ -129,7 +127,7 @@ pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyh
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
     result.sweep = sweep::summarize(&result.plan, &result.phases);
-    result.matrix = crate::metrics::pair_matrix(&result.plan, &result.phases);
+    result.matrix = crate::result::pair_matrix(&result.plan, &result.phases);
     Ok(result)
 }
 
@@ -152,7 +150,7 @@ async fn drive(
         Launch::Tree { ssh, radix } => {
             start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await?
         }
-        Launch::Step(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await?,
+        Launch::Srun(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await?,
     };
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;

@@ -6,7 +6,10 @@
 
 mod check;
 mod locate;
+pub mod placement;
 mod ranks;
+pub mod rdma;
+pub mod stress;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};
@@ -18,10 +21,10 @@ pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{Field, Source};
 pub use ranks::RankSet;
 
-use crate::load::placement::Numa;
-use crate::load::stress::Threads;
-use crate::transport::rdma::{RdmaMode, RdmaOp, RdmaParams};
 use crate::units::ByteSize;
+use placement::Numa;
+use rdma::{RdmaMode, RdmaOp, RdmaParams};
+use stress::Threads;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -258,7 +261,7 @@ pub enum ScenarioError {
 }
 
 /// Reads, parses and validates a scenario file.
-pub fn load(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
+pub fn read(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
     let text =
         std::fs::read_to_string(path).map_err(|cause| ScenarioError::Read { path: path.to_path_buf(), cause })?;
     parse(&text, path)

@@ -6,10 +6,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::load::placement::Numa;
-use crate::load::stress::Threads;
+use crate::scenario::placement::Numa;
+use crate::scenario::rdma::{CompletionMode, RdmaParams};
+use crate::scenario::stress::Threads;
 use crate::scenario::{Pattern, RankSet, Scenario, Transport};
-use crate::transport::rdma::{CompletionMode, RdmaParams};
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -6,6 +6,18 @@ pub mod tcp;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde::{Deserialize, Serialize};
+
+/// Which end of a flow a rank plays. The sender initiates (TCP: writes;
+/// RDMA: every WR, the ping of a ping-pong); the receiver accepts, exposes
+/// memory, keeps receives posted or answers pings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Sender,
+    Receiver,
+}
+
 /// Running totals of one end of one flow, shared by its streams and read by
 /// the sampler. Relaxed ordering: each counter is only ever summed.
 #[derive(Debug, Default)]

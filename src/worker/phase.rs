@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Side, Window};
-use crate::load::stress::{self, StressSpec};
+use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Window};
+use crate::load::stress;
 use crate::load::topology;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::netdev;
 use crate::metrics::RankReport;
-use crate::transport::rdma::RdmaParams;
-use crate::transport::{rdma, tcp};
+use crate::scenario::rdma::RdmaParams;
+use crate::scenario::stress::StressSpec;
+use crate::transport::{rdma, tcp, Side};
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::End;
 
@@ -82,13 +83,6 @@ pub struct Running {
     sampler: JoinHandle<RankReport>,
 }
 
-fn rdma_side(side: Side) -> rdma::Side {
-    match side {
-        Side::Sender => rdma::Side::Sender,
-        Side::Receiver => rdma::Side::Receiver,
-    }
-}
-
 /// Creates this rank's ends of its flows and the endpoints its peers need.
 pub fn prepare(
     phase: usize,
@@ -116,7 +110,7 @@ pub fn prepare(
                     .enumerate()
                     .map(|(k, rail)| {
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
-                        rdma::prepare(rail, rdma_side(side)).map(|p| p.with_label(label))
+                        rdma::prepare(rail, side).map(|p| p.with_label(label))
                     })
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;

@@ -13,8 +13,8 @@ use tokio::sync::watch;
 
 use crate::launch::ssh::{SshLauncher, SshOptions};
 use crate::launch::tree::Subtree;
+use crate::launch::workers::Workers;
 use crate::launch::{LaunchError, Launcher};
-use crate::run::workers::Workers;
 use crate::worker::agent::Identity;
 use crate::worker::{JobSpec, Role};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::control::wire::{Side, Window};
+use crate::control::wire::Window;
 use crate::load::stress::{Burners, StressReport};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{CoreTicks, CpuSnapshot};
@@ -16,6 +16,7 @@ use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
 use crate::scenario::Op;
 use crate::transport::rdma::counters::{self, CounterSnapshot};
+use crate::transport::Side;
 use crate::worker::streams::{sleep_until, End};
 
 pub struct Sampler {

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::control::wire::{FlowRole, Side};
+use crate::control::wire::FlowRole;
 use crate::load::placement::{self, Placed};
 use crate::metrics::latency::Histogram;
 use crate::scenario::Mode;
-use crate::transport::{rdma, tcp, FlowCounters};
+use crate::transport::{rdma, tcp, FlowCounters, Side};
 use crate::worker::phase::FlowFailed;
 
 /// One end of one flow on this rank.

@@ -8,10 +8,11 @@ use std::net::SocketAddr;
 
 use common::ranks::{hello, make_plan, window, JOB, TOKEN};
 use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
-use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, PROTOCOL_VERSION};
+use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, PROTOCOL_VERSION};
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
 use fabricbench::transport::rdma::RdmaInventory;
+use fabricbench::transport::Side;
 
 const MS: i64 = 1_000_000;
 

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use fabricbench::plan::{self, Plan};
+use fabricbench::scenario::rdma::CompletionMode;
 use fabricbench::scenario::{Op, Transport};
-use fabricbench::transport::rdma::CompletionMode;
 use fabricbench::{hostfile, scenario};
 use proptest::prelude::*;
 

@@ -13,11 +13,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fabricbench::transport::rdma::{
-    self, counters, CompletionMode, FlowOutcome, PollStrategy, RdmaEndpoint, RdmaError, RdmaMode, RdmaOp, RdmaParams,
-    Side, CMP_SWAP_VALUE,
-};
-use fabricbench::transport::FlowCounters;
+use fabricbench::scenario::rdma::{CompletionMode, PollStrategy, RdmaMode, RdmaOp, RdmaParams, CMP_SWAP_VALUE};
+use fabricbench::transport::rdma::{self, counters, FlowOutcome, RdmaEndpoint, RdmaError};
+use fabricbench::transport::{FlowCounters, Side};
 
 /// Counts heap allocations per thread, to show the data path allocates
 /// nothing per message.

@@ -262,7 +262,7 @@ fn run_shortened(name: &str, values: Option<Vec<Value>>) -> Option<serde_json::V
     }
     let bench = Bench::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (mut s, _) = fabricbench::scenario::load(&root.join("scenarios").join(name)).unwrap();
+    let (mut s, _) = fabricbench::scenario::read(&root.join("scenarios").join(name)).unwrap();
     s.run.duration = Duration::from_secs(2);
     s.run.warmup = Duration::from_millis(500);
     s.run.interval = Duration::from_secs(1);

@@ -57,9 +57,9 @@ fn every_shipped_scenario_runs_on_local_ranks() {
 fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
     use fabricbench::worker::step::StepSpec;
     use fabricbench::{hostfile, plan, scenario};
-    let hosts = hostfile::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("hostfiles/local8")).unwrap();
+    let hosts = hostfile::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("hostfiles/local8")).unwrap();
     for file in all_shipped_scenarios() {
-        let (scenario, _) = scenario::load(&file).unwrap();
+        let (scenario, _) = scenario::read(&file).unwrap();
         let launcher = plan::build(&hosts, &scenario).unwrap();
         let spec = StepSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0 };
         let sent: StepSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();

@@ -2,18 +2,20 @@
 //! field: a binary format has no field names, so a skipped or reordered
 //! field would shift everything after it.
 
-use fabricbench::control::wire::{FlowRole, Side, ToCoordinator, ToWorker, Window};
-use fabricbench::load::placement::{Numa, Placed, Placement};
-use fabricbench::load::stress::{StressReport, StressSpec, Threads};
+use fabricbench::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
+use fabricbench::load::placement::Placed;
+use fabricbench::load::stress::StressReport;
 use fabricbench::metrics::cpu::CpuUsage;
 use fabricbench::metrics::latency::Histogram;
 use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
+use fabricbench::scenario::placement::{Numa, Placement};
+use fabricbench::scenario::rdma::RdmaParams;
+use fabricbench::scenario::stress::{StressSpec, Threads};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
-use fabricbench::transport::rdma::{
-    CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory, RdmaParams,
-};
+use fabricbench::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory};
+use fabricbench::transport::Side;
 use fabricbench::units::ByteSize;
 
 fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) {

@@ -14,8 +14,8 @@ use super::device::{self, OpenDevice, LINK_LAYER_ETHERNET};
 use super::endpoint::RdmaEndpoint;
 use super::error::{panic_message, RdmaError};
 use super::ffi::{Arena, Cq, Qp};
-use super::params::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
-use super::Side;
+use crate::scenario::rdma::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
+use crate::transport::Side;
 
 /// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
 /// infinite RNR retries with a 0.64 ms RNR timer.
@@ -56,7 +56,7 @@ pub(crate) struct Shard {
 }
 
 /// Everything a flow owns, shared by the prepared and connected states.
-pub(crate) struct FlowRes {
+pub(crate) struct FlowResources {
     pub params: RdmaParams,
     pub side: Side,
     pub label: String,
@@ -72,12 +72,12 @@ pub(crate) struct FlowRes {
 
 /// A flow whose QPs exist (in INIT, receives posted) but are not connected.
 pub struct PreparedFlow {
-    pub(crate) res: FlowRes,
+    pub(crate) res: FlowResources,
 }
 
 /// A flow whose QPs are in RTS, ready to run.
 pub struct ConnectedFlow {
-    pub(crate) res: FlowRes,
+    pub(crate) res: FlowResources,
 }
 
 fn guard<T>(flow: &str, what: &'static str, f: impl FnOnce() -> Result<T, RdmaError>) -> Result<T, RdmaError> {
@@ -225,8 +225,8 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
         let per_qp = params.tx_depth + if recv { params.rx_depth } else { 0 };
         let cqe = (per_qp * my_qps.len() as u32 + 16).min(max_cqe);
         let channel = match params.completion {
-            super::params::CompletionMode::Busy => None,
-            super::params::CompletionMode::Event => {
+            crate::scenario::rdma::CompletionMode::Busy => None,
+            crate::scenario::rdma::CompletionMode::Event => {
                 Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?)
             }
         };
@@ -291,7 +291,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     }
     let poll_strategy = if batched { PollStrategy::Batched } else { PollStrategy::OnePerPoll };
     Ok(PreparedFlow {
-        res: FlowRes {
+        res: FlowResources {
             params: params.clone(),
             side,
             label: flow.to_string(),
@@ -306,7 +306,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     })
 }
 
-fn connect(mut res: FlowRes, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+fn connect(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
     let qps = res.params.qps as usize;
     let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
     if peer.qpns.len() != qps || peer.psns.len() != qps {

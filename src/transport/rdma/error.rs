@@ -5,6 +5,8 @@ use std::io;
 
 use rdma_mummy_sys::ibv_wc_status as st;
 
+use crate::scenario::rdma::InvalidParam;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RdmaError {
     /// libibverbs could not be loaded or it found no device (ENOSYS / empty list).
@@ -20,8 +22,8 @@ pub enum RdmaError {
     #[error("RDMA device {device} port {port}: {what}")]
     Gid { device: String, port: u8, what: String },
 
-    #[error("invalid RDMA parameter {field}: {reason}")]
-    InvalidParam { field: &'static str, reason: String },
+    #[error(transparent)]
+    InvalidParam(#[from] InvalidParam),
 
     /// A verbs call failed while setting up (`what` names the call and its object).
     #[error("{flow}: {what} on device {device}: {source}")]

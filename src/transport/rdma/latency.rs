@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::connect::{wr_id, FlowRes, QpSlot, Shard, WR_RECV};
+use super::connect::{wr_id, FlowResources, QpSlot, Shard, WR_RECV};
 use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc, WrKind};
-use super::params::RdmaOp;
 use super::stream::{poll_err, wc_error, PASSIVE_NAP};
-use super::Side;
+use crate::scenario::rdma::RdmaOp;
 use crate::transport::FlowCounters;
+use crate::transport::Side;
 
 /// Samples kept in duration mode (8 MB); later iterations run unrecorded.
 const MAX_SAMPLES: usize = 1 << 20;
@@ -72,7 +72,7 @@ pub(crate) struct LatencyResult {
 
 /// Bounded waits: `stop`, CQ errors and the stall clock, checked every few spins.
 struct Waiter<'a> {
-    res: &'a FlowRes,
+    res: &'a FlowResources,
     stop: &'a AtomicBool,
     stall: Duration,
     wcs: [Wc; 4],
@@ -203,7 +203,7 @@ impl StallClock {
     }
 }
 
-fn post_one(res: &FlowRes, q: &mut QpSlot, spec: &SendSpec) -> Result<(), RdmaError> {
+fn post_one(res: &FlowResources, q: &mut QpSlot, spec: &SendSpec) -> Result<(), RdmaError> {
     let index = q.index;
     q.qp.post_sends(spec, 1, |_| (wr_id(index, 1), true)).map_err(|e| RdmaError::Post {
         flow: res.label.clone(),
@@ -215,7 +215,7 @@ fn post_one(res: &FlowRes, q: &mut QpSlot, spec: &SendSpec) -> Result<(), RdmaEr
 
 /// Runs the latency loop of one side (single QP, single shard).
 pub(crate) fn run(
-    res: &FlowRes,
+    res: &FlowResources,
     shard: &mut Shard,
     counters: &FlowCounters,
     stop: &AtomicBool,
@@ -346,7 +346,7 @@ pub(crate) fn run(
     Ok(LatencyResult { samples, half_round_trip: p.op != RdmaOp::Read, messages, bytes })
 }
 
-fn repost(res: &FlowRes, q: &mut QpSlot) -> Result<(), RdmaError> {
+fn repost(res: &FlowResources, q: &mut QpSlot) -> Result<(), RdmaError> {
     q.qp.post_recvs(1).map_err(|e| RdmaError::Post {
         flow: res.label.clone(),
         qp: q.index,

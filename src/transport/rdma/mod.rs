@@ -22,7 +22,6 @@ pub mod error;
 mod ffi;
 pub mod inventory;
 pub mod latency;
-pub mod params;
 pub mod probe;
 mod stream;
 
@@ -39,21 +38,11 @@ pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
 pub use latency::LatencySummary;
-pub use params::{CompletionMode, PollStrategy, RdmaMode, RdmaOp, RdmaParams, CMP_SWAP_VALUE};
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 
-use crate::transport::FlowCounters;
+use crate::scenario::rdma::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
+use crate::transport::{FlowCounters, Side};
 use error::panic_message;
-
-/// Which end of a flow this process is. The sender initiates every WR
-/// (write, read, send, atomics; the ping of a ping-pong); the receiver
-/// exposes memory, keeps receives posted, or answers pings.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Side {
-    Sender,
-    Receiver,
-}
 
 /// What a flow did, from this side's point of view.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -5,12 +5,12 @@
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use super::connect::{wr_covered, wr_id, wr_qp, FlowRes, Shard, WR_RECV};
+use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, WR_RECV};
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
-use super::params::{RdmaOp, CMP_SWAP_VALUE};
-use super::Side;
+use crate::scenario::rdma::{RdmaOp, CMP_SWAP_VALUE};
 use crate::transport::FlowCounters;
+use crate::transport::Side;
 
 /// Time allowed after `stop` for signaled WRs still in flight to complete.
 const DRAIN: Duration = Duration::from_millis(200);
@@ -43,7 +43,7 @@ pub(crate) struct ShardResult {
     pub atomic_words: Vec<(usize, u64)>,
 }
 
-pub(crate) fn wc_error(res: &FlowRes, wc: &Wc) -> RdmaError {
+pub(crate) fn wc_error(res: &FlowResources, wc: &Wc) -> RdmaError {
     RdmaError::Completion {
         flow: res.label.clone(),
         qp: wr_qp(wc.wr_id),
@@ -64,7 +64,7 @@ fn send_opcode_name(op: RdmaOp) -> &'static str {
     }
 }
 
-pub(crate) fn poll_err(res: &FlowRes, e: std::io::Error) -> RdmaError {
+pub(crate) fn poll_err(res: &FlowResources, e: std::io::Error) -> RdmaError {
     RdmaError::Poll { flow: res.label.clone(), source: e }
 }
 
@@ -82,7 +82,7 @@ pub(crate) fn wr_kind(op: RdmaOp, qp: usize) -> WrKind {
 
 /// Runs one shard of a bandwidth flow on the calling thread.
 pub(crate) fn run_shard(
-    res: &FlowRes,
+    res: &FlowResources,
     shard: &mut Shard,
     counters: &FlowCounters,
     stop: &Stop,
@@ -108,7 +108,12 @@ struct QpProgress {
     signaled_mark: u64,
 }
 
-fn send_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &Stop) -> Result<ShardResult, RdmaError> {
+fn send_loop(
+    res: &FlowResources,
+    shard: &mut Shard,
+    counters: &FlowCounters,
+    stop: &Stop,
+) -> Result<ShardResult, RdmaError> {
     let p = &res.params;
     let msg = p.effective_message_size();
     let tx_depth = u64::from(p.tx_depth);
@@ -277,7 +282,12 @@ fn send_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &S
 /// Receiver of send / send-with-imm / write-with-imm: counts receives and
 /// reposts them at once, so the sender never meets an empty receive queue
 /// for long (RNR).
-fn recv_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &Stop) -> Result<ShardResult, RdmaError> {
+fn recv_loop(
+    res: &FlowResources,
+    shard: &mut Shard,
+    counters: &FlowCounters,
+    stop: &Stop,
+) -> Result<ShardResult, RdmaError> {
     let p = &res.params;
     let msg = p.effective_message_size();
     let target = p.iterations.map(|t| t * shard.qps.len() as u64);
@@ -335,7 +345,7 @@ fn recv_loop(res: &FlowRes, shard: &mut Shard, counters: &FlowCounters, stop: &S
 
 /// Receiver of one-sided ops: nothing to do but keep the memory registered
 /// until told to stop.
-fn passive_wait(res: &FlowRes, shard: &mut Shard, stop: &Stop) -> Result<ShardResult, RdmaError> {
+fn passive_wait(res: &FlowResources, shard: &mut Shard, stop: &Stop) -> Result<ShardResult, RdmaError> {
     while !stop.load(Relaxed) {
         std::thread::sleep(PASSIVE_NAP);
     }

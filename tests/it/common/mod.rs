@@ -159,8 +159,8 @@ pub fn signal(pid: u32, signal: &str) {
 /// its own, or a point of a `transport` sweep).
 pub fn uses_rdma(scenario: &Path) -> bool {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let hosts = fabricbench::hostfile::load(&root.join("hostfiles/local8")).unwrap();
-    let (s, _) = fabricbench::scenario::load(scenario).expect("shipped scenarios parse");
+    let hosts = fabricbench::hostfile::read(&root.join("hostfiles/local8")).unwrap();
+    let (s, _) = fabricbench::scenario::read(scenario).expect("shipped scenarios parse");
     let plan = fabricbench::plan::build(&hosts, &s).unwrap_or_else(|e| panic!("{}: {e:?}", scenario.display()));
     plan.phases.iter().flat_map(|p| &p.groups).any(|g| g.transport == fabricbench::scenario::Transport::Rdma)
 }

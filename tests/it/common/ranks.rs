@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use fabricbench::control::coordinator::{ConnId, Coordinator, Output, Timeouts};
 use fabricbench::control::wire::{
-    Endpoint, FlowEndpoint, Hello, Side, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
+    Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
 };
 use fabricbench::plan::Plan;
+use fabricbench::transport::Side;
 use fabricbench::{hostfile, plan, scenario};
 
 pub const TOKEN: &str = "secret";
@@ -35,7 +36,7 @@ pub fn window() -> Window {
 /// generous: thousands of ranks on two loaded cores are slow, not lost.
 pub fn coordinator(plan: Plan, now_ns: i64) -> Coordinator {
     let minute = Duration::from_secs(60);
-    let timeouts = Timeouts { silence: minute, join: minute, step: minute, ..Timeouts::default() };
+    let timeouts = Timeouts { silence: minute, join: minute, stage: minute, ..Timeouts::default() };
     Coordinator::new(JOB, TOKEN.into(), plan, window(), timeouts, now_ns)
 }
 

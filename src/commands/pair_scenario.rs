@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use crate::cli::pair::{AtomicType, OpName, PairArgs, PairTransport};
 use crate::hostfile::Host;
-use crate::load::placement::Numa;
+use crate::scenario::placement::Numa;
+use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaMode, RdmaParams};
 use crate::scenario::sweep::{Parameter, SweepSpec, Value};
 use crate::scenario::{GroupSpec, Mode, Op, Pattern, RunSpec, Scenario};
-use crate::transport::rdma::{CompletionMode, RdmaError, RdmaMode, RdmaParams};
 use crate::units::ByteSize;
 
 /// How long each size runs without -D (perftest runs 5000 iterations: a
@@ -186,10 +186,7 @@ fn tcp_streams(args: &PairArgs, op: Op, latency: bool) -> Result<u32, PairError>
 }
 
 /// Names the flag behind an invalid RDMA parameter.
-fn flag_of(e: RdmaError) -> PairError {
-    let RdmaError::InvalidParam { field, reason } = e else {
-        return PairError { flag: "OP", reason: e.to_string() };
-    };
+fn flag_of(InvalidParam { field, reason }: InvalidParam) -> PairError {
     let flag = match field {
         "message_size" => "-s/--size",
         "qps" => "-q/--qp",

@@ -1,8 +1,16 @@
-//! What one RDMA flow does: the knobs of perftest, with perftest's defaults.
+//! What one RDMA flow does: a group's `[group.rdma]` table, the knobs of
+//! perftest with perftest's defaults. The transport obeys these; it is the
+//! scenario that owns them, so the schema never pulls in the verbs.
 
 use serde::{Deserialize, Serialize};
 
-use super::error::RdmaError;
+/// A knob, or a combination of knobs, that no RDMA flow can run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid RDMA parameter {field}: {reason}")]
+pub struct InvalidParam {
+    pub field: &'static str,
+    pub reason: String,
+}
 
 /// The verb a flow exercises.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -220,8 +228,8 @@ impl RdmaParams {
     }
 
     /// Checks the combination; every error names the field.
-    pub fn validate(&self) -> Result<(), RdmaError> {
-        let bad = |field: &'static str, reason: String| Err(RdmaError::InvalidParam { field, reason });
+    pub fn validate(&self) -> Result<(), InvalidParam> {
+        let bad = |field: &'static str, reason: String| Err(InvalidParam { field, reason });
         let size = self.effective_message_size();
         if size == 0 || size > MAX_MESSAGE_SIZE {
             return bad("message_size", format!("{size} is outside 1..={MAX_MESSAGE_SIZE}"));

@@ -1,16 +1,25 @@
 //! The result of a run. These structs are the export schema: `run.json` is
 //! exactly a serialized [`RunResult`], and every CSV, table and chart is
 //! rendered from them. Bump [`SCHEMA_VERSION`] on any incompatible change
-//! and describe it in docs/METRICS.md.
+//! and describe it in docs/METRICS.md. Beside the schema: how the ranks'
+//! reports become a phase result (`aggregate`), the all-pairs matrix and
+//! the sweep summary.
+
+mod aggregate;
+mod matrix;
+pub mod sweep;
 
 use serde::{Deserialize, Serialize};
+
+pub use aggregate::aggregate_phase;
+pub use matrix::pair_matrix;
+use sweep::SweepResult;
 
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
 use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
-use crate::metrics::sweep::SweepResult;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};

@@ -7,7 +7,7 @@ use crate::result::{Acceptance, Retest, RunResult, RunStatus};
 use crate::run::{run, Prepared, RunOptions};
 use crate::scenario::CheckSpec;
 
-pub struct AcceptOptions {
+pub struct JudgeOptions {
     /// The scenario's `[check]` with the command line's rules added.
     pub checks: CheckSpec,
     /// Retest suspects alone before declaring them bad.
@@ -19,7 +19,7 @@ pub async fn run_and_judge(
     prepared: Prepared,
     launch: &Launch,
     opts: &RunOptions,
-    accept: &AcceptOptions,
+    accept: &JudgeOptions,
 ) -> anyhow::Result<RunResult> {
     let (scenario_file, scenario, hosts) =
         (prepared.scenario_file.clone(), prepared.scenario.clone(), prepared.hosts.clone());

@@ -2,11 +2,11 @@
 //! window: the same boundaries for all flows, so the aggregate is exactly the
 //! sum of the flows.
 
-use crate::control::wire::Side;
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::{FlowResult, GroupResult, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::{Mode, Op, Transport};
+use crate::transport::Side;
 use crate::units::gbps;
 
 /// Builds the phase result from the reports that arrived (`None` for a rank

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::launch::slurm::{Step, StepLine};
+use crate::launch::slurm::{SrunLine, SrunStep};
 use crate::launch::{BoxRead, BoxWrite, Process, Started};
 
 const STDERR_TAIL: usize = 20;
@@ -112,8 +112,8 @@ impl Workers {
     /// Takes over an srun step running rank i on `hosts[i]`: writes the
     /// line every task reads first, sorts the step's output by rank.
     /// Returns task 0's stdout.
-    pub async fn adopt_step(&mut self, hosts: &[String], step: Step, first_line: &str) -> std::io::Result<BoxRead> {
-        let Step { stdin, stdout, lines, process } = step;
+    pub async fn adopt_step(&mut self, hosts: &[String], step: SrunStep, first_line: &str) -> std::io::Result<BoxRead> {
+        let SrunStep { stdin, stdout, lines, process } = step;
         self.hosts.extend(hosts.iter().cloned().enumerate());
         let index = self.handles.len();
         let sort = sort_step_lines(
@@ -217,7 +217,7 @@ async fn forward_stderr(stderr: BoxRead, rank: usize, prefix: String, tails: Tai
 /// Files a step's lines under their rank, srun's under the step, and turns
 /// srun's reports of ended tasks into exits.
 async fn sort_step_lines(
-    mut lines: mpsc::UnboundedReceiver<StepLine>,
+    mut lines: mpsc::UnboundedReceiver<SrunLine>,
     index: usize,
     hosts: HashMap<usize, String>,
     tails: Tails,
@@ -226,16 +226,16 @@ async fn sort_step_lines(
 ) {
     while let Some(line) = lines.recv().await {
         match line {
-            StepLine::Task { rank, text } => {
+            SrunLine::Task { rank, text } => {
                 echo(format!("[rank {rank} {}] {text}", hosts.get(&rank).map_or("?", String::as_str)));
                 tails.push(Source::Rank(rank), text);
             }
-            StepLine::Ended { ranks, how } => {
+            SrunLine::Ended { ranks, how } => {
                 for rank in ranks {
                     let _ = exits.send(Exit { rank, how: how.clone() });
                 }
             }
-            StepLine::Srun(text) => {
+            SrunLine::Srun(text) => {
                 echo(format!("[srun] {text}"));
                 tails.push(Source::Srun(index), text);
             }

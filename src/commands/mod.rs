@@ -1,0 +1,77 @@
+//! What each subcommand does, from parsed flags to an outcome; main.rs only
+//! dispatches here. Every way a command ends badly is one [`Failure`], and
+//! [`Failure::exit_code`] is the one place that maps it to an exit code.
+
+mod hosts;
+mod launching;
+mod output;
+mod pair;
+mod pair_scenario;
+mod results;
+mod run;
+
+use std::fmt;
+
+use crate::cli::Command;
+
+/// How a command ended badly.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad input: the message names the file, line and field, flag or host.
+    BadInput(anyhow::Error),
+    /// The run started but did not complete (a rank died, a stream broke,
+    /// a signal); what was measured is kept.
+    RunFailed(anyhow::Error),
+    /// The run completed, but a check failed or could not be evaluated
+    /// (`compare`: a regression).
+    CheckFailed(String),
+}
+
+impl Failure {
+    pub fn bad_input(e: impl Into<anyhow::Error>) -> Failure {
+        Failure::BadInput(e.into())
+    }
+
+    pub fn run_failed(e: impl Into<anyhow::Error>) -> Failure {
+        Failure::RunFailed(e.into())
+    }
+
+    /// The exit codes of `run --help` and the README: 1 the run failed,
+    /// 2 bad input, 3 a check failed.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::RunFailed(_) => 1,
+            Failure::BadInput(_) => 2,
+            Failure::CheckFailed(_) => 3,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::BadInput(e) | Failure::RunFailed(e) => write!(f, "{e:#}"),
+            Failure::CheckFailed(message) => f.write_str(message),
+        }
+    }
+}
+
+/// Runs one subcommand to its end.
+pub fn dispatch(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Worker(args) => crate::worker::main(args.rank, args.slurm).map_err(Failure::RunFailed),
+        Command::Plan(inputs) => run::plan(&inputs),
+        Command::Run(args) => run::run(&args),
+        Command::Pair(args) => pair::pair(&args),
+        Command::Hosts(args) => hosts::hosts(&args),
+        Command::Probe(args) => hosts::probe(&args),
+        Command::Report(args) => results::report(&args),
+        Command::Compare(args) => results::compare(&args),
+    }
+}
+
+/// The one async runtime a command drives the launcher and rank 0 with: two
+/// threads are plenty, the data path runs on threads of its own.
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(Failure::run_failed)
+}

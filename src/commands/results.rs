@@ -1,0 +1,38 @@
+//! `fabricbench report` and `fabricbench compare`: results folders read back.
+
+use crate::cli::{CompareArgs, ReportArgs};
+use crate::commands::Failure;
+use crate::report;
+use crate::result::RunStatus;
+
+/// Every file but run.json, again, from run.json.
+pub fn report(args: &ReportArgs) -> Result<(), Failure> {
+    let run = report::results_dir::read(&args.dir).map_err(Failure::bad_input)?;
+    let dir = if args.dir.is_dir() { args.dir.clone() } else { args.dir.parent().unwrap_or(&args.dir).to_path_buf() };
+    report::results_dir::write_into(&run, &dir, false).map_err(Failure::run_failed)?;
+    if !args.quiet {
+        print!("{}", report::render_terminal(&run));
+    }
+    eprintln!("report: {}", dir.join("report.html").display());
+    Ok(())
+}
+
+pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
+    let base = report::results_dir::read(&args.base).map_err(Failure::bad_input)?;
+    let new = report::results_dir::read(&args.new).map_err(Failure::bad_input)?;
+    for (which, run) in [("baseline", &base), ("new run", &new)] {
+        if let RunStatus::Failed { error } = &run.status {
+            eprintln!("warning: the {which} failed ({error}); its numbers cover what ran");
+        }
+    }
+    let comparison = report::compare::compare(&base, &new, args.tolerance);
+    print!("{}", report::table_text(&comparison.table()));
+    let regressions = comparison.regressions();
+    if regressions.is_empty() {
+        println!("no regressions beyond {}%", args.tolerance);
+        return Ok(());
+    }
+    let names: Vec<&str> = regressions.iter().map(|r| r.item.as_str()).collect();
+    let tolerance = args.tolerance;
+    Err(Failure::CheckFailed(format!("{} regression(s) beyond {tolerance}%: {}", regressions.len(), names.join("; "))))
+}

@@ -1,0 +1,98 @@
+//! `fabricbench run` and `fabricbench plan`: a scenario on the hosts of a
+//! hostfile (or of the Slurm allocation).
+
+use std::path::Path;
+
+use crate::cli::{Inputs, RunArgs};
+use crate::commands::launching::{launch_for, LaunchFlags};
+use crate::commands::output::{self, Output};
+use crate::commands::{runtime, Failure};
+use crate::hostfile::{self, Host};
+use crate::launch::slurm::Allocation;
+use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
+use crate::run::{self, JudgeOptions, RunOptions};
+use crate::scenario::CheckSpec;
+
+pub fn plan(inputs: &Inputs) -> Result<(), Failure> {
+    let (prepared, _) = prepare(inputs, &run::Overrides::default()).map_err(Failure::BadInput)?;
+    for phase in &prepared.plan.phases {
+        println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
+        for flow in &phase.flows {
+            let group = &phase.groups[flow.group];
+            let (src, dst) = (&prepared.plan.ranks[flow.src], &prepared.plan.ranks[flow.dst]);
+            println!(
+                "  flow {:>4}  {:<12} {} ({}) -> {} ({})  {} x {} B",
+                flow.id, group.name, src.rank, src.host, dst.rank, dst.host, group.streams, group.message_size
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: &RunArgs) -> Result<(), Failure> {
+    let overrides = run::Overrides { duration: args.duration, warmup: args.warmup };
+    let (prepared, allocation) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
+    let flags =
+        LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: args.tree_radix, srun_args: &args.srun_args };
+    let launch = launch_for(&flags, &prepared.hosts, allocation).map_err(Failure::BadInput)?;
+    let checks = checks(args, &prepared.scenario.check)?;
+
+    let opts = RunOptions {
+        scenario: args.inputs.scenario.clone(),
+        port: args.port,
+        progress: !args.quiet && !args.no_progress,
+    };
+    let accept = JudgeOptions { checks, retest: !args.no_retest };
+    let result =
+        runtime()?.block_on(run::run_and_judge(prepared, &launch, &opts, &accept)).map_err(Failure::RunFailed)?;
+
+    let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
+        (&args.export_json, &JsonExporter),
+        (&args.export_csv, &CsvExporter),
+        (&args.export_markdown, &MarkdownExporter),
+        (&args.export_junit, &JunitExporter),
+    ];
+    let output = Output {
+        save: &args.save,
+        exports: exports.into_iter().filter_map(|(target, e)| Some((target.as_deref()?, e))).collect(),
+        summary: !args.quiet,
+    };
+    let summary = if args.quiet { String::new() } else { report::render_terminal(&result) };
+    output.deliver(&result, &summary)?;
+    output::verdict(&result)
+}
+
+/// The scenario's [check] with the command line's added.
+fn checks(args: &RunArgs, scenario: &CheckSpec) -> Result<CheckSpec, Failure> {
+    let mut checks = scenario.clone();
+    for &rule in &args.checks {
+        checks.push(rule);
+    }
+    if args.line_rate.is_some() {
+        checks.line_rate = args.line_rate;
+    }
+    if args.export_junit.is_some() && checks.rules().is_empty() {
+        let e = anyhow::anyhow!("--export-junit needs checks: add [check] to the scenario or --check EXPR");
+        return Err(Failure::BadInput(e));
+    }
+    Ok(checks)
+}
+
+/// Reads the inputs; also returns the Slurm allocation this runs in, if any.
+fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
+    let allocation = Allocation::from_env()?;
+    let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
+    Ok((run::prepare(&inputs.scenario, hosts, &origin, overrides)?, allocation))
+}
+
+/// The hosts of a run: the hostfile's, or else the Slurm allocation's
+/// nodes; with where they came from, for messages.
+fn hosts_of(hostfile: Option<&Path>, allocation: Option<&Allocation>) -> anyhow::Result<(Vec<Host>, String)> {
+    match (hostfile, allocation) {
+        (Some(path), _) => Ok((hostfile::read(path)?, format!("hostfile {}", path.display()))),
+        (None, Some(a)) => Ok((a.nodes.clone(), format!("the {} node(s) of Slurm job {}", a.nodes.len(), a.job))),
+        (None, None) => {
+            anyhow::bail!("no hosts: give a hostfile with -H FILE (inside a Slurm allocation the default is its nodes)")
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! A worker process this machine started itself (a local worker, the srun
+//! step), watched until it exits or the launcher ends it.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::process::Child;
+use tokio::sync::oneshot;
+
+use crate::launch::Process;
+
+/// How the launcher ends the process when it must.
+#[derive(Clone, Copy, Debug)]
+pub enum Ending {
+    /// SIGKILL at once (a local worker: its stdin has closed already).
+    Kill,
+    /// SIGTERM, then SIGKILL if it has not exited within the grace (srun
+    /// passes SIGTERM on to every task and ends the step; SIGKILL would
+    /// leave the tasks to Slurm's own cleanup).
+    Terminate { grace: Duration },
+}
+
+pub struct ChildProcess {
+    child: Child,
+    ending: Ending,
+    /// Put before the exit status in messages ("srun ended").
+    what: &'static str,
+}
+
+impl ChildProcess {
+    pub fn new(child: Child, ending: Ending, what: &'static str) -> ChildProcess {
+        ChildProcess { child, ending, what }
+    }
+}
+
+impl Process for ChildProcess {
+    fn watch(self: Box<Self>, stop: oneshot::Receiver<()>) -> BoxFuture<'static, String> {
+        let ChildProcess { mut child, ending, what } = *self;
+        async move {
+            let status = tokio::select! {
+                status = child.wait() => status,
+                _ = stop => end(&mut child, ending).await,
+            };
+            let status = match status {
+                Ok(status) => status.to_string(),
+                Err(e) => format!("unknown exit ({e})"),
+            };
+            match what {
+                "" => status,
+                what => format!("{what}: {status}"),
+            }
+        }
+        .boxed()
+    }
+}
+
+async fn end(child: &mut Child, ending: Ending) -> std::io::Result<std::process::ExitStatus> {
+    if let Ending::Terminate { grace } = ending {
+        // Our own child, not yet reaped: the pid is still its.
+        if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+            return status;
+        }
+    }
+    let _ = child.start_kill();
+    child.wait().await
+}
