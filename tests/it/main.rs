@@ -6,6 +6,7 @@
 mod common;
 
 mod acceptance_bed;
+mod architecture;
 mod coordinator;
 mod coordinator_scale;
 mod load_scenarios;

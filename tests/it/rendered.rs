@@ -73,7 +73,7 @@ fn v3_rdma_fan_in_with_probes_and_counters() {
 #[test]
 fn v3_pairs_as_perftest_tables() {
     for name in ["v3-pair-bw", "v3-pair-lat"] {
-        let run = results_dir::load(&fixture(name)).unwrap();
+        let run = results_dir::read(&fixture(name)).unwrap();
         insta::assert_snapshot!(format!("{name}.perftest-MBps"), perftest::render(&run, false));
         insta::assert_snapshot!(format!("{name}.perftest-Gbps"), perftest::render(&run, true));
     }

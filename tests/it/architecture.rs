@@ -196,7 +196,7 @@ fn violations(sources: &[Source]) -> Vec<String> {
     let rooms: BTreeSet<&str> = sources.iter().map(|s| room_of(&s.path)).collect();
     for room in &rooms {
         if layer_of(room).is_none() {
-            problems.push(format!("room `{room}` is not in the stack (tests/architecture.rs STACK)"));
+            problems.push(format!("room `{room}` is not in the stack (tests/it/architecture.rs STACK)"));
         }
     }
     let all = imports(sources);
@@ -350,6 +350,6 @@ fn files_of_one_room_in_a_circle_are_named() {
 fn a_room_outside_the_stack_is_named() {
     assert_eq!(
         violations(&[source("gadgets.rs", "")]),
-        ["room `gadgets` is not in the stack (tests/architecture.rs STACK)"]
+        ["room `gadgets` is not in the stack (tests/it/architecture.rs STACK)"]
     );
 }
