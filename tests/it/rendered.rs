@@ -4,8 +4,9 @@
 //! the CSVs, junit.xml, perftest's tables and `compare`. The terminal text
 //! comes from the binary with its output piped, as a script sees it (no
 //! terminal, so no width to wrap to). A changed rendering fails here until
-//! its snapshot is reviewed (`cargo insta review`, or accept the `.snap.new`
-//! files); with CI=true a missing snapshot fails too.
+//! its snapshot is reviewed (`cargo insta review`, or rerun with
+//! INSTA_UPDATE=always and read `git diff`); with CI=true a missing snapshot
+//! fails too.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
