@@ -71,9 +71,11 @@ fn v3_rdma_fan_in_with_probes_and_counters() {
     assert_eq!(report("v3-rdma-fan-in"), WITHOUT_CHECKS);
 }
 
+/// The TCP pairs, and the RDMA run for the header perftest prints from a
+/// probed port (device, link type, MTU).
 #[test]
-fn v3_pairs_as_perftest_tables() {
-    for name in ["v3-pair-bw", "v3-pair-lat"] {
+fn v3_runs_as_perftest_tables() {
+    for name in ["v3-pair-bw", "v3-pair-lat", "v3-rdma-fan-in"] {
         let run = results_dir::read(&fixture(name)).unwrap();
         insta::assert_snapshot!(format!("{name}.perftest-MBps"), perftest::render(&run, false));
         insta::assert_snapshot!(format!("{name}.perftest-Gbps"), perftest::render(&run, true));
