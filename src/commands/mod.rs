@@ -13,6 +13,7 @@ mod run;
 use std::fmt;
 
 use crate::cli::Command;
+use crate::run::signals::Stop;
 
 /// How a command ended badly.
 #[derive(Debug)]
@@ -25,6 +26,8 @@ pub enum Failure {
     /// The run completed, but a check failed or could not be evaluated
     /// (`compare`: a regression).
     CheckFailed(String),
+    /// A signal stopped the run; what was measured is kept.
+    Stopped(Stop),
 }
 
 impl Failure {
@@ -37,12 +40,13 @@ impl Failure {
     }
 
     /// The exit codes of `run --help` and the README: 1 the run failed,
-    /// 2 bad input, 3 a check failed.
+    /// 2 bad input, 3 a check failed, 128 + N stopped by signal N.
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::RunFailed(_) => 1,
             Failure::BadInput(_) => 2,
             Failure::CheckFailed(_) => 3,
+            Failure::Stopped(stop) => stop.exit_code(),
         }
     }
 }
@@ -52,6 +56,7 @@ impl fmt::Display for Failure {
         match self {
             Failure::BadInput(e) | Failure::RunFailed(e) => write!(f, "{e:#}"),
             Failure::CheckFailed(message) => f.write_str(message),
+            Failure::Stopped(stop) => write!(f, "stopped by {stop}; what was measured is kept"),
         }
     }
 }

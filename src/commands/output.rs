@@ -1,33 +1,59 @@
-//! Where a finished run goes, the same for `run` and `pair`: its results
-//! folder, the exports, and the summary (on stderr when an export took
-//! stdout). A step that fails does not stop the others: the summary and
-//! every other export still come out, and the error names the path.
+//! Where a run goes, the same for `run` and `pair`: its results folder
+//! (made before anything is launched, journaled as the run goes), the
+//! exports, and the summary (on stderr when an export took stdout). A step
+//! that fails does not stop the others: the summary and every other export
+//! still come out, and the error names the path and the cause.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::cli::SaveArgs;
 use crate::commands::Failure;
+use crate::report::results_dir::ResultsDir;
 use crate::report::{self, Exporter};
 use crate::result::{RunResult, RunStatus};
+use crate::run::record::Recorder;
+use crate::run::signals::Signals;
 
 pub struct Output<'a> {
-    pub save: &'a SaveArgs,
+    /// None with --no-save.
+    pub folder: Option<ResultsDir>,
     /// Each `--export-…` given, with its writer; `-` is stdout.
     pub exports: Vec<(&'a Path, &'a dyn Exporter)>,
     /// Print the summary (and where the results went).
     pub summary: bool,
 }
 
+/// The results folder of a run about to start, with its inputs in it
+/// (`name`: the run's name; `inputs`: file name and bytes); none with
+/// --no-save. A folder that cannot be made is bad input: nothing has run.
+pub fn folder(save: &SaveArgs, name: &str, inputs: &[(&str, Vec<u8>)]) -> Result<Option<ResultsDir>, Failure> {
+    match save.no_save {
+        true => Ok(None),
+        false => ResultsDir::create(&save.results, name, inputs).map(Some).map_err(Failure::bad_input),
+    }
+}
+
+/// The command line that started this run, as the results folder keeps it.
+pub fn command_line() -> Vec<u8> {
+    let words: Vec<String> = std::iter::once("fabricbench".to_string()).chain(std::env::args().skip(1)).collect();
+    format!("{}\n", words.join(" ")).into_bytes()
+}
+
 impl Output<'_> {
+    /// What records the run as it goes.
+    pub fn recorder(&mut self) -> &mut dyn Recorder {
+        &mut self.folder
+    }
+
     /// Whether some export claims stdout, so the summary must go elsewhere.
     fn stdout_taken(&self) -> bool {
         self.exports.iter().any(|(target, _)| target.as_os_str() == "-")
     }
 
-    /// Saves, exports and prints `summary`; then the first error, if any.
-    pub fn deliver(&self, result: &RunResult, summary: &str) -> Result<(), Failure> {
-        let saved = self.save(result);
-        let mut errors: Vec<String> = saved.as_ref().err().into_iter().map(|e| e.to_string()).collect();
+    /// Finishes the folder, exports and prints `summary`; then every error.
+    pub fn deliver(&mut self, result: &RunResult, summary: &str) -> Result<(), Failure> {
+        let saved = self.folder.as_mut().map(|folder| folder.finish(result));
+        let mut errors: Vec<String> = saved.iter().filter_map(|s| s.as_ref().err()).map(|e| e.to_string()).collect();
         for (target, exporter) in &self.exports {
             if let Err(e) = report::export_to(*exporter, result, target) {
                 errors.push(e.to_string());
@@ -38,8 +64,8 @@ impl Output<'_> {
                 true => eprint!("{summary}"),
                 false => print!("{summary}"),
             }
-            if let Ok(Some(dir)) = &saved {
-                eprintln!("results: {}", dir.display());
+            if let Some(folder) = &self.folder {
+                eprintln!("results: {}", folder.path().display());
             }
         }
         match errors.is_empty() {
@@ -47,18 +73,14 @@ impl Output<'_> {
             false => Err(Failure::RunFailed(anyhow::anyhow!(errors.join("; ")))),
         }
     }
-
-    /// Writes the results folder unless --no-save; its path when written.
-    fn save(&self, result: &RunResult) -> Result<Option<PathBuf>, report::ReportError> {
-        match self.save.no_save {
-            true => Ok(None),
-            false => report::results_dir::write(result, &self.save.results).map(Some),
-        }
-    }
 }
 
-/// How the run ended: failed, a check did not pass, or fine.
-pub fn verdict(result: &RunResult) -> Result<(), Failure> {
+/// How the run ended: stopped by a signal, failed, a check did not pass, or
+/// fine.
+pub fn verdict(result: &RunResult, signals: &Signals) -> Result<(), Failure> {
+    if let Some(stop) = signals.first() {
+        return Err(Failure::Stopped(stop));
+    }
     match (&result.status, &result.acceptance) {
         (RunStatus::Failed { error }, _) => Err(Failure::RunFailed(anyhow::anyhow!(error.clone()))),
         (RunStatus::Ok, Some(a)) if !a.passed => Err(Failure::CheckFailed(report::verdict_line(a))),

@@ -8,20 +8,29 @@ use crate::commands::{pair_scenario, runtime, Failure};
 use crate::launch::slurm::Allocation;
 use crate::launch::Launch;
 use crate::report::{self, Exporter, JsonExporter};
+use crate::run::signals::Signals;
 use crate::run::{self, RunOptions};
 
 pub fn pair(args: &PairArgs) -> Result<(), Failure> {
     let (prepared, launch) = prepare(args).map_err(Failure::BadInput)?;
-    let opts = RunOptions { scenario: prepared.scenario_file.clone(), port: args.port, progress: !args.no_progress };
-    let result = runtime()?.block_on(run::run(prepared, &launch, &opts)).map_err(Failure::RunFailed)?;
     let json: &dyn Exporter = &JsonExporter;
-    let output = Output {
-        save: &args.save,
+    let mut output = Output {
+        folder: output::folder(&args.save, &prepared.scenario.run.name, &[("command.txt", output::command_line())])?,
         exports: args.export_json.as_deref().map(|target| (target, json)).into_iter().collect(),
         summary: true,
     };
-    output.deliver(&result, &report::perftest::render(&result, args.report_gbits))?;
-    output::verdict(&result)
+    runtime()?.block_on(async {
+        let signals = Signals::listen().map_err(Failure::run_failed)?;
+        let opts = RunOptions {
+            scenario: prepared.scenario_file.clone(),
+            port: args.port,
+            progress: !args.no_progress,
+            signals: signals.clone(),
+        };
+        let result = run::run(prepared, &launch, &opts, output.recorder()).await.map_err(Failure::RunFailed)?;
+        output.deliver(&result, &report::perftest::render(&result, args.report_gbits))?;
+        output::verdict(&result, &signals)
+    })
 }
 
 /// The pair's scenario, planned on its two hosts, and how they start.
@@ -30,9 +39,8 @@ fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
     let plan = crate::plan::build(&job.hosts, &job.scenario)
         .map_err(|(field, message)| anyhow::anyhow!("`{}`: {message}", field.key))?;
     // run.json names what made the run: this command line, in place of a scenario file.
-    let command: Vec<String> = std::iter::once("fabricbench".to_string()).chain(std::env::args().skip(1)).collect();
-    let prepared =
-        run::Prepared { scenario_file: command.join(" ").into(), scenario: job.scenario, hosts: job.hosts, plan };
+    let command = String::from_utf8_lossy(&output::command_line()).trim_end().to_string();
+    let prepared = run::Prepared { scenario_file: command.into(), scenario: job.scenario, hosts: job.hosts, plan };
     let flags = LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[] };
     let launch = launch_for(&flags, &prepared.hosts, Allocation::from_env()?)?;
     Ok((prepared, launch))

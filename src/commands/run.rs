@@ -10,6 +10,7 @@ use crate::commands::{runtime, Failure};
 use crate::hostfile::{self, Host};
 use crate::launch::slurm::Allocation;
 use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
+use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
 
@@ -36,30 +37,47 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: args.tree_radix, srun_args: &args.srun_args };
     let launch = launch_for(&flags, &prepared.hosts, allocation).map_err(Failure::BadInput)?;
     let checks = checks(args, &prepared.scenario.check)?;
-
-    let opts = RunOptions {
-        scenario: args.inputs.scenario.clone(),
-        port: args.port,
-        progress: !args.quiet && !args.no_progress,
-    };
-    let accept = JudgeOptions { checks, retest: !args.no_retest };
-    let result =
-        runtime()?.block_on(run::run_and_judge(prepared, &launch, &opts, &accept)).map_err(Failure::RunFailed)?;
-
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
         (&args.export_csv, &CsvExporter),
         (&args.export_markdown, &MarkdownExporter),
         (&args.export_junit, &JunitExporter),
     ];
-    let output = Output {
-        save: &args.save,
+    let mut output = Output {
+        folder: output::folder(&args.save, &prepared.scenario.run.name, &inputs(&args.inputs)?)?,
         exports: exports.into_iter().filter_map(|(target, e)| Some((target.as_deref()?, e))).collect(),
         summary: !args.quiet,
     };
-    let summary = if args.quiet { String::new() } else { report::render_terminal(&result) };
-    output.deliver(&result, &summary)?;
-    output::verdict(&result)
+
+    runtime()?.block_on(async {
+        let signals = Signals::listen().map_err(Failure::run_failed)?;
+        let opts = RunOptions {
+            scenario: args.inputs.scenario.clone(),
+            port: args.port,
+            progress: !args.quiet && !args.no_progress,
+            signals: signals.clone(),
+        };
+        let accept = JudgeOptions { checks, retest: !args.no_retest };
+        let result = run::run_and_judge(prepared, &launch, &opts, &accept, output.recorder())
+            .await
+            .map_err(Failure::RunFailed)?;
+        let summary = if args.quiet { String::new() } else { report::render_terminal(&result) };
+        output.deliver(&result, &summary)?;
+        output::verdict(&result, &signals)
+    })
+}
+
+/// What the results folder keeps of the inputs: the scenario and hostfile
+/// as given, and the command line.
+fn inputs(inputs: &Inputs) -> Result<Vec<(&'static str, Vec<u8>)>, Failure> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|e| Failure::BadInput(anyhow::anyhow!("cannot read {}: {e}", path.display())))
+    };
+    let mut files = vec![("command.txt", output::command_line()), ("scenario.toml", read(&inputs.scenario)?)];
+    if let Some(hostfile) = &inputs.hostfile {
+        files.push(("hostfile", read(hostfile)?));
+    }
+    Ok(files)
 }
 
 /// The scenario's [check] with the command line's added.

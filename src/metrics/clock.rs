@@ -10,7 +10,7 @@ pub fn now_ns() -> i64 {
 }
 
 /// A worker's view of the coordinator's clock.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerClock {
     /// Local clock minus coordinator clock.
     pub offset_ns: i64,

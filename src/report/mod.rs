@@ -5,6 +5,7 @@ mod charts;
 pub mod compare;
 mod csv_files;
 mod html;
+pub mod journal;
 mod junit;
 mod labels;
 pub mod perftest;

@@ -1,37 +1,124 @@
-//! The results folder of a run: `results/<UTC time>-<scenario>/` with
-//! run.json, flows.csv, intervals.csv, ranks.csv, summary.md, report.html
-//! and, when the run had checks, junit.xml.
+//! The results folder of a run: `results/<UTC time>-<name>/`, made before
+//! anything is launched, holding the run's inputs (scenario, hostfile,
+//! command line), its journal (the record of authority), and the renderings
+//! of it: run.json, flows.csv, intervals.csv, ranks.csv, summary.md,
+//! report.html and, when the run had checks, junit.xml. Every rendering is
+//! rewritten after each phase through a temporary file and a rename, so a
+//! reader never sees half a file.
 
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
+use crate::report::journal::{self, Entry};
 use crate::report::{
     csv_files, CsvExporter, Exporter, HtmlExporter, JsonExporter, JunitExporter, MarkdownExporter, ReportError,
 };
 use crate::result::{RunResult, SCHEMA_VERSION};
+use crate::run::record::{Recorded, Recorder};
 
-/// `2026-11-30T08-12-29Z-fan-in`: sortable, and safe on every filesystem.
-pub fn folder_name(run: &RunResult) -> String {
-    let time = run.started_at.replace(':', "-");
-    let name: String = run
-        .scenario
-        .run
-        .name
+/// The longest name a folder takes from `run.name`.
+const NAME_CHARS: usize = 64;
+/// Folders of one name in one millisecond before giving up.
+const SUFFIXES: usize = 100;
+
+/// A run's folder, open for its journal.
+pub struct ResultsDir {
+    path: PathBuf,
+    journal: File,
+    /// The first error met while recording; the run goes on without it.
+    failed: Option<ReportError>,
+}
+
+impl ResultsDir {
+    /// Makes a new folder under `parent` (never an existing one: two runs
+    /// started in the same millisecond get `…-2`), writes `inputs` into it
+    /// and opens the journal. An error names the path and the cause.
+    pub fn create(parent: &Path, name: &str, inputs: &[(&str, Vec<u8>)]) -> Result<ResultsDir, ReportError> {
+        let fail = |path: &Path, cause| ReportError::Write { path: path.display().to_string(), cause };
+        std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
+        let base = folder_name(SystemTime::now(), name);
+        let mut made = None;
+        for n in 1..=SUFFIXES {
+            let path = match n {
+                1 => parent.join(&base),
+                n => parent.join(format!("{base}-{n}")),
+            };
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    made = Some(path);
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(fail(&path, e)),
+            }
+        }
+        let path = made.ok_or_else(|| fail(&parent.join(&base), ErrorKind::AlreadyExists.into()))?;
+        for (file, bytes) in inputs {
+            replace(&path.join(file), bytes)?;
+        }
+        let journal_path = path.join(journal::FILE);
+        let journal =
+            OpenOptions::new().create_new(true).append(true).open(&journal_path).map_err(|e| fail(&journal_path, e))?;
+        Ok(ResultsDir { path, journal, failed: None })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn append(&mut self, entry: &Entry) -> Result<(), ReportError> {
+        journal::append(&mut self.journal, entry, &self.path.join(journal::FILE))
+    }
+
+    /// The end of the run: journaled, then every file written from `run`.
+    /// The first error met while recording comes out here, if nothing else
+    /// failed.
+    pub fn finish(&mut self, run: &RunResult) -> Result<(), ReportError> {
+        self.append(&Entry::ended(run))?;
+        write_into(run, &self.path, true)?;
+        self.failed.take().map_or(Ok(()), Err)
+    }
+
+    /// Journals what changed and, for a phase, renders the folder anew as
+    /// the run stands (its status says it has not ended).
+    fn try_record(&mut self, run: &RunResult, what: Recorded<'_>) -> Result<(), ReportError> {
+        match what {
+            Recorded::Started => self.append(&Entry::Started(Box::new(run.clone())))?,
+            Recorded::Probe(probe) => return self.append(&Entry::Probe(probe.clone())),
+            Recorded::Phase(phase) => self.append(&Entry::Phase(Box::new(phase.clone())))?,
+        }
+        let mut now = run.clone();
+        now.status = journal::unfinished(&now);
+        now.summarize_phases();
+        write_into(&now, &self.path, true)
+    }
+}
+
+impl Recorder for ResultsDir {
+    fn record(&mut self, run: &RunResult, what: Recorded<'_>) {
+        if let Err(e) = self.try_record(run, what) {
+            tracing::warn!("results folder: {e}; the run goes on");
+            self.failed.get_or_insert(e);
+        }
+    }
+}
+
+/// `2026-11-30T08-12-29.123Z-fan-in`: sortable, and safe on every
+/// filesystem.
+fn folder_name(at: SystemTime, name: &str) -> String {
+    let time = humantime::format_rfc3339_millis(at).to_string().replace(':', "-");
+    let name: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' })
+        .take(NAME_CHARS)
         .collect();
     format!("{time}-{name}")
 }
 
-/// Makes the run's folder under `parent` and writes every file; returns the folder.
-pub fn write(run: &RunResult, parent: &Path) -> Result<PathBuf, ReportError> {
-    let dir = parent.join(folder_name(run));
-    std::fs::create_dir_all(&dir).map_err(|cause| ReportError::Write { path: dir.display().to_string(), cause })?;
-    write_into(run, &dir, true)?;
-    Ok(dir)
-}
-
-/// Writes every file into `dir`; run.json too unless it is the source
-/// being re-rendered (`fabricbench report`).
+/// Writes every rendering into `dir`; run.json too unless it is the source
+/// being re-rendered.
 pub fn write_into(run: &RunResult, dir: &Path, with_json: bool) -> Result<(), ReportError> {
     let mut files: Vec<(&str, Vec<u8>)> = vec![
         ("flows.csv", CsvExporter.render(run)?),
@@ -47,18 +134,43 @@ pub fn write_into(run: &RunResult, dir: &Path, with_json: bool) -> Result<(), Re
         files.push(("junit.xml", JunitExporter.render(run)?));
     }
     for (name, bytes) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, bytes).map_err(|cause| ReportError::Write { path: path.display().to_string(), cause })?;
+        replace(&dir.join(name), &bytes)?;
     }
     Ok(())
 }
 
-/// Reads a run back from its folder (or its run.json).
+/// Puts `bytes` at `path` whole or not at all: a temporary file beside it,
+/// flushed, then renamed over it.
+fn replace(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let fail = |cause| ReportError::Write { path: path.display().to_string(), cause };
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    let mut file = File::create(&temporary).map_err(fail)?;
+    std::io::Write::write_all(&mut file, bytes).and_then(|()| file.sync_data()).map_err(fail)?;
+    std::fs::rename(&temporary, path).map_err(fail)
+}
+
+/// Where a run is read from: its folder's journal when there is one (the
+/// record of authority), else its run.json (older folders, or a run.json
+/// given by name).
+pub fn source_of(path: &Path) -> PathBuf {
+    match path.is_dir() {
+        true if path.join(journal::FILE).is_file() => path.join(journal::FILE),
+        true => path.join("run.json"),
+        false => path.to_path_buf(),
+    }
+}
+
+/// Reads a run back from its folder, its journal or its run.json.
 pub fn read(path: &Path) -> Result<RunResult, ReportError> {
-    let file = if path.is_dir() { path.join("run.json") } else { path.to_path_buf() };
+    let file = source_of(path);
     let read = |reason: String| ReportError::Read { path: file.display().to_string(), reason };
     let text =
         std::fs::read_to_string(&file).map_err(|e| read(format!("{e} (give a results folder or its run.json)")))?;
+    if file.file_name().is_some_and(|n| n == journal::FILE) {
+        return journal::replay(&text, &file);
+    }
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| read(e.to_string()))?;
     let version = value.get("schema_version").and_then(serde_json::Value::as_u64).unwrap_or(0);
     if version == 0 || version > u64::from(SCHEMA_VERSION) {
@@ -67,4 +179,38 @@ pub fn read(path: &Path) -> Result<RunResult, ReportError> {
         )));
     }
     serde_json::from_value(value).map_err(|e| read(format!("not a fabricbench run.json: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folder_names_are_sortable_and_safe() {
+        let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_764_577_949_123);
+        assert_eq!(folder_name(at, "fan in/../x"), "2025-12-01T08-32-29.123Z-fan_in_.._x");
+        assert_eq!(folder_name(at, &"n".repeat(500)).len(), "2025-12-01T08-32-29.123Z-".len() + NAME_CHARS);
+    }
+
+    #[test]
+    fn two_runs_in_one_millisecond_get_two_folders() {
+        let parent = tempfile::tempdir().unwrap();
+        let inputs = [("scenario.toml", b"[run]\n".to_vec())];
+        let dirs: Vec<PathBuf> =
+            (0..3).map(|_| ResultsDir::create(parent.path(), "same", &inputs).unwrap().path().to_path_buf()).collect();
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 3, "{dirs:?}");
+        for dir in &dirs {
+            assert_eq!(std::fs::read(dir.join("scenario.toml")).unwrap(), b"[run]\n");
+            assert!(dir.join(journal::FILE).is_file());
+        }
+    }
+
+    #[test]
+    fn an_unwritable_parent_is_named() {
+        let parent = tempfile::tempdir().unwrap();
+        let blocker = parent.path().join("file");
+        std::fs::write(&blocker, "").unwrap();
+        let Err(e) = ResultsDir::create(&blocker.join("results"), "x", &[]) else { panic!("created under a file") };
+        assert!(e.to_string().starts_with(&format!("cannot write {}", blocker.join("results").display())), "{e}");
+    }
 }

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
 pub use matrix::pair_matrix;
-use sweep::SweepResult;
 
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
@@ -50,7 +49,7 @@ pub struct RunResult {
     pub phases: Vec<PhaseResult>,
     /// With `[sweep]`: one row per point and the ratios to the baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<SweepResult>,
+    pub sweep: Option<sweep::SweepResult>,
     pub status: RunStatus,
     /// All-pairs: every pair's Gb/s in one N×N matrix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +57,15 @@ pub struct RunResult {
     /// The checks of `[check]` and `--check`, what failed, and who is to blame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<Acceptance>,
+}
+
+impl RunResult {
+    /// Recomputes what is derived from the phases: the sweep summary and
+    /// the all-pairs matrix.
+    pub fn summarize_phases(&mut self) {
+        self.sweep = sweep::summarize(&self.plan, &self.phases);
+        self.matrix = pair_matrix(&self.plan, &self.phases);
+    }
 }
 
 /// One rank's RDMA devices and ports as its own probe saw them at the start

@@ -4,6 +4,7 @@
 use crate::acceptance;
 use crate::launch::Launch;
 use crate::result::{Acceptance, Retest, RunResult, RunStatus};
+use crate::run::record::Recorder;
 use crate::run::{run, Prepared, RunOptions};
 use crate::scenario::CheckSpec;
 
@@ -20,10 +21,11 @@ pub async fn run_and_judge(
     launch: &Launch,
     opts: &RunOptions,
     accept: &JudgeOptions,
+    recorder: &mut dyn Recorder,
 ) -> anyhow::Result<RunResult> {
     let (scenario_file, scenario, hosts) =
         (prepared.scenario_file.clone(), prepared.scenario.clone(), prepared.hosts.clone());
-    let mut result = run(prepared, launch, opts).await?;
+    let mut result = run(prepared, launch, opts, recorder).await?;
     let Some(mut judged) = acceptance::judge(&result, &accept.checks) else { return Ok(result) };
     if let RunStatus::Failed { .. } = result.status {
         not_retested(&mut judged, "the run failed");
@@ -33,7 +35,7 @@ pub async fn run_and_judge(
         if opts.progress {
             eprintln!("retesting {} suspect(s) alone", owners.len());
         }
-        let retest = run(Prepared { scenario_file, scenario, hosts, plan }, launch, opts).await?;
+        let retest = run(Prepared { scenario_file, scenario, hosts, plan }, launch, opts, &mut ()).await?;
         let failure = match &retest.status {
             RunStatus::Failed { error } => Some(error.as_str()),
             RunStatus::Ok => None,

@@ -4,6 +4,8 @@
 //! worker, and keep every result measured, also when the run fails half-way.
 
 mod judge;
+pub mod record;
+pub mod signals;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,12 +26,14 @@ use crate::launch::workers::Workers;
 use crate::launch::{BoxRead, Launch, Launcher};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
-use crate::result::{sweep, RunResult, RunStatus, SCHEMA_VERSION};
+use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
-use crate::worker::step::{CoordinatorAt, StepSpec};
+use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 pub use judge::{run_and_judge, JudgeOptions};
+use record::{Recorded, Recorder};
+use signals::Signals;
 
 /// How long rank 0 may take to start listening.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -43,6 +47,8 @@ pub struct RunOptions {
     /// Port for rank 0's coordinator (0: any free port).
     pub port: u16,
     pub progress: bool,
+    /// A stop signal ends the run as a failure that keeps what was measured.
+    pub signals: Signals,
 }
 
 /// Everything needed before any process starts; all input errors surface here.
@@ -87,9 +93,15 @@ pub fn prepare(
     Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan })
 }
 
-/// Runs the job. The result is returned whether the run succeeded or not;
-/// only a failure before any worker ran is an `Err`.
-pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyhow::Result<RunResult> {
+/// Runs the job, telling `recorder` of each probe and phase as it comes.
+/// The result is returned whether the run succeeded or not; only a failure
+/// before any worker ran is an `Err`.
+pub async fn run(
+    prepared: Prepared,
+    launch: &Launch,
+    opts: &RunOptions,
+    recorder: &mut dyn Recorder,
+) -> anyhow::Result<RunResult> {
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
@@ -117,8 +129,21 @@ pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyh
         })
     };
     let mut workers = Workers::new(echo);
-    let outcome = drive(&prepared, launch, opts, &mut workers, &progress, &mut result).await;
-    workers.shut_down(SHUTDOWN_GRACE).await;
+    recorder.record(&result, Recorded::Started);
+    let signals = &opts.signals;
+    let outcome = tokio::select! {
+        outcome = drive(&prepared, launch, opts, &mut workers, &progress, &mut result, recorder) => outcome,
+        stop = signals.reach(signals.received() + 1) => Err(anyhow!("stopped by {stop}: every worker was stopped")),
+    };
+    // Another signal while the workers wind down: end them now.
+    let hurry = signals.received() + 1;
+    let hurried = tokio::select! {
+        () = workers.shut_down(SHUTDOWN_GRACE) => false,
+        _ = signals.reach(hurry) => true,
+    };
+    if hurried {
+        workers.shut_down(Duration::ZERO).await;
+    }
     launch.close().await;
     if let Ok(mut p) = progress.lock() {
         p.finish();
@@ -126,8 +151,7 @@ pub async fn run(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> anyh
     if let Err(e) = outcome {
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
-    result.sweep = sweep::summarize(&result.plan, &result.phases);
-    result.matrix = crate::result::pair_matrix(&result.plan, &result.phases);
+    result.summarize_phases();
     Ok(result)
 }
 
@@ -139,6 +163,7 @@ async fn drive(
     workers: &mut Workers,
     progress: &Mutex<Progress>,
     result: &mut RunResult,
+    recorder: &mut dyn Recorder,
 ) -> anyhow::Result<()> {
     let launched = Instant::now();
     let (job, token) = job_identity();
@@ -169,7 +194,7 @@ async fn drive(
                             result.launch_s = Some(launched.elapsed().as_secs_f64());
                         }
                     }
-                    if let Some(done) = follow(event, progress, result)? {
+                    if let Some(done) = follow(event, progress, result, recorder)? {
                         return done;
                     }
                 }
@@ -188,7 +213,6 @@ async fn drive(
                 let (rank, how, _) = lost.take().expect("guarded");
                 bail!("rank {rank} ({}) exited ({how}) during the run{}", workers.host(rank), workers.stderr_tail(rank));
             }
-            _ = tokio::signal::ctrl_c() => bail!("interrupted (Ctrl-C): stopping every worker"),
         }
     }
 }
@@ -256,7 +280,7 @@ async fn start_step(
     job: u64,
     token: &str,
 ) -> anyhow::Result<Events> {
-    let spec = StepSpec {
+    let spec = SrunSpec {
         job,
         token: token.to_string(),
         hosts: (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone()),
@@ -299,6 +323,7 @@ fn follow(
     event: Event,
     progress: &Mutex<Progress>,
     result: &mut RunResult,
+    recorder: &mut dyn Recorder,
 ) -> anyhow::Result<Option<anyhow::Result<()>>> {
     let mut p = progress.lock().map_err(|_| anyhow!("progress display poisoned"))?;
     match event {
@@ -308,11 +333,13 @@ fn follow(
         Event::Progress { phase, interval, gbps } => p.interval(phase, interval, gbps),
         Event::Probed(probe) => {
             let at = result.probes.partition_point(|p| p.rank < probe.rank);
+            recorder.record(result, Recorded::Probe(&probe));
             result.probes.insert(at, probe);
         }
         Event::PhaseDone(phase) => {
             p.phase_done(phase.index, phase.aggregate_gbps);
             result.phases.push(*phase);
+            recorder.record(result, Recorded::Phase(result.phases.last().expect("just pushed")));
         }
         Event::Finished => return Ok(Some(Ok(()))),
         Event::Failed(failure) => return Ok(Some(Err(anyhow!("{failure}")))),

@@ -1,34 +1,33 @@
-//! The worker's side of the control protocol: say Hello, then follow the
-//! coordinator's steps for each phase while the data path runs on threads.
+//! The worker's side of the control protocol, the I/O around `session`:
+//! reads frames into the session, performs its actions (sends frames, runs
+//! setup, connect and the phase off the async threads, stops streams) and
+//! feeds it the clock. Nothing here decides anything.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
-use crate::control::wire::{FlowEndpoint, Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSION};
-use crate::metrics::clock::{now_ns, PeerClock};
-use crate::metrics::RankReport;
+use crate::control::wire::{Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSION};
+use crate::metrics::clock::now_ns;
 use crate::transport::rdma::RdmaInventory;
-use crate::worker::phase::{self, Connected, FlowFailed, PhaseError, Prepared, Stopper};
+use crate::worker::phase::{self, Connected, Opened, Stopper};
+use crate::worker::session::{Action, Session, SessionError};
+use crate::worker::streams::FlowFailed;
 
-/// A coordinator silent this long is gone: the worker stops and exits.
-const LEASE: Duration = Duration::from_secs(5);
-const HEARTBEAT: Duration = Duration::from_millis(500);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("cannot reach the coordinator at {addr} within {timeout:?}: {cause}")]
     Connect { addr: SocketAddr, timeout: Duration, cause: std::io::Error },
-    #[error("the coordinator closed the connection{0}")]
-    Closed(&'static str),
-    #[error("the coordinator was silent for {0:?} (heartbeat lease expired)")]
-    Silent(Duration),
+    #[error("the coordinator closed the connection")]
+    Closed,
+    #[error(transparent)]
+    Session(#[from] SessionError),
     #[error("control connection: {0}")]
     Frame(FrameError),
 }
@@ -42,12 +41,7 @@ pub struct Identity {
     pub bind: IpAddr,
 }
 
-/// Blocking work in flight, finishing into the next protocol step.
-enum Step {
-    Prepared(usize, Result<(Prepared, Vec<FlowEndpoint>), PhaseError>),
-    Connected(usize, Result<Connected, PhaseError>),
-    Report(RankReport),
-}
+type Work = crate::worker::session::Work<Opened, Connected>;
 
 /// Runs the protocol until Bye, an error, or `shutdown` (stdin closed).
 pub async fn run(
@@ -61,9 +55,11 @@ pub async fn run(
     let mut reader: FrameReader<_, ToWorker> = FrameReader::new(read);
     let (out, queue) = mpsc::unbounded_channel();
     let writer = tokio::spawn(pump(FrameWriter::new(write), queue));
+    // Every piece of work off the async threads reports here, in order: a
+    // phase's last interval comes before its report.
+    let (work, mut finished) = mpsc::unbounded_channel();
 
-    let sent_ns = now_ns();
-    let _ = out.send(ToCoordinator::Hello(Hello {
+    let hello = Hello {
         magic: MAGIC,
         token: me.token.clone(),
         version: PROTOCOL_VERSION,
@@ -72,147 +68,106 @@ pub async fn run(
         rank: me.rank,
         host: me.host.clone(),
         pid: std::process::id(),
-    }));
-    let clock = match next(&mut reader).await? {
-        ToWorker::Welcome { now_ns: coordinator_ns } => PeerClock::estimate(sent_ns, coordinator_ns, now_ns()),
-        _ => return Err(AgentError::Closed(" before welcoming this rank")),
     };
-    // Once per run, off the async threads: opening every device takes a while.
-    let prober = out.clone();
-    drop(tokio::task::spawn_blocking(move || {
-        let _ = prober.send(ToCoordinator::Probe(RdmaInventory::of_this_host()));
-    }));
-    let heartbeat = {
-        let out = out.clone();
-        tokio::spawn(async move {
-            // The Hello just sent counts: the first heartbeat is due one interval later.
-            let mut every = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
-            loop {
-                every.tick().await;
-                if out.send(ToCoordinator::Heartbeat).is_err() {
-                    break;
-                }
-            }
-        })
-    };
-
-    let mut session = Session {
-        rank: me.rank,
-        bind: me.bind,
-        clock,
-        out: out.clone(),
-        prepared: None,
-        connected: None,
-        stopper: None,
-    };
-    let mut step: Option<JoinHandle<Step>> = None;
+    let mut session = Session::new(hello, Instant::now(), now_ns());
+    let mut performer = Performer { rank: me.rank, bind: me.bind, out, work, stopper: None };
     let outcome = loop {
+        if let Some(end) = performer.perform(&mut session) {
+            break end.map_err(AgentError::from);
+        }
+        let due = session.poll_timeout();
         tokio::select! {
-            msg = next(&mut reader) => match msg {
-                Ok(ToWorker::Bye) => break Ok(()),
-                Ok(msg) => {
-                    if let Some(work) = session.handle(msg) {
-                        step = Some(work);
-                    }
-                }
-                Err(e) => break Err(e),
+            // What arrived is heard before the clock judges the coordinator silent.
+            biased;
+            msg = reader.next() => match msg {
+                Some(Ok(msg)) => session.handle(msg, Instant::now()),
+                Some(Err(e)) => break Err(AgentError::Frame(e)),
+                None => break Err(AgentError::Closed),
             },
-            done = async { step.as_mut().expect("guarded").await }, if step.is_some() => {
-                step = None;
-                if let Ok(done) = done {
-                    session.finished(done);
-                }
-            }
+            Some(done) = finished.recv() => session.finished(done),
             _ = shutdown.changed() => break Ok(()),
+            () = sleep_until(due) => session.handle_timeout(Instant::now()),
         }
     };
-    session.stop();
-    heartbeat.abort();
+    performer.stop_streams();
     drop(session);
-    drop(out);
+    drop(performer);
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
     outcome
 }
 
-struct Session {
+/// Carries out the session's actions.
+struct Performer {
     rank: usize,
     bind: IpAddr,
-    clock: PeerClock,
     out: mpsc::UnboundedSender<ToCoordinator>,
-    prepared: Option<(usize, Prepared)>,
-    connected: Option<(usize, Connected)>,
+    work: mpsc::UnboundedSender<Work>,
+    /// The streams of the last phase started.
     stopper: Option<Stopper>,
 }
 
-impl Session {
-    /// Acts on one message; blocking work comes back as a task.
-    fn handle(&mut self, msg: ToWorker) -> Option<JoinHandle<Step>> {
-        match msg {
-            ToWorker::Setup { phase, flows, stress } => {
-                // Opening devices and registering memory can take seconds
-                // (more under emulation): off the async threads, which carry
-                // the heartbeats (and, on rank 0, the coordinator).
-                let bind = self.bind;
-                Some(tokio::task::spawn_blocking(move || {
-                    Step::Prepared(phase, phase::prepare(phase, flows, stress, bind))
-                }))
-            }
-            ToWorker::Peers { phase, peers } => {
-                let (_, prepared) = self.prepared.take().filter(|(p, _)| *p == phase)?;
-                Some(tokio::task::spawn_blocking(move || Step::Connected(phase, prepared.connect(&peers))))
-            }
-            ToWorker::Start { phase, t0_ns, window } => {
-                let (_, connected) = self.connected.take().filter(|(p, _)| *p == phase)?;
-                let out = self.out.clone();
-                let progress = move |interval, tx_bytes, rx_bytes| {
-                    let _ = out.send(ToCoordinator::Progress { phase, interval, tx_bytes, rx_bytes });
-                };
-                let out = self.out.clone();
-                let failed: FlowFailed = Arc::new(move |error| {
-                    let _ = out.send(ToCoordinator::Failed { phase, error });
-                });
-                let t0 = self.clock.instant_of(t0_ns);
-                let running = connected.start(self.rank, t0, window, self.clock, progress, failed);
-                self.stopper = Some(running.stopper());
-                Some(tokio::task::spawn_blocking(move || Step::Report(running.join())))
-            }
-            ToWorker::Abort { reason } => {
-                tracing::warn!("rank {}: run aborted: {reason}", self.rank);
-                self.stop();
-                None
-            }
-            ToWorker::Welcome { .. } | ToWorker::Heartbeat | ToWorker::Bye => None,
-        }
-    }
-
-    fn finished(&mut self, step: Step) {
-        match step {
-            Step::Prepared(phase, Ok((prepared, endpoints))) => {
-                self.prepared = Some((phase, prepared));
-                self.send(ToCoordinator::Endpoints { phase, endpoints });
-            }
-            Step::Prepared(phase, Err(e)) | Step::Connected(phase, Err(e)) => {
-                self.send(ToCoordinator::Failed { phase, error: e.to_string() })
-            }
-            Step::Connected(phase, Ok(connected)) => {
-                self.connected = Some((phase, connected));
-                self.send(ToCoordinator::Ready { phase });
-            }
-            Step::Report(report) => {
-                self.stopper = None;
-                self.send(ToCoordinator::Report(Box::new(report)));
+impl Performer {
+    /// Performs every queued action; `Some` when the session is over.
+    fn perform(&mut self, session: &mut Session<Opened, Connected>) -> Option<Result<(), SessionError>> {
+        while let Some(action) = session.poll() {
+            match action {
+                Action::Send(msg) => {
+                    let _ = self.out.send(msg);
+                }
+                // Opening devices, registering memory and connecting can take
+                // seconds (more under emulation): off the async threads, which
+                // carry the heartbeats (and, on rank 0, the coordinator).
+                Action::Probe => self.off_thread(|| Work::Probed(RdmaInventory::of_this_host())),
+                Action::Prepare { phase, flows, stress } => {
+                    let bind = self.bind;
+                    self.off_thread(move || {
+                        let result = phase::prepare(phase, flows, stress, bind).map_err(|e| e.to_string());
+                        Work::Prepared { phase, result }
+                    })
+                }
+                Action::Connect { phase, ends, peers } => self.off_thread(move || Work::Connected {
+                    phase,
+                    result: ends.connect(&peers).map_err(|e| e.to_string()),
+                }),
+                Action::Start { phase, links, t0_ns, window, clock } => {
+                    let work = self.work.clone();
+                    let progress = move |interval, tx_bytes, rx_bytes| {
+                        let _ = work.send(Work::Interval { phase, interval, tx_bytes, rx_bytes });
+                    };
+                    let work = self.work.clone();
+                    let failed: FlowFailed = Arc::new(move |error| {
+                        let _ = work.send(Work::FlowFailed { phase, error });
+                    });
+                    let running = links.start(self.rank, clock.instant_of(t0_ns), window, clock, progress, failed);
+                    self.stopper = Some(running.stopper());
+                    self.off_thread(move || Work::Report(Box::new(running.join())));
+                }
+                Action::StopStreams => self.stop_streams(),
+                Action::Exit(result) => return Some(result),
             }
         }
+        None
     }
 
-    fn stop(&mut self) {
+    fn off_thread(&self, job: impl FnOnce() -> Work + Send + 'static) {
+        let work = self.work.clone();
+        drop(tokio::task::spawn_blocking(move || {
+            let _ = work.send(job());
+        }));
+    }
+
+    fn stop_streams(&self) {
         if let Some(stopper) = &self.stopper {
             stopper.stop();
         }
     }
+}
 
-    fn send(&self, msg: ToCoordinator) {
-        let _ = self.out.send(msg);
+/// Sleeps until `due`; forever when there is nothing due.
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due.into()).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -228,13 +183,5 @@ async fn connect(addr: SocketAddr) -> Result<TcpStream, AgentError> {
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
-    }
-}
-
-async fn next(reader: &mut FrameReader<tokio::net::tcp::OwnedReadHalf, ToWorker>) -> Result<ToWorker, AgentError> {
-    match tokio::time::timeout(LEASE, reader.next()).await {
-        Err(_) => Err(AgentError::Silent(LEASE)),
-        Ok(None) => Err(AgentError::Closed("")),
-        Ok(Some(frame)) => frame.map_err(AgentError::Frame),
     }
 }

@@ -2,13 +2,14 @@
 //! It reads its job spec from stdin (never argv: the token is a secret),
 //! runs until the coordinator says Bye, and exits when stdin closes.
 //! Rank 0 also serves the coordinator and reports to the launcher on stdout.
-//! Under Slurm (`--slurm`) the spec comes as a step's broadcast (`step`).
+//! Under Slurm (`--slurm`) the spec comes as what srun hands every task (`srun`).
 
 mod agent;
 mod phase;
 pub mod relay;
 mod sampler;
-pub mod step;
+mod session;
+pub mod srun;
 mod streams;
 
 use std::io::{BufRead, Write};
@@ -68,7 +69,7 @@ pub enum WorkerOutput {
 /// `slurm`: this is a task of the launcher's srun step.
 pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
     let spec: JobSpec = if slurm {
-        step::job_spec(&mut std::io::stdin().lock(), |name| std::env::var(name).ok())?
+        srun::job_spec(&mut std::io::stdin().lock(), |name| std::env::var(name).ok())?
     } else {
         let mut line = String::new();
         std::io::stdin().lock().read_line(&mut line).context("reading the job spec from stdin")?;

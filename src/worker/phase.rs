@@ -20,10 +20,7 @@ use crate::scenario::rdma::RdmaParams;
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
 use crate::worker::sampler::Sampler;
-use crate::worker::streams::End;
-
-/// Told when a flow fails while its phase runs (the error, naming the flow).
-pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
+use crate::worker::streams::{End, FlowFailed};
 
 /// How long connecting a phase's flows may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,7 +36,7 @@ pub enum PhaseError {
 }
 
 /// One end of a flow before it is connected.
-enum Opening {
+pub enum Opening {
     /// TCP receiver: listening for the sender's streams.
     Listen(tcp::Listener),
     /// TCP sender: dials once the receiver's address is known.
@@ -57,23 +54,26 @@ pub enum Link {
     Rdma(Vec<rdma::ConnectedFlow>, Option<usize>),
 }
 
-/// The rank's ends of its flows, created and waiting for peers.
-pub struct Prepared {
+/// What the rank's part of a phase keeps beside its flow ends, from
+/// setup to report.
+struct PhaseContext {
     phase: usize,
     bind: IpAddr,
-    ends: Vec<(FlowRole, Opening)>,
     stress: Option<StressSpec>,
     /// The RDMA ports the rank's flows use, for their counters.
     rdma_ports: Vec<(String, u8)>,
 }
 
+/// The rank's ends of its flows, opened and waiting for their peers.
+pub struct Opened {
+    context: PhaseContext,
+    ends: Vec<(FlowRole, Opening)>,
+}
+
 /// Every flow connected; ready for Start.
 pub struct Connected {
-    phase: usize,
-    bind: IpAddr,
+    context: PhaseContext,
     ends: Vec<(FlowRole, Link)>,
-    stress: Option<StressSpec>,
-    rdma_ports: Vec<(String, u8)>,
 }
 
 /// A phase in flight: stop it early through [`Running::stopper`], collect
@@ -89,7 +89,7 @@ pub fn prepare(
     roles: Vec<FlowRole>,
     stress: Option<StressSpec>,
     bind: IpAddr,
-) -> Result<(Prepared, Vec<FlowEndpoint>), PhaseError> {
+) -> Result<(Opened, Vec<FlowEndpoint>), PhaseError> {
     let mut ends = Vec::with_capacity(roles.len());
     let mut endpoints = Vec::new();
     let mut rdma_ports: Vec<(String, u8)> = Vec::new();
@@ -134,14 +134,15 @@ pub fn prepare(
         };
         ends.push((role, opening));
     }
-    Ok((Prepared { phase, bind, ends, stress, rdma_ports }, endpoints))
+    Ok((Opened { context: PhaseContext { phase, bind, stress, rdma_ports }, ends }, endpoints))
 }
 
-impl Prepared {
+impl Opened {
     /// Connects every end to its peer's, all at once (a rank may be both
     /// ends of a flow, and a TCP receiver waits for its sender).
     pub fn connect(self, peers: &[FlowEndpoint]) -> Result<Connected, PhaseError> {
-        let Prepared { phase, bind, ends, stress, rdma_ports } = self;
+        let Opened { context, ends } = self;
+        let bind = context.bind;
         let mut pending = Vec::new();
         for (role, opening) in ends {
             let (flow, side, streams) = (role.flow.id, role.side, role.group.streams);
@@ -179,7 +180,7 @@ impl Prepared {
             let link = task.join().expect("connect threads do not panic")?;
             connected.push((role, link));
         }
-        Ok(Connected { phase, bind, ends: connected, stress, rdma_ports })
+        Ok(Connected { context, ends: connected })
     }
 }
 
@@ -198,13 +199,15 @@ impl Connected {
         failed: FlowFailed,
     ) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
-        let iface = netdev::iface_of(self.bind);
+        let Connected { context, ends: links } = self;
+        let PhaseContext { phase, bind, stress: stress_spec, rdma_ports } = context;
+        let iface = netdev::iface_of(bind);
         let device_node = iface.as_deref().and_then(topology::iface_node);
         let open = t0 + window.boundary(0);
         let close = t0 + window.boundary(window.boundaries() - 1);
         let mut ends = Vec::new();
         let mut threads = Vec::new();
-        for (role, link) in self.ends {
+        for (role, link) in links {
             match link {
                 Link::Tcp(socks) => {
                     let end = End::new(role, device_node);
@@ -222,8 +225,7 @@ impl Connected {
                 }
             }
         }
-        let burners = self.stress.as_ref().map(|spec| stress::start(spec, device_node, t0).map(|b| (spec.load, b)));
-        let (phase, rdma_ports) = (self.phase, self.rdma_ports);
+        let burners = stress_spec.as_ref().map(|spec| stress::start(spec, device_node, t0).map(|b| (spec.load, b)));
         let stop_for_sampler = stop.clone();
         let sampler = std::thread::spawn(move || {
             let sampler =

@@ -12,7 +12,9 @@ use crate::load::placement::{self, Placed};
 use crate::metrics::latency::Histogram;
 use crate::scenario::Mode;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
-use crate::worker::phase::FlowFailed;
+
+/// Told when a flow fails while its phase runs (the error, naming the flow).
+pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
 
 /// One end of one flow on this rank.
 pub struct End {

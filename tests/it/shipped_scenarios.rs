@@ -55,14 +55,14 @@ fn every_shipped_scenario_runs_on_local_ranks() {
 /// and give the launcher's plan.
 #[test]
 fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
-    use fabricbench::worker::step::StepSpec;
+    use fabricbench::worker::srun::SrunSpec;
     use fabricbench::{hostfile, plan, scenario};
     let hosts = hostfile::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("hostfiles/local8")).unwrap();
     for file in all_shipped_scenarios() {
         let (scenario, _) = scenario::read(&file).unwrap();
         let launcher = plan::build(&hosts, &scenario).unwrap();
-        let spec = StepSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0 };
-        let sent: StepSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        let spec = SrunSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0 };
+        let sent: SrunSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(plan::build(&hosts, &sent.scenario).unwrap(), launcher, "{}", file.display());
         // Tests shorten scenarios by writing them back as TOML (tests/it/rdma_run.rs).
         let text = toml::to_string(&sent.scenario).unwrap();

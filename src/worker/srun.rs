@@ -1,6 +1,6 @@
 //! `fabricbench worker --slurm`: one task of the single `srun` step that
 //! starts every worker of a run at once. srun broadcasts its stdin to all
-//! tasks, so every task reads the same two lines: a [`StepSpec`] at once,
+//! tasks, so every task reads the same two lines: a [`SrunSpec`] at once,
 //! and a [`CoordinatorAt`] once rank 0 listens. A task knows its rank from
 //! SLURM_PROCID (the launcher lays tasks out in rank order) and checks it
 //! landed on the node planned for that rank.
@@ -18,7 +18,7 @@ use crate::worker::{JobSpec, Role};
 
 /// The first line every task of the step reads.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StepSpec {
+pub struct SrunSpec {
     pub job: u64,
     pub token: String,
     /// The hosts in rank order; `None`: the nodes of the allocation
@@ -44,7 +44,7 @@ pub struct CoordinatorAt {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+pub enum SrunError {
     #[error("reading stdin: {0}")]
     Read(#[from] std::io::Error),
     #[error("stdin closed before {0} arrived")]
@@ -67,25 +67,25 @@ pub enum StepError {
 
 /// Reads this task's job from the broadcast stdin; `env` is the task's
 /// environment (SLURM_PROCID, SLURMD_NODENAME, SLURM_JOB_NODELIST).
-pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) -> Result<JobSpec, StepError> {
-    let spec: StepSpec = read_line(stdin, "the job spec")?;
-    let var = |name: &'static str| env(name).ok_or(StepError::NotATask(name));
+pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) -> Result<JobSpec, SrunError> {
+    let spec: SrunSpec = read_line(stdin, "the job spec")?;
+    let var = |name: &'static str| env(name).ok_or(SrunError::NotATask(name));
     let procid = var("SLURM_PROCID")?;
-    let rank: usize = procid.trim().parse().map_err(|_| StepError::BadProcId(procid.clone()))?;
+    let rank: usize = procid.trim().parse().map_err(|_| SrunError::BadProcId(procid.clone()))?;
     let node = var("SLURMD_NODENAME")?;
     let hosts = match spec.hosts {
         Some(hosts) => hosts,
         None => hostfile::from_slurm(&var("SLURM_JOB_NODELIST")?, None)?,
     };
-    let host = hosts.get(rank).ok_or(StepError::NoSuchRank { rank, ranks: hosts.len() })?.clone();
+    let host = hosts.get(rank).ok_or(SrunError::NoSuchRank { rank, ranks: hosts.len() })?.clone();
     if host.name != node {
-        return Err(StepError::Misplaced { rank, node, planned: host.name });
+        return Err(SrunError::Misplaced { rank, node, planned: host.name });
     }
     let role = if rank == 0 {
         let plan = match spec.phases {
             Some(phases) => Plan { ranks: plan::ranks_of(&hosts), phases },
             None => plan::build(&hosts, &spec.scenario)
-                .map_err(|(field, message)| StepError::Plan(format!("`{}`: {message}", field.key)))?,
+                .map_err(|(field, message)| SrunError::Plan(format!("`{}`: {message}", field.key)))?,
         };
         Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port }
     } else {
@@ -96,12 +96,12 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
     Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None })
 }
 
-fn read_line<T: for<'de> Deserialize<'de>>(stdin: &mut impl BufRead, what: &'static str) -> Result<T, StepError> {
+fn read_line<T: for<'de> Deserialize<'de>>(stdin: &mut impl BufRead, what: &'static str) -> Result<T, SrunError> {
     let mut line = String::new();
     if stdin.read_line(&mut line)? == 0 {
-        return Err(StepError::Closed(what));
+        return Err(SrunError::Closed(what));
     }
-    serde_json::from_str(&line).map_err(|cause| StepError::Json { what, cause })
+    serde_json::from_str(&line).map_err(|cause| SrunError::Json { what, cause })
 }
 
 #[cfg(test)]
@@ -114,7 +114,7 @@ mod tests {
     fn spec(hosts: Option<Vec<Host>>) -> String {
         let (scenario, _) =
             crate::scenario::parse("[[group]]\nname = \"g\"\npattern = \"fan-in\"\n", Path::new("s.toml")).unwrap();
-        let spec = StepSpec { job: 9, token: "t".into(), hosts, scenario, phases: None, port: 0 };
+        let spec = SrunSpec { job: 9, token: "t".into(), hosts, scenario, phases: None, port: 0 };
         serde_json::to_string(&spec).unwrap() + "\n"
     }
 

@@ -1,0 +1,33 @@
+//! What a run tells the keeper of its results as it goes, so that every
+//! finished phase is on disk long before the run ends (the results folder
+//! journals each one) and a run stopped half-way keeps what it measured.
+
+use crate::result::{PhaseResult, RankProbe, RunResult};
+
+/// A change to the result; `run` passed beside it already holds it.
+pub enum Recorded<'a> {
+    /// The run is about to launch: the plan, hosts and scenario are known.
+    Started,
+    /// A rank's RDMA probe arrived.
+    Probe(&'a RankProbe),
+    /// A phase finished (or was cut short by a failure).
+    Phase(&'a PhaseResult),
+}
+
+pub trait Recorder {
+    fn record(&mut self, run: &RunResult, what: Recorded<'_>);
+}
+
+/// Keeps nothing: the retest run (its verdicts are kept with the checks).
+impl Recorder for () {
+    fn record(&mut self, _: &RunResult, _: Recorded<'_>) {}
+}
+
+/// None keeps nothing (`--no-save`).
+impl<R: Recorder> Recorder for Option<R> {
+    fn record(&mut self, run: &RunResult, what: Recorded<'_>) {
+        if let Some(recorder) = self {
+            recorder.record(run, what);
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The worker's half of the control protocol as a state machine without
+//! I/O, the mirror of `control::coordinator`: messages from the coordinator,
+//! work finished off the async threads and clock readings go in; actions
+//! come out, in order, from [`Session::poll`]. `agent` performs them (sends
+//! frames, runs the blocking work, stops streams, exits) and decides
+//! nothing, so every rule below is tested with a simulated coordinator and
+//! no sockets.
+//!
+//! A rank's stages; each phase goes round from `Idle` back to `Idle`:
+//! - `Greeting`: Hello sent; anything but Welcome ends the session.
+//! - `Idle`: waiting for the Setup of the next phase (phases come in order).
+//! - `Preparing`: creating the phase's flow ends off the async threads.
+//! - `Prepared`: Endpoints sent; holding the ends until Peers.
+//! - `Connecting`: connecting them to the peers off the async threads.
+//! - `Connected`: Ready sent; waiting at the barrier for Start.
+//! - `Running`: streams run from t0; the report ends the phase.
+//! - `Stopping`: aborted while running; the streams stop, the report still goes.
+//! - `Halted`: aborted, or this rank failed; waiting for Bye.
+//! - `Done`: Bye, or the coordinator's lease expired.
+//!
+//! Heartbeat, Abort and Bye are valid at any stage after Welcome. Any other
+//! message the stage does not expect, or for another phase, is answered with
+//! `Failed` naming the message and the stage: the coordinator ends the run
+//! with that text instead of both sides waiting for a step timeout.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window};
+use crate::metrics::clock::PeerClock;
+use crate::metrics::RankReport;
+use crate::scenario::stress::StressSpec;
+use crate::transport::rdma::RdmaInventory;
+
+/// A coordinator silent this long is gone: the worker stops and exits.
+pub const LEASE: Duration = Duration::from_secs(5);
+/// How often the worker tells the coordinator it is alive.
+pub const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// Where the rank is in the protocol. `O`: a phase's flow ends, opened and
+/// waiting for their peers; `C`: the same ends, connected.
+#[derive(Debug)]
+pub enum Stage<O, C> {
+    Greeting,
+    Idle { next: usize },
+    Preparing { phase: usize },
+    Prepared { phase: usize, ends: O },
+    Connecting { phase: usize },
+    Connected { phase: usize, links: C },
+    Running { phase: usize },
+    Stopping { phase: usize },
+    Halted { phase: usize },
+    Done,
+}
+
+/// What the agent is to do, in the order given.
+#[derive(Debug, PartialEq)]
+pub enum Action<O, C> {
+    Send(ToCoordinator),
+    /// Probe the host's RDMA devices off the async threads, then
+    /// [`Work::Probed`].
+    Probe,
+    /// Create the phase's flow ends off the async threads, then
+    /// [`Work::Prepared`].
+    Prepare {
+        phase: usize,
+        flows: Vec<FlowRole>,
+        stress: Option<StressSpec>,
+    },
+    /// Connect `ends` to `peers` off the async threads, then [`Work::Connected`].
+    Connect {
+        phase: usize,
+        ends: O,
+        peers: Vec<FlowEndpoint>,
+    },
+    /// Run the streams from `t0_ns` (coordinator clock) through `window`;
+    /// each interval is [`Work::Interval`], a flow that fails
+    /// [`Work::FlowFailed`], their end [`Work::Report`].
+    Start {
+        phase: usize,
+        links: C,
+        t0_ns: i64,
+        window: Window,
+        clock: PeerClock,
+    },
+    /// Stop the running streams early; their report still comes.
+    StopStreams,
+    /// The session is over: stop any streams, flush what was sent, return.
+    Exit(Result<(), SessionError>),
+}
+
+/// What the work off the async threads has finished.
+#[derive(Debug)]
+pub enum Work<O, C> {
+    Probed(RdmaInventory),
+    Prepared {
+        phase: usize,
+        result: Result<(O, Vec<FlowEndpoint>), String>,
+    },
+    Connected {
+        phase: usize,
+        result: Result<C, String>,
+    },
+    /// One interval of the running phase: bytes sent and received in it.
+    Interval {
+        phase: usize,
+        interval: u32,
+        tx_bytes: u64,
+        rx_bytes: u64,
+    },
+    /// A flow of the running phase ended with an error before it was stopped.
+    FlowFailed {
+        phase: usize,
+        error: String,
+    },
+    Report(Box<RankReport>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("the coordinator was silent for {0:?} (heartbeat lease expired)")]
+    Silent(Duration),
+    #[error("the coordinator sent {0} before welcoming this rank")]
+    NotWelcomed(&'static str),
+}
+
+pub struct Session<O, C> {
+    rank: usize,
+    stage: Stage<O, C>,
+    /// When Hello left: the local wall clock (ns) and the monotonic clock,
+    /// read together, so Welcome's arrival needs only the monotonic one.
+    hello_ns: i64,
+    hello_at: Instant,
+    /// The coordinator's clock as estimated at Welcome (zero offset before).
+    clock: PeerClock,
+    last_heard: Instant,
+    /// The next heartbeat; none before Welcome.
+    heartbeat_due: Option<Instant>,
+    out: VecDeque<Action<O, C>>,
+}
+
+impl<O, C> Session<O, C> {
+    /// A session that says `hello` now: `now` and `now_ns` are the same
+    /// moment on the monotonic and the wall clock.
+    pub fn new(hello: Hello, now: Instant, now_ns: i64) -> Session<O, C> {
+        let rank = hello.rank;
+        Session {
+            rank,
+            stage: Stage::Greeting,
+            hello_ns: now_ns,
+            hello_at: now,
+            clock: PeerClock { offset_ns: 0, rtt_ns: 0 },
+            last_heard: now,
+            heartbeat_due: None,
+            out: VecDeque::from([Action::Send(ToCoordinator::Hello(hello))]),
+        }
+    }
+
+    /// The next thing to do, in order.
+    pub fn poll(&mut self) -> Option<Action<O, C>> {
+        self.out.pop_front()
+    }
+
+    /// When [`Session::handle_timeout`] is due next; `None` once done.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if matches!(self.stage, Stage::Done) {
+            return None;
+        }
+        let lease = self.last_heard + LEASE;
+        Some(self.heartbeat_due.map_or(lease, |due| due.min(lease)))
+    }
+
+    /// Heartbeats and the coordinator's lease.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if matches!(self.stage, Stage::Done) {
+            return;
+        }
+        if now >= self.last_heard + LEASE {
+            self.exit(Err(SessionError::Silent(LEASE)));
+            return;
+        }
+        if let Some(due) = self.heartbeat_due.filter(|due| now >= *due) {
+            self.send(ToCoordinator::Heartbeat);
+            // Heartbeats missed while this process did not run are not made up.
+            self.heartbeat_due = Some(if due + HEARTBEAT > now { due + HEARTBEAT } else { now + HEARTBEAT });
+        }
+    }
+
+    /// One message from the coordinator, arrived at `now`.
+    pub fn handle(&mut self, msg: ToWorker, now: Instant) {
+        if matches!(self.stage, Stage::Done) {
+            return;
+        }
+        self.last_heard = now;
+        if matches!(self.stage, Stage::Greeting) {
+            match msg {
+                ToWorker::Welcome { now_ns: coordinator_ns } => {
+                    let received_ns = self.hello_ns + i64::try_from((now - self.hello_at).as_nanos()).unwrap_or(0);
+                    self.clock = PeerClock::estimate(self.hello_ns, coordinator_ns, received_ns);
+                    self.heartbeat_due = Some(now + HEARTBEAT);
+                    self.stage = Stage::Idle { next: 0 };
+                    // Once per run: opening every device takes a while.
+                    self.out.push_back(Action::Probe);
+                }
+                other => self.exit(Err(SessionError::NotWelcomed(name(&other)))),
+            }
+            return;
+        }
+        match msg {
+            ToWorker::Heartbeat => {}
+            ToWorker::Bye => self.exit(Ok(())),
+            ToWorker::Abort { reason } => self.abort(&reason),
+            ToWorker::Welcome { .. } => self.unexpected("second Welcome".to_string()),
+            ToWorker::Setup { phase, flows, stress } => match self.stage {
+                Stage::Idle { next } if next == phase => {
+                    self.stage = Stage::Preparing { phase };
+                    self.out.push_back(Action::Prepare { phase, flows, stress });
+                }
+                _ => self.unexpected(format!("Setup for phase {phase}")),
+            },
+            ToWorker::Peers { phase, peers } => match std::mem::replace(&mut self.stage, Stage::Connecting { phase }) {
+                Stage::Prepared { phase: current, ends } if current == phase => {
+                    self.out.push_back(Action::Connect { phase, ends, peers });
+                }
+                other => {
+                    self.stage = other;
+                    self.unexpected(format!("Peers for phase {phase}"));
+                }
+            },
+            ToWorker::Start { phase, t0_ns, window } => {
+                match std::mem::replace(&mut self.stage, Stage::Running { phase }) {
+                    Stage::Connected { phase: current, links } if current == phase => {
+                        let clock = self.clock;
+                        self.out.push_back(Action::Start { phase, links, t0_ns, window, clock });
+                    }
+                    other => {
+                        self.stage = other;
+                        self.unexpected(format!("Start for phase {phase}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Work done off the async threads. Work the stage has moved on from
+    /// (the phase was aborted meanwhile) is dropped with what it made.
+    pub fn finished(&mut self, work: Work<O, C>) {
+        match work {
+            _ if matches!(self.stage, Stage::Done) => {}
+            Work::Probed(inventory) => self.send(ToCoordinator::Probe(inventory)),
+            Work::Prepared { phase, result } if matches!(self.stage, Stage::Preparing { phase: p } if p == phase) => {
+                match result {
+                    Ok((ends, endpoints)) => {
+                        self.stage = Stage::Prepared { phase, ends };
+                        self.send(ToCoordinator::Endpoints { phase, endpoints });
+                    }
+                    Err(error) => self.failed(phase, error),
+                }
+            }
+            Work::Connected { phase, result } if matches!(self.stage, Stage::Connecting { phase: p } if p == phase) => {
+                match result {
+                    Ok(links) => {
+                        self.stage = Stage::Connected { phase, links };
+                        self.send(ToCoordinator::Ready { phase });
+                    }
+                    Err(error) => self.failed(phase, error),
+                }
+            }
+            Work::Interval { phase, interval, tx_bytes, rx_bytes } if self.streaming() == Some(phase) => {
+                self.send(ToCoordinator::Progress { phase, interval, tx_bytes, rx_bytes })
+            }
+            Work::FlowFailed { phase, error } if self.streaming() == Some(phase) => {
+                self.send(ToCoordinator::Failed { phase, error })
+            }
+            Work::Report(report) if self.streaming() == Some(report.phase) => {
+                let phase = report.phase;
+                self.stage = match self.stage {
+                    Stage::Running { .. } => Stage::Idle { next: phase + 1 },
+                    _ => Stage::Halted { phase },
+                };
+                self.send(ToCoordinator::Report(report));
+            }
+            stale => tracing::debug!("rank {}: dropped {} (now {})", self.rank, work_name(&stale), self.doing()),
+        }
+    }
+
+    /// The phase whose streams run (or are stopping).
+    fn streaming(&self) -> Option<usize> {
+        match self.stage {
+            Stage::Running { phase } | Stage::Stopping { phase } => Some(phase),
+            _ => None,
+        }
+    }
+
+    fn abort(&mut self, reason: &str) {
+        tracing::warn!("rank {}: run aborted: {reason}", self.rank);
+        self.stage = match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Running { phase } => {
+                self.out.push_back(Action::StopStreams);
+                Stage::Stopping { phase }
+            }
+            stopping @ (Stage::Stopping { .. } | Stage::Halted { .. }) => stopping,
+            other => Stage::Halted { phase: phase_of(&other) },
+        };
+    }
+
+    /// This rank's own setup or connect failed: the coordinator ends the run.
+    fn failed(&mut self, phase: usize, error: String) {
+        self.stage = Stage::Halted { phase };
+        self.send(ToCoordinator::Failed { phase, error });
+    }
+
+    fn unexpected(&mut self, what: String) {
+        let error = format!("unexpected {what} while {}", self.doing());
+        self.send(ToCoordinator::Failed { phase: phase_of(&self.stage), error });
+    }
+
+    fn exit(&mut self, result: Result<(), SessionError>) {
+        self.stage = Stage::Done;
+        self.out.push_back(Action::Exit(result));
+    }
+
+    fn send(&mut self, msg: ToCoordinator) {
+        self.out.push_back(Action::Send(msg));
+    }
+
+    /// The stage in words, for errors.
+    fn doing(&self) -> String {
+        match self.stage {
+            Stage::Greeting => "waiting for Welcome".to_string(),
+            Stage::Idle { next } => format!("waiting for the setup of phase {next}"),
+            Stage::Preparing { phase } => format!("creating the endpoints of phase {phase}"),
+            Stage::Prepared { phase, .. } => format!("waiting for the peers of phase {phase}"),
+            Stage::Connecting { phase } => format!("connecting the flows of phase {phase}"),
+            Stage::Connected { phase, .. } => format!("waiting for the start of phase {phase}"),
+            Stage::Running { phase } => format!("running phase {phase}"),
+            Stage::Stopping { phase } => format!("stopping phase {phase}"),
+            Stage::Halted { phase } => format!("halted in phase {phase}, waiting for Bye"),
+            Stage::Done => "done".to_string(),
+        }
+    }
+}
+
+/// The phase a stage is in, or expects next.
+fn phase_of<O, C>(stage: &Stage<O, C>) -> usize {
+    match *stage {
+        Stage::Greeting | Stage::Done => 0,
+        Stage::Idle { next } => next,
+        Stage::Preparing { phase }
+        | Stage::Prepared { phase, .. }
+        | Stage::Connecting { phase }
+        | Stage::Connected { phase, .. }
+        | Stage::Running { phase }
+        | Stage::Stopping { phase }
+        | Stage::Halted { phase } => phase,
+    }
+}
+
+fn name(msg: &ToWorker) -> &'static str {
+    match msg {
+        ToWorker::Welcome { .. } => "Welcome",
+        ToWorker::Setup { .. } => "Setup",
+        ToWorker::Peers { .. } => "Peers",
+        ToWorker::Start { .. } => "Start",
+        ToWorker::Abort { .. } => "Abort",
+        ToWorker::Bye => "Bye",
+        ToWorker::Heartbeat => "a heartbeat",
+    }
+}
+
+fn work_name<O, C>(work: &Work<O, C>) -> String {
+    match work {
+        Work::Probed(_) => "the probe".to_string(),
+        Work::Prepared { phase, .. } => format!("the endpoints of phase {phase}"),
+        Work::Connected { phase, .. } => format!("the connected flows of phase {phase}"),
+        Work::Interval { phase, interval, .. } => format!("interval {interval} of phase {phase}"),
+        Work::FlowFailed { phase, .. } => format!("a flow failure in phase {phase}"),
+        Work::Report(report) => format!("the report of phase {}", report.phase),
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;
