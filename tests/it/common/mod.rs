@@ -1,5 +1,4 @@
 //! Helpers for tests that run the real binary.
-#![allow(dead_code)] // each test file uses a different part
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

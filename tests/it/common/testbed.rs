@@ -104,10 +104,6 @@ impl Bed {
         }
     }
 
-    pub fn hostfile_with(&self, bench: &super::Bench, lines: &str) -> PathBuf {
-        bench.write("bed-hosts", lines)
-    }
-
     /// `fabricbench` arguments that reach the bed.
     pub fn ssh_args(&self) -> Vec<String> {
         vec!["--launcher".into(), "ssh".into(), "--ssh-config".into(), self.ssh_config.display().to_string()]
