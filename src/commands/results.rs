@@ -2,14 +2,16 @@
 
 use crate::cli::{CompareArgs, ReportArgs};
 use crate::commands::Failure;
-use crate::report;
+use crate::report::{self, journal, results_dir};
 use crate::result::RunStatus;
 
-/// Every file but run.json, again, from run.json.
+/// Every file of a results folder again, from its journal (run.json too),
+/// or from its run.json.
 pub fn report(args: &ReportArgs) -> Result<(), Failure> {
-    let run = report::results_dir::read(&args.dir).map_err(Failure::bad_input)?;
+    let run = results_dir::read(&args.dir).map_err(Failure::bad_input)?;
     let dir = if args.dir.is_dir() { args.dir.clone() } else { args.dir.parent().unwrap_or(&args.dir).to_path_buf() };
-    report::results_dir::write_into(&run, &dir, false).map_err(Failure::run_failed)?;
+    let from_journal = results_dir::source_of(&args.dir).ends_with(journal::FILE);
+    results_dir::write_into(&run, &dir, from_journal).map_err(Failure::run_failed)?;
     if !args.quiet {
         print!("{}", report::render_terminal(&run));
     }
@@ -18,8 +20,8 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
 }
 
 pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
-    let base = report::results_dir::read(&args.base).map_err(Failure::bad_input)?;
-    let new = report::results_dir::read(&args.new).map_err(Failure::bad_input)?;
+    let base = results_dir::read(&args.base).map_err(Failure::bad_input)?;
+    let new = results_dir::read(&args.new).map_err(Failure::bad_input)?;
     for (which, run) in [("baseline", &base), ("new run", &new)] {
         if let RunStatus::Failed { error } = &run.status {
             eprintln!("warning: the {which} failed ({error}); its numbers cover what ran");

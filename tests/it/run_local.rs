@@ -171,3 +171,121 @@ fn latency_probe_beside_an_incast() {
     let bandwidth: f64 = phase["flows"].as_array().unwrap()[1..].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
     assert!((phase["aggregate_gbps"].as_f64().unwrap() - bandwidth).abs() < 1e-9);
 }
+
+/// Three 1 s phases (a sweep of the message size): long enough to stop in
+/// the middle, short enough for a test.
+const THREE_PHASES: &str = "[run]\nname = \"three\"\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"250ms\"\n\n\
+    [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n\
+    [sweep]\nparameter = \"message_size\"\nvalues = [\"16K\", \"32K\", \"64K\"]\n";
+
+/// Starts THREE_PHASES and waits until its journal holds `phases` phases;
+/// the run's results folder with it.
+fn stop_after(bench: &Bench, phases: usize) -> (std::process::Child, std::path::PathBuf) {
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("three.toml", THREE_PHASES);
+    let results = bench.results();
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-progress"];
+    let child = bench.spawn(&[&args[..], &["--results", results.to_str().unwrap()]].concat());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let dir = std::fs::read_dir(&results).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path());
+        let journal = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok());
+        if journal.as_deref().is_some_and(|j| j.lines().filter(|l| l.starts_with("{\"phase\"")).count() >= phases) {
+            return (child, dir.unwrap());
+        }
+        assert!(Instant::now() < deadline, "no {phases} phase(s) journaled in 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What a stopped run leaves: its finished phases in run.json (failed,
+/// naming why) and a folder `fabricbench report` renders again.
+fn assert_kept(bench: &Bench, dir: &std::path::Path, at_least: usize, why: &str) {
+    let run = read_json(&dir.join("run.json"));
+    let phases = run["phases"].as_array().unwrap();
+    assert!(phases.len() >= at_least, "{} phase(s) kept, {at_least} finished", phases.len());
+    assert!(phases[..at_least].iter().all(|p| p["complete"] == true && p["aggregate_gbps"].as_f64().unwrap() > 0.0));
+    assert_eq!(run["status"]["state"], "failed");
+    assert!(run["status"]["error"].as_str().unwrap().contains(why), "{}", run["status"]);
+    for file in ["flows.csv", "intervals.csv", "ranks.csv", "summary.md", "report.html", "scenario.toml", "hostfile"] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let out = bench.run(&["report", dir.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.join("report.html").is_file());
+}
+
+#[test]
+fn a_stop_signal_keeps_the_finished_phases_and_names_itself() {
+    let _machine = common::busy_machine();
+    for (signal, code, twice) in [("-TERM", 143, false), ("-HUP", 129, false), ("-INT", 130, true)] {
+        let bench = Bench::new();
+        let (child, dir) = stop_after(&bench, 1);
+        common::signal(child.id(), signal);
+        if twice {
+            common::signal(child.id(), signal);
+        }
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        let name = format!("SIG{}", &signal[1..]);
+        assert_eq!(out.status.code(), Some(code), "{signal}: {stderr}");
+        assert!(stderr.contains(&format!("error: stopped by {name}; what was measured is kept")), "{stderr}");
+        assert!(stdout.contains("phase 0 `message_size=16K`"), "the summary still comes out: {stdout}");
+        assert_kept(&bench, &dir, 1, &format!("stopped by {name}"));
+        assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "{signal}: processes left");
+    }
+}
+
+#[test]
+fn a_killed_launcher_leaves_its_journal_and_no_worker() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let (mut child, dir) = stop_after(&bench, 1);
+    common::signal(child.id(), "-KILL");
+    child.wait().unwrap();
+    // The workers see their stdin close and stop on their own.
+    assert_eq!(bench.leftovers(Duration::from_secs(10)), [], "workers outlived their launcher");
+    // run.json was rendered after phase 0; rebuild everything from the journal alone.
+    std::fs::remove_file(dir.join("run.json")).unwrap();
+    let out = bench.run(&["report", dir.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_kept(&bench, &dir, 1, "incomplete: 1 of 3 phase(s) recorded");
+}
+
+#[test]
+fn an_unwritable_results_folder_fails_before_any_worker_starts() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let blocker = bench.write("not-a-dir", "");
+    let results = blocker.join("results");
+    let args =
+        ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--results", results.to_str().unwrap()];
+    let started = Instant::now();
+    let out = bench.run(&args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("error: cannot write {}", results.display())), "{stderr}");
+    assert!(!stderr.contains("joined") && started.elapsed() < Duration::from_secs(5), "{stderr}");
+}
+
+#[test]
+fn two_runs_started_together_get_two_folders() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let scenario = bench.write(
+        "pair.toml",
+        "[run]\nname = \"same\"\nduration = \"500ms\"\nwarmup = \"100ms\"\ninterval = \"250ms\"\n\n\
+         [[group]]\nname = \"p\"\npattern = \"pairwise\"\n",
+    );
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--quiet"];
+    let runs: Vec<_> = (0..2).map(|_| bench.spawn(&args)).collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let dirs: Vec<_> = std::fs::read_dir(bench.results()).unwrap().flatten().collect();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+}

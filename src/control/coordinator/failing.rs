@@ -1,0 +1,98 @@
+//! Ending a run that went wrong: a failure names the rank, its host and
+//! its flows; a phase that was running collects the partial reports first.
+
+use super::{ns, ConnId, Coordinator, Event, Failure, Output, Stage};
+use crate::control::wire::ToWorker;
+use crate::result::aggregate_phase;
+
+impl Coordinator {
+    /// Ends the run: a phase that was running collects partial reports first.
+    pub(super) fn fail(&mut self, rank: Option<usize>, message: String, now_ns: i64) {
+        let failure = Failure { rank, host: rank.map(|r| self.slots[r].host.clone()), message };
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Running { phase, reports, .. } => {
+                let reason = failure.to_string();
+                self.broadcast(|| ToWorker::Abort { reason: reason.clone() });
+                let deadline_ns = now_ns + ns(self.timeouts.abort_grace);
+                self.set_stage(Stage::Aborting { phase, reports, failure, deadline_ns }, now_ns);
+            }
+            aborting @ Stage::Aborting { .. } => self.stage = aborting,
+            Stage::Done => {}
+            _ => {
+                let reason = failure.to_string();
+                self.broadcast(|| ToWorker::Abort { reason: reason.clone() });
+                self.broadcast(|| ToWorker::Bye);
+                self.event(Event::Failed(failure));
+            }
+        }
+    }
+
+    pub(super) fn check_abort_complete(&mut self) {
+        let Stage::Aborting { reports, .. } = &self.stage else { return };
+        let waiting = self.slots.iter().enumerate().any(|(r, s)| s.conn.is_some() && !reports.has(r));
+        if !waiting {
+            self.finish_abort();
+        }
+    }
+
+    pub(super) fn finish_abort(&mut self) {
+        let Stage::Aborting { phase, reports, failure, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
+            return;
+        };
+        if reports.any() {
+            let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, reports.answers(), false);
+            self.event(Event::PhaseDone(Box::new(result)));
+        }
+        self.broadcast(|| ToWorker::Bye);
+        self.event(Event::Failed(failure));
+    }
+
+    pub(super) fn reject(&mut self, conn: ConnId, reason: String) {
+        self.pending.remove(&conn);
+        self.event(Event::Rejected { conn, reason });
+        self.out.push_back(Output::Close(conn));
+    }
+
+    pub(super) fn set_stage(&mut self, stage: Stage, now_ns: i64) {
+        self.stage = stage;
+        self.stage_since = now_ns;
+    }
+
+    pub(super) fn stage_name(&self) -> String {
+        match &self.stage {
+            Stage::Joining => "while joining".to_string(),
+            Stage::Setup { phase, .. } => format!("while creating endpoints of phase {phase}"),
+            Stage::Connecting { phase, .. } => format!("while connecting flows of phase {phase}"),
+            Stage::Running { phase, .. } | Stage::Aborting { phase, .. } => format!("during phase {phase}"),
+            Stage::Done => "after the run".to_string(),
+        }
+    }
+
+    /// The rank's flows in the current phase, for naming what a lost rank
+    /// broke: "; its flows: 0 (1->0), 4 (1->2)" (the first few).
+    pub(super) fn flows_of(&self, rank: usize) -> String {
+        const SHOWN: usize = 4;
+        let phase = match &self.stage {
+            Stage::Setup { phase, .. }
+            | Stage::Connecting { phase, .. }
+            | Stage::Running { phase, .. }
+            | Stage::Aborting { phase, .. } => *phase,
+            Stage::Joining | Stage::Done => return String::new(),
+        };
+        let mine: Vec<String> = self.plan.phases[phase]
+            .flows
+            .iter()
+            .filter(|f| f.src == rank || f.dst == rank)
+            .map(|f| format!("{} ({}->{})", f.id, f.src, f.dst))
+            .collect();
+        match mine.len() {
+            0 => String::new(),
+            n if n > SHOWN => format!("; its flows: {} and {} more", mine[..SHOWN].join(", "), n - SHOWN),
+            _ => format!("; its flows: {}", mine.join(", ")),
+        }
+    }
+}
+
+pub(super) fn list(ranks: &[usize]) -> String {
+    ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,184 @@
+//! The coordinator's steps of one phase as each rank's messages arrive:
+//! Hello, then per phase the endpoints, ready, progress and the report.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{ns, ConnId, Coordinator, Event, Failure, Stage};
+use crate::control::gather::Gather;
+use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTOCOL_VERSION};
+use crate::metrics::RankReport;
+use crate::plan::GroupPlan;
+use crate::result::aggregate_phase;
+use crate::transport::Side;
+use crate::units::gbps;
+
+impl Coordinator {
+    pub(super) fn hello(&mut self, conn: ConnId, hello: Hello, now_ns: i64) {
+        let verdict = if hello.magic != MAGIC {
+            Err("not a fabricbench worker (bad magic)".to_string())
+        } else if hello.token != self.token {
+            Err(format!("wrong job token from `{}` claiming rank {}", hello.host, hello.rank))
+        } else if hello.job != self.job {
+            Err(format!("rank {} on {} belongs to job {:x}, not {:x}", hello.rank, hello.host, hello.job, self.job))
+        } else if hello.rank >= self.slots.len() {
+            Err(format!("rank {} does not exist in a job of {} ranks", hello.rank, self.slots.len()))
+        } else if self.slots[hello.rank].joined {
+            Err(format!("rank {} joined twice (second Hello from {})", hello.rank, hello.host))
+        } else if !matches!(self.stage, Stage::Joining) {
+            Err(format!("rank {} said Hello after the run began", hello.rank))
+        } else {
+            Ok(())
+        };
+        if let Err(reason) = verdict {
+            self.reject(conn, reason);
+            return;
+        }
+        // A rank of this very job (it has the token) built from another
+        // version cannot take part: end the run and say which versions met.
+        if hello.version != PROTOCOL_VERSION || hello.tool_version != self.tool_version {
+            self.reject(conn, "version mismatch".to_string());
+            let message = format!(
+                "runs fabricbench {} (protocol {}) but rank 0 runs fabricbench {} (protocol {}); install one version everywhere",
+                hello.tool_version, hello.version, self.tool_version, PROTOCOL_VERSION
+            );
+            let failure = Failure { rank: Some(hello.rank), host: Some(hello.host), message };
+            self.broadcast(|| ToWorker::Abort { reason: failure.to_string() });
+            self.broadcast(|| ToWorker::Bye);
+            self.event(Event::Failed(failure));
+            self.stage = Stage::Done;
+            return;
+        }
+        self.pending.remove(&conn);
+        self.ranks.insert(conn, hello.rank);
+        let slot = &mut self.slots[hello.rank];
+        slot.conn = Some(conn);
+        slot.joined = true;
+        slot.last_heard = now_ns;
+        self.joined += 1;
+        self.send(hello.rank, ToWorker::Welcome { now_ns });
+        let joined = self.joined;
+        self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
+        if joined == self.slots.len() {
+            self.begin_phase(0, now_ns);
+        }
+    }
+
+    pub(super) fn begin_phase(&mut self, phase: usize, now_ns: i64) {
+        let n = self.slots.len();
+        let p = &self.plan.phases[phase];
+        let groups: Vec<Arc<GroupPlan>> = p.groups.iter().cloned().map(Arc::new).collect();
+        let mut setups: Vec<Vec<FlowRole>> = vec![Vec::new(); n];
+        for flow in &p.flows {
+            let group = &groups[flow.group];
+            let [src_rails, dst_rails] = self.plan.host_rails(group, flow);
+            let role = |side, rails| FlowRole { flow: *flow, side, group: group.clone(), rails };
+            setups[flow.src].push(role(Side::Sender, src_rails));
+            setups[flow.dst].push(role(Side::Receiver, dst_rails));
+        }
+        for (rank, flows) in setups.into_iter().enumerate() {
+            let stress = self.plan.phases[phase].stress.iter().find(|s| s.rank == rank).map(|s| s.spec.clone());
+            self.send(rank, ToWorker::Setup { phase, flows, stress });
+        }
+        self.set_stage(Stage::Setup { phase, endpoints: Gather::new(n) }, now_ns);
+    }
+
+    pub(super) fn endpoints(&mut self, rank: usize, phase: usize, list: Vec<FlowEndpoint>, now_ns: i64) {
+        let Stage::Setup { phase: current, endpoints } = &mut self.stage else { return };
+        if *current != phase {
+            return;
+        }
+        if !endpoints.put(rank, list) {
+            return;
+        }
+        // Index every end by flow (ids are 0..flows) and side, then hand
+        // each rank the far ends of its own flows.
+        let p = &self.plan.phases[phase];
+        let mut ends: Vec<[Option<&FlowEndpoint>; 2]> = vec![[None, None]; p.flows.len()];
+        for e in endpoints.answers().iter().flatten().flatten() {
+            if let Some(end) = ends.get_mut(e.flow as usize) {
+                let side = match e.side {
+                    Side::Sender => 0,
+                    Side::Receiver => 1,
+                };
+                end[side] = Some(e);
+            }
+        }
+        let mut peers: Vec<Vec<FlowEndpoint>> = vec![Vec::new(); self.slots.len()];
+        for (flow, [sender, receiver]) in p.flows.iter().zip(ends) {
+            if let Some(e) = receiver {
+                peers[flow.src].push(e.clone());
+            }
+            if let Some(e) = sender {
+                peers[flow.dst].push(e.clone());
+            }
+        }
+        for (rank, list) in peers.into_iter().enumerate() {
+            self.send(rank, ToWorker::Peers { phase, peers: list });
+        }
+        let n = self.slots.len();
+        self.set_stage(Stage::Connecting { phase, ready: Gather::new(n) }, now_ns);
+    }
+
+    pub(super) fn ready(&mut self, rank: usize, phase: usize, now_ns: i64) {
+        let Stage::Connecting { phase: current, ready } = &mut self.stage else { return };
+        if *current != phase {
+            return;
+        }
+        if ready.put(rank, ()) {
+            let t0_ns = now_ns + ns(self.timeouts.start_delay);
+            let window = self.window;
+            self.broadcast(|| ToWorker::Start { phase, t0_ns, window });
+            let name = self.plan.phases[phase].name.clone();
+            self.event(Event::PhaseStarted { phase, name, window });
+            let n = self.slots.len();
+            let stage = Stage::Running { phase, t0_ns, reports: Gather::new(n), progress: BTreeMap::new() };
+            self.set_stage(stage, now_ns);
+        }
+    }
+
+    pub(super) fn progress(&mut self, phase: usize, interval: u32, tx: u64, rx: u64) {
+        let n = self.slots.len();
+        let Stage::Running { phase: current, progress, .. } = &mut self.stage else { return };
+        if *current != phase {
+            return;
+        }
+        let tally = progress.entry(interval).or_default();
+        tally.ranks += 1;
+        tally.tx += tx;
+        tally.rx += rx;
+        if tally.ranks == n {
+            // Receivers count what arrived; transports whose receivers are passive count at the sender.
+            let bytes = if tally.rx > 0 { tally.rx } else { tally.tx };
+            let rate = gbps(bytes, self.window.interval.as_secs_f64());
+            progress.remove(&interval);
+            self.event(Event::Progress { phase, interval, gbps: rate });
+        }
+    }
+
+    pub(super) fn report(&mut self, rank: usize, report: RankReport, now_ns: i64) {
+        match &mut self.stage {
+            Stage::Running { phase, reports, .. } if *phase == report.phase => {
+                let phase = *phase;
+                if !reports.put(rank, report) {
+                    return;
+                }
+                let reports = std::mem::replace(reports, Gather::new(0)).into_answers();
+                let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
+                self.event(Event::PhaseDone(Box::new(result)));
+                if phase + 1 < self.plan.phases.len() {
+                    self.begin_phase(phase + 1, now_ns);
+                } else {
+                    self.broadcast(|| ToWorker::Bye);
+                    self.event(Event::Finished);
+                    self.set_stage(Stage::Done, now_ns);
+                }
+            }
+            Stage::Aborting { phase, reports, .. } if *phase == report.phase => {
+                reports.put(rank, report);
+                self.check_abort_complete();
+            }
+            _ => {}
+        }
+    }
+}
