@@ -180,6 +180,7 @@ const THREE_PHASES: &str = "[run]\nname = \"three\"\nduration = \"1s\"\nwarmup =
 
 /// Starts THREE_PHASES and waits until its journal holds `phases` phases;
 /// the run's results folder with it.
+#[allow(clippy::zombie_processes)] // the child is returned: the caller signals and waits for it
 fn stop_after(bench: &Bench, phases: usize) -> (std::process::Child, std::path::PathBuf) {
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("three.toml", THREE_PHASES);
