@@ -46,8 +46,11 @@ intervals.csv, ranks.csv, summary.md, report.html, junit.xml with checks).
 Bandwidth is in Gb/s = 1e9 bit/s.
 
 Exit codes: 0 the run completed and every check passed; 1 the run failed
-(a rank died, a stream broke, Ctrl-C); 2 bad input (file, line and field are
-named); 3 a check failed or could not be evaluated (compare: a regression).";
+(a rank died, a stream broke); 2 bad input (file, line and field are
+named); 3 a check failed or could not be evaluated (compare: a regression);
+128 + N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), with every
+finished phase saved. The results folder is made before anything starts and
+journals each phase (docs/RESULTS.md).";
 
 #[derive(Debug, Parser)]
 #[command(name = "fabricbench", version, about = "Benchmark RDMA and TCP fabrics across many hosts at once", after_help = EXAMPLES)]

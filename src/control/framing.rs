@@ -65,7 +65,9 @@ pub async fn pump<W: AsyncWrite + Unpin, M: Serialize>(
     mut queue: tokio::sync::mpsc::UnboundedReceiver<M>,
 ) {
     while let Some(msg) = queue.recv().await {
-        if writer.send(&msg).await.is_err() {
+        if let Err(e) = writer.send(&msg).await {
+            // Nothing after this frame can be sent: say why, once.
+            tracing::error!("control connection: cannot send a frame: {e}");
             return;
         }
     }

@@ -5,4 +5,5 @@ pub mod coordinator;
 pub mod driver;
 pub mod framing;
 mod gather;
+pub mod report_parts;
 pub mod wire;

@@ -17,7 +17,7 @@ use crate::transport::Side;
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// A worker's first frame. The token is checked before anything else.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,6 +118,9 @@ pub enum ToCoordinator {
     /// The host's RDMA devices and ports (or why it has none), probed once
     /// after Hello, for run.json and line rates.
     Probe(RdmaInventory),
+    /// Some flows of a report too large for one frame; the final `Report`
+    /// follows with the rest (`control::report_parts`).
+    ReportPart(Box<RankReport>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -48,11 +48,6 @@ pub trait Process: Send {
 pub trait Launcher: Send + Sync {
     fn start(&self, rank: usize, host: &Host) -> BoxFuture<'_, Result<Started, LaunchError>>;
 
-    /// Gets ready to start workers on `hosts` (e.g. connects), ahead of time.
-    fn prepare<'a>(&'a self, _hosts: &'a [Host]) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
-    }
-
     /// Releases what the launcher holds once every worker is gone.
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})

@@ -4,19 +4,26 @@
 //! One master connection per host; a bounded number are opened at once.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
+use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Mutex, OnceCell, Semaphore};
 
 use crate::hostfile::Host;
 use crate::launch::stage::{self, LocalBinary};
 use crate::launch::{LaunchError, Launcher, Process, Started};
+
+/// A master with no session left exits after this long by itself. The
+/// launcher closes every master on its way out; this is for a launcher that
+/// cannot (SIGKILL, a crash). It outlasts the wait between opening a master
+/// and its first session (rank 0's start, at most 20 s).
+const MASTER_IDLE: NonZeroUsize = NonZeroUsize::new(30).expect("not zero");
 
 /// Also what a tree launch's workers use to start the next ones (without
 /// staging, which only the launcher does).
@@ -67,7 +74,8 @@ impl SshLauncher {
         builder
             .connect_timeout(self.opts.connect_timeout)
             .server_alive_interval(Duration::from_secs(2))
-            .known_hosts_check(KnownHosts::Add);
+            .known_hosts_check(KnownHosts::Add)
+            .control_persist(ControlPersist::IdleFor(MASTER_IDLE));
         if let Some(config) = &self.opts.config {
             builder.config_file(config);
         }
@@ -143,13 +151,6 @@ impl Launcher for SshLauncher {
                 stderr: Box::pin(stderr),
                 process: Box::new(SshProcess(child)),
             })
-        }
-        .boxed()
-    }
-
-    fn prepare<'a>(&'a self, hosts: &'a [Host]) -> BoxFuture<'a, ()> {
-        async move {
-            futures::future::join_all(hosts.iter().map(|h| self.session(&h.name))).await;
         }
         .boxed()
     }

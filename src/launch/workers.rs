@@ -148,11 +148,22 @@ impl Workers {
         self.send_line(self.handles.len() - 1, line).await
     }
 
+    /// Writes one more line to every process but the first (rank 0's), all
+    /// at once; an error names the rank whose stdin refused it.
+    pub async fn send_to_members(&mut self, line: &str) -> Result<(), (usize, std::io::Error)> {
+        let writes = self.handles.iter_mut().skip(1).filter_map(|h| {
+            let rank = h.ranks.start;
+            let stdin = h.stdin.as_mut()?;
+            Some(async move { write_line(stdin, line).await.map_err(|e| (rank, e)) })
+        });
+        futures::future::join_all(writes).await.into_iter().collect()
+    }
+
     async fn send_line(&mut self, index: usize, line: &str) -> std::io::Result<()> {
-        let Some(stdin) = self.handles[index].stdin.as_mut() else { return Ok(()) };
-        stdin.write_all(line.as_bytes()).await?;
-        stdin.write_all(b"\n").await?;
-        stdin.flush().await
+        match self.handles[index].stdin.as_mut() {
+            Some(stdin) => write_line(stdin, line).await,
+            None => Ok(()),
+        }
     }
 
     pub fn host(&self, rank: usize) -> &str {
@@ -254,4 +265,10 @@ async fn watch_exit(
     let how = process.watch(killed).await;
     let _ = exits.send(Exit { rank: first_rank, how });
     let _ = ended.send(index);
+}
+
+async fn write_line(stdin: &mut BoxWrite, line: &str) -> std::io::Result<()> {
+    stdin.write_all(line.as_bytes()).await?;
+    stdin.write_all(b"\n").await?;
+    stdin.flush().await
 }

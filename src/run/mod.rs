@@ -219,9 +219,11 @@ async fn drive(
 
 type Events = tokio::io::Lines<BufReader<BoxRead>>;
 
-/// One process per host: rank 0 first, the others with its address; in a
-/// tree launch (`tree`: radix and the SSH options the workers use) the
-/// launcher starts only the roots of the subtrees below rank 0.
+/// One process per host, all started at once: rank 0 gets its spec, the
+/// others theirs without rank 0's address, which follows on their stdin
+/// once rank 0 listens, so a launch costs one remote start, not two in a
+/// row. In a tree launch (`tree`: radix and the SSH options the workers
+/// use) the launcher starts only the roots of the subtrees below rank 0.
 async fn start_per_host(
     prepared: &Prepared,
     launcher: &dyn Launcher,
@@ -236,7 +238,6 @@ async fn start_per_host(
         Some((radix, _)) => tree::split(&others, radix),
         None => others.into_iter().map(|(rank, host)| Subtree { rank, host, below: Vec::new() }).collect(),
     };
-    let direct_hosts: Vec<Host> = direct.iter().map(|s| s.host.clone()).collect();
     let host0 = &prepared.hosts[0];
     let spec0 = JobSpec {
         job,
@@ -251,20 +252,26 @@ async fn start_per_host(
         },
         relay: None,
     };
-    // Connect to the other hosts this launcher starts while rank 0 starts.
-    let (started, ()) = tokio::join!(launcher.start(0, host0), launcher.prepare(&direct_hosts));
+    // Every start opens its host's connection (at most --fanout at once).
+    let (started0, others) = tokio::join!(
+        launcher.start(0, host0),
+        futures::future::join_all(direct.iter().map(|s| launcher.start(s.rank, &s.host)))
+    );
     let line = serde_json::to_string(&spec0)?;
-    let stdout0 = workers.adopt(0, &host0.name, started?, &line).await.context("sending rank 0 its job spec")?;
-    let mut events = BufReader::new(stdout0).lines();
-    let coordinator = listening(&mut events, workers, host0).await?;
-    for subtree in &direct {
+    let stdout0 = workers.adopt(0, &host0.name, started0?, &line).await.context("sending rank 0 its job spec")?;
+    for (subtree, started) in direct.iter().zip(others) {
         let (rank, host) = (subtree.rank, &subtree.host);
-        let started = launcher.start(rank, host).await?;
-        let spec = member_spec(job, token, coordinator, subtree, tree.map(|(_, ssh)| ssh));
+        let spec = member_spec(job, token, None, subtree, tree.map(|(_, ssh)| ssh));
         workers
-            .adopt(rank, &host.name, started, &serde_json::to_string(&spec)?)
+            .adopt(rank, &host.name, started?, &serde_json::to_string(&spec)?)
             .await
             .with_context(|| format!("sending rank {rank} ({}) its job spec", host.name))?;
+    }
+    let mut events = BufReader::new(stdout0).lines();
+    let coordinator = listening(&mut events, workers, host0).await?;
+    let line = serde_json::to_string(&CoordinatorAt { coordinator })?;
+    if let Err((rank, e)) = workers.send_to_members(&line).await {
+        bail!("sending rank {rank} ({}) rank 0's address: {e}", workers.host(rank));
     }
     Ok(events)
 }

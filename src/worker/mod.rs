@@ -49,8 +49,10 @@ pub struct JobSpec {
 pub enum Role {
     /// Rank 0: serve the coordinator on `port` (0 = any) and join it.
     Coordinator { plan: Box<Plan>, window: Window, port: u16 },
-    /// Every other rank: join the coordinator at this address.
-    Member { coordinator: SocketAddr },
+    /// Every other rank: join the coordinator at this address; `None`: the
+    /// address follows on stdin as a [`srun::CoordinatorAt`] line once rank
+    /// 0 listens (every worker starts at once, in one round trip).
+    Member { coordinator: Option<SocketAddr> },
 }
 
 /// What rank 0 tells the launcher on stdout, one JSON object per line.
@@ -71,9 +73,15 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
     let spec: JobSpec = if slurm {
         srun::job_spec(&mut std::io::stdin().lock(), |name| std::env::var(name).ok())?
     } else {
+        let mut stdin = std::io::stdin().lock();
         let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).context("reading the job spec from stdin")?;
-        serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?
+        stdin.read_line(&mut line).context("reading the job spec from stdin")?;
+        let mut spec: JobSpec = serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?;
+        if let Role::Member { coordinator: coordinator @ None } = &mut spec.role {
+            let at: srun::CoordinatorAt = srun::read_line(&mut stdin, "rank 0's address")?;
+            *coordinator = Some(at.coordinator);
+        }
+        spec
     };
     if label.is_some_and(|rank| rank != spec.rank) {
         bail!("started as rank {} but the job spec on stdin is for rank {}", label.unwrap_or_default(), spec.rank);
@@ -97,10 +105,11 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
             bind,
         };
         match (spec.role, spec.relay) {
-            (Role::Member { coordinator }, None) => {
+            (Role::Member { coordinator: None }, _) => bail!("no coordinator address in the job spec"),
+            (Role::Member { coordinator: Some(coordinator) }, None) => {
                 agent::run(&me, coordinator, shutdown).await.map_err(anyhow::Error::from)
             }
-            (Role::Member { coordinator }, Some(relay)) => {
+            (Role::Member { coordinator: Some(coordinator) }, Some(relay)) => {
                 let own = async { agent::run(&me, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
                 let below =
                     async { relay::run(&me, relay, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };

@@ -28,12 +28,12 @@ pub struct Relay {
     pub below: Vec<Subtree>,
 }
 
-/// The spec of a worker that joins `coordinator` and starts `subtree.below`
-/// over SSH with `ssh`.
+/// The spec of a worker that joins `coordinator` (None: its address
+/// follows on stdin) and starts `subtree.below` over SSH with `ssh`.
 pub fn member_spec(
     job: u64,
     token: &str,
-    coordinator: SocketAddr,
+    coordinator: Option<SocketAddr>,
     subtree: &Subtree,
     ssh: Option<&SshOptions>,
 ) -> JobSpec {
@@ -64,7 +64,7 @@ pub async fn run(
     let starts = relay.below.iter().map(|child| launcher.start(child.rank, &child.host));
     let mut failed = None;
     for (child, started) in relay.below.iter().zip(futures::future::join_all(starts).await) {
-        let spec = member_spec(me.job, &me.token, coordinator, child, Some(&relay.ssh));
+        let spec = member_spec(me.job, &me.token, Some(coordinator), child, Some(&relay.ssh));
         let line = serde_json::to_string(&spec).expect("job specs serialize");
         let adopted = match started {
             Ok(started) => {

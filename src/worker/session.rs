@@ -26,6 +26,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::control::report_parts;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
@@ -278,7 +279,9 @@ impl<O, C> Session<O, C> {
                     Stage::Running { .. } => Stage::Idle { next: phase + 1 },
                     _ => Stage::Halted { phase },
                 };
-                self.send(ToCoordinator::Report(report));
+                for message in report_parts::split(*report) {
+                    self.send(message);
+                }
             }
             stale => tracing::debug!("rank {}: dropped {} (now {})", self.rank, work_name(&stale), self.doing()),
         }

@@ -90,13 +90,17 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
         Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port }
     } else {
         let at: CoordinatorAt = read_line(stdin, "rank 0's address")?;
-        Role::Member { coordinator: at.coordinator }
+        Role::Member { coordinator: Some(at.coordinator) }
     };
     let bind = host.data_addr().to_string();
     Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None })
 }
 
-fn read_line<T: for<'de> Deserialize<'de>>(stdin: &mut impl BufRead, what: &'static str) -> Result<T, SrunError> {
+/// The next line of stdin as a `T`; `what` names it in errors.
+pub(crate) fn read_line<T: for<'de> Deserialize<'de>>(
+    stdin: &mut impl BufRead,
+    what: &'static str,
+) -> Result<T, SrunError> {
     let mut line = String::new();
     if stdin.read_line(&mut line)? == 0 {
         return Err(SrunError::Closed(what));
@@ -142,7 +146,7 @@ mod tests {
         let hosts = vec![Host::named("n3"), Host { addr: Some("10.0.0.2".into()), ..Host::named("n1") }];
         let input = spec(Some(hosts)) + "{\"coordinator\":\"10.0.0.3:4000\"}\n";
         let member = job_spec(&mut input.as_bytes(), task("1", "n1")).unwrap();
-        assert!(matches!(member.role, Role::Member { coordinator } if coordinator.port() == 4000));
+        assert!(matches!(member.role, Role::Member { coordinator: Some(c) } if c.port() == 4000));
         assert_eq!((member.rank, member.host.as_str(), member.bind.as_str()), (1, "n1", "10.0.0.2"));
         let e = job_spec(&mut spec(None).as_bytes(), task("2", "n3")).unwrap_err();
         assert_eq!(e.to_string(), "stdin closed before rank 0's address arrived");

@@ -222,6 +222,56 @@ fn happy_path_fan_in() {
     assert!(sim.c.is_done());
 }
 
+/// Runs a fan-in on 4 ranks to the reports; `rank0` sends rank 0's (three
+/// receiver ends, 1, 2 and 3 GB/s) its own way.
+fn fan_in_to_reports(rank0: impl FnOnce(&mut Sim, Vec<FlowSamples>)) -> Sim {
+    let (n, b) = (4, 3);
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n {
+        sim.send(r as ConnId, ToCoordinator::Ready { phase: 0 });
+    }
+    for r in 1..n {
+        let f = (r - 1) as u32;
+        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender, 5, b)], b))));
+    }
+    rank0(&mut sim, (0..3).map(|f| samples(f, Side::Receiver, 1_000_000_000 * (u64::from(f) + 1), b)).collect());
+    sim
+}
+
+#[test]
+fn a_report_in_parts_arrives_whole() {
+    let sim = fan_in_to_reports(|sim, mut flows| {
+        let last = flows.split_off(2);
+        let part = RankReport { flows, ..report(0, Vec::new(), 0) };
+        sim.send(0, ToCoordinator::ReportPart(Box::new(part)));
+        sim.send(0, ToCoordinator::Report(Box::new(report(0, last, 3))));
+    });
+    let rates: Vec<f64> = sim
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::PhaseDone(p) => Some(p.flows.iter().map(|f| f.gbps).collect()),
+            _ => None,
+        })
+        .expect("phase result");
+    assert_eq!(rates, [8.0, 16.0, 24.0]);
+    assert!(matches!(sim.events.last(), Some(Event::Finished)));
+}
+
+#[test]
+fn more_parts_than_flow_ends_fail_the_rank() {
+    let mut sim = fan_in_to_reports(|sim, flows| {
+        let part = RankReport { flows: [flows.clone(), flows].concat(), ..report(0, Vec::new(), 0) };
+        sim.send(0, ToCoordinator::ReportPart(Box::new(part)));
+    });
+    // The other ranks' reports are in: the abort's grace ends the run.
+    sim.advance(3_000);
+    let failure = sim.failure().expect("the run failed");
+    assert!(failure.contains("sent 6 flow reports in parts for phase 0, but has 3 flow ends"), "{failure}");
+}
+
 #[test]
 fn strangers_are_rejected_and_the_run_goes_on() {
     let mut sim = Sim::new(make_plan(2, FAN_IN));

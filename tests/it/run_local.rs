@@ -186,17 +186,22 @@ fn stop_after(bench: &Bench, phases: usize) -> (std::process::Child, std::path::
     let scenario = bench.write("three.toml", THREE_PHASES);
     let results = bench.results();
     let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-progress"];
-    let child = bench.spawn(&[&args[..], &["--results", results.to_str().unwrap()]].concat());
+    let mut child = bench.spawn(&[&args[..], &["--results", results.to_str().unwrap()]].concat());
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let journaled = |dir: &std::path::Path| {
+        let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+        journal.lines().filter(|l| l.starts_with("{\"phase\"")).count() >= phases
+    };
+    while Instant::now() < deadline {
         let dir = std::fs::read_dir(&results).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path());
-        let journal = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok());
-        if journal.as_deref().is_some_and(|j| j.lines().filter(|l| l.starts_with("{\"phase\"")).count() >= phases) {
-            return (child, dir.unwrap());
+        if let Some(dir) = dir.filter(|d| journaled(d)) {
+            return (child, dir);
         }
-        assert!(Instant::now() < deadline, "no {phases} phase(s) journaled in 60 s");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no {phases} phase(s) journaled in 60 s");
 }
 
 /// What a stopped run leaves: its finished phases in run.json (failed,

@@ -339,3 +339,51 @@ fn tree_launch_names_a_host_its_subtree_cannot_reach() {
     assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
     assert_eq!(bed.hosts_with_workers(&HOSTS4[..3], Duration::from_secs(8)), Vec::<String>::new());
 }
+
+/// Three 2 s phases over the bed, stopped by `signal` once one is journaled:
+/// the finished phases are on disk and re-render, and nothing the run
+/// started is left on the launcher's side (ssh clients, masters) or on any
+/// host (workers, sshd sessions).
+#[test]
+fn a_stopped_launcher_keeps_its_phases_and_leaves_nothing_anywhere() {
+    let Some(bed) = Bed::up(4, &[]) else { return };
+    let three = "[run]\nname = \"bed-three\"\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
+        [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n\
+        [sweep]\nparameter = \"message_size\"\nvalues = [\"32K\", \"64K\", \"128K\"]\n";
+    for (signal, code) in [("-TERM", Some(143)), ("-HUP", Some(129)), ("-KILL", None)] {
+        let bench = Bench::new();
+        let scenario = bench.write("three.toml", three);
+        let results = bench.results();
+        let ssh = bed.ssh_args();
+        let extra = ["--no-progress", "--results", results.to_str().unwrap()];
+        let child = bench.spawn(&run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &extra));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let dir = loop {
+            let dir =
+                std::fs::read_dir(&results).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path());
+            let journal = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok());
+            if journal.is_some_and(|j| j.contains("{\"phase\"")) {
+                break dir.unwrap();
+            }
+            assert!(Instant::now() < deadline, "{signal}: no phase journaled in 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        // What must be gone afterwards is there now.
+        assert!(!bed.ssh_sessions("h2").is_empty() && !bed.workers("h2").is_empty(), "{signal}: no session on h2");
+        common::signal(child.id(), signal);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), code, "{signal}: {}", text(&out.stderr));
+        // SIGKILL leaves the ssh masters to close themselves once idle (30 s).
+        let within = if code.is_none() { Duration::from_secs(45) } else { Duration::from_secs(10) };
+        assert_eq!(bench.leftovers(within), [], "{signal}: local processes left");
+        assert_eq!(bed.hosts_with_workers(&HOSTS4, Duration::from_secs(10)), Vec::<String>::new(), "{signal}");
+        for host in HOSTS4 {
+            assert_eq!(bed.ssh_sessions(host), Vec::<String>::new(), "{signal}: sshd sessions left on {host}");
+        }
+        let out = bench.run(&["report", dir.to_str().unwrap(), "--quiet"]);
+        assert!(out.status.success(), "{signal}: {}", text(&out.stderr));
+        let run = read_json(&dir.join("run.json"));
+        assert!(!run["phases"].as_array().unwrap().is_empty(), "{signal}: no phase kept");
+        assert!(run["phases"][0]["aggregate_gbps"].as_f64().unwrap() > 0.0, "{signal}");
+    }
+}

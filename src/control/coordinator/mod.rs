@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::gather::Gather;
 use crate::control::wire::{FlowEndpoint, ToCoordinator, ToWorker, Window};
-use crate::metrics::RankReport;
+use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::Plan;
 use crate::result::{PhaseResult, RankProbe};
 
@@ -118,6 +118,8 @@ struct Slot {
     last_heard: i64,
     /// Sent something since the last heartbeat round (so it needs none).
     busy: bool,
+    /// Flows of this phase's report that came ahead of it in parts.
+    parts: Vec<FlowSamples>,
 }
 
 /// Per-rank progress through one step of a phase.
@@ -168,7 +170,14 @@ impl Coordinator {
         let slots = plan
             .ranks
             .iter()
-            .map(|r| Slot { host: r.host.clone(), conn: None, joined: false, last_heard: now_ns, busy: false })
+            .map(|r| Slot {
+                host: r.host.clone(),
+                conn: None,
+                joined: false,
+                last_heard: now_ns,
+                busy: false,
+                parts: Vec::new(),
+            })
             .collect();
         Coordinator {
             job,
@@ -239,6 +248,7 @@ impl Coordinator {
                 self.progress(phase, interval, tx_bytes, rx_bytes)
             }
             ToCoordinator::Report(report) => self.report(rank, *report, now_ns),
+            ToCoordinator::ReportPart(part) => self.report_part(rank, *part, now_ns),
             ToCoordinator::Failed { phase, error } => {
                 self.fail(Some(rank), format!("failed in phase {phase}: {error}"), now_ns);
                 self.check_abort_complete();

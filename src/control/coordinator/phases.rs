@@ -156,7 +156,31 @@ impl Coordinator {
         }
     }
 
-    pub(super) fn report(&mut self, rank: usize, report: RankReport, now_ns: i64) {
+    /// Flows that come ahead of a large report; more than the rank has ends
+    /// in the phase is a broken rank.
+    pub(super) fn report_part(&mut self, rank: usize, part: RankReport, now_ns: i64) {
+        let ends = self.plan.phases.get(part.phase).map_or(0, |p| {
+            p.flows.iter().map(|f| usize::from(f.src == rank) + usize::from(f.dst == rank)).sum::<usize>()
+        });
+        let parts = &mut self.slots[rank].parts;
+        parts.extend(part.flows);
+        if parts.len() > ends {
+            let message = format!(
+                "sent {} flow reports in parts for phase {}, but has {ends} flow ends",
+                parts.len(),
+                part.phase
+            );
+            parts.clear();
+            self.fail(Some(rank), message, now_ns);
+            self.check_abort_complete();
+        }
+    }
+
+    pub(super) fn report(&mut self, rank: usize, mut report: RankReport, now_ns: i64) {
+        let parts = std::mem::take(&mut self.slots[rank].parts);
+        if !parts.is_empty() {
+            report.flows.splice(0..0, parts);
+        }
         match &mut self.stage {
             Stage::Running { phase, reports, .. } if *phase == report.phase => {
                 let phase = *phase;

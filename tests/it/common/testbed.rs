@@ -91,6 +91,12 @@ impl Bed {
         super::text(&out.stdout).lines().map(str::to_string).collect()
     }
 
+    /// PIDs of sshd session processes on `host` (`sshd: root@notty`, not the listener).
+    pub fn ssh_sessions(&self, host: &str) -> Vec<String> {
+        let out = self.exec(host, &["pgrep", "-f", r"^sshd: .*(@|\[priv\])"]);
+        super::text(&out.stdout).lines().map(str::to_string).collect()
+    }
+
     /// Waits (bounded) until no host of `hosts` runs a worker; returns those that still do.
     pub fn hosts_with_workers(&self, hosts: &[&str], within: Duration) -> Vec<String> {
         let deadline = Instant::now() + within;
