@@ -144,8 +144,12 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> u64 {
                 _ => {}
             }
         };
-        let driver =
-            tokio::spawn(fabricbench::control::driver::drive(listener, ranks::coordinator(plan, now_ns()), on_event));
+        let driver = tokio::spawn(fabricbench::control::driver::drive(
+            listener,
+            ranks::coordinator(plan, now_ns()),
+            tokio::sync::watch::channel(None).1,
+            on_event,
+        ));
         let exe = std::env::current_exe().unwrap();
         let out = tokio::process::Command::new(exe)
             .args(["--clients", &addr.to_string(), &n.to_string()])

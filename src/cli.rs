@@ -132,7 +132,7 @@ pub struct RunArgs {
     /// the rest, and so on (log_K(N) ssh hops; no host opens more than K
     /// sessions). The hosts need ssh access to each other with the same
     /// --ssh-config path
-    #[arg(long, value_name = "K", conflicts_with = "stage", value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, value_name = "K", conflicts_with = "stage", value_parser = clap::value_parser!(u16).range(2..))]
     pub tree_radix: Option<u16>,
     /// An extra argument for srun, before fabricbench's own (repeat it), e.g.
     /// --srun-arg=--cpu-bind=none --srun-arg=--overlap

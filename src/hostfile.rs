@@ -10,6 +10,8 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::io::Read;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -42,6 +44,16 @@ impl Host {
     }
 }
 
+/// Most hosts a hostfile (or a Slurm allocation) may name: far above the
+/// largest clusters, and checked before a hostlist expands, so a typo such
+/// as `node[1-10000000]` is refused at once instead of filling memory.
+pub const MAX_HOSTS: usize = 65_536;
+/// Longest host name: DNS's limit for a full name.
+pub const MAX_NAME: usize = 253;
+/// Largest hostfile read (and longest Slurm environment string): room for
+/// MAX_HOSTS full lines; `-H /dev/zero` ends here instead of in swap.
+pub const MAX_TEXT: u64 = 64 << 20;
+
 /// A hostfile problem, naming the file, the line and what would be valid.
 #[derive(Debug, thiserror::Error)]
 pub enum HostfileError {
@@ -53,14 +65,22 @@ pub enum HostfileError {
     Duplicate { path: PathBuf, line: usize, first: usize, host: String },
     #[error("{path}: no hosts (only blank lines or comments); list one host per line, e.g. `127.0.0.1`")]
     Empty { path: PathBuf },
+    #[error("{path}:{line}: {message}")]
+    Limit { path: PathBuf, line: usize, message: String },
+    #[error("hostfile {path} is larger than {MAX_TEXT} bytes; a hostfile of {MAX_HOSTS} hosts is far smaller")]
+    TooLarge { path: PathBuf },
     #[error("{var}=`{value}`: {message}")]
     SlurmEnv { var: &'static str, value: String, message: String },
 }
 
 /// Reads and parses a hostfile.
 pub fn read(path: &Path) -> Result<Vec<Host>, HostfileError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|cause| HostfileError::Read { path: path.to_path_buf(), cause })?;
+    let read = |cause| HostfileError::Read { path: path.to_path_buf(), cause };
+    let mut text = String::new();
+    std::fs::File::open(path).and_then(|f| f.take(MAX_TEXT + 1).read_to_string(&mut text)).map_err(read)?;
+    if text.len() as u64 > MAX_TEXT {
+        return Err(HostfileError::TooLarge { path: path.to_path_buf() });
+    }
     parse(&text, path)
 }
 
@@ -74,8 +94,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
         if content.is_empty() {
             continue;
         }
-        let syntax = |message: String| HostfileError::Syntax { path: path.to_path_buf(), line, message };
-        for host in parse_line(content).map_err(syntax)? {
+        let fail = |e: LineError| match e {
+            LineError::Syntax(message) => HostfileError::Syntax { path: path.to_path_buf(), line, message },
+            LineError::Limit(message) => HostfileError::Limit { path: path.to_path_buf(), line, message },
+        };
+        for host in parse_line(content, MAX_HOSTS - hosts.len()).map_err(fail)? {
             if !seen.insert(host.name.clone()) {
                 let first = hosts.iter().find(|(_, h)| h.name == host.name).map_or(line, |(l, _)| *l);
                 return Err(HostfileError::Duplicate { path: path.to_path_buf(), line, first, host: host.name });
@@ -93,8 +116,14 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
 /// `SLURM_JOB_NODELIST` (a hostlist expression such as `node[01-03],gpu7`),
 /// `tasks_per_node` is `SLURM_TASKS_PER_NODE` (`2(x3),1`), recorded as slots.
 pub fn from_slurm(nodelist: &str, tasks_per_node: Option<&str>) -> Result<Vec<Host>, HostfileError> {
-    let bad = |var, value: &str, message: String| HostfileError::SlurmEnv { var, value: value.to_string(), message };
-    let names = expand_hostlist(nodelist.trim()).map_err(|m| bad("SLURM_JOB_NODELIST", nodelist, m))?;
+    let bad = |var, value: &str, message: String| HostfileError::SlurmEnv { var, value: shorten(value), message };
+    for (var, value) in [("SLURM_JOB_NODELIST", Some(nodelist)), ("SLURM_TASKS_PER_NODE", tasks_per_node)] {
+        if value.is_some_and(|v| v.len() as u64 > MAX_TEXT) {
+            return Err(bad(var, value.unwrap_or_default(), format!("is longer than {MAX_TEXT} bytes")));
+        }
+    }
+    let names =
+        expand_hostlist(nodelist.trim(), MAX_HOSTS).map_err(|e| bad("SLURM_JOB_NODELIST", nodelist, e.text()))?;
     let slots = match tasks_per_node {
         Some(text) => {
             let counts = slurm_counts(text).map_err(|m| bad("SLURM_TASKS_PER_NODE", text, m))?;
@@ -121,13 +150,36 @@ fn slurm_counts(text: &str) -> Result<Vec<u32>, String> {
             }
             None => (part, 1),
         };
+        if times > MAX_HOSTS - out.len() {
+            return Err(format!("counts more than {MAX_HOSTS} nodes (at `{part}`), the most one run takes"));
+        }
         out.extend(std::iter::repeat_n(parse_slots(count)?, times));
     }
     Ok(out)
 }
 
-/// Parses one non-empty, comment-free line into one or more hosts.
-fn parse_line(content: &str) -> Result<Vec<Host>, String> {
+/// Why a line was refused: its form, or its size.
+enum LineError {
+    Syntax(String),
+    Limit(String),
+}
+
+impl From<String> for LineError {
+    fn from(message: String) -> LineError {
+        LineError::Syntax(message)
+    }
+}
+
+impl LineError {
+    fn text(self) -> String {
+        match self {
+            LineError::Syntax(m) | LineError::Limit(m) => m,
+        }
+    }
+}
+
+/// Parses one non-empty, comment-free line into one or more hosts, at most `room`.
+fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, LineError> {
     let mut words = content.split_whitespace();
     let first = words.next().unwrap_or_default();
     let (names, mut slots) = split_mpich_slots(first)?;
@@ -136,7 +188,7 @@ fn parse_line(content: &str) -> Result<Vec<Host>, String> {
     for word in words {
         let (key, value) = word.split_once('=').ok_or_else(|| format!("unexpected `{word}` after the host name"))?;
         if value.is_empty() {
-            return Err(format!("`{key}=` needs a value"));
+            return Err(format!("`{key}=` needs a value").into());
         }
         match key {
             "slots" | "max_slots" | "max-slots" => {
@@ -145,14 +197,16 @@ fn parse_line(content: &str) -> Result<Vec<Host>, String> {
                     slots = n;
                 }
             }
-            "addr" => addr = Some(value.to_string()),
+            "addr" => addr = Some(unicast(value)?),
             "devices" => devices = value.split(',').map(str::to_string).collect(),
-            other => return Err(format!("unknown attribute `{other}` (valid: slots=N, addr=IP, devices=dev1,dev2)")),
+            other => {
+                return Err(format!("unknown attribute `{other}` (valid: slots=N, addr=IP, devices=dev1,dev2)").into())
+            }
         }
     }
-    let names = expand_hostlist(names)?;
+    let names = expand_hostlist(names, room)?;
     if addr.is_some() && names.len() > 1 {
-        return Err(format!("`addr=` names one address but `{}` expands to {} hosts", first, names.len()));
+        return Err(format!("`addr=` names one address but `{}` expands to {} hosts", first, names.len()).into());
     }
     Ok(names.into_iter().map(|name| Host { name, addr: addr.clone(), slots, devices: devices.clone() }).collect())
 }
@@ -173,23 +227,129 @@ fn parse_slots(value: &str) -> Result<u32, String> {
     }
 }
 
-/// Expands a Slurm hostlist expression; a plain name expands to itself.
-fn expand_hostlist(expr: &str) -> Result<Vec<String>, String> {
+/// Expands a Slurm hostlist expression into at most `room` names; a plain
+/// name expands to itself. Its size is counted before anything expands.
+fn expand_hostlist(expr: &str, room: usize) -> Result<Vec<String>, LineError> {
     if !expr.contains('[') && !expr.contains(',') {
-        return validate_name(expr).map(|()| vec![expr.to_string()]);
+        validate_name(expr)?;
+        return match room {
+            0 => Err(LineError::Limit(format!("`{expr}` is host {} of the file; {}", MAX_HOSTS + 1, at_most()))),
+            _ => Ok(vec![expr.to_string()]),
+        };
     }
-    hostlist_parser::parse(expr).map_err(|e| {
+    let size = hostlist_size(expr);
+    if size.names > room as u64 {
+        let more = if room < MAX_HOSTS { format!(" (with the {} before it)", MAX_HOSTS - room) } else { String::new() };
+        return Err(LineError::Limit(format!("`{}` names {} hosts{more}; {}", shorten(expr), size.names, at_most())));
+    }
+    if size.longest > MAX_NAME {
+        return Err(format!("`{}` makes names longer than {MAX_NAME} characters", shorten(expr)).into());
+    }
+    let names = hostlist_parser::parse(expr).map_err(|e| {
         let detail = e.to_string().lines().next().unwrap_or_default().to_string();
-        format!("bad hostlist expression `{expr}`: {detail}")
+        format!("bad hostlist expression `{}`: {detail}", shorten(expr))
+    })?;
+    names.iter().try_for_each(|n| validate_name(n))?;
+    Ok(names)
+}
+
+fn at_most() -> String {
+    format!("a run takes at most {MAX_HOSTS} hosts (hostfile::MAX_HOSTS)")
+}
+
+/// What a hostlist expression expands to, at most: how many names
+/// (duplicates counted, saturating) and the longest one's length.
+struct HostlistSize {
+    names: u64,
+    longest: usize,
+}
+
+/// Counts without expanding: `node[1-4]x[1,3]` is 4 × 2 names; the lists
+/// separated by top-level commas add up. What the parser would refuse is
+/// counted as one name, and then refused by the parser.
+fn hostlist_size(expr: &str) -> HostlistSize {
+    let mut total = HostlistSize { names: 0, longest: 0 };
+    for list in top_level_lists(expr) {
+        let (mut names, mut longest) = (1u64, 0usize);
+        let mut rest = list;
+        while let Some(open) = rest.find('[') {
+            longest += open;
+            let (inside, after) = rest[open + 1..].split_once(']').unwrap_or((&rest[open + 1..], ""));
+            let items = inside.split(',').map(str::trim);
+            names = names.saturating_mul(items.clone().map(range_len).fold(0, u64::saturating_add));
+            longest += items.map(item_width).max().unwrap_or(0);
+            rest = after;
+        }
+        total.names = total.names.saturating_add(names);
+        total.longest = total.longest.max(longest + rest.len());
+    }
+    total
+}
+
+/// `node[1-2],gpu[1-4]` is `node[1-2]` and `gpu[1-4]`: commas outside brackets.
+fn top_level_lists(expr: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0i32;
+    expr.split(move |c| {
+        depth += match c {
+            '[' => 1,
+            ']' => -1,
+            _ => 0,
+        };
+        c == ',' && depth <= 0
     })
 }
 
+/// Names in one bracket item: `7` is one, `01-10` ten.
+fn range_len(item: &str) -> u64 {
+    let bounds = item.split_once('-').map(|(a, b)| (a.trim().parse::<u64>(), b.trim().parse::<u64>()));
+    match bounds {
+        Some((Ok(a), Ok(b))) => a.abs_diff(b).saturating_add(1),
+        _ => 1,
+    }
+}
+
+/// Characters one bracket item puts in a name: `01-10` two.
+fn item_width(item: &str) -> usize {
+    item.split_once('-').map_or(item.len(), |(a, b)| a.trim().len().max(b.trim().len()))
+}
+
 fn validate_name(name: &str) -> Result<(), String> {
+    if name.len() > MAX_NAME {
+        return Err(format!("`{}` is longer than {MAX_NAME} characters, the longest host name", shorten(name)));
+    }
+    if name.starts_with('-') {
+        return Err(format!(
+            "`{name}` begins with `-`: ssh would read it as an option; host names begin with a letter or digit"
+        ));
+    }
     let ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '@'));
     if ok {
         Ok(())
     } else {
         Err(format!("`{name}` is not a host name (letters, digits, `.`, `-`, `_`, or a hostlist like node[01-04])"))
+    }
+}
+
+/// `addr=`: the unicast IP this host's data plane binds to.
+fn unicast(value: &str) -> Result<String, String> {
+    let ip: IpAddr = value
+        .parse()
+        .map_err(|_| format!("`addr={value}` is not an IP address (e.g. addr=10.0.0.1 or addr=fd00::1)"))?;
+    let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+    if ip.is_unspecified() || ip.is_multicast() || broadcast {
+        return Err(format!(
+            "`addr={value}` is not a unicast address: give the one IP this host's data plane binds to (e.g. addr=10.0.0.1)"
+        ));
+    }
+    Ok(ip.to_string())
+}
+
+/// Text quoted in an error, cut to a readable length.
+fn shorten(text: &str) -> String {
+    const KEEP: usize = 80;
+    match text.char_indices().nth(KEEP) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
     }
 }
 
@@ -302,6 +462,73 @@ mod tests {
         assert!(e.starts_with("SLURM_JOB_NODELIST=`node[1-`: bad hostlist expression"), "{e}");
         let e = from_slurm("n[1-2]", Some("1(x2")).unwrap_err().to_string();
         assert_eq!(e, "SLURM_TASKS_PER_NODE=`1(x2`: `1(x2` lacks its closing `)`");
+    }
+
+    #[test]
+    fn huge_hostlists_are_refused_before_expanding() {
+        // 10^12 names would be terabytes: refused from the count alone.
+        let e = err("n1\nnode[1-1000000000000]\n");
+        assert_eq!(
+            e,
+            "hosts:2: `node[1-1000000000000]` names 1000000000000 hosts (with the 1 before it); a run takes at most 65536 hosts (hostfile::MAX_HOSTS)"
+        );
+        let e = err("r[1-100000000]n[1-100000000]\n");
+        assert!(e.starts_with("hosts:1: `r[1-100000000]n[1-100000000]` names 10000000000000000 hosts;"), "{e}");
+        let e = err("a[1-99999999999999999999]\n");
+        assert!(e.starts_with("hosts:1: bad hostlist expression"), "{e}");
+    }
+
+    #[test]
+    fn the_host_limit_counts_the_whole_file() {
+        let hosts = ok("a[1-65535]\nb\n");
+        assert_eq!(hosts.len(), MAX_HOSTS);
+        let e = err("a[1-65535]\nb\nc\n");
+        assert_eq!(e, "hosts:3: `c` is host 65537 of the file; a run takes at most 65536 hosts (hostfile::MAX_HOSTS)");
+    }
+
+    #[test]
+    fn names_that_ssh_would_read_as_options_are_refused() {
+        let e = err("-oProxyCommand=x\n");
+        assert!(e.starts_with("hosts:1: `-oProxyCommand=x` begins with `-`: ssh would read it as an option"), "{e}");
+        assert!(err("ok\n-n[1-2]\n").starts_with("hosts:2: `-n1` begins with `-`"));
+        assert_eq!(ok(&format!("{}[1-2]\n", "h".repeat(252)))[1].name.len(), MAX_NAME);
+        let long = "h".repeat(254);
+        assert!(err(&format!("{long}\n")).contains("is longer than 253 characters, the longest host name"));
+        assert!(err(&format!("{}[1-2]\n", "h".repeat(253))).contains("makes names longer than 253 characters"));
+    }
+
+    #[test]
+    fn addr_must_be_a_unicast_ip() {
+        let e = err("n1 addr=999.1.1.1\n");
+        assert!(e.starts_with("hosts:1: `addr=999.1.1.1` is not an IP address (e.g. addr=10.0.0.1"), "{e}");
+        for bad in ["0.0.0.0", "::", "224.0.0.1", "255.255.255.255", "ff02::1"] {
+            let e = err(&format!("n1 addr={bad}\n"));
+            assert!(e.starts_with(&format!("hosts:1: `addr={bad}` is not a unicast address")), "{e}");
+        }
+        assert_eq!(ok("n1 addr=fd00::1\n")[0].data_addr(), "fd00::1");
+    }
+
+    #[test]
+    fn slurm_strings_are_bounded() {
+        let e = from_slurm("node[1-1000000000]", None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("SLURM_JOB_NODELIST=`node[1-1000000000]`: `node[1-1000000000]` names 1000000000 hosts;"),
+            "{e}"
+        );
+        let e = from_slurm("n[1-2]", Some("1(x1000000000000)")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "SLURM_TASKS_PER_NODE=`1(x1000000000000)`: counts more than 65536 nodes (at `1(x1000000000000)`), the most one run takes"
+        );
+        let long = "n".repeat(MAX_TEXT as usize + 1);
+        let e = from_slurm(&long, None).unwrap_err().to_string();
+        assert!(e.starts_with("SLURM_JOB_NODELIST=`nnnn") && e.ends_with("…`: is longer than 67108864 bytes"), "{e}");
+    }
+
+    #[test]
+    fn an_endless_file_is_refused() {
+        let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(e, "hostfile /dev/zero is larger than 67108864 bytes; a hostfile of 65536 hosts is far smaller");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod commands;
 pub mod control;
 pub mod fdlimit;
+pub mod histogram;
 pub mod hostcheck;
 pub mod hostfile;
 pub mod launch;

@@ -349,7 +349,7 @@ mod tests {
         for f in run.phases.iter_mut().flat_map(|p| &mut p.flows) {
             let typical_us = if f.src == 3 || f.dst == 3 { 40.0 } else { 10.0 + f.src as f64 };
             f.mode = crate::scenario::Mode::Latency;
-            f.latency = Some(crate::metrics::latency::LatencySummary {
+            f.latency = Some(crate::histogram::LatencySummary {
                 samples: 1000,
                 min_us: typical_us,
                 max_us: typical_us,

@@ -62,7 +62,7 @@ pub struct PairArgs {
     /// runs one size after another, e.g. 4K,64K,1M
     #[arg(short, long, value_delimiter = ',', value_parser = ByteSize::parse, value_name = "SIZE")]
     pub size: Vec<ByteSize>,
-    /// Every size from 2 B to 8 MiB, powers of two (perftest -a)
+    /// Every size from 2 B to 8 MiB, powers of two (perftest -a; TCP stops at its 4 MiB limit)
     #[arg(short = 'a', long, conflicts_with = "size")]
     pub all: bool,
     /// With -a: stop at this size (e.g. 64K), to keep a sweep short
@@ -219,7 +219,8 @@ impl PairTransport {
 /// perftest's -D is whole seconds; fractions and humantime ("500ms") work too.
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     let parsed = match text.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        // try_: a number of seconds too large for a Duration is refused, not a panic.
+        Ok(s) if s > 0.0 => Duration::try_from_secs_f64(s).map_err(|e| e.to_string()),
         Ok(_) => Err(String::new()),
         Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string()),
     };
@@ -250,5 +251,6 @@ mod tests {
         assert_eq!(parse_seconds("300ms").unwrap(), Duration::from_millis(300));
         assert!(parse_seconds("0").is_err());
         assert!(parse_seconds("soon").is_err());
+        assert!(parse_seconds("1e30").is_err() && parse_seconds("inf").is_err() && parse_seconds("NaN").is_err());
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::cli::pair::{AtomicType, OpName, PairArgs, PairTransport};
 use crate::hostfile::Host;
+use crate::scenario::limits::{self, MAX_SWEEP_POINTS, MAX_WINDOW};
 use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaMode, RdmaParams};
 use crate::scenario::sweep::{Parameter, SweepSpec, Value};
@@ -55,8 +56,13 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         return bad("-b/--bidirectional", "latency ping-pong already goes both ways; drop -b");
     }
     let duration = args.duration.unwrap_or(DEFAULT_DURATION);
-    if duration < MIN_DURATION {
-        return bad("-D/--duration", format!("must be at least {}", humantime::format_duration(MIN_DURATION)));
+    let week = humantime::format_duration(MAX_WINDOW);
+    if duration < MIN_DURATION || duration > MAX_WINDOW {
+        let shortest = humantime::format_duration(MIN_DURATION);
+        return bad("-D/--duration", format!("must be between {shortest} and {week}"));
+    }
+    if args.warmup > MAX_WINDOW {
+        return bad("--warmup", format!("must be at most {week}"));
     }
     let sizes = sizes(args, op)?;
     let mode = if latency { Mode::Latency } else { Mode::Bandwidth };
@@ -118,21 +124,31 @@ fn operation(args: &PairArgs) -> Result<Op, PairError> {
 }
 
 /// The sizes to run, in order; empty: the default size (perftest's).
+/// Each within what the transport sends as asked; -a stops there too.
 fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
     if op.rdma().is_atomic() && (args.all || !args.size.is_empty()) {
         return bad(if args.all { "-a/--all" } else { "-s/--size" }, "atomics always move 8 bytes");
     }
+    let (largest, valid) = limits::message_sizes(args.transport.scenario());
     if !args.all {
         if let Some(zero) = args.size.iter().find(|s| s.bytes() == 0) {
             return bad("-s/--size", format!("{zero}: a message needs at least 1 byte"));
         }
+        if let Some(big) = args.size.iter().find(|s| s.bytes() > largest) {
+            return bad("-s/--size", format!("{big} is too large: {valid}"));
+        }
+        if args.size.len() > MAX_SWEEP_POINTS {
+            return bad("-s/--size", format!("{} sizes; a run takes at most {MAX_SWEEP_POINTS}", args.size.len()));
+        }
         return Ok(args.size.clone());
     }
-    let max = args.max_size.map_or(ALL_MAX, ByteSize::bytes);
-    if max < ALL_MIN {
-        return bad("--max-size", format!("must be at least {ALL_MIN} bytes"));
-    }
-    Ok(std::iter::successors(Some(ALL_MIN), |s| Some(s * 2)).take_while(|&s| s <= max).map(ByteSize).collect())
+    let max = match args.max_size {
+        Some(max) if max.bytes() < ALL_MIN => return bad("--max-size", format!("must be at least {ALL_MIN} bytes")),
+        Some(max) if max.bytes() > largest => return bad("--max-size", format!("{max} is too large: {valid}")),
+        Some(max) => max.bytes(),
+        None => ALL_MAX.min(largest),
+    };
+    Ok(std::iter::successors(Some(ALL_MIN), |s| s.checked_mul(2)).take_while(|&s| s <= max).map(ByteSize).collect())
 }
 
 /// perftest's knobs for the [group.rdma] table (op, mode and size live on the group).
@@ -317,6 +333,28 @@ mod tests {
         assert_eq!(job("pair a b write -a --max-size 1").unwrap_err().flag, "--max-size");
         let e = job("pair a b write -a --max-size 1").unwrap_err().to_string();
         assert_eq!(e, "--max-size: must be at least 2 bytes");
+    }
+
+    #[test]
+    fn sizes_and_windows_are_bounded() {
+        let e = job("pair a b write -a --max-size 8E").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--max-size: 8589934592G is too large: RDMA messages are 1 B to 1 GiB (one work request, the RC limit of most HCAs)"
+        );
+        let e = job("pair a b send --transport tcp -s 64K,1T").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "-s/--size: 1024G is too large: TCP messages are 1 B to 4 MiB (each stream sends from one buffer that size)"
+        );
+        let tcp = job("pair a b send --transport tcp -a").unwrap();
+        assert_eq!(sweep_sizes(&tcp.scenario).last(), Some(&(4 << 20)), "-a on TCP stops at its largest message");
+        let rdma = job("pair a b write -a --max-size 1G").unwrap();
+        assert_eq!(sweep_sizes(&rdma.scenario).last(), Some(&(1 << 30)));
+        let e = job("pair a b write -D 8days").unwrap_err().to_string();
+        assert_eq!(e, "-D/--duration: must be between 10ms and 7days");
+        let e = job("pair a b write --warmup 30days").unwrap_err().to_string();
+        assert_eq!(e, "--warmup: must be at most 7days");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::control::coordinator::{ConnId, Coordinator, Event, Output};
@@ -46,8 +46,14 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-/// Runs the coordinator until it is done, handing every event to `on_event`.
-pub async fn drive(listener: TcpListener, mut coordinator: Coordinator, mut on_event: impl FnMut(Event)) {
+/// Runs the coordinator until it is done, handing every event to `on_event`;
+/// a reason sent on `stop` ends the run (a sender that is gone never does).
+pub async fn drive(
+    listener: TcpListener,
+    mut coordinator: Coordinator,
+    mut stop: watch::Receiver<Option<String>>,
+    mut on_event: impl FnMut(Event),
+) {
     let (inbound_tx, mut inbound) = mpsc::unbounded_channel();
     let mut conns: HashMap<ConnId, Conn> = HashMap::new();
     let mut writers = Vec::new();
@@ -78,6 +84,11 @@ pub async fn drive(listener: TcpListener, mut coordinator: Coordinator, mut on_e
                 coordinator.connected(id, now_ns());
             }
             _ = tick.tick() => coordinator.tick(now_ns()),
+            Ok(()) = stop.changed() => {
+                if let Some(reason) = stop.borrow_and_update().clone() {
+                    coordinator.stop(&reason, now_ns());
+                }
+            }
         }
         while let Some(output) = coordinator.poll() {
             match output {

@@ -25,11 +25,15 @@ const TERM_GRACE: Duration = Duration::from_secs(5);
 /// bytes, and with `--label` srun ends each message's partial line with a
 /// newline: a labelled line of exactly this length continues on the next.
 const SRUN_CHUNK: usize = 1024;
+/// Longest SLURM_JOB_ID taken (Slurm's are numbers; the id appears in messages).
+const MAX_JOB_ID: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SlurmError {
     #[error("SLURM_JOB_ID is set ({job}) but SLURM_JOB_NODELIST is not: is this a Slurm allocation?")]
     NoNodelist { job: String },
+    #[error("SLURM_JOB_ID=`{job}` is not a Slurm job id (at most {MAX_JOB_ID} letters, digits or `_`)")]
+    BadJobId { job: String },
     #[error("Slurm job {job}: {cause}")]
     Nodes { job: String, cause: HostfileError },
     #[error(
@@ -56,6 +60,10 @@ impl Allocation {
 
     pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Allocation>, SlurmError> {
         let Some(job) = var("SLURM_JOB_ID") else { return Ok(None) };
+        if job.is_empty() || job.len() > MAX_JOB_ID || !job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            let shown: String = job.chars().take(MAX_JOB_ID).flat_map(char::escape_default).collect();
+            return Err(SlurmError::BadJobId { job: shown });
+        }
         let nodelist = var("SLURM_JOB_NODELIST").ok_or_else(|| SlurmError::NoNodelist { job: job.clone() })?;
         let nodes = hostfile::from_slurm(&nodelist, var("SLURM_TASKS_PER_NODE").as_deref())
             .map_err(|cause| SlurmError::Nodes { job: job.clone(), cause })?;
@@ -316,5 +324,20 @@ mod tests {
         );
         let e = Allocation::from_vars(vars(&[("SLURM_JOB_ID", "12")])).unwrap_err().to_string();
         assert_eq!(e, "SLURM_JOB_ID is set (12) but SLURM_JOB_NODELIST is not: is this a Slurm allocation?");
+    }
+
+    #[test]
+    fn environment_strings_are_bounded() {
+        let vars = |pairs: Vec<(&'static str, String)>| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
+        };
+        let e = Allocation::from_vars(vars(vec![("SLURM_JOB_ID", "1\x1b[2J".to_string())])).unwrap_err().to_string();
+        assert_eq!(e, "SLURM_JOB_ID=`1\\u{1b}[2J` is not a Slurm job id (at most 64 letters, digits or `_`)");
+        let long = vec![("SLURM_JOB_ID", "12".to_string()), ("SLURM_JOB_NODELIST", "n[1-100000]".to_string())];
+        let e = Allocation::from_vars(vars(long)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("Slurm job 12: SLURM_JOB_NODELIST=`n[1-100000]`: `n[1-100000]` names 100000 hosts;"),
+            "{e}"
+        );
     }
 }

@@ -148,6 +148,11 @@ impl Workers {
         self.send_line(self.handles.len() - 1, line).await
     }
 
+    /// Writes one more line to the first process (rank 0's, or the srun step's).
+    pub async fn send_to_first(&mut self, line: &str) -> std::io::Result<()> {
+        self.send_line(0, line).await
+    }
+
     /// Writes one more line to every process but the first (rank 0's), all
     /// at once; an error names the rank whose stdin refused it.
     pub async fn send_to_members(&mut self, line: &str) -> Result<(), (usize, std::io::Error)> {

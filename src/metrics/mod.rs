@@ -4,12 +4,12 @@
 
 pub mod clock;
 pub mod cpu;
-pub mod latency;
 pub mod netdev;
 pub mod stats;
 
 use serde::{Deserialize, Serialize};
 
+use crate::histogram::Histogram;
 use crate::load::stress::StressReport;
 use crate::plan::FlowId;
 use crate::transport::rdma::CounterDelta;
@@ -59,5 +59,5 @@ pub struct FlowSamples {
     pub start_ns: Option<i64>,
     pub error: Option<String>,
     /// Round-trip times in the window (the latency client's end).
-    pub rtts: Option<latency::Histogram>,
+    pub rtts: Option<Histogram>,
 }

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::metrics::latency::LatencySummary;
+use crate::histogram::LatencySummary;
 use crate::plan::GroupPlan;
 use crate::result::{PhaseResult, RankProbe, RunResult, RunStatus};
 use crate::scenario::{Mode, Op};

@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 pub use aggregate::aggregate_phase;
 pub use matrix::pair_matrix;
 
+use crate::histogram::LatencySummary;
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
-use crate::metrics::latency::LatencySummary;
 use crate::metrics::netdev::NetdevDelta;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};

@@ -30,15 +30,19 @@ use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
-use crate::worker::{JobSpec, Role, WorkerOutput};
+use crate::worker::{Instruction, JobSpec, Role, WorkerOutput};
 pub use judge::{run_and_judge, JudgeOptions};
 use record::{Recorded, Recorder};
-use signals::Signals;
+use signals::{Signals, Stop};
 
 /// How long rank 0 may take to start listening.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
 /// After a worker dies, how long rank 0 has to report it before we do.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How long rank 0 has to end the run (gathering the partial reports of the
+/// running phase) after a stop signal: the coordinator's abort grace and
+/// some.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How long workers get to exit after their stdin closes.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -88,6 +92,11 @@ pub fn prepare(
     if let Some(warmup) = overrides.warmup {
         scenario.run.warmup = warmup;
     }
+    if overrides.duration.is_some() || overrides.warmup.is_some() {
+        // The window the flags make is held to the file's bounds (samples, overflow).
+        scenario::check_run(&scenario.run)
+            .map_err(|(key, message)| anyhow!("with --duration/--warmup, [run] {key}: {message}"))?;
+    }
     let plan = plan::build(&hosts, &scenario)
         .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
     Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan })
@@ -130,12 +139,9 @@ pub async fn run(
     };
     let mut workers = Workers::new(echo);
     recorder.record(&result, Recorded::Started);
-    let signals = &opts.signals;
-    let outcome = tokio::select! {
-        outcome = drive(&prepared, launch, opts, &mut workers, &progress, &mut result, recorder) => outcome,
-        stop = signals.reach(signals.received() + 1) => Err(anyhow!("stopped by {stop}: every worker was stopped")),
-    };
+    let outcome = drive(&prepared, launch, opts, &mut workers, &progress, &mut result, recorder).await;
     // Another signal while the workers wind down: end them now.
+    let signals = &opts.signals;
     let hurry = signals.received() + 1;
     let hurried = tokio::select! {
         () = workers.shut_down(SHUTDOWN_GRACE) => false,
@@ -168,21 +174,39 @@ async fn drive(
     let launched = Instant::now();
     let (job, token) = job_identity();
     let host0 = &prepared.hosts[0];
-    let mut events = match launch {
-        Launch::PerHost(launcher) => {
-            start_per_host(prepared, launcher.as_ref(), None, opts, workers, job, &token).await?
+    let signals = &opts.signals;
+    let mut seen = signals.received();
+    let started = async {
+        match launch {
+            Launch::PerHost(launcher) => {
+                start_per_host(prepared, launcher.as_ref(), None, opts, workers, job, &token).await
+            }
+            Launch::Tree { ssh, radix } => {
+                start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await
+            }
+            Launch::Srun(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await,
         }
-        Launch::Tree { ssh, radix } => {
-            start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await?
-        }
-        Launch::Srun(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await?,
+    };
+    let mut events = tokio::select! {
+        events = started => events?,
+        stop = signals.reach(seen + 1) => bail!("stopped by {stop} while the workers started: every worker was stopped"),
     };
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;
+    // A stop signal asks rank 0 to end the run, so that the running phase
+    // keeps its partial reports; another signal, or no end within
+    // STOP_GRACE, stops everything at once.
+    let mut stopping: Option<(Stop, tokio::time::Instant)> = None;
     loop {
         let grace_over = async {
             match &lost {
                 Some((_, _, at)) => tokio::time::sleep_until(*at + EXIT_GRACE).await,
+                None => std::future::pending().await,
+            }
+        };
+        let stop_over = async {
+            match &stopping {
+                Some((_, at)) => tokio::time::sleep_until(*at).await,
                 None => std::future::pending().await,
             }
         };
@@ -212,6 +236,18 @@ async fn drive(
             () = grace_over => {
                 let (rank, how, _) = lost.take().expect("guarded");
                 bail!("rank {rank} ({}) exited ({how}) during the run{}", workers.host(rank), workers.stderr_tail(rank));
+            }
+            stop = signals.reach(seen + 1) => {
+                seen += 1;
+                let line = serde_json::to_string(&Instruction::Stop { reason: format!("stopped by {stop}") })?;
+                if stopping.is_some() || workers.send_to_first(&line).await.is_err() {
+                    bail!("stopped by {stop}: every worker was stopped");
+                }
+                stopping = Some((stop, tokio::time::Instant::now() + STOP_GRACE));
+            }
+            () = stop_over => {
+                let (stop, _) = stopping.take().expect("guarded");
+                bail!("stopped by {stop}: rank 0 did not end the run within {STOP_GRACE:?}; every worker was stopped");
             }
         }
     }

@@ -75,7 +75,8 @@ impl Source {
             Table::Run => "[run]: ".to_string(),
             Table::Check => "[check]: ".to_string(),
             Table::Group(i) => match self.group_name(i) {
-                Some(name) => format!("group \"{name}\": "),
+                // Escaped: the name is the file's text, bound for a terminal.
+                Some(name) => format!("group \"{}\": ", name.escape_debug()),
                 None => format!("group {i}: "),
             },
             Table::Stress(i) => format!("stress {i}: "),

@@ -5,12 +5,14 @@
 //! does not have) are reported against the field's line through [`Source`].
 
 mod check;
+pub mod limits;
 mod locate;
 pub mod placement;
 mod ranks;
 pub mod rdma;
 pub mod stress;
 pub mod sweep;
+mod validate;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{Field, Source};
 pub use ranks::RankSet;
+pub use validate::check_run;
 
 use crate::units::ByteSize;
 use placement::Numa;
@@ -260,6 +263,21 @@ pub enum ScenarioError {
     Invalid(String),
 }
 
+/// The default `run.name`: the file's stem, made fit for a folder name.
+fn name_of(path: &Path) -> String {
+    let stem = path.file_stem().map_or_else(|| "run".into(), |s| s.to_string_lossy());
+    let name: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .take(limits::MAX_NAME)
+        .collect();
+    if name.is_empty() {
+        "run".to_string()
+    } else {
+        name
+    }
+}
+
 /// Reads, parses and validates a scenario file.
 pub fn read(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
     let text =
@@ -275,141 +293,11 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
         ScenarioError::Syntax { path: path.to_path_buf(), line, column, message: e.message().to_string() }
     })?;
     if scenario.run.name.is_empty() {
-        scenario.run.name = path.file_stem().map_or_else(|| "run".to_string(), |s| s.to_string_lossy().into_owned());
+        scenario.run.name = name_of(path);
     }
-    validate(&scenario).map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
+    validate::validate(&scenario, &limits::Machine::this())
+        .map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
     Ok((scenario, source))
-}
-
-/// Checks what a single file can tell on its own, before any hostfile is read.
-fn validate(s: &Scenario) -> Result<(), (Field, String)> {
-    let run = &s.run;
-    if run.duration.is_zero() {
-        return Err((Field::run("duration"), "must be longer than 0s, e.g. \"10s\"".into()));
-    }
-    if run.interval.is_zero() || run.interval > run.duration {
-        return Err((
-            Field::run("interval"),
-            format!("must be between 1ms and the duration ({})", humantime::format_duration(run.duration)),
-        ));
-    }
-    if s.groups.is_empty() {
-        return Err((Field::top("group"), "a scenario needs at least one [[group]]".into()));
-    }
-    for (i, g) in s.groups.iter().enumerate() {
-        if let Some(j) = s.groups[..i].iter().position(|other| other.name == g.name) {
-            return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
-        }
-        if g.message_size.is_some_and(|m| m.bytes() == 0) {
-            return Err((Field::group(i, "message_size"), "must be at least 1 byte".into()));
-        }
-        if g.streams == 0 {
-            return Err((Field::group(i, "streams"), "must be at least 1".into()));
-        }
-        if g.mode == Mode::Latency && g.streams != 1 {
-            return Err((
-                Field::group(i, "streams"),
-                "latency ping-pong runs one stream per flow; set streams = 1".into(),
-            ));
-        }
-        check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
-        if g.pattern == Pattern::AllPairs && s.groups.len() > 1 {
-            return Err((
-                Field::group(i, "pattern"),
-                "`all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
-                    .into(),
-            ));
-        }
-        if g.cores.is_some() && g.numa.is_asked() {
-            return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
-        }
-        check_transport(g).map_err(|(key, m)| (Field::group(i, key), m))?;
-    }
-    if let Some(sw) = &s.sweep {
-        sw.check(s).map_err(|(key, m)| (Field::sweep(key), m))?;
-    }
-    for (i, st) in s.stress.iter().enumerate() {
-        if !(1..=100).contains(&st.load) {
-            return Err((Field::stress(i, "load"), format!("{} is not a duty cycle; use 1 to 100 (percent)", st.load)));
-        }
-        if st.threads == Threads::Count(0) {
-            return Err((Field::stress(i, "threads"), "must be at least 1, or \"all\"".into()));
-        }
-        if st.cores.is_some() && st.numa.is_asked() {
-            return Err((Field::stress(i, "numa"), "give either `cores` or `numa`, not both".into()));
-        }
-    }
-    s.check.validate().map_err(|(key, m)| (Field::check(key), m))
-}
-
-/// Each pattern takes its own selectors; a selector it ignores is a mistake.
-fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
-    let allowed: &[&str] = match g.pattern {
-        Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
-        Pattern::Pairwise => &["ranks", "flows"],
-        Pattern::AllToAll | Pattern::Ring | Pattern::AllPairs => &["ranks"],
-        Pattern::Explicit => &["flows"],
-    };
-    let given = [
-        ("senders", g.senders.is_some()),
-        ("receivers", g.receivers.is_some()),
-        ("ranks", g.ranks.is_some()),
-        ("flows", g.flows.is_some()),
-    ];
-    for (key, present) in given {
-        if present && !allowed.contains(&key) {
-            return Err((
-                key,
-                format!("does not apply to pattern `{}` (it takes: {})", g.pattern.name(), allowed.join(", ")),
-            ));
-        }
-    }
-    if g.pattern == Pattern::Explicit && g.flows.as_ref().is_none_or(Vec::is_empty) {
-        return Err(("flows", "pattern `explicit` needs flows = [[src, dst], ...]".into()));
-    }
-    if g.pattern == Pattern::Pairwise && g.flows.is_some() && g.ranks.is_some() {
-        return Err(("flows", "give either `ranks` or explicit `flows`, not both".into()));
-    }
-    Ok(())
-}
-
-/// Ops and knobs the group's transport has.
-fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
-    match g.transport {
-        Transport::Tcp => {
-            if g.op.is_some_and(|op| op != Op::Send) {
-                return Err(("op", "tcp streams only `send`; write, read and atomics are RDMA operations".into()));
-            }
-            if g.rdma.is_some() {
-                return Err(("rdma", "RDMA knobs need transport = \"rdma\"".into()));
-            }
-        }
-        Transport::Rdma => {
-            if let Some(knobs) = &g.rdma {
-                let defaults = RdmaParams::default();
-                if knobs.op != defaults.op || knobs.mode != defaults.mode || knobs.message_size != defaults.message_size
-                {
-                    return Err((
-                        "rdma",
-                        "set `op`, `mode` and `message_size` on the group itself, not in its rdma table".into(),
-                    ));
-                }
-                if knobs.iterations.is_some() {
-                    return Err((
-                        "rdma",
-                        "`iterations` (perftest's -n) does not apply to a run: every flow is measured over the \
-                         phase's common window; set `duration` in [run]"
-                            .into(),
-                    ));
-                }
-            }
-            // The knobs together with the group's op, mode and size (latency takes one QP).
-            if let Some(params) = g.rdma_params() {
-                params.validate().map_err(|e| ("rdma", e.to_string()))?;
-            }
-        }
-    }
-    Ok(())
 }
 
 impl GroupSpec {
@@ -462,7 +350,7 @@ impl Pattern {
 mod tests {
     use super::*;
 
-    const FAN_IN: &str = r#"
+    pub(super) const FAN_IN: &str = r#"
 [run]
 name = "fan"
 duration = "3s"
@@ -477,7 +365,7 @@ receivers = 0
 senders = "1-3"
 "#;
 
-    fn err(text: &str) -> String {
+    pub(super) fn err(text: &str) -> String {
         parse(text, Path::new("s.toml")).unwrap_err().to_string()
     }
 
@@ -512,45 +400,5 @@ senders = "1-3"
         assert!(e.starts_with("s.toml:11:16: `big` is not a size"), "{e}");
         let e = err(&FAN_IN.replace("fan-in", "incast"));
         assert!(e.starts_with("s.toml:10:11: unknown variant `incast`, expected one of `all-to-one`, `fan-in`"), "{e}");
-    }
-
-    #[test]
-    fn selector_for_other_pattern_is_named() {
-        let e = err(&FAN_IN.replace("pattern = \"fan-in\"", "pattern = \"ring\""));
-        assert_eq!(
-            e,
-            "s.toml:13: group \"incast\": field `senders`: does not apply to pattern `ring` (it takes: ranks)"
-        );
-    }
-
-    #[test]
-    fn zero_values_are_rejected() {
-        let e = err(&FAN_IN.replace("\"3s\"", "\"0s\""));
-        assert_eq!(e, "s.toml:4: [run]: field `duration`: must be longer than 0s, e.g. \"10s\"");
-        let e = err(&FAN_IN.replace("\"64K\"", "0"));
-        assert_eq!(e, "s.toml:11: group \"incast\": field `message_size`: must be at least 1 byte");
-    }
-
-    #[test]
-    fn explicit_needs_flows_and_groups_need_names() {
-        let e = err("[[group]]\nname = \"x\"\npattern = \"explicit\"\n");
-        assert_eq!(e, "s.toml:1: group \"x\": field `flows`: pattern `explicit` needs flows = [[src, dst], ...]");
-        let e = err("[run]\nduration = \"1s\"\n");
-        assert!(e.starts_with("s.toml:1:1: missing field `group`"), "{e}");
-    }
-
-    #[test]
-    fn latency_takes_one_stream() {
-        let e = err(&FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\nmode = \"latency\"\nstreams = 2"));
-        assert_eq!(
-            e,
-            "s.toml:15: group \"incast\": field `streams`: latency ping-pong runs one stream per flow; set streams = 1"
-        );
-    }
-
-    #[test]
-    fn duplicate_group_names() {
-        let text = format!("{FAN_IN}\n[[group]]\nname = \"incast\"\npattern = \"ring\"\n");
-        assert_eq!(err(&text), "s.toml:16: group \"incast\": field `name`: `incast` is also the name of group 0");
     }
 }

@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::scenario::limits::MAX_SWEEP_POINTS;
 use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{CompletionMode, RdmaParams};
 use crate::scenario::stress::Threads;
@@ -129,6 +130,13 @@ impl Parameter {
 impl SweepSpec {
     /// Problems visible without a hostfile: (key, message).
     pub fn check(&self, scenario: &Scenario) -> Result<(), (&'static str, String)> {
+        let points = self.values.len().saturating_mul(self.by.as_ref().map_or(1, |by| by.values.len()));
+        if points > MAX_SWEEP_POINTS {
+            return Err((
+                "values",
+                format!("give {points} points (one phase each); a sweep takes at most {MAX_SWEEP_POINTS}"),
+            ));
+        }
         check_axis(scenario, self.parameter, &self.values, self.group.as_deref())?;
         if let Some(b) = &self.baseline {
             if !self.values.contains(b) {

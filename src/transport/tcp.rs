@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::metrics::latency::Histogram;
+use crate::histogram::Recorder;
 use crate::transport::FlowCounters;
 
 /// How long one blocking socket call may take before the loop looks at the stop flag.
@@ -138,15 +138,14 @@ pub fn receive_loop(
     }
 }
 
-/// Latency client: sends one message, waits for it to come back, and
-/// records the round trip when it falls inside `window`.
+/// Latency client: sends one message, waits for it to come back, and gives
+/// the round trip to `rtts` (which keeps those of the window).
 pub fn ping_loop(
     mut sock: TcpStream,
     buf: &mut [u8],
     counters: &FlowCounters,
     stop: &AtomicBool,
-    window: (Instant, Instant),
-    rtts: &mut Histogram,
+    rtts: &mut Recorder,
 ) -> Result<(), TcpError> {
     let fail = stream_error(&sock, counters);
     prepare_latency(&sock).map_err(&fail)?;
@@ -157,10 +156,7 @@ pub fn ping_loop(
         {
             break;
         }
-        let back = Instant::now();
-        if sent >= window.0 && back <= window.1 {
-            rtts.record((back - sent).as_nanos() as u64);
-        }
+        rtts.record(sent, Instant::now());
         counters.add(buf.len() as u64, 1);
     }
     let _ = sock.shutdown(Shutdown::Write);

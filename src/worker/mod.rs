@@ -55,6 +55,15 @@ pub enum Role {
     Member { coordinator: Option<SocketAddr> },
 }
 
+/// What the launcher may write on a worker's stdin after its spec, one
+/// JSON object per line (closing stdin is the other instruction: exit).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Instruction {
+    /// Rank 0: end the run now; a running phase still gathers its partial
+    /// reports, as on any failure.
+    Stop { reason: String },
+}
+
 /// What rank 0 tells the launcher on stdout, one JSON object per line.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WorkerOutput {
@@ -89,9 +98,19 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
     let bind = resolve(&spec.bind)?;
 
     let (shutdown_tx, shutdown) = watch::channel(false);
+    let (stop_tx, stop) = watch::channel(None);
     std::thread::spawn(move || {
-        // The launcher closes our stdin to stop us (also when ssh drops).
-        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        // The launcher closes our stdin to stop us (also when ssh drops);
+        // before that it may ask rank 0 to end the run.
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str(&line) {
+                Ok(Instruction::Stop { reason }) => {
+                    let _ = stop_tx.send(Some(reason));
+                }
+                Err(e) => tracing::warn!("ignored a line on stdin that is no instruction ({e})"),
+            }
+        }
         let _ = shutdown_tx.send(true);
     });
 
@@ -115,7 +134,7 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
                     async { relay::run(&me, relay, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
                 tokio::try_join!(own, below).map(|_| ())
             }
-            (Role::Coordinator { plan, window, port }, _) => serve(&me, *plan, window, port, shutdown).await,
+            (Role::Coordinator { plan, window, port }, _) => serve(&me, *plan, window, port, stop, shutdown).await,
         }
     })
 }
@@ -126,6 +145,7 @@ async fn serve(
     plan: Plan,
     window: Window,
     port: u16,
+    stop: watch::Receiver<Option<String>>,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let listener = driver::listen(SocketAddr::new(me.bind, port))
@@ -133,11 +153,11 @@ async fn serve(
     let addr = listener.local_addr()?;
     emit(&WorkerOutput::Listening { addr, version: env!("CARGO_PKG_VERSION").to_string() });
     let coordinator = Coordinator::new(me.job, me.token.clone(), plan, window, Timeouts::default(), now_ns());
-    let mut stop = shutdown.clone();
+    let mut closed = shutdown.clone();
     let coordinate = async {
         tokio::select! {
-            () = driver::drive(listener, coordinator, |event| emit(&WorkerOutput::Event(event))) => {}
-            _ = stop.changed() => {}
+            () = driver::drive(listener, coordinator, stop, |event| emit(&WorkerOutput::Event(event))) => {}
+            _ = closed.changed() => {}
         }
     };
     let mut done = shutdown.clone();

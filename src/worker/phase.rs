@@ -20,7 +20,7 @@ use crate::scenario::rdma::RdmaParams;
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
 use crate::worker::sampler::Sampler;
-use crate::worker::streams::{End, FlowFailed};
+use crate::worker::streams::{FlowEnd, FlowFailed};
 
 /// How long connecting a phase's flows may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -210,16 +210,16 @@ impl Connected {
         for (role, link) in links {
             match link {
                 Link::Tcp(socks) => {
-                    let end = End::new(role, device_node);
+                    let end = FlowEnd::new(role, device_node);
                     for sock in socks {
                         threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
                     }
                     ends.push(end);
                 }
                 Link::Rdma(rails, rdma_node) => {
-                    let end = End::new(role, rdma_node);
+                    let end = FlowEnd::new(role, rdma_node);
                     for rail in rails {
-                        threads.push(end.spawn_rdma(rail, t0, stop.clone(), failed.clone()));
+                        threads.push(end.spawn_rdma(rail, t0, (open, close), stop.clone(), failed.clone()));
                     }
                     ends.push(end);
                 }

@@ -11,13 +11,11 @@ use crate::control::wire::Window;
 use crate::load::stress::{Burners, StressReport};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{CoreTicks, CpuSnapshot};
-use crate::metrics::latency::Histogram;
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
-use crate::scenario::Op;
 use crate::transport::rdma::counters::{self, CounterSnapshot};
 use crate::transport::Side;
-use crate::worker::streams::{sleep_until, End};
+use crate::worker::streams::{sleep_until, FlowEnd};
 
 pub struct Sampler {
     pub rank: usize,
@@ -28,14 +26,14 @@ pub struct Sampler {
     pub iface: Option<String>,
     /// RDMA device ports whose counters are read at the window's edges.
     pub rdma_ports: Vec<(String, u8)>,
-    pub ends: Vec<End>,
+    pub ends: Vec<FlowEnd>,
     /// The rank's stress (its asked load) or why it could not start.
     pub burners: Option<Result<(u8, Burners), String>>,
     pub stop: Arc<AtomicBool>,
 }
 
 /// Counters of the host at a window edge.
-struct Edge {
+struct HostCounters {
     at: Instant,
     cpu: CpuSnapshot,
     cores: CoreTicks,
@@ -59,7 +57,7 @@ impl Sampler {
                 series.push(end.counters.read());
             }
             sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
-            let edge = Edge {
+            let edge = HostCounters {
                 at: now,
                 cpu: CpuSnapshot::take(),
                 cores: CoreTicks::take(),
@@ -100,8 +98,8 @@ impl Sampler {
         self,
         sample_ns: Vec<i64>,
         counts: Vec<Vec<(u64, u64)>>,
-        first: Option<Edge>,
-        last: Option<Edge>,
+        first: Option<HostCounters>,
+        last: Option<HostCounters>,
         stress: Option<StressReport>,
         aborted: bool,
     ) -> RankReport {
@@ -135,7 +133,7 @@ impl Sampler {
                 messages: series.iter().map(|c| c.1).collect(),
                 start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
                 error: end.error.lock().ok().and_then(|e| e.clone()),
-                rtts: end.rtts.lock().ok().and_then(|mut h| h.take()).or_else(|| window_samples(end, &series)),
+                rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
             })
             .collect();
         let mut placements: Vec<GroupPlacement> = Vec::new();
@@ -165,22 +163,12 @@ impl Sampler {
     }
 }
 
-/// An RDMA initiator's latency samples of the window, as round trips.
-/// Each iteration adds one sample and one message, in order, so the message
-/// counts at the window's edges delimit its samples.
-fn window_samples(end: &End, series: &[(u64, u64)]) -> Option<Histogram> {
-    let samples = end.rdma_samples.lock().ok()?.take()?;
-    let (open, close) = (series.first()?.1 as usize, series.last()?.1 as usize);
-    let to_round_trip = if end.role.group.op == Op::Read { 1 } else { 2 };
-    let mut histogram = Histogram::default();
-    for &ns in samples.get(open.min(samples.len())..close.min(samples.len()))? {
-        histogram.record(ns * to_round_trip);
-    }
-    Some(histogram)
-}
-
 /// Stops the burners and says what load their cores actually carried.
-fn stop_stress(burners: Result<(u8, Burners), String>, first: Option<&Edge>, last: Option<&Edge>) -> StressReport {
+fn stop_stress(
+    burners: Result<(u8, Burners), String>,
+    first: Option<&HostCounters>,
+    last: Option<&HostCounters>,
+) -> StressReport {
     match burners {
         Err(note) => StressReport { note: Some(note), ..Default::default() },
         Ok((load, burners)) => {

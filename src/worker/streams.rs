@@ -8,8 +8,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::control::wire::FlowRole;
+use crate::histogram::{Histogram, Recorder};
 use crate::load::placement::{self, Placed};
-use crate::metrics::latency::Histogram;
+use crate::scenario::limits::TCP_MAX_MESSAGE;
 use crate::scenario::Mode;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
 
@@ -17,32 +18,28 @@ use crate::transport::{rdma, tcp, FlowCounters, Side};
 pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
 
 /// One end of one flow on this rank.
-pub struct End {
+pub struct FlowEnd {
     pub role: FlowRole,
     pub counters: Arc<FlowCounters>,
     /// When the last of its streams began moving data.
     pub started: Arc<Mutex<Option<Instant>>>,
     pub error: Arc<Mutex<Option<String>>>,
-    /// Round trips measured in the window (TCP latency clients).
+    /// Round trips measured in the window by the latency client's end, all
+    /// its streams (TCP) or rails (RDMA) merged.
     pub rtts: Arc<Mutex<Option<Histogram>>>,
-    /// Every latency sample of an RDMA initiator, in order (perftest's
-    /// measure: half round trip for write/send, round trip for read); the
-    /// sampler keeps those of the window.
-    pub rdma_samples: Arc<Mutex<Option<Vec<u64>>>>,
     /// Where its threads run (or why not as asked).
     pub placed: Result<Placed, String>,
 }
 
-impl End {
-    pub fn new(role: FlowRole, device_node: Option<usize>) -> End {
+impl FlowEnd {
+    pub fn new(role: FlowRole, device_node: Option<usize>) -> FlowEnd {
         let placed = placement::resolve(&role.group.placement, device_node);
-        End {
+        FlowEnd {
             role,
             counters: Arc::default(),
             started: Arc::default(),
             error: Arc::default(),
             rtts: Arc::default(),
-            rdma_samples: Arc::default(),
             placed,
         }
     }
@@ -64,33 +61,34 @@ impl End {
             if let Err(e) = placement::pin_current_thread(&cores) {
                 error.lock().expect("error lock").get_or_insert(e);
             }
-            // Allocate before t0: the loops themselves allocate nothing.
-            let mut buf = vec![0xA5u8; size.clamp(1, 4 << 20)];
-            let mut histogram = Histogram::default();
+            // Allocate before t0: the loops themselves allocate nothing. One message
+            // per buffer: validation keeps TCP sizes within TCP_MAX_MESSAGE.
+            let mut buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
+            let mut recorder = (mode == Mode::Latency && side == Side::Sender).then(|| Recorder::new(Some(window)));
             sleep_until(t0, &stop);
             if stop.load(Ordering::Relaxed) {
                 return;
             }
             note_start(&started);
-            let outcome = match (mode, side) {
-                (Mode::Bandwidth, Side::Sender) => tcp::send_loop(sock, &buf, &counters, &stop),
-                (Mode::Bandwidth, Side::Receiver) => tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop),
-                (Mode::Latency, Side::Sender) => {
-                    tcp::ping_loop(sock, &mut buf, &counters, &stop, window, &mut histogram)
+            let outcome = match (mode, side, recorder.as_mut()) {
+                (Mode::Bandwidth, Side::Sender, _) => tcp::send_loop(sock, &buf, &counters, &stop),
+                (Mode::Bandwidth, Side::Receiver, _) => {
+                    tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop)
                 }
-                (Mode::Latency, Side::Receiver) => tcp::echo_loop(sock, &mut buf, &counters, &stop),
+                (Mode::Latency, _, Some(recorder)) => tcp::ping_loop(sock, &mut buf, &counters, &stop, recorder),
+                (Mode::Latency, _, None) => tcp::echo_loop(sock, &mut buf, &counters, &stop),
             };
             if let Err(e) = outcome {
                 error.lock().expect("error lock").get_or_insert(e.to_string());
             }
-            if mode == Mode::Latency && side == Side::Sender {
-                *rtts.lock().expect("latency lock") = Some(histogram);
+            if let Some(recorder) = recorder {
+                keep_round_trips(&rtts, recorder.into_histogram());
             }
         })
     }
 }
 
-impl End {
+impl FlowEnd {
     /// Runs an RDMA flow end (all its QPs) from `t0` until `stop`. An error
     /// before `stop` (bad completion status, stall) is also told to `failed`:
     /// the flow is over and the run must not wait for the window to close.
@@ -98,11 +96,13 @@ impl End {
         &self,
         flow: rdma::ConnectedFlow,
         t0: Instant,
+        window: (Instant, Instant),
         stop: Arc<AtomicBool>,
         failed: FlowFailed,
     ) -> JoinHandle<()> {
-        let (counters, started, error, samples) =
-            (self.counters.clone(), self.started.clone(), self.error.clone(), self.rdma_samples.clone());
+        let (counters, started, error, rtts) =
+            (self.counters.clone(), self.started.clone(), self.error.clone(), self.rtts.clone());
+        let flow = flow.with_latency_window(window.0, window.1);
         let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
         std::thread::spawn(move || {
             if let Err(e) = placement::pin_current_thread(&cores) {
@@ -114,7 +114,11 @@ impl End {
             }
             note_start(&started);
             match flow.run(&counters, &stop) {
-                Ok(outcome) => *samples.lock().expect("samples lock") = outcome.latency_ns,
+                Ok(outcome) => {
+                    if let Some(round_trips) = outcome.latency {
+                        keep_round_trips(&rtts, round_trips);
+                    }
+                }
                 Err(e) => {
                     if !stop.load(Ordering::Relaxed) {
                         failed(e.to_string());
@@ -123,6 +127,14 @@ impl End {
                 }
             }
         })
+    }
+}
+
+/// Adds one stream's (or rail's) round trips to its end's.
+fn keep_round_trips(rtts: &Mutex<Option<Histogram>>, round_trips: Histogram) {
+    match &mut *rtts.lock().expect("latency lock") {
+        Some(kept) => kept.merge(&round_trips),
+        empty => *empty = Some(round_trips),
     }
 }
 
@@ -141,5 +153,23 @@ pub fn sleep_until(at: Instant, stop: &AtomicBool) {
             return;
         }
         std::thread::park_timeout((at - now).min(Duration::from_millis(10)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stream_keeps_its_round_trips() {
+        let rtts = Mutex::new(None);
+        for ns in [[1_000, 2_000], [3_000, 4_000], [5_000, 6_000]] {
+            let mut h = Histogram::default();
+            ns.into_iter().for_each(|ns| h.record(ns));
+            keep_round_trips(&rtts, h);
+        }
+        let kept = rtts.into_inner().unwrap().unwrap();
+        assert_eq!(kept.count(), 6, "the streams' round trips add up, none replaces another");
+        assert!((kept.summary(1.0).unwrap().max_us - 6.0).abs() < 6e-3);
     }
 }

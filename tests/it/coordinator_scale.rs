@@ -70,12 +70,16 @@ fn real_tcp_clients_on_loopback_reach_the_barrier() {
             let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
             let addr = listener.local_addr().unwrap();
             let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-            let driver =
-                tokio::spawn(fabricbench::control::driver::drive(listener, coordinator(plan, now_ns()), move |e| {
+            let driver = tokio::spawn(fabricbench::control::driver::drive(
+                listener,
+                coordinator(plan, now_ns()),
+                never(),
+                move |e| {
                     if matches!(e, Event::PhaseStarted { .. } | Event::Failed(_)) {
                         let _ = events_tx.send(e);
                     }
-                }));
+                },
+            ));
             let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(tcp_rank(addr, rank))).collect();
             let mut sent = Vec::new();
             for rank in ranks {
@@ -93,4 +97,9 @@ fn real_tcp_clients_on_loopback_reach_the_barrier() {
             assert!(bytes <= FIXED_BYTES + BYTES_PER_FLOW * flows[rank], "{name}: rank {rank} was sent {bytes} bytes");
         }
     }
+}
+
+/// A stop that never comes.
+fn never() -> tokio::sync::watch::Receiver<Option<String>> {
+    tokio::sync::watch::channel(None).1
 }

@@ -78,10 +78,19 @@ struct PairResult {
 /// loopback. With `duration`, the stop flag is raised after it; otherwise
 /// the receiver is stopped once the sender is done.
 fn run_pair(p: &RdmaParams, duration: Option<Duration>) -> PairResult {
+    run_pair_in(p, duration, None)
+}
+
+/// `run_pair`, the sender keeping only the round trips of `window` (offsets from now).
+fn run_pair_in(p: &RdmaParams, duration: Option<Duration>, window: Option<(Duration, Duration)>) -> PairResult {
+    let now = Instant::now();
     let s = rdma::prepare(p, Side::Sender).expect("prepare sender").with_label("test sender");
     let r = rdma::prepare(p, Side::Receiver).expect("prepare receiver").with_label("test receiver");
     let (se, re) = (s.endpoint(), r.endpoint());
-    let s = s.connect(&re).expect("connect sender");
+    let mut s = s.connect(&re).expect("connect sender");
+    if let Some((open, close)) = window {
+        s = s.with_latency_window(now + open, now + close);
+    }
     let r = r.connect(&se).expect("connect receiver");
     let stop = Arc::new(AtomicBool::new(false));
     let (sc, rc) = (Arc::new(FlowCounters::default()), Arc::new(FlowCounters::default()));
@@ -263,16 +272,16 @@ fn latency_samples_are_present_and_ordered() {
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
         r.receiver.unwrap_or_else(|e| panic!("{op:?} receiver: {e}"));
-        let l = s.latency.clone().expect("summary");
-        assert_eq!(s.latency_ns.as_ref().unwrap().len(), 300);
+        // perftest reports half a round trip for write and send, a whole one for read.
+        let (share, measure) = if op == RdmaOp::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
+        let l = s.latency.as_ref().expect("round trips").summary(share).expect("summary");
         assert_eq!(l.samples, 300);
-        assert!(l.min_ns > 0);
+        assert!(l.min_us > 0.0);
         assert!(
-            l.min_ns <= l.median_ns && l.median_ns <= l.p99_ns && l.p99_ns <= l.p99_9_ns && l.p99_9_ns <= l.max_ns,
+            l.min_us <= l.typical_us && l.typical_us <= l.p99_us && l.p99_us <= l.p999_us && l.p999_us <= l.max_us,
             "{l:?}"
         );
-        assert_eq!(l.measure, if op == RdmaOp::Read { "round trip" } else { "half round trip" });
-        println!("{op:?} {completion:?} latency: median {} ns, p99 {} ns ({})", l.median_ns, l.p99_ns, l.measure);
+        println!("{op:?} {completion:?} latency: typical {} us, p99 {} us ({measure})", l.typical_us, l.p99_us);
     }
     let p = RdmaParams {
         mode: RdmaMode::Latency,
@@ -281,7 +290,21 @@ fn latency_samples_are_present_and_ordered() {
         ..params(&dev, RdmaOp::Write)
     };
     let r = run_pair(&p, None);
-    assert_eq!(r.sender.unwrap().latency.unwrap().samples, 100);
+    assert_eq!(r.sender.unwrap().latency.unwrap().count(), 100);
+}
+
+#[test]
+fn latency_keeps_the_round_trips_of_its_window_only() {
+    let Some(dev) = rdma_device("latency_keeps_the_round_trips_of_its_window_only") else { return };
+    for op in [RdmaOp::Write, RdmaOp::Send, RdmaOp::Read] {
+        let p = RdmaParams { mode: RdmaMode::Latency, message_size: 2, ..params(&dev, op) };
+        let window = (Duration::from_millis(400), Duration::from_millis(700));
+        let r = run_pair_in(&p, Some(Duration::from_millis(1000)), Some(window));
+        let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        let kept = s.latency.as_ref().expect("round trips").count();
+        // Every iteration is one message; the window holds some, not all, of them.
+        assert!(kept > 0 && kept < s.messages, "{op:?}: {kept} of {} round trips kept", s.messages);
+    }
 }
 
 #[test]

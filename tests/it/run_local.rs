@@ -119,6 +119,36 @@ fn bad_inputs_name_file_line_and_field() {
 }
 
 #[test]
+fn input_bounds_exit_2_naming_the_limit() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("s.toml", &fan_in("1s"));
+    let refused = |args: &[&str]| {
+        let out = bench.run(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    // Ten million hosts are counted, not expanded (68 s and 3.2 GB before).
+    let huge = bench.write("huge", "node[1-10000000]\n");
+    let err = refused(&["plan", scenario.to_str().unwrap(), "-H", huge.to_str().unwrap()]);
+    assert!(err.contains("huge:1: `node[1-10000000]` names 10000000 hosts; a run takes at most 65536 hosts"), "{err}");
+    let big = bench.write("big.toml", &fan_in("1s").replace("\"64K\"", "\"1T\""));
+    let err = refused(&["plan", big.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    assert!(
+        err.contains(
+            "big.toml:10: group \"incast\": field `message_size`: 1024G is too large: TCP messages are 1 B to 4 MiB"
+        ),
+        "{err}"
+    );
+    let s = scenario.to_str().unwrap();
+    let err = refused(&["run", s, "-H", hosts.to_str().unwrap(), "--duration", "30days"]);
+    assert!(err.contains("with --duration/--warmup, [run] duration: must be at most 7days"), "{err}");
+    let err = refused(&["run", s, "-H", hosts.to_str().unwrap(), "--tree-radix", "1"]);
+    assert!(err.contains("invalid value '1' for '--tree-radix <K>': 1 is not in 2..=65535"), "{err}");
+    assert!(!bench.results().exists());
+}
+
+#[test]
 fn killed_worker_ends_the_run_naming_its_rank() {
     let _machine = common::busy_machine();
     let bench = Bench::new();
@@ -228,6 +258,8 @@ fn a_stop_signal_keeps_the_finished_phases_and_names_itself() {
     for (signal, code, twice) in [("-TERM", 143, false), ("-HUP", 129, false), ("-INT", 130, true)] {
         let bench = Bench::new();
         let (child, dir) = stop_after(&bench, 1);
+        // Into phase 1's window (200 ms warm-up, then 1 s).
+        std::thread::sleep(Duration::from_millis(800));
         common::signal(child.id(), signal);
         if twice {
             common::signal(child.id(), signal);
@@ -239,6 +271,13 @@ fn a_stop_signal_keeps_the_finished_phases_and_names_itself() {
         assert!(stderr.contains(&format!("error: stopped by {name}; what was measured is kept")), "{stderr}");
         assert!(stdout.contains("phase 0 `message_size=16K`"), "the summary still comes out: {stdout}");
         assert_kept(&bench, &dir, 1, &format!("stopped by {name}"));
+        if !twice {
+            // One signal: rank 0 ends the run and the running phase keeps what it measured.
+            let run = read_json(&dir.join("run.json"));
+            let cut = &run["phases"][1];
+            assert_eq!(cut["complete"], false, "{signal}: {cut}");
+            assert!(cut["aggregate_gbps"].as_f64().unwrap() > 0.0, "{signal}: {cut}");
+        }
         assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "{signal}: processes left");
     }
 }

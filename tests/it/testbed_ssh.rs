@@ -316,9 +316,10 @@ fn tree_launch_reaches_every_host_and_stops_them_all() {
 
 #[test]
 fn tree_launch_names_a_host_its_subtree_cannot_reach() {
-    let Some(bed) = Bed::up(4, &[]) else { return };
+    let Some(bed) = Bed::up(8, &[]) else { return };
     let bench = Bench::new();
-    // With radix 1 the launcher starts h2, h2 starts h3, and h3 cannot reach h4.
+    // With radix 2 over ranks 1-7 the launcher starts h2 (ranks 1-4) and h6;
+    // h2 starts h3 (ranks 2-3) and h5, h3 starts h4, and h3 cannot reach h4.
     assert!(bed.exec("h4", &["ip", "link", "set", "eth0", "down"]).status.success());
     let scenario = bench.write("fan.toml", &fan_in("3s"));
     let ssh = bed.ssh_args();
@@ -327,7 +328,7 @@ fn tree_launch_names_a_host_its_subtree_cannot_reach() {
         &ssh,
         scenario.to_str().unwrap(),
         bed.hostfile.to_str().unwrap(),
-        &["--tree-radix", "1", "--connect-timeout", "2s", "--no-save"],
+        &["--tree-radix", "2", "--connect-timeout", "2s", "--no-save"],
     );
     let out = bench.run(&args);
     let err = text(&out.stderr);
@@ -337,7 +338,10 @@ fn tree_launch_names_a_host_its_subtree_cannot_reach() {
     assert!(err.contains("rank 2 (h3)"), "the worker that could not start it is named: {err}");
     assert!(err.contains("cannot start the worker for rank 3 on h4"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
-    assert_eq!(bed.hosts_with_workers(&HOSTS4[..3], Duration::from_secs(8)), Vec::<String>::new());
+    assert_eq!(
+        bed.hosts_with_workers(&["h1", "h2", "h3", "h5", "h6", "h7", "h8"], Duration::from_secs(8)),
+        Vec::<String>::new()
+    );
 }
 
 /// Three 2 s phases over the bed, stopped by `signal` once one is journaled:

@@ -3,10 +3,10 @@
 //! field would shift everything after it.
 
 use fabricbench::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
+use fabricbench::histogram::Histogram;
 use fabricbench::load::placement::Placed;
 use fabricbench::load::stress::StressReport;
 use fabricbench::metrics::cpu::CpuUsage;
-use fabricbench::metrics::latency::Histogram;
 use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};

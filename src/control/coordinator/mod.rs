@@ -256,6 +256,15 @@ impl Coordinator {
         }
     }
 
+    /// Ends the run from outside (the launcher was stopped): a phase that
+    /// is running collects the partial reports first, as on any failure.
+    pub fn stop(&mut self, reason: &str, now_ns: i64) {
+        if !self.is_done() {
+            self.fail(None, reason.to_string(), now_ns);
+            self.check_abort_complete();
+        }
+    }
+
     /// A frame that could not be decoded: a stranger is turned away, a
     /// rank that garbles its stream ends the run.
     pub fn protocol_error(&mut self, conn: ConnId, reason: &str, now_ns: i64) {

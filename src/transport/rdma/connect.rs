@@ -3,6 +3,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::time::Instant;
 
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::CreateCompletionQueueWorkCompletionFlags as WcFlags;
@@ -66,6 +67,8 @@ pub(crate) struct FlowResources {
     pub psns: Vec<u32>,
     pub peer_rkey: u32,
     pub poll_strategy: PollStrategy,
+    /// Latency mode: the round trips recorded are those inside it (all without).
+    pub latency_window: Option<(Instant, Instant)>,
     // Last: the device context outlives every object created on it.
     pub dev: OpenDevice,
 }
@@ -301,6 +304,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
             psns: random_psns(qps),
             peer_rkey: 0,
             poll_strategy,
+            latency_window: None,
             dev,
         },
     })

@@ -1,71 +1,27 @@
 //! Latency, perftest style: write ping-pong polling on memory (ib_write_lat),
 //! send ping-pong (ib_send_lat), one read at a time (ib_read_lat). Write and
-//! send report half the round trip, read the full round trip.
+//! send report half the round trip, read the full round trip; what is
+//! recorded is the round trip, every one inside the window.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
 
 use super::connect::{wr_id, FlowResources, QpSlot, Shard, WR_RECV};
 use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc, WrKind};
 use super::stream::{poll_err, wc_error, PASSIVE_NAP};
+use crate::histogram::{Histogram, Recorder};
 use crate::scenario::rdma::RdmaOp;
 use crate::transport::FlowCounters;
 use crate::transport::Side;
 
-/// Samples kept in duration mode (8 MB); later iterations run unrecorded.
-const MAX_SAMPLES: usize = 1 << 20;
 /// Spins between checks of `stop`, the CQ and the stall clock.
 const CHECK_EVERY: u32 = 256;
 
-/// Latency statistics, in nanoseconds.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct LatencySummary {
-    /// "half round trip" (write, send: like perftest) or "round trip" (read).
-    pub measure: String,
-    pub samples: u64,
-    pub min_ns: u64,
-    pub max_ns: u64,
-    /// perftest's "typical": the median.
-    pub median_ns: u64,
-    pub mean_ns: f64,
-    pub stdev_ns: f64,
-    pub p99_ns: u64,
-    pub p99_9_ns: u64,
-}
-
-impl LatencySummary {
-    /// None without samples. Percentiles are nearest-rank.
-    pub fn from_samples(samples: &[u64], half_round_trip: bool) -> Option<LatencySummary> {
-        if samples.is_empty() {
-            return None;
-        }
-        let mut s = samples.to_vec();
-        s.sort_unstable();
-        let n = s.len();
-        let rank = |q: f64| s[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
-        let mean = s.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
-        let var = if n > 1 { s.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
-        Some(LatencySummary {
-            measure: if half_round_trip { "half round trip" } else { "round trip" }.to_string(),
-            samples: n as u64,
-            min_ns: s[0],
-            max_ns: s[n - 1],
-            median_ns: s[n / 2],
-            mean_ns: mean,
-            stdev_ns: var.sqrt(),
-            p99_ns: rank(0.99),
-            p99_9_ns: rank(0.999),
-        })
-    }
-}
-
 /// What the latency loop of one side produced.
 pub(crate) struct LatencyResult {
-    pub samples: Vec<u64>,
-    pub half_round_trip: bool,
+    /// The initiator's round trips inside the window.
+    pub round_trips: Option<Histogram>,
     pub messages: u64,
     pub bytes: u64,
 }
@@ -223,7 +179,6 @@ pub(crate) fn run(
     let p = &res.params;
     let msg = p.effective_message_size();
     let iterations = p.iterations;
-    let cap = iterations.map_or(MAX_SAMPLES, |n| (n as usize).min(MAX_SAMPLES));
     let Shard { qps, cq } = shard;
     let q = &mut qps[0];
     let half = res.slot_len / 2;
@@ -251,7 +206,7 @@ pub(crate) fn run(
     };
     let depth = p.tx_depth.max(1);
     let initiator = res.side == Side::Sender;
-    let mut samples: Vec<u64> = Vec::with_capacity(if initiator { cap } else { 0 });
+    let mut recorder = initiator.then(|| Recorder::new(res.latency_window));
     let (mut messages, mut bytes) = (0u64, 0u64);
     let mut i: u64 = 0;
     let qi = q.index;
@@ -261,7 +216,7 @@ pub(crate) fn run(
         while !stop.load(Relaxed) {
             std::thread::sleep(PASSIVE_NAP);
         }
-        return Ok(LatencyResult { samples, half_round_trip: false, messages, bytes });
+        return Ok(LatencyResult { round_trips: None, messages, bytes });
     }
 
     let mut t_start = Instant::now();
@@ -320,15 +275,12 @@ pub(crate) fn run(
         if let Wake::Stopped = wake {
             break;
         }
-        if initiator {
-            // One clock read per iteration, as perftest: a sample is the time
-            // between the starts of two consecutive iterations.
+        if let Some(recorder) = recorder.as_mut() {
+            // One clock read per iteration, as perftest: a round trip is the
+            // time between the starts of two consecutive iterations.
             let now = Instant::now();
-            let dt = (now - t_start).as_nanos() as u64;
+            recorder.record(t_start, now);
             t_start = now;
-            if samples.len() < cap {
-                samples.push(if p.op == RdmaOp::Read { dt } else { dt / 2 });
-            }
         }
         messages += 1;
         bytes += msg;
@@ -343,7 +295,7 @@ pub(crate) fn run(
             break;
         }
     }
-    Ok(LatencyResult { samples, half_round_trip: p.op != RdmaOp::Read, messages, bytes })
+    Ok(LatencyResult { round_trips: recorder.map(Recorder::into_histogram), messages, bytes })
 }
 
 fn repost(res: &FlowResources, q: &mut QpSlot) -> Result<(), RdmaError> {
@@ -353,22 +305,4 @@ fn repost(res: &FlowResources, q: &mut QpSlot) -> Result<(), RdmaError> {
         what: "receive",
         reason: e.to_string(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn summary_orders_and_percentiles() {
-        let samples: Vec<u64> = (1..=1000).rev().collect();
-        let s = LatencySummary::from_samples(&samples, true).unwrap();
-        assert_eq!((s.min_ns, s.max_ns, s.median_ns, s.p99_ns, s.p99_9_ns), (1, 1000, 501, 990, 999));
-        assert!((s.mean_ns - 500.5).abs() < 1e-9);
-        assert!(s.min_ns <= s.median_ns && s.median_ns <= s.p99_ns && s.p99_ns <= s.p99_9_ns && s.p99_9_ns <= s.max_ns);
-        assert_eq!(s.measure, "half round trip");
-        assert!(LatencySummary::from_samples(&[], false).is_none());
-        let one = LatencySummary::from_samples(&[7], false).unwrap();
-        assert_eq!((one.p99_9_ns, one.stdev_ns), (7, 0.0));
-    }
 }

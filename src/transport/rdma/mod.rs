@@ -21,7 +21,7 @@ pub mod endpoint;
 pub mod error;
 mod ffi;
 pub mod inventory;
-pub mod latency;
+mod latency;
 pub mod probe;
 mod stream;
 
@@ -37,9 +37,9 @@ pub use device::{GidInfo, GidKind};
 pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
-pub use latency::LatencySummary;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 
+use crate::histogram::Histogram;
 use crate::scenario::rdma::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
 use crate::transport::{FlowCounters, Side};
 use error::panic_message;
@@ -56,10 +56,9 @@ pub struct FlowOutcome {
     pub bytes: u64,
     /// Wall time of `run` in nanoseconds.
     pub elapsed_ns: u64,
-    /// Latency samples in ns (half round trip for write/send, round trip for
-    /// read), initiator only.
-    pub latency_ns: Option<Vec<u64>>,
-    pub latency: Option<LatencySummary>,
+    /// Latency mode, initiator only: the round trips inside the window
+    /// (perftest reports half of each for write and send, all of it for read).
+    pub latency: Option<Histogram>,
     /// Atomics: per QP, the sender's last fetched value / the receiver's
     /// target word at the end.
     pub atomic_words: Option<Vec<u64>>,
@@ -77,6 +76,13 @@ impl ConnectedFlow {
         self
     }
 
+    /// Latency mode: records only the round trips that start and end in
+    /// `open..=close` (without it, every one).
+    pub fn with_latency_window(mut self, open: Instant, close: Instant) -> Self {
+        self.res.latency_window = Some((open, close));
+        self
+    }
+
     /// Runs the flow on this thread (and `threads - 1` more for the other
     /// shards). Returns when `iterations` are done or soon after `stop` is
     /// set; a completion error ends it with `Err` naming the status and QP.
@@ -90,7 +96,6 @@ impl ConnectedFlow {
             messages: 0,
             bytes: 0,
             elapsed_ns: 0,
-            latency_ns: None,
             latency: None,
             atomic_words: None,
             device: res.dev.name.clone(),
@@ -117,10 +122,7 @@ impl ConnectedFlow {
             r.map(|l| {
                 outcome.messages = l.messages;
                 outcome.bytes = l.bytes;
-                if res.side == Side::Sender {
-                    outcome.latency = LatencySummary::from_samples(&l.samples, l.half_round_trip);
-                    outcome.latency_ns = Some(l.samples);
-                }
+                outcome.latency = l.round_trips;
             })
         } else {
             let results: Vec<Result<stream::ShardResult, RdmaError>> = if shards.len() == 1 {

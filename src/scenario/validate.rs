@@ -1,0 +1,419 @@
+//! Validation of a parsed scenario: what a single file can tell on its own,
+//! before any hostfile is read. Errors name the field; the caller adds the line.
+
+use std::time::Duration;
+
+use super::limits::{
+    self, Machine, MAX_FLOWS, MAX_NAME, MAX_SAMPLES, MAX_STREAMS, MAX_WINDOW, MIN_INTERVAL, THREADS_PER_CORE,
+};
+use super::rdma::RdmaParams;
+use super::stress::Threads;
+use super::sweep::SweepSpec;
+use super::{Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, StressTable, Transport};
+
+/// Checks what a single file can tell on its own, before any hostfile is
+/// read; `machine` stands in for the ranks' hosts in the stress bounds.
+pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, String)> {
+    check_run(&s.run).map_err(|(key, m)| (Field::run(key), m))?;
+    if s.groups.is_empty() {
+        return Err((Field::top("group"), "a scenario needs at least one [[group]]".into()));
+    }
+    for (i, g) in s.groups.iter().enumerate() {
+        if let Some(j) = s.groups[..i].iter().position(|other| other.name == g.name) {
+            return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
+        }
+        check_sizes(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+        if g.mode == Mode::Latency && g.streams != 1 {
+            return Err((
+                Field::group(i, "streams"),
+                "latency ping-pong runs one stream per flow; set streams = 1".into(),
+            ));
+        }
+        check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+        if g.pattern == Pattern::AllPairs && s.groups.len() > 1 {
+            return Err((
+                Field::group(i, "pattern"),
+                "`all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
+                    .into(),
+            ));
+        }
+        if g.cores.is_some() && g.numa.is_asked() {
+            return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
+        }
+        check_transport(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+    }
+    for (i, st) in s.stress.iter().enumerate() {
+        check_stress(st, machine).map_err(|(key, m)| (Field::stress(i, key), m))?;
+    }
+    if let Some(sw) = &s.sweep {
+        sw.check(s).map_err(|(key, m)| (Field::sweep(key), m))?;
+        check_points(sw, s, machine).map_err(|m| (Field::sweep("values"), m))?;
+    }
+    s.check.validate().map_err(|(key, m)| (Field::check(key), m))
+}
+
+/// `[run]`: a name fit for a folder, and a window long enough to sample
+/// and short enough that its arithmetic cannot overflow. Public so that a
+/// window changed after parsing (`run --duration`) is held to the same.
+pub fn check_run(run: &RunSpec) -> Result<(), (&'static str, String)> {
+    let name_ok = run.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if run.name.is_empty() || run.name.len() > MAX_NAME || !name_ok {
+        let shown: String = run.name.chars().take(MAX_NAME).flat_map(char::escape_default).collect();
+        return Err((
+            "name",
+            format!("`{shown}` cannot name a results folder: use 1 to {MAX_NAME} of A-Z a-z 0-9 . _ -"),
+        ));
+    }
+    let week = humantime::format_duration(MAX_WINDOW);
+    if run.duration.is_zero() {
+        return Err(("duration", "must be longer than 0s, e.g. \"10s\"".into()));
+    }
+    if run.duration > MAX_WINDOW {
+        return Err(("duration", format!("must be at most {week}; run a longer soak as several runs")));
+    }
+    if run.warmup > MAX_WINDOW {
+        return Err(("warmup", format!("must be at most {week}")));
+    }
+    if run.interval < MIN_INTERVAL || run.interval > run.duration {
+        return Err((
+            "interval",
+            format!("must be between 1ms and the duration ({})", humantime::format_duration(run.duration)),
+        ));
+    }
+    let samples = run.duration.as_nanos().div_ceil(run.interval.as_nanos());
+    if samples > MAX_SAMPLES {
+        let shortest = Duration::from_nanos((run.duration.as_nanos().div_ceil(MAX_SAMPLES)) as u64);
+        return Err((
+            "interval",
+            format!(
+                "gives {samples} samples of the {} window; a phase takes at most {MAX_SAMPLES}: use an interval of at least {}",
+                humantime::format_duration(run.duration),
+                humantime::format_duration(shortest.max(MIN_INTERVAL))
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A group's sizes: what its transport sends as asked, and what a rank can hold.
+fn check_sizes(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+    if g.name.is_empty() || g.name.chars().count() > MAX_NAME || g.name.chars().any(char::is_control) {
+        return Err(("name", format!("must be 1 to {MAX_NAME} characters, none of them control characters")));
+    }
+    if g.message_size.is_some_and(|m| m.bytes() == 0) {
+        return Err(("message_size", "must be at least 1 byte".into()));
+    }
+    let size = g.effective_message_size();
+    let (largest, valid) = limits::message_sizes(g.transport);
+    if size.bytes() > largest {
+        return Err(("message_size", format!("{size} is too large: {valid}")));
+    }
+    if g.streams == 0 || g.streams > MAX_STREAMS {
+        return Err(("streams", format!("{} is outside 1..={MAX_STREAMS} (connections per flow)", g.streams)));
+    }
+    if let Some(flows) = g.flows.as_ref().filter(|f| f.len() > MAX_FLOWS) {
+        return Err(("flows", format!("lists {} flows; a group takes at most {MAX_FLOWS}", flows.len())));
+    }
+    Ok(())
+}
+
+/// `[[stress]]`: a duty cycle, and burners the machine can hold.
+fn check_stress(st: &StressTable, machine: &Machine) -> Result<(), (&'static str, String)> {
+    if !(1..=100).contains(&st.load) {
+        return Err(("load", format!("{} is not a duty cycle; use 1 to 100 (percent)", st.load)));
+    }
+    let most = THREADS_PER_CORE * machine.cores;
+    let burners = match st.threads {
+        Threads::Count(0) => return Err(("threads", "must be at least 1, or \"all\"".into())),
+        Threads::Count(n) if n > most => {
+            return Err((
+                "threads",
+                format!(
+                    "{n} burners are more than {THREADS_PER_CORE} per core of this machine ({} cores: at most {most}); \"all\" runs one per core of each rank",
+                    machine.cores
+                ),
+            ))
+        }
+        Threads::Count(n) => n,
+        Threads::All => machine.cores,
+    };
+    if st.cores.is_some() && st.numa.is_asked() {
+        return Err(("numa", "give either `cores` or `numa`, not both".into()));
+    }
+    let (Some(memory), Some(total)) = (st.memory, machine.memory) else { return Ok(()) };
+    if (burners as u128) * u128::from(memory.bytes()) > u128::from(total / 2) {
+        return Err((
+            "memory",
+            format!(
+                "{burners} burner(s) × {memory} is more than half of this machine's memory ({:.1} GiB); lower `memory` or `threads`",
+                total as f64 / f64::from(1u32 << 30)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Every sweep point within the same bounds as the scenario itself (a
+/// point may change a size, a transport or the stress).
+fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<(), String> {
+    for point in sweep.points(s, usize::MAX)? {
+        let at = match point.by {
+            None => format!("{}={}", sweep.parameter.name(), point.value),
+            Some(by) => format!(
+                "{}={} {}={by}",
+                sweep.parameter.name(),
+                point.value,
+                sweep.by.as_ref().map_or("", |b| b.parameter.name())
+            ),
+        };
+        for g in &point.scenario.groups {
+            check_sizes(g).map_err(|(key, m)| format!("at {at}, group `{}`: `{key}` {m}", g.name))?;
+        }
+        for st in &point.scenario.stress {
+            check_stress(st, machine).map_err(|(key, m)| format!("at {at}, stress `{key}`: {m}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Each pattern takes its own selectors; a selector it ignores is a mistake.
+fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+    let allowed: &[&str] = match g.pattern {
+        Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
+        Pattern::Pairwise => &["ranks", "flows"],
+        Pattern::AllToAll | Pattern::Ring | Pattern::AllPairs => &["ranks"],
+        Pattern::Explicit => &["flows"],
+    };
+    let given = [
+        ("senders", g.senders.is_some()),
+        ("receivers", g.receivers.is_some()),
+        ("ranks", g.ranks.is_some()),
+        ("flows", g.flows.is_some()),
+    ];
+    for (key, present) in given {
+        if present && !allowed.contains(&key) {
+            return Err((
+                key,
+                format!("does not apply to pattern `{}` (it takes: {})", g.pattern.name(), allowed.join(", ")),
+            ));
+        }
+    }
+    if g.pattern == Pattern::Explicit && g.flows.as_ref().is_none_or(Vec::is_empty) {
+        return Err(("flows", "pattern `explicit` needs flows = [[src, dst], ...]".into()));
+    }
+    if g.pattern == Pattern::Pairwise && g.flows.is_some() && g.ranks.is_some() {
+        return Err(("flows", "give either `ranks` or explicit `flows`, not both".into()));
+    }
+    Ok(())
+}
+
+/// Ops and knobs the group's transport has.
+fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+    match g.transport {
+        Transport::Tcp => {
+            if g.op.is_some_and(|op| op != Op::Send) {
+                return Err(("op", "tcp streams only `send`; write, read and atomics are RDMA operations".into()));
+            }
+            if g.rdma.is_some() {
+                return Err(("rdma", "RDMA knobs need transport = \"rdma\"".into()));
+            }
+        }
+        Transport::Rdma => {
+            if let Some(knobs) = &g.rdma {
+                let defaults = RdmaParams::default();
+                if knobs.op != defaults.op || knobs.mode != defaults.mode || knobs.message_size != defaults.message_size
+                {
+                    return Err((
+                        "rdma",
+                        "set `op`, `mode` and `message_size` on the group itself, not in its rdma table".into(),
+                    ));
+                }
+                if knobs.iterations.is_some() {
+                    return Err((
+                        "rdma",
+                        "`iterations` (perftest's -n) does not apply to a run: every flow is measured over the \
+                         phase's common window; set `duration` in [run]"
+                            .into(),
+                    ));
+                }
+            }
+            // The knobs together with the group's op, mode and size (latency takes one QP).
+            if let Some(params) = g.rdma_params() {
+                params.validate().map_err(|e| ("rdma", e.to_string()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::tests::{err, FAN_IN};
+
+    /// A 2-core machine with 8 GiB, whatever this one has.
+    const SMALL: Machine = Machine { cores: 2, memory: Some(8 << 30) };
+
+    fn err_on(machine: &Machine, text: &str) -> String {
+        let s: Scenario = toml::from_str(text).expect("scenario parses");
+        validate(&s, machine).expect_err("scenario is refused").1
+    }
+
+    #[test]
+    fn the_window_is_sampled_in_milliseconds() {
+        let e = err(&FAN_IN.replace("interval = \"1s\"", "interval = \"1ns\""));
+        assert_eq!(e, "s.toml:6: [run]: field `interval`: must be between 1ms and the duration (3s)");
+        let e = err(&FAN_IN.replace("\"3s\"", "\"200s\"").replace("interval = \"1s\"", "interval = \"1ms\""));
+        assert_eq!(
+            e,
+            "s.toml:6: [run]: field `interval`: gives 200000 samples of the 3m 20s window; a phase takes at most 100000: use an interval of at least 2ms"
+        );
+    }
+
+    #[test]
+    fn durations_cannot_overflow_the_window() {
+        let e = err(&FAN_IN.replace("\"3s\"", "\"8days\""));
+        assert_eq!(e, "s.toml:4: [run]: field `duration`: must be at most 7days; run a longer soak as several runs");
+        let e = err(&FAN_IN.replace("\"500ms\"", "\"500000years\""));
+        assert_eq!(e, "s.toml:5: [run]: field `warmup`: must be at most 7days");
+    }
+
+    #[test]
+    fn message_sizes_are_what_the_transport_sends() {
+        let e = err(&FAN_IN.replace("\"64K\"", "\"1T\""));
+        assert_eq!(
+            e,
+            "s.toml:11: group \"incast\": field `message_size`: 1024G is too large: TCP messages are 1 B to 4 MiB (each stream sends from one buffer that size)"
+        );
+        parse_ok(&FAN_IN.replace("\"64K\"", "\"4M\""));
+        let rdma = FAN_IN.replace("\"64K\"", "\"2G\"").replace("senders", "transport = \"rdma\"\nsenders");
+        let e = err(&rdma);
+        assert_eq!(
+            e,
+            "s.toml:11: group \"incast\": field `message_size`: 2G is too large: RDMA messages are 1 B to 1 GiB (one work request, the RC limit of most HCAs)"
+        );
+        parse_ok(&rdma.replace("\"2G\"", "\"1G\""));
+    }
+
+    fn parse_ok(text: &str) {
+        crate::scenario::parse(text, std::path::Path::new("s.toml")).expect("scenario is valid");
+    }
+
+    #[test]
+    fn streams_and_flows_per_group_are_bounded() {
+        let e = err(&FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\nstreams = 100000"));
+        assert_eq!(
+            e,
+            "s.toml:14: group \"incast\": field `streams`: 100000 is outside 1..=1024 (connections per flow)"
+        );
+        let mut s: Scenario =
+            toml::from_str("run.name = \"r\"\n[[group]]\nname = \"x\"\npattern = \"explicit\"\nflows = [[0, 1]]\n")
+                .unwrap();
+        s.groups[0].flows = Some(vec![[0, 1]; MAX_FLOWS + 1]);
+        let (field, e) = validate(&s, &SMALL).unwrap_err();
+        assert_eq!(
+            (field, e.as_str()),
+            (Field::group(0, "flows"), "lists 1048577 flows; a group takes at most 1048576")
+        );
+    }
+
+    #[test]
+    fn stress_fits_the_machine() {
+        let stress = |table: &str| format!("{FAN_IN}\n[[stress]]\n{table}\n");
+        let e = err_on(&SMALL, &stress("threads = 9"));
+        assert_eq!(
+            e,
+            "9 burners are more than 4 per core of this machine (2 cores: at most 8); \"all\" runs one per core of each rank"
+        );
+        let e = err_on(&SMALL, &stress("threads = \"all\"\nmemory = \"3G\""));
+        assert_eq!(
+            e,
+            "2 burner(s) × 3G is more than half of this machine's memory (8.0 GiB); lower `memory` or `threads`"
+        );
+        let s: Scenario = toml::from_str(&stress("threads = 8\nmemory = \"512M\"")).unwrap();
+        validate(&s, &SMALL).unwrap();
+        // Through the file, on whatever machine runs the test.
+        let e = err(&stress("threads = 1000000000"));
+        assert!(
+            e.starts_with("s.toml:16: stress 0: field `threads`: 1000000000 burners are more than 4 per core"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn sweeps_are_bounded_point_by_point() {
+        let values: Vec<String> = (1..=10_001).map(|n| n.to_string()).collect();
+        let sweep = |body: &str| format!("{FAN_IN}\n[sweep]\n{body}\n");
+        let e = err(&sweep(&format!("parameter = \"streams\"\nvalues = [{}]", values.join(","))));
+        assert_eq!(
+            e,
+            "s.toml:17: [sweep]: field `values`: give 10001 points (one phase each); a sweep takes at most 10000"
+        );
+        let e = err(&sweep("parameter = \"message_size\"\nvalues = [\"64K\", \"8M\"]"));
+        assert_eq!(
+            e,
+            "s.toml:17: [sweep]: field `values`: at message_size=8M, group `incast`: `message_size` 8M is too large: TCP messages are 1 B to 4 MiB (each stream sends from one buffer that size)"
+        );
+        let e = err(&sweep("parameter = \"streams\"\nvalues = [1, 2000]"));
+        assert!(
+            e.ends_with("at streams=2000, group `incast`: `streams` 2000 is outside 1..=1024 (connections per flow)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn names_fit_a_folder_and_a_terminal() {
+        let e = err(&FAN_IN.replace("name = \"fan\"", "name = \"../a b\""));
+        assert_eq!(
+            e,
+            "s.toml:3: [run]: field `name`: `../a b` cannot name a results folder: use 1 to 64 of A-Z a-z 0-9 . _ -"
+        );
+        let e = err(&FAN_IN.replace("name = \"fan\"", &format!("name = \"{}\"", "n".repeat(65))));
+        assert!(e.ends_with("cannot name a results folder: use 1 to 64 of A-Z a-z 0-9 . _ -"), "{e}");
+        let e = err(&FAN_IN.replace("name = \"incast\"", "name = \"in\\u001b[2Jcast\""));
+        assert_eq!(e, "s.toml:9: group \"in\\u{1b}[2Jcast\": field `name`: must be 1 to 64 characters, none of them control characters");
+        let text = FAN_IN.replace("name = \"fan\"\n", "");
+        let (s, _) = crate::scenario::parse(&text, std::path::Path::new("dir/my test (2).toml")).unwrap();
+        assert_eq!(s.run.name, "my-test--2-");
+    }
+
+    #[test]
+    fn selector_for_other_pattern_is_named() {
+        let e = err(&FAN_IN.replace("pattern = \"fan-in\"", "pattern = \"ring\""));
+        assert_eq!(
+            e,
+            "s.toml:13: group \"incast\": field `senders`: does not apply to pattern `ring` (it takes: ranks)"
+        );
+    }
+
+    #[test]
+    fn zero_values_are_rejected() {
+        let e = err(&FAN_IN.replace("\"3s\"", "\"0s\""));
+        assert_eq!(e, "s.toml:4: [run]: field `duration`: must be longer than 0s, e.g. \"10s\"");
+        let e = err(&FAN_IN.replace("\"64K\"", "0"));
+        assert_eq!(e, "s.toml:11: group \"incast\": field `message_size`: must be at least 1 byte");
+    }
+
+    #[test]
+    fn explicit_needs_flows_and_groups_need_names() {
+        let e = err("[[group]]\nname = \"x\"\npattern = \"explicit\"\n");
+        assert_eq!(e, "s.toml:1: group \"x\": field `flows`: pattern `explicit` needs flows = [[src, dst], ...]");
+        let e = err("[run]\nduration = \"1s\"\n");
+        assert!(e.starts_with("s.toml:1:1: missing field `group`"), "{e}");
+    }
+
+    #[test]
+    fn latency_takes_one_stream() {
+        let e = err(&FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\nmode = \"latency\"\nstreams = 2"));
+        assert_eq!(
+            e,
+            "s.toml:15: group \"incast\": field `streams`: latency ping-pong runs one stream per flow; set streams = 1"
+        );
+    }
+
+    #[test]
+    fn duplicate_group_names() {
+        let text = format!("{FAN_IN}\n[[group]]\nname = \"incast\"\npattern = \"ring\"\n");
+        assert_eq!(err(&text), "s.toml:16: group \"incast\": field `name`: `incast` is also the name of group 0");
+    }
+}
