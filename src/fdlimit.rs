@@ -15,6 +15,11 @@ pub fn raise() -> nix::Result<u64> {
     Ok(hard)
 }
 
+/// The soft RLIMIT_NOFILE now (after [`raise`]: what this process may open).
+pub fn current() -> nix::Result<u64> {
+    Ok(getrlimit(Resource::RLIMIT_NOFILE)?.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

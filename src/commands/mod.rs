@@ -2,6 +2,7 @@
 //! dispatches here. Every way a command ends badly is one [`Failure`], and
 //! [`Failure::exit_code`] is the one place that maps it to an exit code.
 
+mod estimate;
 mod hosts;
 mod launching;
 mod output;

@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::cli::{Inputs, RunArgs};
 use crate::commands::launching::{launch_for, LaunchFlags};
 use crate::commands::output::{self, Output};
-use crate::commands::{runtime, Failure};
+use crate::commands::{estimate, runtime, Failure};
 use crate::hostfile::{self, Host};
 use crate::launch::slurm::Allocation;
 use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
@@ -37,6 +37,11 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: args.tree_radix, srun_args: &args.srun_args };
     let launch = launch_for(&flags, &prepared.hosts, allocation).map_err(Failure::BadInput)?;
     let checks = checks(args, &prepared.scenario.check)?;
+    let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
+    let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
+    for note in estimate::notes(&prepared.plan, window, open_files) {
+        eprintln!("note: {note}");
+    }
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
         (&args.export_csv, &CsvExporter),

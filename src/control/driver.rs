@@ -2,17 +2,17 @@
 //! turns frames into inputs, carries outputs to the right socket, ticks the
 //! clock. Nothing here decides anything.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::control::coordinator::{ConnId, Coordinator, Event, Output};
 use crate::control::framing::{pump, FrameReader, FrameWriter};
-use crate::control::wire::{ToCoordinator, ToWorker};
+use crate::control::wire::{decode_hello, ToCoordinator, ToWorker, HELLO_MAX};
 use crate::metrics::clock::now_ns;
 
 const TICK: Duration = Duration::from_millis(100);
@@ -34,7 +34,15 @@ struct Conn {
     peer: SocketAddr,
     writer: Option<mpsc::UnboundedSender<ToWorker>>,
     reader: JoinHandle<()>,
+    /// Lets the reader take frames of every size: the Hello was valid.
+    admit: Option<oneshot::Sender<()>>,
 }
+
+/// How long accepting pauses after the kernel refused a connection (EMFILE,
+/// ENFILE, ENOBUFS): the tick and every rank's frames go on meanwhile.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Addresses whose strangers were reported (each once); beyond this many, no more.
+const LOGGED_PEERS: usize = 4096;
 
 /// The coordinator's listening socket on `addr` (port 0: any free port).
 pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -59,7 +67,10 @@ pub async fn drive(
     let mut writers = Vec::new();
     let mut next_id: ConnId = 0;
     let mut tick = tokio::time::interval(TICK);
+    let mut accept_paused: Option<tokio::time::Instant> = None;
+    let mut logged = HashSet::new();
     while !coordinator.is_done() {
+        let accepting = accept_paused.is_none_or(|until| tokio::time::Instant::now() >= until);
         tokio::select! {
             // What arrived is heard before the clock judges anyone silent.
             biased;
@@ -71,18 +82,36 @@ pub async fn drive(
                     coordinator.closed(id, now_ns());
                 }
             },
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
+            accepted = listener.accept(), if accepting => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        if accept_paused.is_none() {
+                            tracing::warn!("cannot accept control connections ({e}); pausing {ACCEPT_BACKOFF:?} at a time");
+                        }
+                        accept_paused = Some(tokio::time::Instant::now() + ACCEPT_BACKOFF);
+                        continue;
+                    }
+                };
+                accept_paused = None;
+                if !coordinator.accepts_more() {
+                    if logged.len() < LOGGED_PEERS && logged.insert(peer.ip()) {
+                        tracing::warn!("control connection from {peer} closed: too many have not said Hello yet");
+                    }
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 let id = next_id;
                 next_id += 1;
                 let (read, write) = stream.into_split();
-                let reader = tokio::spawn(read_frames(id, FrameReader::new(read), inbound_tx.clone()));
+                let (admit, admitted) = oneshot::channel();
+                let reader = tokio::spawn(read_frames(id, FrameReader::with_limit(read, HELLO_MAX), admitted, inbound_tx.clone()));
                 let (writer, queue) = mpsc::unbounded_channel();
                 writers.push(tokio::spawn(pump(FrameWriter::new(write), queue)));
-                conns.insert(id, Conn { peer, writer: Some(writer), reader });
+                conns.insert(id, Conn { peer, writer: Some(writer), reader, admit: Some(admit) });
                 coordinator.connected(id, now_ns());
             }
+            () = tokio::time::sleep(ACCEPT_BACKOFF), if !accepting => {}
             _ = tick.tick() => coordinator.tick(now_ns()),
             Ok(()) = stop.changed() => {
                 if let Some(reason) = stop.borrow_and_update().clone() {
@@ -97,18 +126,26 @@ pub async fn drive(
                         let _ = w.send(msg);
                     }
                 }
+                Output::Admit(id) => {
+                    if let Some(admit) = conns.get_mut(&id).and_then(|c| c.admit.take()) {
+                        let _ = admit.send(());
+                    }
+                }
                 Output::Close(id) => {
                     if let Some(conn) = conns.remove(&id) {
                         conn.reader.abort();
                     }
                 }
-                Output::Event(event) => {
-                    if let Event::Rejected { conn, reason } = &event {
-                        let peer = conns.get(conn).map_or_else(|| "?".to_string(), |c| c.peer.to_string());
-                        tracing::warn!("rejected control connection from {peer}: {reason}");
+                // A stranger is reported once per address: a flood of them
+                // must not flood the operator's terminal.
+                Output::Event(Event::Rejected { conn, reason }) => {
+                    let Some(peer) = conns.get(&conn).map(|c| c.peer) else { continue };
+                    if logged.len() < LOGGED_PEERS && logged.insert(peer.ip()) {
+                        let reason = format!("{reason} (from {peer}; later ones from its address are not shown)");
+                        on_event(Event::Rejected { conn, reason });
                     }
-                    on_event(event);
                 }
+                Output::Event(event) => on_event(event),
             }
         }
     }
@@ -122,11 +159,27 @@ pub async fn drive(
     }
 }
 
+/// Reads one Hello-sized first frame as a Hello only; then, once the
+/// coordinator admits the connection, every message up to the frame limit.
 async fn read_frames(
     id: ConnId,
     mut reader: FrameReader<tokio::net::tcp::OwnedReadHalf, ToCoordinator>,
+    admitted: oneshot::Receiver<()>,
     inbound: mpsc::UnboundedSender<Inbound>,
 ) {
+    let first = match reader.next_frame().await {
+        Some(Ok(frame)) => match decode_hello(&frame) {
+            Ok(hello) => Inbound::Frame(id, ToCoordinator::Hello(hello)),
+            Err(reason) => Inbound::Garbage(id, reason),
+        },
+        Some(Err(e)) => Inbound::Garbage(id, e.to_string()),
+        None => Inbound::Closed(id),
+    };
+    let hello = matches!(first, Inbound::Frame(..));
+    if inbound.send(first).is_err() || !hello || admitted.await.is_err() {
+        return;
+    }
+    reader.lift_limit();
     loop {
         let input = match reader.next().await {
             Some(Ok(msg)) => Inbound::Frame(id, msg),

@@ -34,10 +34,27 @@ impl<R: AsyncRead + Unpin, M: DeserializeOwned> FrameReader<R, M> {
         FrameReader { inner: FramedRead::new(read, codec()), _msg: std::marker::PhantomData }
     }
 
+    /// Reads `limit`-byte frames at most, the length prefix refused before
+    /// anything is reserved (until a peer is authenticated: a Hello's worth).
+    pub fn with_limit(read: R, limit: usize) -> Self {
+        let codec = LengthDelimitedCodec::builder().max_frame_length(limit).new_codec();
+        FrameReader { inner: FramedRead::new(read, codec), _msg: std::marker::PhantomData }
+    }
+
+    /// From now on frames up to [`MAX_FRAME`].
+    pub fn lift_limit(&mut self) {
+        self.inner.decoder_mut().set_max_frame_length(MAX_FRAME);
+    }
+
+    /// The next frame as it came, or `None` at a clean end of stream.
+    pub async fn next_frame(&mut self) -> Option<Result<bytes::BytesMut, FrameError>> {
+        Some(self.inner.next().await?.map_err(FrameError::from))
+    }
+
     /// The next message, or `None` at a clean end of stream.
     pub async fn next(&mut self) -> Option<Result<M, FrameError>> {
-        let frame = self.inner.next().await?;
-        Some(frame.map_err(FrameError::from).and_then(|bytes| postcard::from_bytes(&bytes).map_err(FrameError::Decode)))
+        let frame = self.next_frame().await?;
+        Some(frame.and_then(|bytes| postcard::from_bytes(&bytes).map_err(FrameError::Decode)))
     }
 }
 

@@ -18,6 +18,19 @@ use crate::transport::Side;
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages.
 pub const PROTOCOL_VERSION: u32 = 3;
+/// The largest first frame of a connection: a Hello, with room to spare.
+pub const HELLO_MAX: usize = 4096;
+
+/// A connection's first frame, read as a Hello and as nothing else (so a
+/// stranger's first frame can never be a message that grows in memory).
+/// Hello is `ToCoordinator`'s first variant: tag 0, then the struct.
+pub fn decode_hello(frame: &[u8]) -> Result<Hello, String> {
+    match frame.split_first() {
+        Some((0, hello)) => postcard::from_bytes(hello).map_err(|e| format!("not a Hello: {e}")),
+        Some((tag, _)) => Err(format!("the first frame must be a Hello, not message {tag}")),
+        None => Err("an empty first frame".to_string()),
+    }
+}
 
 /// A worker's first frame. The token is checked before anything else.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -90,6 +103,8 @@ impl Window {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ToCoordinator {
+    /// The first frame of every connection, and only that (see
+    /// [`decode_hello`]): keep it the first variant.
     Hello(Hello),
     /// The rank's own ends of its flows in a phase, for its peers.
     Endpoints {

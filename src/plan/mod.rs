@@ -99,6 +99,28 @@ pub struct Flow {
 }
 
 impl Plan {
+    /// The most TCP sockets one rank holds at once (its streams of one
+    /// phase, both ends counted), and which rank that is.
+    pub fn busiest_sockets(&self) -> (usize, u64) {
+        let mut busiest = (0, 0);
+        for phase in &self.phases {
+            let mut sockets = vec![0u64; self.ranks.len()];
+            for flow in &phase.flows {
+                let group = &phase.groups[flow.group];
+                if group.transport == Transport::Tcp {
+                    sockets[flow.src] += u64::from(group.streams);
+                    sockets[flow.dst] += u64::from(group.streams);
+                }
+            }
+            for (rank, &n) in sockets.iter().enumerate() {
+                if n > busiest.1 {
+                    busiest = (rank, n);
+                }
+            }
+        }
+        busiest
+    }
+
     /// The devices each end of an RDMA flow uses when its group names none:
     /// each host's hostfile `devices=`, as many rails as both ends have
     /// (rail k meets rail k); empty for both when the group names its own

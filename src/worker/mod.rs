@@ -108,7 +108,8 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
                 Ok(Instruction::Stop { reason }) => {
                     let _ = stop_tx.send(Some(reason));
                 }
-                Err(e) => tracing::warn!("ignored a line on stdin that is no instruction ({e})"),
+                // Under srun every task reads every line (rank 0 too: its own address).
+                Err(e) => tracing::debug!("ignored a line on stdin that is no instruction ({e})"),
             }
         }
         let _ = shutdown_tx.send(true);

@@ -406,6 +406,7 @@ impl Job {
                 match output {
                     Output::Send(conn, msg) => self.ranks[conn as usize].handle(msg, self.now),
                     Output::Close(conn) => panic!("connection {conn} closed"),
+                    Output::Admit(_) => {}
                     Output::Event(event) => self.events.push(event),
                 }
             }

@@ -25,13 +25,14 @@ struct Sim {
     now: i64,
     inbox: HashMap<ConnId, Vec<ToWorker>>,
     closed: Vec<ConnId>,
+    admitted: Vec<ConnId>,
     events: Vec<Event>,
 }
 
 impl Sim {
     fn new(plan: Plan) -> Sim {
         let c = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0);
-        Sim { c, now: 0, inbox: HashMap::new(), closed: Vec::new(), events: Vec::new() }
+        Sim { c, now: 0, inbox: HashMap::new(), closed: Vec::new(), admitted: Vec::new(), events: Vec::new() }
     }
 
     fn pump(&mut self) {
@@ -39,6 +40,7 @@ impl Sim {
             match out {
                 Output::Send(conn, msg) => self.inbox.entry(conn).or_default().push(msg),
                 Output::Close(conn) => self.closed.push(conn),
+                Output::Admit(conn) => self.admitted.push(conn),
                 Output::Event(e) => self.events.push(e),
             }
         }
@@ -270,6 +272,20 @@ fn more_parts_than_flow_ends_fail_the_rank() {
     sim.advance(3_000);
     let failure = sim.failure().expect("the run failed");
     assert!(failure.contains("sent 6 flow reports in parts for phase 0, but has 3 flow ends"), "{failure}");
+}
+
+#[test]
+fn a_valid_hello_admits_and_a_second_one_fails_the_rank() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    assert_eq!(sim.admitted, [0, 1], "each joined connection may now send full-sized frames");
+    sim.send(1, ToCoordinator::Hello(hello(1)));
+    sim.advance(3_000);
+    let failure = sim.failure().expect("the run failed");
+    assert!(
+        failure.contains("rank 1") && failure.contains("sent a second Hello on its joined connection"),
+        "{failure}"
+    );
 }
 
 #[test]

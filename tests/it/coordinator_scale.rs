@@ -6,6 +6,8 @@
 
 use crate::common;
 
+use std::time::Duration;
+
 use common::ranks::{bootstrap, coordinator, make_plan, tcp_rank};
 use fabricbench::control::coordinator::Event;
 use fabricbench::metrics::clock::now_ns;
@@ -102,4 +104,85 @@ fn real_tcp_clients_on_loopback_reach_the_barrier() {
 /// A stop that never comes.
 fn never() -> tokio::sync::watch::Receiver<Option<String>> {
     tokio::sync::watch::channel(None).1
+}
+
+/// Strangers on the coordinator's port — idle connections, a 4 GiB length
+/// prefix, a first frame of another type, a wrong token — are turned away
+/// (the idle ones after the Hello deadline) and a real job joins meanwhile.
+#[test]
+fn strangers_on_the_port_cannot_hurt_a_job() {
+    use fabricbench::control::wire::{ToCoordinator, HELLO_MAX};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let _machine = common::busy_machine();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let n = 8;
+        let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (rejected_tx, mut rejected) = tokio::sync::mpsc::unbounded_channel();
+        let driver = tokio::spawn(fabricbench::control::driver::drive(
+            listener,
+            coordinator(make_plan(n, FAN_IN), now_ns()),
+            never(),
+            move |e| {
+                if let Event::Rejected { reason, .. } = e {
+                    let _ = rejected_tx.send(reason);
+                }
+            },
+        ));
+        // Idle strangers are closed once the Hello deadline (5 s) passes.
+        let opened = std::time::Instant::now();
+        let mut idle = Vec::new();
+        for _ in 0..300 {
+            idle.push(from(2, addr).await);
+        }
+        for mut conn in idle {
+            let mut byte = [0u8; 1];
+            let read = tokio::time::timeout(Duration::from_secs(15), conn.read(&mut byte)).await;
+            assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "an idle stranger was kept open: {read:?}");
+        }
+        assert!(opened.elapsed() >= Duration::from_millis(4500), "closed after {:?}", opened.elapsed());
+        let first = rejected.recv().await.unwrap();
+        assert!(first.starts_with("no Hello within 5s (from 127.0.0.2:"), "{first}");
+        while rejected.try_recv().is_ok() {}
+
+        let mut huge = from(3, addr).await;
+        huge.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+        // A Report (variant 4) as a first frame, as large as a Hello may be.
+        let mut report = from(4, addr).await;
+        let body: Vec<u8> = std::iter::once(4).chain(std::iter::repeat_n(0xFF, HELLO_MAX - 1)).collect();
+        report.write_all(&(body.len() as u32).to_be_bytes()).await.unwrap();
+        report.write_all(&body).await.unwrap();
+        let mut stranger = common::ranks::hello(1);
+        stranger.token = "guess".into();
+        stranger.host = "\u{1b}[31mred".into();
+        let frame = postcard::to_stdvec(&ToCoordinator::Hello(stranger)).unwrap();
+        let mut wrong = from(5, addr).await;
+        wrong.write_all(&(frame.len() as u32).to_be_bytes()).await.unwrap();
+        wrong.write_all(&frame).await.unwrap();
+
+        let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(tcp_rank(addr, rank))).collect();
+        for (rank, joined) in futures::future::join_all(ranks).await.into_iter().enumerate() {
+            assert!(joined.unwrap().is_ok(), "rank {rank} did not reach the barrier beside the strangers");
+        }
+        let mut reasons = Vec::new();
+        while reasons.len() < 3 {
+            reasons.push(tokio::time::timeout(Duration::from_secs(10), rejected.recv()).await.unwrap().unwrap());
+        }
+        let all = reasons.join("\n");
+        assert!(all.contains("frame size too big"), "{all}");
+        assert!(all.contains("the first frame must be a Hello, not message 4"), "{all}");
+        assert!(all.contains("wrong job token from `\\u{1b}[31mred`"), "escaped: {all}");
+        // Each stranger address is reported once, however many connections it made.
+        assert_eq!(reasons.len() + usize::from(rejected.try_recv().is_ok()), 3, "{all}");
+        driver.abort();
+    });
+}
+
+/// A connection to `addr` from 127.0.0.`host` (strangers are told apart by address).
+async fn from(host: u8, addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, host], 0).into()).unwrap();
+    socket.connect(addr).await.unwrap()
 }

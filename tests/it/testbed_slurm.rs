@@ -192,3 +192,41 @@ fn a_node_that_dies_under_srun_is_named_and_the_step_still_ends() {
     assert_eq!(left_on(&bed, &["h1", "h2", "h4"], Duration::from_secs(10)), Vec::<String>::new());
     assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
 }
+
+/// A run longer than its allocation (`sbatch --time=1`: three 45 s phases;
+/// slurmctld enforces the minute within its 30 s check, so during phase 1):
+/// Slurm's SIGTERM at the time limit ends it as a stop, with the finished
+/// phases on disk, and no worker or job step is left on any node.
+#[test]
+fn a_run_past_its_time_limit_keeps_its_finished_phases() {
+    let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
+    let bench = Bench::new();
+    bench.write(
+        "three.toml",
+        "[run]\nname = \"slurm-three\"\nduration = \"45s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
+         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\n\n\
+         [sweep]\nparameter = \"streams\"\nvalues = [1, 2, 3]\n",
+    );
+    let script =
+        format!("#!/bin/sh\nexec {} run three.toml --results results --no-progress\n", common::BIN);
+    bench.write("job.sh", &script);
+    let started = Instant::now();
+    let out = slurm(&bench, &bed, "sbatch", &["-N", "4", "--time=1", "--wait", "-o", "job.out", "job.sh"])
+        .output()
+        .expect("sbatch");
+    let log = std::fs::read_to_string(bench.dir.path().join("job.out")).unwrap_or_default();
+    assert!(!out.status.success(), "the job outlived its time limit:\n{log}");
+    assert!(log.contains("stopped by SIGTERM"), "job output:\n{log}");
+    let dirs: Vec<_> = std::fs::read_dir(bench.dir.path().join("results")).unwrap().flatten().collect();
+    assert_eq!(dirs.len(), 1, "{log}");
+    let run = read_json(&dirs[0].path().join("run.json"));
+    let phases = run["phases"].as_array().unwrap();
+    assert!(!phases.is_empty() && phases[0]["complete"] == true, "{log}");
+    assert!(phases[0]["aggregate_gbps"].as_f64().unwrap() > 0.0);
+    // Slurm ends the step's tasks at the same moment as the launcher: the
+    // status names whichever it saw first.
+    let error = run["status"]["error"].as_str().unwrap();
+    assert!(error.contains("stopped by SIGTERM") || error.contains("DUE TO TIME LIMIT"), "{error}");
+    assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(10)), Vec::<String>::new());
+    eprintln!("the time limit ended the job after {:?}", started.elapsed());
+}

@@ -226,10 +226,10 @@ fn strangers_on_the_coordinator_port_do_not_disturb_the_run() {
     let (stdout, err) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{err}");
     assert!(stdout.contains("completed"), "{stdout}");
-    let rejected = err.matches("rejected").count();
-    assert!(rejected >= attempts.len(), "{rejected} rejections logged:\n{err}");
-    assert!(err.contains("wrong job token"), "{err}");
-    assert!(err.contains("frame") || err.contains("undecodable"), "{err}");
+    // Every attempt came from this machine's one address: reported once.
+    assert_eq!(err.matches("rejected").count(), 1, "{err}");
+    assert!(err.contains("wrong job token from `intruder`"), "{err}");
+    assert!(err.contains("later ones from its address are not shown"), "{err}");
 }
 
 #[test]

@@ -137,3 +137,25 @@ fn report_with_every_optional_part() {
     }];
     round_trip(&ToWorker::Peers { phase: 0, peers });
 }
+
+#[test]
+fn a_first_frame_is_read_as_a_hello_and_nothing_else() {
+    use fabricbench::control::wire::{decode_hello, Hello, HELLO_MAX, MAGIC, PROTOCOL_VERSION};
+    let hello = Hello {
+        magic: MAGIC,
+        token: "t".repeat(64),
+        version: PROTOCOL_VERSION,
+        tool_version: "0.1.0".into(),
+        job: 7,
+        rank: 3,
+        host: "node0003".into(),
+        pid: 42,
+    };
+    let frame = postcard::to_stdvec(&ToCoordinator::Hello(hello.clone())).unwrap();
+    assert!(frame.len() < HELLO_MAX / 8, "a Hello is {} bytes", frame.len());
+    assert_eq!(decode_hello(&frame), Ok(hello));
+    let heartbeat = postcard::to_stdvec(&ToCoordinator::Heartbeat).unwrap();
+    assert_eq!(decode_hello(&heartbeat), Err("the first frame must be a Hello, not message 6".to_string()));
+    assert_eq!(decode_hello(&[]), Err("an empty first frame".to_string()));
+    assert!(decode_hello(&frame[..frame.len() / 2]).unwrap_err().starts_with("not a Hello"));
+}

@@ -38,6 +38,8 @@ pub struct Timeouts {
     pub start_delay: Duration,
     /// After an abort, how long to wait for the partial reports.
     pub abort_grace: Duration,
+    /// A connection that has not said a valid Hello within this is closed.
+    pub hello: Duration,
 }
 
 impl Default for Timeouts {
@@ -49,6 +51,7 @@ impl Default for Timeouts {
             stage: Duration::from_secs(30),
             start_delay: Duration::from_millis(200),
             abort_grace: Duration::from_secs(2),
+            hello: Duration::from_secs(5),
         }
     }
 }
@@ -56,6 +59,9 @@ impl Default for Timeouts {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Output {
     Send(ConnId, ToWorker),
+    /// The connection said a valid Hello: read frames of every size from
+    /// it now (until then, one Hello-sized frame).
+    Admit(ConnId),
     /// Drop the connection (after sending what was queued to it).
     Close(ConnId),
     Event(Event),
@@ -121,6 +127,10 @@ struct Slot {
     /// Flows of this phase's report that came ahead of it in parts.
     parts: Vec<FlowSamples>,
 }
+
+/// Connections that have not said Hello yet, beyond the job's own ranks:
+/// more wait until these are admitted or closed.
+const PENDING_STRANGERS: usize = 1024;
 
 /// Per-rank progress through one step of a phase.
 enum Stage {
@@ -211,6 +221,12 @@ impl Coordinator {
         self.pending.insert(conn, now_ns);
     }
 
+    /// Whether to take another connection: the job's own ranks always fit
+    /// beside a bounded number of strangers that have not said Hello yet.
+    pub fn accepts_more(&self) -> bool {
+        self.pending.len() < PENDING_STRANGERS + self.slots.len() - self.joined
+    }
+
     pub fn closed(&mut self, conn: ConnId, now_ns: i64) {
         if self.pending.remove(&conn).is_some() {
             return;
@@ -236,7 +252,10 @@ impl Coordinator {
         let Some(&rank) = self.ranks.get(&conn) else { return };
         self.slots[rank].last_heard = now_ns;
         match msg {
-            ToCoordinator::Hello(_) => self.reject(conn, format!("rank {rank} sent a second Hello")),
+            ToCoordinator::Hello(_) => {
+                self.fail(Some(rank), "sent a second Hello on its joined connection".to_string(), now_ns);
+                self.check_abort_complete();
+            }
             ToCoordinator::Heartbeat => {}
             ToCoordinator::Probe(inventory) => {
                 let host = self.slots[rank].host.clone();
@@ -298,6 +317,11 @@ impl Coordinator {
         if now_ns - self.last_heartbeat >= ns(self.timeouts.heartbeat) {
             self.last_heartbeat = now_ns;
             self.heartbeat();
+        }
+        let hello_by = now_ns - ns(self.timeouts.hello);
+        let late: Vec<ConnId> = self.pending.iter().filter(|(_, &at)| at < hello_by).map(|(&conn, _)| conn).collect();
+        for conn in late {
+            self.reject(conn, format!("no Hello within {:?}", self.timeouts.hello));
         }
         // Already failing: only the grace for the partial reports counts. (A
         // rank that stays connected but silent, e.g. frozen, must not keep

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{ns, ConnId, Coordinator, Event, Failure, Stage};
+use subtle::ConstantTimeEq;
+
+use super::{ns, ConnId, Coordinator, Event, Failure, Output, Stage};
 use crate::control::gather::Gather;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTOCOL_VERSION};
 use crate::metrics::RankReport;
@@ -15,16 +17,18 @@ use crate::units::gbps;
 
 impl Coordinator {
     pub(super) fn hello(&mut self, conn: ConnId, hello: Hello, now_ns: i64) {
+        // Whatever a stranger wrote is shown escaped and cut short.
+        let host = printable(&hello.host);
         let verdict = if hello.magic != MAGIC {
             Err("not a fabricbench worker (bad magic)".to_string())
-        } else if hello.token != self.token {
-            Err(format!("wrong job token from `{}` claiming rank {}", hello.host, hello.rank))
+        } else if !bool::from(hello.token.as_bytes().ct_eq(self.token.as_bytes())) {
+            Err(format!("wrong job token from `{host}` claiming rank {}", hello.rank))
         } else if hello.job != self.job {
-            Err(format!("rank {} on {} belongs to job {:x}, not {:x}", hello.rank, hello.host, hello.job, self.job))
+            Err(format!("rank {} on {host} belongs to job {:x}, not {:x}", hello.rank, hello.job, self.job))
         } else if hello.rank >= self.slots.len() {
             Err(format!("rank {} does not exist in a job of {} ranks", hello.rank, self.slots.len()))
         } else if self.slots[hello.rank].joined {
-            Err(format!("rank {} joined twice (second Hello from {})", hello.rank, hello.host))
+            Err(format!("rank {} joined twice (second Hello from {host})", hello.rank))
         } else if !matches!(self.stage, Stage::Joining) {
             Err(format!("rank {} said Hello after the run began", hello.rank))
         } else {
@@ -50,6 +54,7 @@ impl Coordinator {
             return;
         }
         self.pending.remove(&conn);
+        self.out.push_back(Output::Admit(conn));
         self.ranks.insert(conn, hello.rank);
         let slot = &mut self.slots[hello.rank];
         slot.conn = Some(conn);
@@ -205,4 +210,15 @@ impl Coordinator {
             _ => {}
         }
     }
+}
+
+/// Text from the network as it may be shown: control characters escaped,
+/// at most 64 characters.
+fn printable(text: &str) -> String {
+    const SHOWN: usize = 64;
+    let mut shown: String = text.chars().take(SHOWN).flat_map(char::escape_debug).collect();
+    if text.chars().count() > SHOWN {
+        shown.push('…');
+    }
+    shown
 }
