@@ -207,8 +207,7 @@ fn a_run_past_its_time_limit_keeps_its_finished_phases() {
          [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\n\n\
          [sweep]\nparameter = \"streams\"\nvalues = [1, 2, 3]\n",
     );
-    let script =
-        format!("#!/bin/sh\nexec {} run three.toml --results results --no-progress\n", common::BIN);
+    let script = format!("#!/bin/sh\nexec {} run three.toml --results results --no-progress\n", common::BIN);
     bench.write("job.sh", &script);
     let started = Instant::now();
     let out = slurm(&bench, &bed, "sbatch", &["-N", "4", "--time=1", "--wait", "-o", "job.out", "job.sh"])
