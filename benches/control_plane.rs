@@ -15,7 +15,7 @@
 //! scripts/bench control runs it on the release build; results are in
 //! docs/PERFORMANCE.md. Goal: 4096 ranks in < 2 s and < 512 MiB.
 
-#[path = "../tests/common/ranks.rs"]
+#[path = "../tests/it/common/ranks.rs"]
 mod ranks;
 
 use std::process::Command;

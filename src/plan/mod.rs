@@ -43,6 +43,7 @@ pub struct Phase {
     pub groups: Vec<GroupPlan>,
     pub flows: Vec<Flow>,
     /// Ranks that run CPU stress in this phase, with what they run.
+    #[serde(default)] // absent from schema-1 run.json (no stress then)
     pub stress: Vec<RankStress>,
     /// The sweep point this phase measures, if the scenario sweeps.
     pub sweep: Option<SweepPoint>,
@@ -82,6 +83,7 @@ pub struct GroupPlan {
     pub message_size: ByteSize,
     pub streams: u32,
     /// Where the group's stream threads run.
+    #[serde(default)] // absent from schema-1 run.json (nothing was pinned then)
     pub placement: Placement,
     /// RDMA groups: every knob of the flows (op, mode and size included).
     pub rdma: Option<RdmaParams>,

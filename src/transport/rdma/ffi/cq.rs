@@ -1,0 +1,148 @@
+//! An extended CQ polled with a selectable strategy (one completion per poll
+//! or a batch), plus the completion-channel calls (`ibv_req_notify_cq`,
+//! `ibv_get_cq_event`, `ibv_ack_cq_events`) of event mode.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::ptr;
+use std::sync::Arc;
+
+use rdma_mummy_sys::{ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_req_notify_cq};
+use sideway::ibverbs::completion::{
+    CompletionChannel, CompletionQueue, ExtendedCompletionQueue, PollCompletionQueueError,
+};
+
+/// The fields of a completion the hot loops need.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Wc {
+    pub wr_id: u64,
+    pub status: u32,
+    /// Only valid for receive completions.
+    pub byte_len: u32,
+    pub vendor_err: u32,
+}
+
+/// An extended CQ plus (in event mode) its completion channel.
+pub(crate) struct Cq {
+    cq: Arc<ExtendedCompletionQueue>,
+    channel: Option<Arc<CompletionChannel>>,
+    batched: bool,
+    unacked: u32,
+}
+
+impl Cq {
+    pub(crate) fn new(
+        cq: Arc<ExtendedCompletionQueue>,
+        channel: Option<Arc<CompletionChannel>>,
+        batched: bool,
+    ) -> io::Result<Cq> {
+        if let Some(ch) = &channel {
+            ch.set_nonblocking(true)?;
+        }
+        Ok(Cq { cq, channel, batched, unacked: 0 })
+    }
+
+    pub(crate) fn handle(&self) -> &Arc<ExtendedCompletionQueue> {
+        &self.cq
+    }
+
+    pub(crate) fn is_event_driven(&self) -> bool {
+        self.channel.is_some()
+    }
+
+    /// Takes up to `out.len()` completions without blocking; returns how many.
+    pub(crate) fn poll(&mut self, out: &mut [Wc]) -> io::Result<usize> {
+        let mut n = 0;
+        while n < out.len() {
+            let mut poller = match self.cq.start_poll() {
+                Ok(p) => p,
+                Err(PollCompletionQueueError::CompletionQueueEmpty) => return Ok(n),
+                Err(PollCompletionQueueError::Ibverbs(e)) => return Err(e),
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            };
+            while n < out.len() {
+                let Some(wc) = poller.next() else { return Ok(n) };
+                let status = wc.status();
+                out[n] = if status == 0 {
+                    Wc { wr_id: wc.wr_id(), status, byte_len: wc.byte_len(), vendor_err: 0 }
+                } else {
+                    Wc { wr_id: wc.wr_id(), status, byte_len: 0, vendor_err: wc.vendor_err() }
+                };
+                n += 1;
+                if !self.batched {
+                    break; // end_poll now (drop), then start_poll again
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Event mode: requests a notification for the next completion.
+    pub(crate) fn arm(&self) -> io::Result<()> {
+        // SAFETY: the CQ is live (we hold an Arc); an extended CQ starts with
+        // the ibv_cq fields (ibv_cq_ex_to_cq is a cast).
+        let ret = unsafe { ibv_req_notify_cq(self.cq.cq().as_ptr(), 0) };
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(ret))
+        }
+    }
+
+    /// Event mode: waits up to `timeout_ms` for a completion event; true if
+    /// one arrived (the CQ must have been armed).
+    pub(crate) fn wait_event(&mut self, timeout_ms: i32) -> io::Result<bool> {
+        let Some(ch) = &self.channel else { return Ok(false) };
+        let mut pfd = libc::pollfd { fd: ch.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+        }
+        if r == 0 {
+            return Ok(false);
+        }
+        let mut ev_cq: *mut ibv_cq = ptr::null_mut();
+        let mut ev_ctx: *mut libc::c_void = ptr::null_mut();
+        // SAFETY: the channel is live; the fd is non-blocking, so this returns
+        // at once; out-pointers are valid locals.
+        let ret = unsafe { ibv_get_cq_event(ch.comp_channel().as_ptr(), &mut ev_cq, &mut ev_ctx) };
+        if ret != 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock { Ok(false) } else { Err(e) };
+        }
+        self.unacked += 1;
+        if self.unacked >= 64 {
+            self.ack();
+        }
+        Ok(true)
+    }
+
+    /// Event mode, nothing to do: arm, poll once more (a completion may have
+    /// landed before the arm), else sleep on the channel up to `timeout_ms`.
+    /// Returns the completions taken (0 after a wait; poll again then).
+    pub(crate) fn idle_wait(&mut self, out: &mut [Wc], timeout_ms: i32) -> io::Result<usize> {
+        self.arm()?;
+        let n = self.poll(out)?;
+        if n == 0 {
+            self.wait_event(timeout_ms)?;
+        }
+        Ok(n)
+    }
+
+    fn ack(&mut self) {
+        if self.unacked > 0 {
+            // SAFETY: the CQ is live; we ack exactly the events we took.
+            unsafe { ibv_ack_cq_events(self.cq.cq().as_ptr(), self.unacked) };
+            self.unacked = 0;
+        }
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // ibv_destroy_cq waits for every event to be acked.
+        self.ack();
+    }
+}

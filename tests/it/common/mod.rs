@@ -1,0 +1,203 @@
+//! Helpers for tests that run the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_fabricbench");
+
+const MACHINE_LOCK: &str = "/var/tmp/fabricbench-tests.machine.lock";
+
+fn machine_lock(exclusive: bool) -> std::fs::File {
+    let _ = std::fs::create_dir_all("/var/tmp");
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(MACHINE_LOCK).expect("machine lock");
+    if exclusive {
+        file.lock().expect("exclusive machine lock");
+    } else {
+        file.lock_shared().expect("shared machine lock");
+    }
+    file
+}
+
+/// Held by tests that load the CPUs: they may run together, but not while
+/// a test that measures the effect of load runs (see [`quiet_machine`]).
+pub fn busy_machine() -> std::fs::File {
+    machine_lock(false)
+}
+
+/// Held by tests whose numbers depend on what else runs (baselines of
+/// stress sweeps): no other CPU-heavy test runs meanwhile.
+pub fn quiet_machine() -> std::fs::File {
+    machine_lock(true)
+}
+
+/// A scratch folder with a hostfile and scenario, and a tag in the
+/// environment of every process the test starts, so they can be found.
+pub struct Bench {
+    pub dir: tempfile::TempDir,
+    pub tag: String,
+}
+
+impl Bench {
+    pub fn new() -> Bench {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let tag = format!("fbtest-{}-{}", std::process::id(), dir.path().file_name().unwrap().to_string_lossy());
+        Bench { dir, tag }
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).expect("write input");
+        path
+    }
+
+    pub fn results(&self) -> PathBuf {
+        self.dir.path().join("results")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).env("FABRICBENCH_TEST_TAG", &self.tag).current_dir(self.dir.path());
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run fabricbench")
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fabricbench")
+    }
+
+    /// PIDs of live processes started by this test (by the environment tag).
+    pub fn processes(&self) -> Vec<(u32, String)> {
+        let mut found = Vec::new();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            let needle = format!("FABRICBENCH_TEST_TAG={}", self.tag);
+            if environ.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) {
+                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                if stat.contains(") Z ") {
+                    continue; // a zombie is already dead
+                }
+                found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+            }
+        }
+        found
+    }
+
+    /// Waits (bounded) until no process of this test is left; returns the leftovers.
+    pub fn leftovers(&self, within: Duration) -> Vec<(u32, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = self.processes();
+            if left.is_empty() || Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The PID of this test's worker of `rank`, once it runs (panics after `within`).
+    pub fn worker_pid(&self, rank: usize, within: Duration) -> u32 {
+        let deadline = Instant::now() + within;
+        let needle = format!("worker --rank {rank}");
+        loop {
+            if let Some((pid, _)) = self.processes().into_iter().find(|(_, cmd)| cmd.contains(&needle)) {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "rank {rank} never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The only results folder under results/.
+    pub fn result_dir(&self) -> PathBuf {
+        let dirs: Vec<PathBuf> =
+            std::fs::read_dir(self.results()).expect("results folder").flatten().map(|e| e.path()).collect();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        dirs[0].clone()
+    }
+}
+
+/// Runs a scenario to completion with its full result as JSON on stdout;
+/// asserts that it succeeded and left no process behind.
+pub fn run_json(bench: &Bench, scenario: &Path, hostfile: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", scenario.to_str().unwrap(), "-H", hostfile.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend(["--export-json", "-", "--no-save", "--quiet"]);
+    let out = bench.run(&args);
+    assert!(out.status.success(), "{}: {}", scenario.display(), text(&out.stderr));
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "{}: processes left", scenario.display());
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+}
+
+/// Every scenario shipped in scenarios/, sorted.
+pub fn all_shipped_scenarios() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("scenarios/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Sends `signal` (e.g. "-9", "-STOP") to `pid` with kill(1).
+pub fn signal(pid: u32, signal: &str) {
+    assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success(), "kill {signal} {pid}");
+}
+
+/// Whether any phase of the scenario's plan has an RDMA group (a group of
+/// its own, or a point of a `transport` sweep).
+pub fn uses_rdma(scenario: &Path) -> bool {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hosts = fabricbench::hostfile::read(&root.join("hostfiles/local8")).unwrap();
+    let (s, _) = fabricbench::scenario::read(scenario).expect("shipped scenarios parse");
+    let plan = fabricbench::plan::build(&hosts, &s).unwrap_or_else(|e| panic!("{}: {e:?}", scenario.display()));
+    plan.phases.iter().flat_map(|p| &p.groups).any(|g| g.transport == fabricbench::scenario::Transport::Rdma)
+}
+
+/// The shipped TCP scenarios (without RDMA groups; tests/it/rdma_run.rs runs
+/// the others where a device exists), sorted.
+pub fn shipped_scenarios() -> Vec<PathBuf> {
+    all_shipped_scenarios().into_iter().filter(|p| !uses_rdma(p)).collect()
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub const LOCAL_HOSTS: &str = "127.0.0.1\n127.0.0.2\n127.0.0.3\n127.0.0.4\n";
+
+pub fn fan_in(duration: &str) -> String {
+    format!(
+        "[run]\nname = \"fan\"\nduration = \"{duration}\"\nwarmup = \"300ms\"\ninterval = \"500ms\"\n\n\
+         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\nreceivers = 0\nsenders = \"1-3\"\n"
+    )
+}
+
+pub mod ranks;
+pub mod testbed;
+
+/// The numbers of a `fabricbench pair` table's rows, one Vec per row, between the column titles and the closing line.
+pub fn perftest_rows(stdout: &str, titles: &str) -> Vec<Vec<f64>> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let start = lines.iter().position(|l| l.starts_with(titles)).unwrap_or_else(|| panic!("no titles:\n{stdout}"));
+    lines[start + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with("---"))
+        .map(|l| l.split_whitespace().map(|v| v.parse().unwrap_or_else(|_| panic!("`{v}` in `{l}`"))).collect())
+        .collect()
+}

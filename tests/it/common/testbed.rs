@@ -1,0 +1,123 @@
+//! The multi-host test bed (scripts/testbed): hosts h1..hN as network
+//! namespaces with real sshd. One bed per machine, so a test holds an
+//! exclusive lock for as long as its bed is up, across test processes.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const LOCK: &str = "/var/tmp/fabricbench-testbed.tests.lock";
+
+pub struct Bed {
+    _machine: File,
+    _lock: File,
+    script: PathBuf,
+    pub hostfile: PathBuf,
+    pub ssh_config: PathBuf,
+    /// With `--slurm`: the slurm.conf that salloc, srun and sbatch need (SLURM_CONF).
+    pub slurm_conf: PathBuf,
+}
+
+impl Bed {
+    /// Brings up `n` hosts with `extra` arguments (e.g. `--shape h1=200mbit`).
+    /// `None` (the test is skipped, saying why) where the bed cannot run here,
+    /// unless FABRICBENCH_REQUIRE_TESTBED=1, as in CI.
+    pub fn up(n: usize, extra: &[&str]) -> Option<Bed> {
+        Bed::start(n, extra, super::busy_machine)
+    }
+
+    /// Like [`Bed::up`], with no other CPU-heavy test running meanwhile
+    /// (see [`super::quiet_machine`]): for tests that check timing or load.
+    /// (One lock per process: taking the machine lock again from the same
+    /// test, shared or not, would wait for itself.)
+    pub fn up_quiet(n: usize, extra: &[&str]) -> Option<Bed> {
+        Bed::start(n, extra, super::quiet_machine)
+    }
+
+    fn start(n: usize, extra: &[&str], machine_lock: fn() -> File) -> Option<Bed> {
+        let required = std::env::var("FABRICBENCH_REQUIRE_TESTBED").is_ok_and(|v| v == "1");
+        let is_root = std::fs::read_to_string("/proc/self/status")
+            .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
+        if !is_root {
+            assert!(!required, "the test bed needs root");
+            eprintln!("SKIP: the multi-host test bed needs root");
+            return None;
+        }
+        let machine = machine_lock();
+        std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
+        let lock = File::create(LOCK).expect("test bed lock file");
+        lock.lock().expect("test bed lock");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testbed");
+        let out = Command::new(&script).arg("up").arg(n.to_string()).args(extra).output().expect("run scripts/testbed");
+        assert!(out.status.success(), "testbed up failed:\n{}{}", super::text(&out.stdout), super::text(&out.stderr));
+        let state = PathBuf::from(
+            std::env::var("FABRICBENCH_TESTBED_DIR").unwrap_or_else(|_| "/var/tmp/fabricbench-testbed".into()),
+        );
+        Some(Bed {
+            _machine: machine,
+            _lock: lock,
+            script,
+            hostfile: state.join("hostfile"),
+            ssh_config: state.join("ssh_config"),
+            slurm_conf: state.join("run/slurm/slurm.conf"),
+        })
+    }
+
+    /// Runs a command inside host `host` (its namespaces).
+    pub fn exec(&self, host: &str, cmd: &[&str]) -> Output {
+        Command::new(&self.script).arg("exec").arg(host).args(cmd).output().expect("testbed exec")
+    }
+
+    /// Crashes `host` whole: kills its pid namespace's init from outside (an
+    /// init ignores SIGKILL from its own namespace), and with it every
+    /// process of the host — sshd, slurmd, job steps, workers.
+    pub fn crash(&self, host: &str) {
+        let record = self.hostfile.parent().expect("state dir").join("run").join(host).join("init.pid");
+        let record = std::fs::read_to_string(&record).unwrap_or_else(|e| panic!("{}: {e}", record.display()));
+        let pid = record.split_whitespace().next().expect("a pid");
+        assert!(Command::new("kill").args(["-9", pid]).status().expect("kill").success(), "kill -9 {pid} ({host})");
+    }
+
+    /// PIDs of Slurm step daemons on `host` (one per running job step).
+    pub fn slurmstepds(&self, host: &str) -> Vec<String> {
+        let out = self.exec(host, &["pgrep", "-x", "slurmstepd"]);
+        super::text(&out.stdout).lines().map(str::to_string).collect()
+    }
+
+    /// PIDs of fabricbench workers on `host`.
+    pub fn workers(&self, host: &str) -> Vec<String> {
+        let out = self.exec(host, &["pgrep", "-f", "fabricbench worker"]);
+        super::text(&out.stdout).lines().map(str::to_string).collect()
+    }
+
+    /// PIDs of sshd session processes on `host` (`sshd: root@notty`, not the listener).
+    pub fn ssh_sessions(&self, host: &str) -> Vec<String> {
+        let out = self.exec(host, &["pgrep", "-f", r"^sshd: .*(@|\[priv\])"]);
+        super::text(&out.stdout).lines().map(str::to_string).collect()
+    }
+
+    /// Waits (bounded) until no host of `hosts` runs a worker; returns those that still do.
+    pub fn hosts_with_workers(&self, hosts: &[&str], within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let busy: Vec<String> =
+                hosts.iter().filter(|h| !self.workers(h).is_empty()).map(|h| h.to_string()).collect();
+            if busy.is_empty() || Instant::now() >= deadline {
+                return busy;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `fabricbench` arguments that reach the bed.
+    pub fn ssh_args(&self) -> Vec<String> {
+        vec!["--launcher".into(), "ssh".into(), "--ssh-config".into(), self.ssh_config.display().to_string()]
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.script).arg("down").output();
+    }
+}

@@ -1,0 +1,574 @@
+//! The coordinator state machine driven by simulated ranks: no sockets, no
+//! clocks but the ones we pass in.
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use common::ranks::{hello, make_plan, window, JOB, TOKEN};
+use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
+use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, PROTOCOL_VERSION};
+use fabricbench::metrics::{FlowSamples, RankReport};
+use fabricbench::plan::Plan;
+use fabricbench::transport::rdma::RdmaInventory;
+use fabricbench::transport::Side;
+
+const MS: i64 = 1_000_000;
+
+const FAN_IN: &str = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n";
+const ALL_TO_ALL: &str = "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n";
+
+/// A coordinator and the simulated ranks around it; connection id = rank.
+struct Sim {
+    c: Coordinator,
+    now: i64,
+    inbox: HashMap<ConnId, Vec<ToWorker>>,
+    closed: Vec<ConnId>,
+    admitted: Vec<ConnId>,
+    events: Vec<Event>,
+}
+
+impl Sim {
+    fn new(plan: Plan) -> Sim {
+        let c = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0);
+        Sim { c, now: 0, inbox: HashMap::new(), closed: Vec::new(), admitted: Vec::new(), events: Vec::new() }
+    }
+
+    fn pump(&mut self) {
+        while let Some(out) = self.c.poll() {
+            match out {
+                Output::Send(conn, msg) => self.inbox.entry(conn).or_default().push(msg),
+                Output::Close(conn) => self.closed.push(conn),
+                Output::Admit(conn) => self.admitted.push(conn),
+                Output::Event(e) => self.events.push(e),
+            }
+        }
+    }
+
+    fn send(&mut self, conn: ConnId, msg: ToCoordinator) {
+        self.c.received(conn, msg, self.now);
+        self.pump();
+    }
+
+    fn join(&mut self, conn: ConnId, h: Hello) {
+        self.c.connected(conn, self.now);
+        self.send(conn, ToCoordinator::Hello(h));
+    }
+
+    fn join_all(&mut self, n: usize) {
+        for r in 0..n {
+            self.join(r as ConnId, hello(r));
+        }
+    }
+
+    fn take(&mut self, conn: ConnId) -> Vec<ToWorker> {
+        self.inbox.remove(&conn).unwrap_or_default()
+    }
+
+    fn advance(&mut self, by_ms: i64) {
+        self.now += by_ms * MS;
+        self.c.tick(self.now);
+        self.pump();
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.events.iter().find_map(|e| match e {
+            Event::Failed(f) => Some(f.to_string()),
+            _ => None,
+        })
+    }
+
+    fn rejections(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Rejected { reason, .. } => Some(reason.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn tcp(port: u16) -> Endpoint {
+    Endpoint::Tcp { addr: SocketAddr::from(([127, 0, 0, 1], port)) }
+}
+
+/// Every rank answers Setup with a TCP endpoint per receiving end.
+fn answer_setups(sim: &mut Sim, n: usize) {
+    for r in 0..n {
+        let setup = sim.take(r as ConnId);
+        let Some(ToWorker::Setup { phase, flows, .. }) =
+            setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
+        else {
+            panic!("rank {r} got no Setup");
+        };
+        let endpoints = flows
+            .iter()
+            .filter(|f| f.side == Side::Receiver)
+            .map(|f| FlowEndpoint { flow: f.flow.id, side: Side::Receiver, endpoint: tcp(1000 + f.flow.id as u16) })
+            .collect();
+        sim.send(r as ConnId, ToCoordinator::Endpoints { phase, endpoints });
+    }
+}
+
+/// A fan-in of `n` ranks, joined, connected and started.
+fn running_fan_in(n: usize) -> Sim {
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n as ConnId {
+        sim.send(r, ToCoordinator::Ready { phase: 0 });
+    }
+    sim
+}
+
+fn report(rank: usize, flows: Vec<FlowSamples>, boundaries: usize) -> RankReport {
+    RankReport {
+        phase: 0,
+        rank,
+        sample_ns: (0..boundaries as i64).map(|k| 1_000 * MS + k * 1_000 * MS).collect(),
+        flows,
+        ..Default::default()
+    }
+}
+
+fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSamples {
+    FlowSamples {
+        flow,
+        side,
+        bytes: (0..boundaries as u64).map(|k| k * per_second).collect(),
+        messages: (0..boundaries as u64).map(|k| k * 10).collect(),
+        start_ns: Some(0),
+        error: None,
+        rtts: None,
+    }
+}
+
+#[test]
+fn happy_path_fan_in() {
+    let n = 4;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    assert!(matches!(sim.events.last(), Some(Event::Joined { joined: 4, total: 4, .. })));
+    for r in 0..n {
+        let first = &sim.inbox[&(r as ConnId)][0];
+        assert!(matches!(first, ToWorker::Welcome { .. }), "rank {r} first got {first:?}");
+    }
+    // Setup: rank 0 receives three flows, each sender sends one.
+    let setups: Vec<usize> = (0..n)
+        .map(|r| match sim.inbox[&(r as ConnId)].last() {
+            Some(ToWorker::Setup { flows, .. }) => flows.len(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(setups, [3, 1, 1, 1]);
+    answer_setups(&mut sim, n);
+
+    // Peers: each sender gets exactly its own receiver's endpoint.
+    for r in 1..n {
+        let msgs = sim.take(r as ConnId);
+        let Some(ToWorker::Peers { peers, .. }) = msgs.last() else { panic!("rank {r}: {msgs:?}") };
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].flow, (r - 1) as u32);
+        assert_eq!(peers[0].endpoint, tcp(1000 + (r - 1) as u16));
+        sim.send(r as ConnId, ToCoordinator::Ready { phase: 0 });
+    }
+    assert!(matches!(sim.take(0).last(), Some(ToWorker::Peers { peers, .. }) if peers.is_empty()));
+    sim.advance(10);
+    sim.send(0, ToCoordinator::Ready { phase: 0 });
+    let Some(ToWorker::Start { t0_ns, .. }) = sim.take(2).pop() else { panic!("no Start") };
+    assert_eq!(t0_ns, sim.now + Timeouts::default().start_delay.as_nanos() as i64);
+
+    // Live progress once every rank has sent interval 1.
+    for r in 0..n {
+        let rx = if r == 0 { 3_000 } else { 0 };
+        sim.send(r as ConnId, ToCoordinator::Progress { phase: 0, interval: 1, tx_bytes: 1_000, rx_bytes: rx });
+    }
+    assert!(sim
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Progress { interval: 1, gbps, .. } if (*gbps - 24e-6).abs() < 1e-12)));
+
+    let b = 3;
+    sim.send(
+        0,
+        ToCoordinator::Report(Box::new(report(
+            0,
+            (0..3).map(|f| samples(f, Side::Receiver, 1_000_000_000 * (u64::from(f) + 1), b)).collect(),
+            b,
+        ))),
+    );
+    for r in 1..n {
+        let f = (r - 1) as u32;
+        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender, 5, b)], b))));
+    }
+    let done = sim.events.iter().find_map(|e| match e {
+        Event::PhaseDone(p) => Some(p.clone()),
+        _ => None,
+    });
+    let p = done.expect("phase result");
+    assert!(p.complete);
+    assert_eq!(p.window_s, 2.0);
+    // Receiver counts win: 1, 2 and 3 GB/s = 8, 16, 24 Gb/s.
+    let rates: Vec<f64> = p.flows.iter().map(|f| f.gbps).collect();
+    assert_eq!(rates, [8.0, 16.0, 24.0]);
+    assert_eq!(p.aggregate_gbps, 48.0);
+    assert_eq!(p.receivers.len(), 1);
+    assert_eq!(p.receivers[0].senders, 3);
+    assert!((p.receivers[0].jain - 48.0 * 48.0 / (3.0 * (64.0 + 256.0 + 576.0))).abs() < 1e-12);
+    assert!(matches!(sim.events.last(), Some(Event::Finished)));
+    for r in 0..n {
+        assert_eq!(sim.take(r as ConnId).last(), Some(&ToWorker::Bye), "rank {r}");
+    }
+    assert!(sim.c.is_done());
+}
+
+/// Runs a fan-in on 4 ranks to the reports; `rank0` sends rank 0's (three
+/// receiver ends, 1, 2 and 3 GB/s) its own way.
+fn fan_in_to_reports(rank0: impl FnOnce(&mut Sim, Vec<FlowSamples>)) -> Sim {
+    let (n, b) = (4, 3);
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n {
+        sim.send(r as ConnId, ToCoordinator::Ready { phase: 0 });
+    }
+    for r in 1..n {
+        let f = (r - 1) as u32;
+        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender, 5, b)], b))));
+    }
+    rank0(&mut sim, (0..3).map(|f| samples(f, Side::Receiver, 1_000_000_000 * (u64::from(f) + 1), b)).collect());
+    sim
+}
+
+#[test]
+fn a_report_in_parts_arrives_whole() {
+    let sim = fan_in_to_reports(|sim, mut flows| {
+        let last = flows.split_off(2);
+        let part = RankReport { flows, ..report(0, Vec::new(), 0) };
+        sim.send(0, ToCoordinator::ReportPart(Box::new(part)));
+        sim.send(0, ToCoordinator::Report(Box::new(report(0, last, 3))));
+    });
+    let rates: Vec<f64> = sim
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::PhaseDone(p) => Some(p.flows.iter().map(|f| f.gbps).collect()),
+            _ => None,
+        })
+        .expect("phase result");
+    assert_eq!(rates, [8.0, 16.0, 24.0]);
+    assert!(matches!(sim.events.last(), Some(Event::Finished)));
+}
+
+#[test]
+fn more_parts_than_flow_ends_fail_the_rank() {
+    let mut sim = fan_in_to_reports(|sim, flows| {
+        let part = RankReport { flows: [flows.clone(), flows].concat(), ..report(0, Vec::new(), 0) };
+        sim.send(0, ToCoordinator::ReportPart(Box::new(part)));
+    });
+    // The other ranks' reports are in: the abort's grace ends the run.
+    sim.advance(3_000);
+    let failure = sim.failure().expect("the run failed");
+    assert!(failure.contains("sent 6 flow reports in parts for phase 0, but has 3 flow ends"), "{failure}");
+}
+
+#[test]
+fn an_inconsistent_report_fails_its_rank_and_the_coordinator_survives() {
+    type Spoil = fn(&mut RankReport);
+    let bad: [(&str, Spoil); 5] = [
+        ("with 2 byte and 3 message counts for 3 sample times", |r| {
+            r.flows[0].bytes.pop();
+        }),
+        ("reported counters of flow 0 that go backwards", |r| r.flows[0].bytes[2] = 0),
+        ("reported flow 7 (Receiver), which is not its own", |r| r.flows[0].flow = 7),
+        ("sent a report for rank 3", |r| r.rank = 3),
+        ("sent sample times that go backwards", |r| r.sample_ns.reverse()),
+    ];
+    for (expected, spoil) in bad {
+        let mut sim = fan_in_to_reports(|sim, flows| {
+            let mut report = report(0, flows, 3);
+            spoil(&mut report);
+            sim.send(0, ToCoordinator::Report(Box::new(report)));
+        });
+        sim.advance(3_000);
+        let failure = sim.failure().expect("the run failed");
+        assert!(failure.contains("rank 0") && failure.contains(expected), "{expected}: {failure}");
+        assert!(failure.contains("its report is left out"), "{failure}");
+        assert!(sim.c.is_done(), "{expected}");
+    }
+}
+
+#[test]
+fn an_endpoint_for_another_ranks_flow_fails_the_rank() {
+    let mut sim = Sim::new(make_plan(4, FAN_IN));
+    sim.join_all(4);
+    // Rank 1 sends flow 0; it claims rank 2's flow 1 too.
+    let endpoints = vec![
+        FlowEndpoint { flow: 0, side: Side::Sender, endpoint: tcp(2000) },
+        FlowEndpoint { flow: 1, side: Side::Sender, endpoint: tcp(2001) },
+    ];
+    sim.send(1, ToCoordinator::Endpoints { phase: 0, endpoints });
+    let failure = sim.failure().expect("the run failed");
+    assert!(
+        failure.contains("rank 1") && failure.contains("endpoint for flow 1 (Sender) that is not its own"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn a_valid_hello_admits_and_a_second_one_fails_the_rank() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    assert_eq!(sim.admitted, [0, 1], "each joined connection may now send full-sized frames");
+    sim.send(1, ToCoordinator::Hello(hello(1)));
+    sim.advance(3_000);
+    let failure = sim.failure().expect("the run failed");
+    assert!(
+        failure.contains("rank 1") && failure.contains("sent a second Hello on its joined connection"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn strangers_are_rejected_and_the_run_goes_on() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join(0, hello(0));
+    let mut bad_token = hello(1);
+    bad_token.token = "guess".into();
+    sim.join(10, bad_token);
+    let mut old = hello(1);
+    old.version = PROTOCOL_VERSION - 1;
+    old.token = "guess".into();
+    sim.join(11, old);
+    let mut magic = hello(1);
+    magic.magic = 0xdead_beef;
+    sim.join(12, magic);
+    sim.c.connected(13, 0);
+    sim.c.protocol_error(13, "garbage", 0);
+    sim.pump();
+    sim.join(14, hello(0));
+    sim.c.connected(15, 0);
+    sim.send(15, ToCoordinator::Heartbeat);
+
+    let reasons = sim.rejections();
+    assert_eq!(reasons.len(), 6, "{reasons:?}");
+    assert_eq!(reasons[0], "wrong job token from `h2` claiming rank 1");
+    assert_eq!(reasons[1], "wrong job token from `h2` claiming rank 1");
+    assert_eq!(reasons[2], "not a fabricbench worker (bad magic)");
+    assert_eq!(reasons[3], "undecodable first frame: garbage");
+    assert_eq!(reasons[4], "rank 0 joined twice (second Hello from h1)");
+    assert_eq!(reasons[5], "first frame was not a Hello");
+    assert_eq!(sim.closed, [10, 11, 12, 13, 14, 15]);
+    // None of them got anything; the real rank 1 still joins and the run starts.
+    assert!(sim.inbox.keys().all(|&c| c < 10));
+    sim.join(1, hello(1));
+    assert!(matches!(sim.take(1).last(), Some(ToWorker::Setup { .. })));
+    assert_eq!(sim.failure(), None);
+}
+
+#[test]
+fn rank_that_never_sends_endpoints_is_named() {
+    let n = 3;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join_all(n);
+    for r in [0, 1] {
+        sim.send(r, ToCoordinator::Endpoints { phase: 0, endpoints: Vec::new() });
+    }
+    // Heartbeats keep it alive, but endpoints never come.
+    for _ in 0..70 {
+        for r in 0..n as ConnId {
+            sim.send(r, ToCoordinator::Heartbeat);
+        }
+        sim.advance(500);
+    }
+    assert_eq!(
+        sim.failure().as_deref(),
+        Some("rank 2 (h3): no answer while creating endpoints of phase 0 within 30 s")
+    );
+    for r in 0..n as ConnId {
+        let msgs = sim.take(r);
+        assert!(msgs.iter().any(|m| matches!(m, ToWorker::Abort { .. })), "rank {r}");
+        assert_eq!(msgs.last(), Some(&ToWorker::Bye));
+    }
+}
+
+#[test]
+fn silent_rank_times_out() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    for _ in 0..8 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(500);
+    }
+    let failure = sim.failure().expect("failure");
+    assert!(failure.starts_with("rank 1 (h2): silent for 3."), "{failure}");
+    assert!(
+        failure.ends_with("s while creating endpoints of phase 0 (heartbeat timeout); its flows: 0 (1->0)"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn join_timeout_lists_missing_ranks() {
+    let mut sim = Sim::new(make_plan(4, FAN_IN));
+    sim.join(0, hello(0));
+    sim.join(1, hello(1));
+    for _ in 0..61 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.send(1, ToCoordinator::Heartbeat);
+        sim.advance(500);
+    }
+    assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): no answer while joining within 30 s (also ranks 3)"));
+}
+
+#[test]
+fn lost_rank_mid_run_keeps_partial_results() {
+    let n = 3;
+    let mut sim = running_fan_in(n);
+    // Rank 2 dies; the others are told to stop and send what they have.
+    sim.c.closed(2, sim.now);
+    sim.pump();
+    for r in [0, 1] {
+        assert!(
+            matches!(sim.take(r).last(), Some(ToWorker::Abort { reason }) if reason.starts_with("rank 2 (h3): connection lost during phase 0"))
+        );
+    }
+    assert_eq!(sim.failure(), None, "waits for partial reports first");
+    sim.send(
+        0,
+        ToCoordinator::Report(Box::new(report(
+            0,
+            vec![samples(0, Side::Receiver, 100, 2), samples(1, Side::Receiver, 50, 2)],
+            2,
+        ))),
+    );
+    sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender, 100, 2)], 2))));
+    let partial = sim.events.iter().find_map(|e| match e {
+        Event::PhaseDone(p) => Some(p.clone()),
+        _ => None,
+    });
+    let p = partial.expect("partial phase kept");
+    assert!(!p.complete);
+    assert_eq!(p.flows[0].bytes, 100);
+    assert!(!p.ranks[2].reported);
+    assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): connection lost during phase 0; its flows: 1 (2->0)"));
+    assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
+    assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
+}
+
+#[test]
+fn abort_without_reports_ends_after_grace() {
+    let n = 2;
+    let mut sim = running_fan_in(n);
+    sim.send(1, ToCoordinator::Failed { phase: 0, error: "stream broke".into() });
+    assert_eq!(sim.failure(), None);
+    sim.advance(2_100);
+    assert_eq!(sim.failure().as_deref(), Some("rank 1 (h2): failed in phase 0: stream broke"));
+}
+
+/// When the coordinator's own process did not run (a loaded host, an
+/// emulated CPU), it heard no one: the gap is not the ranks' silence.
+/// A rank that stays silent once the coordinator runs again still is.
+#[test]
+fn a_stalled_coordinator_does_not_blame_the_ranks() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    sim.advance(100);
+    sim.advance(5_000);
+    assert_eq!(sim.failure(), None, "a 5 s stall of the coordinator itself");
+    for _ in 0..8 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(500);
+    }
+    let failure = sim.failure().expect("rank 1 stayed silent after the stall");
+    assert!(failure.starts_with("rank 1 (h2): silent for 3."), "{failure}");
+}
+
+/// A rank that stays connected but says nothing (a frozen process) cannot
+/// hold an abort open: its silence is past the limit at every tick, and the
+/// run still ends once the grace for partial reports is over.
+#[test]
+fn a_frozen_rank_does_not_hold_the_abort_open() {
+    let n = 2;
+    let mut sim = running_fan_in(n);
+    // Rank 1 freezes; much later rank 0's flow fails (a stall) and it reports.
+    for _ in 0..40 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(100);
+    }
+    sim.send(0, ToCoordinator::Failed { phase: 0, error: "flow 0 1->0: QP 0: no progress".into() });
+    sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver, 100, 2)], 2))));
+    for _ in 0..25 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.advance(100);
+    }
+    assert_eq!(
+        sim.failure().as_deref(),
+        Some("rank 1 (h2): silent for 3.1 s during phase 0 (heartbeat timeout); its flows: 0 (1->0)")
+    );
+    assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
+}
+
+#[test]
+fn peers_per_rank_are_its_own_flows_only() {
+    let n = 64;
+    let mut sim = Sim::new(make_plan(n, ALL_TO_ALL));
+    sim.join_all(n);
+    answer_setups(&mut sim, n);
+    for r in 0..n {
+        let Some(ToWorker::Peers { peers, .. }) = sim.take(r as ConnId).pop() else { panic!("rank {r}") };
+        // A rank sends to n-1 others; TCP senders publish no endpoint of their own.
+        assert_eq!(peers.len(), n - 1, "rank {r}");
+        assert!(peers.iter().all(|p| p.side == Side::Receiver));
+    }
+}
+
+#[test]
+fn a_rank_of_another_version_ends_the_run_naming_both() {
+    let mut sim = Sim::new(make_plan(3, FAN_IN));
+    sim.join(0, hello(0));
+    let mut other = hello(2);
+    other.tool_version = "0.0.1".into();
+    sim.join(2, other);
+    let failure = sim.failure().expect("the run ends");
+    assert_eq!(
+        failure,
+        format!(
+            "rank 2 (h3): runs fabricbench 0.0.1 (protocol {PROTOCOL_VERSION}) but rank 0 runs fabricbench {} (protocol {PROTOCOL_VERSION}); install one version everywhere",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert!(sim.c.is_done());
+    assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
+}
+
+#[test]
+fn heartbeats_go_only_to_ranks_sent_nothing_else() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join(0, hello(0));
+    assert!(matches!(sim.take(0)[..], [ToWorker::Welcome { .. }]));
+    // The Welcome was this round's sign of life.
+    sim.advance(500);
+    assert_eq!(sim.take(0), []);
+    sim.advance(500);
+    assert_eq!(sim.take(0), [ToWorker::Heartbeat]);
+    sim.advance(500);
+    assert_eq!(sim.take(0), [ToWorker::Heartbeat]);
+}
+
+#[test]
+fn each_ranks_probe_becomes_an_event_naming_its_host() {
+    let mut sim = Sim::new(make_plan(2, FAN_IN));
+    sim.join_all(2);
+    let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
+    sim.send(1, ToCoordinator::Probe(inventory));
+    let probe = sim.events.iter().find_map(|e| match e {
+        Event::Probed(p) => Some(p.clone()),
+        _ => None,
+    });
+    let probe = probe.expect("a Probed event");
+    assert_eq!((probe.rank, probe.host.as_str(), probe.error.as_deref()), (1, "h2", Some("no RDMA devices")));
+    assert!(sim.failure().is_none());
+}

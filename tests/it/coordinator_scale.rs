@@ -1,0 +1,188 @@
+//! The coordinator with thousands of ranks: simulated in one process (no
+//! sockets), and as real TCP clients on loopback. What each rank is sent to
+//! bootstrap (hello → its flows → its peers' endpoints → start) grows with
+//! its own flows, never with the size of the job. Speed and memory at scale
+//! are measured by benches/control_plane.rs, not here.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::ranks::{bootstrap, coordinator, make_plan, tcp_rank};
+use fabricbench::control::coordinator::Event;
+use fabricbench::metrics::clock::now_ns;
+use fabricbench::plan::Plan;
+
+const FAN_IN: &str = "[[group]]\nname = \"incast\"\npattern = \"fan-in\"\n";
+const RING: &str = "[[group]]\nname = \"ring\"\npattern = \"ring\"\nbidirectional = true\n";
+const ALL_TO_ALL: &str = "[[group]]\nname = \"all\"\npattern = \"all-to-all\"\n";
+
+/// Bytes a rank may be sent per bootstrap: a fixed part (Welcome, the
+/// phase's Setup and Peers headers, Start) and a part per flow of its own
+/// (its role in the flow, and the peer's endpoint when it sends).
+const FIXED_BYTES: u64 = 64;
+const BYTES_PER_FLOW: u64 = 48;
+
+fn flows_per_rank(plan: &Plan) -> Vec<u64> {
+    let mut flows = vec![0; plan.ranks.len()];
+    for f in &plan.phases[0].flows {
+        flows[f.src] += 1;
+        flows[f.dst] += 1;
+    }
+    flows
+}
+
+#[test]
+fn each_rank_is_sent_only_its_own_flows() {
+    let cases: [(&str, &str, &[usize]); 3] = [
+        ("fan-in", FAN_IN, &[64, 512, 4096]),
+        ("ring", RING, &[64, 512, 4096]),
+        ("all-to-all", ALL_TO_ALL, &[16, 64, 256]),
+    ];
+    for (name, scenario, sizes) in cases {
+        for &n in sizes {
+            let plan = make_plan(n, scenario);
+            let flows = flows_per_rank(&plan);
+            let mut c = coordinator(plan, 0);
+            let traffic = bootstrap(&mut c, n);
+            assert!(traffic.started, "{name} on {n} ranks did not reach the barrier");
+            for (rank, ((&messages, &bytes), &own)) in
+                traffic.messages.iter().zip(&traffic.bytes).zip(&flows).enumerate()
+            {
+                // Welcome, Setup, Peers, Start: four messages whatever the size.
+                assert_eq!(messages, 4, "{name}, {n} ranks, rank {rank}");
+                let limit = FIXED_BYTES + BYTES_PER_FLOW * own;
+                assert!(
+                    bytes <= limit,
+                    "{name}, {n} ranks: rank {rank} with {own} flow(s) was sent {bytes} bytes (limit {limit})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn real_tcp_clients_on_loopback_reach_the_barrier() {
+    let _machine = common::busy_machine();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    for (name, scenario, n) in [("fan-in", FAN_IN, 512), ("all-to-all", ALL_TO_ALL, 64)] {
+        let plan = make_plan(n, scenario);
+        let flows = flows_per_rank(&plan);
+        let sent = runtime.block_on(async {
+            let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+            let driver = tokio::spawn(fabricbench::control::driver::drive(
+                listener,
+                coordinator(plan, now_ns()),
+                never(),
+                move |e| {
+                    if matches!(e, Event::PhaseStarted { .. } | Event::Failed(_)) {
+                        let _ = events_tx.send(e);
+                    }
+                },
+            ));
+            let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(tcp_rank(addr, rank))).collect();
+            let mut sent = Vec::new();
+            for rank in ranks {
+                match rank.await.unwrap() {
+                    Ok(got) => sent.push(got),
+                    Err(e) => panic!("{name}: {e}; the coordinator said {:?}", events.try_recv()),
+                }
+            }
+            assert!(matches!(events.recv().await, Some(Event::PhaseStarted { .. })), "{name}: the phase started");
+            driver.abort();
+            sent
+        });
+        for (rank, (messages, bytes)) in sent.into_iter().enumerate() {
+            assert_eq!(messages, 4, "{name}: rank {rank}");
+            assert!(bytes <= FIXED_BYTES + BYTES_PER_FLOW * flows[rank], "{name}: rank {rank} was sent {bytes} bytes");
+        }
+    }
+}
+
+/// A stop that never comes.
+fn never() -> tokio::sync::watch::Receiver<Option<String>> {
+    tokio::sync::watch::channel(None).1
+}
+
+/// Strangers on the coordinator's port — idle connections, a 4 GiB length
+/// prefix, a first frame of another type, a wrong token — are turned away
+/// (the idle ones after the Hello deadline) and a real job joins meanwhile.
+#[test]
+fn strangers_on_the_port_cannot_hurt_a_job() {
+    use fabricbench::control::wire::{ToCoordinator, HELLO_MAX};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let _machine = common::busy_machine();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let n = 8;
+        let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (rejected_tx, mut rejected) = tokio::sync::mpsc::unbounded_channel();
+        let driver = tokio::spawn(fabricbench::control::driver::drive(
+            listener,
+            coordinator(make_plan(n, FAN_IN), now_ns()),
+            never(),
+            move |e| {
+                if let Event::Rejected { reason, .. } = e {
+                    let _ = rejected_tx.send(reason);
+                }
+            },
+        ));
+        // Idle strangers are closed once the Hello deadline (5 s) passes.
+        let opened = std::time::Instant::now();
+        let mut idle = Vec::new();
+        for _ in 0..300 {
+            idle.push(from(2, addr).await);
+        }
+        for mut conn in idle {
+            let mut byte = [0u8; 1];
+            let read = tokio::time::timeout(Duration::from_secs(15), conn.read(&mut byte)).await;
+            assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "an idle stranger was kept open: {read:?}");
+        }
+        assert!(opened.elapsed() >= Duration::from_millis(4500), "closed after {:?}", opened.elapsed());
+        let first = rejected.recv().await.unwrap();
+        assert!(first.starts_with("no Hello within 5s (from 127.0.0.2:"), "{first}");
+        while rejected.try_recv().is_ok() {}
+
+        let mut huge = from(3, addr).await;
+        huge.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+        // A Report (variant 4) as a first frame, as large as a Hello may be.
+        let mut report = from(4, addr).await;
+        let body: Vec<u8> = std::iter::once(4).chain(std::iter::repeat_n(0xFF, HELLO_MAX - 1)).collect();
+        report.write_all(&(body.len() as u32).to_be_bytes()).await.unwrap();
+        report.write_all(&body).await.unwrap();
+        let mut stranger = common::ranks::hello(1);
+        stranger.token = "guess".into();
+        stranger.host = "\u{1b}[31mred".into();
+        let frame = postcard::to_stdvec(&ToCoordinator::Hello(stranger)).unwrap();
+        let mut wrong = from(5, addr).await;
+        wrong.write_all(&(frame.len() as u32).to_be_bytes()).await.unwrap();
+        wrong.write_all(&frame).await.unwrap();
+
+        let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(tcp_rank(addr, rank))).collect();
+        for (rank, joined) in futures::future::join_all(ranks).await.into_iter().enumerate() {
+            assert!(joined.unwrap().is_ok(), "rank {rank} did not reach the barrier beside the strangers");
+        }
+        let mut reasons = Vec::new();
+        while reasons.len() < 3 {
+            reasons.push(tokio::time::timeout(Duration::from_secs(10), rejected.recv()).await.unwrap().unwrap());
+        }
+        let all = reasons.join("\n");
+        assert!(all.contains("frame size too big"), "{all}");
+        assert!(all.contains("the first frame must be a Hello, not message 4"), "{all}");
+        assert!(all.contains("wrong job token from `\\u{1b}[31mred`"), "escaped: {all}");
+        // Each stranger address is reported once, however many connections it made.
+        assert_eq!(reasons.len() + usize::from(rejected.try_recv().is_ok()), 3, "{all}");
+        driver.abort();
+    });
+}
+
+/// A connection to `addr` from 127.0.0.`host` (strangers are told apart by address).
+async fn from(host: u8, addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, host], 0).into()).unwrap();
+    socket.connect(addr).await.unwrap()
+}

@@ -1,0 +1,24 @@
+//! Every integration test in one crate, so the suite links once instead of
+//! once per file. Each file is a module; a test's name starts with it
+//! (`rdma_run::three_vm_fan_in_over_ssh`), which is what nextest and libtest
+//! filters match (`cargo nextest run rdma_run::`, scripts/test-rdma).
+
+mod common;
+
+mod acceptance_bed;
+mod architecture;
+mod coordinator;
+mod coordinator_scale;
+mod load_scenarios;
+mod pair;
+mod plan;
+mod rdma;
+mod rdma_run;
+mod rendered;
+mod reports;
+mod run_local;
+mod shipped_scenarios;
+mod testbed_scenarios;
+mod testbed_slurm;
+mod testbed_ssh;
+mod wire;

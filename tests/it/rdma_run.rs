@@ -1,0 +1,449 @@
+//! RDMA flows through the real CLI: the shipped RDMA scenarios on local
+//! ranks over whatever device the host has (Soft-RoCE in the project's VM:
+//! `scripts/test-rdma`). Skipped with a printed reason without a device,
+//! unless FABRICBENCH_REQUIRE_RDMA=1.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{perftest_rows, read_json, run_json, text, Bench};
+use fabricbench::scenario::sweep::Value;
+use fabricbench::scenario::Transport;
+
+fn has_rdma() -> bool {
+    let found = fabricbench::transport::rdma::probe()
+        .is_ok_and(|r| r.devices.iter().any(|d| d.ports.iter().any(|p| p.state == "ACTIVE")));
+    if !found {
+        assert!(std::env::var("FABRICBENCH_REQUIRE_RDMA").map_or(true, |v| v != "1"), "no ACTIVE RDMA port");
+        eprintln!("SKIP: no ACTIVE RDMA port on this host (run scripts/test-rdma)");
+    }
+    found
+}
+
+#[test]
+fn rdma_fan_in_with_a_latency_probe() {
+    if !has_rdma() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let check = ["--check", "receiver >= 0.1% of line rate"];
+    let run = run_json(&Bench::new(), &root.join("scenarios/rdma-fan-in.toml"), &root.join("hostfiles/local"), &check);
+    // "% of line rate" takes the receiver's port rate from its own probe.
+    let receiver = &run["acceptance"]["checks"][0];
+    let port = &run["probes"][0]["devices"][0];
+    let rate = port["ports"][0]["rate_gbps"].as_f64().unwrap();
+    assert_eq!(receiver["verdict"], "pass", "{receiver}");
+    assert!((receiver["limit"].as_f64().unwrap() - rate * 0.001).abs() < 1e-9, "{receiver}");
+    assert!(receiver["note"].as_str().unwrap().starts_with(port["name"].as_str().unwrap()), "{receiver}");
+    for p in run["probes"].as_array().unwrap() {
+        let port = &p["devices"][0]["ports"][0];
+        assert_eq!(port["state"], "ACTIVE", "{p}");
+        assert!(port["rate_gbps"].as_f64().unwrap() > 0.0 && port["mtu"].as_u64().unwrap() >= 256, "{p}");
+    }
+    assert_eq!(run["probes"].as_array().unwrap().len(), run["hosts"].as_array().unwrap().len());
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true);
+    let flows = phase["flows"].as_array().unwrap();
+    for f in &flows[..3] {
+        // Writes are counted by the initiator: the receiver's CPU never sees them.
+        assert!(f["tx_bytes"].as_u64().unwrap() > 0, "{f}");
+        assert_eq!(f["bytes"], f["tx_bytes"], "{f}");
+        assert!(f["gbps"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    let sum: f64 = flows[..3].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    assert!((phase["aggregate_gbps"].as_f64().unwrap() - sum).abs() < 1e-9);
+    assert_eq!(phase["receivers"][0]["senders"], 3);
+    // The NIC's view: every rank's device counters moved in the window.
+    for rank in phase["ranks"].as_array().unwrap() {
+        let moved = &rank["rdma_counters"][0];
+        assert_eq!(moved["device"], run["probes"][0]["devices"][0]["name"], "{rank}");
+        let counters = moved["counters"].as_object().unwrap_or_else(|| panic!("no RDMA counters: {rank}"));
+        assert!(counters.values().any(|v| v.as_u64().unwrap() > 0), "{rank}");
+        // RDMA threads go near the device by default; Soft-RoCE has no NUMA node: recorded, not pinned.
+        let placement = &rank["placements"][0];
+        assert!(placement["note"].as_str().is_some_and(|n| n.contains("no NUMA node")), "{rank}");
+    }
+    let l = &flows[3]["latency"];
+    let v = |k: &str| l[k].as_f64().unwrap();
+    assert!(l["samples"].as_u64().unwrap() > 10, "{l}");
+    assert!(
+        v("min_us") > 0.0
+            && v("min_us") <= v("typical_us")
+            && v("typical_us") <= v("p99_us")
+            && v("p99_us") <= v("max_us"),
+        "{l}"
+    );
+}
+
+#[test]
+fn rdma_ops_through_the_cli() {
+    if !has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for op in ["read", "send", "write-imm", "fetch-add"] {
+        let scenario = bench.write(
+            "op.toml",
+            &format!(
+                "[run]\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"{op}\"\nflows = [[1, 0]]\nmessage_size = \"16K\"\n"
+            ),
+        );
+        let run = run_json(&bench, &scenario, &root.join("hostfiles/local"), &[]);
+        let flow = &run["phases"][0]["flows"][0];
+        assert!(flow["bytes"].as_u64().unwrap() > 0, "{op}: {flow}");
+        if op == "send" || op == "write-imm" {
+            // Two-sided: the receiver counted what arrived.
+            assert!(flow["rx_bytes"].as_u64().unwrap() > 0, "{op}: {flow}");
+        }
+    }
+}
+
+/// Across VMs (scripts/test-rdma's two-VM run sets FB_RDMA_PEER_HOST):
+/// `fabricbench hosts` reaches the peer over ssh and lists its RDMA ports.
+#[test]
+fn hosts_lists_rdma_ports_over_ssh() {
+    let Ok(peer) = std::env::var("FB_RDMA_PEER_HOST") else {
+        eprintln!("SKIP: FB_RDMA_PEER_HOST is not set (only the two-VM run has a peer host)");
+        return;
+    };
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", &format!("{peer}\n"));
+    let out = bench.run(&["hosts", "-H", hosts.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ports = checks[0]["rdma"].as_array().unwrap_or_else(|| panic!("no RDMA ports reported: {checks}"));
+    assert!(ports.iter().any(|p| p.as_str().unwrap().contains("ACTIVE")), "{checks}");
+}
+
+/// A flow that fails mid-phase ends the run, named, in bounded time, with
+/// what was measured kept. Frozen: rank 1 (the receiver of a send flow)
+/// stops, its receives run out, the sender's sends find none (RNR, retried
+/// without end) and stall for `stall_timeout_ms`; the sender's rank reports
+/// the flow. Killed: rank 1's control connection drops at once and the
+/// coordinator names the rank and its flow.
+#[test]
+fn a_failed_rdma_flow_ends_the_run_naming_it() {
+    if !has_rdma() {
+        return;
+    }
+    // A killed worker's connection ends with FIN or RST ("connection lost"
+    // or "protocol error: Connection reset by peer"); both name the flow.
+    let cases = [
+        ("-STOP", ["rank 0 (127.0.0.1): failed in phase 0: flow 0 0->1: QP 0: no progress for", ""]),
+        ("-KILL", ["rank 1 (127.0.0.2): ", "; its flows: 0 (0->1)"]),
+    ];
+    for (signal, named) in cases {
+        let bench = Bench::new();
+        let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+        let scenario = bench.write(
+            "stall.toml",
+            "[run]\nduration = \"30s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"g\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"send\"\nflows = [[0, 1]]\nmessage_size = \"4K\"\n[group.rdma]\nrx_depth = 64\nstall_timeout_ms = 1000\n",
+        );
+        let child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+        let victim = bench.worker_pid(1, Duration::from_secs(60));
+        // Let the phase start and traffic flow (connecting takes a few s in the VM).
+        std::thread::sleep(Duration::from_secs(6));
+        let hit_at = Instant::now();
+        common::signal(victim, signal);
+
+        let out = child.wait_with_output().unwrap();
+        let took = hit_at.elapsed();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{signal}: {err}");
+        assert!(took < Duration::from_secs(20), "{signal}: took {took:?}: {err}");
+        assert!(named.iter().all(|part| err.contains(part)), "{signal}: {err}");
+
+        let run = read_json(&bench.result_dir().join("run.json"));
+        let error = run["status"]["error"].as_str().unwrap();
+        assert!(named.iter().all(|part| error.contains(part)), "{signal}: {error}");
+        let phase = &run["phases"][0];
+        assert_eq!(phase["complete"], false, "{signal}");
+        assert!(phase["flows"][0]["tx_bytes"].as_u64().unwrap() > 0, "{signal}: {phase}");
+        if signal == "-STOP" {
+            assert!(phase["flows"][0]["error"].as_str().unwrap().contains("no progress"), "{phase}");
+        }
+        // The launcher ended the frozen worker.
+        assert_eq!(bench.leftovers(Duration::from_secs(3)), [], "{signal}");
+    }
+}
+
+/// Across three VMs (scripts/test-rdma's `--vms 3` run sets FB_RDMA_FAN_IN_HOSTS):
+/// `fabricbench run` over ssh, vm2 and vm3 RDMA-write into vm1.
+#[test]
+fn three_vm_fan_in_over_ssh() {
+    let Ok(names) = std::env::var("FB_RDMA_FAN_IN_HOSTS") else {
+        eprintln!("SKIP: FB_RDMA_FAN_IN_HOSTS is not set (only the three-VM run has the hosts)");
+        return;
+    };
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", &names.split_whitespace().map(|h| format!("{h}\n")).collect::<String>());
+    let scenario = bench.write(
+        "fan-in.toml",
+        // Small messages, few in flight and frequent completions: three
+        // 1-vCPU VMs under TCG move little, and a completion is what counts.
+        "[run]\nduration = \"2s\"\nwarmup = \"1s\"\ninterval = \"500ms\"\n[[group]]\nname = \"incast\"\npattern = \"fan-in\"\ntransport = \"rdma\"\nop = \"write\"\nmessage_size = \"4K\"\n[group.rdma]\ntx_depth = 16\ncq_moderation = 4\n",
+    );
+    // Each ssh connection takes seconds under TCG, more on a loaded host.
+    let run = run_json(&bench, &scenario, &hosts, &["--connect-timeout", "60s"]);
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true, "{phase}");
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    for f in flows {
+        assert_eq!(f["dst"], 0);
+        assert!(f["bytes"].as_u64().unwrap() > 0 && f["gbps"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    let receiver = &phase["receivers"][0];
+    assert_eq!((receiver["rank"].as_u64(), receiver["senders"].as_u64()), (Some(0), Some(2)), "{receiver}");
+    assert!(receiver["aggregate_gbps"].as_f64().unwrap() > 0.0, "{receiver}");
+    assert_eq!(run["probes"].as_array().unwrap().len(), 3);
+}
+
+/// `fabricbench pair` on two local ranks over the device: perftest's -a
+/// (cut to 2..16 B for time), -b with events, and write latency, each a
+/// perftest-shaped table whose rows carry real numbers.
+#[test]
+fn pair_like_perftest() {
+    if !has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let pair = |extra: &[&str]| {
+        let mut args = vec!["pair", "localhost", "localhost"];
+        args.extend_from_slice(extra);
+        args.extend(["-D", "0.5", "--no-progress"]);
+        let out = bench.run(&args);
+        let stdout = common::text(&out.stdout);
+        assert!(out.status.success(), "{args:?}:\n{stdout}\n{}", common::text(&out.stderr));
+        stdout
+    };
+    let bw = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+
+    // Tiny messages: MB/sec (perftest's default unit) and the message rate show them best.
+    let out = pair(&["write", "-a", "--max-size", "16", "-q", "2", "-l", "4"]);
+    assert!(out.contains("RDMA_Write BW Test") && out.contains(" Number of qps   : 2\n"), "{out}");
+    // From rank 0's probe in run.json: the port the flow used (Soft-RoCE is Ethernet).
+    assert!(out.contains(" Link type       : Ethernet\n") && out.contains(" Mtu             : "), "{out}");
+    let rows = perftest_rows(&out, &bw.replace("Gb/sec", "MB/sec"));
+    assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), [2.0, 4.0, 8.0, 16.0], "{out}");
+    for r in &rows {
+        assert!(r.len() == 5 && r[1] > 0.0 && r[4] > 0.0 && r[2] >= r[3] - 0.01, "{r:?}\n{out}");
+    }
+    let run = read_json(&bench.result_dir().join("run.json"));
+    let phases = run["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 4);
+    for p in phases {
+        assert!(p["flows"][0]["tx_bytes"].as_u64().unwrap() > 0, "{p}");
+    }
+
+    let out = pair(&["send", "-s", "4K", "-b", "-e", "--report-gbits", "--no-save"]);
+    assert!(out.contains(" Hosts           : 127.0.0.1 <-> 127.0.0.2\n"), "{out}");
+    let rows = perftest_rows(&out, bw);
+    assert!(rows.len() == 1 && rows[0][0] == 4096.0 && rows[0][1] > 0.0 && rows[0][3] > 0.0, "{out}");
+
+    let out = pair(&["write_lat", "--no-save"]);
+    assert!(out.contains("RDMA_Write Latency Test") && out.contains("half round trip"), "{out}");
+    let rows = perftest_rows(&out, " #bytes #iterations    t_min[usec]");
+    let r = &rows[0];
+    assert!(rows.len() == 1 && r.len() == 9 && r[0] == 2.0 && r[1] > 0.0, "{out}");
+    assert!(r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[7] && r[7] <= r[3], "min <= typical <= p99 <= max: {r:?}");
+}
+
+/// A shipped scenario cut to a few seconds: 2 s phases (Soft-RoCE under
+/// emulation on a loaded host has stalled whole 1 s windows) and the first
+/// two values of each sweep axis (`values` replaces the first axis' when given).
+/// Runs it on local ranks; `None` (skipped) without an RDMA device.
+fn run_shortened(name: &str, values: Option<Vec<Value>>) -> Option<serde_json::Value> {
+    if !has_rdma() {
+        return None;
+    }
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut s, _) = fabricbench::scenario::read(&root.join("scenarios").join(name)).unwrap();
+    s.run.duration = Duration::from_secs(2);
+    s.run.warmup = Duration::from_millis(500);
+    s.run.interval = Duration::from_secs(1);
+    // Soft-RoCE under emulation drops packets of deep send queues and
+    // recovers only by retransmit timeouts (its completer_retry_err counter),
+    // which can idle a whole short window: keep 16 WRs in flight per QP.
+    for g in s.groups.iter_mut().filter(|g| g.transport == Transport::Rdma) {
+        g.rdma.get_or_insert_with(Default::default).tx_depth = 16;
+    }
+    let sweep = s.sweep.as_mut().expect("a sweep");
+    sweep.values = values.unwrap_or_else(|| sweep.values[..2].to_vec());
+    if let Some(by) = &mut sweep.by {
+        by.values.truncate(2);
+    }
+    let scenario = bench.write(name, &toml::to_string(&s).unwrap());
+    Some(run_json(&bench, &scenario, &root.join("hostfiles/local"), &[]))
+}
+
+/// The sweep's points, each checked: one phase each, complete, every cell
+/// with a value > 0 and a ratio > 0 (and ≤ `max_ratio`).
+fn checked_points(run: &serde_json::Value, points: usize, max_ratio: f64) -> Vec<serde_json::Value> {
+    let phases = run["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), points, "one phase per point");
+    assert!(phases.iter().all(|p| p["complete"] == true));
+    let rows = run["sweep"]["points"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), points, "one row per point");
+    for row in &rows {
+        let phase = &phases[row["phase"].as_u64().unwrap() as usize];
+        for cell in row["groups"].as_array().unwrap() {
+            assert!(cell["value"].as_f64().unwrap() > 0.0, "{row}\n{}", phase["flows"]);
+            let ratio = cell["ratio"].as_f64().unwrap_or_else(|| panic!("no impact ratio: {row}"));
+            assert!(ratio > 0.0 && ratio <= max_ratio, "{row}");
+            assert!(cell["max_worker_cpu_pct"].as_f64().unwrap() > 0.0, "CPU measured: {row}");
+        }
+    }
+    rows
+}
+
+#[test]
+fn tcp_vs_rdma_under_receiver_stress() {
+    // One burner: a VM's few vCPUs under emulation cannot spare four.
+    let Some(run) = run_shortened("tcp-vs-rdma-stress.toml", Some(vec![Value::Number(0), Value::Number(1)])) else {
+        return;
+    };
+    let rows = checked_points(&run, 4, 1.5);
+    assert_eq!(run["sweep"]["by_parameter"], "transport");
+    let cells: Vec<(&str, &str, bool)> = rows
+        .iter()
+        .map(|r| (r["value"].as_str().unwrap(), r["by_value"].as_str().unwrap(), r["groups"][0]["rdma"] == true))
+        .collect();
+    assert_eq!(cells, [("0", "tcp", false), ("0", "rdma", true), ("1", "tcp", false), ("1", "rdma", true)]);
+    // Each transport is compared with itself unstressed.
+    assert!(rows[..2].iter().all(|r| r["baseline"] == true && r["groups"][0]["ratio"] == 1.0));
+    for phase in &run["phases"].as_array().unwrap()[2..] {
+        let rank0 = &phase["ranks"][0];
+        let stress = &rank0["stress"];
+        let share = 100.0 / rank0["cpu"]["host_cores"].as_f64().unwrap();
+        assert!(stress["measured_load_pct"].as_f64().unwrap() >= share - 10.0, "{stress}");
+    }
+    // Every point moved data (checked_points: value > 0); single senders of
+    // three may starve for a 1 s window on two emulated vCPUs with a burner.
+}
+
+#[test]
+fn qps_by_post_list_message_rate_matrix() {
+    let Some(run) = run_shortened("qps-post-list.toml", None) else { return };
+    // More QPs may well beat one by more than 1.5×: only sanity here.
+    let rows = checked_points(&run, 4, 100.0);
+    let cells: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["value"].as_str().unwrap(), r["by_value"].as_str().unwrap())).collect();
+    assert_eq!(cells, [("1", "1"), ("1", "4"), ("2", "1"), ("2", "4")]);
+    for (row, phase) in rows.iter().zip(run["phases"].as_array().unwrap()) {
+        let mpps = row["groups"][0]["mpps"].as_f64().unwrap();
+        let flow = &phase["flows"][0];
+        assert!(mpps > 0.0 && (mpps - flow["msgs_per_s"].as_f64().unwrap() / 1e6).abs() < 1e-9, "{row}");
+        assert_eq!(flow["message_size"], 64);
+    }
+}
+
+#[test]
+fn busy_poll_vs_event_mode_cpu() {
+    let Some(run) = run_shortened("busy-vs-event.toml", None) else { return };
+    // On Soft-RoCE the NIC is the kernel: a spinning writer takes the CPU
+    // the NIC needs, and event mode can be several times faster. Sanity only.
+    let rows = checked_points(&run, 2, 10.0);
+    assert_eq!(rows[0]["value"], "busy");
+    assert_eq!(rows[1]["value"], "event");
+    for phase in run["phases"].as_array().unwrap() {
+        assert!(phase["aggregate_gbps"].as_f64().unwrap() > 0.0);
+        // The writer (rank 1) spent CPU; every rank's CPU is measured.
+        assert!(phase["ranks"][1]["cpu"]["worker_pct"].as_f64().unwrap() > 0.0, "{phase}");
+    }
+}
+
+/// Names of the devices with an ACTIVE port 1, sorted.
+fn active_devices() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.retain(|d| {
+        std::fs::read_to_string(format!("/sys/class/infiniband/{d}/ports/1/state")).is_ok_and(|s| s.contains("ACTIVE"))
+    });
+    names.sort();
+    names
+}
+
+/// Two devices for the multi-rail test: inside the project's throwaway VM
+/// (SOFTROCE_VM_INDEX set), which has only rxe0, a second Soft-RoCE device
+/// goes on a dummy interface; elsewhere the host's own devices.
+fn two_devices() -> Vec<String> {
+    if active_devices().len() < 2 && std::env::var("SOFTROCE_VM_INDEX").is_ok() {
+        let setup = "ip link add fbrail0 type dummy && ip addr add 10.88.0.1/24 dev fbrail0 \
+                     && ip link set fbrail0 up && rdma link add rxe1 type rxe netdev fbrail0";
+        let ok = std::process::Command::new("sh").args(["-c", setup]).status().is_ok_and(|s| s.success());
+        assert!(ok, "could not add rxe1 on a dummy interface");
+        for _ in 0..100 {
+            if active_devices().len() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    active_devices().into_iter().take(2).collect()
+}
+
+/// Packets a device sent (rxe's hw counter, else the IB port counter).
+fn sent_packets(device: &str) -> u64 {
+    let port = format!("/sys/class/infiniband/{device}/ports/1");
+    [format!("{port}/hw_counters/sent_pkts"), format!("{port}/counters/port_xmit_packets")]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no packet counter under {port}"))
+}
+
+/// Multi-rail: one flow's 4 QPs over two devices, two rails, both carry
+/// traffic (the devices' own counters), the flow counts both; the same with
+/// the devices from the hostfile's `devices=`; an unknown
+/// device fails naming the rank's host, the name and what exists.
+#[test]
+fn multi_rail_spreads_qps_over_devices() {
+    if !has_rdma() {
+        return;
+    }
+    let devices = two_devices();
+    if devices.len() < 2 {
+        eprintln!("SKIP: multi-rail needs two ACTIVE RDMA devices, found {devices:?}");
+        return;
+    }
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = |list: &str| {
+        format!(
+            "[run]\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"1s\"\n[[group]]\nname = \"rails\"\n\
+             pattern = \"explicit\"\ntransport = \"rdma\"\nflows = [[1, 0]]\nmessage_size = \"16K\"\n\
+             [group.rdma]\nqps = 4\ntx_depth = 16\ndevices = {list}\n"
+        )
+    };
+    let before: Vec<u64> = devices.iter().map(|d| sent_packets(d)).collect();
+    let file = bench.write("rails.toml", &scenario(&format!("[\"{}\", \"{}\"]", devices[0], devices[1])));
+    let run = run_json(&bench, &file, &root.join("hostfiles/local"), &[]);
+    let flow = &run["phases"][0]["flows"][0];
+    assert!(flow["bytes"].as_u64().unwrap() > 0, "{flow}");
+    for (device, before) in devices.iter().zip(before) {
+        assert!(sent_packets(device) > before, "rail on {device} carried nothing");
+    }
+
+    // The same rails from the hostfile's `devices=`, for a group that names none.
+    let list = devices.join(",");
+    let hosts = bench.write("hosts", &format!("127.0.0.1 devices={list}\n127.0.0.2 devices={list}\n"));
+    let before: Vec<u64> = devices.iter().map(|d| sent_packets(d)).collect();
+    let run = run_json(&bench, &bench.write("host-rails.toml", &scenario("[]")), &hosts, &[]);
+    assert!(run["phases"][0]["flows"][0]["bytes"].as_u64().unwrap() > 0, "{run}");
+    for (device, before) in devices.iter().zip(before) {
+        assert!(sent_packets(device) > before, "hostfile rail on {device} carried nothing");
+    }
+
+    let file = bench.write("bad.toml", &scenario(&format!("[\"{}\", \"nosuch\"]", devices[0])));
+    let hosts = root.join("hostfiles/local");
+    let out = bench.run(&["run", file.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-save", "--quiet"]);
+    assert!(!out.status.success());
+    let err = common::text(&out.stderr);
+    let named = format!("RDMA device \"nosuch\" not found (available: {}", devices.join(", "));
+    assert!(err.contains("(127.0.0.") && err.contains(&named), "{err}");
+}

@@ -1,0 +1,116 @@
+//! Snapshots (insta) of every text fabricbench renders from a run.json, from
+//! the fixed runs in tests/fixtures/ (schema versions 1, 2 and 3; how each
+//! was made: tests/fixtures/README.md): the terminal summary, summary.md,
+//! the CSVs, junit.xml, perftest's tables and `compare`. The terminal text
+//! comes from the binary with its output piped, as a script sees it (no
+//! terminal, so no width to wrap to). A changed rendering fails here until
+//! its snapshot is reviewed (`cargo insta review`, or rerun with
+//! INSTA_UPDATE=always and read `git diff`); with CI=true a missing snapshot
+//! fails too.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::common::BIN;
+use fabricbench::report::{perftest, results_dir};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(format!("{name}.json"))
+}
+
+/// Everything `fabricbench report` prints and writes for the fixture `name`
+/// (in a copy of it: report writes beside its run.json), snapshotted as
+/// `name.<file>`. Returns the names of the files it wrote.
+fn report(name: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(name), dir.path().join("run.json")).unwrap();
+    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "report {name}: {}", String::from_utf8_lossy(&out.stderr));
+    insta::assert_snapshot!(format!("{name}.terminal"), String::from_utf8(out.stdout).unwrap());
+    let mut written = Vec::new();
+    for file in ["summary.md", "flows.csv", "intervals.csv", "ranks.csv", "junit.xml"] {
+        let Ok(text) = std::fs::read_to_string(dir.path().join(file)) else { continue };
+        insta::assert_snapshot!(format!("{name}.{file}"), text);
+        written.push(file.to_string());
+    }
+    assert!(dir.path().join("report.html").is_file(), "report {name} wrote no report.html");
+    written
+}
+
+const WITHOUT_CHECKS: [&str; 4] = ["summary.md", "flows.csv", "intervals.csv", "ranks.csv"];
+
+#[test]
+fn v1_fan_in_with_a_latency_probe() {
+    assert_eq!(report("v1-fan-in"), WITHOUT_CHECKS);
+}
+
+#[test]
+fn v2_sweep() {
+    assert_eq!(report("v2-sweep"), WITHOUT_CHECKS);
+}
+
+#[test]
+fn v2_all_pairs_with_checks_and_suspects() {
+    let mut with_junit = WITHOUT_CHECKS.to_vec();
+    with_junit.push("junit.xml");
+    assert_eq!(report("v2-all-pairs"), with_junit);
+}
+
+#[test]
+fn v3_fan_in_with_a_latency_probe() {
+    assert_eq!(report("v3-fan-in"), WITHOUT_CHECKS);
+}
+
+#[test]
+fn v3_sweep() {
+    assert_eq!(report("v3-sweep"), WITHOUT_CHECKS);
+}
+
+#[test]
+fn v3_rdma_fan_in_with_probes_and_counters() {
+    assert_eq!(report("v3-rdma-fan-in"), WITHOUT_CHECKS);
+}
+
+/// The TCP pairs, and the RDMA run for the header perftest prints from a
+/// probed port (device, link type, MTU).
+#[test]
+fn v3_runs_as_perftest_tables() {
+    for name in ["v3-pair-bw", "v3-pair-lat", "v3-rdma-fan-in"] {
+        let run = results_dir::read(&fixture(name)).unwrap();
+        insta::assert_snapshot!(format!("{name}.perftest-MBps"), perftest::render(&run, false));
+        insta::assert_snapshot!(format!("{name}.perftest-Gbps"), perftest::render(&run, true));
+    }
+}
+
+/// `compare`'s stdout, stderr (paths left out) and exit code.
+fn compare(base: &str, new: &str, tolerance: &str) -> String {
+    let out: Output = Command::new(BIN)
+        .args(["compare", "--tolerance", tolerance])
+        .arg(fixture(base))
+        .arg(fixture(new))
+        .output()
+        .unwrap();
+    // 0: no regression, 3: a regression; anything else (2: a fixture it cannot read) is a failure.
+    assert!(matches!(out.status.code(), Some(0 | 3)), "compare {base} {new}: {}", String::from_utf8_lossy(&out.stderr));
+    format!(
+        "exit code {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn compare_a_v1_baseline_with_a_v3_run() {
+    insta::assert_snapshot!("compare.v1-fan-in.v3-fan-in", compare("v1-fan-in", "v3-fan-in", "5%"));
+}
+
+#[test]
+fn compare_a_v3_run_with_a_v1_baseline_within_a_wide_tolerance() {
+    insta::assert_snapshot!("compare.v3-fan-in.v1-fan-in.wide", compare("v3-fan-in", "v1-fan-in", "90%"));
+}
+
+#[test]
+fn compare_runs_of_different_scenarios() {
+    insta::assert_snapshot!("compare.v2-all-pairs.v3-sweep", compare("v2-all-pairs", "v3-sweep", "5%"));
+}

@@ -1,0 +1,336 @@
+//! The real CLI on local ranks (127.0.0.x): real processes, real sockets.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::{fan_in, read_json, text, Bench, LOCAL_HOSTS};
+
+#[test]
+fn four_rank_fan_in_end_to_end() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("2s"));
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("Receivers") && stdout.contains("Jain index"), "{stdout}");
+    assert!(stderr.contains("ranks ready") || stderr.contains("ready, 4/4"), "{stderr}");
+
+    let dir = bench.result_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["schema_version"], 3);
+    assert_eq!(run["status"]["state"], "ok");
+    // Every rank's own probe: devices, or why there are none (no RDMA here).
+    let probes = run["probes"].as_array().unwrap();
+    assert_eq!(probes.iter().map(|p| p["rank"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1, 2, 3], "{probes:?}");
+    for p in probes {
+        assert_eq!(p["error"].is_string(), p["devices"].as_array().unwrap().is_empty(), "{p}");
+    }
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true);
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 3);
+    let sum: f64 = flows.iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    let aggregate = phase["aggregate_gbps"].as_f64().unwrap();
+    assert!(aggregate > 0.0);
+    assert!((sum - aggregate).abs() < 1e-9 * aggregate, "sum {sum} vs aggregate {aggregate}");
+    for f in flows {
+        assert_eq!(f["dst"], 0);
+        assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
+        assert_eq!(f["interval_gbps"].as_array().unwrap().len(), 4, "2 s in 500 ms intervals");
+    }
+    let window = phase["window_s"].as_f64().unwrap();
+    // Boundaries are taken by sleeping threads: on a loaded 2-core machine one may wake late.
+    assert!((window - 2.0).abs() < 0.2, "window {window}");
+    let receiver = &phase["receivers"][0];
+    assert_eq!(receiver["senders"], 3);
+    let jain = receiver["jain"].as_f64().unwrap();
+    assert!((1.0 / 3.0..=1.0).contains(&jain), "{jain}");
+
+    // The kernel saw at least what the application counted (lo carries it all).
+    let app_rx: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
+    let rank0 = &phase["ranks"][0];
+    assert_eq!(rank0["netdevs"][0]["iface"], "lo");
+    let lo_rx = rank0["netdevs"][0]["rx_bytes"].as_u64().unwrap();
+    assert!(lo_rx >= app_rx, "lo rx {lo_rx} < application rx {app_rx}");
+    assert!(rank0["cpu"]["worker_pct"].as_f64().unwrap() > 0.0);
+    assert!(rank0["cpu"]["host_pct"].as_f64().unwrap() > 0.0);
+
+    // Every file is there and parses.
+    let mut flows_csv = csv::Reader::from_path(dir.join("flows.csv")).unwrap();
+    assert_eq!(flows_csv.headers().unwrap().iter().filter(|h| *h == "gbps").count(), 1);
+    assert_eq!(flows_csv.records().count(), 3);
+    assert_eq!(csv::Reader::from_path(dir.join("intervals.csv")).unwrap().records().count(), 4 * 4);
+    assert_eq!(csv::Reader::from_path(dir.join("ranks.csv")).unwrap().records().count(), 4);
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("| rank | host | senders | aggregate Gb/s |"), "{summary}");
+
+    assert_eq!(bench.leftovers(Duration::from_secs(2)), []);
+}
+
+#[test]
+fn export_json_to_stdout_carries_only_json() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let scenario = bench.write("pair.toml", "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\nstreams = 2\n");
+    let out = bench.run(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "-H",
+        hosts.to_str().unwrap(),
+        "--export-json",
+        "-",
+        "--no-save",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is exactly one JSON document");
+    assert_eq!(run["scenario"]["run"]["name"], "pair");
+    assert_eq!(run["phases"][0]["flows"][0]["streams"], 2);
+    assert!(text(&out.stderr).contains("Flows"), "the summary moves to stderr");
+    assert!(!bench.results().exists(), "--no-save writes no folder");
+}
+
+#[test]
+fn bad_inputs_name_file_line_and_field() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("s.toml", &fan_in("1s").replace("senders = \"1-3\"", "senders = \"1-7\""));
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("s.toml:12: group \"incast\": field `senders`: rank 7 does not exist: the hostfile has 4 host(s), ranks 0-3"),
+        "{err}"
+    );
+
+    let bad_hosts = bench.write("bad-hosts", "127.0.0.1\n127.0.0.1\n");
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", bad_hosts.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("bad-hosts:2: host `127.0.0.1` is listed twice (first at line 1)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!bench.results().exists());
+}
+
+#[test]
+fn input_bounds_exit_2_naming_the_limit() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("s.toml", &fan_in("1s"));
+    let refused = |args: &[&str]| {
+        let out = bench.run(args);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    // Ten million hosts are counted, not expanded (68 s and 3.2 GB before).
+    let huge = bench.write("huge", "node[1-10000000]\n");
+    let err = refused(&["plan", scenario.to_str().unwrap(), "-H", huge.to_str().unwrap()]);
+    assert!(err.contains("huge:1: `node[1-10000000]` names 10000000 hosts; a run takes at most 65536 hosts"), "{err}");
+    let big = bench.write("big.toml", &fan_in("1s").replace("\"64K\"", "\"1T\""));
+    let err = refused(&["plan", big.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    assert!(
+        err.contains(
+            "big.toml:10: group \"incast\": field `message_size`: 1024G is too large: TCP messages are 1 B to 4 MiB"
+        ),
+        "{err}"
+    );
+    let s = scenario.to_str().unwrap();
+    let err = refused(&["run", s, "-H", hosts.to_str().unwrap(), "--duration", "30days"]);
+    assert!(err.contains("with --duration/--warmup, [run] duration: must be at most 7days"), "{err}");
+    let err = refused(&["run", s, "-H", hosts.to_str().unwrap(), "--tree-radix", "1"]);
+    assert!(err.contains("invalid value '1' for '--tree-radix <K>': 1 is not in 2..=65535"), "{err}");
+    assert!(!bench.results().exists());
+}
+
+#[test]
+fn killed_worker_ends_the_run_naming_its_rank() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("30s"));
+    let child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+
+    // Wait until rank 2's worker runs and traffic has flowed for a while.
+    let victim = bench.worker_pid(2, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(2500));
+    let killed_at = Instant::now();
+    common::signal(victim, "-9");
+
+    let out = child.wait_with_output().unwrap();
+    let took = killed_at.elapsed();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    assert!(err.contains("rank 2 (127.0.0.3)"), "{err}");
+
+    // What was measured before the kill is kept.
+    let run = read_json(&bench.result_dir().join("run.json"));
+    assert_eq!(run["status"]["state"], "failed");
+    assert!(run["status"]["error"].as_str().unwrap().contains("rank 2 (127.0.0.3)"));
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], false);
+    assert!(phase["flows"][0]["bytes"].as_u64().unwrap() > 0, "{phase}");
+    assert_eq!(phase["ranks"][2]["reported"], false);
+
+    assert_eq!(bench.leftovers(Duration::from_secs(3)), []);
+}
+
+#[test]
+fn latency_probe_beside_an_incast() {
+    let _machine = common::busy_machine();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = root.join("scenarios/latency-under-incast.toml");
+    let run = common::run_json(&Bench::new(), &scenario, &root.join("hostfiles/local"), &[]);
+    let phase = &run["phases"][0];
+    let probe = &phase["flows"][0];
+    assert_eq!(probe["mode"], "latency");
+    let l = &probe["latency"];
+    let v = |k: &str| l[k].as_f64().unwrap();
+    assert!(l["samples"].as_u64().unwrap() > 100, "{l}");
+    assert!(v("min_us") > 0.0);
+    assert!(v("min_us") <= v("typical_us") && v("typical_us") <= v("p99_us"), "{l}");
+    assert!(v("p99_us") <= v("p999_us") && v("p999_us") <= v("max_us"), "{l}");
+    // The probe is not a sender of the incast: it stays out of the receiver's fairness.
+    assert_eq!(phase["receivers"][0]["senders"], 2);
+    let bandwidth: f64 = phase["flows"].as_array().unwrap()[1..].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    assert!((phase["aggregate_gbps"].as_f64().unwrap() - bandwidth).abs() < 1e-9);
+}
+
+/// Three 1 s phases (a sweep of the message size): long enough to stop in
+/// the middle, short enough for a test.
+const THREE_PHASES: &str = "[run]\nname = \"three\"\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"250ms\"\n\n\
+    [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n\
+    [sweep]\nparameter = \"message_size\"\nvalues = [\"16K\", \"32K\", \"64K\"]\n";
+
+/// Starts THREE_PHASES and waits until its journal holds `phases` phases;
+/// the run's results folder with it.
+#[allow(clippy::zombie_processes)] // the child is returned: the caller signals and waits for it
+fn stop_after(bench: &Bench, phases: usize) -> (std::process::Child, std::path::PathBuf) {
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("three.toml", THREE_PHASES);
+    let results = bench.results();
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-progress"];
+    let mut child = bench.spawn(&[&args[..], &["--results", results.to_str().unwrap()]].concat());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let journaled = |dir: &std::path::Path| {
+        let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+        journal.lines().filter(|l| l.starts_with("{\"phase\"")).count() >= phases
+    };
+    while Instant::now() < deadline {
+        let dir = std::fs::read_dir(&results).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path());
+        if let Some(dir) = dir.filter(|d| journaled(d)) {
+            return (child, dir);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no {phases} phase(s) journaled in 60 s");
+}
+
+/// What a stopped run leaves: its finished phases in run.json (failed,
+/// naming why) and a folder `fabricbench report` renders again.
+fn assert_kept(bench: &Bench, dir: &std::path::Path, at_least: usize, why: &str) {
+    let run = read_json(&dir.join("run.json"));
+    let phases = run["phases"].as_array().unwrap();
+    assert!(phases.len() >= at_least, "{} phase(s) kept, {at_least} finished", phases.len());
+    assert!(phases[..at_least].iter().all(|p| p["complete"] == true && p["aggregate_gbps"].as_f64().unwrap() > 0.0));
+    assert_eq!(run["status"]["state"], "failed");
+    assert!(run["status"]["error"].as_str().unwrap().contains(why), "{}", run["status"]);
+    for file in ["flows.csv", "intervals.csv", "ranks.csv", "summary.md", "report.html", "scenario.toml", "hostfile"] {
+        assert!(dir.join(file).is_file(), "{file} missing");
+    }
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let out = bench.run(&["report", dir.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.join("report.html").is_file());
+}
+
+#[test]
+fn a_stop_signal_keeps_the_finished_phases_and_names_itself() {
+    let _machine = common::busy_machine();
+    for (signal, code, twice) in [("-TERM", 143, false), ("-HUP", 129, false), ("-INT", 130, true)] {
+        let bench = Bench::new();
+        let (child, dir) = stop_after(&bench, 1);
+        // Into phase 1's window (200 ms warm-up, then 1 s).
+        std::thread::sleep(Duration::from_millis(800));
+        common::signal(child.id(), signal);
+        if twice {
+            common::signal(child.id(), signal);
+        }
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        let name = format!("SIG{}", &signal[1..]);
+        assert_eq!(out.status.code(), Some(code), "{signal}: {stderr}");
+        assert!(stderr.contains(&format!("error: stopped by {name}; what was measured is kept")), "{stderr}");
+        assert!(stdout.contains("phase 0 `message_size=16K`"), "the summary still comes out: {stdout}");
+        assert_kept(&bench, &dir, 1, &format!("stopped by {name}"));
+        if !twice {
+            // One signal: rank 0 ends the run and the running phase keeps what it measured.
+            let run = read_json(&dir.join("run.json"));
+            let cut = &run["phases"][1];
+            assert_eq!(cut["complete"], false, "{signal}: {cut}");
+            assert!(cut["aggregate_gbps"].as_f64().unwrap() > 0.0, "{signal}: {cut}");
+        }
+        assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "{signal}: processes left");
+    }
+}
+
+#[test]
+fn a_killed_launcher_leaves_its_journal_and_no_worker() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let (mut child, dir) = stop_after(&bench, 1);
+    common::signal(child.id(), "-KILL");
+    child.wait().unwrap();
+    // The workers see their stdin close and stop on their own.
+    assert_eq!(bench.leftovers(Duration::from_secs(10)), [], "workers outlived their launcher");
+    // run.json was rendered after phase 0; rebuild everything from the journal alone.
+    std::fs::remove_file(dir.join("run.json")).unwrap();
+    let out = bench.run(&["report", dir.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_kept(&bench, &dir, 1, "incomplete: 1 of 3 phase(s) recorded");
+}
+
+#[test]
+fn an_unwritable_results_folder_fails_before_any_worker_starts() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let blocker = bench.write("not-a-dir", "");
+    let results = blocker.join("results");
+    let args =
+        ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--results", results.to_str().unwrap()];
+    let started = Instant::now();
+    let out = bench.run(&args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("error: cannot write {}", results.display())), "{stderr}");
+    assert!(!stderr.contains("joined") && started.elapsed() < Duration::from_secs(5), "{stderr}");
+}
+
+#[test]
+fn two_runs_started_together_get_two_folders() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let scenario = bench.write(
+        "pair.toml",
+        "[run]\nname = \"same\"\nduration = \"500ms\"\nwarmup = \"100ms\"\ninterval = \"250ms\"\n\n\
+         [[group]]\nname = \"p\"\npattern = \"pairwise\"\n",
+    );
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--quiet"];
+    let runs: Vec<_> = (0..2).map(|_| bench.spawn(&args)).collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let dirs: Vec<_> = std::fs::read_dir(bench.results()).unwrap().flatten().collect();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+}

@@ -1,0 +1,72 @@
+//! Every scenario shipped in scenarios/ runs as-is on local ranks.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::{all_shipped_scenarios, run_json, shipped_scenarios, uses_rdma, Bench};
+
+/// Every shipped scenario parses and plans; the RDMA ones run only where
+/// verbs exist (tests/it/rdma_run.rs, in the Soft-RoCE VM: scripts/test-rdma).
+#[test]
+fn every_shipped_scenario_plans_and_rdma_ones_are_named() {
+    let all = all_shipped_scenarios();
+    let rdma: Vec<_> = all.iter().filter(|p| uses_rdma(p)).collect();
+    for name in ["rdma-fan-in.toml", "tcp-vs-rdma-stress.toml", "qps-post-list.toml", "busy-vs-event.toml"] {
+        assert!(rdma.iter().any(|p| p.ends_with(name)), "{name} is a shipped RDMA scenario: {rdma:?}");
+    }
+    for file in &rdma {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(
+            text.starts_with('#') && text.contains("Answers:"),
+            "{}: says which question it answers",
+            file.display()
+        );
+        eprintln!(
+            "SKIP running {}: it needs RDMA devices (tests/it/rdma_run.rs runs it shortened in the Soft-RoCE VM)",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn every_shipped_scenario_runs_on_local_ranks() {
+    let _machine = common::busy_machine();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenarios = shipped_scenarios();
+    assert!(scenarios.len() >= 6, "{scenarios:?}");
+    for scenario in scenarios {
+        // The 4x2 fan-in needs five ranks; the others are sized for four.
+        let needs_eight = scenario.file_name().is_some_and(|n| n == "fan-in-4x2.toml");
+        let hostfile = root.join(if needs_eight { "hostfiles/local8" } else { "hostfiles/local" });
+        let run = run_json(&Bench::new(), &scenario, &hostfile, &[]);
+        let name = scenario.display();
+        for phase in run["phases"].as_array().unwrap() {
+            assert_eq!(phase["complete"], true, "{name}");
+            for flow in phase["flows"].as_array().unwrap() {
+                assert!(flow["gbps"].as_f64().unwrap() > 0.0, "{name}: idle flow {flow}");
+            }
+        }
+    }
+}
+
+/// Under Slurm rank 0 plans the run itself from the scenario it is sent
+/// (tests/it/testbed_slurm.rs): every shipped scenario must survive that trip
+/// and give the launcher's plan.
+#[test]
+fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
+    use fabricbench::worker::srun::SrunSpec;
+    use fabricbench::{hostfile, plan, scenario};
+    let hosts = hostfile::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("hostfiles/local8")).unwrap();
+    for file in all_shipped_scenarios() {
+        let (scenario, _) = scenario::read(&file).unwrap();
+        let launcher = plan::build(&hosts, &scenario).unwrap();
+        let spec = SrunSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0 };
+        let sent: SrunSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(plan::build(&hosts, &sent.scenario).unwrap(), launcher, "{}", file.display());
+        // Tests shorten scenarios by writing them back as TOML (tests/it/rdma_run.rs).
+        let text = toml::to_string(&sent.scenario).unwrap();
+        let (reread, _) = scenario::parse(&text, &file).unwrap();
+        assert_eq!(plan::build(&hosts, &reread).unwrap(), launcher, "{}: TOML round trip", file.display());
+    }
+}

@@ -1,0 +1,231 @@
+//! Runs under a real Slurm on the test bed (slurmctld, one slurmd per
+//! namespace host, munge): fabricbench inside `salloc` and `sbatch`
+//! allocations starts its workers as one srun step, and a worker killed
+//! under srun is reported the way it is under ssh.
+
+use crate::common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::testbed::Bed;
+use common::{read_json, text, Bench};
+
+const HOSTS4: [&str; 4] = ["h1", "h2", "h3", "h4"];
+
+fn fan_in(duration: &str) -> String {
+    format!(
+        "[run]\nname = \"slurm-fan\"\nduration = \"{duration}\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
+         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\n"
+    )
+}
+
+/// A Slurm client command (salloc, sbatch) run by the test: it and every
+/// process it leads to carry the test's tag.
+fn slurm(bench: &Bench, bed: &Bed, program: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("SLURM_CONF", &bed.slurm_conf)
+        .env("FABRICBENCH_TEST_TAG", &bench.tag)
+        .current_dir(bench.dir.path());
+    cmd
+}
+
+/// A 30 s fan-in under `salloc -N 4`, once h3's worker runs: the run a
+/// fault is injected into.
+fn long_fan_in_under_salloc(bench: &Bench, bed: &Bed) -> std::process::Child {
+    bench.write("fan.toml", &fan_in("30s"));
+    let child = slurm(bench, bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("salloc");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bed.workers("h3").is_empty() {
+        assert!(Instant::now() < deadline, "no worker on h3");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
+/// Waits (bounded) until no host runs a worker or a job step; returns what is left.
+fn left_on(bed: &Bed, hosts: &[&str], within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left: Vec<String> = hosts
+            .iter()
+            .flat_map(|h| {
+                let workers = bed.workers(h).into_iter().map(move |pid| format!("{h}: worker {pid}"));
+                workers.chain(bed.slurmstepds(h).into_iter().map(move |pid| format!("{h}: slurmstepd {pid}")))
+            })
+            .collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn fan_in_under_salloc_runs_one_worker_per_node() {
+    let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
+    let bench = Bench::new();
+    bench.write("fan.toml", &fan_in("2s"));
+    let out = slurm(&bench, &bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
+        .output()
+        .expect("salloc");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("completed"), "{stdout}");
+
+    let run = read_json(&bench.result_dir().join("run.json"));
+    let hosts: Vec<&str> = run["hosts"].as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();
+    assert_eq!(hosts, HOSTS4, "the hosts are the allocation's nodes, in order");
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true);
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 3);
+    for (i, f) in flows.iter().enumerate() {
+        assert_eq!((f["src_host"].as_str(), f["dst_host"].as_str()), (Some(HOSTS4[i + 1]), Some("h1")), "{f}");
+        assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
+    }
+    // Each rank measured its own node's interface: the receiver's eth0 took
+    // in at least what arrived; what arrived from a sender left through its
+    // eth0 (counted on its own clock, so within a margin).
+    let ranks = phase["ranks"].as_array().unwrap();
+    let received: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
+    assert_eq!(ranks[0]["netdevs"][0]["iface"], "eth0");
+    assert!(ranks[0]["netdevs"][0]["rx_bytes"].as_u64().unwrap() >= received, "{}", ranks[0]);
+    for (rank, flow) in ranks[1..].iter().zip(flows) {
+        let sent = rank["netdevs"][0]["tx_bytes"].as_u64().unwrap() as f64;
+        assert!(sent >= 0.9 * flow["rx_bytes"].as_u64().unwrap() as f64, "{rank} vs {flow}");
+    }
+    assert!(run["launch_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(5)), Vec::<String>::new());
+    assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
+}
+
+#[test]
+fn sbatch_with_a_hostfile_runs_those_nodes_in_its_order() {
+    let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
+    let bench = Bench::new();
+    bench.write("fan.toml", &fan_in("1s"));
+    // Two of the three allocated nodes, rank 0 on the later one.
+    bench.write("two", "h3 addr=10.199.0.3\nh1\n");
+    let script =
+        format!("#!/bin/sh\nexec {} run fan.toml -H two --no-save --no-progress --export-json out.json\n", common::BIN);
+    bench.write("job.sh", &script);
+    let out = slurm(&bench, &bed, "sbatch", &["-N", "3", "-w", "h1,h2,h3", "--wait", "-o", "job.out", "job.sh"])
+        .output()
+        .expect("sbatch");
+    let log = std::fs::read_to_string(bench.dir.path().join("job.out")).unwrap_or_default();
+    assert!(out.status.success(), "sbatch: {}{}\njob output:\n{log}", text(&out.stdout), text(&out.stderr));
+    let run = read_json(&bench.dir.path().join("out.json"));
+    let flows = run["phases"][0]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 1, "{log}");
+    assert_eq!((flows[0]["src_host"].as_str(), flows[0]["dst_host"].as_str()), (Some("h1"), Some("h3")));
+    assert!(flows[0]["rx_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(run["phases"][0]["ranks"][0]["netdevs"][0]["iface"], "eth0", "rank 0 bound its addr= address");
+    assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(5)), Vec::<String>::new());
+}
+
+#[test]
+fn worker_killed_under_srun_is_named_and_partial_results_kept() {
+    let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
+    let bench = Bench::new();
+    let child = long_fan_in_under_salloc(&bench, &bed);
+    // Past the warm-up, a few intervals measured.
+    std::thread::sleep(Duration::from_secs(3));
+    let killed = Instant::now();
+    assert!(bed.exec("h3", &["pkill", "-9", "-f", "fabricbench worker"]).status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(killed.elapsed() < Duration::from_secs(10), "took {:?}", killed.elapsed());
+    assert!(err.contains("error: rank 2 (h3): connection lost during phase 0"), "{err}");
+    assert!(err.contains("srun: error: h3: task 2: Killed"), "srun's own report is shown: {err}");
+    let run = read_json(&bench.result_dir().join("run.json"));
+    assert_eq!(run["status"]["state"], "failed");
+    assert_eq!(run["phases"][0]["complete"], false);
+    for f in run["phases"][0]["flows"].as_array().unwrap() {
+        assert!(f["bytes"].as_u64().unwrap() > 0, "measured before the kill: {f}");
+    }
+    assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(8)), Vec::<String>::new());
+    assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
+}
+
+#[test]
+fn slurm_launcher_outside_an_allocation_says_how_to_get_one() {
+    let bench = Bench::new();
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let hosts = bench.write("hosts", "h1\nh2\n");
+    let mut cmd =
+        bench.command(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--launcher", "slurm"]);
+    let out = cmd.env_remove("SLURM_JOB_ID").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--launcher slurm runs inside a Slurm allocation"), "{}", text(&out.stderr));
+    // No hostfile and no allocation: nothing to run on.
+    let out = bench.command(&["run", scenario.to_str().unwrap()]).env_remove("SLURM_JOB_ID").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no hosts: give a hostfile with -H FILE"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_node_that_dies_under_srun_is_named_and_the_step_still_ends() {
+    let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
+    let bench = Bench::new();
+    let child = long_fan_in_under_salloc(&bench, &bed);
+    std::thread::sleep(Duration::from_secs(3));
+    // The whole node goes: its init, and with it slurmd, slurmstepd and the worker.
+    let crashed = Instant::now();
+    bed.crash("h3");
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: rank 2 (h3): connection lost during phase 0"), "{err}");
+    // srun waits for the dead node's slurmstepd; the launcher ends the step.
+    assert!(crashed.elapsed() < Duration::from_secs(25), "took {:?}", crashed.elapsed());
+    let run = read_json(&bench.result_dir().join("run.json"));
+    assert_eq!(run["phases"][0]["complete"], false);
+    let flows = run["phases"][0]["flows"].as_array().unwrap();
+    assert!(flows.iter().all(|f| f["bytes"].as_u64().unwrap() > 0), "measured before the crash: {flows:?}");
+    assert_eq!(left_on(&bed, &["h1", "h2", "h4"], Duration::from_secs(10)), Vec::<String>::new());
+    assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
+}
+
+/// A run longer than its allocation (`sbatch --time=1`: three 45 s phases;
+/// slurmctld enforces the minute within its 30 s check, so during phase 1):
+/// Slurm's SIGTERM at the time limit ends it as a stop, with the finished
+/// phases on disk, and no worker or job step is left on any node.
+#[test]
+fn a_run_past_its_time_limit_keeps_its_finished_phases() {
+    let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
+    let bench = Bench::new();
+    bench.write(
+        "three.toml",
+        "[run]\nname = \"slurm-three\"\nduration = \"45s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
+         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\n\n\
+         [sweep]\nparameter = \"streams\"\nvalues = [1, 2, 3]\n",
+    );
+    let script = format!("#!/bin/sh\nexec {} run three.toml --results results --no-progress\n", common::BIN);
+    bench.write("job.sh", &script);
+    let started = Instant::now();
+    let out = slurm(&bench, &bed, "sbatch", &["-N", "4", "--time=1", "--wait", "-o", "job.out", "job.sh"])
+        .output()
+        .expect("sbatch");
+    let log = std::fs::read_to_string(bench.dir.path().join("job.out")).unwrap_or_default();
+    assert!(!out.status.success(), "the job outlived its time limit:\n{log}");
+    assert!(log.contains("stopped by SIGTERM"), "job output:\n{log}");
+    let dirs: Vec<_> = std::fs::read_dir(bench.dir.path().join("results")).unwrap().flatten().collect();
+    assert_eq!(dirs.len(), 1, "{log}");
+    let run = read_json(&dirs[0].path().join("run.json"));
+    let phases = run["phases"].as_array().unwrap();
+    assert!(!phases.is_empty() && phases[0]["complete"] == true, "{log}");
+    assert!(phases[0]["aggregate_gbps"].as_f64().unwrap() > 0.0);
+    // Slurm ends the step's tasks at the same moment as the launcher: the
+    // status names whichever it saw first.
+    let error = run["status"]["error"].as_str().unwrap();
+    assert!(error.contains("stopped by SIGTERM") || error.contains("DUE TO TIME LIMIT"), "{error}");
+    assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(10)), Vec::<String>::new());
+    eprintln!("the time limit ended the job after {:?}", started.elapsed());
+}
