@@ -1,28 +1,37 @@
 //! The control plane at scale: how long the coordinator takes to bootstrap
 //! N ranks (hello → endpoint tables delivered → barrier → start) and how
-//! much memory it needs, for N = 64 … 4096 and several patterns, with
-//! simulated ranks in one process (`sim`: the state machine alone) and with
+//! much memory it needs, for N = 64 … 65 536 and several patterns, with
+//! simulated ranks in one process (`sim`: the state machine alone), with
 //! real TCP clients on loopback in a second process (`tcp`: the tokio
-//! driver, framing and sockets too). Each case runs in a fresh process so
-//! its peak RSS (VmHWM) is its own.
+//! driver, framing and sockets too), and through a whole phase's lifecycle
+//! (`life`: simulated ranks bootstrap, every rank reports, rank 0 gathers
+//! and aggregates, the phase is journaled into a real results folder).
+//! Each case runs in a fresh process so its peak RSS (VmHWM) is its own.
 //!
 //!   cargo bench --bench control_plane
 //!   cargo bench --bench control_plane -- --sizes 64,4096 --patterns fan-in --modes tcp --rounds 5
 //!
-//! With --rounds R each case runs R times and the run of median bootstrap
-//! time is printed.
+//! With --rounds R each case runs R times and the run of median total time
+//! is printed.
 //!
 //! scripts/bench control runs it on the release build; results are in
-//! docs/PERFORMANCE.md. Goal: 4096 ranks in < 2 s and < 512 MiB.
+//! docs/PERFORMANCE.md. Goals: 16 384 TCP ranks bootstrapped in < 2 s;
+//! 65 536 simulated ranks through the lifecycle in < 5 s, memory linear in
+//! flows.
 
+// Shared with the tests, which use all of it.
+#[allow(dead_code)]
 #[path = "../tests/it/common/ranks.rs"]
 mod ranks;
 
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fabricbench::control::coordinator::Event;
 use fabricbench::metrics::clock::now_ns;
+use fabricbench::report::results_dir::ResultsDir;
+use fabricbench::result::RunResult;
+use fabricbench::run::record::{Recorded, Recorder};
 use nix::sys::resource::{getrusage, UsageWho};
 
 const PATTERNS: [(&str, &str); 4] = [
@@ -51,14 +60,17 @@ fn option<'a>(args: &'a [String], name: &str, default: &'a str) -> Vec<&'a str> 
 
 /// Runs every case in its own process and prints one row each.
 fn table(args: &[String]) {
-    let sizes = option(args, "--sizes", "64,256,1024,4096");
+    let sizes = option(args, "--sizes", "64,1024,4096,16384,65536");
     let patterns = option(args, "--patterns", "fan-in,ring,pairwise,all-to-all");
-    let modes = option(args, "--modes", "sim,tcp");
+    let modes = option(args, "--modes", "sim,tcp,life");
     let rounds: usize = option(args, "--rounds", "1")[0].parse().expect("--rounds is a number");
     let exe = std::env::current_exe().expect("this benchmark's path");
-    println!("# control plane bootstrap, {} cores; all-to-all stops at 1024 ranks (N² flows)", num_cpus::get());
     println!(
-        "{:<5} {:<11} {:>6} {:>9} {:>8} {:>13} {:>9} {:>15} {:>16} {:>16}",
+        "# control plane, {} cores; all-to-all stops at 1024 ranks (N² flows), tcp at 16384 (two sockets a rank)",
+        num_cpus::get()
+    );
+    println!(
+        "{:<5} {:<11} {:>6} {:>9} {:>8} {:>13} {:>9} {:>15} {:>16} {:>16} {:>14} {:>13} {:>11} {:>13}",
         "mode",
         "pattern",
         "ranks",
@@ -68,13 +80,17 @@ fn table(args: &[String]) {
         "peak MiB",
         "coord. CPU ms",
         "ranks' CPU ms",
-        "max B to a rank"
+        "max B to a rank",
+        "gather+agg ms",
+        "max step ms",
+        "journal ms",
+        "lifecycle ms"
     );
     for mode in &modes {
         for pattern in &patterns {
             for size in &sizes {
                 let n: usize = size.parse().expect("--sizes are numbers");
-                if *pattern == "all-to-all" && n > 1024 {
+                if (*pattern == "all-to-all" && n > 1024) || (*mode == "tcp" && n > 16_384) {
                     continue;
                 }
                 let mut runs = Vec::new();
@@ -85,8 +101,8 @@ fn table(args: &[String]) {
                         break;
                     }
                     let line = String::from_utf8_lossy(&out.stdout).into_owned();
-                    let bootstrap_ms: f64 = line.split_whitespace().nth(5).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-                    runs.push((bootstrap_ms, line));
+                    let total_ms: f64 = line.split_whitespace().last().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+                    runs.push((total_ms, line));
                 }
                 runs.sort_by(|a, b| a.0.total_cmp(&b.0));
                 if let Some((_, line)) = runs.get(runs.len() / 2) {
@@ -104,27 +120,80 @@ fn scenario(pattern: &str) -> &'static str {
 /// One case: prints its row.
 fn one(mode: &str, pattern: &str, n: usize) {
     let started = Instant::now();
-    let plan = ranks::make_plan(n, scenario(pattern));
-    let flows = plan.phases[0].flows.len();
+    let run = ranks::make_run(n, scenario(pattern));
+    let flows = run.plan.phases[0].flows.len();
     let plan_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
+    let mut after = None;
     let max_bytes = match mode {
-        "sim" => {
-            let mut c = ranks::coordinator(plan, 0);
+        "sim" | "life" => {
+            let mut c = ranks::coordinator(run.plan.clone(), 0);
             let traffic = ranks::bootstrap(&mut c, n);
             assert!(traffic.started, "the ranks did not reach the barrier");
+            if mode == "life" {
+                after = Some(lifecycle(&mut c, run, started.elapsed()));
+            }
             traffic.bytes.into_iter().max().unwrap_or(0)
         }
-        "tcp" => over_tcp(plan, n),
-        other => panic!("mode {other}: sim or tcp"),
+        "tcp" => over_tcp(run.plan, n),
+        other => panic!("mode {other}: sim, tcp or life"),
     };
-    let bootstrap_ms = started.elapsed().as_secs_f64() * 1e3;
+    let (bootstrap_ms, after) = match after {
+        Some(a) => {
+            let total_ms = a.bootstrap_ms + a.gather_ms + a.journal_ms;
+            let after =
+                format!("{:>14.1} {:>13.1} {:>11.1} {total_ms:>13.1}", a.gather_ms, a.longest_step_ms, a.journal_ms);
+            (a.bootstrap_ms, after)
+        }
+        None => {
+            let total_ms = started.elapsed().as_secs_f64() * 1e3;
+            (total_ms, format!("{:>14} {:>13} {:>11} {total_ms:>13.1}", "-", "-", "-"))
+        }
+    };
     println!(
-        "{mode:<5} {pattern:<11} {n:>6} {flows:>9} {plan_ms:>8.1} {bootstrap_ms:>13.1} {:>9.1} {:>15.0} {:>16.0} {max_bytes:>16}",
+        "{mode:<5} {pattern:<11} {n:>6} {flows:>9} {plan_ms:>8.1} {bootstrap_ms:>13.1} {:>9.1} {:>15.0} {:>16.0} {max_bytes:>16} {after}",
         peak_rss_kib() as f64 / 1024.0,
         cpu_ms(UsageWho::RUSAGE_SELF),
         cpu_ms(UsageWho::RUSAGE_CHILDREN),
     );
+}
+
+/// The lifecycle after the barrier, ms.
+struct AfterBarrier {
+    bootstrap_ms: f64,
+    gather_ms: f64,
+    longest_step_ms: f64,
+    journal_ms: f64,
+}
+
+/// Every rank reports the started phase, rank 0 gathers and aggregates it,
+/// and the phase is journaled into a results folder as `fabricbench run`
+/// does (journal line flushed, every file rewritten). The lifecycle is
+/// these and the bootstrap; the run's start and end records are not.
+fn lifecycle(
+    c: &mut fabricbench::control::coordinator::Coordinator,
+    mut run: RunResult,
+    bootstrap: Duration,
+) -> AfterBarrier {
+    let started = Instant::now();
+    let gathered = ranks::report_phase(c, &run.plan, 3);
+    let phase = gathered.phase.expect("the coordinator aggregated the phase");
+    let gather = started.elapsed();
+    let parent = tempfile::tempdir().expect("a temporary folder");
+    let mut folder = ResultsDir::create(parent.path(), "bench", &[]).expect("a results folder");
+    folder.record(&run, Recorded::Started);
+    let started = Instant::now();
+    run.phases.push(phase);
+    folder.record(&run, Recorded::Phase(run.phases.last().expect("just pushed")));
+    let journal = started.elapsed();
+    // Not part of a phase's lifecycle, but it says whether recording failed.
+    folder.finish(&run).expect("the results folder is written");
+    AfterBarrier {
+        bootstrap_ms: bootstrap.as_secs_f64() * 1e3,
+        gather_ms: gather.as_secs_f64() * 1e3,
+        longest_step_ms: gathered.longest_step.as_secs_f64() * 1e3,
+        journal_ms: journal.as_secs_f64() * 1e3,
+    }
 }
 
 /// The coordinator's driver here, the ranks in a child process; returns
@@ -147,7 +216,7 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> u64 {
         let driver = tokio::spawn(fabricbench::control::driver::drive(
             listener,
             ranks::coordinator(plan, now_ns()),
-            tokio::sync::watch::channel(None).1,
+            tokio::sync::mpsc::unbounded_channel().1,
             on_event,
         ));
         let exe = std::env::current_exe().unwrap();

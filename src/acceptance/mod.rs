@@ -131,7 +131,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::result::{FlowResult, GroupResult, PhaseResult, RankProbe, RunStatus, SCHEMA_VERSION};
+    use crate::result::{FlowResult, GroupResult, PhaseResult, RankProbe};
     use crate::scenario::{Rule, Subject};
     use crate::transport::rdma::{InventoryDevice, InventoryPort};
     use crate::{hostfile, plan, scenario};
@@ -144,22 +144,11 @@ mod tests {
         let (scenario, _) = scenario::parse(text, Path::new("s.toml")).unwrap();
         let plan = plan::build(&hosts, &scenario).unwrap();
         let phases = plan.phases.iter().map(|p| phase(p, &rate)).collect();
-        RunResult {
-            schema_version: SCHEMA_VERSION,
-            tool_version: "test".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scenario_file: "s.toml".into(),
-            scenario,
-            hosts,
-            plan,
-            phases,
-            status: RunStatus::Ok,
-            launch_s: None,
-            probes: Vec::new(),
-            matrix: None,
-            acceptance: None,
-            sweep: None,
-        }
+        let mut run = RunResult::new("s.toml".into(), scenario, hosts, plan);
+        run.tool_version = "test".into();
+        run.started_at = "2026-01-01T00:00:00Z".into();
+        run.phases = phases;
+        run
     }
 
     fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64) -> PhaseResult {

@@ -7,11 +7,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::control::coordinator::{ConnId, Coordinator, Event, Output};
 use crate::control::framing::{pump, FrameReader, FrameWriter};
+use crate::control::instruction::Instruction;
 use crate::control::wire::{decode_hello, ToCoordinator, ToWorker, HELLO_MAX};
 use crate::metrics::clock::now_ns;
 
@@ -54,12 +55,13 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-/// Runs the coordinator until it is done, handing every event to `on_event`;
-/// a reason sent on `stop` ends the run (a sender that is gone never does).
+/// Runs the coordinator until it is done, handing every event to `on_event`
+/// and every instruction from the launcher to the coordinator (a sender
+/// that is gone sends none).
 pub async fn drive(
     listener: TcpListener,
     mut coordinator: Coordinator,
-    mut stop: watch::Receiver<Option<String>>,
+    mut instructions: mpsc::UnboundedReceiver<Instruction>,
     mut on_event: impl FnMut(Event),
 ) {
     let (inbound_tx, mut inbound) = mpsc::unbounded_channel();
@@ -113,11 +115,10 @@ pub async fn drive(
             }
             () = tokio::time::sleep(ACCEPT_BACKOFF), if !accepting => {}
             _ = tick.tick() => coordinator.tick(now_ns()),
-            Ok(()) = stop.changed() => {
-                if let Some(reason) = stop.borrow_and_update().clone() {
-                    coordinator.stop(&reason, now_ns());
-                }
-            }
+            Some(instruction) = instructions.recv() => match instruction {
+                Instruction::Stop { reason } => coordinator.stop(&reason, now_ns()),
+                Instruction::Saved { phase } => coordinator.saved(phase, now_ns()),
+            },
         }
         while let Some(output) = coordinator.poll() {
             match output {

@@ -3,19 +3,22 @@
 //! who is to blame, the all-pairs heatmap; then every phase's charts and
 //! tables.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::report::charts::{self, Series};
 use crate::report::table::Table;
 use crate::report::tables;
 use crate::report::{escape, Exporter, ReportError};
 use crate::result::sweep::SweepResult;
-use crate::result::{PhaseResult, RunResult, RunStatus, SuspectKind};
+use crate::result::{FlowResult, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
 
 /// Flows drawn one by one in a phase's time series; more are left to the tables.
 const SERIES_MAX_FLOWS: usize = 12;
 /// Rows of a table shown before the rest fold away.
 const ROWS_OPEN: usize = 40;
+/// Receivers drawn as a chart of their senders, the least fair first; every
+/// receiver is in the table. (A 16 384-rank ring has 16 384 receivers.)
+const CHARTED_RECEIVERS: usize = 16;
 
 pub struct HtmlExporter;
 
@@ -92,13 +95,29 @@ impl Exporter for HtmlExporter {
 fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String, ReportError> {
     let summary = tables::phase_summary(run, p);
     let mut body = String::from("<div class=\"charts\">");
-    for r in p.receivers.iter().filter(|r| r.senders >= 2) {
-        let senders: Vec<_> = p.flows.iter().filter(|f| f.dst == r.rank).collect();
+    let mut incast: Vec<&ReceiverResult> = p.receivers.iter().filter(|r| r.senders >= 2).collect();
+    let uncharted = incast.len().saturating_sub(CHARTED_RECEIVERS);
+    incast.sort_by(|a, b| a.jain.total_cmp(&b.jain).then(a.rank.cmp(&b.rank)));
+    incast.truncate(CHARTED_RECEIVERS);
+    incast.sort_by_key(|r| r.rank);
+    let mut into: HashMap<usize, Vec<&FlowResult>> = incast.iter().map(|r| (r.rank, Vec::new())).collect();
+    for f in &p.flows {
+        if let Some(senders) = into.get_mut(&f.dst) {
+            senders.push(f);
+        }
+    }
+    for r in incast {
+        let senders = &into[&r.rank];
         let labels: Vec<String> = senders.iter().map(|f| f.src_host.clone()).collect();
         let values: Vec<f64> = senders.iter().map(|f| f.gbps).collect();
         let fair = r.aggregate_gbps / r.senders as f64;
         let title = format!("Into {}: {} senders, Jain {:.3}, line = fair share {fair:.2}", r.host, r.senders, r.jain);
         body += &format!("<figure>{}</figure>", charts::bars(&title, "Gb/s", &labels, &values, Some(fair))?);
+    }
+    if uncharted > 0 {
+        body += &format!(
+            "<p class=\"meta\">The {CHARTED_RECEIVERS} least fair receivers are charted; {uncharted} more are in the table.</p>"
+        );
     }
     let step = run.scenario.run.interval.as_secs_f64();
     let timeline = |v: &[f64]| v.iter().enumerate().map(|(k, &g)| ((k + 1) as f64 * step, g)).collect::<Vec<_>>();

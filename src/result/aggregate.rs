@@ -1,6 +1,10 @@
 //! Turning every rank's samples into one phase result over the common
 //! window: the same boundaries for all flows, so the aggregate is exactly the
-//! sum of the flows.
+//! sum of the flows. Linear in flows and ranks: a 65 536-rank fan-in puts
+//! every flow's end in one report, and rank 0 aggregates it while its
+//! heartbeats wait.
+
+use std::collections::HashMap;
 
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
@@ -26,10 +30,17 @@ pub fn aggregate_phase(
     } else {
         0.0
     };
+    // Each rank's samples by flow and side (the first, should one come twice).
+    let mut by_end: HashMap<(usize, u32, Side), (&RankReport, &FlowSamples)> = HashMap::new();
+    for (rank, report) in reports.iter().enumerate() {
+        let Some(report) = report else { continue };
+        for s in &report.flows {
+            by_end.entry((rank, s.flow, s.side)).or_insert((report, s));
+        }
+    }
     let samples = |rank: usize, flow: &Flow, side: Side| -> Option<(&RankReport, &FlowSamples)> {
-        let report = reports.get(rank)?.as_ref()?;
-        let s = report.flows.iter().find(|s| s.flow == flow.id && s.side == side)?;
-        (s.bytes.len() >= taken && taken >= 2).then_some((report, s))
+        let found = by_end.get(&(rank, flow.id, side)).copied()?;
+        (found.1.bytes.len() >= taken && taken >= 2).then_some(found)
     };
     let in_window = |s: &FlowSamples| s.bytes[taken - 1] - s.bytes[0];
 
@@ -140,11 +151,16 @@ fn groups(phase: &Phase, flows: &[FlowResult]) -> Vec<GroupResult> {
 }
 
 fn receivers(ranks: &[RankInfo], flows: &[FlowResult]) -> Vec<ReceiverResult> {
+    let mut into: Vec<Vec<f64>> = vec![Vec::new(); ranks.len()];
+    for f in flows.iter().filter(|f| f.mode == Mode::Bandwidth) {
+        if let Some(rates) = into.get_mut(f.dst) {
+            rates.push(f.gbps);
+        }
+    }
     ranks
         .iter()
-        .filter_map(|r| {
-            let rates: Vec<f64> =
-                flows.iter().filter(|f| f.dst == r.rank && f.mode == Mode::Bandwidth).map(|f| f.gbps).collect();
+        .zip(into)
+        .filter_map(|(r, rates)| {
             if rates.is_empty() {
                 return None;
             }
@@ -170,12 +186,20 @@ fn rank_results(
     flows: &[FlowResult],
     window_s: f64,
 ) -> Vec<RankResult> {
+    let (mut tx, mut rx) = (vec![0u64; ranks.len()], vec![0u64; ranks.len()]);
+    for f in flows {
+        if let (Some(sum), Some(bytes)) = (tx.get_mut(f.src), f.tx_bytes) {
+            *sum += bytes;
+        }
+        if let (Some(sum), Some(bytes)) = (rx.get_mut(f.dst), f.rx_bytes) {
+            *sum += bytes;
+        }
+    }
     ranks
         .iter()
         .map(|r| {
             let report = reports.get(r.rank).and_then(Option::as_ref);
-            let tx: u64 = flows.iter().filter(|f| f.src == r.rank).filter_map(|f| f.tx_bytes).sum();
-            let rx: u64 = flows.iter().filter(|f| f.dst == r.rank).filter_map(|f| f.rx_bytes).sum();
+            let (tx, rx) = (tx.get(r.rank).copied().unwrap_or(0), rx.get(r.rank).copied().unwrap_or(0));
             RankResult {
                 rank: r.rank,
                 host: r.host.clone(),

@@ -60,6 +60,26 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// A run about to start, of this build, now: no phases yet.
+    pub fn new(scenario_file: String, scenario: Scenario, hosts: Vec<Host>, plan: Plan) -> RunResult {
+        RunResult {
+            schema_version: SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            scenario_file,
+            scenario,
+            hosts,
+            plan,
+            launch_s: None,
+            probes: Vec::new(),
+            phases: Vec::new(),
+            sweep: None,
+            status: RunStatus::Ok,
+            matrix: None,
+            acceptance: None,
+        }
+    }
+
     /// Recomputes what is derived from the phases: the sweep summary and
     /// the all-pairs matrix.
     pub fn summarize_phases(&mut self) {

@@ -17,6 +17,7 @@ use rand::Rng;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::control::coordinator::Event;
+use crate::control::instruction::Instruction;
 use crate::control::wire::Window;
 use crate::hostfile::Host;
 use crate::launch::slurm::SlurmLauncher;
@@ -26,11 +27,11 @@ use crate::launch::workers::Workers;
 use crate::launch::{BoxRead, Launch, Launcher};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
-use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
+use crate::result::{RunResult, RunStatus};
 use crate::scenario::{self, Scenario};
 use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
-use crate::worker::{Instruction, JobSpec, Role, WorkerOutput};
+use crate::worker::{JobSpec, Role, WorkerOutput};
 pub use judge::{run_and_judge, JudgeOptions};
 use record::{Recorded, Recorder};
 use signals::{Signals, Stop};
@@ -111,23 +112,12 @@ pub async fn run(
     opts: &RunOptions,
     recorder: &mut dyn Recorder,
 ) -> anyhow::Result<RunResult> {
-    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut result = RunResult {
-        schema_version: SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at,
-        scenario_file: prepared.scenario_file.display().to_string(),
-        scenario: prepared.scenario.clone(),
-        hosts: prepared.hosts.clone(),
-        plan: prepared.plan.clone(),
-        launch_s: None,
-        probes: Vec::new(),
-        phases: Vec::new(),
-        sweep: None,
-        status: RunStatus::Ok,
-        matrix: None,
-        acceptance: None,
-    };
+    let mut result = RunResult::new(
+        prepared.scenario_file.display().to_string(),
+        prepared.scenario.clone(),
+        prepared.hosts.clone(),
+        prepared.plan.clone(),
+    );
     let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
     let echo = {
         let progress = progress.clone();
@@ -218,8 +208,19 @@ async fn drive(
                             result.launch_s = Some(launched.elapsed().as_secs_f64());
                         }
                     }
+                    let finished = match &event {
+                        Event::PhaseDone(phase) => Some(phase.index),
+                        _ => None,
+                    };
                     if let Some(done) = follow(event, progress, result, recorder)? {
                         return done;
+                    }
+                    // On disk now: rank 0 starts the next phase only after this.
+                    if let Some(phase) = finished {
+                        let line = serde_json::to_string(&Instruction::Saved { phase })?;
+                        if let Err(e) = workers.send_to_first(&line).await {
+                            tracing::debug!("could not tell rank 0 that phase {phase} is saved: {e}");
+                        }
                     }
                 }
                 Some(WorkerOutput::Listening { .. }) => {}

@@ -17,10 +17,11 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::control::coordinator::{Coordinator, Event, Timeouts};
 use crate::control::driver;
+use crate::control::instruction::Instruction;
 use crate::control::wire::Window;
 use crate::metrics::clock::now_ns;
 use crate::plan::Plan;
@@ -53,15 +54,6 @@ pub enum Role {
     /// address follows on stdin as a [`srun::CoordinatorAt`] line once rank
     /// 0 listens (every worker starts at once, in one round trip).
     Member { coordinator: Option<SocketAddr> },
-}
-
-/// What the launcher may write on a worker's stdin after its spec, one
-/// JSON object per line (closing stdin is the other instruction: exit).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Instruction {
-    /// Rank 0: end the run now; a running phase still gathers its partial
-    /// reports, as on any failure.
-    Stop { reason: String },
 }
 
 /// What rank 0 tells the launcher on stdout, one JSON object per line.
@@ -98,15 +90,16 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
     let bind = resolve(&spec.bind)?;
 
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let (stop_tx, stop) = watch::channel(None);
+    let (instruct, instructions) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
         // The launcher closes our stdin to stop us (also when ssh drops);
-        // before that it may ask rank 0 to end the run.
+        // before that it tells rank 0 what it saved, or to end the run.
         for line in std::io::stdin().lock().lines() {
             let Ok(line) = line else { break };
             match serde_json::from_str(&line) {
-                Ok(Instruction::Stop { reason }) => {
-                    let _ = stop_tx.send(Some(reason));
+                // Only rank 0 keeps the receiver; the others' sends go nowhere.
+                Ok(instruction) => {
+                    let _ = instruct.send(instruction);
                 }
                 // Under srun every task reads every line (rank 0 too: its own address).
                 Err(e) => tracing::debug!("ignored a line on stdin that is no instruction ({e})"),
@@ -135,7 +128,9 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
                     async { relay::run(&me, relay, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
                 tokio::try_join!(own, below).map(|_| ())
             }
-            (Role::Coordinator { plan, window, port }, _) => serve(&me, *plan, window, port, stop, shutdown).await,
+            (Role::Coordinator { plan, window, port }, _) => {
+                serve(&me, *plan, window, port, instructions, shutdown).await
+            }
         }
     })
 }
@@ -146,7 +141,7 @@ async fn serve(
     plan: Plan,
     window: Window,
     port: u16,
-    stop: watch::Receiver<Option<String>>,
+    instructions: mpsc::UnboundedReceiver<Instruction>,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let listener = driver::listen(SocketAddr::new(me.bind, port))
@@ -157,7 +152,7 @@ async fn serve(
     let mut closed = shutdown.clone();
     let coordinate = async {
         tokio::select! {
-            () = driver::drive(listener, coordinator, stop, |event| emit(&WorkerOutput::Event(event))) => {}
+            () = driver::drive(listener, coordinator, instructions, |event| emit(&WorkerOutput::Event(event))) => {}
             _ = closed.changed() => {}
         }
     };

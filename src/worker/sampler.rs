@@ -53,18 +53,15 @@ impl Sampler {
                 break;
             }
             let now = Instant::now();
+            // The host's counters enclose the flows' own: read before them at
+            // the first edge and after them at the others, so an interface
+            // never shows less than the application counted through it.
+            let opening = (k == 0).then(|| self.host_counters(now));
             for (end, series) in self.ends.iter().zip(counts.iter_mut()) {
                 series.push(end.counters.read());
             }
             sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
-            let edge = HostCounters {
-                at: now,
-                cpu: CpuSnapshot::take(),
-                cores: CoreTicks::take(),
-                net: self.iface.as_deref().and_then(NetdevSnapshot::take),
-                // A port whose counters cannot be read is left out of both edges.
-                rdma: self.rdma_ports.iter().filter_map(|(dev, port)| counters::snapshot(dev, *port).ok()).collect(),
-            };
+            let edge = opening.unwrap_or_else(|| self.host_counters(now));
             if k == 0 {
                 first = Some(edge);
             } else {
@@ -79,6 +76,17 @@ impl Sampler {
             let _ = s.join();
         }
         self.report(sample_ns, counts, first, last, stress, aborted)
+    }
+
+    fn host_counters(&self, at: Instant) -> HostCounters {
+        HostCounters {
+            at,
+            cpu: CpuSnapshot::take(),
+            cores: CoreTicks::take(),
+            net: self.iface.as_deref().and_then(NetdevSnapshot::take),
+            // A port whose counters cannot be read is left out of both edges.
+            rdma: self.rdma_ports.iter().filter_map(|(dev, port)| counters::snapshot(dev, *port).ok()).collect(),
+        }
     }
 
     fn interval_bytes(&self, counts: &[Vec<(u64, u64)>], k: usize) -> (u64, u64) {

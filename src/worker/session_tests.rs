@@ -407,7 +407,13 @@ impl Job {
                     Output::Send(conn, msg) => self.ranks[conn as usize].handle(msg, self.now),
                     Output::Close(conn) => panic!("connection {conn} closed"),
                     Output::Admit(_) => {}
-                    Output::Event(event) => self.events.push(event),
+                    Output::Event(event) => {
+                        // The launcher's part: the phase is on disk, the next may begin.
+                        if let Event::PhaseDone(phase) = &event {
+                            self.coordinator.saved(phase.index, 0);
+                        }
+                        self.events.push(event)
+                    }
                 }
             }
             if quiet {

@@ -572,3 +572,60 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     assert_eq!((probe.rank, probe.host.as_str(), probe.error.as_deref()), (1, "h2", Some("no RDMA devices")));
     assert!(sim.failure().is_none());
 }
+
+/// Two ranks of a fan-in swept over two stream counts, phase 0 reported:
+/// the coordinator waits for the launcher to save it.
+fn first_of_two_phases_done() -> Sim {
+    let sweep = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n[sweep]\nparameter = \"streams\"\nvalues = [1, 2]\n";
+    let mut sim = Sim::new(make_plan(2, sweep));
+    sim.join_all(2);
+    answer_setups(&mut sim, 2);
+    for r in 0..2 {
+        sim.send(r, ToCoordinator::Ready { phase: 0 });
+    }
+    let b = 3;
+    sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver, 1_000, b)], b))));
+    sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender, 1_000, b)], b))));
+    assert!(sim.events.iter().any(|e| matches!(e, Event::PhaseDone(p) if p.index == 0 && p.complete)));
+    sim
+}
+
+/// Whether a rank was sent the Setup of `phase`.
+fn set_up(sim: &mut Sim, rank: ConnId, phase: usize) -> bool {
+    sim.take(rank).iter().any(|m| matches!(m, ToWorker::Setup { phase: p, .. } if *p == phase))
+}
+
+/// `seconds` go by; both ranks heartbeat every second.
+fn alive_for(sim: &mut Sim, seconds: usize) {
+    for _ in 0..seconds {
+        sim.advance(1_000);
+        for r in 0..2 {
+            sim.send(r, ToCoordinator::Heartbeat);
+        }
+    }
+}
+
+#[test]
+fn the_next_phase_starts_only_once_the_launcher_saved_the_last() {
+    let mut sim = first_of_two_phases_done();
+    // Saving takes its time: heartbeats go on, the ranks stay, no Setup yet.
+    alive_for(&mut sim, 10);
+    assert!(!set_up(&mut sim, 0, 1) && !set_up(&mut sim, 1, 1));
+    // Word of another phase changes nothing; word of this one starts the next.
+    sim.c.saved(1, sim.now);
+    sim.pump();
+    assert!(!set_up(&mut sim, 0, 1));
+    sim.c.saved(0, sim.now);
+    sim.pump();
+    assert!(set_up(&mut sim, 0, 1) && set_up(&mut sim, 1, 1));
+    assert_eq!(sim.failure(), None);
+}
+
+#[test]
+fn a_launcher_that_never_saves_ends_the_run_by_name() {
+    let mut sim = first_of_two_phases_done();
+    alive_for(&mut sim, 31);
+    assert_eq!(sim.failure().as_deref(), Some("the launcher did not say within 30 s that phase 0 is on disk"));
+    assert!(sim.c.is_done());
+    assert_eq!(sim.take(1).last(), Some(&ToWorker::Bye));
+}

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::ranks::{bootstrap, coordinator, make_plan, tcp_rank};
+use common::ranks::{bootstrap, coordinator, make_plan, report_phase, tcp_rank};
 use fabricbench::control::coordinator::Event;
 use fabricbench::metrics::clock::now_ns;
 use fabricbench::plan::Plan;
@@ -30,6 +30,25 @@ fn flows_per_rank(plan: &Plan) -> Vec<u64> {
         flows[f.dst] += 1;
     }
     flows
+}
+
+/// After the barrier: every rank of a 4096-rank fan-in reports (the
+/// receiver's report holds 4095 flows) and the phase comes out whole, each
+/// flow at the 8 Gb/s its samples say, counted once.
+#[test]
+fn a_large_fan_in_is_gathered_and_aggregated_whole() {
+    let n = 4096;
+    let plan = make_plan(n, FAN_IN);
+    let mut c = coordinator(plan.clone(), 0);
+    assert!(bootstrap(&mut c, n).started);
+    let phase = report_phase(&mut c, &plan, 3).phase.expect("the phase is aggregated");
+    assert!(phase.complete);
+    assert_eq!(phase.flows.len(), n - 1);
+    assert!(phase.flows.iter().all(|f| f.gbps == 8.0 && f.error.is_none()), "{:?}", &phase.flows[..2]);
+    assert_eq!(phase.aggregate_gbps, 8.0 * (n - 1) as f64);
+    assert_eq!((phase.receivers.len(), phase.receivers[0].senders), (1, n - 1));
+    assert_eq!(phase.ranks.iter().filter(|r| r.reported).count(), n);
+    assert_eq!(phase.ranks[0].rx_gbps, 8.0 * (n - 1) as f64);
 }
 
 #[test]
@@ -101,9 +120,9 @@ fn real_tcp_clients_on_loopback_reach_the_barrier() {
     }
 }
 
-/// A stop that never comes.
-fn never() -> tokio::sync::watch::Receiver<Option<String>> {
-    tokio::sync::watch::channel(None).1
+/// No instruction from a launcher ever comes.
+fn never() -> tokio::sync::mpsc::UnboundedReceiver<fabricbench::control::instruction::Instruction> {
+    tokio::sync::mpsc::unbounded_channel().1
 }
 
 /// Strangers on the coordinator's port — idle connections, a 4 GiB length

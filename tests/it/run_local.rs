@@ -298,6 +298,36 @@ fn a_killed_launcher_leaves_its_journal_and_no_worker() {
     assert_kept(&bench, &dir, 1, "incomplete: 1 of 3 phase(s) recorded");
 }
 
+/// A worker whose data path is blocked — rank 1 sends to a receiver that
+/// is frozen (SIGSTOP), so its send() waits on a full socket — still ends
+/// on its own when its launcher is SIGKILLed and stdin closes; so does the
+/// frozen one once it runs again.
+#[test]
+fn workers_blocked_in_send_end_on_their_own_when_the_launcher_dies() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n127.0.0.3\n");
+    let scenario = bench.write(
+        "blocked.toml",
+        "[run]\nduration = \"30s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n\n\
+         [[group]]\nname = \"g\"\npattern = \"explicit\"\nflows = [[1, 2]]\nmessage_size = \"128K\"\n\n\
+         [[stress]]\nranks = 1\nthreads = 1\nload = 10\n",
+    );
+    let mut child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-progress"]);
+    let receiver = bench.worker_pid(2, Duration::from_secs(20));
+    // Into the window, then freeze the receiver: the sender's buffers fill.
+    std::thread::sleep(Duration::from_millis(2500));
+    common::signal(receiver, "-STOP");
+    std::thread::sleep(Duration::from_millis(500));
+    common::signal(child.id(), "-KILL");
+    child.wait().unwrap();
+    let left = bench.leftovers(Duration::from_secs(10));
+    let others: Vec<_> = left.iter().filter(|(pid, _)| *pid != receiver).collect();
+    assert_eq!(others, Vec::<&(u32, String)>::new(), "workers (and rank 1's stress burner) outlived their launcher");
+    common::signal(receiver, "-CONT");
+    assert_eq!(bench.leftovers(Duration::from_secs(10)), [], "the frozen worker did not end once it ran again");
+}
+
 #[test]
 fn an_unwritable_results_folder_fails_before_any_worker_starts() {
     let bench = Bench::new();
@@ -313,6 +343,48 @@ fn an_unwritable_results_folder_fails_before_any_worker_starts() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("error: cannot write {}", results.display())), "{stderr}");
     assert!(!stderr.contains("joined") && started.elapsed() < Duration::from_secs(5), "{stderr}");
+}
+
+/// A results folder on a full disk (a 64 KiB tmpfs): the run still prints
+/// its summary and writes its other exports, and the error names the file
+/// and the cause.
+#[test]
+fn a_full_disk_loses_neither_the_summary_nor_the_exports() {
+    if !common::root_or_skip("mounting a small tmpfs") {
+        return;
+    }
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let small = bench.dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs", small.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs on {}", small.display());
+    let export = bench.dir.path().join("out.json");
+    let args = [
+        "run",
+        scenario.to_str().unwrap(),
+        "-H",
+        hosts.to_str().unwrap(),
+        "--results",
+        small.to_str().unwrap(),
+        "--export-json",
+        export.to_str().unwrap(),
+        "--no-progress",
+    ];
+    let out = bench.run(&args);
+    let _ = std::process::Command::new("umount").arg(&small).status();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("cannot write {}", small.display())), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(stdout.contains("Receivers"), "the summary still comes out: {stdout}");
+    let run = read_json(&export);
+    assert_eq!(run["phases"][0]["complete"], true, "the export is whole");
 }
 
 #[test]

@@ -64,6 +64,7 @@ impl Coordinator {
             Stage::Setup { phase, .. } => format!("while creating endpoints of phase {phase}"),
             Stage::Connecting { phase, .. } => format!("while connecting flows of phase {phase}"),
             Stage::Running { phase, .. } | Stage::Aborting { phase, .. } => format!("during phase {phase}"),
+            Stage::Saving { phase } => format!("while phase {phase} was saved"),
             Stage::Done => "after the run".to_string(),
         }
     }
@@ -77,7 +78,7 @@ impl Coordinator {
             | Stage::Connecting { phase, .. }
             | Stage::Running { phase, .. }
             | Stage::Aborting { phase, .. } => *phase,
-            Stage::Joining | Stage::Done => return String::new(),
+            Stage::Joining | Stage::Saving { .. } | Stage::Done => return String::new(),
         };
         let mine: Vec<String> = self.plan.phases[phase]
             .flows

@@ -136,10 +136,31 @@ const PENDING_STRANGERS: usize = 1024;
 /// Per-rank progress through one step of a phase.
 enum Stage {
     Joining,
-    Setup { phase: usize, endpoints: Gather<Vec<FlowEndpoint>> },
-    Connecting { phase: usize, ready: Gather<()> },
-    Running { phase: usize, t0_ns: i64, reports: Gather<RankReport>, progress: BTreeMap<u32, Tally> },
-    Aborting { phase: usize, reports: Gather<RankReport>, failure: Failure, deadline_ns: i64 },
+    Setup {
+        phase: usize,
+        endpoints: Gather<Vec<FlowEndpoint>>,
+    },
+    Connecting {
+        phase: usize,
+        ready: Gather<()>,
+    },
+    Running {
+        phase: usize,
+        t0_ns: i64,
+        reports: Gather<RankReport>,
+        progress: BTreeMap<u32, Tally>,
+    },
+    /// The phase is done; the next starts once the launcher says this one
+    /// is on disk.
+    Saving {
+        phase: usize,
+    },
+    Aborting {
+        phase: usize,
+        reports: Gather<RankReport>,
+        failure: Failure,
+        deadline_ns: i64,
+    },
     Done,
 }
 
@@ -285,6 +306,13 @@ impl Coordinator {
         }
     }
 
+    /// The launcher journaled `phase`: the next phase begins.
+    pub fn saved(&mut self, phase: usize, now_ns: i64) {
+        if matches!(self.stage, Stage::Saving { phase: done } if done == phase) {
+            self.begin_phase(phase + 1, now_ns);
+        }
+    }
+
     /// A frame that could not be decoded: a stranger is turned away, a
     /// rank that garbles its stream ends the run.
     pub fn protocol_error(&mut self, conn: ConnId, reason: &str, now_ns: i64) {
@@ -347,7 +375,7 @@ impl Coordinator {
         let elapsed = now_ns - self.stage_since;
         let limit = match &self.stage {
             Stage::Joining => ns(self.timeouts.join),
-            Stage::Setup { .. } | Stage::Connecting { .. } => ns(self.timeouts.stage),
+            Stage::Setup { .. } | Stage::Connecting { .. } | Stage::Saving { .. } => ns(self.timeouts.stage),
             Stage::Running { t0_ns, .. } => {
                 t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.stage)
             }
@@ -356,12 +384,21 @@ impl Coordinator {
         if elapsed <= limit {
             return;
         }
+        if let Stage::Saving { phase } = self.stage {
+            let secs = limit as f64 / 1e9;
+            self.fail(
+                None,
+                format!("the launcher did not say within {secs:.0} s that phase {phase} is on disk"),
+                now_ns,
+            );
+            return;
+        }
         let missing = match &self.stage {
             Stage::Joining => (0..self.slots.len()).filter(|&r| !self.slots[r].joined).collect(),
             Stage::Setup { endpoints, .. } => endpoints.missing(),
             Stage::Connecting { ready, .. } => ready.missing(),
             Stage::Running { reports, .. } => reports.missing(),
-            Stage::Aborting { .. } | Stage::Done => Vec::new(),
+            Stage::Saving { .. } | Stage::Aborting { .. } | Stage::Done => Vec::new(),
         };
         if !missing.is_empty() {
             let stage = self.stage_name();

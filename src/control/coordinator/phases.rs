@@ -209,7 +209,7 @@ impl Coordinator {
                 let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
                 self.event(Event::PhaseDone(Box::new(result)));
                 if phase + 1 < self.plan.phases.len() {
-                    self.begin_phase(phase + 1, now_ns);
+                    self.set_stage(Stage::Saving { phase }, now_ns);
                 } else {
                     self.broadcast(|| ToWorker::Bye);
                     self.event(Event::Finished);

@@ -201,3 +201,16 @@ pub fn perftest_rows(stdout: &str, titles: &str) -> Vec<Vec<f64>> {
         .map(|l| l.split_whitespace().map(|v| v.parse().unwrap_or_else(|_| panic!("`{v}` in `{l}`"))).collect())
         .collect()
 }
+
+/// Whether this test runs as root; if not, it says it skips `what` — a
+/// failure instead under FABRICBENCH_REQUIRE_TESTBED=1, as in CI.
+pub fn root_or_skip(what: &str) -> bool {
+    let required = std::env::var("FABRICBENCH_REQUIRE_TESTBED").is_ok_and(|v| v == "1");
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
+    if !is_root {
+        assert!(!required, "{what} needs root");
+        eprintln!("SKIP: {what} needs root");
+    }
+    is_root
+}

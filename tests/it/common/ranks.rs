@@ -1,18 +1,21 @@
 //! Simulated ranks around the sans-IO coordinator, in one process and
 //! without sockets: they join, answer Setup with endpoints and Peers with
-//! Ready, until the coordinator starts the phase. Used by the scale tests
-//! and by the control-plane benchmark (benches/control_plane.rs).
+//! Ready, until the coordinator starts the phase, and then report it. Used
+//! by the scale tests and by the control-plane benchmark
+//! (benches/control_plane.rs).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fabricbench::control::coordinator::{ConnId, Coordinator, Output, Timeouts};
+use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
 use fabricbench::control::wire::{
     Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
 };
-use fabricbench::plan::Plan;
+use fabricbench::metrics::{FlowSamples, RankReport};
+use fabricbench::plan::{Phase, Plan};
+use fabricbench::result::{PhaseResult, RunResult};
 use fabricbench::transport::Side;
 use fabricbench::{hostfile, plan, scenario};
 
@@ -21,10 +24,16 @@ pub const JOB: u64 = 7;
 
 /// The plan of `scenario_text` on hosts h1..hN.
 pub fn make_plan(ranks: usize, scenario_text: &str) -> Plan {
+    make_run(ranks, scenario_text).plan
+}
+
+/// A run of `scenario_text` on hosts h1..hN about to start.
+pub fn make_run(ranks: usize, scenario_text: &str) -> RunResult {
     let hosts: String = (1..=ranks).map(|i| format!("h{i}\n")).collect();
     let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
     let (s, _) = scenario::parse(scenario_text, Path::new("s.toml")).unwrap();
-    plan::build(&hosts, &s).unwrap()
+    let plan = plan::build(&hosts, &s).unwrap();
+    RunResult::new("s.toml".into(), s, hosts, plan)
 }
 
 pub fn window() -> Window {
@@ -152,4 +161,55 @@ pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<(u64, u64), Strin
     };
     writer.abort();
     outcome
+}
+
+/// Every rank's report of `phase` as it sends it after the window: each
+/// flow end it plays, `boundaries` sample times 1 s apart, 1 GB/s on every
+/// flow. One pass over the flows, so that 65 536 ranks are quick to make.
+pub fn rank_reports(phase: &Phase, ranks: usize, boundaries: usize) -> Vec<RankReport> {
+    let samples = |flow: u32, side| FlowSamples {
+        flow,
+        side,
+        bytes: (0..boundaries as u64).map(|k| k * 1_000_000_000).collect(),
+        messages: (0..boundaries as u64).map(|k| k * 7_630).collect(),
+        start_ns: Some(0),
+        error: None,
+        rtts: None,
+    };
+    let sample_ns: Vec<i64> = (0..boundaries as i64).map(|k| 1_000_000_000 + k * 1_000_000_000).collect();
+    let mut reports: Vec<RankReport> = (0..ranks)
+        .map(|rank| RankReport { phase: phase.index, rank, sample_ns: sample_ns.clone(), ..Default::default() })
+        .collect();
+    for f in &phase.flows {
+        reports[f.src].flows.push(samples(f.id, Side::Sender));
+        reports[f.dst].flows.push(samples(f.id, Side::Receiver));
+    }
+    reports
+}
+
+/// What the coordinator did with one phase's reports.
+pub struct Gathered {
+    /// The aggregated phase, if the coordinator finished it.
+    pub phase: Option<PhaseResult>,
+    /// The longest the coordinator spent on one message: while it works its
+    /// loop sends no heartbeats, so this is how long they can stall.
+    pub longest_step: Duration,
+}
+
+/// Every rank of a started phase 0 sends its report (`boundaries` sample
+/// times); the coordinator gathers and aggregates them.
+pub fn report_phase(c: &mut Coordinator, plan: &Plan, boundaries: usize) -> Gathered {
+    let reports = rank_reports(&plan.phases[0], plan.ranks.len(), boundaries);
+    let mut gathered = Gathered { phase: None, longest_step: Duration::ZERO };
+    for (rank, report) in reports.into_iter().enumerate() {
+        let started = Instant::now();
+        c.received(rank as ConnId, ToCoordinator::Report(Box::new(report)), 0);
+        gathered.longest_step = gathered.longest_step.max(started.elapsed());
+        while let Some(output) = c.poll() {
+            if let Output::Event(Event::PhaseDone(result)) = output {
+                gathered.phase = Some(*result);
+            }
+        }
+    }
+    gathered
 }

@@ -36,12 +36,7 @@ impl Bed {
     }
 
     fn start(n: usize, extra: &[&str], machine_lock: fn() -> File) -> Option<Bed> {
-        let required = std::env::var("FABRICBENCH_REQUIRE_TESTBED").is_ok_and(|v| v == "1");
-        let is_root = std::fs::read_to_string("/proc/self/status")
-            .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
-        if !is_root {
-            assert!(!required, "the test bed needs root");
-            eprintln!("SKIP: the multi-host test bed needs root");
+        if !super::root_or_skip("the multi-host test bed") {
             return None;
         }
         let machine = machine_lock();
