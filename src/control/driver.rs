@@ -98,7 +98,9 @@ pub async fn drive(
                     }
                 };
                 accept_paused = None;
-                if !coordinator.accepts_more() {
+                // Read each time: an administrator may lower it under a running process.
+                let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
+                if !coordinator.accepts_more(open_files) {
                     if logged.len() < LOGGED_PEERS && logged.insert(peer.ip()) {
                         tracing::warn!("control connection from {peer} closed: too many have not said Hello yet");
                     }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::testbed::Bed;
 use common::{read_json, text, Bench};
+use fabricbench::control::coordinator::STRANGERS_FD_SHARE;
 use fabricbench::control::wire::{Hello, ToCoordinator, HELLO_MAX, MAGIC, PROTOCOL_VERSION};
 
 /// Rank 0 (h1) on the bed, and the coordinator port the runs here pin.
@@ -327,7 +328,9 @@ const TWO_PHASES: &str =
     [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-2\"\n\n\
     [sweep]\nparameter = \"message_size\"\nvalues = [\"64K\", \"128K\"]\n";
 
-/// Descriptors rank 0 may open beyond those it holds when its limit is lowered.
+/// Descriptors rank 0 may open beyond those it holds when its limit is
+/// lowered: a quarter of the new limit for strangers, the rest for the
+/// second phase's listening socket and streams.
 const FD_HEADROOM: u64 = 16;
 /// Connections the flood holds: many times what rank 0 has descriptors for
 /// (the kernel queues the rest until one is accepted).
@@ -350,10 +353,11 @@ fn fd_flood_past_rank0s_open_files_limit_stops_no_heartbeat() {
     let limit = held + FD_HEADROOM;
     assert!(on_rank0(&bed, &format!("prlimit --pid $p --nofile={limit}:{limit}")).is_some(), "prlimit");
     let flood: Vec<TcpStream> = (0..FLOOD).map(|_| connect()).collect();
-    // Rank 0 reaches its limit (and stays there while the flood lasts).
+    // Rank 0 takes strangers up to their share of the limit, and no further.
+    let share = limit / STRANGERS_FD_SHARE;
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut most = 0;
-    while most < limit && Instant::now() < deadline {
+    while most < held + share && Instant::now() < deadline {
         most = most.max(count().unwrap_or(0));
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -361,18 +365,16 @@ fn fd_flood_past_rank0s_open_files_limit_stops_no_heartbeat() {
     drop(flood);
     let (stdout, err) = (text(&out.stdout), text(&out.stderr));
     eprintln!("rank 0 held {held} descriptors, limit {limit}, reached {most}; exit {:?}\n{stdout}\n{err}", out.status);
-    assert_eq!(most, limit, "the flood never exhausted rank 0's descriptors");
-    assert!(err.contains("Too many open files"), "rank 0 says why it stopped accepting: {err}");
+    assert!(most >= held + share && most < limit, "rank 0 held {most} descriptors under the flood");
     // The ranks and the coordinator kept hearing each other throughout.
     for lost in ["heartbeat", "silent", "connection lost", "lease"] {
         assert!(!err.contains(lost), "`{lost}`: {err}");
     }
-    if out.status.success() {
-        assert!(stdout.contains("completed"), "{stdout}");
-    } else {
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains("open-files limit"), "a failure names the limit: {err}");
-    }
+    // Strangers may hold a quarter of the limit: the rest carries the second
+    // phase's sockets, so the run completes.
+    assert!(out.status.success(), "{err}");
+    assert!(stdout.contains("completed"), "{stdout}");
+    assert!(err.contains("too many have not said Hello yet"), "{err}");
     assert!(bed.hosts_with_workers(&["h1", "h2", "h3"], Duration::from_secs(10)).is_empty());
     assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
 }
