@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -33,6 +34,9 @@ enum Inbound {
 
 struct Conn {
     peer: SocketAddr,
+    /// Until the connection is admitted: nothing is ever sent to a
+    /// stranger, so it gets no writer task and no write buffer.
+    write: Option<OwnedWriteHalf>,
     writer: Option<mpsc::UnboundedSender<ToWorker>>,
     reader: JoinHandle<()>,
     /// Lets the reader take frames of every size: the Hello was valid.
@@ -96,7 +100,9 @@ pub async fn drive(
                     }
                 };
                 accept_paused = None;
-                if !coordinator.accepts_more() {
+                // Read each time: an administrator may lower it under a running process.
+                let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
+                if !coordinator.accepts_more(open_files) {
                     if logged.len() < LOGGED_PEERS && logged.insert(peer.ip()) {
                         tracing::warn!("control connection from {peer} closed: too many have not said Hello yet");
                     }
@@ -108,9 +114,7 @@ pub async fn drive(
                 let (read, write) = stream.into_split();
                 let (admit, admitted) = oneshot::channel();
                 let reader = tokio::spawn(read_frames(id, FrameReader::with_limit(read, HELLO_MAX), admitted, inbound_tx.clone()));
-                let (writer, queue) = mpsc::unbounded_channel();
-                writers.push(tokio::spawn(pump(FrameWriter::new(write), queue)));
-                conns.insert(id, Conn { peer, writer: Some(writer), reader, admit: Some(admit) });
+                conns.insert(id, Conn { peer, write: Some(write), writer: None, reader, admit: Some(admit) });
                 coordinator.connected(id, now_ns());
             }
             () = tokio::time::sleep(ACCEPT_BACKOFF), if !accepting => {}
@@ -128,7 +132,13 @@ pub async fn drive(
                     }
                 }
                 Output::Admit(id) => {
-                    if let Some(admit) = conns.get_mut(&id).and_then(|c| c.admit.take()) {
+                    let Some(conn) = conns.get_mut(&id) else { continue };
+                    if let Some(write) = conn.write.take() {
+                        let (writer, queue) = mpsc::unbounded_channel();
+                        writers.push(tokio::spawn(pump(FrameWriter::new(write), queue)));
+                        conn.writer = Some(writer);
+                    }
+                    if let Some(admit) = conn.admit.take() {
                         let _ = admit.send(());
                     }
                 }

@@ -10,6 +10,8 @@ use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 /// Largest control frame: ample for an endpoint table of thousands of flows.
 pub const MAX_FRAME: usize = 16 << 20;
+/// The read buffer of an admitted connection (tokio-util's own default).
+const READ_BUFFER: usize = 8 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -36,14 +38,23 @@ impl<R: AsyncRead + Unpin, M: DeserializeOwned> FrameReader<R, M> {
 
     /// Reads `limit`-byte frames at most, the length prefix refused before
     /// anything is reserved (until a peer is authenticated: a Hello's worth).
+    /// The buffer starts empty and grows only with what arrives: a stranger
+    /// that sends nothing costs no buffer at all.
     pub fn with_limit(read: R, limit: usize) -> Self {
         let codec = LengthDelimitedCodec::builder().max_frame_length(limit).new_codec();
-        FrameReader { inner: FramedRead::new(read, codec), _msg: std::marker::PhantomData }
+        FrameReader { inner: FramedRead::with_capacity(read, codec, 0), _msg: std::marker::PhantomData }
     }
 
-    /// From now on frames up to [`MAX_FRAME`].
+    /// From now on frames up to [`MAX_FRAME`], read through the usual buffer.
     pub fn lift_limit(&mut self) {
         self.inner.decoder_mut().set_max_frame_length(MAX_FRAME);
+        self.inner.read_buffer_mut().reserve(READ_BUFFER);
+    }
+
+    /// Bytes reserved for reading now (what this connection costs in memory).
+    #[cfg(test)]
+    fn buffered_capacity(&self) -> usize {
+        self.inner.read_buffer().capacity()
     }
 
     /// The next frame as it came, or `None` at a clean end of stream.
@@ -87,5 +98,46 @@ pub async fn pump<W: AsyncWrite + Unpin, M: Serialize>(
             tracing::error!("control connection: cannot send a frame: {e}");
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::wire::HELLO_MAX;
+    use tokio::io::AsyncWriteExt;
+
+    /// What a connection that has not said Hello costs: nothing while it is
+    /// silent, at most its frame (a Hello's worth) when it sends one slowly.
+    #[tokio::test]
+    async fn strangers_cost_only_what_they_sent_and_admitted_peers_the_usual_buffer() {
+        let (mut stranger, ours) = tokio::io::duplex(64 << 10);
+        let mut reader: FrameReader<_, u32> = FrameReader::with_limit(ours, HELLO_MAX);
+        assert_eq!(reader.buffered_capacity(), 0, "silent: no buffer");
+
+        // A frame of the largest first-frame size, cut short by one byte.
+        stranger.write_all(&(HELLO_MAX as u32).to_be_bytes()).await.unwrap();
+        stranger.write_all(&vec![7u8; HELLO_MAX - 1]).await.unwrap();
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(100), reader.next_frame()).await;
+        assert!(pending.is_err(), "the frame is not complete");
+        let held = reader.buffered_capacity();
+        assert!((HELLO_MAX - 1..=2 * HELLO_MAX).contains(&held), "a cut-short frame holds {held} bytes");
+        stranger.write_all(&[7]).await.unwrap();
+        assert_eq!(reader.next_frame().await.unwrap().unwrap().len(), HELLO_MAX);
+
+        // Admitted: frames of every size, through the usual buffer.
+        reader.lift_limit();
+        assert!(reader.buffered_capacity() >= READ_BUFFER);
+        let big = postcard::to_stdvec(&u32::MAX).unwrap();
+        stranger.write_all(&(big.len() as u32).to_be_bytes()).await.unwrap();
+        stranger.write_all(&big).await.unwrap();
+        assert_eq!(reader.next().await.unwrap().unwrap(), u32::MAX);
+
+        // A length over the limit is refused before anything is reserved.
+        let (mut stranger, ours) = tokio::io::duplex(64);
+        let mut reader: FrameReader<_, u32> = FrameReader::with_limit(ours, HELLO_MAX);
+        stranger.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+        assert!(reader.next_frame().await.unwrap().is_err());
+        assert!(reader.buffered_capacity() < 64, "{}", reader.buffered_capacity());
     }
 }

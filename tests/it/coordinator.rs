@@ -369,6 +369,34 @@ fn strangers_are_rejected_and_the_run_goes_on() {
 }
 
 #[test]
+fn strangers_hold_at_most_a_quarter_of_the_open_files_limit() {
+    use fabricbench::control::coordinator::{PENDING_STRANGERS, STRANGERS_FD_SHARE};
+    let n = 3;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join(0, hello(0));
+    // 40 descriptors: 10 strangers beside the 2 ranks still to come.
+    let limit = 40;
+    let share = (limit / STRANGERS_FD_SHARE) as usize;
+    for conn in 0..share + n - 1 {
+        assert!(sim.c.accepts_more(limit), "refused at {conn}");
+        sim.c.connected(100 + conn as ConnId, 0);
+    }
+    assert!(!sim.c.accepts_more(limit));
+    // One stranger leaves: one more may come.
+    sim.c.closed(100, 0);
+    assert!(sim.c.accepts_more(limit));
+    sim.c.connected(100, 0);
+    assert!(!sim.c.accepts_more(limit));
+    // With a generous limit the fixed cap holds.
+    assert!(sim.c.accepts_more(u64::MAX));
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    for conn in 0..PENDING_STRANGERS + n {
+        sim.c.connected(conn as ConnId, 0);
+    }
+    assert!(!sim.c.accepts_more(u64::MAX));
+}
+
+#[test]
 fn rank_that_never_sends_endpoints_is_named() {
     let n = 3;
     let mut sim = Sim::new(make_plan(n, FAN_IN));

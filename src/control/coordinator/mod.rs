@@ -131,7 +131,11 @@ struct Slot {
 
 /// Connections that have not said Hello yet, beyond the job's own ranks:
 /// more wait until these are admitted or closed.
-const PENDING_STRANGERS: usize = 1024;
+pub const PENDING_STRANGERS: usize = 1024;
+/// Nor may they hold more than this share (1 / N) of rank 0's open-files
+/// limit: a flood leaves the rest to the ranks' connections, the data plane's
+/// sockets and the files rank 0 reads, so it cannot starve the run of them.
+pub const STRANGERS_FD_SHARE: u64 = 4;
 
 /// Per-rank progress through one step of a phase.
 enum Stage {
@@ -244,9 +248,12 @@ impl Coordinator {
     }
 
     /// Whether to take another connection: the job's own ranks always fit
-    /// beside a bounded number of strangers that have not said Hello yet.
-    pub fn accepts_more(&self) -> bool {
-        self.pending.len() < PENDING_STRANGERS + self.slots.len() - self.joined
+    /// beside a bounded number of strangers that have not said Hello yet, at
+    /// most [`PENDING_STRANGERS`] and a [`STRANGERS_FD_SHARE`] share of
+    /// `open_files` (the process's RLIMIT_NOFILE now).
+    pub fn accepts_more(&self, open_files: u64) -> bool {
+        let by_fds = usize::try_from(open_files / STRANGERS_FD_SHARE).unwrap_or(usize::MAX);
+        self.pending.len() < PENDING_STRANGERS.min(by_fds) + self.slots.len() - self.joined
     }
 
     pub fn closed(&mut self, conn: ConnId, now_ns: i64) {
