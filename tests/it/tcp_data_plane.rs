@@ -17,15 +17,17 @@ const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 const AUTH: FlowAuth = FlowAuth { flow: 3, proof: FlowProof([0x42; 32]) };
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A stranger that connects, says it has, then streams zeros until it is
-/// closed (or 5 s pass); the bytes it got out.
+/// A stranger that connects, writes its first zeros, says it has, then
+/// streams zeros until it is closed (or 5 s pass); the bytes it got out.
 fn stranger_streaming_zeros(addr: SocketAddr) -> JoinHandle<u64> {
     let (connected, is_connected) = mpsc::channel();
     let stranger = std::thread::spawn(move || {
         let mut sock = TcpStream::connect(addr).expect("the stranger connects");
-        connected.send(()).unwrap();
         let zeros = [0u8; 64 * 1024];
-        let mut sent = 0;
+        // Small enough to fit the buffer of a connection not accepted yet.
+        sock.write_all(&zeros[..4096]).expect("the stranger's first zeros");
+        connected.send(()).unwrap();
+        let mut sent = 4096;
         let until = Instant::now() + Duration::from_secs(5);
         while Instant::now() < until {
             match sock.write(&zeros) {
