@@ -46,14 +46,15 @@ fn tcp_flow(length: Duration) -> Histogram {
     let listener = tcp::Listener::bind(ip).expect("bind");
     let addr = listener.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
+    let auth = tcp::FlowAuth { flow: 0, proof: tcp::FlowProof([1; 32]) };
     let echo = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            let sock = listener.accept(1, Duration::from_secs(5)).expect("accept").remove(0);
+            let sock = listener.accept(&auth, 1, Duration::from_secs(5)).expect("accept").streams.remove(0);
             tcp::echo_loop(sock, &mut [0; 64], &FlowCounters::default(), &stop).expect("echo");
         })
     };
-    let sock = tcp::connect(ip, addr, 1, Duration::from_secs(5)).expect("connect").remove(0);
+    let sock = tcp::connect(ip, addr, &auth, 1, Duration::from_secs(5)).expect("connect").remove(0);
     let stopper = {
         let stop = stop.clone();
         std::thread::spawn(move || {

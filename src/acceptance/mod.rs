@@ -173,6 +173,7 @@ mod tests {
                 interval_gbps: Vec::new(),
                 latency: None,
                 error: None,
+                refused: 0,
             })
             .collect();
         PhaseResult {

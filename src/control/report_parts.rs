@@ -58,6 +58,7 @@ mod tests {
             start_ns: Some(0),
             error: None,
             rtts: None,
+            refused: 0,
         };
         RankReport {
             phase: 2,

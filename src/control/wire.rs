@@ -12,12 +12,13 @@ use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::scenario::stress::StressSpec;
 use crate::scenario::RunSpec;
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
+use crate::transport::tcp::FlowProof;
 use crate::transport::Side;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -73,6 +74,9 @@ pub struct FlowRole {
     /// RDMA: this end's devices from its host's `devices=` (one rail each),
     /// when the group names none; empty otherwise.
     pub rails: Vec<String>,
+    /// What a TCP stream of this flow sends first to prove it is one
+    /// (`control::proofs`); sent to the flow's two ends only.
+    pub proof: FlowProof,
 }
 
 /// The common measurement window of a phase.

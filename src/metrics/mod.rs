@@ -60,4 +60,7 @@ pub struct FlowSamples {
     pub error: Option<String>,
     /// Round-trip times in the window (the latency client's end).
     pub rtts: Option<Histogram>,
+    /// TCP receiver: connections to its data port closed because they did
+    /// not prove they were the flow's (`transport::tcp::preamble`).
+    pub refused: u64,
 }

@@ -142,6 +142,9 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         body += &format!("<figure>{}</figure>", charts::lines(&title, "time in window (s)", &flows, false)?);
     }
     body += "</div>\n";
+    if let Some(warning) = &summary.warning {
+        body += &format!("<p class=\"warning\">{}</p>\n", escape(warning));
+    }
     for table in &summary.tables {
         body += &html_table(table);
     }

@@ -10,6 +10,7 @@ mod junit;
 mod labels;
 pub mod perftest;
 mod rdma_counters;
+mod refused;
 pub mod results_dir;
 mod table;
 mod tables;
@@ -86,6 +87,9 @@ impl Exporter for MarkdownExporter {
         }
         for phase in tables::summarize(run) {
             out += &format!("## {}\n\n", phase.headline);
+            if let Some(warning) = &phase.warning {
+                out += &format!("{warning}\n\n");
+            }
             for table in &phase.tables {
                 out += &markdown_table(table);
             }

@@ -3,14 +3,16 @@
 
 use crate::load::placement;
 use crate::report::table::Table;
-use crate::report::{labels, rdma_counters};
+use crate::report::{labels, rdma_counters, refused};
 use crate::result::sweep::SweepResult;
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 use crate::scenario::Mode;
 
-/// One headline per phase, then its flows, receivers and ranks.
+/// One headline per phase, a warning when strangers were refused, then its
+/// flows, receivers and ranks.
 pub struct PhaseSummary {
     pub headline: String,
+    pub warning: Option<String>,
     pub tables: Vec<Table>,
 }
 
@@ -198,7 +200,7 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         run.plan.ranks.len()
     );
     let tables = vec![flows(p), latency(p), receivers(p), groups(p), ranks(p), rdma_counters::table(p), stress(p)];
-    PhaseSummary { headline, tables }
+    PhaseSummary { headline, warning: refused::warning(p), tables }
 }
 
 fn flows(p: &PhaseResult) -> Table {

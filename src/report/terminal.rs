@@ -15,6 +15,9 @@ pub fn render(run: &RunResult) -> String {
     let mut out = String::new();
     for phase in summarize(run) {
         out += &format!("\n{}\n", phase.headline);
+        if let Some(warning) = &phase.warning {
+            out += &format!("{warning}\n");
+        }
         for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
             out += &table_text(table);
         }

@@ -84,6 +84,7 @@ pub fn aggregate_phase(
             interval_gbps,
             latency: tx.and_then(|(_, s)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
             error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
+            refused: rx.map_or(0, |(_, s)| s.refused),
         });
     }
 

@@ -277,6 +277,10 @@ pub struct FlowResult {
     pub latency: Option<LatencySummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// TCP: connections to the receiver's data port closed because they did
+    /// not prove they were this flow's (0 in runs made before it existed).
+    #[serde(default)]
+    pub refused: u64,
 }
 
 /// Everything arriving at one rank (the incast view).

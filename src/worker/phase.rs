@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::control::printable;
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Window};
 use crate::load::stress;
 use crate::load::topology;
@@ -48,7 +49,8 @@ pub enum Opening {
 
 /// One end of a flow, connected.
 pub enum Link {
-    Tcp(Vec<TcpStream>),
+    /// The streams in stream order; `refused`: strangers the receiver closed.
+    Tcp { streams: Vec<TcpStream>, refused: u64 },
     /// One connected flow per rail (device), each on its own thread, with
     /// the NUMA node its threads are placed near.
     Rdma(Vec<rdma::ConnectedFlow>, Option<usize>),
@@ -152,12 +154,16 @@ impl Opened {
             };
             let peer = peers.iter().find(|p| p.flow == flow && p.side == far).map(|p| p.endpoint.clone());
             let tcp_err = move |cause| PhaseError::Tcp { flow, side, cause };
+            let auth = tcp::FlowAuth { flow, proof: role.proof };
             let task: JoinHandle<Result<Link, PhaseError>> = match (opening, peer) {
-                (Opening::Listen(l), _) => {
-                    std::thread::spawn(move || l.accept(streams, CONNECT_TIMEOUT).map(Link::Tcp).map_err(tcp_err))
-                }
+                (Opening::Listen(l), _) => std::thread::spawn(move || {
+                    let accepted = l.accept(&auth, streams, CONNECT_TIMEOUT).map_err(tcp_err)?;
+                    log_strangers(flow, &accepted.strangers);
+                    Ok(Link::Tcp { streams: accepted.streams, refused: accepted.refused })
+                }),
                 (Opening::Dial, Some(Endpoint::Tcp { addr })) => std::thread::spawn(move || {
-                    tcp::connect(bind, addr, streams, CONNECT_TIMEOUT).map(Link::Tcp).map_err(tcp_err)
+                    let streams = tcp::connect(bind, addr, &auth, streams, CONNECT_TIMEOUT).map_err(tcp_err)?;
+                    Ok(Link::Tcp { streams, refused: 0 })
                 }),
                 // Both ends split the flow into rails from the same group knobs: rail k meets rail k.
                 (Opening::Rdma(rails, node), Some(Endpoint::Rdma(peer))) if rails.len() == peer.len() => {
@@ -209,9 +215,9 @@ impl Connected {
         let mut threads = Vec::new();
         for (role, link) in links {
             match link {
-                Link::Tcp(socks) => {
-                    let end = FlowEnd::new(role, device_node);
-                    for sock in socks {
+                Link::Tcp { streams, refused } => {
+                    let end = FlowEnd { refused, ..FlowEnd::new(role, device_node) };
+                    for sock in streams {
                         threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
                     }
                     ends.push(end);
@@ -233,6 +239,20 @@ impl Connected {
             sampler.run(threads, progress)
         });
         Running { stop, sampler }
+    }
+}
+
+/// Each stranger once per address (the transport keeps the first few),
+/// what it sent escaped and cut short: it can neither write escape codes
+/// to the operator's terminal nor flood it.
+fn log_strangers(flow: u32, strangers: &[tcp::Stranger]) {
+    for s in strangers {
+        let sent = printable(&String::from_utf8_lossy(&s.sent));
+        tracing::warn!(
+            "flow {flow}: refused a data connection from {}: {} (it sent `{sent}`; later ones from its address are not shown)",
+            s.peer,
+            s.why
+        );
     }
 }
 

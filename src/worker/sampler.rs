@@ -142,6 +142,7 @@ impl Sampler {
                 start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
                 error: end.error.lock().ok().and_then(|e| e.clone()),
                 rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
+                refused: end.refused,
             })
             .collect();
         let mut placements: Vec<GroupPlacement> = Vec::new();

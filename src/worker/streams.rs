@@ -29,6 +29,8 @@ pub struct FlowEnd {
     pub rtts: Arc<Mutex<Option<Histogram>>>,
     /// Where its threads run (or why not as asked).
     pub placed: Result<Placed, String>,
+    /// Strangers its TCP receiver closed while connecting.
+    pub refused: u64,
 }
 
 impl FlowEnd {
@@ -41,6 +43,7 @@ impl FlowEnd {
             error: Arc::default(),
             rtts: Arc::default(),
             placed,
+            refused: 0,
         }
     }
 

@@ -142,6 +142,7 @@ fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSam
         start_ns: Some(0),
         error: None,
         rtts: None,
+        refused: 0,
     }
 }
 

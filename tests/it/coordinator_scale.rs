@@ -19,9 +19,10 @@ const ALL_TO_ALL: &str = "[[group]]\nname = \"all\"\npattern = \"all-to-all\"\n"
 
 /// Bytes a rank may be sent per bootstrap: a fixed part (Welcome, the
 /// phase's Setup and Peers headers, Start) and a part per flow of its own
-/// (its role in the flow, and the peer's endpoint when it sends).
+/// (its role in the flow with the flow's 32-byte data-plane proof, and the
+/// peer's endpoint when it sends).
 const FIXED_BYTES: u64 = 64;
-const BYTES_PER_FLOW: u64 = 48;
+const BYTES_PER_FLOW: u64 = 48 + 32;
 
 fn flows_per_rank(plan: &Plan) -> Vec<u64> {
     let mut flows = vec![0; plan.ranks.len()];

@@ -18,6 +18,7 @@ mod rendered;
 mod reports;
 mod run_local;
 mod shipped_scenarios;
+mod tcp_data_plane;
 mod testbed_hostile;
 mod testbed_scenarios;
 mod testbed_slurm;

@@ -15,6 +15,7 @@ use fabricbench::scenario::rdma::RdmaParams;
 use fabricbench::scenario::stress::{StressSpec, Threads};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
 use fabricbench::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory};
+use fabricbench::transport::tcp::FlowProof;
 use fabricbench::transport::Side;
 use fabricbench::units::ByteSize;
 
@@ -42,6 +43,7 @@ fn setup_with_stress_and_placement() {
         side: Side::Receiver,
         group: group.into(),
         rails: vec!["mlx5_1".into()],
+        proof: FlowProof([7; 32]),
     };
     for stress in [
         None,
@@ -79,6 +81,7 @@ fn report_with_every_optional_part() {
                 start_ns: Some(-3),
                 error: error.clone(),
                 rtts: Some(rtts.clone()),
+                refused: 3,
             }],
             clock_offset_ns: 9,
             rtt_ns: 4,

@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::control::gather::Gather;
+use crate::control::proofs::FlowProofs;
 use crate::control::wire::{FlowEndpoint, ToCoordinator, ToWorker, Window};
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::Plan;
@@ -178,6 +179,7 @@ struct Tally {
 pub struct Coordinator {
     job: u64,
     token: String,
+    proofs: FlowProofs,
     tool_version: String,
     plan: Plan,
     window: Window,
@@ -217,6 +219,7 @@ impl Coordinator {
             .collect();
         Coordinator {
             job,
+            proofs: FlowProofs::new(&token, job),
             token,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             plan,

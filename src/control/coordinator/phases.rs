@@ -8,6 +8,7 @@ use subtle::ConstantTimeEq;
 
 use super::{checks, ns, ConnId, Coordinator, Event, Failure, Output, Stage};
 use crate::control::gather::Gather;
+use crate::control::printable;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTOCOL_VERSION};
 use crate::metrics::RankReport;
 use crate::plan::GroupPlan;
@@ -77,7 +78,8 @@ impl Coordinator {
         for flow in &p.flows {
             let group = &groups[flow.group];
             let [src_rails, dst_rails] = self.plan.host_rails(group, flow);
-            let role = |side, rails| FlowRole { flow: *flow, side, group: group.clone(), rails };
+            let proof = self.proofs.of(phase, flow.id);
+            let role = |side, rails| FlowRole { flow: *flow, side, group: group.clone(), rails, proof };
             setups[flow.src].push(role(Side::Sender, src_rails));
             setups[flow.dst].push(role(Side::Receiver, dst_rails));
         }
@@ -223,15 +225,4 @@ impl Coordinator {
             _ => {}
         }
     }
-}
-
-/// Text from the network as it may be shown: control characters escaped,
-/// at most 64 characters.
-fn printable(text: &str) -> String {
-    const SHOWN: usize = 64;
-    let mut shown: String = text.chars().take(SHOWN).flat_map(char::escape_debug).collect();
-    if text.chars().count() > SHOWN {
-        shown.push('…');
-    }
-    shown
 }

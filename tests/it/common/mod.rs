@@ -149,6 +149,27 @@ pub fn all_shipped_scenarios() -> Vec<PathBuf> {
     found
 }
 
+/// The TCP sockets `pid` holds, as (state, local port): its sockets'
+/// inodes found in /proc/PID/net/tcp (state 0A is LISTEN, 01 ESTABLISHED).
+pub fn tcp_sockets(pid: u32) -> Vec<(String, u16)> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
+    let inodes: Vec<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| Some(link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.to_string()))
+        .collect();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            inodes.iter().any(|i| Some(&i.as_str()) == fields.get(9)).then_some(())?;
+            let port = u16::from_str_radix(fields.get(1)?.rsplit(':').next()?, 16).ok()?;
+            Some((fields.get(3)?.to_string(), port))
+        })
+        .collect()
+}
+
 /// Sends `signal` (e.g. "-9", "-STOP") to `pid` with kill(1).
 pub fn signal(pid: u32, signal: &str) {
     assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success(), "kill {signal} {pid}");

@@ -175,6 +175,7 @@ pub fn rank_reports(phase: &Phase, ranks: usize, boundaries: usize) -> Vec<RankR
         start_ns: Some(0),
         error: None,
         rtts: None,
+        refused: 0,
     };
     let sample_ns: Vec<i64> = (0..boundaries as i64).map(|k| 1_000_000_000 + k * 1_000_000_000).collect();
     let mut reports: Vec<RankReport> = (0..ranks)

@@ -1,10 +1,18 @@
 //! TCP streams: what iperf measures, over loopback, Ethernet or IPoIB.
 //! One flow is `streams` connections; each runs a blocking loop on its own
 //! thread. The loops allocate nothing and poll the stop flag between calls,
-//! with socket timeouts so a dead peer cannot block them forever.
+//! with socket timeouts so a dead peer cannot block them forever. Every
+//! stream begins with its flow's preamble (`preamble`), which the receiver
+//! checks before it counts anything (`accept`).
+
+mod accept;
+pub mod preamble;
+
+pub use accept::{Accepted, Listener, Stranger};
+pub use preamble::{FlowAuth, FlowProof, Refusal};
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -22,57 +30,21 @@ pub enum TcpError {
     Listen { addr: IpAddr, cause: std::io::Error },
     #[error("cannot connect stream {stream} from {local} to {peer}: {cause}")]
     Connect { stream: u32, local: IpAddr, peer: SocketAddr, cause: std::io::Error },
-    #[error("only {accepted} of {expected} streams connected within {timeout:?}")]
-    Accept { accepted: usize, expected: u32, timeout: Duration },
+    #[error("only {accepted} of {expected} streams connected within {timeout:?} ({refused} stranger(s) refused)")]
+    Accept { accepted: usize, expected: u32, timeout: Duration, refused: u64 },
     #[error("stream to {peer} failed after {bytes} bytes: {cause}")]
     Stream { peer: String, bytes: u64, cause: std::io::Error },
 }
 
-/// The receiving end of a flow before its senders connect.
-pub struct Listener {
-    inner: TcpListener,
-}
-
-impl Listener {
-    pub fn bind(ip: IpAddr) -> Result<Listener, TcpError> {
-        let inner = TcpListener::bind((ip, 0)).map_err(|cause| TcpError::Listen { addr: ip, cause })?;
-        Ok(Listener { inner })
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.inner.local_addr().expect("a bound listener has an address")
-    }
-
-    /// Accepts exactly `streams` connections within `timeout`.
-    pub fn accept(self, streams: u32, timeout: Duration) -> Result<Vec<TcpStream>, TcpError> {
-        let deadline = Instant::now() + timeout;
-        self.inner.set_nonblocking(true).map_err(|cause| self.listen_error(cause))?;
-        let mut accepted = Vec::with_capacity(streams as usize);
-        while accepted.len() < streams as usize {
-            match self.inner.accept() {
-                Ok((sock, _)) => {
-                    sock.set_nonblocking(false).map_err(|cause| self.listen_error(cause))?;
-                    accepted.push(sock);
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(_) if Instant::now() >= deadline => {
-                    return Err(TcpError::Accept { accepted: accepted.len(), expected: streams, timeout });
-                }
-                Err(cause) => return Err(self.listen_error(cause)),
-            }
-        }
-        Ok(accepted)
-    }
-
-    fn listen_error(&self, cause: std::io::Error) -> TcpError {
-        TcpError::Listen { addr: self.local_addr().ip(), cause }
-    }
-}
-
-/// Opens `streams` connections from `local` to a receiver.
-pub fn connect(local: IpAddr, peer: SocketAddr, streams: u32, timeout: Duration) -> Result<Vec<TcpStream>, TcpError> {
+/// Opens `streams` connections from `local` to a receiver, each proving
+/// with its preamble that it is that stream of the flow.
+pub fn connect(
+    local: IpAddr,
+    peer: SocketAddr,
+    auth: &FlowAuth,
+    streams: u32,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, TcpError> {
     (0..streams)
         .map(|stream| {
             let err = |cause| TcpError::Connect { stream, local, peer, cause };
@@ -80,7 +52,10 @@ pub fn connect(local: IpAddr, peer: SocketAddr, streams: u32, timeout: Duration)
             // Bind the source so traffic leaves through this rank's own address.
             socket.bind(&SocketAddr::new(local, 0).into()).map_err(err)?;
             socket.connect_timeout(&peer.into(), timeout).map_err(err)?;
-            Ok(socket.into())
+            let mut sock: TcpStream = socket.into();
+            sock.set_write_timeout(Some(timeout)).map_err(err)?;
+            sock.write_all(&preamble::encode(auth, stream)).map_err(err)?;
+            Ok(sock)
         })
         .collect()
 }

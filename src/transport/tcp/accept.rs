@@ -1,0 +1,163 @@
+//! The receiving end of a TCP flow: accepts connections until every stream
+//! of the flow has proved itself with its preamble (`preamble`). Strangers
+//! (no, short or wrong preamble, a stream taken twice) are closed and
+//! counted; they never take a stream's slot, and nothing they sent counts.
+
+use std::collections::HashSet;
+use std::io::{ErrorKind, Read};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::transport::tcp::preamble::{self, FlowAuth, Refusal, PREAMBLE_LEN};
+use crate::transport::tcp::TcpError;
+
+/// How long a connection may take to send its preamble. The real sender
+/// writes it as soon as it connects; a slow stranger waits beside the
+/// others, so it delays no one.
+const PREAMBLE_WITHIN: Duration = Duration::from_secs(2);
+/// Connections proving themselves at once; more are closed at once.
+const PROVING_MAX: usize = 256;
+/// Strangers kept per flow for the log, one per address.
+const STRANGERS_SHOWN: usize = 16;
+
+/// The receiving end of a flow before its senders connect.
+pub struct Listener {
+    inner: TcpListener,
+}
+
+/// A flow's streams, in stream order, and the strangers turned away.
+pub struct Accepted {
+    pub streams: Vec<TcpStream>,
+    /// Connections closed because they did not prove they were the flow's.
+    pub refused: u64,
+    /// The first of them from each address (at most `STRANGERS_SHOWN`).
+    pub strangers: Vec<Stranger>,
+}
+
+/// A refused connection, for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stranger {
+    pub peer: SocketAddr,
+    pub why: Refusal,
+    /// Its first bytes (at most a preamble's worth), as it sent them.
+    pub sent: Vec<u8>,
+}
+
+/// A connection that has not sent all its preamble yet.
+struct Proving {
+    sock: TcpStream,
+    peer: SocketAddr,
+    sent: Vec<u8>,
+    until: Instant,
+}
+
+enum Progress {
+    Waiting,
+    /// All the preamble arrived, or all that will.
+    Read,
+}
+
+impl Proving {
+    fn read(&mut self) -> Progress {
+        let mut buf = [0; PREAMBLE_LEN];
+        // Never past the preamble: what follows it is the flow's payload.
+        match self.sock.read(&mut buf[..PREAMBLE_LEN - self.sent.len()]) {
+            Ok(0) => Progress::Read,
+            Ok(n) => {
+                self.sent.extend_from_slice(&buf[..n]);
+                if self.sent.len() == PREAMBLE_LEN {
+                    Progress::Read
+                } else {
+                    Progress::Waiting
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Progress::Waiting,
+            Err(_) => Progress::Read,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Refused {
+    count: u64,
+    strangers: Vec<Stranger>,
+    shown: HashSet<IpAddr>,
+}
+
+impl Refused {
+    fn add(&mut self, peer: SocketAddr, why: Refusal, sent: Vec<u8>) {
+        self.count += 1;
+        if self.strangers.len() < STRANGERS_SHOWN && self.shown.insert(peer.ip()) {
+            self.strangers.push(Stranger { peer, why, sent });
+        }
+    }
+}
+
+impl Listener {
+    pub fn bind(ip: IpAddr) -> Result<Listener, TcpError> {
+        let inner = TcpListener::bind((ip, 0)).map_err(|cause| TcpError::Listen { addr: ip, cause })?;
+        Ok(Listener { inner })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local_addr().expect("a bound listener has an address")
+    }
+
+    /// Accepts connections until each of the flow's `streams` has proved
+    /// itself, within `timeout`; reads nothing past a preamble.
+    pub fn accept(self, auth: &FlowAuth, streams: u32, timeout: Duration) -> Result<Accepted, TcpError> {
+        let deadline = Instant::now() + timeout;
+        let fail = |cause| TcpError::Listen { addr: self.local_addr().ip(), cause };
+        self.inner.set_nonblocking(true).map_err(fail)?;
+        let mut slots: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+        let mut proving: Vec<Proving> = Vec::new();
+        let mut refused = Refused::default();
+        while slots.iter().any(Option::is_none) {
+            let now = Instant::now();
+            if now >= deadline {
+                let accepted = slots.iter().flatten().count();
+                let refused = refused.count + proving.len() as u64;
+                return Err(TcpError::Accept { accepted, expected: streams, timeout, refused });
+            }
+            let arrived = match self.inner.accept() {
+                Ok((sock, peer)) if proving.len() < PROVING_MAX => {
+                    sock.set_nonblocking(true).map_err(fail)?;
+                    proving.push(Proving { sock, peer, sent: Vec::new(), until: now + PREAMBLE_WITHIN });
+                    true
+                }
+                Ok((_, peer)) => {
+                    refused.add(peer, Refusal::Crowded, Vec::new());
+                    true
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+                Err(cause) => return Err(fail(cause)),
+            };
+            let mut k = 0;
+            while k < proving.len() {
+                let done = matches!(proving[k].read(), Progress::Read) || now >= proving[k].until;
+                if !done {
+                    k += 1;
+                    continue;
+                }
+                let Proving { sock, peer, sent, .. } = proving.swap_remove(k);
+                let taken: Vec<bool> = slots.iter().map(Option::is_some).collect();
+                match preamble::check(&sent, auth, &taken) {
+                    Ok(stream) => {
+                        sock.set_nonblocking(false).map_err(fail)?;
+                        slots[stream as usize] = Some(sock);
+                    }
+                    Err(why) => refused.add(peer, why, sent),
+                }
+            }
+            if !arrived {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        // Still proving when every stream is in: strangers, whatever they send next.
+        for p in proving {
+            refused.add(p.peer, Refusal::Late, p.sent);
+        }
+        let streams = slots.into_iter().flatten().collect();
+        Ok(Accepted { streams, refused: refused.count, strangers: refused.strangers })
+    }
+}

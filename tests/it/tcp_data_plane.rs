@@ -1,0 +1,243 @@
+//! The TCP data plane with real loopback sockets: a stranger on a
+//! receiver's port takes no stream's slot and adds no byte to the flow.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::common::{self, Bench};
+use fabricbench::transport::tcp::{self, Accepted, FlowAuth, FlowProof, Listener, Refusal};
+use fabricbench::transport::FlowCounters;
+
+const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+const AUTH: FlowAuth = FlowAuth { flow: 3, proof: FlowProof([0x42; 32]) };
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A stranger that connects, writes its first zeros, says it has, then
+/// streams zeros until it is closed (or 5 s pass); the bytes it got out.
+fn stranger_streaming_zeros(addr: SocketAddr) -> JoinHandle<u64> {
+    let (connected, is_connected) = mpsc::channel();
+    let stranger = std::thread::spawn(move || {
+        let mut sock = TcpStream::connect(addr).expect("the stranger connects");
+        let zeros = [0u8; 64 * 1024];
+        // Small enough to fit the buffer of a connection not accepted yet.
+        sock.write_all(&zeros[..4096]).expect("the stranger's first zeros");
+        connected.send(()).unwrap();
+        let mut sent = 4096;
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            match sock.write(&zeros) {
+                Ok(n) => sent += n as u64,
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    is_connected.recv().expect("the stranger is connected before the real sender");
+    stranger
+}
+
+/// Receives every accepted stream to its end; the bytes counted.
+fn receive_all(accepted: Accepted) -> u64 {
+    let counters = Arc::new(FlowCounters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> = accepted
+        .streams
+        .into_iter()
+        .map(|sock| {
+            let (counters, stop) = (counters.clone(), stop.clone());
+            std::thread::spawn(move || tcp::receive_loop(sock, &mut [0; 65536], 65536, &counters, &stop))
+        })
+        .collect();
+    for l in loops {
+        l.join().unwrap().expect("the real streams receive cleanly");
+    }
+    counters.read().0
+}
+
+#[test]
+fn a_stranger_connecting_first_and_streaming_zeros_counts_nothing() {
+    let listener = Listener::bind(LOOPBACK).unwrap();
+    let addr = listener.local_addr();
+    let stranger = stranger_streaming_zeros(addr);
+    let receiver = std::thread::spawn(move || {
+        let accepted = listener.accept(&AUTH, 2, TIMEOUT).expect("both real streams get their slots");
+        let (refused, strangers) = (accepted.refused, accepted.strangers.clone());
+        (refused, strangers, receive_all(accepted))
+    });
+
+    let sent = Arc::new(FlowCounters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let senders: Vec<_> = tcp::connect(LOOPBACK, addr, &AUTH, 2, TIMEOUT)
+        .unwrap()
+        .into_iter()
+        .map(|sock| {
+            let (sent, stop) = (sent.clone(), stop.clone());
+            std::thread::spawn(move || tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        s.join().unwrap().expect("the real streams send cleanly");
+    }
+
+    let (refused, strangers, received) = receiver.join().unwrap();
+    let stranger_sent = stranger.join().unwrap();
+    assert!(stranger_sent > 0, "the stranger streamed zeros");
+    assert!(sent.read().0 > 0);
+    assert_eq!(received, sent.read().0, "the flow received exactly what its sender sent");
+    assert_eq!(refused, 1);
+    assert_eq!(strangers.len(), 1);
+    assert_eq!(strangers[0].why, Refusal::Magic);
+    assert!(strangers[0].sent.iter().all(|&b| b == 0), "{:?}", strangers[0].sent);
+}
+
+#[test]
+fn a_silent_stranger_delays_no_real_stream() {
+    let listener = Listener::bind(LOOPBACK).unwrap();
+    let addr = listener.local_addr();
+    let _silent = TcpStream::connect(addr).unwrap();
+    let began = Instant::now();
+    let receiver = std::thread::spawn(move || listener.accept(&AUTH, 1, TIMEOUT));
+    let _real = tcp::connect(LOOPBACK, addr, &AUTH, 1, TIMEOUT).unwrap();
+    let accepted = receiver.join().unwrap().unwrap();
+    // The silent one had 2 s to send its preamble; the real stream did not wait for that.
+    assert!(began.elapsed() < Duration::from_secs(1), "took {:?}", began.elapsed());
+    assert_eq!(accepted.streams.len(), 1);
+    assert_eq!(accepted.refused, 1);
+    assert_eq!(accepted.strangers[0].why, Refusal::Late);
+}
+
+#[test]
+fn a_stream_of_another_flow_is_refused_and_the_accept_says_so() {
+    let listener = Listener::bind(LOOPBACK).unwrap();
+    let addr = listener.local_addr();
+    let other = FlowAuth { flow: 4, ..AUTH };
+    let _wrong = tcp::connect(LOOPBACK, addr, &other, 1, TIMEOUT).unwrap();
+    let err = listener.accept(&AUTH, 1, Duration::from_millis(500)).err().expect("no real stream came");
+    assert!(
+        err.to_string().contains("only 0 of 1 streams connected") && err.to_string().contains("1 stranger(s) refused"),
+        "{err}"
+    );
+}
+
+/// Rank 2 sends to rank 1; rank 0 only coordinates.
+const TWO_TO_ONE: &str = "[run]\nname = \"stranger\"\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n\n\
+    [[group]]\nname = \"p\"\npattern = \"fan-in\"\nreceivers = 1\nsenders = \"2\"\n";
+
+/// Waits (bounded) until `pid` listens on a TCP port; that port.
+fn wait_for_listener(pid: u32) -> Option<u16> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some((_, port)) = common::tcp_sockets(pid).into_iter().find(|(state, _)| state == "0A") {
+            return Some(port);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
+
+/// The PID of the bench's worker of `rank`, looked for without pause: the
+/// test must stop it before it has done much.
+fn worker_pid_at_once(bench: &Bench, rank: usize) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let needle = format!("worker --rank {rank}");
+    loop {
+        if let Some((pid, _)) = bench.processes().into_iter().find(|(_, cmd)| cmd.contains(&needle)) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "rank {rank} never started");
+    }
+}
+
+/// The launcher's stderr, kept as it comes; `joined` hears when rank 2 has.
+fn keep_stderr(child: &mut Child) -> (Arc<Mutex<String>>, mpsc::Receiver<()>, JoinHandle<()>) {
+    let (lines, kept) = (child.stderr.take().unwrap(), Arc::new(Mutex::new(String::new())));
+    let (joined, rank_2_joined) = mpsc::channel();
+    let reader = {
+        let kept = kept.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(lines).lines().map_while(Result::ok) {
+                if line.contains("rank 2 (127.0.0.3) ready") {
+                    let _ = joined.send(());
+                }
+                kept.lock().unwrap().push_str(&(line + "\n"));
+            }
+        })
+    };
+    (kept, rank_2_joined, reader)
+}
+
+/// The real binary on three local ranks. The connect window is held open
+/// with SIGSTOP so that the stranger is first on the receiver's data port:
+/// rank 1 (the receiver) is stopped before it has opened a data port (only
+/// its control connection, if that); rank 2 (the sender) is stopped once it
+/// has joined. Rank 2 cannot connect before rank 1 has bound and published
+/// its port, so once rank 1 resumes and listens, the stranger connects to
+/// that port (found among rank 1's sockets) and streams zeros; then rank 2
+/// resumes. Both stops are far inside the 3 s lease. Stopping rank 1 that
+/// early is a race with its start: a run where rank 1 was already past
+/// binding proves nothing and is run again (at most 5 times).
+#[test]
+fn a_stranger_on_a_workers_data_port_is_refused_and_reported() {
+    let _machine = common::busy_machine();
+    for _ in 0..5 {
+        let bench = Bench::new();
+        let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n127.0.0.3\n");
+        let scenario = bench.write("s.toml", TWO_TO_ONE);
+        let mut child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+        let receiver = worker_pid_at_once(&bench, 1);
+        common::signal(receiver, "-STOP");
+        let (stderr, rank_2_joined, reader) = keep_stderr(&mut child);
+        if common::tcp_sockets(receiver).len() > 1 {
+            common::signal(receiver, "-CONT");
+            let _ = child.wait();
+            continue;
+        }
+        rank_2_joined.recv_timeout(Duration::from_secs(20)).expect("rank 2 joins");
+        let sender = bench.worker_pid(2, Duration::from_secs(1));
+        common::signal(sender, "-STOP");
+        common::signal(receiver, "-CONT");
+        let Some(port) = wait_for_listener(receiver) else {
+            common::signal(sender, "-CONT");
+            let _ = child.wait();
+            reader.join().unwrap();
+            panic!("rank 1 never listened:\n{}", stderr.lock().unwrap());
+        };
+        let stranger = stranger_streaming_zeros(SocketAddr::new([127, 0, 0, 2].into(), port));
+        common::signal(sender, "-CONT");
+
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        let stderr = stderr.lock().unwrap().clone();
+        assert!(status.success(), "{stderr}");
+        assert!(stranger.join().unwrap() > 0, "the stranger streamed zeros");
+        return check_reported(&bench, &stderr);
+    }
+    panic!("rank 1 was past binding its data port each time it was stopped");
+}
+
+/// The run's files and log show the stranger, and the flow's bytes are its sender's.
+fn check_reported(bench: &Bench, stderr: &str) {
+    let run = common::read_json(&bench.result_dir().join("run.json"));
+    let flow = &run["phases"][0]["flows"][0];
+    assert_eq!(flow["refused"], 1, "{flow}");
+    let (tx, rx) = (flow["tx_bytes"].as_u64().unwrap(), flow["rx_bytes"].as_u64().unwrap());
+    // Each end counts at its own window boundaries, with up to the socket
+    // buffers in flight between them: equal within a few per cent (exactly
+    // equal end to end: the transport test above). Had the stranger taken
+    // the stream's slot, the receiver would have counted its zeros and the
+    // real sender, never accepted, would have sent only what fits in a buffer.
+    assert!(tx > 0 && rx.abs_diff(tx) <= tx / 10, "sent {tx}, received {rx}");
+    assert!(stderr.contains("flow 0: refused a data connection from 127.0.0.1:"), "{stderr}");
+    assert!(stderr.contains(r"it sent `\0\0\0"), "{stderr}");
+    let summary = std::fs::read_to_string(bench.result_dir().join("summary.md")).unwrap();
+    let line = "warning: data connections refused";
+    assert!(summary.contains(line) && summary.contains("flow 0 (127.0.0.3 → 127.0.0.2): 1"), "{summary}");
+    assert_eq!(bench.leftovers(Duration::from_secs(2)), []);
+}
