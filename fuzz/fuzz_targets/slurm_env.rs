@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let nodes = &allocation.nodes;
     assert!(!nodes.is_empty() && nodes.len() <= MAX_HOSTS, "{} nodes", nodes.len());
     nodes.iter().for_each(check_host);
-    assert!(allocation.is_all(nodes) && allocation.check(nodes).is_ok());
+    assert!(allocation.is_all(nodes));
     if lines.len() < 3 {
         assert!(nodes.iter().all(|n| n.slots == 1), "slots without SLURM_TASKS_PER_NODE");
     }
