@@ -314,6 +314,9 @@ fn item_width(item: &str) -> usize {
 }
 
 fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("an empty host name".to_string());
+    }
     if name.len() > MAX_NAME {
         return Err(format!("`{}` is longer than {MAX_NAME} characters, the longest host name", shorten(name)));
     }
@@ -523,6 +526,13 @@ mod tests {
         let long = "n".repeat(MAX_TEXT as usize + 1);
         let e = from_slurm(&long, None).unwrap_err().to_string();
         assert!(e.starts_with("SLURM_JOB_NODELIST=`nnnn") && e.ends_with("…`: is longer than 67108864 bytes"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_nodelist_names_no_host() {
+        // Found by fuzzing (fuzz/corpus/slurm_env/empty-nodelist): it was one host named ``.
+        let e = from_slurm("", None).unwrap_err().to_string();
+        assert_eq!(e, "SLURM_JOB_NODELIST=``: an empty host name");
     }
 
     #[test]

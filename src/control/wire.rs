@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::scenario::stress::StressSpec;
-use crate::scenario::RunSpec;
+use crate::scenario::{check_run, RunSpec};
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
 use crate::transport::tcp::FlowProof;
 use crate::transport::Side;
@@ -93,15 +93,25 @@ impl Window {
         Window { warmup: run.warmup, duration: run.duration, interval: run.interval }
     }
 
+    /// Whether the window keeps the limits of a scenario's `[run]`: a rank
+    /// takes a window from rank 0 only if it does (a hostile one of 2³²
+    /// samples would have the sampler reserve tens of GiB).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let run =
+            RunSpec { name: "window".into(), warmup: self.warmup, duration: self.duration, interval: self.interval };
+        check_run(&run)
+    }
+
     /// Sample boundaries in the window: 0 (window opens) … the last (closes).
     pub fn boundaries(&self) -> u32 {
         let n = self.duration.as_nanos().div_ceil(self.interval.as_nanos().max(1));
-        u32::try_from(n).unwrap_or(u32::MAX) + 1
+        u32::try_from(n).unwrap_or(u32::MAX).saturating_add(1)
     }
 
-    /// Offset of boundary `k` from t0.
+    /// Offset of boundary `k` from t0 (saturating: total for any window).
     pub fn boundary(&self, k: u32) -> Duration {
-        (self.warmup + self.interval * k).min(self.warmup + self.duration)
+        let close = self.warmup.saturating_add(self.duration);
+        self.warmup.saturating_add(self.interval.saturating_mul(k)).min(close)
     }
 }
 
@@ -173,4 +183,28 @@ pub enum ToWorker {
     /// The run is over: exit.
     Bye,
     Heartbeat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_arithmetic_is_total() {
+        // Found by fuzzing (fuzz/corpus/to_worker/window-overflow).
+        let huge = Window { warmup: Duration::MAX, duration: Duration::MAX, interval: Duration::from_nanos(1) };
+        assert_eq!(huge.boundaries(), u32::MAX);
+        assert_eq!(huge.boundary(u32::MAX), Duration::MAX);
+        assert!(huge.check().is_err());
+        let run = Window {
+            warmup: Duration::from_secs(1),
+            duration: Duration::from_secs(2),
+            interval: Duration::from_secs(1),
+        };
+        assert_eq!(
+            (run.boundaries(), run.boundary(2), run.boundary(9)),
+            (3, Duration::from_secs(3), Duration::from_secs(3))
+        );
+        assert_eq!(run.check(), Ok(()));
+    }
 }

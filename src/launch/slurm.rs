@@ -58,7 +58,8 @@ impl Allocation {
         Allocation::from_vars(|name| std::env::var(name).ok())
     }
 
-    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Allocation>, SlurmError> {
+    /// The allocation from the variables `var` gives (the environment, or a test's).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Allocation>, SlurmError> {
         let Some(job) = var("SLURM_JOB_ID") else { return Ok(None) };
         if job.is_empty() || job.len() > MAX_JOB_ID || !job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             let shown: String = job.chars().take(MAX_JOB_ID).flat_map(char::escape_default).collect();

@@ -162,6 +162,11 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
     if gbps <= 0.0 {
         return Err(format!("`{text}`: a rate must be above 0"));
     }
+    // Hundreds of digits overflow to infinity, which prints as `inf Gb/s`:
+    // run.json could not be read back.
+    if !gbps.is_finite() {
+        return Err(format!("`{}…` is too large a rate", text.chars().take(20).collect::<String>()));
+    }
     Ok(gbps)
 }
 
@@ -318,6 +323,14 @@ mod tests {
         }
         let rule = Rule::parse("flow >= 93% of best").unwrap();
         assert_eq!(rule, Rule { subject: Subject::Flow, threshold: Threshold::OfBest(93.0) });
+    }
+
+    #[test]
+    fn an_infinite_rate_is_refused() {
+        // Found by fuzzing (fuzz/corpus/check/infinite): it printed as `inf Gb/s`.
+        let huge = format!("1{} Tb/s", "0".repeat(400));
+        assert_eq!(parse_rate(&huge).unwrap_err(), "`10000000000000000000…` is too large a rate");
+        assert!(Rule::parse(&format!("flow >= {huge}")).unwrap_err().contains("is not a threshold"));
     }
 
     #[test]

@@ -56,6 +56,19 @@ pub enum Role {
     Member { coordinator: Option<SocketAddr> },
 }
 
+/// The job spec from the launcher (not under Slurm): a [`JobSpec`] line,
+/// then, for a member whose spec has no address, a [`srun::CoordinatorAt`].
+pub fn read_spec(stdin: &mut impl BufRead) -> anyhow::Result<JobSpec> {
+    let mut line = String::new();
+    stdin.read_line(&mut line).context("reading the job spec from stdin")?;
+    let mut spec: JobSpec = serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?;
+    if let Role::Member { coordinator: coordinator @ None } = &mut spec.role {
+        let at: srun::CoordinatorAt = srun::read_line(stdin, "rank 0's address")?;
+        *coordinator = Some(at.coordinator);
+    }
+    Ok(spec)
+}
+
 /// What rank 0 tells the launcher on stdout, one JSON object per line.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WorkerOutput {
@@ -74,15 +87,7 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
     let spec: JobSpec = if slurm {
         srun::job_spec(&mut std::io::stdin().lock(), |name| std::env::var(name).ok())?
     } else {
-        let mut stdin = std::io::stdin().lock();
-        let mut line = String::new();
-        stdin.read_line(&mut line).context("reading the job spec from stdin")?;
-        let mut spec: JobSpec = serde_json::from_str(&line).context("the job spec on stdin is not valid JSON")?;
-        if let Role::Member { coordinator: coordinator @ None } = &mut spec.role {
-            let at: srun::CoordinatorAt = srun::read_line(&mut stdin, "rank 0's address")?;
-            *coordinator = Some(at.coordinator);
-        }
-        spec
+        read_spec(&mut std::io::stdin().lock())?
     };
     if label.is_some_and(|rank| rank != spec.rank) {
         bail!("started as rank {} but the job spec on stdin is for rank {}", label.unwrap_or_default(), spec.rank);

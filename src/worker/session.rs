@@ -229,6 +229,10 @@ impl<O, C> Session<O, C> {
                 }
             },
             ToWorker::Start { phase, t0_ns, window } => {
+                // Rank 0 sends a scenario's validated window; any other is refused.
+                if let Err((field, message)) = window.check() {
+                    return self.unexpected(format!("Start for phase {phase} with a window whose `{field}` {message}"));
+                }
                 match std::mem::replace(&mut self.stage, Stage::Running { phase }) {
                     Stage::Connected { phase: current, links } if current == phase => {
                         let clock = self.clock;

@@ -448,3 +448,17 @@ fn the_real_coordinator_ends_the_run_with_a_sessions_refusal() {
     assert_eq!(failure.as_deref(), Some(expected), "{:?}", job.events);
     assert_eq!((job.stopped, job.exits), (vec![0, 1], vec![Ok(()), Ok(())]));
 }
+
+#[test]
+fn a_start_whose_window_breaks_the_limits_is_refused() {
+    // Found by fuzzing (fuzz/corpus/to_worker/window-overflow): 2³² samples
+    // overflowed `Window::boundaries`, and the sampler would reserve them.
+    let mut sim = Sim::welcomed();
+    sim.reach_connected(0);
+    let window = Window { interval: Duration::from_nanos(1), duration: Duration::from_secs(3600), ..window() };
+    let error =
+        "unexpected Start for phase 0 with a window whose `interval` must be between 1ms and the duration (1h) \
+                 while waiting for the start of phase 0";
+    assert_eq!(sim.recv(ToWorker::Start { phase: 0, t0_ns: 0, window }), [failed(0, error)]);
+    assert!(matches!(sim.s.stage, Stage::Connected { phase: 0, .. }), "{:?}", sim.s.stage);
+}

@@ -1,0 +1,154 @@
+//! The fuzz targets' seeds that are wire traffic (fuzz/corpus/): recorded
+//! from a real coordinator and three simulated ranks, so that the fuzzers
+//! start from messages the protocol really sends. A change to the wire
+//! makes the committed seeds stale and this test fails; rewrite them with
+//! `FABRICBENCH_WRITE_SEEDS=1 cargo nextest run fuzz_seeds` and commit them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use crate::common::ranks::{answer, coordinator, hello, make_plan, JOB, TOKEN};
+use fabricbench::control::coordinator::Output;
+use fabricbench::control::instruction::Instruction;
+use fabricbench::control::wire::{ToCoordinator, ToWorker};
+use fabricbench::metrics::{FlowSamples, RankReport};
+use fabricbench::transport::rdma::RdmaInventory;
+use fabricbench::transport::Side;
+use fabricbench::worker::srun::{CoordinatorAt, SrunSpec};
+use fabricbench::worker::{JobSpec, Role};
+
+/// The run of fuzz/fuzz_targets/to_coordinator.rs: three ranks, all-to-all.
+const SCENARIO: &str = "[run]\nduration = \"2s\"\nwarmup = \"1s\"\n[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n";
+/// The rank whose traffic is recorded (the fuzzer plays it).
+const RANK: usize = 1;
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("serializes")
+}
+
+/// A length-prefixed frame, as `control::framing` writes it.
+fn frame(bytes: &[u8]) -> Vec<u8> {
+    [&(bytes.len() as u32).to_be_bytes()[..], bytes].concat()
+}
+
+fn framed<M: serde::Serialize>(messages: &[M]) -> Vec<u8> {
+    messages.iter().flat_map(|m| frame(&postcard::to_stdvec(m).expect("encodes"))).collect()
+}
+
+/// A report of three samples for each of the rank's flow ends.
+fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
+    let flows = ends
+        .iter()
+        .map(|&(flow, side)| FlowSamples {
+            flow,
+            side,
+            bytes: vec![0, 1 << 20, 2 << 20],
+            messages: vec![0, 8, 16],
+            start_ns: Some(0),
+            error: None,
+            rtts: None,
+            refused: 0,
+        })
+        .collect();
+    RankReport {
+        phase,
+        rank: RANK,
+        sample_ns: vec![1_000_000_000, 2_000_000_000, 3_000_000_000],
+        flows,
+        ..Default::default()
+    }
+}
+
+/// Every rank joins and answers as a worker does, until Start; returns
+/// what rank 1 was sent and what it sends: its probe, its answers, then
+/// (as after the window) progress and its report.
+fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
+    let mut c = coordinator(make_plan(3, SCENARIO), 0);
+    let mut inputs = Vec::new();
+    for rank in 0..3 {
+        c.connected(rank as u64, 0);
+        inputs.push((rank as u64, ToCoordinator::Hello(hello(rank))));
+    }
+    let (mut sent, mut said) =
+        (Vec::new(), vec![ToCoordinator::Probe(RdmaInventory::default()), ToCoordinator::Heartbeat]);
+    let mut ends = Vec::new();
+    while !inputs.is_empty() {
+        for (conn, msg) in std::mem::take(&mut inputs) {
+            c.received(conn, msg, 0);
+        }
+        while let Some(out) = c.poll() {
+            let Output::Send(conn, msg) = out else { continue };
+            let reply = answer(&msg);
+            if conn == RANK as u64 {
+                if let ToWorker::Setup { flows, .. } = &msg {
+                    ends = flows.iter().map(|f| (f.flow.id, f.side)).collect();
+                }
+                said.extend(reply.clone());
+                sent.push(msg);
+            }
+            inputs.extend(reply.map(|r| (conn, r)));
+        }
+    }
+    said.push(ToCoordinator::Progress { phase: 0, interval: 1, tx_bytes: 1 << 20, rx_bytes: 1 << 20 });
+    said.push(ToCoordinator::Report(Box::new(report(0, &ends))));
+    (sent, said)
+}
+
+/// Every generated seed: path under fuzz/corpus/ → bytes.
+fn seeds() -> BTreeMap<String, Vec<u8>> {
+    let (sent, said) = record();
+    let mut seeds = BTreeMap::new();
+    let mut put = |path: &str, bytes: Vec<u8>| seeds.insert(path.to_string(), bytes);
+    put("hello/rank1", postcard::to_stdvec(&ToCoordinator::Hello(hello(RANK))).expect("encodes"));
+    put("to_coordinator/rank1-run", framed(&said));
+    let failed = ToCoordinator::Failed { phase: 0, error: "connect: refused".into() };
+    put("to_coordinator/failed", framed(&[failed]));
+    put("to_worker/rank1-run", framed(&sent));
+    put("to_worker/abort-bye", framed(&[ToWorker::Abort { reason: "rank 2 failed".into() }, ToWorker::Bye]));
+
+    let at: SocketAddr = "127.0.0.1:7000".parse().expect("address");
+    let member = JobSpec {
+        job: JOB,
+        token: TOKEN.into(),
+        rank: RANK,
+        host: "h2".into(),
+        bind: "127.0.0.2".into(),
+        role: Role::Member { coordinator: None },
+        relay: None,
+    };
+    let lines = |values: Vec<String>| values.iter().map(|l| format!("{l}\n")).collect::<String>();
+    // The first byte picks the Slurm task (worker_stdin.rs); 1 is rank 1.
+    let stdin = lines(vec![
+        json(&member),
+        json(&CoordinatorAt { coordinator: at }),
+        json(&Instruction::Saved { phase: 0 }),
+        json(&Instruction::Stop { reason: "interrupted".into() }),
+    ]);
+    put("worker_stdin/member", [&[1u8][..], stdin.as_bytes()].concat());
+    let (scenario, _) = fabricbench::scenario::parse(SCENARIO, Path::new("s.toml")).expect("scenario");
+    let spec = SrunSpec { job: JOB, token: TOKEN.into(), hosts: None, scenario, phases: None, port: 0 };
+    let srun = lines(vec![json(&spec), json(&CoordinatorAt { coordinator: at })]);
+    put("worker_stdin/srun-rank0", [&[0u8][..], srun.as_bytes()].concat());
+    put("worker_stdin/srun-rank1", [&[1u8][..], srun.as_bytes()].concat());
+    seeds
+}
+
+#[test]
+fn committed_seeds_are_the_current_wire() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let write = std::env::var_os("FABRICBENCH_WRITE_SEEDS").is_some();
+    for (path, bytes) in seeds() {
+        let file = corpus.join(&path);
+        if write {
+            std::fs::create_dir_all(file.parent().expect("a folder")).expect("corpus folder");
+            std::fs::write(&file, &bytes).expect("seed written");
+        }
+        let committed = std::fs::read(&file).unwrap_or_default();
+        assert!(
+            committed == bytes,
+            "fuzz/corpus/{path} is not what the protocol sends now: rewrite the seeds with \
+             FABRICBENCH_WRITE_SEEDS=1 cargo nextest run fuzz_seeds, and commit them"
+        );
+    }
+}
