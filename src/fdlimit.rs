@@ -20,9 +20,30 @@ pub fn current() -> nix::Result<u64> {
     Ok(getrlimit(Resource::RLIMIT_NOFILE)?.0)
 }
 
+/// What to add to an error that ran out of descriptors (EMFILE): the limit
+/// and how to raise it; nothing for any other error.
+pub fn hint(error: &std::io::Error) -> String {
+    if error.raw_os_error() != Some(libc::EMFILE) {
+        return String::new();
+    }
+    let limit = current().map_or_else(|_| "unknown".to_string(), |n| n.to_string());
+    format!(
+        " (this process may open {limit} files, RLIMIT_NOFILE at its hard limit: raise the hard limit with `ulimit -Hn`, `nofile` in limits.conf or systemd's LimitNOFILE=)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_says_the_limit_and_how_to_raise_it() {
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let limit = current().unwrap();
+        assert!(hint(&emfile).contains(&format!("may open {limit} files")), "{}", hint(&emfile));
+        assert!(hint(&emfile).contains("ulimit -Hn"));
+        assert_eq!(hint(&std::io::Error::from_raw_os_error(libc::ECONNREFUSED)), "");
+    }
 
     #[test]
     fn soft_limit_ends_at_the_hard_limit() {

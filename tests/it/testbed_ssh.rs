@@ -354,7 +354,10 @@ fn a_stopped_launcher_keeps_its_phases_and_leaves_nothing_anywhere() {
     let three = "[run]\nname = \"bed-three\"\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n\
         [sweep]\nparameter = \"message_size\"\nvalues = [\"32K\", \"64K\", \"128K\"]\n";
-    for (signal, code) in [("-TERM", Some(143)), ("-HUP", Some(129)), ("-KILL", None)] {
+    // Ctrl-C twice: the second shortens the grace, and still saves.
+    for (signal, times, code) in
+        [("-TERM", 1, Some(143)), ("-HUP", 1, Some(129)), ("-INT", 2, Some(130)), ("-KILL", 1, None)]
+    {
         let bench = Bench::new();
         let scenario = bench.write("three.toml", three);
         let results = bench.results();
@@ -374,7 +377,10 @@ fn a_stopped_launcher_keeps_its_phases_and_leaves_nothing_anywhere() {
         };
         // What must be gone afterwards is there now.
         assert!(!bed.ssh_sessions("h2").is_empty() && !bed.workers("h2").is_empty(), "{signal}: no session on h2");
-        common::signal(child.id(), signal);
+        for _ in 0..times {
+            common::signal(child.id(), signal);
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), code, "{signal}: {}", text(&out.stderr));
         // SIGKILL leaves the ssh masters to close themselves once idle (30 s).

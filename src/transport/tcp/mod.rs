@@ -26,9 +26,9 @@ const POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
-    #[error("cannot listen on {addr}: {cause}")]
+    #[error("cannot listen on {addr}: {cause}{hint}", hint = crate::fdlimit::hint(.cause))]
     Listen { addr: IpAddr, cause: std::io::Error },
-    #[error("cannot connect stream {stream} from {local} to {peer}: {cause}")]
+    #[error("cannot connect stream {stream} from {local} to {peer}: {cause}{hint}", hint = crate::fdlimit::hint(.cause))]
     Connect { stream: u32, local: IpAddr, peer: SocketAddr, cause: std::io::Error },
     #[error("only {accepted} of {expected} streams connected within {timeout:?} ({refused} stranger(s) refused)")]
     Accept { accepted: usize, expected: u32, timeout: Duration, refused: u64 },
