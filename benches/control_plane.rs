@@ -185,6 +185,7 @@ fn lifecycle(
     let started = Instant::now();
     run.phases.push(phase);
     folder.record(&run, Recorded::Phase(run.phases.last().expect("just pushed")));
+    folder.render(&run);
     let journal = started.elapsed();
     // Not part of a phase's lifecycle, but it says whether recording failed.
     folder.finish(&run).expect("the results folder is written");

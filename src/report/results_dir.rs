@@ -81,27 +81,44 @@ impl ResultsDir {
         self.failed.take().map_or(Ok(()), Err)
     }
 
-    /// Journals what changed and, for a phase, renders the folder anew as
-    /// the run stands (its status says it has not ended).
+    /// Journals what changed; the start is rendered at once too.
     fn try_record(&mut self, run: &RunResult, what: Recorded<'_>) -> Result<(), ReportError> {
         match what {
-            Recorded::Started => self.append(&Entry::Started(Box::new(run.clone())))?,
-            Recorded::Probe(probe) => return self.append(&Entry::Probe(probe.clone())),
-            Recorded::Phase(phase) => self.append(&Entry::Phase(Box::new(phase.clone())))?,
+            Recorded::Started => {
+                self.append(&Entry::Started(Box::new(run.clone())))?;
+                self.try_render(run)
+            }
+            Recorded::Probe(probe) => self.append(&Entry::Probe(probe.clone())),
+            Recorded::Phase(phase) => self.append(&Entry::Phase(Box::new(phase.clone()))),
         }
+    }
+
+    /// Renders the folder anew as the run stands (its status says it has
+    /// not ended).
+    fn try_render(&mut self, run: &RunResult) -> Result<(), ReportError> {
         let mut now = run.clone();
         now.status = journal::unfinished(&now);
         now.summarize_phases();
         write_into(&now, &self.path, true)
     }
+
+    fn keep(&mut self, outcome: Result<(), ReportError>) {
+        if let Err(e) = outcome {
+            tracing::warn!("results folder: {e}; the run goes on");
+            self.failed.get_or_insert(e);
+        }
+    }
 }
 
 impl Recorder for ResultsDir {
     fn record(&mut self, run: &RunResult, what: Recorded<'_>) {
-        if let Err(e) = self.try_record(run, what) {
-            tracing::warn!("results folder: {e}; the run goes on");
-            self.failed.get_or_insert(e);
-        }
+        let outcome = self.try_record(run, what);
+        self.keep(outcome);
+    }
+
+    fn render(&mut self, run: &RunResult) {
+        let outcome = self.try_render(run);
+        self.keep(outcome);
     }
 }
 

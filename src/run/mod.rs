@@ -215,12 +215,14 @@ async fn drive(
                     if let Some(done) = follow(event, progress, result, recorder)? {
                         return done;
                     }
-                    // On disk now: rank 0 starts the next phase only after this.
+                    // Journaled now: rank 0 starts the next phase only after
+                    // this; the files are rendered while it sets up.
                     if let Some(phase) = finished {
                         let line = serde_json::to_string(&Instruction::Saved { phase })?;
                         if let Err(e) = workers.send_to_first(&line).await {
                             tracing::debug!("could not tell rank 0 that phase {phase} is saved: {e}");
                         }
+                        recorder.render(result);
                     }
                 }
                 Some(WorkerOutput::Listening { .. }) => {}

@@ -15,12 +15,18 @@ pub enum Recorded<'a> {
 }
 
 pub trait Recorder {
+    /// Keeps what changed, on disk before it returns: the next phase waits
+    /// for this.
     fn record(&mut self, run: &RunResult, what: Recorded<'_>);
+    /// Renders the run as it stands, after a phase was recorded (while the
+    /// next one sets up).
+    fn render(&mut self, run: &RunResult);
 }
 
 /// Keeps nothing: the retest run (its verdicts are kept with the checks).
 impl Recorder for () {
     fn record(&mut self, _: &RunResult, _: Recorded<'_>) {}
+    fn render(&mut self, _: &RunResult) {}
 }
 
 /// None keeps nothing (`--no-save`).
@@ -28,6 +34,12 @@ impl<R: Recorder> Recorder for Option<R> {
     fn record(&mut self, run: &RunResult, what: Recorded<'_>) {
         if let Some(recorder) = self {
             recorder.record(run, what);
+        }
+    }
+
+    fn render(&mut self, run: &RunResult) {
+        if let Some(recorder) = self {
+            recorder.render(run);
         }
     }
 }

@@ -30,6 +30,10 @@ pub use agent::AgentError;
 
 /// How long rank 0 waits, after the run, for the launcher to close its stdin.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a worker may take to exit after its stdin closed.
+const STOP_LEASE: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long blocking work may hold a stopped worker before it exits anyway.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Everything a worker needs, sent as one JSON line on its stdin.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -111,10 +115,15 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
             }
         }
         let _ = shutdown_tx.send(true);
+        // The lease: a worker told to stop is gone within it, whatever its
+        // threads are blocked in or waiting for (a phase's window).
+        std::thread::sleep(STOP_LEASE);
+        tracing::warn!("still running {STOP_LEASE:?} after stdin closed; exiting");
+        std::process::exit(1);
     });
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(async move {
+    let outcome = runtime.block_on(async move {
         let me = agent::Identity {
             job: spec.job,
             token: spec.token.clone(),
@@ -137,7 +146,13 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
                 serve(&me, *plan, window, port, instructions, shutdown).await
             }
         }
-    })
+    });
+    // Work off the async threads may be blocked in a system call (a connect
+    // to a frozen host waits its 10 s timeout, then writes for as long):
+    // dropping the runtime would wait for it, so a stopped worker gets a
+    // short grace and then exits, its threads with it.
+    runtime.shutdown_timeout(EXIT_GRACE);
+    outcome
 }
 
 /// Rank 0: the coordinator and this rank's own agent, side by side.

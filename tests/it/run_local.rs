@@ -202,9 +202,9 @@ fn latency_probe_beside_an_incast() {
     assert!((phase["aggregate_gbps"].as_f64().unwrap() - bandwidth).abs() < 1e-9);
 }
 
-/// Three 1 s phases (a sweep of the message size): long enough to stop in
+/// Three 2 s phases (a sweep of the message size): long enough to stop in
 /// the middle, short enough for a test.
-const THREE_PHASES: &str = "[run]\nname = \"three\"\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"250ms\"\n\n\
+const THREE_PHASES: &str = "[run]\nname = \"three\"\nduration = \"2s\"\nwarmup = \"200ms\"\ninterval = \"250ms\"\n\n\
     [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n\
     [sweep]\nparameter = \"message_size\"\nvalues = [\"16K\", \"32K\", \"64K\"]\n";
 
@@ -258,8 +258,8 @@ fn a_stop_signal_keeps_the_finished_phases_and_names_itself() {
     for (signal, code, twice) in [("-TERM", 143, false), ("-HUP", 129, false), ("-INT", 130, true)] {
         let bench = Bench::new();
         let (child, dir) = stop_after(&bench, 1);
-        // Into phase 1's window (200 ms warm-up, then 1 s).
-        std::thread::sleep(Duration::from_millis(800));
+        // Into phase 1's window: its setup, 200 ms warm-up, then 2 s.
+        std::thread::sleep(Duration::from_millis(1300));
         common::signal(child.id(), signal);
         if twice {
             common::signal(child.id(), signal);
