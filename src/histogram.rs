@@ -10,8 +10,11 @@
 //! keeps every sample: there is no cap. On the wire (the rank report) a
 //! histogram is its V2 encoding, which stores only the counts up to the
 //! largest value, zero runs folded; docs/PERFORMANCE.md has its size and
-//! record cost.
+//! record cost. Decoded, every histogram is the whole counts array (108 KiB)
+//! however few bytes it took on the wire, so a decoder of frames from the
+//! network gives each frame a budget of histograms ([`decode_within`]).
 
+use std::cell::Cell;
 use std::fmt;
 use std::time::Instant;
 
@@ -100,8 +103,61 @@ impl<'de> Deserialize<'de> for Histogram {
         let bytes = Vec::<u8>::deserialize(d)?;
         let error = |what: String| serde::de::Error::custom(format!("latency histogram: {what}"));
         check_v2_header(&bytes).map_err(error)?;
+        take_from_budget().map_err(error)?;
         V2Deserializer::new().deserialize(&mut bytes.as_slice()).map(Histogram).map_err(|e| error(e.to_string()))
     }
+}
+
+/// What the decode running on this thread may still allocate.
+#[derive(Clone, Copy)]
+struct Budget {
+    /// Histograms left; `None`: no limit (outside [`decode_within`]).
+    left: Option<usize>,
+    /// A histogram was refused for want of budget.
+    overdrawn: bool,
+}
+
+thread_local! {
+    static BUDGET: Cell<Budget> = const { Cell::new(Budget { left: None, overdrawn: false }) };
+}
+
+/// Runs `decode` (a synchronous decode on this thread) letting it decode at
+/// most `histograms` latency histograms: one more fails it, before its
+/// counts array is allocated. Returns what `decode` returned and whether it
+/// was refused a histogram (serde formats may drop the error's own text).
+pub fn decode_within<T>(histograms: usize, decode: impl FnOnce() -> T) -> (T, bool) {
+    /// Puts the enclosing budget back, also when `decode` panics.
+    struct Restore(Budget);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUDGET.with(|b| b.set(self.0));
+        }
+    }
+    let outer = BUDGET.with(|b| b.replace(Budget { left: Some(histograms), overdrawn: false }));
+    let restore = Restore(outer);
+    let decoded = decode();
+    let overdrawn = BUDGET.with(|b| b.get().overdrawn);
+    drop(restore);
+    (decoded, overdrawn)
+}
+
+fn take_from_budget() -> Result<(), String> {
+    BUDGET.with(|cell| {
+        let mut budget = cell.get();
+        let result = match budget.left {
+            None => Ok(()),
+            Some(0) => {
+                budget.overdrawn = true;
+                Err("more histograms than this frame may carry".to_string())
+            }
+            Some(n) => {
+                budget.left = Some(n - 1);
+                Ok(())
+            }
+        };
+        cell.set(budget);
+        result
+    })
 }
 
 /// Length of V2's header: cookie, payload length, index offset, digits,
@@ -254,6 +310,39 @@ mod tests {
         cookie[0] ^= 0xff;
         assert!(decode(&cookie).to_string().contains("cookie"));
         assert!(postcard::from_bytes::<Histogram>(&postcard::to_stdvec(&cookie).unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_decode_gets_only_the_histograms_of_its_budget() {
+        let mut h = Histogram::default();
+        h.record(5_000);
+        let three = postcard::to_stdvec(&vec![h.clone(), h.clone(), h.clone()]).unwrap();
+        let decode = || postcard::from_bytes::<Vec<Histogram>>(&three);
+        let (decoded, overdrawn) = decode_within(3, decode);
+        assert_eq!((decoded.unwrap().len(), overdrawn), (3, false));
+        let (decoded, overdrawn) = decode_within(2, decode);
+        assert!(decoded.is_err() && overdrawn, "the third of a budget of two is refused");
+        let (decoded, overdrawn) = decode_within(0, || postcard::from_bytes::<Option<Histogram>>(&[0]));
+        assert_eq!((decoded.unwrap(), overdrawn), (None, false), "no histogram, no budget needed");
+        // Outside a budget (and after one, nested or not): no limit.
+        let (inner, _) = decode_within(5, || decode_within(0, decode));
+        assert!(inner.0.is_err() && inner.1);
+        assert_eq!(decode_within(1, || decode_within(3, decode).0.map(|v| v.len())).0.unwrap(), 3);
+        assert_eq!(decode().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn every_sample_counts_far_past_two_to_the_twenty() {
+        // 3 M round trips (the RDMA loop once kept the first 2^20 only).
+        let mut r = Recorder::new(None);
+        let t = Instant::now();
+        for k in 0..3_000_000u64 {
+            r.record(t, t + Duration::from_nanos(1_000 + k % 7_919));
+        }
+        let h = r.into_histogram();
+        assert_eq!(h.count(), 3_000_000);
+        let s = h.summary(1.0).unwrap();
+        assert!(close_to(s.max_us, 8.918) && close_to(s.min_us, 1.0), "{s:?}");
     }
 
     #[test]

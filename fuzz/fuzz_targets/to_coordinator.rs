@@ -16,7 +16,7 @@ use fabricbench::control::wire::{
 };
 use fabricbench::plan::{self, Plan};
 use fabricbench::transport::Side;
-use fabricbench::{hostfile, scenario};
+use fabricbench::{histogram, hostfile, scenario};
 use fabricbench_fuzz::{frames, round_trips};
 use libfuzzer_sys::fuzz_target;
 
@@ -85,7 +85,9 @@ fuzz_target!(|data: &[u8]| {
     for frame in frames(data) {
         // An undecodable frame would end the run (`protocol_error`); skip
         // it instead, so that what follows still reaches the coordinator.
-        if let Ok(msg) = postcard::from_bytes::<ToCoordinator>(frame) {
+        // Decoded as the driver does: within the rank's histogram budget.
+        let budget = c.histogram_budget(HOSTILE);
+        if let (Ok(msg), _) = histogram::decode_within(budget, || postcard::from_bytes::<ToCoordinator>(frame)) {
             round_trips(&msg, frame);
             c.received(HOSTILE, msg, now);
         }

@@ -12,9 +12,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::control::coordinator::{ConnId, Coordinator, Event, Output};
-use crate::control::framing::{pump, FrameReader, FrameWriter};
+use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
 use crate::control::instruction::Instruction;
 use crate::control::wire::{decode_hello, ToCoordinator, ToWorker, HELLO_MAX};
+use crate::histogram;
 use crate::metrics::clock::now_ns;
 
 const TICK: Duration = Duration::from_millis(100);
@@ -40,7 +41,8 @@ struct Conn {
     writer: Option<mpsc::UnboundedSender<ToWorker>>,
     reader: JoinHandle<()>,
     /// Lets the reader take frames of every size: the Hello was valid.
-    admit: Option<oneshot::Sender<()>>,
+    /// It carries how many latency histograms a frame may decode.
+    admit: Option<oneshot::Sender<usize>>,
 }
 
 /// How long accepting pauses after the kernel refused a connection (EMFILE,
@@ -139,7 +141,7 @@ pub async fn drive(
                         conn.writer = Some(writer);
                     }
                     if let Some(admit) = conn.admit.take() {
-                        let _ = admit.send(());
+                        let _ = admit.send(coordinator.histogram_budget(id));
                     }
                 }
                 Output::Close(id) => {
@@ -171,11 +173,12 @@ pub async fn drive(
 }
 
 /// Reads one Hello-sized first frame as a Hello only; then, once the
-/// coordinator admits the connection, every message up to the frame limit.
+/// coordinator admits the connection, every message up to the frame limit,
+/// each decoding at most the latency histograms the admission allows.
 async fn read_frames(
     id: ConnId,
     mut reader: FrameReader<tokio::net::tcp::OwnedReadHalf, ToCoordinator>,
-    admitted: oneshot::Receiver<()>,
+    admitted: oneshot::Receiver<usize>,
     inbound: mpsc::UnboundedSender<Inbound>,
 ) {
     let first = match reader.next_frame().await {
@@ -187,13 +190,27 @@ async fn read_frames(
         None => Inbound::Closed(id),
     };
     let hello = matches!(first, Inbound::Frame(..));
-    if inbound.send(first).is_err() || !hello || admitted.await.is_err() {
+    if inbound.send(first).is_err() || !hello {
         return;
     }
+    let Ok(histograms) = admitted.await else { return };
     reader.lift_limit();
     loop {
-        let input = match reader.next().await {
-            Some(Ok(msg)) => Inbound::Frame(id, msg),
+        let input = match reader.next_frame().await {
+            Some(Ok(frame)) => match histogram::decode_within(histograms, || postcard::from_bytes(&frame)) {
+                (Ok(msg), _) => Inbound::Frame(id, msg),
+                (Err(_), true) => {
+                    let reason = format!(
+                        "a frame carried more than {histograms} latency histograms, the most a report of this rank may carry"
+                    );
+                    let _ = inbound.send(Inbound::Garbage(id, reason));
+                    return;
+                }
+                (Err(e), false) => {
+                    let _ = inbound.send(Inbound::Garbage(id, FrameError::Decode(e).to_string()));
+                    return;
+                }
+            },
             Some(Err(e)) => {
                 let _ = inbound.send(Inbound::Garbage(id, e.to_string()));
                 return;

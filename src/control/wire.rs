@@ -18,7 +18,7 @@ use crate::transport::Side;
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 

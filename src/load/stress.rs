@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::load::placement::{self, Placed};
 use crate::scenario::stress::{StressSpec, Threads};
 
+/// The name prefix of burner threads (`fb-burn N`): CPU accounting
+/// (`metrics::cpu`) tells them apart by it.
+pub const BURNER_THREAD: &str = "fb-burn";
+
 /// One duty cycle: busy for `load`% of it, asleep for the rest.
 const PERIOD: Duration = Duration::from_millis(10);
 /// Memory is streamed in chunks of this size between clock checks.
@@ -37,7 +41,14 @@ pub struct Burners {
 }
 
 /// Starts the burners; they begin at `start` and run until [`Burners::stop`].
-pub fn start(spec: &StressSpec, device_node: Option<usize>, start: Instant) -> Result<Burners, String> {
+/// Each burner thread (named [`BURNER_THREAD`] N) calls `enter` first and holds what
+/// it returns until it ends: the caller books its CPU time that way.
+pub fn start<G: 'static>(
+    spec: &StressSpec,
+    device_node: Option<usize>,
+    start: Instant,
+    enter: impl Fn() -> G + Clone + Send + 'static,
+) -> Result<Burners, String> {
     let placed = placement::resolve(&spec.placement, device_node)?;
     let count = match spec.threads {
         Threads::Count(n) => n,
@@ -46,22 +57,30 @@ pub fn start(spec: &StressSpec, device_node: Option<usize>, start: Instant) -> R
     };
     let stop = Arc::new(AtomicBool::new(false));
     let busy = PERIOD * u32::from(spec.load.min(100)) / 100;
-    let threads = (0..count)
-        .map(|i| {
-            // One core per burner, round robin over the placement.
-            let core: Vec<usize> = placed.cores.get(i % placed.cores.len().max(1)).copied().into_iter().collect();
-            let stop = stop.clone();
-            let memory = spec.memory.map(|m| m.bytes() as usize);
-            std::thread::spawn(move || {
-                let _ = placement::pin_current_thread(&core);
-                let mut buffer = memory.map(|m| vec![1u8; m.max(2 * CHUNK)]);
-                while Instant::now() < start && !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                burn(&stop, busy, buffer.as_deref_mut());
-            })
-        })
-        .collect();
+    let mut threads = Vec::with_capacity(count);
+    for i in 0..count {
+        // One core per burner, round robin over the placement.
+        let core: Vec<usize> = placed.cores.get(i % placed.cores.len().max(1)).copied().into_iter().collect();
+        let (stop_burner, enter) = (stop.clone(), enter.clone());
+        let memory = spec.memory.map(|m| m.bytes() as usize);
+        let spawned = std::thread::Builder::new().name(format!("{BURNER_THREAD} {i}")).spawn(move || {
+            let _booked = enter();
+            let _ = placement::pin_current_thread(&core);
+            let mut buffer = memory.map(|m| vec![1u8; m.max(2 * CHUNK)]);
+            while Instant::now() < start && !stop_burner.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            burn(&stop_burner, busy, buffer.as_deref_mut());
+        });
+        match spawned {
+            Ok(thread) => threads.push(thread),
+            Err(e) => {
+                // None is left running.
+                Burners { stop, threads, placed, count }.stop();
+                return Err(format!("cannot start burner thread {i}: {e}"));
+            }
+        }
+    }
     Ok(Burners { stop, threads, placed, count })
 }
 

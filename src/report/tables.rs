@@ -296,7 +296,9 @@ fn ranks(p: &PhaseResult) -> Table {
             "host",
             "tx Gb/s",
             "rx Gb/s",
-            "worker CPU % (user+sys, of 1 core)",
+            "worker CPU % (user+sys, of 1 core, no burners)",
+            "data path CPU % (busiest thread)",
+            "control CPU %",
             "host CPU % (of all cores)",
             "iface rx/tx MB (kernel)",
             "clock offset µs",
@@ -314,7 +316,13 @@ fn ranks(p: &PhaseResult) -> Table {
             r.host.clone(),
             format!("{:.3}", r.tx_gbps),
             format!("{:.3}", r.rx_gbps),
-            format!("{:.1}", r.cpu.worker_pct),
+            // Runs made before threads were told apart counted the burners in.
+            match (r.cpu.process_pct, &r.stress) {
+                (None, Some(_)) => format!("{:.1} (burners in)", r.cpu.worker_pct),
+                _ => format!("{:.1}", r.cpu.worker_pct),
+            },
+            r.cpu.data.map_or_else(|| "-".into(), |d| format!("{:.1} ({:.1})", d.pct, d.busiest_thread_pct)),
+            r.cpu.control.map_or_else(|| "-".into(), |c| format!("{:.2}", c.pct)),
             format!("{:.1} of {}", r.cpu.host_pct, r.cpu.host_cores),
             ifaces.join(", "),
             format!("{:.0} ± {:.0}", r.clock_offset_us, r.rtt_us / 2.0),
@@ -415,7 +423,17 @@ pub fn matrix(m: &PairMatrix) -> Table {
 fn stress(p: &PhaseResult) -> Table {
     let mut t = Table::new(
         "CPU stress".into(),
-        &["rank", "host", "threads", "cores", "asked load %", "measured load % (of those cores)", "host CPU %", "note"],
+        &[
+            "rank",
+            "host",
+            "threads",
+            "cores",
+            "asked load %",
+            "burners' CPU % (user+sys, of 1 core)",
+            "measured load % (of those cores)",
+            "host CPU %",
+            "note",
+        ],
     );
     for r in &p.ranks {
         let Some(s) = &r.stress else { continue };
@@ -426,6 +444,7 @@ fn stress(p: &PhaseResult) -> Table {
             s.threads.to_string(),
             cores,
             format!("{:.0}", s.asked_load_pct),
+            r.cpu.burners.map_or_else(|| "-".into(), |b| format!("{:.1}", b.pct)),
             format!("{:.1}", s.measured_load_pct),
             format!("{:.1}", r.cpu.host_pct),
             s.note.clone().unwrap_or_default(),

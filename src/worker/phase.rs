@@ -15,6 +15,7 @@ use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Window};
 use crate::load::stress;
 use crate::load::topology;
 use crate::metrics::clock::PeerClock;
+use crate::metrics::cpu::{ThreadBook, ThreadClass};
 use crate::metrics::netdev;
 use crate::metrics::RankReport;
 use crate::scenario::rdma::RdmaParams;
@@ -211,6 +212,9 @@ impl Connected {
         let device_node = iface.as_deref().and_then(topology::iface_node);
         let open = t0 + window.boundary(0);
         let close = t0 + window.boundary(window.boundaries() - 1);
+        // The data-path and burner threads book themselves here: the
+        // sampler tells their CPU time from the control plane's.
+        let book = ThreadBook::default();
         let mut ends = Vec::new();
         let mut threads = Vec::new();
         for (role, link) in links {
@@ -218,26 +222,39 @@ impl Connected {
                 Link::Tcp { streams, refused } => {
                     let end = FlowEnd { refused, ..FlowEnd::new(role, device_node) };
                     for sock in streams {
-                        threads.push(end.spawn(sock, t0, (open, close), stop.clone()));
+                        threads.push(end.spawn(sock, t0, (open, close), stop.clone(), book.clone()));
                     }
                     ends.push(end);
                 }
                 Link::Rdma(rails, rdma_node) => {
                     let end = FlowEnd::new(role, rdma_node);
                     for rail in rails {
-                        threads.push(end.spawn_rdma(rail, t0, (open, close), stop.clone(), failed.clone()));
+                        threads.push(end.spawn_rdma(
+                            rail,
+                            t0,
+                            (open, close),
+                            stop.clone(),
+                            failed.clone(),
+                            book.clone(),
+                        ));
                     }
                     ends.push(end);
                 }
             }
         }
-        let burners = stress_spec.as_ref().map(|spec| stress::start(spec, device_node, t0).map(|b| (spec.load, b)));
-        let stop_for_sampler = stop.clone();
-        let sampler = std::thread::spawn(move || {
-            let sampler =
-                Sampler { rank, phase, t0, window, clock, iface, rdma_ports, ends, burners, stop: stop_for_sampler };
-            sampler.run(threads, progress)
+        let burners = stress_spec.as_ref().map(|spec| {
+            let booked = book.clone();
+            stress::start(spec, device_node, t0, move || booked.enter(ThreadClass::Burner)).map(|b| (spec.load, b))
         });
+        let stop_for_sampler = stop.clone();
+        let sampler = std::thread::Builder::new()
+            .name("fb-sampler".into())
+            .spawn(move || {
+                let stop = stop_for_sampler;
+                let sampler = Sampler { rank, phase, t0, window, clock, iface, rdma_ports, ends, burners, book, stop };
+                sampler.run(threads, progress)
+            })
+            .expect("spawning the sampler thread");
         Running { stop, sampler }
     }
 }

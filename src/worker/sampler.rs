@@ -1,6 +1,9 @@
 //! The sampler of one rank's phase: reads every flow's counters at the
 //! common boundaries, CPU and interface counters at the window's edges,
 //! stops the streams and the stress at its end, and writes the report.
+//! CPU is read per thread (`metrics::cpu`) at the first and the last
+//! boundary only (or where the phase was stopped): every thread's /proc
+//! files, which a rank of thousands of flows should not read each interval.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,7 +13,7 @@ use std::time::Instant;
 use crate::control::wire::Window;
 use crate::load::stress::{Burners, StressReport};
 use crate::metrics::clock::PeerClock;
-use crate::metrics::cpu::{CoreTicks, CpuSnapshot};
+use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
 use crate::transport::rdma::counters::{self, CounterSnapshot};
@@ -29,13 +32,13 @@ pub struct Sampler {
     pub ends: Vec<FlowEnd>,
     /// The rank's stress (its asked load) or why it could not start.
     pub burners: Option<Result<(u8, Burners), String>>,
+    /// The phase's data-path and burner threads.
+    pub book: ThreadBook,
     pub stop: Arc<AtomicBool>,
 }
 
 /// Counters of the host at a window edge.
 struct HostCounters {
-    at: Instant,
-    cpu: CpuSnapshot,
     cores: CoreTicks,
     net: Option<NetdevSnapshot>,
     rdma: Vec<CounterSnapshot>,
@@ -47,6 +50,7 @@ impl Sampler {
         let mut sample_ns = Vec::with_capacity(boundaries as usize);
         let mut counts: Vec<Vec<(u64, u64)>> = vec![Vec::with_capacity(boundaries as usize); self.ends.len()];
         let (mut first, mut last) = (None, None);
+        let (mut cpu_open, mut cpu_close) = (None, None);
         for k in 0..boundaries {
             sleep_until(self.t0 + self.window.boundary(k), &self.stop);
             if self.stop.load(Ordering::Relaxed) {
@@ -56,12 +60,17 @@ impl Sampler {
             // The host's counters enclose the flows' own: read before them at
             // the first edge and after them at the others, so an interface
             // never shows less than the application counted through it.
-            let opening = (k == 0).then(|| self.host_counters(now));
+            let opening = (k == 0).then(|| self.host_counters());
             for (end, series) in self.ends.iter().zip(counts.iter_mut()) {
                 series.push(end.counters.read());
             }
             sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
-            let edge = opening.unwrap_or_else(|| self.host_counters(now));
+            let edge = opening.unwrap_or_else(|| self.host_counters());
+            // Each thread's CPU after the flows' counters, timed on its own.
+            if k == 0 || k + 1 == boundaries {
+                let cpu = Some((Instant::now(), CpuSnapshot::take(&self.book)));
+                *if k == 0 { &mut cpu_open } else { &mut cpu_close } = cpu;
+            }
             if k == 0 {
                 first = Some(edge);
             } else {
@@ -70,18 +79,24 @@ impl Sampler {
                 progress(k, tx, rx);
             }
         }
+        // Stopped early: the CPU of the window up to now.
+        if cpu_open.is_some() && cpu_close.is_none() {
+            cpu_close = Some((Instant::now(), CpuSnapshot::take(&self.book)));
+        }
+        let cpu = match (cpu_open, cpu_close) {
+            (Some((t0, a)), Some((t1, b))) => Some(a.usage_until(&b, (t1 - t0).as_secs_f64())),
+            _ => None,
+        };
         let aborted = self.stop.swap(true, Ordering::Relaxed);
         let stress = self.burners.take().map(|b| stop_stress(b, first.as_ref(), last.as_ref()));
         for s in streams {
             let _ = s.join();
         }
-        self.report(sample_ns, counts, first, last, stress, aborted)
+        self.report(sample_ns, counts, (first, last), cpu.unwrap_or_default(), stress, aborted)
     }
 
-    fn host_counters(&self, at: Instant) -> HostCounters {
+    fn host_counters(&self) -> HostCounters {
         HostCounters {
-            at,
-            cpu: CpuSnapshot::take(),
             cores: CoreTicks::take(),
             net: self.iface.as_deref().and_then(NetdevSnapshot::take),
             // A port whose counters cannot be read is left out of both edges.
@@ -106,12 +121,12 @@ impl Sampler {
         self,
         sample_ns: Vec<i64>,
         counts: Vec<Vec<(u64, u64)>>,
-        first: Option<HostCounters>,
-        last: Option<HostCounters>,
+        (first, last): (Option<HostCounters>, Option<HostCounters>),
+        cpu: CpuUsage,
         stress: Option<StressReport>,
         aborted: bool,
     ) -> RankReport {
-        let (cpu, netdevs, rdma_counters) = match (first, last) {
+        let (netdevs, rdma_counters) = match (first, last) {
             (Some(a), Some(b)) => {
                 let net = match (a.net, b.net) {
                     (Some(n0), Some(n1)) => vec![n0.delta_until(&n1)],
@@ -125,7 +140,7 @@ impl Sampler {
                         Some(s0.moved_until(s1))
                     })
                     .collect();
-                (a.cpu.usage_until(&b.cpu, (b.at - a.at).as_secs_f64()), net, rdma)
+                (net, rdma)
             }
             _ => Default::default(),
         };

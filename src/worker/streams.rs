@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::control::wire::FlowRole;
 use crate::histogram::{Histogram, Recorder};
 use crate::load::placement::{self, Placed};
+use crate::metrics::cpu::{ThreadBook, ThreadClass, DATA_THREAD};
 use crate::scenario::limits::TCP_MAX_MESSAGE;
 use crate::scenario::Mode;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
@@ -47,20 +48,23 @@ impl FlowEnd {
         }
     }
 
-    /// Runs one connection of this end from `t0` until `stop`.
+    /// Runs one connection of this end from `t0` until `stop`, on a
+    /// data-path thread booked in `book`.
     pub fn spawn(
         &self,
         sock: TcpStream,
         t0: Instant,
         window: (Instant, Instant),
         stop: Arc<AtomicBool>,
+        book: ThreadBook,
     ) -> JoinHandle<()> {
         let (counters, started, error, rtts) =
             (self.counters.clone(), self.started.clone(), self.error.clone(), self.rtts.clone());
         let (side, mode) = (self.role.side, self.role.group.mode);
         let size = self.role.group.message_size.bytes() as usize;
         let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
-        std::thread::spawn(move || {
+        self.data_thread(move || {
+            let _booked = book.enter(ThreadClass::Data);
             if let Err(e) = placement::pin_current_thread(&cores) {
                 error.lock().expect("error lock").get_or_insert(e);
             }
@@ -102,12 +106,14 @@ impl FlowEnd {
         window: (Instant, Instant),
         stop: Arc<AtomicBool>,
         failed: FlowFailed,
+        book: ThreadBook,
     ) -> JoinHandle<()> {
         let (counters, started, error, rtts) =
             (self.counters.clone(), self.started.clone(), self.error.clone(), self.rtts.clone());
         let flow = flow.with_latency_window(window.0, window.1);
         let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
-        std::thread::spawn(move || {
+        self.data_thread(move || {
+            let _booked = book.enter(ThreadClass::Data);
             if let Err(e) = placement::pin_current_thread(&cores) {
                 error.lock().expect("error lock").get_or_insert(e);
             }
@@ -130,6 +136,15 @@ impl FlowEnd {
                 }
             }
         })
+    }
+}
+
+impl FlowEnd {
+    /// A data-path thread of this end, named `fb-data F` (F: the flow) for
+    /// `top -H` and `ps -L`.
+    fn data_thread(&self, run: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+        let name = format!("{DATA_THREAD} {}", self.role.flow.id);
+        std::thread::Builder::new().name(name).spawn(run).expect("spawning a data-path thread")
     }
 }
 

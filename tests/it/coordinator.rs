@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use common::ranks::{hello, make_plan, window, JOB, TOKEN};
 use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
 use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, PROTOCOL_VERSION};
+use fabricbench::histogram::Histogram;
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
 use fabricbench::transport::rdma::RdmaInventory;
@@ -275,10 +276,42 @@ fn more_parts_than_flow_ends_fail_the_rank() {
     assert!(failure.contains("sent 6 flow reports in parts for phase 0, but has 3 flow ends"), "{failure}");
 }
 
+/// Each decoded histogram is 108 KiB: a rank's report may carry one per
+/// latency flow it sends on (`histogram_budget`, enforced in the frame's
+/// decode; the real-socket test is in coordinator_scale.rs), and its parts
+/// together no more.
+#[test]
+fn latency_histograms_are_held_to_the_plan() {
+    let text = "[[group]]\nname = \"bw\"\npattern = \"fan-in\"\n\
+                [[group]]\nname = \"lat\"\npattern = \"explicit\"\nmode = \"latency\"\nflows = [[1, 0], [1, 2], [2, 0]]\n";
+    let mut sim = Sim::new(make_plan(3, text));
+    sim.join_all(3);
+    // Rank 1 sends on two latency flows, rank 2 on one, rank 0 on none.
+    assert_eq!((0..3).map(|conn| sim.c.histogram_budget(conn)).collect::<Vec<_>>(), [0, 2, 1]);
+    assert_eq!(sim.c.histogram_budget(99), 0, "no rank, no histograms");
+    answer_setups(&mut sim, 3);
+    for r in 0..3 {
+        sim.send(r, ToCoordinator::Ready { phase: 0 });
+    }
+    // Rank 1's flows: 0 (fan-in, to 0), 2 (1 -> 0) and 3 (1 -> 2); three histograms in parts.
+    let mut h = Histogram::default();
+    h.record(10_000);
+    let timed = |flow| FlowSamples { rtts: Some(h.clone()), ..samples(flow, Side::Sender, 5, 3) };
+    let part = RankReport { flows: vec![timed(0), timed(2), timed(3)], ..report(1, Vec::new(), 0) };
+    sim.send(1, ToCoordinator::ReportPart(Box::new(part)));
+    sim.advance(3_000);
+    let failure = sim.failure().expect("the run failed");
+    assert!(
+        failure.contains("rank 1")
+            && failure.contains("sent 3 latency histograms in parts for phase 0, but measures latency on 2 flows"),
+        "{failure}"
+    );
+}
+
 #[test]
 fn an_inconsistent_report_fails_its_rank_and_the_coordinator_survives() {
     type Spoil = fn(&mut RankReport);
-    let bad: [(&str, Spoil); 5] = [
+    let bad: [(&str, Spoil); 6] = [
         ("with 2 byte and 3 message counts for 3 sample times", |r| {
             r.flows[0].bytes.pop();
         }),
@@ -286,6 +319,10 @@ fn an_inconsistent_report_fails_its_rank_and_the_coordinator_survives() {
         ("reported flow 7 (Receiver), which is not its own", |r| r.flows[0].flow = 7),
         ("sent a report for rank 3", |r| r.rank = 3),
         ("sent sample times that go backwards", |r| r.sample_ns.reverse()),
+        // A bandwidth flow's receiver measures no round trips.
+        ("reported round trips for flow 1 (Receiver), which measures none there", |r| {
+            r.flows[1].rtts = Some(Histogram::default())
+        }),
     ];
     for (expected, spoil) in bad {
         let mut sim = fan_in_to_reports(|sim, flows| {

@@ -206,3 +206,109 @@ async fn from(host: u8, addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     socket.bind(([127, 0, 0, host], 0).into()).unwrap();
     socket.connect(addr).await.unwrap()
 }
+
+/// A rank that holds the job's token sends, after Start, a Report of a
+/// hundred thousand latency histograms in 5 MB (each ~50 bytes on the wire,
+/// 108 KiB decoded: 10 GiB). The plan lets its reports carry one (its one
+/// latency flow): the frame's decode stops at the second histogram, before
+/// allocating it, and the rank fails, named, with the reason.
+#[test]
+fn a_report_may_decode_only_the_histograms_its_plan_allows() {
+    use fabricbench::control::framing::FrameReader;
+    use fabricbench::control::wire::{ToCoordinator, ToWorker};
+    use fabricbench::histogram::Histogram;
+    use fabricbench::metrics::{FlowSamples, RankReport};
+    use fabricbench::transport::Side;
+    use tokio::io::AsyncWriteExt;
+
+    const HISTOGRAMS: usize = 100_000;
+    let _machine = common::busy_machine();
+    let text = "[[group]]\nname = \"lat\"\npattern = \"explicit\"\nmode = \"latency\"\nflows = [[1, 0]]\n";
+    let plan = make_plan(2, text);
+    // The Report's bytes with its flows list spliced to HISTOGRAMS copies of one flow.
+    let mut h = Histogram::default();
+    h.record(12_345);
+    let flow = FlowSamples {
+        flow: 0,
+        side: Side::Sender,
+        bytes: vec![0, 1],
+        messages: vec![0, 1],
+        start_ns: Some(0),
+        error: None,
+        rtts: Some(h),
+        refused: 0,
+    };
+    let report = |flows| {
+        let r = RankReport { phase: 0, rank: 1, sample_ns: vec![0, 1], flows, ..Default::default() };
+        postcard::to_stdvec(&ToCoordinator::Report(Box::new(r))).unwrap()
+    };
+    let (none, one) = (report(vec![]), report(vec![flow]));
+    let at = none.iter().zip(&one).position(|(a, b)| a != b).expect("the flows' count differs");
+    assert_eq!((none[at], one[at]), (0, 1), "a one-byte varint");
+    let element = &one[at + 1..one.len() - (none.len() - at - 1)];
+    let mut hostile = none[..at].to_vec();
+    let mut n = HISTOGRAMS;
+    while n >= 0x80 {
+        hostile.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    hostile.push(n as u8);
+    for _ in 0..HISTOGRAMS {
+        hostile.extend_from_slice(element);
+    }
+    hostile.extend_from_slice(&none[at + 1..]);
+    assert!(hostile.len() < 8 << 20, "{} bytes", hostile.len());
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let failure = runtime.block_on(async move {
+        let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (failed_tx, mut failed) = tokio::sync::mpsc::unbounded_channel();
+        let driver = tokio::spawn(fabricbench::control::driver::drive(
+            listener,
+            coordinator(plan, now_ns()),
+            never(),
+            move |e| {
+                if let Event::Failed(f) = e {
+                    let _ = failed_tx.send(f.to_string());
+                }
+            },
+        ));
+        // Both ranks answer as workers do; after Start, rank 1 sends the
+        // hostile frame raw, rank 0 waits.
+        let rank = |rank: usize, after_start: Option<Vec<u8>>| async move {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (read, mut write) = stream.into_split();
+            let mut reader: FrameReader<_, ToWorker> = FrameReader::new(read);
+            let send = |msg: &ToCoordinator| {
+                let bytes = postcard::to_stdvec(msg).unwrap();
+                [(bytes.len() as u32).to_be_bytes().to_vec(), bytes].concat()
+            };
+            write.write_all(&send(&ToCoordinator::Hello(common::ranks::hello(rank)))).await.unwrap();
+            while let Some(Ok(msg)) = reader.next().await {
+                if let Some(reply) = common::ranks::answer(&msg) {
+                    write.write_all(&send(&reply)).await.unwrap();
+                }
+                if matches!(msg, ToWorker::Start { .. }) {
+                    if let Some(frame) = &after_start {
+                        write.write_all(&(frame.len() as u32).to_be_bytes()).await.unwrap();
+                        write.write_all(frame).await.unwrap();
+                    }
+                }
+            }
+        };
+        let ranks = [tokio::spawn(rank(0, None)), tokio::spawn(rank(1, Some(hostile)))];
+        let failure =
+            tokio::time::timeout(Duration::from_secs(30), failed.recv()).await.expect("the rank failed").unwrap();
+        driver.abort();
+        for r in ranks {
+            r.abort();
+        }
+        failure
+    });
+    assert!(failure.contains("rank 1") && failure.contains("protocol error"), "{failure}");
+    assert!(
+        failure.contains("a frame carried more than 1 latency histograms, the most a report of this rank may carry"),
+        "{failure}"
+    );
+}

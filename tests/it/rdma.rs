@@ -304,6 +304,13 @@ fn latency_keeps_the_round_trips_of_its_window_only() {
         let kept = s.latency.as_ref().expect("round trips").count();
         // Every iteration is one message; the window holds some, not all, of them.
         assert!(kept > 0 && kept < s.messages, "{op:?}: {kept} of {} round trips kept", s.messages);
+        // A window around the whole run keeps every round trip: each is a
+        // sample, exactly (no cap, none lost).
+        let whole = (Duration::ZERO, Duration::from_secs(3600));
+        let r = run_pair_in(&p, Some(Duration::from_millis(1000)), Some(whole));
+        let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        let kept = s.latency.as_ref().expect("round trips").count();
+        assert!(kept > 0 && kept == s.messages, "{op:?}: {kept} samples of {} round trips", s.messages);
     }
 }
 

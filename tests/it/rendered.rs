@@ -66,6 +66,13 @@ fn v3_sweep() {
     assert_eq!(report("v3-sweep"), WITHOUT_CHECKS);
 }
 
+/// CPU per thread: the ranks table's data-path and control columns, the
+/// stress table's burners beside the measured load.
+#[test]
+fn v3_sweep_with_cpu_per_thread() {
+    assert_eq!(report("v3-cpu-sweep"), WITHOUT_CHECKS);
+}
+
 #[test]
 fn v3_rdma_fan_in_with_probes_and_counters() {
     assert_eq!(report("v3-rdma-fan-in"), WITHOUT_CHECKS);

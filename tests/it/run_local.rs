@@ -406,3 +406,37 @@ fn two_runs_started_together_get_two_folders() {
     let dirs: Vec<_> = std::fs::read_dir(bench.results()).unwrap().flatten().collect();
     assert_eq!(dirs.len(), 2, "{dirs:?}");
 }
+
+/// A long TCP latency phase: every round trip of the 45 s window is a
+/// sample, no cap (the RDMA loop once kept 2^20; on loopback even a debug
+/// build on a loaded 2-core host makes ~24 k a second, over 2^20 in 45 s, a
+/// release build ~36 k): the histogram's count equals the
+/// round trips the client's counter moved by between the sampler's reads at
+/// the window's edges (up to what the reads' wake-up slack lets in or out),
+/// and the echo side's own count (another process, offset by its clock).
+#[test]
+fn a_long_tcp_latency_phase_keeps_every_round_trip() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let scenario = bench.write(
+        "lat.toml",
+        "[run]\nduration = \"45s\"\nwarmup = \"500ms\"\ninterval = \"1s\"\n[[group]]\nname = \"lat\"\n\
+         pattern = \"explicit\"\nmode = \"latency\"\nflows = [[1, 0]]\nmessage_size = \"64\"\n",
+    );
+    let run = common::run_json(&bench, &scenario, &hosts, &[]);
+    let phase = &run["phases"][0];
+    let flow = &phase["flows"][0];
+    let samples = flow["latency"]["samples"].as_u64().unwrap();
+    let (sent, echoed) = (flow["tx_bytes"].as_u64().unwrap() / 64, flow["rx_bytes"].as_u64().unwrap() / 64);
+    let rate = flow["msgs_per_s"].as_f64().unwrap();
+    let rtt_s =
+        phase["ranks"].as_array().unwrap().iter().map(|r| r["rtt_us"].as_f64().unwrap()).fold(0.0, f64::max) / 1e6;
+    println!(
+        "{samples} samples ({} 2^20), {sent} round trips counted, {echoed} echoed, {rate:.0}/s",
+        if samples > 1 << 20 { "above" } else { "below" }
+    );
+    assert!((samples as f64 - sent as f64).abs() <= 2.0 + rate * 0.005, "{samples} samples of {sent} round trips");
+    assert!((samples as f64 - echoed as f64).abs() <= 2.0 + rate * (0.005 + rtt_s), "{samples} vs {echoed} echoed");
+    assert!(samples as f64 >= rate * 44.0, "the whole window: {flow}");
+}

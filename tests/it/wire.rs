@@ -6,7 +6,7 @@ use fabricbench::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
 use fabricbench::histogram::Histogram;
 use fabricbench::load::placement::Placed;
 use fabricbench::load::stress::StressReport;
-use fabricbench::metrics::cpu::CpuUsage;
+use fabricbench::metrics::cpu::{CpuUsage, ThreadsCpu};
 use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
@@ -89,6 +89,28 @@ fn report_with_every_optional_part() {
                 worker_pct: 1.0,
                 worker_user_pct: 0.5,
                 worker_system_pct: 0.5,
+                data: Some(ThreadsCpu {
+                    pct: 0.75,
+                    user_pct: 0.25,
+                    system_pct: 0.5,
+                    threads: 2,
+                    busiest_thread_pct: 0.5,
+                }),
+                control: Some(ThreadsCpu {
+                    pct: 0.25,
+                    user_pct: 0.25,
+                    system_pct: 0.0,
+                    threads: 5,
+                    busiest_thread_pct: 0.1,
+                }),
+                burners: Some(ThreadsCpu {
+                    pct: 99.0,
+                    user_pct: 99.0,
+                    system_pct: 0.0,
+                    threads: 2,
+                    busiest_thread_pct: 50.0,
+                }),
+                process_pct: Some(100.0),
                 host_pct: 2.0,
                 host_cores: 2,
             },

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use crate::control::wire::FlowEndpoint;
 use crate::metrics::RankReport;
 use crate::plan::Phase;
+use crate::scenario::Mode;
 use crate::transport::Side;
 
 /// Whether `rank` plays `side` of flow `flow` in `phase`.
@@ -15,6 +16,24 @@ fn owns(phase: &Phase, rank: usize, flow: u32, side: Side) -> bool {
         Side::Sender => f.src == rank,
         Side::Receiver => f.dst == rank,
     })
+}
+
+/// Whether `rank` measures latency on flow `flow` of `phase`: it is the
+/// sending (initiating) end of a latency flow, the end that records the
+/// round trips.
+fn measures_latency(phase: &Phase, rank: usize, flow: u32, side: Side) -> bool {
+    side == Side::Sender
+        && phase
+            .flows
+            .get(flow as usize)
+            .is_some_and(|f| f.src == rank && phase.groups.get(f.group).is_some_and(|g| g.mode == Mode::Latency))
+}
+
+/// How many latency histograms `rank`'s report of `phase` may carry: one
+/// per latency flow it sends on. Decoded, each is 108 KiB whatever it took
+/// on the wire, so rank 0 holds a rank to this.
+pub fn histograms_allowed(phase: &Phase, rank: usize) -> usize {
+    phase.flows.iter().filter(|f| measures_latency(phase, rank, f.id, Side::Sender)).count()
 }
 
 /// Why `rank`'s endpoints cannot be used, if they cannot.
@@ -56,6 +75,8 @@ pub fn report_problem(phase: &Phase, rank: usize, report: &RankReport) -> Option
             ))
         } else if !rising(&s.bytes) || !rising(&s.messages) {
             Some(format!("reported counters of flow {} that go backwards", s.flow))
+        } else if s.rtts.is_some() && !measures_latency(phase, rank, s.flow, s.side) {
+            Some(format!("reported round trips for flow {} ({:?}), which measures none there", s.flow, s.side))
         } else {
             None
         }

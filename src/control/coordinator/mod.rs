@@ -190,6 +190,9 @@ pub struct Coordinator {
     ranks: HashMap<ConnId, usize>,
     /// Connections that have not said Hello yet.
     pending: HashMap<ConnId, i64>,
+    /// The most latency histograms each rank's report may carry, over all
+    /// phases: what a frame from it may decode (`histogram_budget`).
+    histograms: Vec<usize>,
     stage: Stage,
     /// When the current stage began (coordinator clock, ns).
     stage_since: i64,
@@ -217,6 +220,9 @@ impl Coordinator {
                 parts: Vec::new(),
             })
             .collect();
+        let histograms = (0..plan.ranks.len())
+            .map(|rank| plan.phases.iter().map(|p| checks::histograms_allowed(p, rank)).max().unwrap_or(0))
+            .collect();
         Coordinator {
             job,
             proofs: FlowProofs::new(&token, job),
@@ -229,6 +235,7 @@ impl Coordinator {
             joined: 0,
             ranks: HashMap::new(),
             pending: HashMap::new(),
+            histograms,
             stage: Stage::Joining,
             stage_since: now_ns,
             last_heartbeat: now_ns,
@@ -240,6 +247,15 @@ impl Coordinator {
     /// The next thing to do, in order.
     pub fn poll(&mut self) -> Option<Output> {
         self.out.pop_front()
+    }
+
+    /// How many latency histograms one frame from `conn` may decode: as
+    /// many as its rank's report of any phase may carry (0 for a connection
+    /// that is no rank). Each is 108 KiB decoded, however small on the wire:
+    /// the frame reader enforces this inside the decode
+    /// (`histogram::decode_within`), before any is allocated.
+    pub fn histogram_budget(&self, conn: ConnId) -> usize {
+        self.ranks.get(&conn).and_then(|&rank| self.histograms.get(rank)).copied().unwrap_or(0)
     }
 
     pub fn is_done(&self) -> bool {

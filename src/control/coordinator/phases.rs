@@ -176,14 +176,25 @@ impl Coordinator {
         let ends = self.plan.phases.get(part.phase).map_or(0, |p| {
             p.flows.iter().map(|f| usize::from(f.src == rank) + usize::from(f.dst == rank)).sum::<usize>()
         });
+        let histograms = self.plan.phases.get(part.phase).map_or(0, |p| checks::histograms_allowed(p, rank));
         let parts = &mut self.slots[rank].parts;
         parts.extend(part.flows);
-        if parts.len() > ends {
-            let message = format!(
+        let carried = parts.iter().filter(|f| f.rtts.is_some()).count();
+        let problem = if parts.len() > ends {
+            Some(format!(
                 "sent {} flow reports in parts for phase {}, but has {ends} flow ends",
                 parts.len(),
                 part.phase
-            );
+            ))
+        } else if carried > histograms {
+            Some(format!(
+                "sent {carried} latency histograms in parts for phase {}, but measures latency on {histograms} flows",
+                part.phase
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
             parts.clear();
             self.fail(Some(rank), message, now_ns);
             self.check_abort_complete();
