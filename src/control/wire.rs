@@ -18,7 +18,7 @@ use crate::transport::Side;
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -155,8 +155,11 @@ pub enum ToCoordinator {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ToWorker {
     /// Hello accepted; `now_ns` is the coordinator's clock, for the offset.
+    /// `heartbeat`: how often the rank is to send one (it grows with the
+    /// job's size), from which the rank also derives its lease.
     Welcome {
         now_ns: i64,
+        heartbeat: Duration,
     },
     /// The rank's flows in a phase: create their endpoints.
     /// `stress`: the burners to run beside them.

@@ -33,10 +33,18 @@ use crate::metrics::RankReport;
 use crate::scenario::stress::StressSpec;
 use crate::transport::rdma::RdmaInventory;
 
-/// A coordinator silent this long is gone: the worker stops and exits.
+/// A coordinator silent this long is gone: the worker stops and exits
+/// (or, in a job whose heartbeats are further apart, [`LEASE_INTERVALS`]
+/// of them).
 pub const LEASE: Duration = Duration::from_secs(5);
-/// How often the worker tells the coordinator it is alive.
+/// How often the worker tells the coordinator it is alive, unless Welcome
+/// says otherwise (a large job spreads its heartbeats out).
 pub const HEARTBEAT: Duration = Duration::from_millis(500);
+/// The longest heartbeat interval a Welcome can set: a rank that would
+/// otherwise wait hours to hear a gone coordinator.
+pub const MAX_HEARTBEAT: Duration = Duration::from_secs(60);
+/// The lease is at least this many heartbeat intervals.
+const LEASE_INTERVALS: u32 = 10;
 
 /// Where the rank is in the protocol. `O`: a phase's flow ends, opened and
 /// waiting for their peers; `C`: the same ends, connected.
@@ -135,6 +143,9 @@ pub struct Session<O, C> {
     /// The coordinator's clock as estimated at Welcome (zero offset before).
     clock: PeerClock,
     last_heard: Instant,
+    /// How often to heartbeat, and how long a silent coordinator is given.
+    heartbeat: Duration,
+    lease: Duration,
     /// The next heartbeat; none before Welcome.
     heartbeat_due: Option<Instant>,
     out: VecDeque<Action<O, C>>,
@@ -152,6 +163,8 @@ impl<O, C> Session<O, C> {
             hello_at: now,
             clock: PeerClock { offset_ns: 0, rtt_ns: 0 },
             last_heard: now,
+            heartbeat: HEARTBEAT,
+            lease: LEASE,
             heartbeat_due: None,
             out: VecDeque::from([Action::Send(ToCoordinator::Hello(hello))]),
         }
@@ -167,7 +180,7 @@ impl<O, C> Session<O, C> {
         if matches!(self.stage, Stage::Done) {
             return None;
         }
-        let lease = self.last_heard + LEASE;
+        let lease = self.last_heard + self.lease;
         Some(self.heartbeat_due.map_or(lease, |due| due.min(lease)))
     }
 
@@ -176,14 +189,15 @@ impl<O, C> Session<O, C> {
         if matches!(self.stage, Stage::Done) {
             return;
         }
-        if now >= self.last_heard + LEASE {
-            self.exit(Err(SessionError::Silent(LEASE)));
+        if now >= self.last_heard + self.lease {
+            self.exit(Err(SessionError::Silent(self.lease)));
             return;
         }
         if let Some(due) = self.heartbeat_due.filter(|due| now >= *due) {
             self.send(ToCoordinator::Heartbeat);
             // Heartbeats missed while this process did not run are not made up.
-            self.heartbeat_due = Some(if due + HEARTBEAT > now { due + HEARTBEAT } else { now + HEARTBEAT });
+            let every = self.heartbeat;
+            self.heartbeat_due = Some(if due + every > now { due + every } else { now + every });
         }
     }
 
@@ -195,10 +209,12 @@ impl<O, C> Session<O, C> {
         self.last_heard = now;
         if matches!(self.stage, Stage::Greeting) {
             match msg {
-                ToWorker::Welcome { now_ns: coordinator_ns } => {
+                ToWorker::Welcome { now_ns: coordinator_ns, heartbeat } => {
                     let received_ns = self.hello_ns + i64::try_from((now - self.hello_at).as_nanos()).unwrap_or(0);
                     self.clock = PeerClock::estimate(self.hello_ns, coordinator_ns, received_ns);
-                    self.heartbeat_due = Some(now + HEARTBEAT);
+                    self.heartbeat = heartbeat.clamp(HEARTBEAT, MAX_HEARTBEAT);
+                    self.lease = LEASE.max(self.heartbeat * LEASE_INTERVALS);
+                    self.heartbeat_due = Some(now + self.heartbeat);
                     self.stage = Stage::Idle { next: 0 };
                     // Once per run: opening every device takes a while.
                     self.out.push_back(Action::Probe);

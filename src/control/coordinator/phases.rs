@@ -62,7 +62,7 @@ impl Coordinator {
         slot.joined = true;
         slot.last_heard = now_ns;
         self.joined += 1;
-        self.send(hello.rank, ToWorker::Welcome { now_ns });
+        self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat: self.timeouts.heartbeat });
         let joined = self.joined;
         self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
         if joined == self.slots.len() {
