@@ -66,7 +66,7 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print the flows a scenario makes on a hostfile, without running
     Plan(Inputs),
-    /// Check every host of a hostfile over ssh: reachable, same fabricbench version, clock offset
+    /// Check every host of a hostfile over ssh: reachable, same fabricbench version, clock offset, and what each host is (`fabricbench facts` there)
     Hosts(HostsArgs),
     /// Re-render a results folder (report.html, summary.md, CSVs, junit.xml) from its run.json
     #[command(after_help = EXAMPLES)]
@@ -79,6 +79,8 @@ pub enum Command {
     Pair(Box<pair::PairArgs>),
     /// List this host's RDMA devices: ports, state, link layer, rate, MTU, firmware, NUMA node, GIDs
     Probe(ProbeArgs),
+    /// What this host is, as run.json records it: kernel, OS, CPU model, cores, NUMA nodes, rdma-core, and each RDMA device's driver, firmware, model and port rates (from sysfs)
+    Facts(ProbeArgs),
     /// The per-host worker (started by the launcher; reads its job on stdin)
     #[command(hide = true)]
     Worker(WorkerArgs),
