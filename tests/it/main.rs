@@ -7,6 +7,7 @@ mod common;
 
 mod acceptance_bed;
 mod architecture;
+mod compare_bed;
 mod coordinator;
 mod coordinator_scale;
 mod fuzz_seeds;
