@@ -286,6 +286,7 @@ mod tests {
             host: format!("h{}", rank + 1),
             devices,
             error: None,
+            facts: None,
         };
         // h3's first device is down: the transport takes the first ACTIVE port, so do its checks.
         run.probes = vec![

@@ -71,6 +71,7 @@ pub fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Pair(args) => pair::pair(&args),
         Command::Hosts(args) => hosts::hosts(&args),
         Command::Probe(args) => hosts::probe(&args),
+        Command::Facts(args) => hosts::facts(&args),
         Command::Report(args) => results::report(&args),
         Command::Compare(args) => results::compare(&args),
     }

@@ -105,7 +105,14 @@ fn checks(args: &RunArgs, scenario: &CheckSpec) -> Result<CheckSpec, Failure> {
 fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
     let allocation = Allocation::from_env()?;
     let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
-    Ok((run::prepare(&inputs.scenario, hosts, &origin, overrides)?, allocation))
+    let mut prepared = run::prepare(&inputs.scenario, hosts, &origin, overrides)?;
+    // Read a second time (hostfile::read parsed it): the text as it was, for run.json.
+    prepared.hostfile_text = inputs
+        .hostfile
+        .as_deref()
+        .and_then(|path| std::fs::read(path).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    Ok((prepared, allocation))
 }
 
 /// The hosts of a run: the hostfile's, or else the Slurm allocation's

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::scenario::stress::StressSpec;
@@ -17,7 +18,8 @@ use crate::transport::Side;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
-/// Bumped on any incompatible change to these messages.
+/// Bumped on any incompatible change to these messages (5: `Probe` carries
+/// the host's facts, `Welcome` the heartbeat interval).
 pub const PROTOCOL_VERSION: u32 = 5;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
@@ -145,8 +147,9 @@ pub enum ToCoordinator {
     },
     Heartbeat,
     /// The host's RDMA devices and ports (or why it has none), probed once
-    /// after Hello, for run.json and line rates.
-    Probe(RdmaInventory),
+    /// after Hello, for run.json and line rates; and what the host is
+    /// (kernel, OS, CPU, rdma-core, drivers and firmware), for the record.
+    Probe(RdmaInventory, Box<HostFacts>),
     /// Some flows of a report too large for one frame; the final `Report`
     /// follows with the rest (`control::report_parts`).
     ReportPart(Box<RankReport>),

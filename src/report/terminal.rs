@@ -62,6 +62,7 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
     let mut comfy = Comfy::new();
     comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
     comfy.set_header(["host", "ok", "fabricbench", "RDMA ports", "clock offset ms", "check ms", "problem"]);
+    let mut facts = String::new();
     for c in checks {
         let offset = match (c.clock_offset_ms, c.rtt_ms) {
             (Some(o), Some(rtt)) => format!("{o:+.1} ± {:.1}", rtt / 2.0),
@@ -76,6 +77,9 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
             format!("{:.0}", c.elapsed_ms),
             c.problem.clone().unwrap_or_default(),
         ]);
+        if let Some(f) = &c.facts {
+            facts.push_str(&format!("{}: {f}", c.host));
+        }
     }
-    format!("{comfy}\n")
+    format!("{comfy}\n{facts}")
 }

@@ -15,6 +15,7 @@ pub use aggregate::aggregate_phase;
 pub use matrix::pair_matrix;
 
 use crate::histogram::LatencySummary;
+use crate::hostfacts::HostFacts;
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
@@ -33,6 +34,17 @@ pub const SCHEMA_VERSION: u32 = 3;
 pub struct RunResult {
     pub schema_version: u32,
     pub tool_version: String,
+    /// The source the binary was built from (absent in runs made before it
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
+    /// The launcher's command line, program name first (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_line: Option<Vec<String>>,
+    /// The hostfile as given, byte for byte where it is UTF-8 (absent when
+    /// the hosts came from elsewhere: Slurm, `pair`, or older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostfile_text: Option<String>,
     /// RFC 3339, UTC.
     pub started_at: String,
     pub scenario_file: String,
@@ -65,6 +77,9 @@ impl RunResult {
         RunResult {
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            build: Some(Build::of_this_binary()),
+            command_line: Some(std::env::args().collect()),
+            hostfile_text: None,
             started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             scenario_file,
             scenario,
@@ -88,6 +103,34 @@ impl RunResult {
     }
 }
 
+/// The source a binary was built from, embedded by build.rs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Build {
+    /// The crate's version (as `tool_version`).
+    pub version: String,
+    /// `git rev-parse HEAD` at build time; "unknown" when built outside a
+    /// git checkout.
+    pub commit: String,
+    /// The checkout had changes to tracked files not in `commit`; `None`
+    /// when unknown (no git).
+    pub dirty: Option<bool>,
+}
+
+impl Build {
+    pub fn of_this_binary() -> Build {
+        let dirty = match env!("FABRICBENCH_GIT_DIRTY") {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        };
+        Build {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: env!("FABRICBENCH_GIT_COMMIT").to_string(),
+            dirty,
+        }
+    }
+}
+
 /// One rank's RDMA devices and ports as its own probe saw them at the start
 /// of the run (`fabricbench probe` in short).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,6 +141,11 @@ pub struct RankProbe {
     pub devices: Vec<InventoryDevice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the host is: kernel, OS, CPU, NUMA, rdma-core, and its RDMA
+    /// devices' drivers, firmware, models and port rates as sysfs states
+    /// them (absent in runs made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<HostFacts>,
 }
 
 /// The all-pairs matrix over every rank of the plan.

@@ -35,7 +35,8 @@ pub async fn run_and_judge(
         if opts.progress {
             eprintln!("retesting {} suspect(s) alone", owners.len());
         }
-        let retest = run(Prepared { scenario_file, scenario, hosts, plan }, launch, opts, &mut ()).await?;
+        let retest =
+            run(Prepared { scenario_file, scenario, hosts, plan, hostfile_text: None }, launch, opts, &mut ()).await?;
         let failure = match &retest.status {
             RunStatus::Failed { error } => Some(error.as_str()),
             RunStatus::Ok => None,

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::report_parts;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window};
+use crate::hostfacts::HostFacts;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
 use crate::scenario::stress::StressSpec;
@@ -101,7 +102,7 @@ pub enum Action<O, C> {
 /// What the work off the async threads has finished.
 #[derive(Debug)]
 pub enum Work<O, C> {
-    Probed(RdmaInventory),
+    Probed(RdmaInventory, Box<HostFacts>),
     Prepared {
         phase: usize,
         result: Result<(O, Vec<FlowEndpoint>), String>,
@@ -268,7 +269,7 @@ impl<O, C> Session<O, C> {
     pub fn finished(&mut self, work: Work<O, C>) {
         match work {
             _ if matches!(self.stage, Stage::Done) => {}
-            Work::Probed(inventory) => self.send(ToCoordinator::Probe(inventory)),
+            Work::Probed(inventory, facts) => self.send(ToCoordinator::Probe(inventory, facts)),
             Work::Prepared { phase, result } if matches!(self.stage, Stage::Preparing { phase: p } if p == phase) => {
                 match result {
                     Ok((ends, endpoints)) => {
@@ -393,7 +394,7 @@ fn name(msg: &ToWorker) -> &'static str {
 
 fn work_name<O, C>(work: &Work<O, C>) -> String {
     match work {
-        Work::Probed(_) => "the probe".to_string(),
+        Work::Probed(..) => "the probe".to_string(),
         Work::Prepared { phase, .. } => format!("the endpoints of phase {phase}"),
         Work::Connected { phase, .. } => format!("the connected flows of phase {phase}"),
         Work::Interval { phase, interval, .. } => format!("interval {interval} of phase {phase}"),

@@ -139,7 +139,11 @@ impl Sim {
 fn three_phases_in_order_then_bye() {
     let mut sim = Sim::welcomed();
     let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
-    assert_eq!(sim.done(Work::Probed(inventory.clone())), [Action::Send(ToCoordinator::Probe(inventory))]);
+    let facts = Box::new(HostFacts::of_this_host());
+    assert_eq!(
+        sim.done(Work::Probed(inventory.clone(), facts.clone())),
+        [Action::Send(ToCoordinator::Probe(inventory, facts))]
+    );
     for phase in 0..3 {
         sim.reach_running(phase);
         for interval in 1..=2 {
@@ -399,7 +403,7 @@ impl Job {
                     quiet = false;
                     match action {
                         Action::Send(msg) => self.coordinator.received(rank as u64, msg, 0),
-                        Action::Probe => session.finished(Work::Probed(RdmaInventory::default())),
+                        Action::Probe => session.finished(Work::Probed(RdmaInventory::default(), Box::default())),
                         Action::Prepare { phase, flows, .. } => {
                             let endpoint = endpoints(phase)[0].endpoint.clone();
                             let receivers = flows.iter().filter(|f| f.side == Side::Receiver);

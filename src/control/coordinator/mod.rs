@@ -310,9 +310,10 @@ impl Coordinator {
                 self.check_abort_complete();
             }
             ToCoordinator::Heartbeat => {}
-            ToCoordinator::Probe(inventory) => {
+            ToCoordinator::Probe(inventory, facts) => {
                 let host = self.slots[rank].host.clone();
-                self.event(Event::Probed(RankProbe { rank, host, devices: inventory.devices, error: inventory.error }));
+                let (devices, error, facts) = (inventory.devices, inventory.error, Some(*facts));
+                self.event(Event::Probed(RankProbe { rank, host, devices, error, facts }));
             }
             ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
             ToCoordinator::Ready { phase } => self.ready(rank, phase, now_ns),
