@@ -47,7 +47,7 @@ pub fn window() -> Window {
 pub fn coordinator(plan: Plan, now_ns: i64) -> Coordinator {
     let minute = Duration::from_secs(60);
     let usual = Timeouts::for_ranks(plan.ranks.len());
-    let timeouts = Timeouts { silence: minute, join: minute, stage: minute, hello: minute, ..usual };
+    let timeouts = Timeouts { silence: minute, join: minute, stage: minute, ..usual };
     Coordinator::new(JOB, TOKEN.into(), plan, window(), timeouts, now_ns)
 }
 
