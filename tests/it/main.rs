@@ -19,6 +19,7 @@ mod rendered;
 mod reports;
 mod run_local;
 mod shipped_scenarios;
+mod stream_rows;
 mod tcp_data_plane;
 mod testbed_hostile;
 mod testbed_scenarios;
