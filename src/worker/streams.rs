@@ -208,6 +208,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rails_near_different_nodes_widen_the_ends_cores() {
+        let placed =
+            |cores: &[usize], note: Option<&str>| Placed { cores: cores.to_vec(), note: note.map(String::from) };
+        let end = widen(Ok(placed(&[0, 1], None)), Ok(placed(&[2, 3, 1], Some("rail 1"))));
+        assert_eq!(end, Ok(placed(&[0, 1, 2, 3], Some("rail 1"))));
+        let end = widen(Ok(placed(&[0], Some("first"))), Ok(placed(&[4], Some("second"))));
+        assert_eq!(end.unwrap().note.as_deref(), Some("first"), "the first note stays");
+        let bad = widen(Ok(placed(&[0], None)), Err("core 4096 does not exist".into()));
+        assert_eq!(bad, Err("core 4096 does not exist".to_string()), "a rail that cannot be placed is told");
+    }
+
+    #[test]
     fn every_stream_keeps_its_round_trips() {
         let rtts = Mutex::new(None);
         for ns in [[1_000, 2_000], [3_000, 4_000], [5_000, 6_000]] {
