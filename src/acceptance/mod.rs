@@ -174,6 +174,7 @@ mod tests {
                 latency: None,
                 error: None,
                 refused: 0,
+                lanes: Vec::new(),
             })
             .collect();
         PhaseResult {

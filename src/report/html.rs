@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::report::charts::{self, Series};
 use crate::report::table::Table;
-use crate::report::tables;
 use crate::report::{escape, Exporter, ReportError};
+use crate::report::{sweeps, tables};
 use crate::result::sweep::SweepResult;
 use crate::result::{FlowResult, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
 
@@ -179,7 +179,7 @@ fn sweep_section(run: &RunResult, sweep: &SweepResult) -> Result<String, ReportE
         }
     }
     out += "</div>\n";
-    for table in tables::sweep_tables(run) {
+    for table in sweeps::tables(run) {
         out += &html_table(&table);
     }
     Ok(out)

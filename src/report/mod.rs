@@ -8,10 +8,12 @@ mod html;
 pub mod journal;
 mod junit;
 mod labels;
+mod lanes;
 pub mod perftest;
 mod rdma_counters;
 mod refused;
 pub mod results_dir;
+mod sweeps;
 mod table;
 mod tables;
 mod terminal;
@@ -94,7 +96,7 @@ impl Exporter for MarkdownExporter {
                 out += &markdown_table(table);
             }
         }
-        for table in tables::sweep_tables(run) {
+        for table in sweeps::tables(run) {
             out += &markdown_table(&table);
         }
         if let Some(ports) = tables::ports(run) {

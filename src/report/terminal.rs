@@ -4,8 +4,9 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
+use crate::report::sweeps;
 use crate::report::table::Table;
-use crate::report::tables::{self, status_line, summarize, sweep_tables};
+use crate::report::tables::{self, status_line, summarize};
 use crate::result::RunResult;
 
 /// Matrices wider than this many hosts are left to report.html.
@@ -22,7 +23,7 @@ pub fn render(run: &RunResult) -> String {
             out += &table_text(table);
         }
     }
-    for table in sweep_tables(run) {
+    for table in sweeps::tables(run) {
         out += &format!("\n{}", table_text(&table));
     }
     if let Some(m) = &run.matrix {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
-use crate::result::{FlowResult, GroupResult, PhaseResult, RankResult, ReceiverResult};
+use crate::result::{FlowResult, GroupResult, LaneResult, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::{Mode, Op, Transport};
 use crate::transport::Side;
 use crate::units::gbps;
@@ -85,6 +85,7 @@ pub fn aggregate_phase(
             latency: tx.and_then(|(_, s)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
             error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
             refused: rx.map_or(0, |(_, s)| s.refused),
+            lanes: counted.map_or_else(Vec::new, |s| lanes(s, taken, window_s)),
         });
     }
 
@@ -117,6 +118,23 @@ pub fn aggregate_phase(
         ranks: rank_results(ranks, reports, &flows, window_s),
         flows,
     }
+}
+
+/// Each lane's bytes over the common window: only when the end's last
+/// boundary is the window's (a rank that took more boundaries than the
+/// others in a cut-short phase has no reading at the common close).
+fn lanes(s: &FlowSamples, taken: usize, window_s: f64) -> Vec<LaneResult> {
+    if s.bytes.len() != taken {
+        return Vec::new();
+    }
+    s.lanes
+        .iter()
+        .enumerate()
+        .map(|(lane, l)| {
+            let bytes = l.closed.saturating_sub(l.opened);
+            LaneResult { lane, device: l.device.clone(), bytes, gbps: gbps(bytes, window_s) }
+        })
+        .collect()
 }
 
 /// What part of a round trip latency reports: half (ping-pong), or all of it

@@ -329,6 +329,23 @@ pub struct FlowResult {
     /// not prove they were this flow's (0 in runs made before it existed).
     #[serde(default)]
     pub refused: u64,
+    /// A flow of several streams (TCP) or rails (RDMA): what each moved in
+    /// the window, at the end that counts `bytes`, summing to it exactly.
+    /// Absent for one lane, and in runs made before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneResult>,
+}
+
+/// One TCP stream (in stream order) or RDMA rail of a flow, over the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaneResult {
+    /// The stream's (rail's) index in the flow, from 0.
+    pub lane: usize,
+    /// RDMA: the rail's device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    pub bytes: u64,
+    pub gbps: f64,
 }
 
 /// Everything arriving at one rank (the incast view).

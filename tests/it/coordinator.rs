@@ -144,6 +144,7 @@ fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSam
         error: None,
         rtts: None,
         refused: 0,
+        lanes: Vec::new(),
     }
 }
 

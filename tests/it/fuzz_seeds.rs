@@ -49,6 +49,7 @@ fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
             error: None,
             rtts: None,
             refused: 0,
+            lanes: Vec::new(),
         })
         .collect();
     RankReport {

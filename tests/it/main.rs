@@ -22,6 +22,7 @@ mod reports;
 mod run_local;
 mod run_record;
 mod shipped_scenarios;
+mod stream_rows;
 mod tcp_data_plane;
 mod testbed_hostile;
 mod testbed_scenarios;

@@ -83,6 +83,7 @@ fn report_with_every_optional_part() {
                 error: error.clone(),
                 rtts: Some(rtts.clone()),
                 refused: 3,
+                lanes: Vec::new(),
             }],
             clock_offset_ns: 9,
             rtt_ns: 4,

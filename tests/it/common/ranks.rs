@@ -194,6 +194,7 @@ pub fn rank_reports(phase: &Phase, ranks: usize, boundaries: usize) -> Vec<RankR
         error: None,
         rtts: None,
         refused: 0,
+        lanes: Vec::new(),
     };
     let sample_ns: Vec<i64> = (0..boundaries as i64).map(|k| 1_000_000_000 + k * 1_000_000_000).collect();
     let mut reports: Vec<RankReport> = (0..ranks)
