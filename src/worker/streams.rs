@@ -69,7 +69,10 @@ impl FlowEnd {
             let mut buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
             let mut recorder = (mode == Mode::Latency && side == Side::Sender).then(|| Recorder::new(Some(window)));
             sleep_until(t0, &stop);
-            if stop.load(Ordering::Relaxed) {
+            // A sender told to stop before it began closes cleanly (EOF); a
+            // receiver still reads until its sender closes, which may be
+            // sending already: its rank's window is not this one's.
+            if stop.load(Ordering::Relaxed) && side == Side::Sender {
                 return;
             }
             note_start(&started);

@@ -9,6 +9,7 @@ mod acceptance_bed;
 mod architecture;
 mod coordinator;
 mod coordinator_scale;
+mod degraded;
 mod fuzz_seeds;
 mod load_scenarios;
 mod pair;

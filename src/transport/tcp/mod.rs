@@ -23,6 +23,15 @@ use crate::transport::FlowCounters;
 
 /// How long one blocking socket call may take before the loop looks at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
+/// After its own rank's window closes, a receiving end keeps reading until
+/// its sender closes, giving up only after this long without a byte: the
+/// sender's rank closes its window on its own clock, and on a busy host its
+/// threads can wait far longer than one `POLL` for a core. Closing earlier
+/// resets the connection under a sender that is still writing (EPIPE).
+const DRAIN_SILENCE: Duration = Duration::from_secs(2);
+/// …and after this long in all, whatever the sender does, so a report is
+/// never held by a peer that writes on.
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
@@ -85,8 +94,9 @@ pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop:
     Ok(())
 }
 
-/// Receives until the sender closes (or `stop` and silence), counting bytes;
-/// messages are counted as whole `message_size` units received.
+/// Receives until the sender closes, counting bytes; messages are counted
+/// as whole `message_size` units received. After `stop` it drains
+/// (`Drain`): the window is over for this rank, not for its sender.
 pub fn receive_loop(
     mut sock: TcpStream,
     buf: &mut [u8],
@@ -97,19 +107,45 @@ pub fn receive_loop(
     let fail = stream_error(&sock, counters);
     sock.set_read_timeout(Some(POLL)).map_err(&fail)?;
     let mut partial = 0u64;
+    let mut drain = Drain::default();
     loop {
-        match sock.read(buf) {
+        let heard = match sock.read(buf) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 partial += n as u64;
                 let whole = partial / message_size;
                 partial %= message_size;
                 counters.add(n as u64, whole);
+                true
             }
-            Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(()),
-            Err(e) if is_retry(&e) => {}
+            Err(e) if is_retry(&e) => false,
             Err(e) => return Err(fail(e)),
+        };
+        if drain.over(stop, heard) {
+            return Ok(());
         }
+    }
+}
+
+/// When a receiving end that was told to stop may close: once its sender
+/// has been silent for `DRAIN_SILENCE`, or `DRAIN_LIMIT` after the stop.
+#[derive(Default)]
+struct Drain {
+    stopped: Option<Instant>,
+    heard: Option<Instant>,
+}
+
+impl Drain {
+    /// Called after every read (`heard`: it brought bytes).
+    fn over(&mut self, stop: &AtomicBool, heard: bool) -> bool {
+        if !stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        let stopped = *self.stopped.get_or_insert(now);
+        let last = if heard { now } else { self.heard.unwrap_or(stopped) };
+        self.heard = Some(last);
+        now - stopped >= DRAIN_LIMIT || now - last >= DRAIN_SILENCE
     }
 }
 
@@ -126,8 +162,9 @@ pub fn ping_loop(
     prepare_latency(&sock).map_err(&fail)?;
     while !stop.load(Ordering::Relaxed) {
         let sent = Instant::now();
-        if !transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
-            || !transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
+        let mut stopped = |heard: bool| !heard && stop.load(Ordering::Relaxed);
+        if !transfer(&mut sock, buf, &mut stopped, Direction::Write).map_err(&fail)?
+            || !transfer(&mut sock, buf, &mut stopped, Direction::Read).map_err(&fail)?
         {
             break;
         }
@@ -138,7 +175,8 @@ pub fn ping_loop(
     Ok(())
 }
 
-/// Latency server: returns every message as soon as it has all of it.
+/// Latency server: returns every message as soon as it has all of it,
+/// until the client closes (after `stop` it drains, as a receiver does).
 pub fn echo_loop(
     mut sock: TcpStream,
     buf: &mut [u8],
@@ -147,8 +185,10 @@ pub fn echo_loop(
 ) -> Result<(), TcpError> {
     let fail = stream_error(&sock, counters);
     prepare_latency(&sock).map_err(&fail)?;
-    while transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
-        && transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
+    let mut drain = Drain::default();
+    let mut drained = |heard: bool| drain.over(stop, heard);
+    while transfer(&mut sock, buf, &mut drained, Direction::Read).map_err(&fail)?
+        && transfer(&mut sock, buf, &mut drained, Direction::Write).map_err(&fail)?
     {
         counters.add(buf.len() as u64, 1);
     }
@@ -166,21 +206,31 @@ enum Direction {
     Write,
 }
 
-/// Moves all of `buf` one way; `false` when the peer closed or `stop` was
-/// set while waiting.
-fn transfer(sock: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, direction: Direction) -> std::io::Result<bool> {
+/// Moves all of `buf` one way; `false` when the peer closed or `give_up`
+/// (told whether the call moved bytes) says so.
+fn transfer(
+    sock: &mut TcpStream,
+    buf: &mut [u8],
+    give_up: &mut impl FnMut(bool) -> bool,
+    direction: Direction,
+) -> std::io::Result<bool> {
     let mut done = 0;
     while done < buf.len() {
         let moved = match direction {
             Direction::Read => sock.read(&mut buf[done..]),
             Direction::Write => sock.write(&buf[done..]),
         };
-        match moved {
+        let heard = match moved {
             Ok(0) => return Ok(false),
-            Ok(n) => done += n,
-            Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(false),
-            Err(e) if is_retry(&e) => {}
+            Ok(n) => {
+                done += n;
+                true
+            }
+            Err(e) if is_retry(&e) => false,
             Err(e) => return Err(e),
+        };
+        if give_up(heard) && done < buf.len() {
+            return Ok(false);
         }
     }
     Ok(true)
