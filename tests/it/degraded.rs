@@ -15,8 +15,7 @@ const FAN_IN: &str = "[run]\nname = \"frozen\"\nduration = \"2s\"\nwarmup = \"1s
 
 /// Runs FAN_IN; with `freeze`, stops rank 2's worker (SIGSTOP) for that
 /// long as soon as the phase has started. The exit code and run.json.
-fn run(freeze: Option<Duration>) -> (Option<i32>, String, serde_json::Value) {
-    let bench = Bench::new();
+fn run(bench: &Bench, freeze: Option<Duration>) -> (Option<i32>, String, serde_json::Value) {
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("frozen.toml", FAN_IN);
     // Progress as plain lines (stderr is a pipe): the phase says when it starts.
@@ -50,7 +49,8 @@ fn run(freeze: Option<Duration>) -> (Option<i32>, String, serde_json::Value) {
 #[test]
 fn a_rank_frozen_across_the_window_opening_degrades_the_run() {
     let _machine = common::busy_machine();
-    let (code, said, run) = run(Some(Duration::from_secs(2)));
+    let bench = Bench::new();
+    let (code, said, run) = run(&bench, Some(Duration::from_secs(2)));
     assert_eq!(code, Some(4), "{said}");
     assert_eq!(run["status"]["state"], "degraded", "{}", run["status"]);
     let phase = &run["phases"][0];
@@ -68,12 +68,14 @@ fn a_rank_frozen_across_the_window_opening_degrades_the_run() {
     assert!(!reasons.contains(&"failed_flows"), "a late end is late, not broken: {}", phase["degraded"]);
     assert!(said.contains("DEGRADED: rank 2's window was"), "{said}");
     assert!(said.contains("run `frozen` DEGRADED"), "{said}");
+    let html = std::fs::read_to_string(bench.result_dir().join("report.html")).unwrap();
+    assert!(html.contains("Run DEGRADED") && html.contains("DEGRADED: rank 2's window"), "report.html");
 }
 
 #[test]
 fn the_same_run_unfrozen_is_not_degraded() {
     let _machine = common::busy_machine();
-    let (code, said, run) = run(None);
+    let (code, said, run) = run(&Bench::new(), None);
     assert_eq!(code, Some(0), "{said}");
     assert_eq!(run["status"]["state"], "ok");
     assert!(run["phases"][0].get("degraded").is_none(), "{}", run["phases"][0]["degraded"]);
