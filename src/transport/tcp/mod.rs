@@ -129,23 +129,31 @@ pub fn receive_loop(
 
 /// When a receiving end that was told to stop may close: once its sender
 /// has been silent for `DRAIN_SILENCE`, or `DRAIN_LIMIT` after the stop.
+/// Silence counts in silent polls from the sender's first byte (so one
+/// frozen long before an abort holds nothing up), or else from the stop
+/// (one that has not begun is late, not gone).
 #[derive(Default)]
 struct Drain {
     stopped: Option<Instant>,
-    heard: Option<Instant>,
+    spoke: bool,
+    silent_polls: u32,
 }
 
 impl Drain {
     /// Called after every read (`heard`: it brought bytes).
     fn over(&mut self, stop: &AtomicBool, heard: bool) -> bool {
-        if !stop.load(Ordering::Relaxed) {
+        let stopping = stop.load(Ordering::Relaxed);
+        self.spoke |= heard;
+        self.silent_polls = match (heard, self.spoke || stopping) {
+            (false, true) => self.silent_polls.saturating_add(1),
+            _ => 0,
+        };
+        if !stopping {
             return false;
         }
         let now = Instant::now();
         let stopped = *self.stopped.get_or_insert(now);
-        let last = if heard { now } else { self.heard.unwrap_or(stopped) };
-        self.heard = Some(last);
-        now - stopped >= DRAIN_LIMIT || now - last >= DRAIN_SILENCE
+        now - stopped >= DRAIN_LIMIT || POLL.saturating_mul(self.silent_polls) >= DRAIN_SILENCE
     }
 }
 
