@@ -79,10 +79,10 @@ impl FlowEnd {
             let outcome = match (mode, side, recorder.as_mut()) {
                 (Mode::Bandwidth, Side::Sender, _) => tcp::send_loop(sock, &buf, &counters, &stop),
                 (Mode::Bandwidth, Side::Receiver, _) => {
-                    tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop)
+                    tcp::receive_loop(sock, &mut buf, size as u64, &counters, (&stop, window.1))
                 }
                 (Mode::Latency, _, Some(recorder)) => tcp::ping_loop(sock, &mut buf, &counters, &stop, recorder),
-                (Mode::Latency, _, None) => tcp::echo_loop(sock, &mut buf, &counters, &stop),
+                (Mode::Latency, _, None) => tcp::echo_loop(sock, &mut buf, &counters, (&stop, window.1)),
             };
             if let Err(e) = outcome {
                 error.lock().expect("error lock").get_or_insert(e.to_string());

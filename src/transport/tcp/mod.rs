@@ -95,19 +95,20 @@ pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop:
 }
 
 /// Receives until the sender closes, counting bytes; messages are counted
-/// as whole `message_size` units received. After `stop` it drains
-/// (`Drain`): the window is over for this rank, not for its sender.
+/// as whole `message_size` units received. After a `stop` at or after its
+/// window's `close` it drains (`Drain`): the window is over for this rank,
+/// not for its sender.
 pub fn receive_loop(
     mut sock: TcpStream,
     buf: &mut [u8],
     message_size: u64,
     counters: &FlowCounters,
-    stop: &AtomicBool,
+    (stop, close): (&AtomicBool, Instant),
 ) -> Result<(), TcpError> {
     let fail = stream_error(&sock, counters);
     sock.set_read_timeout(Some(POLL)).map_err(&fail)?;
     let mut partial = 0u64;
-    let mut drain = Drain::default();
+    let mut drain = Drain::new(close);
     loop {
         let heard = match sock.read(buf) {
             Ok(0) => return Ok(()),
@@ -127,33 +128,33 @@ pub fn receive_loop(
     }
 }
 
-/// When a receiving end that was told to stop may close: once its sender
-/// has been silent for `DRAIN_SILENCE`, or `DRAIN_LIMIT` after the stop.
-/// Silence counts in silent polls from the sender's first byte (so one
-/// frozen long before an abort holds nothing up), or else from the stop
-/// (one that has not begun is late, not gone).
-#[derive(Default)]
+/// When a receiving end that was told to stop may close. A stop at or
+/// after its window's `close` is the phase's end: it drains until its
+/// sender has been silent for `DRAIN_SILENCE` since the stop, or
+/// `DRAIN_LIMIT` after it (a sender that has not begun yet is late, not
+/// gone). A stop before `close` is an abort: the run is ending, and the
+/// partial report must not wait, so it closes at the first silent poll.
 struct Drain {
-    stopped: Option<Instant>,
-    spoke: bool,
+    close: Instant,
+    stopped: Option<(Instant, bool)>,
     silent_polls: u32,
 }
 
 impl Drain {
+    fn new(close: Instant) -> Drain {
+        Drain { close, stopped: None, silent_polls: 0 }
+    }
+
     /// Called after every read (`heard`: it brought bytes).
     fn over(&mut self, stop: &AtomicBool, heard: bool) -> bool {
-        let stopping = stop.load(Ordering::Relaxed);
-        self.spoke |= heard;
-        self.silent_polls = match (heard, self.spoke || stopping) {
-            (false, true) => self.silent_polls.saturating_add(1),
-            _ => 0,
-        };
-        if !stopping {
+        if !stop.load(Ordering::Relaxed) {
             return false;
         }
         let now = Instant::now();
-        let stopped = *self.stopped.get_or_insert(now);
-        now - stopped >= DRAIN_LIMIT || POLL.saturating_mul(self.silent_polls) >= DRAIN_SILENCE
+        let (stopped, aborted) = *self.stopped.get_or_insert((now, now < self.close));
+        self.silent_polls = if heard { 0 } else { self.silent_polls.saturating_add(1) };
+        let silence = POLL.saturating_mul(self.silent_polls);
+        (aborted && !heard) || now - stopped >= DRAIN_LIMIT || silence >= DRAIN_SILENCE
     }
 }
 
@@ -189,11 +190,11 @@ pub fn echo_loop(
     mut sock: TcpStream,
     buf: &mut [u8],
     counters: &FlowCounters,
-    stop: &AtomicBool,
+    (stop, close): (&AtomicBool, Instant),
 ) -> Result<(), TcpError> {
     let fail = stream_error(&sock, counters);
     prepare_latency(&sock).map_err(&fail)?;
-    let mut drain = Drain::default();
+    let mut drain = Drain::new(close);
     let mut drained = |heard: bool| drain.over(stop, heard);
     while transfer(&mut sock, buf, &mut drained, Direction::Read).map_err(&fail)?
         && transfer(&mut sock, buf, &mut drained, Direction::Write).map_err(&fail)?
