@@ -282,3 +282,28 @@ fn a_receiver_whose_window_closed_waits_for_its_late_sender() {
     assert!(sent.read().0 > 0, "the sender sent for 500 ms");
     assert_eq!(received.read().0, sent.read().0, "everything sent was read before the receiver closed");
 }
+
+/// An abort (a stop before the window closed) ends the run: the receiver
+/// does not wait for a silent sender, so its partial report makes the
+/// coordinator's abort grace.
+#[test]
+fn an_aborted_receiver_closes_at_its_first_silent_poll() {
+    let listener = Listener::bind(LOOPBACK).unwrap();
+    let addr = listener.local_addr();
+    let stop = Arc::new(AtomicBool::new(true));
+    let receiver = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let sock = listener.accept(&AUTH, 1, TIMEOUT).unwrap().streams.remove(0);
+            let began = Instant::now();
+            let window_closes = began + Duration::from_secs(60);
+            let outcome =
+                tcp::receive_loop(sock, &mut [0; 65536], 65536, &FlowCounters::default(), (&stop, window_closes));
+            (outcome, began.elapsed())
+        })
+    };
+    let _silent_sender = tcp::connect(LOOPBACK, addr, &AUTH, 1, TIMEOUT).unwrap();
+    let (outcome, took) = receiver.join().unwrap();
+    outcome.expect("an aborted receiver ends cleanly");
+    assert!(took < Duration::from_secs(1), "waited {took:?} for a silent sender after an abort");
+}
