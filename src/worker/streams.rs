@@ -69,10 +69,14 @@ impl FlowEnd {
             let mut buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
             let mut recorder = (mode == Mode::Latency && side == Side::Sender).then(|| Recorder::new(Some(window)));
             sleep_until(t0, &stop);
-            // A sender told to stop before it began closes cleanly (EOF); a
-            // receiver still reads until its sender closes, which may be
-            // sending already: its rank's window is not this one's.
-            if stop.load(Ordering::Relaxed) && side == Side::Sender {
+            // A sender that would begin after its window closed (its rank
+            // got Start late) or was told to stop closes cleanly (EOF): its
+            // receiver may be gone, and it would only write into a reset
+            // connection; it is reported late, not broken. A receiver still
+            // reads until its sender closes, which may be sending already:
+            // its rank's window is not this one's.
+            let too_late = stop.load(Ordering::Relaxed) || Instant::now() >= window.1;
+            if too_late && side == Side::Sender {
                 return;
             }
             note_start(&started);
