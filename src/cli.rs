@@ -52,6 +52,9 @@ Bandwidth is in Gb/s = 1e9 bit/s.
 Exit codes: 0 the run completed and every check passed; 1 the run failed
 (a rank died, a stream broke); 2 bad input (file, line and field are
 named); 3 a check failed or could not be evaluated (compare: a regression);
+4 the run completed but is degraded: a phase is not a valid measurement (a
+flow failed or moved nothing, a window came out short, the flows did not
+start together; docs/METRICS.md) and its checks are unknown;
 128 + N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), with every
 finished phase saved. The results folder is made before anything starts and
 journals each phase (docs/RESULTS.md).";

@@ -23,8 +23,14 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
     let base = results_dir::read(&args.base).map_err(Failure::bad_input)?;
     let new = results_dir::read(&args.new).map_err(Failure::bad_input)?;
     for (which, run) in [("baseline", &base), ("new run", &new)] {
-        if let RunStatus::Failed { error } = &run.status {
-            eprintln!("warning: the {which} failed ({error}); its numbers cover what ran");
+        match &run.status {
+            RunStatus::Failed { error } => {
+                eprintln!("warning: the {which} failed ({error}); its numbers cover what ran")
+            }
+            RunStatus::Degraded { reasons } => {
+                eprintln!("warning: the {which} is degraded, not a valid measurement: {}", reasons.join(" | "));
+            }
+            RunStatus::Ok => {}
         }
     }
     let comparison = report::compare::compare(&base, &new, args.tolerance);

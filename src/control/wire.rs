@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
+use crate::result::degraded::AskedWindow;
 use crate::scenario::stress::StressSpec;
 use crate::scenario::{check_run, RunSpec};
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
@@ -102,6 +103,11 @@ impl Window {
         let run =
             RunSpec { name: "window".into(), warmup: self.warmup, duration: self.duration, interval: self.interval };
         check_run(&run)
+    }
+
+    /// What the phase's result is judged against (`result::degraded`).
+    pub fn asked(&self) -> AskedWindow {
+        AskedWindow { warmup: self.warmup, duration: self.duration }
     }
 
     /// Sample boundaries in the window: 0 (window opens) … the last (closes).

@@ -103,6 +103,7 @@ mod tests {
             flows: vec![flow],
             receivers: Vec::new(),
             ranks: Vec::new(),
+            degraded: Vec::new(),
         };
         let lines = iperf_lines(&phase, |f| format!("flow {}:", f.id));
         assert_eq!(

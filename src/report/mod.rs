@@ -89,7 +89,7 @@ impl Exporter for MarkdownExporter {
         }
         for phase in tables::summarize(run) {
             out += &format!("## {}\n\n", phase.headline);
-            if let Some(warning) = &phase.warning {
+            for warning in &phase.warnings {
                 out += &format!("{warning}\n\n");
             }
             for table in &phase.tables {

@@ -8,11 +8,11 @@ use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunS
 use crate::scenario::Mode;
 use crate::units::number;
 
-/// One headline per phase, a warning when strangers were refused, then its
-/// flows, receivers and ranks.
+/// One headline per phase, warnings (why it is degraded, strangers
+/// refused), then its flows, receivers and ranks.
 pub struct PhaseSummary {
     pub headline: String,
-    pub warning: Option<String>,
+    pub warnings: Vec<String>,
     pub tables: Vec<Table>,
 }
 
@@ -66,11 +66,22 @@ pub fn status_line(run: &RunResult) -> String {
     match &run.status {
         RunStatus::Ok => format!("run `{}` completed: {} phase(s)", run.scenario.run.name, run.phases.len()),
         RunStatus::Failed { error } => format!("run `{}` FAILED: {error}", run.scenario.run.name),
+        RunStatus::Degraded { reasons } => format!(
+            "run `{}` DEGRADED: completed {} phase(s), {} not a valid measurement (docs/METRICS.md, \"Degraded phases\")\n  {}",
+            run.scenario.run.name,
+            run.phases.len(),
+            reasons.len(),
+            reasons.join("\n  ")
+        ),
     }
 }
 
 pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
-    let cut = if p.complete { "" } else { " (INCOMPLETE: cut short, numbers cover what ran)" };
+    let cut = match (p.complete, p.degraded.is_empty()) {
+        (false, _) => " (INCOMPLETE: cut short, numbers cover what ran)",
+        (true, false) => " (DEGRADED: not a valid measurement)",
+        (true, true) => "",
+    };
     // A phase of latency flows alone moves no bandwidth worth a headline.
     let aggregate = if p.flows.iter().any(|f| f.mode == Mode::Bandwidth) {
         format!("aggregate {} Gb/s", number(p.aggregate_gbps, 3))
@@ -96,7 +107,8 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         rdma_counters::table(p),
         stress(p),
     ];
-    PhaseSummary { headline, warning: refused::warning(p), tables }
+    let degraded = p.degraded.iter().map(|d| format!("DEGRADED: {d}"));
+    PhaseSummary { headline, warnings: degraded.chain(refused::warning(p)).collect(), tables }
 }
 
 fn flows(p: &PhaseResult) -> Table {

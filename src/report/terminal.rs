@@ -16,7 +16,7 @@ pub fn render(run: &RunResult) -> String {
     let mut out = String::new();
     for phase in summarize(run) {
         out += &format!("\n{}\n", phase.headline);
-        if let Some(warning) = &phase.warning {
+        for warning in &phase.warnings {
             out += &format!("{warning}\n");
         }
         for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {

@@ -6,6 +6,7 @@
 //! the sweep summary.
 
 mod aggregate;
+pub mod degraded;
 mod matrix;
 pub mod sweep;
 
@@ -92,6 +93,15 @@ impl RunResult {
             status: RunStatus::Ok,
             matrix: None,
             acceptance: None,
+        }
+    }
+
+    /// A completed run with a degraded phase is degraded, naming each such
+    /// phase and its reasons; a failed run stays failed.
+    pub fn mark_degraded(&mut self) {
+        let reasons: Vec<String> = self.phases.iter().filter(|p| !p.degraded.is_empty()).map(degraded::line).collect();
+        if self.status == RunStatus::Ok && !reasons.is_empty() {
+            self.status = RunStatus::Degraded { reasons };
         }
     }
 
@@ -275,7 +285,14 @@ pub enum Retest {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum RunStatus {
     Ok,
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
+    /// The run completed, but these phases' numbers are not a valid
+    /// measurement: one line per degraded phase, naming its reasons.
+    Degraded {
+        reasons: Vec<String>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -288,6 +305,9 @@ pub struct PhaseResult {
     pub window_s: f64,
     /// Spread of the flows' actual start times around t0, µs.
     pub start_skew_us: f64,
+    /// Why the phase is not a valid measurement (`degraded`); absent when it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<degraded::Degradation>,
     /// All bytes of all bandwidth flows in the window / window length, Gb/s.
     pub aggregate_gbps: f64,
     /// The aggregate per sample interval, Gb/s.

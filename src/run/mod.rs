@@ -150,6 +150,7 @@ pub async fn run(
     if let Err(e) = outcome {
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
+    result.mark_degraded();
     result.summarize_phases();
     Ok(result)
 }

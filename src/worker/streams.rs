@@ -99,17 +99,24 @@ impl FlowEnd {
             let mut buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
             let mut recorder = (mode == Mode::Latency && side == Side::Sender).then(|| Recorder::new(Some(window)));
             sleep_until(t0, &stop);
-            if stop.load(Ordering::Relaxed) {
+            // A sender that would begin after its window closed (its rank
+            // got Start late) or was told to stop closes cleanly (EOF): its
+            // receiver may be gone, and it would only write into a reset
+            // connection; it is reported late, not broken. A receiver still
+            // reads until its sender closes, which may be sending already:
+            // its rank's window is not this one's.
+            let too_late = stop.load(Ordering::Relaxed) || Instant::now() >= window.1;
+            if too_late && side == Side::Sender {
                 return;
             }
             note_start(&started);
             let outcome = match (mode, side, recorder.as_mut()) {
                 (Mode::Bandwidth, Side::Sender, _) => tcp::send_loop(sock, &buf, &counters, &stop),
                 (Mode::Bandwidth, Side::Receiver, _) => {
-                    tcp::receive_loop(sock, &mut buf, size as u64, &counters, &stop)
+                    tcp::receive_loop(sock, &mut buf, size as u64, &counters, (&stop, window.1))
                 }
                 (Mode::Latency, _, Some(recorder)) => tcp::ping_loop(sock, &mut buf, &counters, &stop, recorder),
-                (Mode::Latency, _, None) => tcp::echo_loop(sock, &mut buf, &counters, &stop),
+                (Mode::Latency, _, None) => tcp::echo_loop(sock, &mut buf, &counters, (&stop, window.1)),
             };
             if let Err(e) = outcome {
                 error.lock().expect("error lock").get_or_insert(e.to_string());

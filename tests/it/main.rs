@@ -10,6 +10,7 @@ mod architecture;
 mod compare_bed;
 mod coordinator;
 mod coordinator_scale;
+mod degraded;
 mod fuzz_seeds;
 mod host_facts;
 mod load_scenarios;

@@ -71,6 +71,15 @@ fn v3_rdma_fan_in_with_probes_and_counters() {
     assert_eq!(report("v3-rdma-fan-in"), WITHOUT_CHECKS);
 }
 
+/// A phase with rank 2 frozen across its window's opening: degraded, each
+/// reason a line, its checks unknown.
+#[test]
+fn v3_degraded_with_its_checks_unknown() {
+    let mut with_junit = WITHOUT_CHECKS.to_vec();
+    with_junit.push("junit.xml");
+    assert_eq!(report("v3-degraded"), with_junit);
+}
+
 /// The TCP pairs, and the RDMA run for the header perftest prints from a
 /// probed port (device, link type, MTU).
 #[test]

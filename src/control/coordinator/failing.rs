@@ -40,7 +40,13 @@ impl Coordinator {
             return;
         };
         if reports.any() {
-            let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, reports.answers(), false);
+            let result = aggregate_phase(
+                &self.plan.phases[phase],
+                &self.plan.ranks,
+                reports.answers(),
+                false,
+                self.window.asked(),
+            );
             self.event(Event::PhaseDone(Box::new(result)));
         }
         self.broadcast(|| ToWorker::Bye);

@@ -208,7 +208,8 @@ impl Coordinator {
                     return;
                 }
                 let reports = std::mem::replace(reports, Gather::new(0)).into_answers();
-                let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
+                let result =
+                    aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true, self.window.asked());
                 self.event(Event::PhaseDone(Box::new(result)));
                 if phase + 1 < self.plan.phases.len() {
                     self.set_stage(Stage::Saving { phase }, now_ns);
