@@ -51,7 +51,8 @@ fn tcp_flow(length: Duration) -> Histogram {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let sock = listener.accept(&auth, 1, Duration::from_secs(5)).expect("accept").streams.remove(0);
-            tcp::echo_loop(sock, &mut [0; 64], &FlowCounters::default(), &stop).expect("echo");
+            // Stopped at the end of its run: it echoes until the client closes.
+            tcp::echo_loop(sock, &mut [0; 64], &FlowCounters::default(), (&stop, Instant::now())).expect("echo");
         })
     };
     let sock = tcp::connect(ip, addr, &auth, 1, Duration::from_secs(5)).expect("connect").remove(0);

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 pub mod pair;
 
 use crate::launch::choose::LauncherKind;
+use crate::report::compare::Tolerances;
 use crate::scenario::{parse_rate, Rule};
 
 const EXAMPLES: &str = "\
@@ -38,8 +39,11 @@ Examples:
   # re-render a results folder (report.html, summary.md, CSVs) from its run.json
   fabricbench report results/2026-11-30T08-24-42Z-fan-in
 
-  # did anything get slower than the baseline by more than 5 %?
+  # did anything get worse than the baseline by more than 5 % (every kind of number)?
   fabricbench compare results/baseline results/2026-11-30T08-24-42Z-fan-in --tolerance 5%
+
+  # Gb/s may drop 5 %, latency (min, typical, p99, p99.9) grow 10 %, CPU 30 %
+  fabricbench compare results/baseline results/new --tolerance gbps=5%,latency=10%,cpu=30%
 
 Results go to results/<UTC time>-<scenario name>/ (run.json, flows.csv,
 intervals.csv, ranks.csv, summary.md, report.html, junit.xml with checks).
@@ -48,6 +52,9 @@ Bandwidth is in Gb/s = 1e9 bit/s.
 Exit codes: 0 the run completed and every check passed; 1 the run failed
 (a rank died, a stream broke); 2 bad input (file, line and field are
 named); 3 a check failed or could not be evaluated (compare: a regression);
+4 the run completed but is degraded: a phase is not a valid measurement (a
+flow failed or moved nothing, a window came out short, the flows did not
+start together; docs/METRICS.md) and its checks are unknown;
 128 + N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), with every
 finished phase saved. The results folder is made before anything starts and
 journals each phase (docs/RESULTS.md).";
@@ -66,12 +73,12 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print the flows a scenario makes on a hostfile, without running
     Plan(Inputs),
-    /// Check every host of a hostfile over ssh: reachable, same fabricbench version, clock offset
+    /// Check every host of a hostfile over ssh: reachable, same fabricbench version, clock offset, and what each host is (`fabricbench facts` there)
     Hosts(HostsArgs),
     /// Re-render a results folder (report.html, summary.md, CSVs, junit.xml) from its run.json
     #[command(after_help = EXAMPLES)]
     Report(ReportArgs),
-    /// Compare two results folders flow by flow; exit 3 when something got slower than the tolerance
+    /// Compare two results folders on every metric (Gb/s, Mpps, latency, CPU); exit 3 when something got worse than its tolerance
     #[command(after_help = EXAMPLES)]
     Compare(CompareArgs),
     /// Two hosts with perftest's flags and no scenario file; prints perftest's table
@@ -79,6 +86,8 @@ pub enum Command {
     Pair(Box<pair::PairArgs>),
     /// List this host's RDMA devices: ports, state, link layer, rate, MTU, firmware, NUMA node, GIDs
     Probe(ProbeArgs),
+    /// What this host is, as run.json records it: kernel, OS, CPU model, cores, NUMA nodes, rdma-core, and each RDMA device's driver, firmware, model and port rates (from sysfs)
+    Facts(ProbeArgs),
     /// The per-host worker (started by the launcher; reads its job on stdin)
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -225,23 +234,13 @@ pub struct CompareArgs {
     pub base: PathBuf,
     /// The new results folder (or its run.json)
     pub new: PathBuf,
-    /// How much slower than the baseline still passes, e.g. 5% (Gb/s, per flow and aggregate)
-    #[arg(long, default_value = "5%", value_parser = parse_percent, value_name = "PERCENT")]
-    pub tolerance: f64,
-}
-
-/// `5%` or `5` → 5.0.
-fn parse_percent(text: &str) -> Result<f64, String> {
-    let n: f64 = text
-        .trim()
-        .trim_end_matches('%')
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a percentage; write e.g. 5%"))?;
-    if !(0.0..100.0).contains(&n) {
-        return Err(format!("`{text}`: the tolerance must be at least 0 % and below 100 %"));
-    }
-    Ok(n)
+    /// How much worse than the baseline still passes, per kind of number:
+    /// gbps (aggregate, receiver and flow Gb/s), mpps (RDMA flows' message
+    /// rate), latency (min, typical, p99, p99.9: higher is worse), cpu
+    /// (worker CPU: higher is worse). `5%` sets every kind;
+    /// `gbps=5%,latency=10%` the named ones, the others keep their default
+    #[arg(long, default_value = "gbps=5%,mpps=5%,latency=10%,cpu=20%", value_name = "TOLERANCE")]
+    pub tolerance: Tolerances,
 }
 
 /// Where a run's results folder goes (`run`, `pair`).

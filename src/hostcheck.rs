@@ -1,11 +1,13 @@
 //! `fabricbench hosts`: before a long run, check every host in parallel:
-//! reachable over ssh, fabricbench present at the same version, clock offset.
+//! reachable over ssh, fabricbench present at the same version, clock
+//! offset, and what the host is (its own `fabricbench facts`).
 
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use serde::Serialize;
 
+use crate::hostfacts::HostFacts;
 use crate::hostfile::Host;
 use crate::launch::ssh::SshLauncher;
 use crate::metrics::clock::now_ns;
@@ -20,6 +22,9 @@ pub struct HostCheck {
     /// RDMA ports as `device:port state rate` (`fabricbench probe` on the
     /// host); `None` when the host has no RDMA devices.
     pub rdma: Option<Vec<String>>,
+    /// Kernel, OS, CPU, NUMA, rdma-core, RDMA drivers and firmware, as the
+    /// host's run.json `probes[].facts` would record them.
+    pub facts: Option<HostFacts>,
     /// Remote clock minus ours, ms (± half the round trip).
     pub clock_offset_ms: Option<f64>,
     pub rtt_ms: Option<f64>,
@@ -46,6 +51,7 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
         reachable: false,
         version: None,
         rdma: None,
+        facts: None,
         clock_offset_ms: None,
         rtt_ms: None,
         elapsed_ms: 0.0,
@@ -85,6 +91,7 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
     }
     if result.problem.is_none() {
         result.rdma = rdma_ports(&session, &exe).await;
+        result.facts = facts(&session, &exe).await;
     }
     let sent = now_ns();
     if let Ok(out) = session.command("date").arg("+%s%N").output().await {
@@ -101,6 +108,12 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// What the host is, from its own `fabricbench facts --json`.
+async fn facts(session: &openssh::Session, exe: &str) -> Option<HostFacts> {
+    let out = session.command(exe).args(["facts", "--json"]).output().await.ok()?;
+    serde_json::from_slice(&out.stdout).ok()
 }
 
 /// The host's RDMA ports from its own `fabricbench probe --json`.

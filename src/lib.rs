@@ -11,6 +11,7 @@ pub mod control;
 pub mod fdlimit;
 pub mod histogram;
 pub mod hostcheck;
+pub mod hostfacts;
 pub mod hostfile;
 pub mod launch;
 pub mod load;

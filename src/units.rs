@@ -68,6 +68,26 @@ pub fn gbps(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 * 8.0 / seconds / 1e9
 }
 
+/// Significant digits every shown measurement keeps at least.
+const SIGNIFICANT: i32 = 3;
+/// Beyond this many decimals a value is shown as `0.000…` of its places:
+/// nothing a fabric measures is that small, and the text stays bounded.
+const MAX_PLACES: usize = 12;
+
+/// A measurement as the tables show it: `places` decimals, or as many more
+/// as keep 3 significant digits, so a small value never rounds to nothing
+/// (0.00712 Gb/s with 2 places shows `0.00712`, not `0.01`).
+pub fn number(value: f64, places: usize) -> String {
+    let magnitude = value.abs();
+    if magnitude == 0.0 || !magnitude.is_finite() {
+        return format!("{value:.places$}");
+    }
+    // Decimals that leave SIGNIFICANT digits after the first nonzero one.
+    let needed = SIGNIFICANT - 1 - magnitude.log10().floor() as i32;
+    let places = places.max(usize::try_from(needed).unwrap_or(0).min(MAX_PLACES));
+    format!("{value:.places$}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +112,21 @@ mod tests {
     fn gbps_is_decimal() {
         assert_eq!(gbps(125_000_000, 1.0), 1.0);
         assert_eq!(gbps(1, 0.0), 0.0);
+    }
+
+    #[test]
+    fn numbers_keep_three_significant_digits() {
+        // perftest's 64 B post-list run: 0.007095 Gb/s (0.0070949… as an f64).
+        assert_eq!(number(0.007095, 2), "0.00709");
+        assert_eq!(number(0.00712, 2), "0.00712");
+        assert_eq!(number(0.25, 2), "0.250");
+        assert_eq!(number(0.0014, 6), "0.001400", "enough places already");
+        assert_eq!(number(95.123, 2), "95.12");
+        assert_eq!(number(12345.6, 0), "12346");
+        assert_eq!(number(42.0, 0), "42.0");
+        assert_eq!(number(-0.0123, 3), "-0.0123");
+        assert_eq!(number(0.0, 3), "0.000");
+        assert_eq!(number(f64::NAN, 2), "NaN");
+        assert_eq!(number(1e-300, 2).len(), "0.".len() + MAX_PLACES, "bounded");
     }
 }

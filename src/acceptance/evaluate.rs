@@ -1,6 +1,7 @@
 //! Checking rules on a run's results: one outcome per rule and item.
 
 use crate::acceptance::line_rate::LineRates;
+use crate::result::degraded;
 use crate::result::{CheckOutcome, Checked, Direction, FlowResult, RunResult, Verdict};
 use crate::scenario::{Mode, Rule, Subject, Threshold};
 
@@ -11,6 +12,9 @@ struct Item {
     /// Items with the same key are compared for `% of best` (a group's flows).
     peers: String,
     note: Option<String>,
+    /// Its phase is degraded (why, in words): the value is no measurement
+    /// to pass or fail, and no peer's `best` or `min` either.
+    degraded: Option<String>,
 }
 
 /// The outcomes of one rule; `line_rates` gives each item's port rate for
@@ -43,7 +47,7 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<Chec
     // The limit of one item, and what it was derived from when that is
     // not the rule alone (the port a line rate came from).
     let limit_of = |item: &Item| -> Result<(f64, Option<String>), String> {
-        let among = || items.iter().filter(|i| i.peers == item.peers).map(|i| i.value);
+        let among = || items.iter().filter(|i| i.peers == item.peers && i.degraded.is_none()).map(|i| i.value);
         match rule.threshold {
             Threshold::Gbps(g) => Ok((g, None)),
             Threshold::OfBest(pct) => Ok((among().fold(0.0, f64::max) * pct / 100.0, None)),
@@ -56,12 +60,13 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<Chec
     items
         .iter()
         .map(|item| {
-            let (verdict, limit, derived) = match limit_of(item) {
-                Ok((limit, derived)) => {
+            let (verdict, limit, derived) = match (limit_of(item), &item.degraded) {
+                (_, Some(why)) => (Verdict::Unknown, None, Some(format!("not judged: {why}"))),
+                (Ok((limit, derived)), None) => {
                     let verdict = if passes(rule, item.value, limit) { Verdict::Pass } else { Verdict::Fail };
                     (verdict, Some(limit), derived)
                 }
-                Err(why) => (Verdict::Unknown, None, Some(why)),
+                (Err(why), None) => (Verdict::Unknown, None, Some(why)),
             };
             let note = match (item.note.clone(), derived) {
                 (Some(error), Some(d)) => Some(format!("{error}; {d}")),
@@ -95,6 +100,8 @@ pub fn flow_value(subject: Subject, f: &FlowResult) -> Option<f64> {
 fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
     let mut out = Vec::new();
     for p in &run.phases {
+        let degraded = (!p.degraded.is_empty()).then(|| degraded::line(p));
+        let start = out.len();
         match subject {
             Subject::Flow | Subject::Latency => out.extend(p.flows.iter().filter_map(|f| {
                 Some(Item {
@@ -102,6 +109,7 @@ fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
                     value: flow_value(subject, f)?,
                     peers: f.group.clone(),
                     note: f.error.clone(),
+                    degraded: None,
                 })
             })),
             Subject::Host => {
@@ -117,6 +125,7 @@ fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
                                 value,
                                 peers: String::new(),
                                 note: r.error.clone(),
+                                degraded: None,
                             });
                         }
                     }
@@ -127,13 +136,18 @@ fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
                 value: r.aggregate_gbps,
                 peers: String::new(),
                 note: None,
+                degraded: None,
             })),
             Subject::Group => out.extend(p.groups.iter().map(|g| Item {
                 checked: Checked::Group { phase: p.index, group: g.name.clone() },
                 value: g.aggregate_gbps,
                 peers: g.name.clone(),
                 note: None,
+                degraded: None,
             })),
+        }
+        for item in &mut out[start..] {
+            item.degraded.clone_from(&degraded);
         }
     }
     out

@@ -131,6 +131,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::result::degraded::Degradation;
     use crate::result::{FlowResult, GroupResult, PhaseResult, RankProbe};
     use crate::scenario::{Rule, Subject};
     use crate::transport::rdma::{InventoryDevice, InventoryPort};
@@ -174,6 +175,7 @@ mod tests {
                 latency: None,
                 error: None,
                 refused: 0,
+                lanes: Vec::new(),
             })
             .collect();
         PhaseResult {
@@ -182,6 +184,7 @@ mod tests {
             complete: true,
             window_s: 1.0,
             start_skew_us: 0.0,
+            degraded: Vec::new(),
             aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
             interval_gbps: Vec::new(),
             groups: Vec::new(),
@@ -249,6 +252,29 @@ mod tests {
         assert!(a.passed);
     }
 
+    #[test]
+    fn a_degraded_phase_is_unknown_and_sets_no_best() {
+        let mut run = all_pairs(4, |_, _| 10.0);
+        let why = Degradation::StartSkew { skew_s: 2.87, limit_s: 0.2 };
+        run.phases[1].degraded = vec![why];
+        run.phases[1].flows.iter_mut().for_each(|f| f.gbps = 100.0);
+        let a = judge(&run, &spec(&["flow >= 93% of best", "flow >= 1 Gb/s"], None)).unwrap();
+        assert!(!a.passed, "a degraded phase never passes");
+        let in_phase = |c: &&CheckOutcome, n: usize| matches!(c.item, Checked::Flow { phase, .. } if phase == n);
+        let degraded: Vec<_> = a.checks.iter().filter(|c| in_phase(c, 1)).collect();
+        assert_eq!(degraded.len(), 2 * run.phases[1].flows.len(), "every item of both rules");
+        for c in degraded {
+            assert_eq!((c.verdict, c.limit), (Verdict::Unknown, None), "{c:?}");
+            assert!(
+                c.note.as_deref().unwrap().contains("phase 1 `round 2/3`: the flows started 2.870 s apart"),
+                "{c:?}"
+            );
+        }
+        let healthy: Vec<_> = a.checks.iter().filter(|c| !in_phase(c, 1)).collect();
+        assert!(!healthy.is_empty() && healthy.iter().all(|c| c.verdict == Verdict::Pass), "{healthy:?}");
+        assert!(a.suspects.is_empty(), "unknown outcomes blame no one");
+    }
+
     /// A port as a probe reports it.
     fn port(state: &str, rate_gbps: f64) -> InventoryPort {
         InventoryPort {
@@ -286,6 +312,7 @@ mod tests {
             host: format!("h{}", rank + 1),
             devices,
             error: None,
+            facts: None,
         };
         // h3's first device is down: the transport takes the first ACTIVE port, so do its checks.
         run.probes = vec![

@@ -1,10 +1,13 @@
 //! What a legal but huge run will cost, said before anything starts: its
-//! length when it runs for hours, its flows when they are millions, and a
-//! rank that needs more sockets than this host may open.
+//! length when it runs for hours, its flows when they are millions, a
+//! rank that needs more sockets than this host may open, and more
+//! data-path threads on this machine than its cores can start together.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::plan::Plan;
+use crate::plan::{GroupPlan, Plan};
+use crate::result::degraded::SKEW_FRACTION;
 
 /// A run longer than this is announced with its length.
 const LONG: Duration = Duration::from_secs(3600);
@@ -41,6 +44,59 @@ pub fn notes(plan: &Plan, window: Duration, open_files: u64) -> Vec<String> {
     notes
 }
 
+/// The kernel's default slice for one runnable thread (CFS's minimum
+/// granularity, EEVDF's base slice, before their scaling by core count):
+/// with N threads wanting each core, a thread waits about N slices for its
+/// turn, which is how far apart their starts spread.
+const SLICE: Duration = Duration::from_micros(750);
+
+/// The warning for the phase whose data-path threads on this machine (the
+/// ranks where `local` is true, summed) are too many for its `cores` to
+/// start within the tolerated skew of a `duration` window; `None` when
+/// every phase fits. The rule is docs/METRICS.md's "Degraded phases".
+pub fn overload(plan: &Plan, local: &[bool], cores: usize, duration: Duration) -> Option<String> {
+    let cores = cores.max(1) as u64;
+    let limit = duration.mul_f64(SKEW_FRACTION);
+    let most = (limit.as_nanos() / SLICE.as_nanos()) as u64 * cores;
+    let (phase, threads, ranks) = plan
+        .phases
+        .iter()
+        .map(|p| {
+            let (mut threads, mut ranks) = (0, BTreeSet::new());
+            for f in &p.flows {
+                for end in [f.src, f.dst].into_iter().filter(|&r| local.get(r) == Some(&true)) {
+                    threads += data_threads(&p.groups[f.group]);
+                    ranks.insert(end);
+                }
+            }
+            (p, threads, ranks.len())
+        })
+        .max_by_key(|&(_, threads, _)| threads)?;
+    if threads <= most {
+        return None;
+    }
+    let turn = SLICE * u32::try_from(threads.div_ceil(cores)).unwrap_or(u32::MAX);
+    Some(format!(
+        "this machine would run {threads} data-path threads in phase {} `{}` ({ranks} local rank(s), {} flow(s)) on {cores} core(s): each waits about {} for a core, more than the {} ({:.0} % of the {} window) the flows may start apart, so the phase will be degraded; run at most {most} threads here (fewer ranks, flows or streams on this machine) or a window of at least {}",
+        phase.index,
+        phase.name,
+        phase.flows.len(),
+        humantime::format_duration(Duration::from_millis(turn.as_millis() as u64)),
+        humantime::format_duration(Duration::from_millis(limit.as_millis() as u64)),
+        SKEW_FRACTION * 100.0,
+        humantime::format_duration(duration),
+        humantime::format_duration(Duration::from_secs(turn.div_f64(SKEW_FRACTION).as_secs_f64().ceil() as u64)),
+    ))
+}
+
+/// The threads one end of a flow of `group` runs its traffic on.
+fn data_threads(group: &GroupPlan) -> u64 {
+    match &group.rdma {
+        Some(rdma) => rdma.rails().iter().map(|r| u64::from(r.threads.max(1))).sum(),
+        None => u64::from(group.streams),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +126,31 @@ mod tests {
             "{}",
             said[1]
         );
+    }
+
+    #[test]
+    fn too_many_local_threads_for_the_cores_are_announced_with_what_to_change() {
+        let p = plan(32, "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n");
+        let said = overload(&p, &[true; 32], 2, Duration::from_secs(2)).expect("992 flows on 2 cores");
+        assert_eq!(
+            said,
+            "this machine would run 1984 data-path threads in phase 0 `s` (32 local rank(s), 992 flow(s)) on 2 core(s): each waits about 744ms for a core, more than the 200ms (10 % of the 2s window) the flows may start apart, so the phase will be degraded; run at most 532 threads here (fewer ranks, flows or streams on this machine) or a window of at least 8s"
+        );
+        let p = plan(16, "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n");
+        assert_eq!(overload(&p, &[true; 16], 2, Duration::from_secs(2)), None, "480 threads fit 2 cores");
+    }
+
+    #[test]
+    fn the_thread_limit_is_cores_times_the_skew_tolerance_in_slices() {
+        // 3 s: 300 ms of tolerated skew is 400 slices of 750 µs for one core.
+        let fan_in =
+            |streams: u32| plan(3, &format!("[[group]]\nname = \"g\"\npattern = \"fan-in\"\nstreams = {streams}\n"));
+        let window = Duration::from_secs(3);
+        assert_eq!(overload(&fan_in(100), &[true; 3], 1, window), None, "2 flows x 2 ends x 100 = 400");
+        let said = overload(&fan_in(101), &[true; 3], 1, window).expect("404 > 400");
+        assert!(said.contains("would run 404 data-path threads") && said.contains("at most 400 threads"), "{said}");
+        assert_eq!(overload(&fan_in(101), &[true; 3], 2, window), None, "two cores take 800");
+        // Only the ends on this machine count: the remote receiver's are its own host's.
+        assert_eq!(overload(&fan_in(101), &[false, true, true], 1, window), None, "202 sender threads");
     }
 }

@@ -26,6 +26,18 @@ pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
     }
 }
 
+/// What this host is (kernel, OS, CPU, rdma-core, RDMA devices' drivers,
+/// firmware, models and port rates); never fails for a missing fact.
+pub fn facts(args: &ProbeArgs) -> Result<(), Failure> {
+    let facts = crate::hostfacts::HostFacts::of_this_host();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&facts).map_err(Failure::run_failed)?);
+    } else {
+        print!("{facts}");
+    }
+    Ok(())
+}
+
 /// This host's RDMA devices, or why there are none.
 pub fn probe(args: &ProbeArgs) -> Result<(), Failure> {
     let report = crate::transport::rdma::probe().map_err(Failure::run_failed)?;

@@ -27,6 +27,10 @@ pub enum Failure {
     /// The run completed, but a check failed or could not be evaluated
     /// (`compare`: a regression).
     CheckFailed(String),
+    /// The run completed, but a phase's numbers are not a valid measurement
+    /// (a flow failed, a window came out short, the flows did not start
+    /// together); its checks are unknown.
+    Degraded(String),
     /// A signal stopped the run; what was measured is kept.
     Stopped(Stop),
 }
@@ -41,12 +45,13 @@ impl Failure {
     }
 
     /// The exit codes of `run --help` and the README: 1 the run failed,
-    /// 2 bad input, 3 a check failed, 128 + N stopped by signal N.
+    /// 2 bad input, 3 a check failed, 4 degraded, 128 + N stopped by signal N.
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::RunFailed(_) => 1,
             Failure::BadInput(_) => 2,
             Failure::CheckFailed(_) => 3,
+            Failure::Degraded(_) => 4,
             Failure::Stopped(stop) => stop.exit_code(),
         }
     }
@@ -56,7 +61,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::BadInput(e) | Failure::RunFailed(e) => write!(f, "{e:#}"),
-            Failure::CheckFailed(message) => f.write_str(message),
+            Failure::CheckFailed(message) | Failure::Degraded(message) => f.write_str(message),
             Failure::Stopped(stop) => write!(f, "stopped by {stop}; what was measured is kept"),
         }
     }
@@ -71,6 +76,7 @@ pub fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Pair(args) => pair::pair(&args),
         Command::Hosts(args) => hosts::hosts(&args),
         Command::Probe(args) => hosts::probe(&args),
+        Command::Facts(args) => hosts::facts(&args),
         Command::Report(args) => results::report(&args),
         Command::Compare(args) => results::compare(&args),
     }

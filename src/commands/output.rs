@@ -83,6 +83,11 @@ pub fn verdict(result: &RunResult, signals: &Signals) -> Result<(), Failure> {
     }
     match (&result.status, &result.acceptance) {
         (RunStatus::Failed { error }, _) => Err(Failure::RunFailed(anyhow::anyhow!(error.clone()))),
+        (RunStatus::Degraded { reasons }, _) => Err(Failure::Degraded(format!(
+            "degraded: {} phase(s) are not a valid measurement: {}",
+            reasons.len(),
+            reasons.join(" | ")
+        ))),
         (RunStatus::Ok, Some(a)) if !a.passed => Err(Failure::CheckFailed(report::verdict_line(a))),
         (RunStatus::Ok, _) => Ok(()),
     }

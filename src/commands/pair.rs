@@ -40,7 +40,13 @@ fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
         .map_err(|(field, message)| anyhow::anyhow!("`{}`: {message}", field.key))?;
     // run.json names what made the run: this command line, in place of a scenario file.
     let command = String::from_utf8_lossy(&output::command_line()).trim_end().to_string();
-    let prepared = run::Prepared { scenario_file: command.into(), scenario: job.scenario, hosts: job.hosts, plan };
+    let prepared = run::Prepared {
+        scenario_file: command.into(),
+        scenario: job.scenario,
+        hosts: job.hosts,
+        plan,
+        hostfile_text: None,
+    };
     let flags = LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[] };
     let launch = launch_for(&flags, &prepared.hosts, Allocation::from_env()?)?;
     Ok((prepared, launch))

@@ -23,18 +23,36 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
     let base = results_dir::read(&args.base).map_err(Failure::bad_input)?;
     let new = results_dir::read(&args.new).map_err(Failure::bad_input)?;
     for (which, run) in [("baseline", &base), ("new run", &new)] {
-        if let RunStatus::Failed { error } = &run.status {
-            eprintln!("warning: the {which} failed ({error}); its numbers cover what ran");
+        match &run.status {
+            RunStatus::Failed { error } => {
+                eprintln!("warning: the {which} failed ({error}); its numbers cover what ran")
+            }
+            RunStatus::Degraded { reasons } => {
+                eprintln!("warning: the {which} is degraded, not a valid measurement: {}", reasons.join(" | "));
+            }
+            RunStatus::Ok => {}
         }
     }
     let comparison = report::compare::compare(&base, &new, args.tolerance);
     print!("{}", report::table_text(&comparison.table()));
     let regressions = comparison.regressions();
     if regressions.is_empty() {
-        println!("no regressions beyond {}%", args.tolerance);
+        println!("no regressions beyond the tolerance ({})", args.tolerance);
         return Ok(());
     }
-    let names: Vec<&str> = regressions.iter().map(|r| r.item.as_str()).collect();
-    let tolerance = args.tolerance;
-    Err(Failure::CheckFailed(format!("{} regression(s) beyond {tolerance}%: {}", regressions.len(), names.join("; "))))
+    print!("\n{}", report::table_text(&comparison.regressions_table()));
+    let names: Vec<String> = regressions
+        .iter()
+        .map(|r| {
+            let (b, n) = (r.base.unwrap_or_default(), r.new.unwrap_or_default());
+            let pct = r.change_pct().map_or_else(String::new, |p| format!(" ({p:+.1}%)"));
+            format!("{} {} {b:.3} → {n:.3} {}{pct}", r.item, r.metric.name(), r.metric.unit())
+        })
+        .collect();
+    Err(Failure::CheckFailed(format!(
+        "{} regression(s) beyond the tolerance ({}): {}",
+        regressions.len(),
+        args.tolerance,
+        names.join("; ")
+    )))
 }

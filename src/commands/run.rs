@@ -8,6 +8,7 @@ use crate::commands::launching::{launch_for, LaunchFlags};
 use crate::commands::output::{self, Output};
 use crate::commands::{estimate, runtime, Failure};
 use crate::hostfile::{self, Host};
+use crate::launch::choose::is_this_machine;
 use crate::launch::slurm::Allocation;
 use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
 use crate::run::signals::Signals;
@@ -41,6 +42,11 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
     for note in estimate::notes(&prepared.plan, window, open_files) {
         eprintln!("note: {note}");
+    }
+    let local: Vec<bool> = prepared.hosts.iter().map(is_this_machine).collect();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if let Some(warning) = estimate::overload(&prepared.plan, &local, cores, prepared.scenario.run.duration) {
+        eprintln!("warning: {warning}");
     }
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
@@ -105,7 +111,14 @@ fn checks(args: &RunArgs, scenario: &CheckSpec) -> Result<CheckSpec, Failure> {
 fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
     let allocation = Allocation::from_env()?;
     let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
-    Ok((run::prepare(&inputs.scenario, hosts, &origin, overrides)?, allocation))
+    let mut prepared = run::prepare(&inputs.scenario, hosts, &origin, overrides)?;
+    // Read a second time (hostfile::read parsed it): the text as it was, for run.json.
+    prepared.hostfile_text = inputs
+        .hostfile
+        .as_deref()
+        .and_then(|path| std::fs::read(path).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    Ok((prepared, allocation))
 }
 
 /// The hosts of a run: the hostfile's, or else the Slurm allocation's

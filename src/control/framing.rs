@@ -81,19 +81,39 @@ impl<W: AsyncWrite + Unpin, M: Serialize> FrameWriter<W, M> {
     }
 
     pub async fn send(&mut self, msg: &M) -> Result<(), FrameError> {
+        self.feed(msg).await?;
+        self.flush().await
+    }
+
+    async fn flush(&mut self) -> Result<(), FrameError> {
+        SinkExt::<bytes::Bytes>::flush(&mut self.inner).await?;
+        Ok(())
+    }
+
+    /// Buffers a frame without flushing it (unless the buffer is full).
+    async fn feed(&mut self, msg: &M) -> Result<(), FrameError> {
         let bytes = postcard::to_stdvec(msg).map_err(FrameError::Decode)?;
-        self.inner.send(bytes::Bytes::from(bytes)).await?;
+        self.inner.feed(bytes::Bytes::from(bytes)).await?;
         Ok(())
     }
 }
 
 /// Writes every message queued until the queue closes or the peer goes away.
+/// What is queued together goes out in one write: at thousands of ranks the
+/// syscalls, not the bytes, are the cost.
 pub async fn pump<W: AsyncWrite + Unpin, M: Serialize>(
     mut writer: FrameWriter<W, M>,
     mut queue: tokio::sync::mpsc::UnboundedReceiver<M>,
 ) {
     while let Some(msg) = queue.recv().await {
-        if let Err(e) = writer.send(&msg).await {
+        let mut sent = writer.feed(&msg).await;
+        while let (Ok(()), Ok(msg)) = (&sent, queue.try_recv()) {
+            sent = writer.feed(&msg).await;
+        }
+        if sent.is_ok() {
+            sent = writer.flush().await;
+        }
+        if let Err(e) = sent {
             // Nothing after this frame can be sent: say why, once.
             tracing::error!("control connection: cannot send a frame: {e}");
             return;

@@ -59,6 +59,7 @@ mod tests {
             error: None,
             rtts: None,
             refused: 0,
+            lanes: Vec::new(),
         };
         RankReport {
             phase: 2,

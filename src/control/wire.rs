@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
+use crate::result::degraded::AskedWindow;
 use crate::scenario::stress::StressSpec;
 use crate::scenario::{check_run, RunSpec};
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
@@ -17,8 +19,10 @@ use crate::transport::Side;
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
-/// Bumped on any incompatible change to these messages.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// Bumped on any incompatible change to these messages (5: `Probe` carries
+/// the host's facts, `Welcome` the heartbeat interval; 6: the rank report's
+/// CPU per thread class).
+pub const PROTOCOL_VERSION: u32 = 6;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -102,6 +106,11 @@ impl Window {
         check_run(&run)
     }
 
+    /// What the phase's result is judged against (`result::degraded`).
+    pub fn asked(&self) -> AskedWindow {
+        AskedWindow { warmup: self.warmup, duration: self.duration }
+    }
+
     /// Sample boundaries in the window: 0 (window opens) … the last (closes).
     pub fn boundaries(&self) -> u32 {
         let n = self.duration.as_nanos().div_ceil(self.interval.as_nanos().max(1));
@@ -145,8 +154,9 @@ pub enum ToCoordinator {
     },
     Heartbeat,
     /// The host's RDMA devices and ports (or why it has none), probed once
-    /// after Hello, for run.json and line rates.
-    Probe(RdmaInventory),
+    /// after Hello, for run.json and line rates; and what the host is
+    /// (kernel, OS, CPU, rdma-core, drivers and firmware), for the record.
+    Probe(RdmaInventory, Box<HostFacts>),
     /// Some flows of a report too large for one frame; the final `Report`
     /// follows with the rest (`control::report_parts`).
     ReportPart(Box<RankReport>),
@@ -155,8 +165,11 @@ pub enum ToCoordinator {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ToWorker {
     /// Hello accepted; `now_ns` is the coordinator's clock, for the offset.
+    /// `heartbeat`: how often the rank is to send one (it grows with the
+    /// job's size), from which the rank also derives its lease.
     Welcome {
         now_ns: i64,
+        heartbeat: Duration,
     },
     /// The rank's flows in a phase: create their endpoints.
     /// `stress`: the burners to run beside them.

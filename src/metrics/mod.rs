@@ -63,4 +63,22 @@ pub struct FlowSamples {
     /// TCP receiver: connections to its data port closed because they did
     /// not prove they were the flow's (`transport::tcp::preamble`).
     pub refused: u64,
+    /// An end of several lanes (TCP streams, RDMA rails): each one's own
+    /// cumulative bytes at the first and the last boundary taken, read
+    /// together with `bytes` (so they sum to its first and last values).
+    /// Empty for an end of one lane.
+    pub lanes: Vec<LaneSamples>,
+}
+
+/// One lane of a flow end: a TCP stream (in stream order) or an RDMA rail.
+/// Two readings, not a series: a flow of 1024 streams over 100 000
+/// boundaries must still fit a report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaneSamples {
+    /// RDMA: the rail's device.
+    pub device: Option<String>,
+    /// Cumulative bytes at the first boundary.
+    pub opened: u64,
+    /// Cumulative bytes at the last boundary taken.
+    pub closed: u64,
 }

@@ -11,6 +11,7 @@ use crate::report::tables::matrix_unit;
 use crate::report::ReportError;
 use crate::result::PairMatrix;
 use crate::scenario::Mode;
+use crate::units::number;
 use crate::units::ByteSize;
 
 const FONT: &str = "sans-serif";
@@ -94,7 +95,7 @@ pub fn bars(
         chart
             .draw_series(values.iter().enumerate().map(|(i, &v)| {
                 Text::new(
-                    format!("{v:.2}"),
+                    number(v, 2),
                     (SegmentValue::CenterOf(i as u32), v),
                     (FONT, 14).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Bottom)),
                 )
@@ -266,7 +267,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
                 .draw_series(cells.filter_map(|(src, dst, v)| {
                     let g = v?;
                     Some(Text::new(
-                        if g >= 100.0 { format!("{g:.0}") } else { format!("{g:.2}") },
+                        number(g, if g >= 100.0 { 0 } else { 2 }),
                         (SegmentValue::CenterOf(dst), SegmentValue::CenterOf(n - 1 - src)),
                         (FONT, size).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Center)),
                     ))

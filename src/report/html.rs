@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::report::charts::{self, Series};
 use crate::report::table::Table;
-use crate::report::tables;
 use crate::report::{escape, Exporter, ReportError};
+use crate::report::{sweeps, tables};
 use crate::result::sweep::SweepResult;
 use crate::result::{FlowResult, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
 
@@ -37,8 +37,16 @@ impl Exporter for HtmlExporter {
             escape(&run.scenario_file),
             escape(&run.tool_version)
         );
-        if let RunStatus::Failed { error } = &run.status {
-            page += &format!("<div class=\"banner fail\">Run FAILED: {}</div>\n", escape(error));
+        match &run.status {
+            RunStatus::Failed { error } => {
+                page += &format!("<div class=\"banner fail\">Run FAILED: {}</div>\n", escape(error));
+            }
+            RunStatus::Degraded { reasons } => {
+                page += "<div class=\"banner fail\">Run DEGRADED: not a valid measurement</div>\n<ul>";
+                page += &reasons.iter().map(|r| format!("<li>{}</li>", escape(r))).collect::<String>();
+                page += "</ul>\n";
+            }
+            RunStatus::Ok => {}
         }
         if let Some(a) = &run.acceptance {
             let class = if a.passed { "pass" } else { "fail" };
@@ -142,7 +150,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         body += &format!("<figure>{}</figure>", charts::lines(&title, "time in window (s)", &flows, false)?);
     }
     body += "</div>\n";
-    if let Some(warning) = &summary.warning {
+    for warning in &summary.warnings {
         body += &format!("<p class=\"warning\">{}</p>\n", escape(warning));
     }
     for table in &summary.tables {
@@ -179,7 +187,7 @@ fn sweep_section(run: &RunResult, sweep: &SweepResult) -> Result<String, ReportE
         }
     }
     out += "</div>\n";
-    for table in tables::sweep_tables(run) {
+    for table in sweeps::tables(run) {
         out += &html_table(&table);
     }
     Ok(out)

@@ -3,6 +3,7 @@
 
 use crate::report::{escape as xml, labels, Exporter, ReportError};
 use crate::result::{CheckOutcome, RunResult, Verdict};
+use crate::units::number;
 
 pub struct JunitExporter;
 
@@ -46,7 +47,7 @@ fn case(run: &RunResult, c: &CheckOutcome) -> String {
     let open =
         format!("    <testcase classname=\"{}\" name=\"{}\"", xml(&classname), xml(&labels::checked(run, &c.item)));
     let measured = match (c.value, c.limit) {
-        (Some(v), Some(l)) => format!("{v:.3} (limit {l:.3}; Gb/s, µs for latency)"),
+        (Some(v), Some(l)) => format!("{} (limit {}; Gb/s, µs for latency)", number(v, 3), number(l, 3)),
         _ => String::new(),
     };
     let note = c.note.clone().unwrap_or_default();

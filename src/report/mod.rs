@@ -8,10 +8,12 @@ mod html;
 pub mod journal;
 mod junit;
 mod labels;
+mod lanes;
 pub mod perftest;
 mod rdma_counters;
 mod refused;
 pub mod results_dir;
+mod sweeps;
 mod table;
 mod tables;
 mod terminal;
@@ -87,14 +89,14 @@ impl Exporter for MarkdownExporter {
         }
         for phase in tables::summarize(run) {
             out += &format!("## {}\n\n", phase.headline);
-            if let Some(warning) = &phase.warning {
+            for warning in &phase.warnings {
                 out += &format!("{warning}\n\n");
             }
             for table in &phase.tables {
                 out += &markdown_table(table);
             }
         }
-        for table in tables::sweep_tables(run) {
+        for table in sweeps::tables(run) {
             out += &markdown_table(&table);
         }
         if let Some(ports) = tables::ports(run) {

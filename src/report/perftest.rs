@@ -7,9 +7,11 @@ use std::fmt::Write;
 
 use crate::histogram::LatencySummary;
 use crate::plan::GroupPlan;
+use crate::report::lanes;
 use crate::result::{PhaseResult, RankProbe, RunResult, RunStatus};
 use crate::scenario::{Mode, Op};
 use crate::transport::rdma::inventory::port_used;
+use crate::units::number;
 
 const LINE: &str = "---------------------------------------------------------------------------------------";
 const BW_GBITS: &str = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
@@ -40,6 +42,7 @@ pub fn render(run: &RunResult, gbits: bool) -> String {
         return String::from("no phase was planned\n");
     };
     let mut notes = Vec::new();
+    let mut streams = Vec::new();
     let mut rows = Vec::new();
     for phase in &run.phases {
         let bytes =
@@ -48,6 +51,10 @@ pub fn render(run: &RunResult, gbits: bool) -> String {
             Some(r) => rows.push(r),
             None => notes.push(format!("{bytes} B: no latency was measured")),
         }
+        // Several streams (or rails): iperf's lines per stream and [SUM].
+        streams.extend(lanes::iperf_lines(phase, |f| {
+            format!("{bytes} B, {} -> {}, {} lanes:", f.src_host, f.dst_host, f.lanes.len())
+        }));
         notes.extend(phase.flows.iter().filter_map(|f| f.error.as_ref()).map(|e| format!("{bytes} B: {e}")));
         if !phase.complete {
             notes.push(format!("{bytes} B: the phase was cut short; its numbers cover what ran"));
@@ -69,7 +76,8 @@ pub fn render(run: &RunResult, gbits: bool) -> String {
             humantime::format_duration(window.interval)
         ),
     ));
-    table(&h, &rows, gbits, &notes)
+    streams.extend(notes);
+    table(&h, &rows, gbits, &streams)
 }
 
 /// A phase's row: bandwidth summed over its flows (both directions with
@@ -173,7 +181,8 @@ fn verb(op: Op) -> &'static str {
     }
 }
 
-/// Header block, column titles, rows, closing line, then any notes.
+/// Header block, column titles, rows, closing line, then any lines after
+/// it (streams, notes).
 pub fn table(h: &Header, rows: &[Row], gbits: bool, notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{LINE}");
@@ -194,16 +203,13 @@ pub fn table(h: &Header, rows: &[Row], gbits: bool, notes: &[String]) -> String 
             Row::Bandwidth { bytes, iterations, peak_gbps, average_gbps, mpps } => vec![
                 bytes.to_string(),
                 iterations.to_string(),
-                format!("{:.2}", rate(*peak_gbps)),
-                format!("{:.2}", rate(*average_gbps)),
-                format!("{mpps:.6}"),
+                number(rate(*peak_gbps), 2),
+                number(rate(*average_gbps), 2),
+                number(*mpps, 6),
             ],
             Row::Latency { bytes, latency: l } => {
                 let us = [l.min_us, l.max_us, l.typical_us, l.mean_us, l.stdev_us, l.p99_us, l.p999_us];
-                [bytes.to_string(), l.samples.to_string()]
-                    .into_iter()
-                    .chain(us.iter().map(|v| format!("{v:.2}")))
-                    .collect()
+                [bytes.to_string(), l.samples.to_string()].into_iter().chain(us.iter().map(|&v| number(v, 2))).collect()
             }
         };
         let _ = writeln!(out, "{}", aligned(titles, columns, &values));
@@ -254,7 +260,8 @@ mod tests {
         assert_eq!(lines[3], " Connection type : RC");
         assert_eq!(lines[4], LINE);
         assert_eq!(lines[5], " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]");
-        assert_eq!(lines[6], " 2          123456         0.50               0.25                 15.625000");
+        // Below 1 Gb/s two decimals would lose digits: three significant ones stay.
+        assert_eq!(lines[6], " 2          123456         0.500              0.250                15.625000");
         assert_eq!(lines[7], " 8388608    1200           95.12              94.50                0.001400");
         assert_eq!(lines[8], LINE);
         assert_eq!(lines.len(), 9);
@@ -264,6 +271,16 @@ mod tests {
             assert_ne!(lines[6].as_bytes()[at], b' ', "{title}");
             assert_eq!(lines[6].as_bytes()[at - 1], b' ', "{title} (column {i})");
         }
+    }
+
+    #[test]
+    fn small_rates_keep_three_significant_digits() {
+        // A 64 B post-list run where perftest prints 0.007095 Gb/s: never `0.01`.
+        let rows =
+            [Row::Bandwidth { bytes: 64, iterations: 1000, peak_gbps: 0.00712, average_gbps: 0.0071, mpps: 0.0139 }];
+        let text = table(&bw_header(), &rows, true, &[]);
+        let row = text.lines().nth(6).unwrap();
+        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["64", "1000", "0.00712", "0.00710", "0.013900"]);
     }
 
     #[test]
@@ -307,7 +324,7 @@ mod tests {
         let row = lines[4];
         assert_eq!(
             row.split_whitespace().collect::<Vec<_>>(),
-            ["2", "1000", "1.50", "20.25", "1.75", "1.80", "0.30", "3.00", "10.00"]
+            ["2", "1000", "1.50", "20.25", "1.75", "1.80", "0.300", "3.00", "10.00"]
         );
         for title in LAT_COLUMNS {
             let at = LAT.find(title).unwrap();

@@ -109,6 +109,7 @@ mod tests {
             complete: true,
             window_s: 1.0,
             start_skew_us: 0.0,
+            degraded: Vec::new(),
             aggregate_gbps: 0.0,
             interval_gbps: Vec::new(),
             groups: Vec::new(),

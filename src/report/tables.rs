@@ -3,134 +3,21 @@
 
 use crate::load::placement;
 use crate::report::table::Table;
-use crate::report::{labels, rdma_counters, refused};
-use crate::result::sweep::SweepResult;
+use crate::report::{labels, lanes, rdma_counters, refused};
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 use crate::scenario::Mode;
+use crate::units::number;
 
-/// One headline per phase, a warning when strangers were refused, then its
-/// flows, receivers and ranks.
+/// One headline per phase, warnings (why it is degraded, strangers
+/// refused), then its flows, receivers and ranks.
 pub struct PhaseSummary {
     pub headline: String,
-    pub warning: Option<String>,
+    pub warnings: Vec<String>,
     pub tables: Vec<Table>,
 }
 
 pub fn summarize(run: &RunResult) -> Vec<PhaseSummary> {
     run.phases.iter().map(|p| phase_summary(run, p)).collect()
-}
-
-/// The sweep's tables: one row per point with each group's number, message
-/// rate (RDMA groups), busiest worker CPU and ratio to the baseline; for a
-/// two-parameter sweep also one matrix per group (rows × columns).
-pub fn sweep_tables(run: &RunResult) -> Vec<Table> {
-    let Some(sweep) = run.sweep.as_ref() else { return Vec::new() };
-    let Some(first) = sweep.points.first() else { return Vec::new() };
-    let groups: Vec<(&str, &str, bool)> = first
-        .groups
-        .iter()
-        .map(|c| {
-            let rdma = sweep.points.iter().flat_map(|p| &p.groups).any(|o| o.group == c.group && o.rdma);
-            (c.group.as_str(), c.metric.as_str(), rdma)
-        })
-        .collect();
-    let mut header = vec![sweep.parameter.clone()];
-    header.extend(sweep.by_parameter.clone());
-    for &(group, metric, rdma) in &groups {
-        header.push(format!("{group} {}", metric_unit(metric)));
-        if rdma && metric != "p99_us" {
-            header.push(format!("{group} Mpps"));
-        }
-        header.push(format!("{group} max worker CPU %"));
-        header.push(format!("{group} × baseline"));
-    }
-    let mut t = Table {
-        title: format!("Sweep of {} (baseline {})", sweep_axes(sweep), sweep.baseline),
-        header,
-        rows: Vec::new(),
-    };
-    for point in &sweep.points {
-        let mut row = vec![if point.baseline { format!("{} (baseline)", point.value) } else { point.value.clone() }];
-        row.extend(point.by_value.clone());
-        for &(group, metric, rdma) in &groups {
-            let cell = point.groups.iter().find(|c| c.group == group);
-            let number = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
-            row.push(number(cell.map(|c| c.value)));
-            if rdma && metric != "p99_us" {
-                row.push(number(cell.and_then(|c| c.mpps)));
-            }
-            row.push(cell.and_then(|c| c.max_worker_cpu_pct).map_or_else(|| "-".into(), |v| format!("{v:.0}")));
-            row.push(cell.and_then(|c| c.ratio).map_or_else(|| "-".into(), |r| format!("{r:.2}×")));
-        }
-        t.rows.push(row);
-    }
-    let mut tables = vec![t];
-    if let Some(by) = &sweep.by_parameter {
-        tables.extend(groups.iter().map(|&(group, metric, rdma)| sweep_matrix(sweep, by, group, metric, rdma)));
-    }
-    tables
-}
-
-fn metric_unit(metric: &str) -> &'static str {
-    if metric == "p99_us" {
-        "p99 µs"
-    } else {
-        "Gb/s"
-    }
-}
-
-fn sweep_axes(sweep: &SweepResult) -> String {
-    match &sweep.by_parameter {
-        Some(by) => format!("{} × {by}", sweep.parameter),
-        None => sweep.parameter.clone(),
-    }
-}
-
-/// One group's two-parameter sweep as a matrix: a row per value of the
-/// first parameter, a column per value of the second; message rate for
-/// RDMA bandwidth groups, else the group's number; its ratio beside it.
-fn sweep_matrix(sweep: &SweepResult, by: &str, group: &str, metric: &str, rdma: bool) -> Table {
-    let mpps = rdma && metric != "p99_us";
-    let unit = if mpps { "Mpps" } else { metric_unit(metric) };
-    let mut rows: Vec<&str> = Vec::new();
-    let mut columns: Vec<&str> = Vec::new();
-    for p in &sweep.points {
-        if !rows.contains(&p.value.as_str()) {
-            rows.push(&p.value);
-        }
-        if let Some(c) = p.by_value.as_deref().filter(|c| !columns.contains(c)) {
-            columns.push(c);
-        }
-    }
-    let mut header = vec![format!("{} \\ {by}", sweep.parameter)];
-    header.extend(columns.iter().map(|c| c.to_string()));
-    let mut t = Table {
-        title: format!("{group}: {unit} by {} × {by} (× the baseline row of each column)", sweep.parameter),
-        header,
-        rows: Vec::new(),
-    };
-    for row in rows {
-        let mut cells = vec![row.to_string()];
-        for column in &columns {
-            let cell = sweep
-                .points
-                .iter()
-                .find(|p| p.value == row && p.by_value.as_deref() == Some(column))
-                .and_then(|p| p.groups.iter().find(|c| c.group == group));
-            cells.push(cell.map_or_else(
-                || "-".to_string(),
-                |c| {
-                    let v = if mpps { c.mpps.unwrap_or(0.0) } else { c.value };
-                    match c.ratio {
-                        Some(r) => format!("{v:.3} ({r:.2}×)"),
-                        None => format!("{v:.3}"),
-                    }
-                },
-            ));
-        }
-        t.rows.push(cells);
-    }
-    t
 }
 
 /// Every rank's RDMA ports as its own probe saw them (run.json `probes`);
@@ -179,14 +66,25 @@ pub fn status_line(run: &RunResult) -> String {
     match &run.status {
         RunStatus::Ok => format!("run `{}` completed: {} phase(s)", run.scenario.run.name, run.phases.len()),
         RunStatus::Failed { error } => format!("run `{}` FAILED: {error}", run.scenario.run.name),
+        RunStatus::Degraded { reasons } => format!(
+            "run `{}` DEGRADED: completed {} phase(s), {} not a valid measurement (docs/METRICS.md, \"Degraded phases\")\n  {}",
+            run.scenario.run.name,
+            run.phases.len(),
+            reasons.len(),
+            reasons.join("\n  ")
+        ),
     }
 }
 
 pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
-    let cut = if p.complete { "" } else { " (INCOMPLETE: cut short, numbers cover what ran)" };
+    let cut = match (p.complete, p.degraded.is_empty()) {
+        (false, _) => " (INCOMPLETE: cut short, numbers cover what ran)",
+        (true, false) => " (DEGRADED: not a valid measurement)",
+        (true, true) => "",
+    };
     // A phase of latency flows alone moves no bandwidth worth a headline.
     let aggregate = if p.flows.iter().any(|f| f.mode == Mode::Bandwidth) {
-        format!("aggregate {:.3} Gb/s", p.aggregate_gbps)
+        format!("aggregate {} Gb/s", number(p.aggregate_gbps, 3))
     } else {
         "latency only".to_string()
     };
@@ -199,8 +97,18 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         p.flows.len(),
         run.plan.ranks.len()
     );
-    let tables = vec![flows(p), latency(p), receivers(p), groups(p), ranks(p), rdma_counters::table(p), stress(p)];
-    PhaseSummary { headline, warning: refused::warning(p), tables }
+    let tables = vec![
+        flows(p),
+        lanes::table(p),
+        latency(p),
+        receivers(p),
+        groups(p),
+        ranks(p),
+        rdma_counters::table(p),
+        stress(p),
+    ];
+    let degraded = p.degraded.iter().map(|d| format!("DEGRADED: {d}"));
+    PhaseSummary { headline, warnings: degraded.chain(refused::warning(p)).collect(), tables }
 }
 
 fn flows(p: &PhaseResult) -> Table {
@@ -215,8 +123,8 @@ fn flows(p: &PhaseResult) -> Table {
             format!("{} ({}) → {} ({})", f.src, f.src_host, f.dst, f.dst_host),
             f.streams.to_string(),
             f.message_size.to_string(),
-            format!("{:.3}", f.gbps),
-            format!("{:.0}", f.msgs_per_s),
+            number(f.gbps, 3),
+            number(f.msgs_per_s, 0),
             f.error.clone().unwrap_or_default(),
         ]);
     }
@@ -230,7 +138,7 @@ fn latency(p: &PhaseResult) -> Table {
     );
     for f in &p.flows {
         let Some(l) = &f.latency else { continue };
-        let us = |v: f64| format!("{v:.2}");
+        let us = |v: f64| number(v, 2);
         t.rows.push(vec![
             f.id.to_string(),
             format!("{} ({}) → {} ({})", f.src, f.src_host, f.dst, f.dst_host),
@@ -258,9 +166,9 @@ fn receivers(p: &PhaseResult) -> Table {
             r.rank.to_string(),
             r.host.clone(),
             r.senders.to_string(),
-            format!("{:.3}", r.aggregate_gbps),
-            format!("{:.1}", r.min_share * 100.0),
-            format!("{:.1}", r.max_share * 100.0),
+            number(r.aggregate_gbps, 3),
+            number(r.min_share * 100.0, 1),
+            number(r.max_share * 100.0, 1),
             format!("{:.4}", r.jain),
             format!("{:.4}", r.cov),
         ]);
@@ -279,9 +187,9 @@ fn groups(p: &PhaseResult) -> Table {
             g.pattern.name().to_string(),
             format!("{:?}", g.transport).to_lowercase(),
             g.flows.to_string(),
-            format!("{:.3}", g.aggregate_gbps),
-            format!("{:.3}", g.min_flow_gbps),
-            format!("{:.3}", g.max_flow_gbps),
+            number(g.aggregate_gbps, 3),
+            number(g.min_flow_gbps, 3),
+            number(g.max_flow_gbps, 3),
             format!("{:.4}", g.jain),
         ]);
     }
@@ -314,16 +222,18 @@ fn ranks(p: &PhaseResult) -> Table {
         t.rows.push(vec![
             r.rank.to_string(),
             r.host.clone(),
-            format!("{:.3}", r.tx_gbps),
-            format!("{:.3}", r.rx_gbps),
+            number(r.tx_gbps, 3),
+            number(r.rx_gbps, 3),
             // Runs made before threads were told apart counted the burners in.
             match (r.cpu.process_pct, &r.stress) {
-                (None, Some(_)) => format!("{:.1} (burners in)", r.cpu.worker_pct),
-                _ => format!("{:.1}", r.cpu.worker_pct),
+                (None, Some(_)) => format!("{} (burners in)", number(r.cpu.worker_pct, 1)),
+                _ => number(r.cpu.worker_pct, 1),
             },
-            r.cpu.data.map_or_else(|| "-".into(), |d| format!("{:.1} ({:.1})", d.pct, d.busiest_thread_pct)),
-            r.cpu.control.map_or_else(|| "-".into(), |c| format!("{:.2}", c.pct)),
-            format!("{:.1} of {}", r.cpu.host_pct, r.cpu.host_cores),
+            r.cpu
+                .data
+                .map_or_else(|| "-".into(), |d| format!("{} ({})", number(d.pct, 1), number(d.busiest_thread_pct, 1))),
+            r.cpu.control.map_or_else(|| "-".into(), |c| number(c.pct, 1)),
+            format!("{} of {}", number(r.cpu.host_pct, 1), r.cpu.host_cores),
             ifaces.join(", "),
             format!("{:.0} ± {:.0}", r.clock_offset_us, r.rtt_us / 2.0),
             r.error.clone().unwrap_or_default(),
@@ -386,12 +296,12 @@ pub fn acceptance(run: &RunResult, a: &Acceptance) -> Vec<Table> {
         &["rule", "item", "value (Gb/s; µs latency)", "limit", "verdict", "note"],
     );
     for c in a.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
-        let number = |x: Option<f64>| x.map_or_else(|| "–".to_string(), |x| format!("{x:.3}"));
+        let shown = |x: Option<f64>| x.map_or_else(|| "–".to_string(), |x| number(x, 3));
         failed.rows.push(vec![
             c.rule.to_string(),
             labels::checked(run, &c.item),
-            number(c.value),
-            number(c.limit),
+            shown(c.value),
+            shown(c.limit),
             format!("{:?}", c.verdict).to_uppercase(),
             c.note.clone().unwrap_or_default(),
         ]);
@@ -414,7 +324,7 @@ pub fn matrix(m: &PairMatrix) -> Table {
     let mut t = Table { title: format!("All pairs `{}` ({})", m.group, matrix_unit(m)), header, rows: Vec::new() };
     for (src, row) in m.values.iter().enumerate() {
         let mut cells = vec![m.hosts[src].clone()];
-        cells.extend(row.iter().map(|v| v.map_or_else(|| "·".to_string(), |g| format!("{g:.2}"))));
+        cells.extend(row.iter().map(|v| v.map_or_else(|| "·".to_string(), |g| number(g, 2))));
         t.rows.push(cells);
     }
     t
@@ -444,9 +354,9 @@ fn stress(p: &PhaseResult) -> Table {
             s.threads.to_string(),
             cores,
             format!("{:.0}", s.asked_load_pct),
-            r.cpu.burners.map_or_else(|| "-".into(), |b| format!("{:.1}", b.pct)),
-            format!("{:.1}", s.measured_load_pct),
-            format!("{:.1}", r.cpu.host_pct),
+            r.cpu.burners.map_or_else(|| "-".into(), |b| number(b.pct, 1)),
+            number(s.measured_load_pct, 1),
+            number(r.cpu.host_pct, 1),
             s.note.clone().unwrap_or_default(),
         ]);
     }

@@ -4,8 +4,9 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
+use crate::report::sweeps;
 use crate::report::table::Table;
-use crate::report::tables::{self, status_line, summarize, sweep_tables};
+use crate::report::tables::{self, status_line, summarize};
 use crate::result::RunResult;
 
 /// Matrices wider than this many hosts are left to report.html.
@@ -15,14 +16,14 @@ pub fn render(run: &RunResult) -> String {
     let mut out = String::new();
     for phase in summarize(run) {
         out += &format!("\n{}\n", phase.headline);
-        if let Some(warning) = &phase.warning {
+        for warning in &phase.warnings {
             out += &format!("{warning}\n");
         }
         for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
             out += &table_text(table);
         }
     }
-    for table in sweep_tables(run) {
+    for table in sweeps::tables(run) {
         out += &format!("\n{}", table_text(&table));
     }
     if let Some(m) = &run.matrix {
@@ -62,6 +63,7 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
     let mut comfy = Comfy::new();
     comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
     comfy.set_header(["host", "ok", "fabricbench", "RDMA ports", "clock offset ms", "check ms", "problem"]);
+    let mut facts = String::new();
     for c in checks {
         let offset = match (c.clock_offset_ms, c.rtt_ms) {
             (Some(o), Some(rtt)) => format!("{o:+.1} ± {:.1}", rtt / 2.0),
@@ -76,6 +78,9 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
             format!("{:.0}", c.elapsed_ms),
             c.problem.clone().unwrap_or_default(),
         ]);
+        if let Some(f) = &c.facts {
+            facts.push_str(&format!("{}: {f}", c.host));
+        }
     }
-    format!("{comfy}\n")
+    format!("{comfy}\n{facts}")
 }

@@ -8,28 +8,30 @@ use std::collections::HashMap;
 
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
-use crate::result::{FlowResult, GroupResult, PhaseResult, RankResult, ReceiverResult};
+use crate::result::degraded::{self, AskedWindow, Observed};
+use crate::result::{FlowResult, GroupResult, LaneResult, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::{Mode, Op, Transport};
 use crate::transport::Side;
 use crate::units::gbps;
 
 /// Builds the phase result from the reports that arrived (`None` for a rank
-/// that never reported). `complete` is false for a phase cut short.
+/// that never reported). `complete` is false for a phase cut short; `asked`
+/// is the window the phase asked for, against which it may be degraded.
 pub fn aggregate_phase(
     phase: &Phase,
     ranks: &[RankInfo],
     reports: &[Option<RankReport>],
     complete: bool,
+    asked: AskedWindow,
 ) -> PhaseResult {
     let arrived: Vec<&RankReport> = reports.iter().flatten().collect();
     // Boundaries every reporting rank took: the common window.
     let taken = arrived.iter().map(|r| r.sample_ns.len()).min().unwrap_or(0);
-    let window_s = if taken >= 2 {
-        let spans: Vec<f64> = arrived.iter().map(|r| (r.sample_ns[taken - 1] - r.sample_ns[0]) as f64 / 1e9).collect();
-        stats::mean(&spans).unwrap_or(0.0)
-    } else {
-        0.0
+    let spans: Vec<(usize, f64)> = match taken {
+        0 | 1 => Vec::new(),
+        _ => arrived.iter().map(|r| (r.rank, (r.sample_ns[taken - 1] - r.sample_ns[0]) as f64 / 1e9)).collect(),
     };
+    let window_s = stats::mean(&spans.iter().map(|s| s.1).collect::<Vec<_>>()).unwrap_or(0.0);
     // Each rank's samples by flow and side (the first, should one come twice).
     let mut by_end: HashMap<(usize, u32, Side), (&RankReport, &FlowSamples)> = HashMap::new();
     for (rank, report) in reports.iter().enumerate() {
@@ -85,6 +87,7 @@ pub fn aggregate_phase(
             latency: tx.and_then(|(_, s)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
             error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
             refused: rx.map_or(0, |(_, s)| s.refused),
+            lanes: counted.map_or_else(Vec::new, |s| lanes(s, taken, window_s)),
         });
     }
 
@@ -92,17 +95,24 @@ pub fn aggregate_phase(
     let bandwidth = || flows.iter().filter(|f| f.mode == Mode::Bandwidth);
     let interval_gbps = (0..intervals).map(|k| bandwidth().filter_map(|f| f.interval_gbps.get(k)).sum()).collect();
     let aggregate_gbps = bandwidth().map(|f| f.gbps).sum();
-    let starts: Vec<f64> = arrived
+    let flow_starts: Vec<(u32, i64)> = arrived
         .iter()
         .flat_map(|r| r.flows.iter())
         .filter(|s| s.side == Side::Sender)
-        .filter_map(|s| s.start_ns)
-        .map(|ns| ns as f64 / 1e3)
+        .filter_map(|s| Some((s.flow, s.start_ns?)))
         .collect();
+    let starts: Vec<f64> = flow_starts.iter().map(|&(_, ns)| ns as f64 / 1e3).collect();
     let start_skew_us = match (stats::min(&starts), stats::max(&starts)) {
         (Some(lo), Some(hi)) => hi - lo,
         _ => 0.0,
     };
+    let observed = Observed {
+        flows: flows.iter().map(|f| (f.id, f.mode == Mode::Bandwidth, f.bytes, f.error.as_deref())).collect(),
+        rank_windows: spans,
+        starts: flow_starts.into_iter().map(|(flow, ns)| (flow, ns as f64 / 1e9)).collect(),
+        start_skew_s: start_skew_us / 1e6,
+    };
+    let degraded = degraded::judge(&observed, asked);
 
     PhaseResult {
         index: phase.index,
@@ -110,6 +120,7 @@ pub fn aggregate_phase(
         complete,
         window_s,
         start_skew_us,
+        degraded,
         aggregate_gbps,
         interval_gbps,
         groups: groups(phase, &flows),
@@ -117,6 +128,23 @@ pub fn aggregate_phase(
         ranks: rank_results(ranks, reports, &flows, window_s),
         flows,
     }
+}
+
+/// Each lane's bytes over the common window: only when the end's last
+/// boundary is the window's (a rank that took more boundaries than the
+/// others in a cut-short phase has no reading at the common close).
+fn lanes(s: &FlowSamples, taken: usize, window_s: f64) -> Vec<LaneResult> {
+    if s.bytes.len() != taken {
+        return Vec::new();
+    }
+    s.lanes
+        .iter()
+        .enumerate()
+        .map(|(lane, l)| {
+            let bytes = l.closed.saturating_sub(l.opened);
+            LaneResult { lane, device: l.device.clone(), bytes, gbps: gbps(bytes, window_s) }
+        })
+        .collect()
 }
 
 /// What part of a round trip latency reports: half (ping-pong), or all of it

@@ -6,6 +6,7 @@
 //! the sweep summary.
 
 mod aggregate;
+pub mod degraded;
 mod matrix;
 pub mod sweep;
 
@@ -15,6 +16,7 @@ pub use aggregate::aggregate_phase;
 pub use matrix::pair_matrix;
 
 use crate::histogram::LatencySummary;
+use crate::hostfacts::HostFacts;
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
@@ -33,6 +35,17 @@ pub const SCHEMA_VERSION: u32 = 3;
 pub struct RunResult {
     pub schema_version: u32,
     pub tool_version: String,
+    /// The source the binary was built from (absent in runs made before it
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
+    /// The launcher's command line, program name first (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_line: Option<Vec<String>>,
+    /// The hostfile as given, byte for byte where it is UTF-8 (absent when
+    /// the hosts came from elsewhere: Slurm, `pair`, or older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostfile_text: Option<String>,
     /// RFC 3339, UTC.
     pub started_at: String,
     pub scenario_file: String,
@@ -65,6 +78,9 @@ impl RunResult {
         RunResult {
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            build: Some(Build::of_this_binary()),
+            command_line: Some(std::env::args().collect()),
+            hostfile_text: None,
             started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             scenario_file,
             scenario,
@@ -80,11 +96,48 @@ impl RunResult {
         }
     }
 
+    /// A completed run with a degraded phase is degraded, naming each such
+    /// phase and its reasons; a failed run stays failed.
+    pub fn mark_degraded(&mut self) {
+        let reasons: Vec<String> = self.phases.iter().filter(|p| !p.degraded.is_empty()).map(degraded::line).collect();
+        if self.status == RunStatus::Ok && !reasons.is_empty() {
+            self.status = RunStatus::Degraded { reasons };
+        }
+    }
+
     /// Recomputes what is derived from the phases: the sweep summary and
     /// the all-pairs matrix.
     pub fn summarize_phases(&mut self) {
         self.sweep = sweep::summarize(&self.plan, &self.phases);
         self.matrix = pair_matrix(&self.plan, &self.phases);
+    }
+}
+
+/// The source a binary was built from, embedded by build.rs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Build {
+    /// The crate's version (as `tool_version`).
+    pub version: String,
+    /// `git rev-parse HEAD` at build time; "unknown" when built outside a
+    /// git checkout.
+    pub commit: String,
+    /// The checkout had changes to tracked files not in `commit`; `None`
+    /// when unknown (no git).
+    pub dirty: Option<bool>,
+}
+
+impl Build {
+    pub fn of_this_binary() -> Build {
+        let dirty = match env!("FABRICBENCH_GIT_DIRTY") {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        };
+        Build {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: env!("FABRICBENCH_GIT_COMMIT").to_string(),
+            dirty,
+        }
     }
 }
 
@@ -98,6 +151,11 @@ pub struct RankProbe {
     pub devices: Vec<InventoryDevice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the host is: kernel, OS, CPU, NUMA, rdma-core, and its RDMA
+    /// devices' drivers, firmware, models and port rates as sysfs states
+    /// them (absent in runs made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<HostFacts>,
 }
 
 /// The all-pairs matrix over every rank of the plan.
@@ -227,7 +285,14 @@ pub enum Retest {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum RunStatus {
     Ok,
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
+    /// The run completed, but these phases' numbers are not a valid
+    /// measurement: one line per degraded phase, naming its reasons.
+    Degraded {
+        reasons: Vec<String>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -240,6 +305,9 @@ pub struct PhaseResult {
     pub window_s: f64,
     /// Spread of the flows' actual start times around t0, µs.
     pub start_skew_us: f64,
+    /// Why the phase is not a valid measurement (`degraded`); absent when it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<degraded::Degradation>,
     /// All bytes of all bandwidth flows in the window / window length, Gb/s.
     pub aggregate_gbps: f64,
     /// The aggregate per sample interval, Gb/s.
@@ -281,6 +349,23 @@ pub struct FlowResult {
     /// not prove they were this flow's (0 in runs made before it existed).
     #[serde(default)]
     pub refused: u64,
+    /// A flow of several streams (TCP) or rails (RDMA): what each moved in
+    /// the window, at the end that counts `bytes`, summing to it exactly.
+    /// Absent for one lane, and in runs made before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneResult>,
+}
+
+/// One TCP stream (in stream order) or RDMA rail of a flow, over the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaneResult {
+    /// The stream's (rail's) index in the flow, from 0.
+    pub lane: usize,
+    /// RDMA: the rail's device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    pub bytes: u64,
+    pub gbps: f64,
 }
 
 /// Everything arriving at one rank (the incast view).

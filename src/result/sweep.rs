@@ -52,6 +52,17 @@ pub struct SweepCell {
     pub max_worker_cpu_pct: Option<f64>,
 }
 
+impl SweepResult {
+    /// The cell `point`'s `group` is compared with: the same group at the
+    /// baseline point of the point's column.
+    pub fn baseline_of(&self, point: &SweepRow, group: &str) -> Option<&SweepCell> {
+        self.points
+            .iter()
+            .find(|p| p.baseline && p.by_value == point.by_value)
+            .and_then(|p| p.groups.iter().find(|c| c.group == group))
+    }
+}
+
 /// The sweep table of the phases measured so far (`None` without a sweep).
 pub fn summarize(plan: &Plan, phases: &[PhaseResult]) -> Option<SweepResult> {
     let points: Vec<_> = plan.phases.iter().filter_map(|p| Some((p.index, p.sweep.as_ref()?))).collect();

@@ -35,9 +35,16 @@ pub async fn run_and_judge(
         if opts.progress {
             eprintln!("retesting {} suspect(s) alone", owners.len());
         }
-        let retest = run(Prepared { scenario_file, scenario, hosts, plan }, launch, opts, &mut ()).await?;
+        let retest =
+            run(Prepared { scenario_file, scenario, hosts, plan, hostfile_text: None }, launch, opts, &mut ()).await?;
+        // A degraded retest measured nothing valid: it clears no one.
+        let degraded = match &retest.status {
+            RunStatus::Degraded { reasons } => Some(format!("the retest was degraded: {}", reasons.join(" | "))),
+            _ => None,
+        };
         let failure = match &retest.status {
             RunStatus::Failed { error } => Some(error.as_str()),
+            RunStatus::Degraded { .. } => degraded.as_deref(),
             RunStatus::Ok => None,
         };
         acceptance::apply_retest(&mut judged, &owners, retest.phases, failure);

@@ -62,6 +62,8 @@ pub struct Prepared {
     pub scenario: Scenario,
     pub hosts: Vec<Host>,
     pub plan: Plan,
+    /// The hostfile's text, for run.json (`None`: the hosts came from elsewhere).
+    pub hostfile_text: Option<String>,
 }
 
 /// Command-line values that replace the scenario's own.
@@ -100,7 +102,7 @@ pub fn prepare(
     }
     let plan = plan::build(&hosts, &scenario)
         .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
-    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan })
+    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan, hostfile_text: None })
 }
 
 /// Runs the job, telling `recorder` of each probe and phase as it comes.
@@ -118,6 +120,7 @@ pub async fn run(
         prepared.hosts.clone(),
         prepared.plan.clone(),
     );
+    result.hostfile_text = prepared.hostfile_text.clone();
     let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
     let echo = {
         let progress = progress.clone();
@@ -147,6 +150,7 @@ pub async fn run(
     if let Err(e) = outcome {
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
+    result.mark_degraded();
     result.summarize_phases();
     Ok(result)
 }

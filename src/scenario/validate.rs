@@ -23,12 +23,7 @@ pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, St
             return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
         }
         check_sizes(g).map_err(|(key, m)| (Field::group(i, key), m))?;
-        if g.mode == Mode::Latency && g.streams != 1 {
-            return Err((
-                Field::group(i, "streams"),
-                "latency ping-pong runs one stream per flow; set streams = 1".into(),
-            ));
-        }
+        check_streams(g).map_err(|(key, m)| (Field::group(i, key), m))?;
         check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
         if g.pattern == Pattern::AllPairs && s.groups.len() > 1 {
             return Err((
@@ -117,6 +112,28 @@ fn check_sizes(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
+/// `streams` is TCP's parallel connections of a bandwidth flow: refused
+/// where nothing would apply it, rather than shown in results it did not shape.
+fn check_streams(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+    if g.streams == 1 {
+        return Ok(());
+    }
+    if g.mode == Mode::Latency {
+        return Err(("streams", "latency ping-pong runs one stream per flow; set streams = 1".into()));
+    }
+    if g.transport == Transport::Rdma {
+        return Err((
+            "streams",
+            format!(
+                "is {}, but an RDMA flow has no streams (they are TCP connections); set streams = 1 and ask \
+                 for parallelism with rdma.qps (queue pairs per flow) or rdma.threads",
+                g.streams
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `[[stress]]`: a duty cycle, and burners the machine can hold.
 fn check_stress(st: &StressTable, machine: &Machine) -> Result<(), (&'static str, String)> {
     if !(1..=100).contains(&st.load) {
@@ -167,7 +184,9 @@ fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<()
             ),
         };
         for g in &point.scenario.groups {
-            check_sizes(g).map_err(|(key, m)| format!("at {at}, group `{}`: `{key}` {m}", g.name))?;
+            check_sizes(g)
+                .and_then(|()| check_streams(g))
+                .map_err(|(key, m)| format!("at {at}, group `{}`: `{key}` {m}", g.name))?;
         }
         for st in &point.scenario.stress {
             check_stress(st, machine).map_err(|(key, m)| format!("at {at}, stress `{key}`: {m}"))?;
@@ -315,6 +334,24 @@ mod tests {
             (field, e.as_str()),
             (Field::group(0, "flows"), "lists 1048577 flows; a group takes at most 1048576")
         );
+    }
+
+    #[test]
+    fn rdma_groups_refuse_streams_naming_group_and_field() {
+        let rdma = FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\ntransport = \"rdma\"\nstreams = 4");
+        let e = err(&rdma);
+        assert!(
+            e.starts_with("s.toml:15: group \"incast\": field `streams`: is 4, but an RDMA flow has no streams"),
+            "{e}"
+        );
+        assert!(e.contains("rdma.qps"), "says what to use instead: {e}");
+        // Swept into RDMA: the point that would ignore it is named.
+        let swept = FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\nstreams = 4")
+            + "[sweep]\nparameter = \"transport\"\nvalues = [\"tcp\", \"rdma\"]\n";
+        let e = err(&swept);
+        assert!(e.contains("at transport=rdma, group `incast`: `streams` is 4, but an RDMA flow"), "{e}");
+        let tcp = FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\nstreams = 4");
+        crate::scenario::parse(&tcp, std::path::Path::new("s.toml")).expect("TCP takes streams");
     }
 
     #[test]

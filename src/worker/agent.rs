@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
 use crate::control::wire::{Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSION};
+use crate::hostfacts::HostFacts;
 use crate::metrics::clock::now_ns;
 use crate::transport::rdma::RdmaInventory;
 use crate::worker::phase::{self, Connected, Opened, Stopper};
@@ -117,7 +118,9 @@ impl Performer {
                 // Opening devices, registering memory and connecting can take
                 // seconds (more under emulation): off the async threads, which
                 // carry the heartbeats (and, on rank 0, the coordinator).
-                Action::Probe => self.off_thread(|| Work::Probed(RdmaInventory::of_this_host())),
+                Action::Probe => {
+                    self.off_thread(|| Work::Probed(RdmaInventory::of_this_host(), Box::new(HostFacts::of_this_host())))
+                }
                 Action::Prepare { phase, flows, stress } => {
                     let bind = self.bind;
                     self.off_thread(move || {

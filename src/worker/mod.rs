@@ -168,7 +168,10 @@ async fn serve(
         .with_context(|| format!("cannot listen for workers on {}:{port}", me.bind))?;
     let addr = listener.local_addr()?;
     emit(&WorkerOutput::Listening { addr, version: env!("CARGO_PKG_VERSION").to_string() });
-    let coordinator = Coordinator::new(me.job, me.token.clone(), plan, window, Timeouts::default(), now_ns());
+    let coordinator = {
+        let timeouts = Timeouts::for_ranks(plan.ranks.len());
+        Coordinator::new(me.job, me.token.clone(), plan, window, timeouts, now_ns())
+    };
     let mut closed = shutdown.clone();
     let coordinate = async {
         tokio::select! {

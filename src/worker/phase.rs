@@ -44,8 +44,8 @@ pub enum Opening {
     /// TCP sender: dials once the receiver's address is known.
     Dial,
     /// RDMA: QPs in INIT, waiting for the peer's QP numbers; one flow per
-    /// rail, and the NUMA node of the (first) device, when it has one.
-    Rdma(Vec<rdma::PreparedFlow>, Option<usize>),
+    /// rail, with its device and that device's NUMA node, when it has one.
+    Rdma(Vec<(rdma::PreparedFlow, String, Option<usize>)>),
 }
 
 /// One end of a flow, connected.
@@ -53,8 +53,8 @@ pub enum Link {
     /// The streams in stream order; `refused`: strangers the receiver closed.
     Tcp { streams: Vec<TcpStream>, refused: u64 },
     /// One connected flow per rail (device), each on its own thread, with
-    /// the NUMA node its threads are placed near.
-    Rdma(Vec<rdma::ConnectedFlow>, Option<usize>),
+    /// its device and the NUMA node its threads are placed near.
+    Rdma(Vec<(rdma::ConnectedFlow, String, Option<usize>)>),
 }
 
 /// What the rank's part of a phase keeps beside its flow ends, from
@@ -124,9 +124,15 @@ pub fn prepare(
                         rdma_ports.push((device.to_string(), port));
                     }
                 }
-                // Rails of one flow are usually on one socket: place its threads near the first.
-                let node = prepared.first().and_then(|p| p.numa_node()).and_then(|n| usize::try_from(n).ok());
-                Opening::Rdma(prepared, node)
+                // Each rail's threads go near its own device (rails may sit on different sockets).
+                let rails = prepared
+                    .into_iter()
+                    .map(|p| {
+                        let (device, node) = (p.device().0.to_string(), p.numa_node());
+                        (p, device, node.and_then(|n| usize::try_from(n).ok()))
+                    })
+                    .collect();
+                Opening::Rdma(rails)
             }
             (None, Side::Receiver) => {
                 let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp { flow, side, cause })?;
@@ -167,14 +173,14 @@ impl Opened {
                     Ok(Link::Tcp { streams, refused: 0 })
                 }),
                 // Both ends split the flow into rails from the same group knobs: rail k meets rail k.
-                (Opening::Rdma(rails, node), Some(Endpoint::Rdma(peer))) if rails.len() == peer.len() => {
+                (Opening::Rdma(rails), Some(Endpoint::Rdma(peer))) if rails.len() == peer.len() => {
                     std::thread::spawn(move || {
                         rails
                             .into_iter()
                             .zip(&peer)
-                            .map(|(rail, endpoint)| rail.connect(endpoint))
+                            .map(|((rail, device, node), endpoint)| Ok((rail.connect(endpoint)?, device, node)))
                             .collect::<Result<Vec<_>, _>>()
-                            .map(|rails| Link::Rdma(rails, node))
+                            .map(Link::Rdma)
                             .map_err(|cause| PhaseError::Rdma { flow, side, cause })
                     })
                 }
@@ -220,14 +226,14 @@ impl Connected {
         for (role, link) in links {
             match link {
                 Link::Tcp { streams, refused } => {
-                    let end = FlowEnd { refused, ..FlowEnd::new(role, device_node) };
+                    let mut end = FlowEnd { refused, ..FlowEnd::new(role, device_node) };
                     for sock in streams {
                         threads.push(end.spawn(sock, t0, (open, close), stop.clone(), book.clone()));
                     }
                     ends.push(end);
                 }
-                Link::Rdma(rails, rdma_node) => {
-                    let end = FlowEnd::new(role, rdma_node);
+                Link::Rdma(rails) => {
+                    let mut end = FlowEnd::new(role, rails.first().and_then(|(_, _, node)| *node));
                     for rail in rails {
                         threads.push(end.spawn_rdma(
                             rail,

@@ -15,7 +15,7 @@ use crate::load::stress::{Burners, StressReport};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
 use crate::metrics::netdev::NetdevSnapshot;
-use crate::metrics::{FlowSamples, GroupPlacement, RankReport};
+use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
 use crate::transport::rdma::counters::{self, CounterSnapshot};
 use crate::transport::Side;
 use crate::worker::streams::{sleep_until, FlowEnd};
@@ -37,6 +37,15 @@ pub struct Sampler {
     pub stop: Arc<AtomicBool>,
 }
 
+/// One flow end's readings: its totals at every boundary taken, its lanes'
+/// bytes at the first and at the latest.
+#[derive(Default)]
+struct EndReadings {
+    totals: Vec<(u64, u64)>,
+    opened: Vec<u64>,
+    closed: Vec<u64>,
+}
+
 /// Counters of the host at a window edge.
 struct HostCounters {
     cores: CoreTicks,
@@ -48,7 +57,9 @@ impl Sampler {
     pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, u64, u64)) -> RankReport {
         let boundaries = self.window.boundaries();
         let mut sample_ns = Vec::with_capacity(boundaries as usize);
-        let mut counts: Vec<Vec<(u64, u64)>> = vec![Vec::with_capacity(boundaries as usize); self.ends.len()];
+        let mut counts: Vec<EndReadings> = (0..self.ends.len())
+            .map(|_| EndReadings { totals: Vec::with_capacity(boundaries as usize), ..Default::default() })
+            .collect();
         let (mut first, mut last) = (None, None);
         let (mut cpu_open, mut cpu_close) = (None, None);
         for k in 0..boundaries {
@@ -61,8 +72,11 @@ impl Sampler {
             // the first edge and after them at the others, so an interface
             // never shows less than the application counted through it.
             let opening = (k == 0).then(|| self.host_counters());
-            for (end, series) in self.ends.iter().zip(counts.iter_mut()) {
-                series.push(end.counters.read());
+            for (end, readings) in self.ends.iter().zip(counts.iter_mut()) {
+                readings.totals.push(end.read(&mut readings.closed));
+                if k == 0 {
+                    readings.opened.clone_from(&readings.closed);
+                }
             }
             sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
             let edge = opening.unwrap_or_else(|| self.host_counters());
@@ -104,11 +118,11 @@ impl Sampler {
         }
     }
 
-    fn interval_bytes(&self, counts: &[Vec<(u64, u64)>], k: usize) -> (u64, u64) {
+    fn interval_bytes(&self, counts: &[EndReadings], k: usize) -> (u64, u64) {
         let mut tx = 0;
         let mut rx = 0;
-        for (end, series) in self.ends.iter().zip(counts) {
-            let delta = series[k].0 - series[k - 1].0;
+        for (end, readings) in self.ends.iter().zip(counts) {
+            let delta = readings.totals[k].0 - readings.totals[k - 1].0;
             match end.role.side {
                 Side::Sender => tx += delta,
                 Side::Receiver => rx += delta,
@@ -120,7 +134,7 @@ impl Sampler {
     fn report(
         self,
         sample_ns: Vec<i64>,
-        counts: Vec<Vec<(u64, u64)>>,
+        counts: Vec<EndReadings>,
         (first, last): (Option<HostCounters>, Option<HostCounters>),
         cpu: CpuUsage,
         stress: Option<StressReport>,
@@ -149,15 +163,24 @@ impl Sampler {
             .ends
             .iter()
             .zip(counts)
-            .map(|(end, series)| FlowSamples {
+            .map(|(end, EndReadings { totals, opened, closed })| FlowSamples {
                 flow: end.role.flow.id,
                 side: end.role.side,
-                bytes: series.iter().map(|c| c.0).collect(),
-                messages: series.iter().map(|c| c.1).collect(),
+                bytes: totals.iter().map(|c| c.0).collect(),
+                messages: totals.iter().map(|c| c.1).collect(),
                 start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
                 error: end.error.lock().ok().and_then(|e| e.clone()),
                 rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
                 refused: end.refused,
+                lanes: match end.lanes.len() {
+                    1 => Vec::new(),
+                    _ => end
+                        .lanes
+                        .iter()
+                        .zip(opened.into_iter().zip(closed))
+                        .map(|(lane, (opened, closed))| LaneSamples { device: lane.device.clone(), opened, closed })
+                        .collect(),
+                },
             })
             .collect();
         let mut placements: Vec<GroupPlacement> = Vec::new();

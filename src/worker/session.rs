@@ -28,15 +28,24 @@ use std::time::{Duration, Instant};
 
 use crate::control::report_parts;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window};
+use crate::hostfacts::HostFacts;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
 use crate::scenario::stress::StressSpec;
 use crate::transport::rdma::RdmaInventory;
 
-/// A coordinator silent this long is gone: the worker stops and exits.
+/// A coordinator silent this long is gone: the worker stops and exits
+/// (or, in a job whose heartbeats are further apart, [`LEASE_INTERVALS`]
+/// of them).
 pub const LEASE: Duration = Duration::from_secs(5);
-/// How often the worker tells the coordinator it is alive.
+/// How often the worker tells the coordinator it is alive, unless Welcome
+/// says otherwise (a large job spreads its heartbeats out).
 pub const HEARTBEAT: Duration = Duration::from_millis(500);
+/// The longest heartbeat interval a Welcome can set: a rank that would
+/// otherwise wait hours to hear a gone coordinator.
+pub const MAX_HEARTBEAT: Duration = Duration::from_secs(60);
+/// The lease is at least this many heartbeat intervals.
+const LEASE_INTERVALS: u32 = 10;
 
 /// Where the rank is in the protocol. `O`: a phase's flow ends, opened and
 /// waiting for their peers; `C`: the same ends, connected.
@@ -93,7 +102,7 @@ pub enum Action<O, C> {
 /// What the work off the async threads has finished.
 #[derive(Debug)]
 pub enum Work<O, C> {
-    Probed(RdmaInventory),
+    Probed(RdmaInventory, Box<HostFacts>),
     Prepared {
         phase: usize,
         result: Result<(O, Vec<FlowEndpoint>), String>,
@@ -135,6 +144,9 @@ pub struct Session<O, C> {
     /// The coordinator's clock as estimated at Welcome (zero offset before).
     clock: PeerClock,
     last_heard: Instant,
+    /// How often to heartbeat, and how long a silent coordinator is given.
+    heartbeat: Duration,
+    lease: Duration,
     /// The next heartbeat; none before Welcome.
     heartbeat_due: Option<Instant>,
     out: VecDeque<Action<O, C>>,
@@ -152,6 +164,8 @@ impl<O, C> Session<O, C> {
             hello_at: now,
             clock: PeerClock { offset_ns: 0, rtt_ns: 0 },
             last_heard: now,
+            heartbeat: HEARTBEAT,
+            lease: LEASE,
             heartbeat_due: None,
             out: VecDeque::from([Action::Send(ToCoordinator::Hello(hello))]),
         }
@@ -167,7 +181,7 @@ impl<O, C> Session<O, C> {
         if matches!(self.stage, Stage::Done) {
             return None;
         }
-        let lease = self.last_heard + LEASE;
+        let lease = self.last_heard + self.lease;
         Some(self.heartbeat_due.map_or(lease, |due| due.min(lease)))
     }
 
@@ -176,14 +190,15 @@ impl<O, C> Session<O, C> {
         if matches!(self.stage, Stage::Done) {
             return;
         }
-        if now >= self.last_heard + LEASE {
-            self.exit(Err(SessionError::Silent(LEASE)));
+        if now >= self.last_heard + self.lease {
+            self.exit(Err(SessionError::Silent(self.lease)));
             return;
         }
         if let Some(due) = self.heartbeat_due.filter(|due| now >= *due) {
             self.send(ToCoordinator::Heartbeat);
             // Heartbeats missed while this process did not run are not made up.
-            self.heartbeat_due = Some(if due + HEARTBEAT > now { due + HEARTBEAT } else { now + HEARTBEAT });
+            let every = self.heartbeat;
+            self.heartbeat_due = Some(if due + every > now { due + every } else { now + every });
         }
     }
 
@@ -195,10 +210,12 @@ impl<O, C> Session<O, C> {
         self.last_heard = now;
         if matches!(self.stage, Stage::Greeting) {
             match msg {
-                ToWorker::Welcome { now_ns: coordinator_ns } => {
+                ToWorker::Welcome { now_ns: coordinator_ns, heartbeat } => {
                     let received_ns = self.hello_ns + i64::try_from((now - self.hello_at).as_nanos()).unwrap_or(0);
                     self.clock = PeerClock::estimate(self.hello_ns, coordinator_ns, received_ns);
-                    self.heartbeat_due = Some(now + HEARTBEAT);
+                    self.heartbeat = heartbeat.clamp(HEARTBEAT, MAX_HEARTBEAT);
+                    self.lease = LEASE.max(self.heartbeat * LEASE_INTERVALS);
+                    self.heartbeat_due = Some(now + self.heartbeat);
                     self.stage = Stage::Idle { next: 0 };
                     // Once per run: opening every device takes a while.
                     self.out.push_back(Action::Probe);
@@ -252,7 +269,7 @@ impl<O, C> Session<O, C> {
     pub fn finished(&mut self, work: Work<O, C>) {
         match work {
             _ if matches!(self.stage, Stage::Done) => {}
-            Work::Probed(inventory) => self.send(ToCoordinator::Probe(inventory)),
+            Work::Probed(inventory, facts) => self.send(ToCoordinator::Probe(inventory, facts)),
             Work::Prepared { phase, result } if matches!(self.stage, Stage::Preparing { phase: p } if p == phase) => {
                 match result {
                     Ok((ends, endpoints)) => {
@@ -377,7 +394,7 @@ fn name(msg: &ToWorker) -> &'static str {
 
 fn work_name<O, C>(work: &Work<O, C>) -> String {
     match work {
-        Work::Probed(_) => "the probe".to_string(),
+        Work::Probed(..) => "the probe".to_string(),
         Work::Prepared { phase, .. } => format!("the endpoints of phase {phase}"),
         Work::Connected { phase, .. } => format!("the connected flows of phase {phase}"),
         Work::Interval { phase, interval, .. } => format!("interval {interval} of phase {phase}"),

@@ -72,7 +72,7 @@ impl Sim {
         let mut sim = Sim::new();
         assert_eq!(sim.actions(), [Action::Send(ToCoordinator::Hello(hello(1)))]);
         sim.now += Duration::from_millis(2);
-        assert_eq!(sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS }), [Action::Probe]);
+        assert_eq!(sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT }), [Action::Probe]);
         sim
     }
 
@@ -139,7 +139,11 @@ impl Sim {
 fn three_phases_in_order_then_bye() {
     let mut sim = Sim::welcomed();
     let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
-    assert_eq!(sim.done(Work::Probed(inventory.clone())), [Action::Send(ToCoordinator::Probe(inventory))]);
+    let facts = Box::new(HostFacts::of_this_host());
+    assert_eq!(
+        sim.done(Work::Probed(inventory.clone(), facts.clone())),
+        [Action::Send(ToCoordinator::Probe(inventory, facts))]
+    );
     for phase in 0..3 {
         sim.reach_running(phase);
         for interval in 1..=2 {
@@ -231,7 +235,7 @@ fn a_message_for_another_phase_or_stage_is_an_error_to_the_coordinator() {
     let error = "unexpected Peers for phase 2 while waiting for the peers of phase 0";
     assert_eq!(sim.peers(2), [failed(0, error)]);
     let error = "unexpected second Welcome while waiting for the peers of phase 0";
-    assert_eq!(sim.recv(ToWorker::Welcome { now_ns: 0 }), [failed(0, error)]);
+    assert_eq!(sim.recv(ToWorker::Welcome { now_ns: 0, heartbeat: HEARTBEAT }), [failed(0, error)]);
     assert_eq!(sim.peers(0), [Action::Connect { phase: 0, ends: Opened(0), peers: endpoints(0) }]);
     assert_eq!(sim.done(Work::Connected { phase: 0, result: Ok(Linked(0)) }).len(), 1);
     let error = "unexpected Start for phase 1 while waiting for the start of phase 0";
@@ -256,7 +260,7 @@ fn heartbeats_every_half_second_and_the_lease_runs_from_the_last_message() {
     // Before Welcome: no heartbeats, only the lease.
     assert_eq!(sim.s.poll_timeout(), Some(sim.start + LEASE));
     sim.now += Duration::from_millis(2);
-    sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS });
+    sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT });
     assert_eq!(sim.s.poll_timeout(), Some(sim.start + Duration::from_millis(502)));
     assert_eq!(sim.at(400), []);
     assert_eq!(sim.at(502), [Action::Send(ToCoordinator::Heartbeat)]);
@@ -274,6 +278,31 @@ fn heartbeats_every_half_second_and_the_lease_runs_from_the_last_message() {
     assert_eq!(sim.at(8_000), [Action::Exit(Err(SessionError::Silent(LEASE)))]);
     assert_eq!(sim.s.poll_timeout(), None);
     assert_eq!(sim.at(9_000), []);
+}
+
+#[test]
+fn a_large_job_spreads_heartbeats_out_and_lengthens_the_lease_with_them() {
+    let mut sim = Sim::new();
+    sim.actions();
+    sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: Duration::from_secs(2) });
+    assert_eq!(sim.at(1_999), []);
+    assert_eq!(sim.at(2_000), [Action::Send(ToCoordinator::Heartbeat)]);
+    assert_eq!(sim.at(3_999), []);
+    assert_eq!(sim.at(4_000), [Action::Send(ToCoordinator::Heartbeat)]);
+    // Ten intervals: silent for 20 s, not the usual 5 s.
+    let silent = Duration::from_secs(20);
+    assert_eq!(sim.s.poll_timeout(), Some(sim.start + Duration::from_secs(6)));
+    let beats: Vec<Act> = (3..10).flat_map(|k| sim.at(k * 2_000)).collect();
+    assert_eq!(beats.len(), 7, "{beats:?}");
+    assert_eq!(sim.at(20_000), [Action::Exit(Err(SessionError::Silent(silent)))]);
+
+    // A heartbeat interval past the bound is held to it; none below the usual.
+    for (asked, kept) in [(Duration::MAX, MAX_HEARTBEAT), (Duration::ZERO, HEARTBEAT)] {
+        let mut sim = Sim::new();
+        sim.actions();
+        sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: asked });
+        assert_eq!(sim.s.poll_timeout(), Some(sim.start + kept), "Welcome asked for {asked:?}");
+    }
 }
 
 #[test]
@@ -374,7 +403,7 @@ impl Job {
                     quiet = false;
                     match action {
                         Action::Send(msg) => self.coordinator.received(rank as u64, msg, 0),
-                        Action::Probe => session.finished(Work::Probed(RdmaInventory::default())),
+                        Action::Probe => session.finished(Work::Probed(RdmaInventory::default(), Box::default())),
                         Action::Prepare { phase, flows, .. } => {
                             let endpoint = endpoints(phase)[0].endpoint.clone();
                             let receivers = flows.iter().filter(|f| f.side == Side::Receiver);

@@ -13,7 +13,7 @@ const STACK: &[&[&str]] = &[
     &["scenario"],
     &["plan"],
     &["transport", "load"],
-    &["metrics"],
+    &["metrics", "hostfacts"],
     &["result"],
     &["control", "acceptance", "launch"],
     &["worker", "progress", "hostcheck"],

@@ -10,6 +10,7 @@ use common::ranks::{hello, make_plan, window, JOB, TOKEN};
 use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
 use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, PROTOCOL_VERSION};
 use fabricbench::histogram::Histogram;
+use fabricbench::hostfacts::HostFacts;
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
 use fabricbench::transport::rdma::RdmaInventory;
@@ -144,6 +145,7 @@ fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSam
         error: None,
         rtts: None,
         refused: 0,
+        lanes: Vec::new(),
     }
 }
 
@@ -629,13 +631,15 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     let mut sim = Sim::new(make_plan(2, FAN_IN));
     sim.join_all(2);
     let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
-    sim.send(1, ToCoordinator::Probe(inventory));
+    let facts = HostFacts { kernel: Some("6.1.0-18-amd64".into()), ..HostFacts::default() };
+    sim.send(1, ToCoordinator::Probe(inventory, Box::new(facts.clone())));
     let probe = sim.events.iter().find_map(|e| match e {
         Event::Probed(p) => Some(p.clone()),
         _ => None,
     });
     let probe = probe.expect("a Probed event");
     assert_eq!((probe.rank, probe.host.as_str(), probe.error.as_deref()), (1, "h2", Some("no RDMA devices")));
+    assert_eq!(probe.facts, Some(facts), "the host's facts go into run.json with its probe");
     assert!(sim.failure().is_none());
 }
 

@@ -237,6 +237,7 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
         error: None,
         rtts: Some(h),
         refused: 0,
+        lanes: Vec::new(),
     };
     let report = |flows| {
         let r = RankReport { phase: 0, rank: 1, sample_ns: vec![0, 1], flows, ..Default::default() };
@@ -311,4 +312,38 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
         failure.contains("a frame carried more than 1 latency histograms, the most a report of this rank may carry"),
         "{failure}"
     );
+}
+
+/// Heartbeats stay within a budget whatever the job's size: 500 ms up to
+/// 4096 ranks, then spread out (2 s at 16 384) with the silence limit six
+/// intervals; each rank learns its interval from Welcome.
+#[test]
+fn a_large_job_spreads_its_heartbeats_out() {
+    use fabricbench::control::coordinator::{Output, Timeouts};
+    use fabricbench::control::wire::ToWorker;
+    for (ranks, heartbeat_ms, silence_s) in [(2, 500, 3), (4096, 500, 3), (16_384, 2_000, 12), (65_536, 8_000, 48)] {
+        let t = Timeouts::for_ranks(ranks);
+        assert_eq!(t.heartbeat, Duration::from_millis(heartbeat_ms), "{ranks} ranks");
+        assert_eq!(t.silence, Duration::from_secs(silence_s), "{ranks} ranks");
+    }
+    let n = 16_384;
+    let mut c = coordinator(make_plan(n, FAN_IN), 0);
+    c.connected(0, 0);
+    c.received(0, fabricbench::control::wire::ToCoordinator::Hello(common::ranks::hello(0)), 0);
+    let welcome = std::iter::from_fn(|| c.poll()).find_map(|o| match o {
+        Output::Send(0, ToWorker::Welcome { heartbeat, .. }) => Some(heartbeat),
+        _ => None,
+    });
+    assert_eq!(welcome, Some(Duration::from_secs(2)));
+    // The first round (at 2 s) counts the Welcome as rank 0's sign of
+    // life; the next one, not before 4 s, sends it a heartbeat.
+    let sent_to_0 = |c: &mut fabricbench::control::coordinator::Coordinator| {
+        std::iter::from_fn(|| c.poll()).filter(|o| matches!(o, Output::Send(0, _))).count()
+    };
+    for at_ms in [500, 1_000, 2_000, 3_900] {
+        c.tick(at_ms * 1_000_000);
+        assert_eq!(sent_to_0(&mut c), 0, "at {at_ms} ms");
+    }
+    c.tick(4_000_000_000);
+    assert_eq!(sent_to_0(&mut c), 1, "at 4 s: one heartbeat");
 }

@@ -49,6 +49,7 @@ fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
             error: None,
             rtts: None,
             refused: 0,
+            lanes: Vec::new(),
         })
         .collect();
     RankReport {
@@ -71,7 +72,7 @@ fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
         inputs.push((rank as u64, ToCoordinator::Hello(hello(rank))));
     }
     let (mut sent, mut said) =
-        (Vec::new(), vec![ToCoordinator::Probe(RdmaInventory::default()), ToCoordinator::Heartbeat]);
+        (Vec::new(), vec![ToCoordinator::Probe(RdmaInventory::default(), Box::default()), ToCoordinator::Heartbeat]);
     let mut ends = Vec::new();
     while !inputs.is_empty() {
         for (conn, msg) in std::mem::take(&mut inputs) {

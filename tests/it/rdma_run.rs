@@ -307,6 +307,8 @@ fn tcp_vs_rdma_under_receiver_stress() {
     let Some(run) = run_shortened("tcp-vs-rdma-stress.toml", Some(vec![Value::Number(0), Value::Number(1)])) else {
         return;
     };
+    let points = run["sweep"]["points"].as_array().unwrap();
+    matrix_shows_gbps_of_both_transports(&run, points);
     let rows = checked_points(&run, 4, 1.5);
     assert_eq!(run["sweep"]["by_parameter"], "transport");
     let cells: Vec<(&str, &str, bool)> = rows
@@ -324,6 +326,32 @@ fn tcp_vs_rdma_under_receiver_stress() {
     }
     // Every point moved data (checked_points: value > 0); single senders of
     // three may starve for a 1 s window on two emulated vCPUs with a burner.
+}
+
+/// The summary's stress × transport matrix: Gb/s in the TCP and the RDMA
+/// column alike (TCP has no message rate), each ratio of the Gb/s beside it.
+fn matrix_shows_gbps_of_both_transports(run: &serde_json::Value, rows: &[serde_json::Value]) {
+    let bench = Bench::new();
+    let dir = bench.results().join("matrix");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("run.json"), run.to_string()).unwrap();
+    let out = bench.run(&["report", dir.to_str().unwrap()]);
+    let summary = text(&out.stdout);
+    assert!(out.status.success(), "{summary}{}", text(&out.stderr));
+    let at = summary.find("incast: Gb/s by stress.threads × transport").unwrap_or_else(|| panic!("{summary}"));
+    let matrix = &summary[at..];
+    let value = |point: &serde_json::Value| point["groups"][0]["value"].as_f64().unwrap();
+    // rows: (0, tcp), (0, rdma), (1, tcp), (1, rdma); each column's baseline is its stress = 0 point.
+    for (points, stressed) in rows.chunks(2).zip(["0", "1"]) {
+        let line = matrix.lines().find(|l| l.trim_start_matches(['│', ' ']).starts_with(stressed)).unwrap();
+        let cells: Vec<&str> = line.split('┆').skip(1).map(|c| c.trim_matches(['│', ' '])).collect();
+        assert_eq!(cells.len(), 2, "{line}");
+        for (column, (cell, point)) in cells.iter().zip(points).enumerate() {
+            let ratio = value(point) / value(&rows[column]);
+            let shown = format!("{} Gb/s ({ratio:.2}×)", fabricbench::units::number(value(point), 3));
+            assert_eq!(*cell, shown, "{matrix}");
+        }
+    }
 }
 
 #[test]
@@ -502,6 +530,36 @@ fn sent_packets(device: &str) -> u64 {
         .unwrap_or_else(|| panic!("no packet counter under {port}"))
 }
 
+/// A 2-rail flow's per-rail rows (`lanes`): one per device in rail order,
+/// summing to the flow's bytes and Gb/s; each rail's device sent, in the
+/// same window, packets enough to carry that rail's bytes (Soft-RoCE counts
+/// packets, not bytes: a packet holds at most the port's MTU).
+fn rails_add_up(run: &serde_json::Value, devices: &[String]) {
+    let phase = &run["phases"][0];
+    let flow = &phase["flows"][0];
+    let lanes = flow["lanes"].as_array().unwrap_or_else(|| panic!("a 2-rail flow has lanes: {flow}"));
+    let named: Vec<&str> = lanes.iter().map(|l| l["device"].as_str().unwrap()).collect();
+    assert_eq!(named, devices, "{flow}");
+    let bytes: Vec<u64> = lanes.iter().map(|l| l["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(bytes.iter().sum::<u64>(), flow["bytes"].as_u64().unwrap(), "{flow}");
+    let gbps: f64 = lanes.iter().map(|l| l["gbps"].as_f64().unwrap()).sum();
+    let flow_gbps = flow["gbps"].as_f64().unwrap();
+    assert!((gbps - flow_gbps).abs() <= 1e-9 * flow_gbps, "rails {gbps} Gb/s vs the flow's {flow_gbps}");
+    let sender = &phase["ranks"][1];
+    for (device, rail_bytes) in devices.iter().zip(&bytes) {
+        assert!(*rail_bytes > 0, "rail on {device} moved nothing: {flow}");
+        let counters = sender["rdma_counters"].as_array().unwrap().iter().find(|c| c["device"] == device.as_str());
+        let counters = counters.unwrap_or_else(|| panic!("no counters of {device}: {sender}"));
+        let packets = ["hw_counters/sent_pkts", "counters/port_xmit_packets"]
+            .iter()
+            .find_map(|k| counters["counters"][k].as_u64())
+            .unwrap_or_else(|| panic!("no packet counter moved on {device}: {counters}"));
+        let probe = run["probes"][1]["devices"].as_array().unwrap().iter().find(|d| d["name"] == device.as_str());
+        let mtu = probe.and_then(|d| d["ports"][0]["mtu"].as_u64()).unwrap_or_else(|| panic!("no MTU of {device}"));
+        assert!(packets * mtu >= *rail_bytes, "{device}: {packets} packets of ≤ {mtu} B cannot carry {rail_bytes} B");
+    }
+}
+
 /// Multi-rail: one flow's 4 QPs over two devices, two rails, both carry
 /// traffic (the devices' own counters), the flow counts both; the same with
 /// the devices from the hostfile's `devices=`; an unknown
@@ -533,6 +591,7 @@ fn multi_rail_spreads_qps_over_devices() {
     for (device, before) in devices.iter().zip(before) {
         assert!(sent_packets(device) > before, "rail on {device} carried nothing");
     }
+    rails_add_up(&run, &devices);
 
     // The same rails from the hostfile's `devices=`, for a group that names none.
     let list = devices.join(",");
@@ -543,6 +602,7 @@ fn multi_rail_spreads_qps_over_devices() {
     for (device, before) in devices.iter().zip(before) {
         assert!(sent_packets(device) > before, "hostfile rail on {device} carried nothing");
     }
+    rails_add_up(&run, &devices);
 
     let file = bench.write("bad.toml", &scenario(&format!("[\"{}\", \"nosuch\"]", devices[0])));
     let hosts = root.join("hostfiles/local");

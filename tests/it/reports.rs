@@ -69,7 +69,7 @@ fn checks_exit_codes_report_and_compare() {
     // compare: the same run is no regression; one flow 20 % slower is.
     let out = bench.run(&["compare", dir.to_str().unwrap(), dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("no regressions beyond 5%"));
+    assert!(text(&out.stdout).contains("no regressions beyond the tolerance (gbps 5%, mpps 5%, latency 10%, cpu 20%)"));
     let slower = bench.dir.path().join("slower");
     std::fs::create_dir(&slower).unwrap();
     let mut new = run.clone();
@@ -82,7 +82,12 @@ fn checks_exit_codes_report_and_compare() {
     let table = text(&out.stdout);
     let row = table.lines().find(|l| l.contains("incast 127.0.0.3 → 127.0.0.1")).unwrap();
     assert!(row.contains("-20.0") && row.contains("REGRESSION"), "{row}");
-    assert!(text(&out.stderr).contains("1 regression(s) beyond 5%: fan: incast 127.0.0.3 → 127.0.0.1"));
+    let message = text(&out.stderr);
+    assert!(
+        message.contains("1 regression(s) beyond the tolerance (gbps 5%, mpps 5%, latency 5%, cpu 5%): fan: incast 127.0.0.3 → 127.0.0.1 bandwidth"),
+        "{message}"
+    );
+    assert!(message.contains("Gb/s (-20.0%)"), "{message}");
     let out = bench.run(&["compare", dir.to_str().unwrap(), slower.to_str().unwrap(), "--tolerance", "25"]);
     assert!(out.status.success(), "within 25 %: {}", text(&out.stdout));
 

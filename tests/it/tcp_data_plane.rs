@@ -50,7 +50,9 @@ fn receive_all(accepted: Accepted) -> u64 {
         .into_iter()
         .map(|sock| {
             let (counters, stop) = (counters.clone(), stop.clone());
-            std::thread::spawn(move || tcp::receive_loop(sock, &mut [0; 65536], 65536, &counters, &stop))
+            std::thread::spawn(move || {
+                tcp::receive_loop(sock, &mut [0; 65536], 65536, &counters, (&stop, Instant::now()))
+            })
         })
         .collect();
     for l in loops {
@@ -240,4 +242,68 @@ fn check_reported(bench: &Bench, stderr: &str) {
     let line = "warning: data connections refused";
     assert!(summary.contains(line) && summary.contains("flow 0 (127.0.0.3 → 127.0.0.2): 1"), "{summary}");
     assert_eq!(bench.leftovers(Duration::from_secs(2)), []);
+}
+
+/// The broken pipes of a 32-rank all-to-all: a receiver whose rank's window
+/// had closed (its Start came late, so it ran through its boundaries at
+/// once) dropped its sockets after one silent poll, while its sender, on a
+/// rank with its own window, had not even begun: the sender then wrote
+/// into a reset connection (EPIPE). A receiver told to stop now reads
+/// until its sender closes.
+#[test]
+fn a_receiver_whose_window_closed_waits_for_its_late_sender() {
+    let listener = Listener::bind(LOOPBACK).unwrap();
+    let addr = listener.local_addr();
+    let received = Arc::new(FlowCounters::default());
+    let receiver_stop = Arc::new(AtomicBool::new(true));
+    let receiver = {
+        let (received, stop) = (received.clone(), receiver_stop.clone());
+        std::thread::spawn(move || {
+            let sock = listener.accept(&AUTH, 1, TIMEOUT).unwrap().streams.remove(0);
+            // Its window has closed: the stop is the phase's end, not an abort.
+            tcp::receive_loop(sock, &mut [0; 65536], 65536, &received, (&stop, Instant::now()))
+        })
+    };
+    let sock = tcp::connect(LOOPBACK, addr, &AUTH, 1, TIMEOUT).unwrap().remove(0);
+    let sent = Arc::new(FlowCounters::default());
+    let sender_stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (sent, stop) = (sent.clone(), sender_stop.clone());
+        std::thread::spawn(move || {
+            // Late: several of the receiver's read polls go by in silence first.
+            std::thread::sleep(Duration::from_millis(800));
+            tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1300));
+    sender_stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap().expect("the late sender is not cut off by a broken pipe");
+    receiver.join().unwrap().expect("the receiver ends at its sender's close");
+    assert!(sent.read().0 > 0, "the sender sent for 500 ms");
+    assert_eq!(received.read().0, sent.read().0, "everything sent was read before the receiver closed");
+}
+
+/// An abort (a stop before the window closed) ends the run: the receiver
+/// does not wait for a silent sender, so its partial report makes the
+/// coordinator's abort grace.
+#[test]
+fn an_aborted_receiver_closes_at_its_first_silent_poll() {
+    let listener = Listener::bind(LOOPBACK).unwrap();
+    let addr = listener.local_addr();
+    let stop = Arc::new(AtomicBool::new(true));
+    let receiver = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let sock = listener.accept(&AUTH, 1, TIMEOUT).unwrap().streams.remove(0);
+            let began = Instant::now();
+            let window_closes = began + Duration::from_secs(60);
+            let outcome =
+                tcp::receive_loop(sock, &mut [0; 65536], 65536, &FlowCounters::default(), (&stop, window_closes));
+            (outcome, began.elapsed())
+        })
+    };
+    let _silent_sender = tcp::connect(LOOPBACK, addr, &AUTH, 1, TIMEOUT).unwrap();
+    let (outcome, took) = receiver.join().unwrap();
+    outcome.expect("an aborted receiver ends cleanly");
+    assert!(took < Duration::from_secs(1), "waited {took:?} for a silent sender after an abort");
 }

@@ -96,6 +96,10 @@ fn hosts_command_checks_every_host() {
         assert_eq!(c["version"], format!("fabricbench {}", env!("CARGO_PKG_VERSION")));
         // The bed's hosts have no RDMA: the probe ran there and found none.
         assert!(c["rdma"].is_null(), "{c}");
+        // What the host is, from its own `fabricbench facts` (a namespace shares our kernel).
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        assert_eq!(c["facts"]["kernel"], kernel.trim(), "{c}");
+        assert!(c["facts"]["cores"].as_u64().unwrap() > 0, "{c}");
         // Same clock underneath: the offset is within the (possibly slow) round trip.
         let (offset, rtt) = (c["clock_offset_ms"].as_f64().unwrap(), c["rtt_ms"].as_f64().unwrap());
         assert!(offset.abs() <= rtt / 2.0 + 50.0, "{c}");

@@ -4,6 +4,7 @@
 
 use fabricbench::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
 use fabricbench::histogram::Histogram;
+use fabricbench::hostfacts::HostFacts;
 use fabricbench::load::placement::Placed;
 use fabricbench::load::stress::StressReport;
 use fabricbench::metrics::cpu::{CpuUsage, ThreadsCpu};
@@ -82,6 +83,7 @@ fn report_with_every_optional_part() {
                 error: error.clone(),
                 rtts: Some(rtts.clone()),
                 refused: 3,
+                lanes: Vec::new(),
             }],
             clock_offset_ns: 9,
             rtt_ns: 4,
@@ -142,7 +144,10 @@ fn report_with_every_optional_part() {
             mtu: 4096,
         };
         let device = InventoryDevice { name: "rxe0".into(), numa_node: None, ports: vec![port], error: error.clone() };
-        round_trip(&ToCoordinator::Probe(RdmaInventory { devices: vec![device], error }));
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/two-nics");
+        let facts = Box::new(HostFacts::under(&fixture));
+        assert_eq!(facts.rdma_devices.len(), 2);
+        round_trip(&ToCoordinator::Probe(RdmaInventory { devices: vec![device], error }, facts));
     }
     let endpoint = RdmaEndpoint {
         lid: 0,

@@ -40,7 +40,13 @@ impl Coordinator {
             return;
         };
         if reports.any() {
-            let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, reports.answers(), false);
+            let result = aggregate_phase(
+                &self.plan.phases[phase],
+                &self.plan.ranks,
+                reports.answers(),
+                false,
+                self.window.asked(),
+            );
             self.event(Event::PhaseDone(Box::new(result)));
         }
         self.broadcast(|| ToWorker::Bye);
@@ -94,6 +100,23 @@ impl Coordinator {
     }
 }
 
+/// The first ranks of a list and how many more: a job of thousands that
+/// did not answer is one line, not a screenful.
 pub(super) fn list(ranks: &[usize]) -> String {
-    ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+    const SHOWN: usize = 16;
+    let shown = ranks.iter().take(SHOWN).map(usize::to_string).collect::<Vec<_>>().join(", ");
+    match ranks.len().saturating_sub(SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_list_of_ranks_is_cut_with_its_count() {
+        assert_eq!(super::list(&[3, 4]), "3, 4");
+        let ranks: Vec<usize> = (1..=16_383).collect();
+        assert_eq!(super::list(&ranks), "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 and 16367 more");
+    }
 }

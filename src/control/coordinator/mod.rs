@@ -44,6 +44,27 @@ pub struct Timeouts {
     pub hello: Duration,
 }
 
+/// Heartbeats per second the coordinator sends (and, from the workers,
+/// hears) at most, all ranks together. Beyond this many ranks at the usual
+/// interval the interval grows with the job: at 16 384 ranks, 500 ms
+/// heartbeats both ways were 80 % of the frames of a bootstrap, and a
+/// slower bootstrap paid more of them (docs/SCALING.md).
+const HEARTBEATS_PER_SECOND: u32 = 8192;
+/// A rank is lost after this many heartbeat intervals of silence.
+const SILENT_INTERVALS: u32 = 6;
+
+impl Timeouts {
+    /// The defaults for a job of `ranks`: heartbeats within
+    /// [`HEARTBEATS_PER_SECOND`], and a silence limit of at least
+    /// [`SILENT_INTERVALS`] of them.
+    pub fn for_ranks(ranks: usize) -> Timeouts {
+        let usual = Timeouts::default();
+        let spread = Duration::from_secs(1) * u32::try_from(ranks).unwrap_or(u32::MAX) / HEARTBEATS_PER_SECOND;
+        let heartbeat = usual.heartbeat.max(spread);
+        Timeouts { heartbeat, silence: usual.silence.max(heartbeat * SILENT_INTERVALS), ..usual }
+    }
+}
+
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
@@ -305,9 +326,10 @@ impl Coordinator {
                 self.check_abort_complete();
             }
             ToCoordinator::Heartbeat => {}
-            ToCoordinator::Probe(inventory) => {
+            ToCoordinator::Probe(inventory, facts) => {
                 let host = self.slots[rank].host.clone();
-                self.event(Event::Probed(RankProbe { rank, host, devices: inventory.devices, error: inventory.error }));
+                let (devices, error, facts) = (inventory.devices, inventory.error, Some(*facts));
+                self.event(Event::Probed(RankProbe { rank, host, devices, error, facts }));
             }
             ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
             ToCoordinator::Ready { phase } => self.ready(rank, phase, now_ns),

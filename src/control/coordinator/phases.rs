@@ -62,7 +62,7 @@ impl Coordinator {
         slot.joined = true;
         slot.last_heard = now_ns;
         self.joined += 1;
-        self.send(hello.rank, ToWorker::Welcome { now_ns });
+        self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat: self.timeouts.heartbeat });
         let joined = self.joined;
         self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
         if joined == self.slots.len() {
@@ -219,7 +219,8 @@ impl Coordinator {
                     return;
                 }
                 let reports = std::mem::replace(reports, Gather::new(0)).into_answers();
-                let result = aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true);
+                let result =
+                    aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true, self.window.asked());
                 self.event(Event::PhaseDone(Box::new(result)));
                 if phase + 1 < self.plan.phases.len() {
                     self.set_stage(Stage::Saving { phase }, now_ns);

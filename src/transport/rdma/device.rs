@@ -127,11 +127,13 @@ pub(crate) fn device_list() -> Result<DeviceList, RdmaError> {
 /// first verbs call).
 pub(crate) fn rdma_core_version() -> Option<u32> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|l| {
-        let name = l.rsplit('/').next()?;
-        let rest = name.strip_prefix("libibverbs.so.1.")?;
-        rest.split('.').nth(1)?.parse().ok()
-    })
+    maps.lines().find_map(|l| libibverbs_release(l.rsplit('/').next()?))
+}
+
+/// The rdma-core release in a libibverbs file name: libibverbs.so.1.14.44.0
+/// (ABI 1.14) is rdma-core 44.
+pub fn libibverbs_release(file_name: &str) -> Option<u32> {
+    file_name.strip_prefix("libibverbs.so.1.")?.split('.').nth(1)?.parse().ok()
 }
 
 fn setup_err(device: &str, what: impl Into<String>, e: impl std::fmt::Display) -> RdmaError {

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use connect::{prepare, ConnectedFlow, PreparedFlow};
 pub use counters::{CounterDelta, CounterSnapshot};
-pub use device::{GidInfo, GidKind};
+pub use device::{libibverbs_release, GidInfo, GidKind};
 pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};

@@ -23,6 +23,15 @@ use crate::transport::FlowCounters;
 
 /// How long one blocking socket call may take before the loop looks at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
+/// After its own rank's window closes, a receiving end keeps reading until
+/// its sender closes, giving up only after this long without a byte: the
+/// sender's rank closes its window on its own clock, and on a busy host its
+/// threads can wait far longer than one `POLL` for a core. Closing earlier
+/// resets the connection under a sender that is still writing (EPIPE).
+const DRAIN_SILENCE: Duration = Duration::from_secs(2);
+/// …and after this long in all, whatever the sender does, so a report is
+/// never held by a peer that writes on.
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
@@ -85,31 +94,67 @@ pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop:
     Ok(())
 }
 
-/// Receives until the sender closes (or `stop` and silence), counting bytes;
-/// messages are counted as whole `message_size` units received.
+/// Receives until the sender closes, counting bytes; messages are counted
+/// as whole `message_size` units received. After a `stop` at or after its
+/// window's `close` it drains (`Drain`): the window is over for this rank,
+/// not for its sender.
 pub fn receive_loop(
     mut sock: TcpStream,
     buf: &mut [u8],
     message_size: u64,
     counters: &FlowCounters,
-    stop: &AtomicBool,
+    (stop, close): (&AtomicBool, Instant),
 ) -> Result<(), TcpError> {
     let fail = stream_error(&sock, counters);
     sock.set_read_timeout(Some(POLL)).map_err(&fail)?;
     let mut partial = 0u64;
+    let mut drain = Drain::new(close);
     loop {
-        match sock.read(buf) {
+        let heard = match sock.read(buf) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 partial += n as u64;
                 let whole = partial / message_size;
                 partial %= message_size;
                 counters.add(n as u64, whole);
+                true
             }
-            Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(()),
-            Err(e) if is_retry(&e) => {}
+            Err(e) if is_retry(&e) => false,
             Err(e) => return Err(fail(e)),
+        };
+        if drain.over(stop, heard) {
+            return Ok(());
         }
+    }
+}
+
+/// When a receiving end that was told to stop may close. A stop at or
+/// after its window's `close` is the phase's end: it drains until its
+/// sender has been silent for `DRAIN_SILENCE` since the stop, or
+/// `DRAIN_LIMIT` after it (a sender that has not begun yet is late, not
+/// gone). A stop before `close` is an abort: the run is ending, and the
+/// partial report must not wait, so it closes at the first silent poll.
+struct Drain {
+    close: Instant,
+    stopped: Option<(Instant, bool)>,
+    silent_polls: u32,
+}
+
+impl Drain {
+    fn new(close: Instant) -> Drain {
+        Drain { close, stopped: None, silent_polls: 0 }
+    }
+
+    /// Called after every read (`heard`: it brought bytes).
+    fn over(&mut self, stop: &AtomicBool, heard: bool) -> bool {
+        if !stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        let (stopped, aborted) = *self.stopped.get_or_insert((now, now < self.close));
+        self.silent_polls = if heard { 0 } else { self.silent_polls.saturating_add(1) };
+        let silence = POLL.saturating_mul(self.silent_polls);
+        (aborted && !heard) || now - stopped >= DRAIN_LIMIT || silence >= DRAIN_SILENCE
     }
 }
 
@@ -126,8 +171,9 @@ pub fn ping_loop(
     prepare_latency(&sock).map_err(&fail)?;
     while !stop.load(Ordering::Relaxed) {
         let sent = Instant::now();
-        if !transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
-            || !transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
+        let mut stopped = |heard: bool| !heard && stop.load(Ordering::Relaxed);
+        if !transfer(&mut sock, buf, &mut stopped, Direction::Write).map_err(&fail)?
+            || !transfer(&mut sock, buf, &mut stopped, Direction::Read).map_err(&fail)?
         {
             break;
         }
@@ -138,17 +184,20 @@ pub fn ping_loop(
     Ok(())
 }
 
-/// Latency server: returns every message as soon as it has all of it.
+/// Latency server: returns every message as soon as it has all of it,
+/// until the client closes (after `stop` it drains, as a receiver does).
 pub fn echo_loop(
     mut sock: TcpStream,
     buf: &mut [u8],
     counters: &FlowCounters,
-    stop: &AtomicBool,
+    (stop, close): (&AtomicBool, Instant),
 ) -> Result<(), TcpError> {
     let fail = stream_error(&sock, counters);
     prepare_latency(&sock).map_err(&fail)?;
-    while transfer(&mut sock, buf, stop, Direction::Read).map_err(&fail)?
-        && transfer(&mut sock, buf, stop, Direction::Write).map_err(&fail)?
+    let mut drain = Drain::new(close);
+    let mut drained = |heard: bool| drain.over(stop, heard);
+    while transfer(&mut sock, buf, &mut drained, Direction::Read).map_err(&fail)?
+        && transfer(&mut sock, buf, &mut drained, Direction::Write).map_err(&fail)?
     {
         counters.add(buf.len() as u64, 1);
     }
@@ -166,21 +215,31 @@ enum Direction {
     Write,
 }
 
-/// Moves all of `buf` one way; `false` when the peer closed or `stop` was
-/// set while waiting.
-fn transfer(sock: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, direction: Direction) -> std::io::Result<bool> {
+/// Moves all of `buf` one way; `false` when the peer closed or `give_up`
+/// (told whether the call moved bytes) says so.
+fn transfer(
+    sock: &mut TcpStream,
+    buf: &mut [u8],
+    give_up: &mut impl FnMut(bool) -> bool,
+    direction: Direction,
+) -> std::io::Result<bool> {
     let mut done = 0;
     while done < buf.len() {
         let moved = match direction {
             Direction::Read => sock.read(&mut buf[done..]),
             Direction::Write => sock.write(&buf[done..]),
         };
-        match moved {
+        let heard = match moved {
             Ok(0) => return Ok(false),
-            Ok(n) => done += n,
-            Err(e) if is_retry(&e) && stop.load(Ordering::Relaxed) => return Ok(false),
-            Err(e) if is_retry(&e) => {}
+            Ok(n) => {
+                done += n;
+                true
+            }
+            Err(e) if is_retry(&e) => false,
             Err(e) => return Err(e),
+        };
+        if give_up(heard) && done < buf.len() {
+            return Ok(false);
         }
     }
     Ok(true)

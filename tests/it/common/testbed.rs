@@ -64,6 +64,12 @@ impl Bed {
         Command::new(&self.script).arg("exec").arg(host).args(cmd).output().expect("testbed exec")
     }
 
+    /// Reshapes a host of the running bed (`h2=100mbit/in`, as `--shape`).
+    pub fn shape(&self, spec: &str) {
+        let out = Command::new(&self.script).arg("shape").arg(spec).output().expect("testbed shape");
+        assert!(out.status.success(), "testbed shape {spec}: {}", super::text(&out.stderr));
+    }
+
     /// Crashes `host` whole: kills its pid namespace's init from outside (an
     /// init ignores SIGKILL from its own namespace), and with it every
     /// process of the host — sshd, slurmd, job steps, workers.

@@ -1,0 +1,179 @@
+//! What a host is, for the record of a run and for `fabricbench hosts`:
+//! kernel, OS, CPU model, cores, NUMA nodes, rdma-core, and every RDMA
+//! device's driver, firmware, model and port rates. Everything is read
+//! from files under a root (`/` on a real host), so recorded device trees
+//! (tests/fixtures/hosts/) stand in for hardware this machine lacks. A fact
+//! that cannot be read is `None`, never an error: a host is recorded as far
+//! as it can be.
+
+mod rdma;
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::load::topology::parse_cpu_list;
+use crate::transport::rdma::libibverbs_release;
+
+pub use rdma::{PortFacts, RdmaDeviceFacts};
+
+/// Library folders (under the root) searched for libibverbs, in the order
+/// the dynamic loader of Debian, Red Hat and SUSE would find it.
+const LIBRARY_DIRS: &[&str] = &[
+    "usr/lib/x86_64-linux-gnu",
+    "usr/lib/aarch64-linux-gnu",
+    "usr/lib/powerpc64le-linux-gnu",
+    "usr/lib64",
+    "usr/lib",
+    "lib/x86_64-linux-gnu",
+    "lib64",
+    "lib",
+    "usr/local/lib",
+];
+
+/// One host's facts. Crosses the wire (each rank sends its own): no
+/// `skip_serializing_if` here.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct HostFacts {
+    /// Kernel release (/proc/sys/kernel/osrelease), e.g. "6.1.0-18-amd64".
+    pub kernel: Option<String>,
+    /// `PRETTY_NAME` of /etc/os-release, e.g. "Debian GNU/Linux 12 (bookworm)".
+    pub os: Option<String>,
+    /// The first `model name` of /proc/cpuinfo.
+    pub cpu_model: Option<String>,
+    /// Logical CPUs online (/sys/devices/system/cpu/online).
+    pub cores: Option<usize>,
+    /// NUMA nodes online (/sys/devices/system/node/online); `None` on
+    /// kernels without NUMA.
+    pub numa_nodes: Option<usize>,
+    /// rdma-core release of the installed libibverbs, from its file name
+    /// (libibverbs.so.1.14.44.0 is rdma-core 44); `None` without one.
+    pub rdma_core: Option<u32>,
+    /// The libibverbs file that version was read from.
+    pub libibverbs: Option<String>,
+    /// Every device of /sys/class/infiniband, by name.
+    pub rdma_devices: Vec<RdmaDeviceFacts>,
+}
+
+impl HostFacts {
+    /// This host's facts.
+    pub fn of_this_host() -> HostFacts {
+        HostFacts::under(Path::new("/"))
+    }
+
+    /// The facts of the host whose files are under `root`.
+    pub fn under(root: &Path) -> HostFacts {
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).ok();
+        let count = |path: &str| read(path).and_then(|t| parse_cpu_list(&t)).map(|list| list.len());
+        let library = libibverbs(root);
+        HostFacts {
+            kernel: read("proc/sys/kernel/osrelease").map(|t| t.trim().to_string()).filter(|t| !t.is_empty()),
+            os: read("etc/os-release").or_else(|| read("usr/lib/os-release")).and_then(|t| pretty_name(&t)),
+            cpu_model: read("proc/cpuinfo").and_then(|t| cpu_model(&t)),
+            cores: count("sys/devices/system/cpu/online").filter(|&n| n > 0),
+            numa_nodes: count("sys/devices/system/node/online").filter(|&n| n > 0),
+            rdma_core: library.as_deref().and_then(|name| libibverbs_release(name.rsplit('/').next()?)),
+            libibverbs: library,
+            rdma_devices: rdma::devices(&root.join("sys/class/infiniband")),
+        }
+    }
+}
+
+/// `PRETTY_NAME` of an os-release file (else `NAME VERSION`), unquoted.
+fn pretty_name(text: &str) -> Option<String> {
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(|v| v.trim().trim_matches('"').to_string())
+    };
+    field("PRETTY_NAME").or_else(|| Some(format!("{} {}", field("NAME")?, field("VERSION").unwrap_or_default())))
+}
+
+/// The first `model name` of /proc/cpuinfo (x86), else its `Model` or
+/// `cpu` line (ARM, POWER).
+fn cpu_model(text: &str) -> Option<String> {
+    ["model name", "Model", "cpu"].iter().find_map(|key| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == *key && !v.trim().is_empty()).then(|| v.trim().to_string())
+        })
+    })
+}
+
+/// The path of the first libibverbs.so.1.X.Y.Z (the real file, not its
+/// links) in the library folders under `root`, as `/usr/lib/…`.
+fn libibverbs(root: &Path) -> Option<String> {
+    LIBRARY_DIRS.iter().find_map(|dir| {
+        let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| libibverbs_release(name).is_some())
+            .collect();
+        names.sort();
+        names.pop().map(|name| format!("/{dir}/{name}"))
+    })
+}
+
+impl fmt::Display for HostFacts {
+    /// One line for the host, one per RDMA device: what `fabricbench facts`
+    /// and `fabricbench hosts` show.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+        let count = |v: Option<usize>| v.map_or_else(|| "?".to_string(), |n| n.to_string());
+        write!(
+            f,
+            "{} · Linux {} · {} · {} cores · {} NUMA node(s) · ",
+            or_unknown(&self.os),
+            or_unknown(&self.kernel),
+            or_unknown(&self.cpu_model),
+            count(self.cores),
+            count(self.numa_nodes)
+        )?;
+        match self.rdma_core {
+            Some(v) => writeln!(f, "rdma-core {v}")?,
+            None => writeln!(f, "no libibverbs")?,
+        }
+        for d in &self.rdma_devices {
+            writeln!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_release_names() {
+        assert_eq!(
+            pretty_name("NAME=\"Rocky Linux\"\nPRETTY_NAME=\"Rocky Linux 9.3 (Blue Onyx)\"\n").as_deref(),
+            Some("Rocky Linux 9.3 (Blue Onyx)")
+        );
+        assert_eq!(pretty_name("NAME=Alpine\nVERSION=3.19\n").as_deref(), Some("Alpine 3.19"));
+        assert_eq!(pretty_name("ID=x\n"), None);
+    }
+
+    #[test]
+    fn cpu_models_of_x86_and_arm() {
+        assert_eq!(
+            cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7763 64-Core Processor\n").as_deref(),
+            Some("AMD EPYC 7763 64-Core Processor")
+        );
+        assert_eq!(
+            cpu_model("processor\t: 0\nBogoMIPS\t: 50.00\nModel\t\t: Ampere Altra\n").as_deref(),
+            Some("Ampere Altra")
+        );
+        assert_eq!(cpu_model("processor\t: 0\n"), None);
+    }
+
+    #[test]
+    fn this_host_has_a_kernel_and_cores() {
+        let facts = HostFacts::of_this_host();
+        assert!(facts.kernel.is_some(), "{facts:?}");
+        assert_eq!(facts.cores, Some(crate::load::topology::online_cpus().len()), "{facts:?}");
+        assert_eq!(facts.rdma_core.is_some(), facts.libibverbs.is_some(), "{facts:?}");
+    }
+}

@@ -1,0 +1,310 @@
+//! `fabricbench compare`: a new run against a baseline, phase by phase and
+//! item by item (matched by phase name, group and hosts, not by ids), on
+//! every number that says how fast: the aggregate's, each receiver's and
+//! each flow's Gb/s, RDMA flows' message rate, latency flows' min, typical,
+//! p99 and p99.9, and each rank's worker CPU. Worse than the baseline by
+//! more than its kind's tolerance is a regression: lower for Gb/s and Mpps,
+//! higher for latency and CPU.
+
+mod tolerance;
+
+pub use tolerance::{Kind, ToleranceError, Tolerances};
+
+use crate::report::table::Table;
+use crate::result::{PhaseResult, RankResult, RunResult};
+use crate::scenario::{Mode, Transport};
+
+/// One number compared, with its unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    Gbps,
+    Mpps,
+    LatencyMin,
+    LatencyTypical,
+    LatencyP99,
+    LatencyP999,
+    WorkerCpu,
+}
+
+impl Metric {
+    pub fn kind(self) -> Kind {
+        match self {
+            Metric::Gbps => Kind::Gbps,
+            Metric::Mpps => Kind::Mpps,
+            Metric::LatencyMin | Metric::LatencyTypical | Metric::LatencyP99 | Metric::LatencyP999 => Kind::Latency,
+            Metric::WorkerCpu => Kind::Cpu,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Gbps => "bandwidth",
+            Metric::Mpps => "message rate",
+            Metric::LatencyMin => "latency min",
+            Metric::LatencyTypical => "latency typical",
+            Metric::LatencyP99 => "latency p99",
+            Metric::LatencyP999 => "latency p99.9",
+            Metric::WorkerCpu => "worker CPU",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self.kind() {
+            Kind::Gbps => "Gb/s",
+            Kind::Mpps => "Mpps",
+            Kind::Latency => "µs",
+            Kind::Cpu => "% of a core",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delta {
+    /// Within the tolerance.
+    Same,
+    /// Better than the baseline by more than the tolerance.
+    Better,
+    Regression,
+    /// Measured in one run only (the scenario or hostfile changed).
+    OnlyBase,
+    OnlyNew,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// `phase: what`, e.g. `fan-in: incast h2 → h1`.
+    pub item: String,
+    pub metric: Metric,
+    /// In the metric's unit, in the baseline and in the new run.
+    pub base: Option<f64>,
+    pub new: Option<f64>,
+    pub delta: Delta,
+}
+
+impl Row {
+    /// (new − base) / base in %, when both exist and base is not 0.
+    pub fn change_pct(&self) -> Option<f64> {
+        match (self.base, self.new) {
+            (Some(b), Some(n)) if b != 0.0 => Some((n - b) / b * 100.0),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub tolerances: Tolerances,
+    pub rows: Vec<Row>,
+}
+
+/// A phase's numbers: item, metric, value.
+type Values = Vec<(String, Metric, f64)>;
+
+pub fn compare(base: &RunResult, new: &RunResult, tolerances: Tolerances) -> Comparison {
+    let mut names: Vec<&str> = base.phases.iter().map(|p| p.name.as_str()).collect();
+    names.extend(new.phases.iter().map(|p| p.name.as_str()).filter(|n| !base.phases.iter().any(|p| p.name == *n)));
+    let values =
+        |run: &RunResult, name: &str| run.phases.iter().find(|p| p.name == name).map(values).unwrap_or_default();
+    let mut rows = Vec::new();
+    for name in names {
+        let (b, n) = (values(base, name), values(new, name));
+        let find = |list: &Values, item: &str, metric: Metric| {
+            list.iter().find(|(i, m, _)| i == item && *m == metric).map(|(_, _, v)| *v)
+        };
+        let mut keys: Vec<(String, Metric)> = Vec::new();
+        for (item, metric, _) in b.iter().chain(&n) {
+            if !keys.iter().any(|(i, m)| i == item && m == metric) {
+                keys.push((item.clone(), *metric));
+            }
+        }
+        for (item, metric) in keys {
+            let (bv, nv) = (find(&b, &item, metric), find(&n, &item, metric));
+            let delta = judge(metric.kind(), bv, nv, tolerances.of(metric.kind()));
+            rows.push(Row { item, metric, base: bv, new: nv, delta });
+        }
+    }
+    Comparison { tolerances, rows }
+}
+
+/// Worse by more than `tolerance_pct` is a regression, better by more is
+/// better; which way is worse depends on the kind.
+fn judge(kind: Kind, base: Option<f64>, new: Option<f64>, tolerance_pct: f64) -> Delta {
+    let (b, n) = match (base, new) {
+        (Some(b), Some(n)) => (b, n),
+        (Some(_), None) => return Delta::OnlyBase,
+        _ => return Delta::OnlyNew,
+    };
+    let t = tolerance_pct / 100.0;
+    let (worse, better) = match kind.higher_is_better() {
+        true => (n < b * (1.0 - t), n > b * (1.0 + t)),
+        false => (n > b * (1.0 + t), n < b * (1.0 - t)),
+    };
+    match (worse, better) {
+        (true, _) => Delta::Regression,
+        (_, true) => Delta::Better,
+        _ => Delta::Same,
+    }
+}
+
+/// Every number of a phase that compare judges. Receivers with one sender
+/// repeat their flow and are left out; message rates only for RDMA flows
+/// (TCP has none); latency flows by their latency, not their Gb/s.
+fn values(p: &PhaseResult) -> Values {
+    let name = &p.name;
+    let mut out = Values::new();
+    if p.flows.iter().any(|f| f.mode == Mode::Bandwidth) {
+        out.push((format!("{name}: aggregate"), Metric::Gbps, p.aggregate_gbps));
+    }
+    for r in p.receivers.iter().filter(|r| r.senders > 1) {
+        out.push((format!("{name}: into {}", r.host), Metric::Gbps, r.aggregate_gbps));
+    }
+    let rdma = |group: &str| p.groups.iter().any(|g| g.name == group && g.transport == Transport::Rdma);
+    for f in &p.flows {
+        let item = format!("{name}: {} {} → {}", f.group, f.src_host, f.dst_host);
+        match (&f.latency, f.mode) {
+            (Some(l), _) => out.extend(
+                [
+                    (Metric::LatencyMin, l.min_us),
+                    (Metric::LatencyTypical, l.typical_us),
+                    (Metric::LatencyP99, l.p99_us),
+                    (Metric::LatencyP999, l.p999_us),
+                ]
+                .map(|(metric, v)| (item.clone(), metric, v)),
+            ),
+            (None, Mode::Latency) => {}
+            (None, Mode::Bandwidth) => {
+                out.push((item.clone(), Metric::Gbps, f.gbps));
+                if rdma(&f.group) {
+                    out.push((item, Metric::Mpps, f.msgs_per_s / 1e6));
+                }
+            }
+        }
+    }
+    // A stressed rank of a run made before the threads were told apart
+    // (no `process_pct`) counted its burners in: another quantity, left out.
+    let comparable = |r: &&RankResult| r.reported && (r.cpu.process_pct.is_some() || r.stress.is_none());
+    for r in p.ranks.iter().filter(comparable) {
+        out.push((format!("{name}: rank {} {}", r.rank, r.host), Metric::WorkerCpu, r.cpu.worker_pct));
+    }
+    out
+}
+
+fn number(x: Option<f64>) -> String {
+    x.map_or_else(|| "–".to_string(), |x| format!("{x:.3}"))
+}
+
+fn signed(x: Option<f64>, decimals: usize) -> String {
+    x.map_or_else(|| "–".to_string(), |x| format!("{x:+.decimals$}"))
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> Vec<&Row> {
+        self.rows.iter().filter(|r| r.delta == Delta::Regression).collect()
+    }
+
+    /// Every item and metric of both runs, side by side.
+    pub fn table(&self) -> Table {
+        let mut t = Table::new(
+            format!("Compared with the baseline (tolerance {})", self.tolerances),
+            &["item", "metric", "base", "new", "unit", "change %", "verdict"],
+        );
+        for r in &self.rows {
+            let verdict = match r.delta {
+                Delta::Same => "same",
+                Delta::Better => "better",
+                Delta::Regression => "REGRESSION",
+                Delta::OnlyBase => "only in base",
+                Delta::OnlyNew => "only in new",
+            };
+            t.rows.push(vec![
+                r.item.clone(),
+                r.metric.name().to_string(),
+                number(r.base),
+                number(r.new),
+                r.metric.unit().to_string(),
+                signed(r.change_pct(), 1),
+                verdict.to_string(),
+            ]);
+        }
+        t
+    }
+
+    /// The regressions only, each with how far it moved (in its unit and in
+    /// %) and the tolerance it broke.
+    pub fn regressions_table(&self) -> Table {
+        let mut t = Table::new(
+            "Regressions".to_string(),
+            &["item", "metric", "base", "new", "change", "change %", "tolerance %"],
+        );
+        for r in self.regressions() {
+            let unit = r.metric.unit();
+            let moved = r.base.zip(r.new).map(|(b, n)| n - b);
+            t.rows.push(vec![
+                r.item.clone(),
+                r.metric.name().to_string(),
+                format!("{} {unit}", number(r.base)),
+                format!("{} {unit}", number(r.new)),
+                format!("{} {unit}", signed(moved, 3)),
+                signed(r.change_pct(), 1),
+                format!("{}", self.tolerances.of(r.metric.kind())),
+            ]);
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> RunResult {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("a run.json")
+    }
+
+    fn delta(c: &Comparison, item: &str, metric: Metric) -> Delta {
+        c.rows.iter().find(|r| r.item == item && r.metric == metric).map(|r| r.delta).expect("the row")
+    }
+
+    /// Two real runs of fan-in.toml (schema 1 and 3): the v3 run's probe
+    /// had lower p99 and p99.9, incast 2 → 1 fewer Gb/s.
+    #[test]
+    fn lower_latency_is_better_and_higher_a_regression() {
+        let (v1, v3) = (fixture("v1-fan-in.json"), fixture("v3-fan-in.json"));
+        let probe = "fan-in: probe 127.0.0.3 → 127.0.0.1";
+        let forward = compare(&v1, &v3, Tolerances::default());
+        assert_eq!(delta(&forward, probe, Metric::LatencyP99), Delta::Better);
+        assert_eq!(delta(&forward, probe, Metric::LatencyP999), Delta::Better);
+        assert_eq!(delta(&forward, "fan-in: incast 127.0.0.2 → 127.0.0.1", Metric::Gbps), Delta::Regression);
+        let back = compare(&v3, &v1, Tolerances::default());
+        assert_eq!(delta(&back, probe, Metric::LatencyP99), Delta::Regression);
+        assert_eq!(delta(&back, probe, Metric::LatencyP999), Delta::Regression);
+        assert_eq!(delta(&back, "fan-in: incast 127.0.0.2 → 127.0.0.1", Metric::Gbps), Delta::Better);
+        // A latency flow is judged by its latency only.
+        assert!(!forward.rows.iter().any(|r| r.item == probe && r.metric == Metric::Gbps));
+    }
+
+    #[test]
+    fn each_kind_has_its_own_tolerance() {
+        let (v1, v3) = (fixture("v1-fan-in.json"), fixture("v3-fan-in.json"));
+        let incast = "fan-in: incast 127.0.0.2 → 127.0.0.1"; // −41 %
+        let wide_gbps: Tolerances = "gbps=50%".parse().unwrap();
+        assert_eq!(delta(&compare(&v1, &v3, wide_gbps), incast, Metric::Gbps), Delta::Same);
+        let wide_latency: Tolerances = "latency=100%".parse().unwrap();
+        let c = compare(&v3, &v1, wide_latency);
+        assert_eq!(delta(&c, "fan-in: probe 127.0.0.3 → 127.0.0.1", Metric::LatencyP99), Delta::Same, "+20 % < 100 %");
+        assert_eq!(delta(&c, incast, Metric::Gbps), Delta::Better, "Gb/s keeps its 5 %");
+    }
+
+    #[test]
+    fn rdma_flows_are_judged_on_message_rate_too() {
+        let run = fixture("v3-rdma-fan-in.json");
+        let c = compare(&run, &run, Tolerances::default());
+        let mpps: Vec<&Row> = c.rows.iter().filter(|r| r.metric == Metric::Mpps).collect();
+        let rdma_flows = run.phases.iter().flat_map(|p| &p.flows).filter(|f| f.mode == Mode::Bandwidth).count();
+        assert_eq!(mpps.len(), rdma_flows, "{:?}", c.rows);
+        assert!(mpps.iter().all(|r| r.delta == Delta::Same && r.base.is_some_and(|v| v > 0.0)));
+        let tcp = compare(&fixture("v3-fan-in.json"), &fixture("v3-fan-in.json"), Tolerances::default());
+        assert!(!tcp.rows.iter().any(|r| r.metric == Metric::Mpps), "TCP has no message rate");
+    }
+}

@@ -1,0 +1,197 @@
+//! A sweep's tables: one row per point with each group's number, message
+//! rate (RDMA points), busiest worker CPU and ratio to the baseline; for a
+//! two-parameter sweep also one matrix per group (rows × columns). Every
+//! column and matrix cell names its unit, and a ratio is always of the
+//! number printed beside it.
+
+use crate::report::table::Table;
+use crate::result::sweep::{SweepCell, SweepResult, SweepRow};
+use crate::result::RunResult;
+use crate::units::number;
+
+/// The sweep's table and, with a second parameter, its matrices (none
+/// without a sweep).
+pub fn tables(run: &RunResult) -> Vec<Table> {
+    run.sweep.as_ref().map(of).unwrap_or_default()
+}
+
+fn of(sweep: &SweepResult) -> Vec<Table> {
+    let Some(first) = sweep.points.first() else { return Vec::new() };
+    let groups: Vec<(&str, &str, bool)> = first
+        .groups
+        .iter()
+        .map(|c| (c.group.as_str(), c.metric.as_str(), cells(sweep, &c.group).any(|(_, c)| has_mpps(c))))
+        .collect();
+    let mut header = vec![sweep.parameter.clone()];
+    header.extend(sweep.by_parameter.clone());
+    for &(group, metric, mpps) in &groups {
+        header.push(format!("{group} {}", metric_unit(metric)));
+        if mpps {
+            header.push(format!("{group} Mpps"));
+        }
+        header.push(format!("{group} max worker CPU %"));
+        header.push(format!("{group} × baseline ({})", metric_unit(metric)));
+    }
+    let mut t = Table {
+        title: format!("Sweep of {} (baseline {})", sweep_axes(sweep), sweep.baseline),
+        header,
+        rows: Vec::new(),
+    };
+    let dash = || "-".to_string();
+    for point in &sweep.points {
+        let mut row = vec![if point.baseline { format!("{} (baseline)", point.value) } else { point.value.clone() }];
+        row.extend(point.by_value.clone());
+        for &(group, _, mpps) in &groups {
+            let cell = point.groups.iter().find(|c| c.group == group);
+            row.push(cell.map_or_else(dash, |c| number(c.value, 3)));
+            if mpps {
+                // A TCP point has no message rate: a dash, never a 0.
+                row.push(cell.filter(|c| has_mpps(c)).and_then(|c| c.mpps).map_or_else(dash, |v| number(v, 3)));
+            }
+            row.push(cell.and_then(|c| c.max_worker_cpu_pct).map_or_else(dash, |v| number(v, 0)));
+            row.push(cell.and_then(|c| c.ratio).map_or_else(dash, |r| format!("{r:.2}×")));
+        }
+        t.rows.push(row);
+    }
+    let mut tables = vec![t];
+    if let Some(by) = &sweep.by_parameter {
+        tables.extend(groups.iter().map(|&(group, metric, _)| matrix(sweep, by, group, metric)));
+    }
+    tables
+}
+
+/// Whether a cell's message rate means something: an RDMA bandwidth point.
+fn has_mpps(c: &SweepCell) -> bool {
+    c.rdma && c.mpps.is_some() && c.metric != "p99_us"
+}
+
+/// Every measured cell of `group`, with its point.
+fn cells<'a>(sweep: &'a SweepResult, group: &'a str) -> impl Iterator<Item = (&'a SweepRow, &'a SweepCell)> + 'a {
+    sweep.points.iter().filter_map(move |p| Some((p, p.groups.iter().find(|c| c.group == group)?)))
+}
+
+fn metric_unit(metric: &str) -> &'static str {
+    if metric == "p99_us" {
+        "p99 µs"
+    } else {
+        "Gb/s"
+    }
+}
+
+fn sweep_axes(sweep: &SweepResult) -> String {
+    match &sweep.by_parameter {
+        Some(by) => format!("{} × {by}", sweep.parameter),
+        None => sweep.parameter.clone(),
+    }
+}
+
+/// One group's two-parameter sweep as a matrix: a row per value of the
+/// first parameter, a column per value of the second. Message rate when
+/// every cell has one (all RDMA bandwidth points), else the group's number
+/// (Gb/s, or p99 µs): a matrix that mixes TCP and RDMA compares Gb/s. The
+/// ratio beside each cell is of the number shown, against its column's
+/// baseline.
+fn matrix(sweep: &SweepResult, by: &str, group: &str, metric: &str) -> Table {
+    let mpps = cells(sweep, group).all(|(_, c)| has_mpps(c));
+    let unit = if mpps { "Mpps" } else { metric_unit(metric) };
+    let shown = |c: &SweepCell| if mpps { c.mpps.unwrap_or_default() } else { c.value };
+    let mut rows: Vec<&str> = Vec::new();
+    let mut columns: Vec<&str> = Vec::new();
+    for p in &sweep.points {
+        if !rows.contains(&p.value.as_str()) {
+            rows.push(&p.value);
+        }
+        if let Some(c) = p.by_value.as_deref().filter(|c| !columns.contains(c)) {
+            columns.push(c);
+        }
+    }
+    let mut header = vec![format!("{} \\ {by}", sweep.parameter)];
+    header.extend(columns.iter().map(|c| c.to_string()));
+    let mut t = Table {
+        title: format!("{group}: {unit} by {} × {by} (× the baseline row of each column)", sweep.parameter),
+        header,
+        rows: Vec::new(),
+    };
+    for row in rows {
+        let mut line = vec![row.to_string()];
+        for column in &columns {
+            let found = cells(sweep, group).find(|(p, _)| p.value == row && p.by_value.as_deref() == Some(column));
+            line.push(found.map_or_else(
+                || "-".to_string(),
+                |(point, c)| {
+                    let base = sweep.baseline_of(point, group).map(shown).filter(|&b| b > 0.0);
+                    let value = shown(c);
+                    match base {
+                        Some(b) => format!("{} {unit} ({:.2}×)", number(value, 3), value / b),
+                        None => format!("{} {unit}", number(value, 3)),
+                    }
+                },
+            ));
+        }
+        t.rows.push(line);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `stress.threads` × `transport` as tcp-vs-rdma-stress runs it: TCP
+    /// has no message rate (its cells' `mpps` is what TCP flows count).
+    fn stress_by_transport(rdma_mpps: [f64; 2]) -> SweepResult {
+        let cell = |value: f64, ratio: f64, rdma: bool, mpps: f64| SweepCell {
+            group: "incast".into(),
+            metric: "aggregate_gbps".into(),
+            value,
+            ratio: Some(ratio),
+            mpps: Some(mpps),
+            rdma,
+            max_worker_cpu_pct: Some(99.5),
+        };
+        let point = |value: &str, by: &str, baseline, c| SweepRow {
+            value: value.into(),
+            by_value: Some(by.into()),
+            phase: 0,
+            baseline,
+            groups: vec![c],
+        };
+        SweepResult {
+            parameter: "stress.threads".into(),
+            baseline: "0".into(),
+            by_parameter: Some("transport".into()),
+            points: vec![
+                point("0", "tcp", true, cell(20.0, 1.0, false, 0.0)),
+                point("0", "rdma", true, cell(8.0, 1.0, true, rdma_mpps[0])),
+                point("all", "tcp", false, cell(10.0, 0.5, false, 0.0)),
+                point("all", "rdma", false, cell(7.6, 0.95, true, rdma_mpps[1])),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_matrix_mixing_transports_shows_gbps_with_ratios_of_those_numbers() {
+        let tables = of(&stress_by_transport([0.0153, 0.0145]));
+        let m = &tables[1];
+        assert_eq!(m.title, "incast: Gb/s by stress.threads × transport (× the baseline row of each column)");
+        assert_eq!(m.header, ["stress.threads \\ transport", "tcp", "rdma"]);
+        assert_eq!(m.rows[0], ["0", "20.000 Gb/s (1.00×)", "8.000 Gb/s (1.00×)"]);
+        // 10 / 20 and 7.6 / 8: each ratio is of the two numbers shown.
+        assert_eq!(m.rows[1], ["all", "10.000 Gb/s (0.50×)", "7.600 Gb/s (0.95×)"]);
+        // The point table: a message rate only where the point has one.
+        let t = &tables[0];
+        let mpps = t.header.iter().position(|h| h == "incast Mpps").expect("an Mpps column for the RDMA points");
+        let column: Vec<&str> = t.rows.iter().map(|r| r[mpps].as_str()).collect();
+        assert_eq!(column, ["-", "0.0153", "-", "0.0145"]);
+    }
+
+    #[test]
+    fn an_all_rdma_matrix_shows_mpps_with_ratios_of_mpps() {
+        let mut sweep = stress_by_transport([2.0, 1.5]);
+        sweep.points.retain(|p| p.by_value.as_deref() == Some("rdma"));
+        let m = &of(&sweep)[1];
+        assert!(m.title.starts_with("incast: Mpps by"), "{}", m.title);
+        // 1.5 / 2.0, not the Gb/s ratio (0.95) recorded in the cell.
+        assert_eq!(m.rows[1], ["all", "1.500 Mpps (0.75×)"]);
+    }
+}
