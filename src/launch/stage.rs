@@ -44,10 +44,15 @@ pub async fn stage(session: &Session, binary: &LocalBinary) -> Result<Staged, St
     let bytes =
         tokio::fs::read(&binary.path).await.map_err(|e| format!("cannot read {}: {e}", binary.path.display()))?;
     // Write to a temporary name and rename, so a concurrent stage or a
-    // running worker never sees half a binary.
+    // running worker never sees half a binary. The name comes from mktemp,
+    // not the shell's pid: hosts that share a home directory (NFS, or the
+    // test bed's namespaces) have pids of their own, and two of them
+    // copying as pid 214 renamed each other's file away.
     let (qdir, qpath) = (quote(&dir), quote(&remote_path));
-    let script =
-        format!("mkdir -p {qdir} && t={qpath}.tmp.$$ && cat > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" {qpath}");
+    let script = format!(
+        "mkdir -p {qdir} && t=$(mktemp {qpath}.tmp.XXXXXXXX) && \
+         {{ cat > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" {qpath} || {{ rm -f \"$t\"; false; }}; }}"
+    );
     let mut child = session
         .shell(script)
         .stdin(Stdio::piped())
