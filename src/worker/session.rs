@@ -149,6 +149,11 @@ pub struct Session<O, C> {
     lease: Duration,
     /// The next heartbeat; none before Welcome.
     heartbeat_due: Option<Instant>,
+    /// The probe has gone; until it has, Endpoints wait in `held`, so every
+    /// rank's probe reaches rank 0 before the phase can start (a short run
+    /// used to end before a slow probe arrived, and run.json lacked it).
+    probed: bool,
+    held: Option<ToCoordinator>,
     out: VecDeque<Action<O, C>>,
 }
 
@@ -167,6 +172,8 @@ impl<O, C> Session<O, C> {
             heartbeat: HEARTBEAT,
             lease: LEASE,
             heartbeat_due: None,
+            probed: false,
+            held: None,
             out: VecDeque::from([Action::Send(ToCoordinator::Hello(hello))]),
         }
     }
@@ -269,12 +276,23 @@ impl<O, C> Session<O, C> {
     pub fn finished(&mut self, work: Work<O, C>) {
         match work {
             _ if matches!(self.stage, Stage::Done) => {}
-            Work::Probed(inventory, facts) => self.send(ToCoordinator::Probe(inventory, facts)),
+            Work::Probed(inventory, facts) => {
+                self.send(ToCoordinator::Probe(inventory, facts));
+                self.probed = true;
+                if let Some(endpoints) = self.held.take() {
+                    self.send(endpoints);
+                }
+            }
             Work::Prepared { phase, result } if matches!(self.stage, Stage::Preparing { phase: p } if p == phase) => {
                 match result {
                     Ok((ends, endpoints)) => {
                         self.stage = Stage::Prepared { phase, ends };
-                        self.send(ToCoordinator::Endpoints { phase, endpoints });
+                        let endpoints = ToCoordinator::Endpoints { phase, endpoints };
+                        if self.probed {
+                            self.send(endpoints);
+                        } else {
+                            self.held = Some(endpoints);
+                        }
                     }
                     Err(error) => self.failed(phase, error),
                 }

@@ -73,6 +73,9 @@ impl Sim {
         assert_eq!(sim.actions(), [Action::Send(ToCoordinator::Hello(hello(1)))]);
         sim.now += Duration::from_millis(2);
         assert_eq!(sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT }), [Action::Probe]);
+        let (inventory, facts) = (RdmaInventory::default(), Box::<HostFacts>::default());
+        let probe = Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone()));
+        assert_eq!(sim.done(Work::Probed(inventory, facts)), [probe]);
         sim
     }
 
