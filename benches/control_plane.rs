@@ -135,10 +135,17 @@ fn one(mode: &str, pattern: &str, n: usize) {
             }
             traffic.bytes.into_iter().max().unwrap_or(0)
         }
-        "tcp" => over_tcp(run.plan, n),
+        "tcp" => {
+            let (max_bytes, bootstrap) = over_tcp(run.plan, n);
+            after = Some(AfterBarrier::bootstrap_only(bootstrap));
+            max_bytes
+        }
         other => panic!("mode {other}: sim, tcp or life"),
     };
     let (bootstrap_ms, after) = match after {
+        Some(a) if mode == "tcp" => {
+            (a.bootstrap_ms, format!("{:>14} {:>13} {:>11} {:>13.1}", "-", "-", "-", a.bootstrap_ms))
+        }
         Some(a) => {
             let total_ms = a.bootstrap_ms + a.gather_ms + a.journal_ms;
             let after =
@@ -153,8 +160,8 @@ fn one(mode: &str, pattern: &str, n: usize) {
     println!(
         "{mode:<5} {pattern:<11} {n:>6} {flows:>9} {plan_ms:>8.1} {bootstrap_ms:>13.1} {:>9.1} {:>15.0} {:>16.0} {max_bytes:>16} {after}",
         peak_rss_kib() as f64 / 1024.0,
-        cpu_ms(UsageWho::RUSAGE_SELF),
-        cpu_ms(UsageWho::RUSAGE_CHILDREN),
+        own_cpu_ms(),
+        a_child_cpu_ms(),
     );
 }
 
@@ -197,9 +204,34 @@ fn lifecycle(
     }
 }
 
+impl AfterBarrier {
+    fn bootstrap_only(bootstrap: Duration) -> AfterBarrier {
+        let ms = bootstrap.as_secs_f64() * 1e3;
+        AfterBarrier { bootstrap_ms: ms, gather_ms: 0.0, longest_step_ms: 0.0, journal_ms: 0.0 }
+    }
+}
+
+/// The ranks' CPU time up to the barrier, as the clients' process said,
+/// and the coordinator's at that moment (ms): the sockets' teardown after
+/// it is not the bootstrap's.
+static CLIENTS_CPU_MS: std::sync::Mutex<Option<f64>> = std::sync::Mutex::new(None);
+static COORDINATOR_CPU_MS: std::sync::Mutex<Option<f64>> = std::sync::Mutex::new(None);
+
+fn a_child_cpu_ms() -> f64 {
+    CLIENTS_CPU_MS.lock().unwrap().unwrap_or_else(|| cpu_ms(UsageWho::RUSAGE_CHILDREN))
+}
+
+fn own_cpu_ms() -> f64 {
+    COORDINATOR_CPU_MS.lock().unwrap().unwrap_or_else(|| cpu_ms(UsageWho::RUSAGE_SELF))
+}
+
 /// The coordinator's driver here, the ranks in a child process; returns
-/// the most bytes one rank was sent.
-fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> u64 {
+/// the most bytes one rank was sent and the bootstrap: from starting the
+/// ranks' process until it says every rank has Start. Its exit (closing
+/// 16 384 sockets) comes after and is not part of it, nor is the
+/// coordinator's CPU after that moment.
+fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> (u64, Duration) {
+    use tokio::io::AsyncBufReadExt;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
@@ -221,33 +253,42 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> u64 {
             on_event,
         ));
         let exe = std::env::current_exe().unwrap();
-        let out = tokio::process::Command::new(exe)
+        let started = Instant::now();
+        let mut child = tokio::process::Command::new(exe)
             .args(["--clients", &addr.to_string(), &n.to_string()])
-            .output()
-            .await
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .expect("run the clients");
+        let mut said = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        let line = said.next_line().await.expect("the clients' output").unwrap_or_default();
+        let bootstrap = started.elapsed();
+        *COORDINATOR_CPU_MS.lock().unwrap() = Some(cpu_ms(UsageWho::RUSAGE_SELF));
         driver.abort();
+        let out = child.wait_with_output().await.expect("the clients end");
         if let Some(failure) = failed.lock().unwrap().take() {
             panic!("the coordinator failed: {failure}");
         }
         assert!(out.status.success(), "clients: {}", first_line(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().parse().expect("the clients' byte count")
+        let (max, cpu) = line.split_once(' ').expect("the clients' byte count and CPU ms");
+        *CLIENTS_CPU_MS.lock().unwrap() = cpu.parse().ok();
+        (max.parse().expect("the clients' byte count"), bootstrap)
     })
 }
 
-/// N ranks over TCP; prints the most bytes one was sent once all are started.
+/// N ranks over TCP; once all are started prints the most bytes one was
+/// sent and the CPU the ranks took (ms), then closes them.
 fn clients(addr: std::net::SocketAddr, n: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let max = runtime.block_on(async {
+    runtime.block_on(async {
         let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(ranks::tcp_rank(addr, rank))).collect();
-        let mut max = 0;
+        let mut started = Vec::with_capacity(n);
         for rank in ranks {
-            let (_, bytes) = rank.await.unwrap().unwrap_or_else(|e| panic!("{e}"));
-            max = max.max(bytes);
+            started.push(rank.await.unwrap().unwrap_or_else(|e| panic!("{e}")));
         }
-        max
+        let max = started.iter().map(|s| s.bytes).max().unwrap_or(0);
+        println!("{max} {:.0}", cpu_ms(UsageWho::RUSAGE_SELF));
     });
-    println!("{max}");
 }
 
 /// The message of a failed case (its panic), without the backtrace.

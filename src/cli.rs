@@ -8,6 +8,8 @@ pub mod pair;
 
 use crate::launch::choose::LauncherKind;
 use crate::report::compare::Tolerances;
+use crate::scenario::limits::MAX_REPEATS;
+use crate::scenario::soak::FlapShare;
 use crate::scenario::{parse_rate, Rule};
 
 const EXAMPLES: &str = "\
@@ -26,6 +28,11 @@ Examples:
   sbatch -N 16 --wrap 'fabricbench run scenarios/all-to-all.toml --export-json all.json'
   salloc -N 16 fabricbench run scenarios/fan-in.toml -H rack1   # these nodes, in this order
 
+  # under Open MPI: one mpirun job, rank k on the k-th host; or mpirun (any MPI:
+  # OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK) starts fabricbench and rank 0 is the launcher
+  fabricbench run scenarios/fan-in.toml -H rack1 --launcher mpirun
+  mpirun -np 4 --hostfile rack1 --map-by slot fabricbench run scenarios/fan-in.toml -H rack1
+
   # 1000 hosts over ssh as a tree: the launcher starts 32, each of those up to 32 more
   fabricbench run scenarios/all-pairs.toml -H hostfiles/row3 --tree-radix 32
 
@@ -33,8 +40,20 @@ Examples:
   # suspects are retested alone, a JUnit file for CI
   fabricbench run scenarios/all-pairs.toml -H rack1 --check 'flow >= 93% of best' --export-junit checks.xml
 
+  # offered load: a background paced by `rate = \"300 Mb/s\"` (per flow; also \"2 Gb/s\",
+  # \"100k msg/s\") swept over its rate beside an open-loop latency probe (mode =
+  # \"latency\", rate = \"1k msg/s\", schedule = \"poisson\" | \"constant\"): latency vs load
+  fabricbench run scenarios/load-latency.toml -H hostfiles/local
+
   # two hosts the perftest way (ib_write_bw -a -q 4 --report_gbits): a perftest-shaped table
   fabricbench pair node01 node02 write -a -q 4 --report-gbits
+
+  # one rank per NIC: a hostfile line `node01 slots=2 devices=mlx5_0,mlx5_1` is two
+  # workers on node01, rank k on the k-th device (see every rank with `plan`)
+  fabricbench plan scenarios/rdma-fan-in.toml -H hostfiles/per-nic
+
+  # each phase 5 times, sweep points interleaved: mean ± 95 % confidence interval
+  fabricbench run scenarios/fan-in.toml -H hostfiles/local --repeat 5
 
   # re-render a results folder (report.html, summary.md, CSVs) from its run.json
   fabricbench report results/2026-11-30T08-24-42Z-fan-in
@@ -108,13 +127,18 @@ pub struct WorkerArgs {
     /// A task of the launcher's srun step: the spec is the step's broadcast, the rank SLURM_PROCID
     #[arg(long, conflicts_with = "rank")]
     pub slurm: bool,
+    /// A rank of the launcher's mpirun job: the rank from OMPI_COMM_WORLD_RANK (or PMIX_RANK, PMI_RANK), the job in FABRICBENCH_MPI_JOB
+    #[arg(long, conflicts_with_all = ["rank", "slurm"])]
+    pub mpi: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct Inputs {
     /// Scenario file (TOML), e.g. scenarios/fan-in.toml
     pub scenario: PathBuf,
-    /// Hostfile: one host per line (plain, `host slots=N`, `host:N`, `node[01-04]`).
+    /// Hostfile: one host per line (plain, `host slots=N`, `host:N`, `node[01-04]`,
+    /// `addr=IP`, `devices=mlx5_0,mlx5_1`); a host runs one worker (rank) per slot,
+    /// e.g. `node01 slots=2 devices=mlx5_0,mlx5_1` for one rank per NIC.
     /// Inside a Slurm allocation the default is its nodes (SLURM_JOB_NODELIST)
     #[arg(short = 'H', long = "hostfile")]
     pub hostfile: Option<PathBuf>,
@@ -130,6 +154,11 @@ pub struct RunArgs {
     /// Override the scenario's [run] warmup
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub warmup: Option<std::time::Duration>,
+    /// Run each phase N times, 1 to 100 (overrides [run] repeat); a sweep's
+    /// points interleave (A B A B) and every aggregate gets mean ± 95 %
+    /// confidence interval, e.g. --repeat 5
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_REPEATS as i64))]
+    pub repeat: Option<u32>,
     /// How workers are started (auto: slurm inside a Slurm allocation whose
     /// nodes the hosts are; else local when every host is an address of this
     /// machine; else ssh)
@@ -147,6 +176,11 @@ pub struct RunArgs {
     /// --srun-arg=--cpu-bind=none --srun-arg=--overlap
     #[arg(long = "srun-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub srun_args: Vec<String>,
+    /// An extra argument for mpirun (--launcher mpirun), before fabricbench's
+    /// own (repeat it), e.g. --mpirun-arg=--mca --mpirun-arg=plm_rsh_agent
+    /// --mpirun-arg='ssh -F cluster.conf'
+    #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub mpirun_args: Vec<String>,
     /// TCP port of rank 0's coordinator (0 = any free port)
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -177,6 +211,11 @@ pub struct RunArgs {
     /// Do not retest suspect hosts and links alone before declaring them bad
     #[arg(long)]
     pub no_retest: bool,
+    /// Mark every interval where a flow falls below this share of its own
+    /// median Gb/s as a dip (the Flaps tables, run.json `flaps`), instead of
+    /// the scenario's [soak] flap (default 50%); 1% to 99%, e.g. --flap 70%
+    #[arg(long, value_name = "SHARE", value_parser = FlapShare::parse)]
+    pub flap: Option<FlapShare>,
     /// Print nothing but errors (and exports)
     #[arg(short, long)]
     pub quiet: bool,
@@ -221,7 +260,9 @@ pub struct SshArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A results folder: results/<UTC time>-<scenario>/ with its run.json
+    /// A results folder: results/<UTC time>-<scenario>/ with its run.json.
+    /// A run still going is rendered as far as it got, and says so, e.g.
+    /// `fabricbench report results/2026-12-01T17-57-47.056Z-soak`
     pub dir: PathBuf,
     /// Do not print the summary
     #[arg(short, long)]

@@ -204,6 +204,15 @@ impl Recorder {
         }
     }
 
+    /// One open-loop probe, scheduled at `at` and back at `back`: it counts
+    /// when it was scheduled inside the window, however late it came back
+    /// (a stall near the close is the stall the probe is there to see).
+    pub fn record_scheduled(&mut self, at: Instant, back: Instant) {
+        if self.window.is_none_or(|(open, close)| at >= open && at <= close) {
+            self.histogram.record(u64::try_from(back.saturating_duration_since(at).as_nanos()).unwrap_or(u64::MAX));
+        }
+    }
+
     pub fn into_histogram(self) -> Histogram {
         self.histogram
     }

@@ -5,8 +5,20 @@
 //! Inside a Slurm allocation the hosts can also come from the environment
 //! Slurm sets (`SLURM_JOB_NODELIST`, `SLURM_TASKS_PER_NODE`).
 //!
-//! One worker (rank) runs per host, in file order; `slots` is kept for
-//! reference. Parsing touches no network.
+//! Every form parses to the job's **rank list**: a `Vec<Host>` in rank
+//! order in which a host appears once per slot, its entries consecutive,
+//! each carrying its slot index on the host (`slot`, from 0) and the RDMA
+//! devices that rank uses (`devices`). Launchers start one worker per
+//! entry. `host slots=N` (MPICH `host:N`, Slurm's tasks per node) is N
+//! ranks on that host; `devices=` binds them, rank k of the host to the
+//! k-th device listed, so that it runs one process per NIC as UCX and
+//! multi-rail MPI users do. Without `slots`, a host with devices gets one
+//! rank per device; `slots=1` keeps one rank that spreads its flows over
+//! all the devices (multi-rail). Any other count of slots beside a device
+//! list is refused, naming the line: ranks do not share devices round
+//! robin, because a rank per NIC is what such a file means and a typo
+//! should not silently double the load on one NIC. Parsing touches no
+//! network.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -16,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// One host of the job, in rank order.
+/// One rank of the job: its host and what it uses there, in rank order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Host {
     /// The name used to reach the host's launcher (ssh destination, node name).
@@ -25,17 +37,26 @@ pub struct Host {
     /// from `name` (e.g. an IPoIB address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
-    /// Slots declared by the hostfile (OpenMPI `slots=`, MPICH `:N`); 1 if none.
+    /// Ranks on this host (OpenMPI `slots=`, MPICH `:N`, Slurm's tasks
+    /// per node; one per device of `devices=` when not given); 1 if none.
     pub slots: u32,
-    /// RDMA devices to use on this host (`devices=mlx5_0,mlx5_1`).
+    /// This rank's index among its host's ranks, from 0 (absent: 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slot: u32,
+    /// RDMA devices this rank uses: its own one of `devices=mlx5_0,mlx5_1`
+    /// (rank k of the host gets the k-th), or all of them with `slots=1`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Host {
     /// A host reached and bound by its name alone.
     pub fn named(name: &str) -> Host {
-        Host { name: name.to_string(), addr: None, slots: 1, devices: Vec::new() }
+        Host { name: name.to_string(), addr: None, slots: 1, slot: 0, devices: Vec::new() }
     }
 
     /// The address the data plane binds to on this host.
@@ -48,6 +69,16 @@ impl Host {
 /// largest clusters, and checked before a hostlist expands, so a typo such
 /// as `node[1-10000000]` is refused at once instead of filling memory.
 pub const MAX_HOSTS: usize = 65_536;
+/// Most ranks one run takes (the sum of every host's slots): as many as
+/// hosts. A hostfile whose `slots` count cores (`slots=64` on 2 048 nodes)
+/// is refused at the line that passes it, before anything expands.
+pub const MAX_RANKS: usize = 65_536;
+/// Above this many slots on a host without `devices=`, the launcher warns
+/// (see [`crowded`]): an OpenMPI hostfile's `slots` often count cores, and
+/// that many workers on one host measure its CPUs, not its NICs.
+pub const CROWDED_SLOTS: u32 = 8;
+/// Longest RDMA device name: the kernel's IB_DEVICE_NAME_MAX less its NUL.
+pub const MAX_DEVICE_NAME: usize = 63;
 /// Longest host name: DNS's limit for a full name.
 pub const MAX_NAME: usize = 253;
 /// Largest hostfile read (and longest Slurm environment string): room for
@@ -61,7 +92,7 @@ pub enum HostfileError {
     Read { path: PathBuf, cause: std::io::Error },
     #[error("{path}:{line}: {message}\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP` and `devices=dev1,dev2`")]
     Syntax { path: PathBuf, line: usize, message: String },
-    #[error("{path}:{line}: host `{host}` is listed twice (first at line {first}); each host runs one worker")]
+    #[error("{path}:{line}: host `{host}` is listed twice (first at line {first}); give a host's ranks once, as `{host} slots=N`")]
     Duplicate { path: PathBuf, line: usize, first: usize, host: String },
     #[error("{path}: no hosts (only blank lines or comments); list one host per line, e.g. `127.0.0.1`")]
     Empty { path: PathBuf },
@@ -109,12 +140,60 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
     if hosts.is_empty() {
         return Err(HostfileError::Empty { path: path.to_path_buf() });
     }
-    Ok(hosts.into_iter().map(|(_, h)| h).collect())
+    let limit = |line, message| HostfileError::Limit { path: path.to_path_buf(), line, message };
+    ranks(hosts).map_err(|(line, message)| limit(line, message))
 }
 
-/// The nodes of a Slurm allocation, in its order: `nodelist` is
+/// The rank list of `hosts` (each with what names it in an error, such as
+/// its line): every host once per slot, its ranks consecutive, rank k of
+/// a host on its k-th device. The total is counted before anything is
+/// expanded; past MAX_RANKS the error names the host that passes it.
+fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, String)> {
+    let mut total = 0usize;
+    for (at, host) in &hosts {
+        total = total.saturating_add(host.slots as usize);
+        if total > MAX_RANKS {
+            let message = format!(
+                "`{}` with slots={} makes {total} ranks or more; a run takes at most {MAX_RANKS} ranks (hostfile::MAX_RANKS): \
+                 lower `slots` (an OpenMPI hostfile's slots often count cores; fabricbench runs one worker per slot)",
+                host.name, host.slots
+            );
+            return Err((*at, message));
+        }
+    }
+    let mut out = Vec::with_capacity(total);
+    for (_, host) in hosts {
+        for slot in 0..host.slots {
+            let devices = match host.slots {
+                1 => host.devices.clone(),
+                _ => host.devices.get(slot as usize).cloned().into_iter().collect(),
+            };
+            out.push(Host { slot, devices, ..host.clone() });
+        }
+    }
+    Ok(out)
+}
+
+/// Warnings for hosts that run more than CROWDED_SLOTS ranks without
+/// `devices=`, one line each (hosts appear once).
+pub fn crowded(ranks: &[Host]) -> Vec<String> {
+    ranks
+        .iter()
+        .filter(|h| h.slot == 0 && h.slots > CROWDED_SLOTS && h.devices.is_empty())
+        .map(|h| {
+            format!(
+                "host `{}` has slots={}: {} workers will run on it; an OpenMPI hostfile's slots often count cores — \
+                 give `slots=1`, or `devices=` for one worker per NIC",
+                h.name, h.slots, h.slots
+            )
+        })
+        .collect()
+}
+
+/// The rank list of a Slurm allocation, in its order: `nodelist` is
 /// `SLURM_JOB_NODELIST` (a hostlist expression such as `node[01-03],gpu7`),
-/// `tasks_per_node` is `SLURM_TASKS_PER_NODE` (`2(x3),1`), recorded as slots.
+/// `tasks_per_node` is `SLURM_TASKS_PER_NODE` (`2(x3),1`), each node's
+/// slots (one rank per task; one per node when absent).
 pub fn from_slurm(nodelist: &str, tasks_per_node: Option<&str>) -> Result<Vec<Host>, HostfileError> {
     let bad = |var, value: &str, message: String| HostfileError::SlurmEnv { var, value: shorten(value), message };
     for (var, value) in [("SLURM_JOB_NODELIST", Some(nodelist)), ("SLURM_TASKS_PER_NODE", tasks_per_node)] {
@@ -136,7 +215,8 @@ pub fn from_slurm(nodelist: &str, tasks_per_node: Option<&str>) -> Result<Vec<Ho
         }
         None => vec![1; names.len()],
     };
-    Ok(names.into_iter().zip(slots).map(|(name, slots)| Host { slots, ..Host::named(&name) }).collect())
+    let hosts = names.into_iter().zip(slots).map(|(name, slots)| ((), Host { slots, ..Host::named(&name) })).collect();
+    ranks(hosts).map_err(|((), message)| bad("SLURM_TASKS_PER_NODE", tasks_per_node.unwrap_or_default(), message))
 }
 
 /// Expands Slurm's compressed counts: `2(x3),1` is 2, 2, 2, 1.
@@ -182,7 +262,8 @@ impl LineError {
 fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, LineError> {
     let mut words = content.split_whitespace();
     let first = words.next().unwrap_or_default();
-    let (names, mut slots) = split_mpich_slots(first)?;
+    let (names, mpich) = split_mpich_slots(first)?;
+    let mut slots = mpich;
     let mut addr = None;
     let mut devices = Vec::new();
     for word in words {
@@ -194,29 +275,72 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, LineError> {
             "slots" | "max_slots" | "max-slots" => {
                 let n = parse_slots(value)?;
                 if key == "slots" {
-                    slots = n;
+                    slots = Some(n);
                 }
             }
             "addr" => addr = Some(unicast(value)?),
-            "devices" => devices = value.split(',').map(str::to_string).collect(),
+            "devices" => devices = device_list(value)?,
             other => {
                 return Err(format!("unknown attribute `{other}` (valid: slots=N, addr=IP, devices=dev1,dev2)").into())
             }
         }
     }
+    let slots = slots_for_devices(slots, &devices).map_err(|m| LineError::Limit(format!("`{first}`: {m}")))?;
     let names = expand_hostlist(names, room)?;
     if addr.is_some() && names.len() > 1 {
         return Err(format!("`addr=` names one address but `{}` expands to {} hosts", first, names.len()).into());
     }
-    Ok(names.into_iter().map(|name| Host { name, addr: addr.clone(), slots, devices: devices.clone() }).collect())
+    Ok(names
+        .into_iter()
+        .map(|name| Host { name, addr: addr.clone(), slots, slot: 0, devices: devices.clone() })
+        .collect())
+}
+
+/// The slots of a line given (`None`: not) beside its `devices=`: one rank
+/// per device unless given; `slots=1` is one multi-rail rank; any other
+/// count must match the devices.
+fn slots_for_devices(slots: Option<u32>, devices: &[String]) -> Result<u32, String> {
+    match (slots, devices.len()) {
+        (None, 0) => Ok(1),
+        (None, n) => Ok(n as u32),
+        (Some(s), n) if n == 0 || s == 1 || s as usize == n => Ok(s),
+        (Some(s), n) => Err(format!(
+            "slots={s} but devices= lists {n} ({}): each rank of a host uses its own device; give slots={n} \
+             (or leave slots out) for one rank per device, or slots=1 for one rank over all of them",
+            devices.join(", ")
+        )),
+    }
+}
+
+/// `devices=mlx5_0,mlx5_1`: distinct RDMA device names, as the kernel forms them.
+fn device_list(value: &str) -> Result<Vec<String>, String> {
+    let mut devices: Vec<String> = Vec::new();
+    for name in value.split(',') {
+        let ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if name.is_empty() || name.len() > MAX_DEVICE_NAME || !ok {
+            return Err(format!(
+                "`devices={}`: `{}` is not an RDMA device name (up to {MAX_DEVICE_NAME} letters, digits, `_`, `-`, `.`; e.g. devices=mlx5_0,mlx5_1)",
+                shorten(value),
+                shorten(name)
+            ));
+        }
+        if devices.iter().any(|d| d == name) {
+            return Err(format!(
+                "`devices={}` lists `{name}` twice; each rank of the host uses its own device",
+                shorten(value)
+            ));
+        }
+        devices.push(name.to_string());
+    }
+    Ok(devices)
 }
 
 /// Splits MPICH's `host:N`. A colon inside brackets or an IPv6 address is left alone.
-fn split_mpich_slots(word: &str) -> Result<(&str, u32), String> {
+fn split_mpich_slots(word: &str) -> Result<(&str, Option<u32>), String> {
     let looks_ipv6 = word.matches(':').count() > 1;
     match word.rsplit_once(':') {
-        Some((name, n)) if !looks_ipv6 && !name.is_empty() => Ok((name, parse_slots(n)?)),
-        _ => Ok((word, 1)),
+        Some((name, n)) if !looks_ipv6 && !name.is_empty() => Ok((name, Some(parse_slots(n)?))),
+        _ => Ok((word, None)),
     }
 }
 
@@ -388,10 +512,96 @@ mod tests {
         assert_eq!(hosts[0].slots, 1);
     }
 
+    /// (name, slot, devices) of each rank.
+    fn places(ranks: &[Host]) -> Vec<(&str, u32, String)> {
+        ranks.iter().map(|h| (h.name.as_str(), h.slot, h.devices.join(","))).collect()
+    }
+
     #[test]
-    fn openmpi_and_mpich_slots() {
-        let hosts = ok("a slots=4\nb:8\nc slots=2 max_slots=4\n");
-        assert_eq!(hosts.iter().map(|h| h.slots).collect::<Vec<_>>(), [4, 8, 2]);
+    fn openmpi_and_mpich_slots_are_ranks() {
+        let hosts = ok("a slots=3\nb:2\nc slots=2 max_slots=4\nd\n");
+        assert_eq!(names(&hosts), ["a", "a", "a", "b", "b", "c", "c", "d"]);
+        assert_eq!(hosts.iter().map(|h| h.slot).collect::<Vec<_>>(), [0, 1, 2, 0, 1, 0, 1, 0]);
+        assert_eq!(hosts.iter().map(|h| h.slots).collect::<Vec<_>>(), [3, 3, 3, 2, 2, 2, 2, 1]);
+    }
+
+    #[test]
+    fn each_rank_of_a_host_gets_its_own_device() {
+        let d = |s: &str| s.to_string();
+        // slots as many as devices, or left out: one rank per device, in order.
+        let hosts = ok("n1 slots=2 devices=mlx5_0,mlx5_1\nn2 devices=rxe0,rxe1,rxe2\nn3\n");
+        assert_eq!(
+            places(&hosts),
+            [
+                ("n1", 0, d("mlx5_0")),
+                ("n1", 1, d("mlx5_1")),
+                ("n2", 0, d("rxe0")),
+                ("n2", 1, d("rxe1")),
+                ("n2", 2, d("rxe2")),
+                ("n3", 0, d(""))
+            ]
+        );
+        // slots=1: one rank over every device (multi-rail); MPICH's count binds the same way.
+        assert_eq!(places(&ok("n1 slots=1 devices=a,b\n")), [("n1", 0, d("a,b"))]);
+        assert_eq!(places(&ok("n1:2 devices=a,b\n")), [("n1", 0, d("a")), ("n1", 1, d("b"))]);
+        // A hostlist line: every host its own ranks, each on the same device names.
+        assert_eq!(names(&ok("n[1-2] devices=a,b\n")), ["n1", "n1", "n2", "n2"]);
+    }
+
+    #[test]
+    fn slots_beside_devices_must_match_them() {
+        let e = err("n0\nn1 slots=3 devices=mlx5_0,mlx5_1\n");
+        assert_eq!(
+            e,
+            "hosts:2: `n1`: slots=3 but devices= lists 2 (mlx5_0, mlx5_1): each rank of a host uses its own device; \
+             give slots=2 (or leave slots out) for one rank per device, or slots=1 for one rank over all of them"
+        );
+        assert!(err("n1:3 devices=a,b,c,d\n").starts_with("hosts:1: `n1:3`: slots=3 but devices= lists 4 (a, b, c, d)"));
+    }
+
+    #[test]
+    fn device_names_are_checked() {
+        let e = err("n1 devices=mlx5_0,,mlx5_1\n");
+        assert!(
+            e.starts_with("hosts:1: `devices=mlx5_0,,mlx5_1`: `` is not an RDMA device name (up to 63 letters"),
+            "{e}"
+        );
+        let e = err("n1 devices=rxe0,rxe0\n");
+        assert!(e.starts_with("hosts:1: `devices=rxe0,rxe0` lists `rxe0` twice"), "{e}");
+        assert!(err("n1 devices=a/b\n").contains("`a/b` is not an RDMA device name"));
+        assert!(err(&format!("n1 devices={}\n", "d".repeat(64))).contains("is not an RDMA device name"));
+    }
+
+    #[test]
+    fn zero_slots_are_refused() {
+        let e = err("n1 slots=0\n");
+        assert!(e.starts_with("hosts:1: slot count `0` is not a positive integer"), "{e}");
+    }
+
+    #[test]
+    fn the_rank_limit_counts_every_slot() {
+        // 1 024 hosts of 64 slots (cores) is exactly the limit; one more slot passes it.
+        assert_eq!(ok("n[1-1024] slots=64\n").len(), MAX_RANKS);
+        let e = err("n[1-1024] slots=64\nlast\n");
+        assert_eq!(
+            e,
+            "hosts:2: `last` with slots=1 makes 65537 ranks or more; a run takes at most 65536 ranks (hostfile::MAX_RANKS): \
+             lower `slots` (an OpenMPI hostfile's slots often count cores; fabricbench runs one worker per slot)"
+        );
+        // Refused from the count, before 4 billion ranks are made.
+        assert!(err("n1 slots=4294967295\n").starts_with("hosts:1: `n1` with slots=4294967295 makes 4294967295 ranks"));
+        let e = from_slurm("n[1-2]", Some("40000(x2)")).unwrap_err().to_string();
+        assert!(e.starts_with("SLURM_TASKS_PER_NODE=`40000(x2)`: `n2` with slots=40000 makes 80000 ranks"), "{e}");
+    }
+
+    #[test]
+    fn crowded_hosts_are_warned_about_once() {
+        let hosts = ok("big slots=64\nnics slots=2 devices=a,b\nsmall slots=8\n");
+        assert_eq!(
+            crowded(&hosts),
+            ["host `big` has slots=64: 64 workers will run on it; an OpenMPI hostfile's slots often count cores — \
+              give `slots=1`, or `devices=` for one worker per NIC"]
+        );
     }
 
     #[test]
@@ -402,9 +612,11 @@ mod tests {
 
     #[test]
     fn addr_and_devices() {
-        let hosts = ok("n1 addr=10.0.0.1 devices=mlx5_0,mlx5_1\n");
+        let hosts = ok("n1 addr=10.0.0.1 slots=1 devices=mlx5_0,mlx5_1\n");
         assert_eq!(hosts[0].data_addr(), "10.0.0.1");
         assert_eq!(hosts[0].devices, ["mlx5_0", "mlx5_1"]);
+        let hosts = ok("n1 addr=10.0.0.1 devices=mlx5_0,mlx5_1\n");
+        assert!(hosts.iter().all(|h| h.data_addr() == "10.0.0.1"), "both ranks bind the host's address");
     }
 
     #[test]
@@ -423,7 +635,10 @@ mod tests {
 
     #[test]
     fn duplicate_names_both_lines() {
-        assert_eq!(err("a\nb\na\n"), "hosts:3: host `a` is listed twice (first at line 1); each host runs one worker");
+        assert_eq!(
+            err("a\nb\na\n"),
+            "hosts:3: host `a` is listed twice (first at line 1); give a host's ranks once, as `a slots=N`"
+        );
         assert!(err("n[1-2]\nn2\n").starts_with("hosts:2: host `n2` is listed twice"));
     }
 
@@ -452,8 +667,8 @@ mod tests {
     #[test]
     fn slurm_allocation_with_task_counts() {
         let hosts = from_slurm("node[1-3],gpu7", Some("2(x3),1")).unwrap();
-        assert_eq!(names(&hosts), ["node1", "node2", "node3", "gpu7"]);
-        assert_eq!(hosts.iter().map(|h| h.slots).collect::<Vec<_>>(), [2, 2, 2, 1]);
+        assert_eq!(names(&hosts), ["node1", "node1", "node2", "node2", "node3", "node3", "gpu7"]);
+        assert_eq!(hosts.iter().map(|h| h.slot).collect::<Vec<_>>(), [0, 1, 0, 1, 0, 1, 0]);
         assert_eq!(from_slurm("h1", None).unwrap(), [Host::named("h1")]);
     }
 

@@ -22,6 +22,7 @@ pub mod report;
 pub mod result;
 pub mod run;
 pub mod scenario;
+pub mod sysfs;
 pub mod transport;
 pub mod units;
 pub mod worker;

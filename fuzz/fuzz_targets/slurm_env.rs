@@ -4,7 +4,7 @@
 //! the input's lines in that order, a missing line an unset variable.
 #![no_main]
 
-use fabricbench::hostfile::MAX_HOSTS;
+use fabricbench::hostfile::MAX_RANKS;
 use fabricbench::launch::slurm::Allocation;
 use fabricbench_fuzz::check_host;
 use libfuzzer_sys::fuzz_target;
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let Ok(Some(allocation)) = Allocation::from_vars(var) else { return };
     let nodes = &allocation.nodes;
-    assert!(!nodes.is_empty() && nodes.len() <= MAX_HOSTS, "{} nodes", nodes.len());
+    assert!(!nodes.is_empty() && nodes.len() <= MAX_RANKS, "{} ranks", nodes.len());
     nodes.iter().for_each(check_host);
     assert!(allocation.is_all(nodes));
     if lines.len() < 3 {

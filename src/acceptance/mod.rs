@@ -176,6 +176,8 @@ mod tests {
                 error: None,
                 refused: 0,
                 lanes: Vec::new(),
+                offered: None,
+                datagrams: None,
             })
             .collect();
         PhaseResult {
@@ -305,6 +307,8 @@ mod tests {
                 min_flow_gbps: 0.0,
                 max_flow_gbps: 0.0,
                 jain: 1.0,
+                latency: None,
+                offered: None,
             });
         }
         let probe = |rank: usize, devices: Vec<InventoryDevice>| RankProbe {

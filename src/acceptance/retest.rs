@@ -63,6 +63,8 @@ pub fn plan(run: &RunResult, acceptance: &mut Acceptance) -> Option<(Plan, Vec<u
             flows,
             stress: stress.clone(),
             sweep: None,
+            congestion: None,
+            repeat: None,
         });
         owners.push(index);
     }

@@ -20,15 +20,27 @@ Examples:
   # ib_read_lat: 2-byte reads one at a time (the full round trip, like ib_read_lat)
   fabricbench pair node01 node02 read_lat
 
+  # ib_send_bw -c UD: datagrams up to the path MTU; the table notes what was lost
+  fabricbench pair node01 node02 send -c UD -s 1K,4K
+
+  # ib_atomic_lat -A CMP_AND_SWAP: one 8-byte compare-and-swap at a time (full round trip)
+  fabricbench pair node01 node02 atomic --lat -A CMP_AND_SWAP
+
   # two ranks on this machine (Soft-RoCE, or a NIC in loopback), sizes 2 B .. 64 KiB, 0.5 s each
   fabricbench pair localhost localhost write -a --max-size 64K -D 0.5
+
+  # DSCP 26 on the wire (RoCE v2: traffic class 104 = 26 << 2), service level 3 on InfiniBand
+  fabricbench pair node01 node02 write --tclass 104 -S 3
+
+  # the QPs connected through rdma_cm to node02's address, like ib_write_bw -R
+  fabricbench pair node01 node02 write -R
 
   # node01 -> node02 over TCP sockets, for comparison (-q = parallel connections)
   fabricbench pair node01 node02 send -s 1M --transport tcp -q 4
 
 OP is write, read, send, write_imm, send_imm, atomic (fetch-and-add; -A CMP_AND_SWAP
-for compare-and-swap), fetch_add or cmp_swap; write_lat, read_lat and send_lat (or
---lat) measure latency like ib_*_lat. HOST_A initiates (perftest's client), HOST_B
+for compare-and-swap), fetch_add or cmp_swap; write_lat, read_lat, send_lat and
+atomic_lat (or --lat) measure latency like ib_*_lat. HOST_A initiates (perftest's client), HOST_B
 is the target (perftest's server); rank 0, the coordinator, runs on HOST_A.
 
 Deviations from perftest:
@@ -36,9 +48,10 @@ Deviations from perftest:
     not for -n iterations: #iterations is what completed in the window (all QPs).
   * BW peak is the best 100 ms interval of the window (a tenth of -D).
   * BW is in Gb/s (1e9 bit/s) with --report-gbits, else MB/sec = MiB/s (2^20 B/s)
-    as perftest prints it. Latency is the half round trip (read: round trip), µs.
-  * The connection is always RC (-c RC, -F are accepted); -b runs both directions at
-    once and reports the sum.
+    as perftest prints it. Latency is the half round trip (read, atomics: round trip), µs.
+  * -c is RC or UD (UD: send only; BW is what the receiver got, and the lost
+    messages are noted under the table); -F is accepted; -b runs both directions
+    at once and reports the sum.
 
 The full result (run.json, CSVs, report.html) goes to results/<UTC time>-pair-<op>/
 as for any run (--no-save: none).";
@@ -52,10 +65,11 @@ pub struct PairArgs {
     /// local ranks on 127.0.0.1 and 127.0.0.2
     pub host_b: String,
     /// What to measure: write, read, send, write_imm, send_imm, atomic,
-    /// fetch_add, cmp_swap; write_lat, read_lat, send_lat for latency
+    /// fetch_add, cmp_swap; write_lat, read_lat, send_lat, atomic_lat for latency
     #[arg(value_parser = PairOp::parse, value_name = "OP")]
     pub op: PairOp,
-    /// Latency (ping-pong) instead of bandwidth, like ib_*_lat
+    /// Latency (ping-pong; reads and atomics one at a time) instead of
+    /// bandwidth, like ib_*_lat, e.g. `atomic --lat`
     #[arg(long)]
     pub lat: bool,
     /// Message size (perftest -s; default 65536, latency 2); a comma list
@@ -77,7 +91,7 @@ pub struct PairArgs {
     /// perftest's iteration count: not supported (every size runs for -D)
     #[arg(short = 'n', long = "iters", value_name = "ITERS")]
     pub iters: Option<u64>,
-    /// RC QPs (perftest -q); TCP: parallel connections
+    /// QPs (perftest -q); TCP: parallel connections
     #[arg(short = 'q', long = "qp", value_name = "N")]
     pub qps: Option<u32>,
     /// WRs per doorbell (perftest -l)
@@ -110,13 +124,24 @@ pub struct PairArgs {
     /// GID index (perftest -x; default: RoCE v2 + IPv4 first, like perftest)
     #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
     pub gid_index: Option<u32>,
+    /// GRH traffic class 0-255 (perftest --tclass); RoCE v2 sends tclass >> 2 as
+    /// the DSCP, e.g. --tclass 104 for DSCP 26
+    #[arg(long = "tclass", value_name = "TCLASS")]
+    pub tclass: Option<u32>,
+    /// InfiniBand service level 0-15 (perftest -S/--sl)
+    #[arg(short = 'S', long = "sl", value_name = "SL")]
+    pub sl: Option<u32>,
+    /// Connect the QPs through rdma_cm (librdmacm) to HOST_B's address (perftest -R)
+    #[arg(short = 'R', long = "rdma_cm", alias = "rdma-cm")]
+    pub rdma_cm: bool,
     /// With OP atomic: FETCH_AND_ADD (default) or CMP_AND_SWAP (perftest -A)
     #[arg(short = 'A', long = "atomic_type", alias = "atomic-type", value_enum, value_name = "TYPE")]
     pub atomic_type: Option<AtomicType>,
     /// Threads the QPs are sharded over (perftest has one)
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
-    /// Connection type (perftest -c): RC, the only one fabricbench runs
+    /// Connection type (perftest -c): RC, or UD for send (messages up to the
+    /// path MTU, losses counted), e.g. `send -c UD -s 1024`
     #[arg(short = 'c', long = "connection", value_enum, default_value = "RC")]
     pub connection: Connection,
     /// Accepted for perftest's habit (-F: no cpufreq warning); fabricbench never warns
@@ -178,7 +203,7 @@ impl PairOp {
             "atomic" => OpName::Atomic,
             _ => {
                 return Err(format!(
-                    "`{text}` is not an operation; use write, read, send, write_imm, send_imm, atomic, fetch_add, cmp_swap (add _lat for latency: write_lat, read_lat, send_lat)"
+                    "`{text}` is not an operation; use write, read, send, write_imm, send_imm, atomic, fetch_add, cmp_swap (add _lat for latency: write_lat, read_lat, send_lat, atomic_lat)"
                 ))
             }
         };
@@ -199,6 +224,18 @@ pub enum Connection {
     /// Reliable connected QPs
     #[value(name = "RC", alias = "rc")]
     Rc,
+    /// Unreliable datagram QPs (send only, one packet per message)
+    #[value(name = "UD", alias = "ud")]
+    Ud,
+}
+
+impl Connection {
+    pub fn rdma(self) -> crate::scenario::rdma::Connection {
+        match self {
+            Connection::Rc => crate::scenario::rdma::Connection::Rc,
+            Connection::Ud => crate::scenario::rdma::Connection::Ud,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -8,7 +8,9 @@ use crate::launch::Launcher;
 use crate::{hostcheck, hostfile, report};
 
 pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
-    let hosts = hostfile::read(&args.hostfile).map_err(Failure::bad_input)?;
+    let ranks = hostfile::read(&args.hostfile).map_err(Failure::bad_input)?;
+    // Each host once, however many ranks it runs.
+    let hosts: Vec<_> = ranks.into_iter().filter(|h| h.slot == 0).collect();
     let launcher = ssh_launcher(&args.ssh).map_err(Failure::RunFailed)?;
     let checks = runtime()?.block_on(async {
         let checks = hostcheck::check_all(&launcher, &hosts).await;
@@ -29,6 +31,8 @@ pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
 /// What this host is (kernel, OS, CPU, rdma-core, RDMA devices' drivers,
 /// firmware, models and port rates); never fails for a missing fact.
 pub fn facts(args: &ProbeArgs) -> Result<(), Failure> {
+    // A FABRICBENCH_SYSFS_ROOT that names no tree is the user's mistake, not a host without devices.
+    crate::sysfs::root().map_err(Failure::bad_input)?;
     let facts = crate::hostfacts::HostFacts::of_this_host();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&facts).map_err(Failure::run_failed)?);

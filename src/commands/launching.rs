@@ -1,5 +1,5 @@
-//! Builds the launcher that `launch::choose` picked, from the ssh and srun
-//! flags.
+//! Builds the launcher that `launch::choose` picked, from the ssh, srun and
+//! mpirun flags.
 
 use anyhow::Context;
 
@@ -7,6 +7,7 @@ use crate::cli::SshArgs;
 use crate::hostfile::Host;
 use crate::launch::choose::{self, Choice, LauncherKind};
 use crate::launch::local::LocalLauncher;
+use crate::launch::mpirun::MpirunLauncher;
 use crate::launch::slurm::{Allocation, SlurmLauncher};
 use crate::launch::ssh::{SshLauncher, SshOptions};
 use crate::launch::stage::LocalBinary;
@@ -18,6 +19,7 @@ pub struct LaunchFlags<'a> {
     pub ssh: &'a SshArgs,
     pub tree_radix: Option<u16>,
     pub srun_args: &'a [String],
+    pub mpirun_args: &'a [String],
 }
 
 /// How the workers of these hosts start (see `--launcher`).
@@ -30,6 +32,7 @@ pub fn launch_for(flags: &LaunchFlags, hosts: &[Host], allocation: Option<Alloca
         Choice::Slurm(allocation) => {
             Launch::Srun(SlurmLauncher::new(this_exe()?, flags.srun_args.to_vec(), allocation))
         }
+        Choice::Mpirun => Launch::Mpirun(MpirunLauncher::new(this_exe()?, flags.mpirun_args.to_vec())?),
     })
 }
 
@@ -51,6 +54,6 @@ pub fn ssh_launcher(ssh: &SshArgs) -> anyhow::Result<SshLauncher> {
     }))
 }
 
-fn this_exe() -> anyhow::Result<std::path::PathBuf> {
+pub fn this_exe() -> anyhow::Result<std::path::PathBuf> {
     std::env::current_exe().context("locating this binary")
 }

@@ -15,6 +15,7 @@ use std::fmt;
 
 use crate::cli::Command;
 use crate::run::signals::Stop;
+use crate::worker::Starter;
 
 /// How a command ended badly.
 #[derive(Debug)]
@@ -70,7 +71,14 @@ impl fmt::Display for Failure {
 /// Runs one subcommand to its end.
 pub fn dispatch(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Worker(args) => crate::worker::main(args.rank, args.slurm).map_err(Failure::RunFailed),
+        Command::Worker(args) => {
+            let starter = match (args.slurm, args.mpi) {
+                (true, _) => Starter::Srun,
+                (_, true) => Starter::Mpirun,
+                _ => Starter::Launcher,
+            };
+            crate::worker::main(args.rank, starter).map_err(Failure::RunFailed)
+        }
         Command::Plan(inputs) => run::plan(&inputs),
         Command::Run(args) => run::run(&args),
         Command::Pair(args) => pair::pair(&args),

@@ -90,5 +90,7 @@ pub fn verdict(result: &RunResult, signals: &Signals) -> Result<(), Failure> {
         ))),
         (RunStatus::Ok, Some(a)) if !a.passed => Err(Failure::CheckFailed(report::verdict_line(a))),
         (RunStatus::Ok, _) => Ok(()),
+        // Only a folder read back while its run goes says so, never a run that ended.
+        (RunStatus::Running { note }, _) => Err(Failure::RunFailed(anyhow::anyhow!("still going: {note}"))),
     }
 }

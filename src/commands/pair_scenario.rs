@@ -4,11 +4,13 @@
 
 use std::time::Duration;
 
-use crate::cli::pair::{AtomicType, OpName, PairArgs, PairTransport};
+use crate::cli::pair::{AtomicType, Connection, OpName, PairArgs, PairTransport};
 use crate::hostfile::Host;
 use crate::scenario::limits::{self, MAX_SWEEP_POINTS, MAX_WINDOW};
 use crate::scenario::placement::Numa;
-use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaMode, RdmaParams};
+use crate::scenario::rdma::{
+    atomic_size_error, CompletionMode, ConnectMethod, InvalidParam, RdmaMode, RdmaParams, ATOMIC_SIZE, UD_MAX_MESSAGE,
+};
 use crate::scenario::sweep::{Parameter, SweepSpec, Value};
 use crate::scenario::{GroupSpec, Mode, Op, Pattern, RunSpec, Scenario};
 use crate::units::ByteSize;
@@ -71,7 +73,8 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         PairTransport::Tcp => (None, tcp_streams(args, op, latency)?),
     };
     if let Some(knobs) = &rdma {
-        let default = [ByteSize(knobs.message_size)];
+        // Without -s: the size the group defaults to (perftest's: 2 B for latency).
+        let default = [if latency { mode.default_message_size() } else { ByteSize(knobs.message_size) }];
         for size in if sizes.is_empty() { &default[..] } else { &sizes[..] } {
             let point = RdmaParams {
                 op: op.rdma(),
@@ -90,6 +93,8 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         op: Some(op),
         mode,
         message_size: (sizes.len() == 1).then(|| sizes[0]),
+        rate: None,
+        schedule: None,
         streams,
         senders: None,
         receivers: None,
@@ -98,8 +103,11 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         bidirectional: args.bidirectional,
         allow_self: false,
         rdma,
+        dscp: None,
         cores: None,
         numa: Numa::default(), // as a scenario that does not say
+        role: None,
+        seed: None,
     };
     let sweep = (sizes.len() > 1).then(|| SweepSpec {
         parameter: Parameter::MessageSize,
@@ -108,8 +116,16 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         baseline: None,
         by: None,
     });
-    let run = RunSpec { name, duration, warmup: args.warmup, interval: duration / INTERVALS };
-    let scenario = Scenario { run, groups: vec![group], check: Default::default(), stress: Vec::new(), sweep };
+    let run = RunSpec { name, duration, warmup: args.warmup, interval: duration / INTERVALS, ..RunSpec::default() };
+    let scenario = Scenario {
+        run,
+        groups: vec![group],
+        check: Default::default(),
+        stress: Vec::new(),
+        sweep,
+        congestion: None,
+        soak: Default::default(),
+    };
     Ok(PairJob { scenario, hosts: hosts(&args.host_a, &args.host_b)? })
 }
 
@@ -126,8 +142,13 @@ fn operation(args: &PairArgs) -> Result<Op, PairError> {
 /// The sizes to run, in order; empty: the default size (perftest's).
 /// Each within what the transport sends as asked; -a stops there too.
 fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
-    if op.rdma().is_atomic() && (args.all || !args.size.is_empty()) {
-        return bad(if args.all { "-a/--all" } else { "-s/--size" }, "atomics always move 8 bytes");
+    if op.rdma().is_atomic() {
+        if args.all {
+            return bad("-a/--all", format!("atomics always move {ATOMIC_SIZE} bytes: there are no sizes to sweep"));
+        }
+        if let Some(other) = args.size.iter().find(|s| s.bytes() != ATOMIC_SIZE) {
+            return bad("-s/--size", atomic_size_error(other));
+        }
     }
     let (largest, valid) = limits::message_sizes(args.transport.scenario());
     if !args.all {
@@ -146,6 +167,8 @@ fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
         Some(max) if max.bytes() < ALL_MIN => return bad("--max-size", format!("must be at least {ALL_MIN} bytes")),
         Some(max) if max.bytes() > largest => return bad("--max-size", format!("{max} is too large: {valid}")),
         Some(max) => max.bytes(),
+        // UD: a message is one packet, so -a stops at the largest MTU (as perftest's -a does).
+        None if args.connection == Connection::Ud => UD_MAX_MESSAGE,
         None => ALL_MAX.min(largest),
     };
     Ok(std::iter::successors(Some(ALL_MIN), |s| s.checked_mul(2)).take_while(|&s| s <= max).map(ByteSize).collect())
@@ -158,6 +181,7 @@ fn rdma_knobs(args: &PairArgs) -> Result<RdmaParams, PairError> {
         return bad("-d/--ib-dev", "names a device, e.g. mlx5_0 (see `fabricbench probe`)");
     }
     Ok(RdmaParams {
+        connection: args.connection.rdma(),
         qps: args.qps.unwrap_or(d.qps),
         tx_depth: args.tx_depth.unwrap_or(d.tx_depth),
         rx_depth: args.rx_depth.unwrap_or(d.rx_depth),
@@ -169,6 +193,9 @@ fn rdma_knobs(args: &PairArgs) -> Result<RdmaParams, PairError> {
         port: args.ib_port,
         gid_index: args.gid_index,
         threads: args.threads.unwrap_or(d.threads),
+        connect: if args.rdma_cm { ConnectMethod::RdmaCm } else { ConnectMethod::Verbs },
+        traffic_class: args.tclass.unwrap_or(d.traffic_class),
+        service_level: args.sl.unwrap_or(d.service_level),
         ..d
     })
 }
@@ -189,6 +216,10 @@ fn tcp_streams(args: &PairArgs, op: Op, latency: bool) -> Result<u32, PairError>
         ("-i/--ib-port", args.ib_port.is_some()),
         ("-x/--gid-index", args.gid_index.is_some()),
         ("--threads", args.threads.is_some()),
+        ("--tclass", args.tclass.is_some()),
+        ("-S/--sl", args.sl.is_some()),
+        ("-R/--rdma_cm", args.rdma_cm),
+        ("-c/--connection", args.connection != Connection::Rc),
     ];
     if let Some((flag, _)) = verbs_only.iter().find(|(_, given)| *given) {
         return bad(flag, "is an RDMA knob; it does not apply to --transport tcp");
@@ -211,6 +242,8 @@ fn flag_of(InvalidParam { field, reason }: InvalidParam) -> PairError {
         "post_list" => "-l/--post_list",
         "cq_moderation" => "-Q/--cq-mod",
         "threads" => "--threads",
+        "traffic_class" => "--tclass",
+        "service_level" => "-S/--sl",
         "op" => "OP",
         other => other,
     };
@@ -303,6 +336,47 @@ mod tests {
         assert_eq!(job("pair a b read_lat").unwrap().scenario.run.name, "pair-read_lat");
         assert_eq!(job("pair a b atomic").unwrap().scenario.groups[0].op, Some(Op::FetchAdd));
         assert_eq!(job("pair a b atomic -A CMP_AND_SWAP").unwrap().scenario.groups[0].op, Some(Op::CmpSwap));
+        // ib_atomic_lat: `atomic --lat` or `atomic_lat`, both atomics, 8 bytes.
+        for line in ["pair a b atomic --lat", "pair a b atomic_lat -A CMP_AND_SWAP", "pair a b fetch_add_lat -s 8"] {
+            let j = job(line).unwrap();
+            let g = &j.scenario.groups[0];
+            assert!(g.mode == Mode::Latency && g.op.unwrap().rdma().is_atomic(), "{line}");
+            let plan = crate::plan::build(&j.hosts, &j.scenario).unwrap();
+            let g = &plan.phases[0].groups[0];
+            assert_eq!((g.message_size.bytes(), g.rdma.as_ref().unwrap().effective_message_size()), (8, 8), "{line}");
+        }
+        assert_eq!(job("pair a b atomic_lat").unwrap().scenario.run.name, "pair-fetch_add_lat");
+    }
+
+    #[test]
+    fn ud_sends_datagrams_up_to_the_mtu() {
+        let j = job("pair a b send -c UD -s 1K,4K").unwrap();
+        let r = j.scenario.groups[0].rdma.as_ref().unwrap();
+        assert_eq!(r.connection, crate::scenario::rdma::Connection::Ud);
+        assert_eq!(sweep_sizes(&j.scenario), [1024, 4096]);
+        assert_eq!(sweep_sizes(&job("pair a b send -c ud -a").unwrap().scenario).last(), Some(&4096), "-a stops at 4K");
+        assert!(job("pair a b send_lat -c UD").is_ok());
+        let e = job("pair a b send -c UD -s 8K").unwrap_err().to_string();
+        assert_eq!(e, "-s/--size: 8192 B is above UD's largest message, 4096 B (one packet at the largest path MTU)");
+        let e = job("pair a b write -c UD").unwrap_err().to_string();
+        assert_eq!(e, "OP: connection UD carries send only (like ib_send_bw -c UD); write needs RC");
+        let e = job("pair a b read_lat -c UD").unwrap_err().to_string();
+        assert_eq!(e, "OP: connection UD carries send only (like ib_send_bw -c UD); read needs RC");
+        let e = job("pair a b send --transport tcp -c UD").unwrap_err().to_string();
+        assert_eq!(e, "-c/--connection: is an RDMA knob; it does not apply to --transport tcp");
+    }
+
+    #[test]
+    fn atomics_take_no_size_but_8() {
+        let e = job("pair a b atomic --lat -s 16").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "-s/--size: 16: atomics (fetch_add, cmp_swap) move one 8-byte operand; give 8 or leave the size out"
+        );
+        let e = job("pair a b cmp_swap -s 8,64").unwrap_err().to_string();
+        assert!(e.starts_with("-s/--size: 64: atomics"), "{e}");
+        let e = job("pair a b atomic_lat -a").unwrap_err().to_string();
+        assert_eq!(e, "-a/--all: atomics always move 8 bytes: there are no sizes to sweep");
     }
 
     #[test]
@@ -318,6 +392,30 @@ mod tests {
         assert_eq!((g.transport, g.streams, g.rdma), (Transport::Tcp, 4, None));
         assert_eq!(job("pair a b send --transport tcp -l 8").unwrap_err().flag, "-l/--post_list");
         assert_eq!(job("pair a b write --transport tcp").unwrap_err().flag, "OP");
+    }
+
+    #[test]
+    fn traffic_class_service_level_and_rdma_cm_like_perftest() {
+        let j = job("pair a b write --tclass 104 -S 3").unwrap();
+        let r = j.scenario.groups[0].rdma.clone().unwrap();
+        assert_eq!((r.traffic_class, r.service_level, r.connect), (104, 3, ConnectMethod::Verbs));
+        let r = job("pair a b write -R").unwrap().scenario.groups[0].rdma.clone().unwrap();
+        assert_eq!(r.connect, ConnectMethod::RdmaCm);
+        assert_eq!(
+            job("pair a b write --rdma_cm").unwrap().scenario.groups[0].rdma.as_ref().unwrap().connect,
+            ConnectMethod::RdmaCm
+        );
+        let e = job("pair a b write --tclass 256").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--tclass: 256 is outside 0..=255 (the GRH traffic class; RoCE sends traffic_class >> 2 as the DSCP, e.g. 104 for DSCP 26)"
+        );
+        let e = job("pair a b write --sl 16").unwrap_err().to_string();
+        assert_eq!(e, "-S/--sl: 16 is outside 0..=15 (the InfiniBand service level, 4 bits)");
+        let e = job("pair a b write -R --tclass 104").unwrap_err();
+        assert!(e.flag == "--tclass" && e.reason.contains("pair without -R"), "{e}");
+        assert_eq!(job("pair a b send --transport tcp --tclass 8").unwrap_err().flag, "--tclass");
+        assert_eq!(job("pair a b send --transport tcp -R").unwrap_err().flag, "-R/--rdma_cm");
     }
 
     #[test]

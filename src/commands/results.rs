@@ -30,6 +30,7 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
             RunStatus::Degraded { reasons } => {
                 eprintln!("warning: the {which} is degraded, not a valid measurement: {}", reasons.join(" | "));
             }
+            RunStatus::Running { note } => eprintln!("warning: the {which} is still going ({note})"),
             RunStatus::Ok => {}
         }
     }

@@ -1,22 +1,36 @@
 //! `fabricbench run` and `fabricbench plan`: a scenario on the hosts of a
-//! hostfile (or of the Slurm allocation).
+//! hostfile (or of the Slurm allocation); started by mpirun, this rank's
+//! part of the run (rank 0 the launcher, the others workers).
 
 use std::path::Path;
 
+use anyhow::bail;
+use clap::ValueEnum;
+
 use crate::cli::{Inputs, RunArgs};
-use crate::commands::launching::{launch_for, LaunchFlags};
+use crate::commands::launching::{launch_for, this_exe, LaunchFlags};
 use crate::commands::output::{self, Output};
 use crate::commands::{estimate, runtime, Failure};
 use crate::hostfile::{self, Host};
-use crate::launch::choose::is_this_machine;
+use crate::launch::choose::{is_this_machine, LauncherKind};
+use crate::launch::local::LocalLauncher;
 use crate::launch::slurm::Allocation;
+use crate::launch::Launch;
 use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
 use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
+use crate::worker::{mpi, JobSpec};
 
 pub fn plan(inputs: &Inputs) -> Result<(), Failure> {
-    let (prepared, _) = prepare(inputs, &run::Overrides::default()).map_err(Failure::BadInput)?;
+    let (prepared, ..) = prepare(inputs, &run::Overrides::default()).map_err(Failure::BadInput)?;
+    // Hosts of several ranks: where each rank runs and on which device.
+    if prepared.plan.ranks.iter().any(|r| r.slots > 1) {
+        for r in &prepared.plan.ranks {
+            let devices = if r.devices.is_empty() { "-".to_string() } else { r.devices.join(",") };
+            println!("rank {:>4}  {:<24} slot {} of {}  devices {devices}", r.rank, r.host, r.slot, r.slots);
+        }
+    }
     for phase in &prepared.plan.phases {
         println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
         for flow in &phase.flows {
@@ -24,7 +38,14 @@ pub fn plan(inputs: &Inputs) -> Result<(), Failure> {
             let (src, dst) = (&prepared.plan.ranks[flow.src], &prepared.plan.ranks[flow.dst]);
             println!(
                 "  flow {:>4}  {:<12} {} ({}) -> {} ({})  {} x {} B",
-                flow.id, group.name, src.rank, src.host, dst.rank, dst.host, group.streams, group.message_size
+                flow.id,
+                group.name,
+                src.rank,
+                src.label(),
+                dst.rank,
+                dst.label(),
+                group.streams,
+                group.message_size
             );
         }
     }
@@ -32,11 +53,29 @@ pub fn plan(inputs: &Inputs) -> Result<(), Failure> {
 }
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
-    let overrides = run::Overrides { duration: args.duration, warmup: args.warmup };
-    let (prepared, allocation) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
-    let flags =
-        LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: args.tree_radix, srun_args: &args.srun_args };
-    let launch = launch_for(&flags, &prepared.hosts, allocation).map_err(Failure::BadInput)?;
+    let overrides = run::Overrides { duration: args.duration, warmup: args.warmup, repeat: args.repeat };
+    let (mut prepared, allocation, origin) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
+    if args.flap.is_some() {
+        prepared.scenario.soak.flap = args.flap;
+    }
+    let mut port = args.port;
+    let launch = match under_mpirun(args, &prepared, &origin).map_err(Failure::BadInput)? {
+        Some(Ranked::Member(spec)) => return crate::worker::run_job(*spec, false).map_err(Failure::RunFailed),
+        Some(Ranked::First { job, token, port: shared }) => {
+            port = shared;
+            Launch::Joined { local: LocalLauncher::new(this_exe().map_err(Failure::BadInput)?), job, token }
+        }
+        None => {
+            let flags = LaunchFlags {
+                kind: args.launcher,
+                ssh: &args.ssh,
+                tree_radix: args.tree_radix,
+                srun_args: &args.srun_args,
+                mpirun_args: &args.mpirun_args,
+            };
+            launch_for(&flags, &prepared.hosts, allocation).map_err(Failure::BadInput)?
+        }
+    };
     let checks = checks(args, &prepared.scenario.check)?;
     let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
     let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
@@ -64,7 +103,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let signals = Signals::listen().map_err(Failure::run_failed)?;
         let opts = RunOptions {
             scenario: args.inputs.scenario.clone(),
-            port: args.port,
+            port,
             progress: !args.quiet && !args.no_progress,
             signals: signals.clone(),
         };
@@ -76,6 +115,34 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         output.deliver(&result, &summary)?;
         output::verdict(&result, &signals)
     })
+}
+
+/// This process's part when mpirun started it (`mpirun … fabricbench run`).
+enum Ranked {
+    /// Rank 0: the launcher, with rank 0's coordinator on `port`.
+    First { job: u64, token: String, port: u16 },
+    /// Any other rank: a worker joining rank 0.
+    Member(Box<JobSpec>),
+}
+
+/// `None` outside an MPI job. Every rank reads the same hostfile and
+/// scenario and derives the same identity from the job's secret.
+fn under_mpirun(args: &RunArgs, prepared: &run::Prepared, origin: &str) -> anyhow::Result<Option<Ranked>> {
+    let env = |name: &str| std::env::var(name).ok();
+    let Some(me) = mpi::rank_from(&env)? else { return Ok(None) };
+    if !matches!(args.launcher, LauncherKind::Auto) {
+        bail!(
+            "this is rank {} of an MPI job, where mpirun has started every rank already: drop --launcher {}",
+            me.rank,
+            args.launcher.to_possible_value().map_or(String::new(), |v| v.get_name().to_string())
+        );
+    }
+    mpi::check(me, &prepared.hosts, origin, |ip| is_this_machine(&Host::named(&ip.to_string())))?;
+    let (job, token, port) = mpi::shared_identity(&env, args.port)?;
+    Ok(Some(match me.rank {
+        0 => Ranked::First { job, token, port },
+        _ => Ranked::Member(Box::new(mpi::member_of_run(me, &prepared.hosts, (job, token, port))?)),
+    }))
 }
 
 /// What the results folder keeps of the inputs: the scenario and hostfile
@@ -107,10 +174,14 @@ fn checks(args: &RunArgs, scenario: &CheckSpec) -> Result<CheckSpec, Failure> {
     Ok(checks)
 }
 
-/// Reads the inputs; also returns the Slurm allocation this runs in, if any.
-fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>)> {
+/// Reads the inputs; also returns the Slurm allocation this runs in, if
+/// any, and where the hosts came from (for messages).
+fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>, String)> {
     let allocation = Allocation::from_env()?;
     let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
+    for warning in hostfile::crowded(&hosts) {
+        eprintln!("warning: {warning}");
+    }
     let mut prepared = run::prepare(&inputs.scenario, hosts, &origin, overrides)?;
     // Read a second time (hostfile::read parsed it): the text as it was, for run.json.
     prepared.hostfile_text = inputs
@@ -118,7 +189,7 @@ fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::
         .as_deref()
         .and_then(|path| std::fs::read(path).ok())
         .map(|b| String::from_utf8_lossy(&b).into_owned());
-    Ok((prepared, allocation))
+    Ok((prepared, allocation, origin))
 }
 
 /// The hosts of a run: the hostfile's, or else the Slurm allocation's

@@ -21,8 +21,11 @@ use crate::transport::Side;
 pub const MAGIC: u32 = 0x4642_4350;
 /// Bumped on any incompatible change to these messages (5: `Probe` carries
 /// the host's facts, `Welcome` the heartbeat interval; 6: the rank report's
-/// CPU per thread class).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// CPU per thread class; 7: a group's offered `rate` and `schedule` in
+/// Setup, the rank report's link events; 8: a group's `dscp` and its RDMA
+/// knobs' `connect`, `traffic_class`, `service_level` and `connection` (RC
+/// or UD) in Setup, the RDMA endpoint's rdma_cm address and UD Q_Key).
+pub const PROTOCOL_VERSION: u32 = 8;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -101,8 +104,13 @@ impl Window {
     /// takes a window from rank 0 only if it does (a hostile one of 2³²
     /// samples would have the sampler reserve tens of GiB).
     pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let run =
-            RunSpec { name: "window".into(), warmup: self.warmup, duration: self.duration, interval: self.interval };
+        let run = RunSpec {
+            name: "window".into(),
+            warmup: self.warmup,
+            duration: self.duration,
+            interval: self.interval,
+            ..RunSpec::default()
+        };
         check_run(&run)
     }
 

@@ -57,25 +57,35 @@ pub struct HostFacts {
 }
 
 impl HostFacts {
-    /// This host's facts.
+    /// This host's facts (its sysfs part under FABRICBENCH_SYSFS_ROOT when
+    /// that is set: crate::sysfs).
     pub fn of_this_host() -> HostFacts {
-        HostFacts::under(Path::new("/"))
+        let sys = crate::sysfs::root().unwrap_or_else(|_| Path::new("/sys").to_path_buf());
+        HostFacts::under_with_sysfs(Path::new("/"), &sys)
     }
 
     /// The facts of the host whose files are under `root`.
     pub fn under(root: &Path) -> HostFacts {
+        HostFacts::under_with_sysfs(root, &root.join("sys"))
+    }
+
+    /// [`HostFacts::under`] with the sysfs part (cores, NUMA nodes, RDMA
+    /// devices) under `sys`.
+    fn under_with_sysfs(root: &Path, sys: &Path) -> HostFacts {
         let read = |path: &str| std::fs::read_to_string(root.join(path)).ok();
-        let count = |path: &str| read(path).and_then(|t| parse_cpu_list(&t)).map(|list| list.len());
+        let count = |path: &str| {
+            std::fs::read_to_string(sys.join(path)).ok().and_then(|t| parse_cpu_list(&t)).map(|list| list.len())
+        };
         let library = libibverbs(root);
         HostFacts {
             kernel: read("proc/sys/kernel/osrelease").map(|t| t.trim().to_string()).filter(|t| !t.is_empty()),
             os: read("etc/os-release").or_else(|| read("usr/lib/os-release")).and_then(|t| pretty_name(&t)),
             cpu_model: read("proc/cpuinfo").and_then(|t| cpu_model(&t)),
-            cores: count("sys/devices/system/cpu/online").filter(|&n| n > 0),
-            numa_nodes: count("sys/devices/system/node/online").filter(|&n| n > 0),
+            cores: count("devices/system/cpu/online").filter(|&n| n > 0),
+            numa_nodes: count("devices/system/node/online").filter(|&n| n > 0),
             rdma_core: library.as_deref().and_then(|name| libibverbs_release(name.rsplit('/').next()?)),
             libibverbs: library,
-            rdma_devices: rdma::devices(&root.join("sys/class/infiniband")),
+            rdma_devices: rdma::devices(&crate::sysfs::infiniband(sys)),
         }
     }
 }

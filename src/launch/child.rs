@@ -1,5 +1,5 @@
 //! A worker process this machine started itself (a local worker, the srun
-//! step), watched until it exits or the launcher ends it.
+//! step, the mpirun job), watched until it exits or the launcher ends it.
 
 use std::time::Duration;
 
@@ -7,7 +7,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tokio::process::Child;
+use std::process::Stdio;
+
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 
 use crate::launch::Process;
@@ -28,6 +30,32 @@ pub struct ChildProcess {
     ending: Ending,
     /// Put before the exit status in messages ("srun ended").
     what: &'static str,
+}
+
+/// A step tool's process (srun, mpirun) and its three pipes.
+pub struct Piped {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: ChildStderr,
+}
+
+/// Starts `cmd` with its three pipes, off the terminal's process group
+/// (Ctrl-C reaches the launcher, which ends the step in order, not `tool`
+/// behind its back), killed if dropped. The error names `tool`.
+pub fn spawn_piped(cmd: &mut Command, tool: &str) -> Result<Piped, String> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run {tool}: {e}"))?;
+    match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+        (Some(stdin), Some(stdout), Some(stderr)) => Ok(Piped { child, stdin, stdout, stderr }),
+        _ => Err(format!("no pipes to {tool}")),
+    }
 }
 
 impl ChildProcess {

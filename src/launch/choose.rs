@@ -10,12 +10,14 @@ use crate::launch::slurm::{Allocation, SlurmError};
 pub enum LauncherKind {
     /// slurm inside an allocation of the hosts; local if they are all this machine; else ssh
     Auto,
-    /// One local process per hostfile line, bound to that line's address (127.0.0.x)
+    /// One local process per rank (per slot of a hostfile line), bound to that line's address (127.0.0.x)
     Local,
-    /// One worker per host over OpenSSH (honours ~/.ssh/config)
+    /// One worker per rank over OpenSSH (honours ~/.ssh/config), a host's ranks over one master
     Ssh,
-    /// Inside a Slurm allocation: one srun step, one task per node
+    /// Inside a Slurm allocation: one srun step, one task per rank (per slot of a node)
     Slurm,
+    /// One Open MPI mpirun job (its options: --hostfile, --map-by, -x): a rank per host entry, in order
+    Mpirun,
 }
 
 impl LauncherKind {
@@ -25,6 +27,7 @@ impl LauncherKind {
             LauncherKind::Local => "local",
             LauncherKind::Ssh => "ssh",
             LauncherKind::Slurm => "slurm",
+            LauncherKind::Mpirun => "mpirun",
         }
     }
 }
@@ -40,6 +43,8 @@ pub enum Choice {
     },
     /// One srun step in this allocation.
     Slurm(Allocation),
+    /// One mpirun job.
+    Mpirun,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +81,7 @@ pub fn choose(
             Ok(Choice::Slurm(a))
         }
         (LauncherKind::Slurm, None) => Err(ChoiceError::NoAllocation),
+        (LauncherKind::Mpirun, _) => Ok(Choice::Mpirun),
         (LauncherKind::Auto, Some(a)) if a.check(hosts).is_ok() => Ok(Choice::Slurm(a)),
         (LauncherKind::Auto, _) if hosts.iter().all(is_here) => Ok(Choice::Local),
         (LauncherKind::Local, _) => Ok(Choice::Local),
@@ -131,6 +137,9 @@ mod tests {
         assert!(matches!(forced(LauncherKind::Local, None), Ok(Choice::Local)));
         assert!(matches!(forced(LauncherKind::Ssh, None), Ok(Choice::Ssh)));
         assert!(matches!(forced(LauncherKind::Slurm, None), Err(ChoiceError::NoAllocation)));
+        assert!(matches!(forced(LauncherKind::Mpirun, None), Ok(Choice::Mpirun)));
+        let err = forced(LauncherKind::Mpirun, Some(8)).unwrap_err();
+        assert_eq!(err.to_string(), "--tree-radix starts workers over ssh; it does not apply to --launcher mpirun");
         assert!(matches!(forced(LauncherKind::Auto, Some(8)), Ok(Choice::Tree { radix: 8 })));
         let err = forced(LauncherKind::Local, Some(8)).unwrap_err();
         assert_eq!(err.to_string(), "--tree-radix starts workers over ssh; it does not apply to --launcher local");

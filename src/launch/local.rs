@@ -1,5 +1,6 @@
-//! Workers as local processes: one per hostfile line, each binding its data
-//! plane to its own address (127.0.0.x), all on this machine.
+//! Workers as local processes: one per rank (a line's every slot), each
+//! binding its data plane to its line's address (127.0.0.x; ranks of one
+//! line share it, each on ports of its own), all on this machine.
 
 use std::process::Stdio;
 

@@ -5,6 +5,8 @@
 mod child;
 pub mod choose;
 pub mod local;
+pub mod mpirun;
+mod node_file;
 pub mod slurm;
 pub mod ssh;
 pub mod stage;
@@ -44,7 +46,7 @@ pub trait Process: Send {
     fn watch(self: Box<Self>, kill: oneshot::Receiver<()>) -> BoxFuture<'static, String>;
 }
 
-/// Starts one worker per host.
+/// Starts one worker per rank (per entry of the hostfile's rank list).
 pub trait Launcher: Send + Sync {
     fn start(&self, rank: usize, host: &Host) -> BoxFuture<'_, Result<Started, LaunchError>>;
 
@@ -56,12 +58,25 @@ pub trait Launcher: Send + Sync {
 
 /// How the workers of a run start: one process per host (rank 0 first, the
 /// others once it listens), the same as a tree (the launcher starts `radix`
-/// workers over SSH and they start the rest), or all at once as one srun
-/// step whose stdin every task shares.
+/// workers over SSH and they start the rest), all at once as one srun
+/// step whose stdin every task shares, or as one mpirun job.
 pub enum Launch {
     PerHost(Box<dyn Launcher>),
-    Tree { ssh: ssh::SshLauncher, radix: usize },
+    Tree {
+        ssh: ssh::SshLauncher,
+        radix: usize,
+    },
     Srun(slurm::SlurmLauncher),
+    /// All at once as one mpirun job; only rank 0 reads its stdin.
+    Mpirun(mpirun::MpirunLauncher),
+    /// Rank 0 alone, as a local process: mpirun started this launcher as
+    /// rank 0 of its job (`mpirun … fabricbench run`), and the other ranks
+    /// join rank 0 by themselves with the `job` and `token` all derive alike.
+    Joined {
+        local: local::LocalLauncher,
+        job: u64,
+        token: String,
+    },
 }
 
 impl Launch {
@@ -71,6 +86,8 @@ impl Launch {
             Launch::PerHost(launcher) => launcher.close().await,
             Launch::Tree { ssh, .. } => ssh.close().await,
             Launch::Srun(slurm) => slurm.close(),
+            Launch::Mpirun(mpirun) => mpirun.close(),
+            Launch::Joined { local, .. } => local.close().await,
         }
     }
 }

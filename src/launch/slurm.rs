@@ -6,17 +6,16 @@
 //! stdin closes.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
 use crate::hostfile::{self, Host, HostfileError};
-use crate::launch::child::{ChildProcess, Ending};
+use crate::launch::child::{spawn_piped, ChildProcess, Ending, Piped};
+use crate::launch::node_file::NodeFile;
 use crate::launch::{BoxRead, BoxWrite, LaunchError, Process};
 
 /// How long srun may take to end the step after SIGTERM before it is killed.
@@ -48,7 +47,7 @@ pub struct Allocation {
     pub job: String,
     /// SLURM_JOB_NODELIST as Slurm wrote it, for messages.
     pub nodelist: String,
-    /// Its nodes in order, slots from SLURM_TASKS_PER_NODE.
+    /// Its rank list: every node once per task of SLURM_TASKS_PER_NODE, in order.
     pub nodes: Vec<Host>,
 }
 
@@ -106,6 +105,8 @@ pub enum SrunLine {
     Ended { ranks: Vec<usize>, how: String },
     /// srun's own message.
     Srun(String),
+    /// A line on mpirun's stderr (its own, or a rank's: mpirun does not say).
+    Mpirun(String),
 }
 
 /// A running step: the broadcast stdin, task 0's stdout, and the rest.
@@ -127,43 +128,37 @@ impl SlurmLauncher {
     /// Whether `hosts` are exactly the allocation's nodes, in its order, so
     /// the tasks can read them from their environment.
     pub fn is_allocation(&self, hosts: &[Host]) -> bool {
-        self.allocation.is_all(hosts)
+        // The tasks rebuild the list from SLURM_JOB_NODELIST alone, one rank per node.
+        self.allocation.is_all(hosts) && hosts.iter().all(|h| h.slots == 1)
     }
 
-    /// Starts one worker per host, task i (rank i) on `hosts[i]`.
+    /// Starts one worker per entry of the rank list, task i (rank i) on
+    /// `hosts[i]`: a host with several slots gets as many tasks.
     pub fn start_step(&self, hosts: &[Host]) -> Result<SrunStep, LaunchError> {
         let fail = |reason: String| LaunchError::Start { rank: 0, host: hosts[0].name.clone(), reason };
-        let node_file = NodeFile::write(hosts).map_err(|e| fail(format!("cannot write srun's node list: {e}")))?;
-        let n = hosts.len().to_string();
-        let mut child = Command::new("srun")
-            .args(&self.srun_args)
-            .args(["--job-name=fabricbench", "--nodes", &n, "--ntasks", &n, "--ntasks-per-node=1"])
-            // Tasks in the order of SLURM_HOSTFILE: task i is rank i.
+        // One line per task: a host of several slots appears once per rank.
+        let text: String = hosts.iter().map(|h| format!("{}\n", h.name)).collect();
+        let node_file = NodeFile::write(&text).map_err(|e| fail(format!("cannot write srun's node list: {e}")))?;
+        let tasks = hosts.len().to_string();
+        // A host's ranks are consecutive in the list: each new name is a new node.
+        let nodes = (1 + hosts.windows(2).filter(|w| w[0].name != w[1].name).count()).to_string();
+        let mut srun = Command::new("srun");
+        srun.args(&self.srun_args)
+            .args(["--job-name=fabricbench", "--nodes", &nodes, "--ntasks", &tasks])
+            // Tasks in the order of SLURM_HOSTFILE (one line per task): task i is rank i.
             .arg("--distribution=arbitrary")
-            .env("SLURM_HOSTFILE", &node_file.0)
+            .env("SLURM_HOSTFILE", node_file.path())
             // A lost rank ends the run through the coordinator, which keeps
             // what was measured; srun killing the step would take rank 0
             // (and the partial results) with it.
             .args(["--kill-on-bad-exit=0", "--no-kill"])
             .args(["--input=all", "--label", "--mpi=none"])
             .arg(&self.exe)
-            .args(["worker", "--slurm"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Off the terminal's process group: Ctrl-C reaches the launcher,
-            // which ends the step in order, not srun behind its back.
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| fail(format!("cannot run srun: {e}")))?;
+            .args(["worker", "--slurm"]);
+        let Piped { child, stdin, stdout, stderr } = spawn_piped(&mut srun, "srun").map_err(fail)?;
         if let Ok(mut slot) = self.node_file.lock() {
             *slot = Some(node_file);
         }
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(fail("no pipes to srun".to_string()));
-        };
         let (lines_tx, lines) = mpsc::unbounded_channel();
         let (task0, task0_out) = tokio::io::duplex(64 << 10);
         tokio::spawn(split_stdout(Box::pin(stdout), task0, lines_tx.clone()));
@@ -181,26 +176,6 @@ impl SlurmLauncher {
         if let Ok(mut slot) = self.node_file.lock() {
             slot.take();
         }
-    }
-}
-
-/// The node list srun reads (SLURM_HOSTFILE): node names, not secret.
-struct NodeFile(PathBuf);
-
-impl NodeFile {
-    fn write(hosts: &[Host]) -> std::io::Result<NodeFile> {
-        let name = format!("fabricbench-{}-{:08x}.nodes", std::process::id(), rand::thread_rng().gen::<u32>());
-        let path = std::env::temp_dir().join(name);
-        let text: String = hosts.iter().map(|h| format!("{}\n", h.name)).collect();
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
-        std::io::Write::write_all(&mut file, text.as_bytes())?;
-        Ok(NodeFile(path))
-    }
-}
-
-impl Drop for NodeFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -315,8 +290,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             a.nodes.iter().map(|h| (h.name.as_str(), h.slots)).collect::<Vec<_>>(),
-            [("h1", 2), ("h2", 1), ("h3", 1)]
+            [("h1", 2), ("h1", 2), ("h2", 1), ("h3", 1)]
         );
+        assert_eq!(a.nodes.iter().map(|h| h.slot).collect::<Vec<_>>(), [0, 1, 0, 0]);
         assert!(a.is_all(&a.nodes) && !a.is_all(&a.nodes[1..]));
         a.check(&[Host::named("h3"), Host::named("h1")]).unwrap();
         assert_eq!(

@@ -37,7 +37,7 @@ struct Tails(Arc<Mutex<HashMap<Source, VecDeque<String>>>>);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Source {
     Rank(usize),
-    /// srun itself, about the step of the handle with this index.
+    /// srun (or mpirun) itself, about the step of the handle with this index.
     Srun(usize),
 }
 
@@ -250,6 +250,10 @@ async fn sort_step_lines(
                 for rank in ranks {
                     let _ = exits.send(Exit { rank, how: how.clone() });
                 }
+            }
+            SrunLine::Mpirun(text) => {
+                echo(format!("[mpirun] {text}"));
+                tails.push(Source::Srun(index), text);
             }
             SrunLine::Srun(text) => {
                 echo(format!("[srun] {text}"));

@@ -1,6 +1,8 @@
 //! Where threads run: explicit cores, or the NUMA node near (or far from)
 //! the device the traffic uses, as the scenario asks; and pinning to them.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 use crate::load::topology;
@@ -17,14 +19,19 @@ pub struct Placed {
 /// Resolves a placement on this host; `device_node` is the NUMA node of the
 /// device the rank's traffic uses, when known.
 pub fn resolve(placement: &Placement, device_node: Option<usize>) -> Result<Placed, String> {
-    let online = topology::online_cpus();
+    resolve_at(placement, device_node, &crate::sysfs::root().map_err(|e| e.to_string())?)
+}
+
+/// [`resolve`] on the host whose sysfs is under `sys` (a recorded tree in tests).
+pub fn resolve_at(placement: &Placement, device_node: Option<usize>, sys: &Path) -> Result<Placed, String> {
+    let online = topology::online_cpus_at(sys);
     if let Some(cores) = &placement.cores {
         if let Some(bad) = cores.iter().find(|c| !online.contains(c)) {
             return Err(format!("core {bad} does not exist on this host (online cores: {})", list(&online)));
         }
         return Ok(Placed { cores: cores.clone(), note: None });
     }
-    let nodes = topology::nodes();
+    let nodes = topology::nodes_at(sys);
     let Some(node) = device_node else {
         return Ok(match placement.numa {
             Numa::Auto | Numa::Any => Placed::default(),
@@ -47,6 +54,18 @@ pub fn resolve(placement: &Placement, device_node: Option<usize>) -> Result<Plac
         },
         Numa::Far => Placed { cores: far, note: None },
     })
+}
+
+/// The cores of NUMA node `node` when there is a choice to make: empty
+/// (no pinning) when the node is unknown (a virtual device), has no cores
+/// listed, or is the host's only node.
+pub fn near_node(node: Option<i32>) -> Vec<usize> {
+    let Some(node) = node.and_then(|n| usize::try_from(n).ok()) else { return Vec::new() };
+    let nodes = topology::nodes();
+    match nodes.len() {
+        0 | 1 => Vec::new(),
+        _ => nodes.into_iter().find(|(n, _)| *n == node).map(|(_, cores)| cores).unwrap_or_default(),
+    }
 }
 
 /// Pins the calling thread to `cores` (no-op for an empty set).
@@ -85,6 +104,16 @@ mod tests {
         assert!(placed.note.unwrap().contains("no NUMA node"));
         let near = resolve(&Placement { cores: None, numa: Numa::Near }, Some(0)).unwrap();
         assert_eq!(near.cores, topology::node_cpus(0).unwrap_or_default());
+    }
+
+    #[test]
+    fn near_node_pins_only_where_there_is_a_choice() {
+        assert!(near_node(None).is_empty(), "a virtual device has no node");
+        assert!(near_node(Some(-1)).is_empty(), "sysfs says -1 for none");
+        assert!(near_node(Some(4096)).is_empty(), "no such node");
+        let nodes = topology::nodes();
+        let expected = if nodes.len() > 1 { nodes[0].1.clone() } else { Vec::new() };
+        assert_eq!(near_node(Some(nodes.first().map_or(0, |n| n.0 as i32))), expected);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! CPU and NUMA layout from sysfs: which cores exist, which NUMA node each
-//! belongs to, and which node a network or RDMA device hangs off.
+//! belongs to, and which node a network or RDMA device hangs off, under
+//! the sysfs root (crate::sysfs: /sys or FABRICBENCH_SYSFS_ROOT).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Parses a kernel CPU list such as `0-3,8,10-11`.
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
@@ -18,24 +19,43 @@ fn read_list(path: &Path) -> Option<Vec<usize>> {
     parse_cpu_list(&std::fs::read_to_string(path).ok()?)
 }
 
+/// The sysfs root (crate::sysfs), /sys when FABRICBENCH_SYSFS_ROOT is invalid.
+fn sys() -> PathBuf {
+    crate::sysfs::root().unwrap_or_else(|_| PathBuf::from("/sys"))
+}
+
 /// The cores this machine has online.
 pub fn online_cpus() -> Vec<usize> {
-    read_list(Path::new("/sys/devices/system/cpu/online")).unwrap_or_else(|| (0..num_cpus::get()).collect())
+    online_cpus_at(&sys())
+}
+
+/// The cores online under the sysfs root `sys` (`devices/system/cpu/online`).
+pub fn online_cpus_at(sys: &Path) -> Vec<usize> {
+    read_list(&sys.join("devices/system/cpu/online")).unwrap_or_else(|| (0..num_cpus::get()).collect())
 }
 
 /// The cores of NUMA node `node`.
 pub fn node_cpus(node: usize) -> Option<Vec<usize>> {
-    read_list(&Path::new("/sys/devices/system/node").join(format!("node{node}")).join("cpulist"))
+    node_cpus_at(&sys(), node)
+}
+
+fn node_cpus_at(sys: &Path, node: usize) -> Option<Vec<usize>> {
+    read_list(&sys.join("devices/system/node").join(format!("node{node}")).join("cpulist"))
 }
 
 /// Every NUMA node with its cores.
 pub fn nodes() -> Vec<(usize, Vec<usize>)> {
-    let Ok(entries) = std::fs::read_dir("/sys/devices/system/node") else { return Vec::new() };
+    nodes_at(&sys())
+}
+
+/// Every NUMA node under the sysfs root `sys`, with its cores.
+pub fn nodes_at(sys: &Path) -> Vec<(usize, Vec<usize>)> {
+    let Ok(entries) = std::fs::read_dir(sys.join("devices/system/node")) else { return Vec::new() };
     let mut nodes: Vec<(usize, Vec<usize>)> = entries
         .flatten()
         .filter_map(|e| {
             let node: usize = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
-            Some((node, node_cpus(node)?))
+            Some((node, node_cpus_at(sys, node)?))
         })
         .collect();
     nodes.sort();
@@ -45,7 +65,7 @@ pub fn nodes() -> Vec<(usize, Vec<usize>)> {
 /// The NUMA node of a network interface's device (`None` for virtual
 /// devices such as lo or veth, and on machines without NUMA).
 pub fn iface_node(iface: &str) -> Option<usize> {
-    let text = std::fs::read_to_string(Path::new("/sys/class/net").join(iface).join("device/numa_node")).ok()?;
+    let text = std::fs::read_to_string(sys().join("class/net").join(iface).join("device/numa_node")).ok()?;
     usize::try_from(text.trim().parse::<i64>().ok()?).ok()
 }
 

@@ -3,7 +3,9 @@
 //! (`result` aggregates those into run.json).
 
 pub mod clock;
+pub mod confidence;
 pub mod cpu;
+pub mod links;
 pub mod netdev;
 pub mod stats;
 
@@ -37,6 +39,10 @@ pub struct RankReport {
     pub placements: Vec<GroupPlacement>,
     /// Set when the rank stopped early (abort, stream error).
     pub error: Option<String>,
+    /// Its links' events in the window (`links`), by start.
+    pub link_events: Vec<links::LinkEvent>,
+    /// Events past `links::MAX_EVENTS`, counted and left out.
+    pub link_events_dropped: u64,
 }
 
 /// The cores a group's stream threads were pinned to on one rank.

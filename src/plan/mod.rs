@@ -2,12 +2,18 @@
 //! deterministic: the same hosts and scenario give the same plan, so every
 //! rank and every re-rendered report agree on flow ids.
 
+mod congestion;
 mod rounds;
+mod shuffle;
+
+pub use congestion::{split, CongestionPoint, Split};
 
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::Host;
+use crate::scenario::limits::MAX_PHASES;
 use crate::scenario::placement::Placement;
+use crate::scenario::rate::{Rate, Schedule};
 use crate::scenario::rdma::RdmaParams;
 use crate::scenario::stress::StressSpec;
 use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
@@ -29,10 +35,40 @@ pub struct RankInfo {
     pub host: String,
     /// Where the rank's data plane (and, for rank 0, the coordinator) binds.
     pub addr: String,
-    /// The host's RDMA devices from the hostfile (`devices=`): the rails of
-    /// RDMA groups that name none. (Crosses the wire: no skip_serializing_if.)
+    /// This rank's RDMA devices from the hostfile (`devices=`: its own one,
+    /// or all of the host's with `slots=1`): the rails of RDMA groups that
+    /// name none. (Crosses the wire: no skip_serializing_if.)
     #[serde(default)]
     pub devices: Vec<String>,
+    /// Its index among its host's ranks, from 0.
+    #[serde(default, skip_serializing_if = "is_zero")] // the plan goes as JSON, never postcard
+    pub slot: u32,
+    /// How many ranks its host runs (absent: 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub slots: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+impl RankInfo {
+    /// How reports name the rank: its host, or `host#slot` on a host that
+    /// runs several ranks.
+    pub fn label(&self) -> String {
+        match self.slots {
+            1 => self.host.clone(),
+            _ => format!("{}#{}", self.host, self.slot),
+        }
+    }
 }
 
 /// Flows that run together in one common measurement window.
@@ -47,6 +83,23 @@ pub struct Phase {
     pub stress: Vec<RankStress>,
     /// The sweep point this phase measures, if the scenario sweeps.
     pub sweep: Option<SweepPoint>,
+    /// With `[congestion]`: the canary group this phase measures, alone or
+    /// congested (absent otherwise, and in runs made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<CongestionPoint>,
+    /// With `[run] repeat` above 1: which repeat of which phase this is.
+    #[serde(default, skip_serializing_if = "Option::is_none")] // the plan goes as JSON, never postcard
+    pub repeat: Option<Repeat>,
+}
+
+/// One of the runs of a repeated phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repeat {
+    /// From 1.
+    pub number: u32,
+    pub count: u32,
+    /// The phase's name without the repeat: what its repeats share.
+    pub of: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +140,25 @@ pub struct GroupPlan {
     pub placement: Placement,
     /// RDMA groups: every knob of the flows (op, mode and size included).
     pub rdma: Option<RdmaParams>,
+    /// Offered load per flow (`rate`); `None`: unpaced. (Crosses the wire:
+    /// no skip_serializing_if.)
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Open-loop latency groups (latency with a `rate`): the probes'
+    /// schedule; `None`: closed loop (ping-pong).
+    #[serde(default)]
+    pub schedule: Option<Schedule>,
+    /// TCP groups: the DSCP both ends mark the streams with (validated 0..=63);
+    /// `None`: the sockets' default.
+    #[serde(default)]
+    pub dscp: Option<u8>,
+}
+
+impl GroupPlan {
+    /// What one flow offers, in messages per second (`None`: unpaced).
+    pub fn offered_msgs_per_s(&self) -> Option<f64> {
+        self.rate.map(|r| r.messages_per_s(self.message_size.bytes()))
+    }
 }
 
 /// Traffic from one rank to another, carried by `streams` connections.
@@ -140,8 +212,7 @@ impl Phase {
     }
 }
 
-/// Builds the plan; an error names the scenario field that cannot be met.
-/// One rank per host, in order.
+/// The ranks of the hostfile's rank list, one per entry, in order.
 pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
     hosts
         .iter()
@@ -151,17 +222,22 @@ pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
             host: h.name.clone(),
             addr: h.data_addr().to_string(),
             devices: h.devices.clone(),
+            slot: h.slot,
+            slots: h.slots,
         })
         .collect()
 }
 
+/// Builds the plan; an error names the scenario field that cannot be met.
 pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String)> {
     let n = hosts.len();
     let ranks = ranks_of(hosts);
     let mut phases = Vec::new();
-    match &scenario.sweep {
-        None => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
-        Some(sweep) => {
+    match (&scenario.sweep, &scenario.congestion) {
+        // Validation keeps the two apart: a congestion run makes its own pairs of phases.
+        (None, Some(spec)) => phases.extend(congestion::phases(scenario, spec, n)?),
+        (None, None) => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
+        (Some(sweep), _) => {
             for point in sweep.points(scenario, n).map_err(|m| (Field::sweep("values"), m))? {
                 let mut name = format!("{}={}", sweep.parameter.name(), point.value);
                 let by = sweep.by.as_ref().zip(point.by).map(|(axis, value)| {
@@ -179,12 +255,43 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
             }
         }
     }
-    Ok(Plan { ranks, phases })
+    let total = phases.len().saturating_mul(scenario.run.repeat as usize);
+    if total > MAX_PHASES {
+        return Err((
+            Field::run("repeat"),
+            format!(
+                "{} phases × {} repeats make {total} phases; a run takes at most {MAX_PHASES}: fewer repeats or sweep points, or several runs",
+                phases.len(),
+                scenario.run.repeat
+            ),
+        ));
+    }
+    Ok(Plan { ranks, phases: repeated(phases, scenario.run.repeat) })
+}
+
+/// Every phase `count` times, interleaved: A B A B, not A A B B, so that a
+/// drift over the run (a warming switch, a neighbour's job) falls on every
+/// point alike instead of on the later ones.
+fn repeated(once: Vec<Phase>, count: u32) -> Vec<Phase> {
+    if count <= 1 {
+        return once;
+    }
+    let mut out = Vec::with_capacity(once.len() * count as usize);
+    for number in 1..=count {
+        for phase in &once {
+            let mut p = phase.clone();
+            p.index = out.len();
+            p.name = format!("{} (repeat {number}/{count})", phase.name);
+            p.repeat = Some(Repeat { number, count, of: phase.name.clone() });
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// The phases of one scenario, numbered from `first`: one phase with every
 /// group's flows and the stress in one window, or one per all-pairs round.
-fn phases_of(
+pub(super) fn phases_of(
     scenario: &Scenario,
     name: &str,
     n: usize,
@@ -217,6 +324,8 @@ fn phases_of(
                     flows: numbered(&[(0, with_reverse(pairs, spec.bidirectional))]),
                     stress: stress.clone(),
                     sweep: sweep.clone(),
+                    congestion: None,
+                    repeat: None,
                 })
                 .collect());
         }
@@ -230,7 +339,16 @@ fn phases_of(
         per_group.push((index, pairs));
     }
     let flows = numbered(&per_group);
-    Ok(vec![Phase { index: first, name: name.to_string(), groups, flows, stress, sweep }])
+    Ok(vec![Phase {
+        index: first,
+        name: name.to_string(),
+        groups,
+        flows,
+        stress,
+        sweep,
+        congestion: None,
+        repeat: None,
+    }])
 }
 
 /// A phase's flows, numbered in group order.
@@ -260,6 +378,13 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
             numa: spec.numa.or_default_for(spec.transport == Transport::Rdma),
         },
         rdma: spec.rdma_params(),
+        rate: spec.rate,
+        schedule: match (spec.mode, spec.rate) {
+            (Mode::Latency, Some(_)) => Some(spec.schedule.unwrap_or_default()),
+            _ => None,
+        },
+        // Validated to 0..=63 with the scenario.
+        dscp: spec.dscp.map(|d| d as u8),
     }
 }
 
@@ -320,12 +445,11 @@ fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
         }
         Pattern::Ring => {
             let ranks = select("ranks", &g.ranks, RankSet::All)?;
-            let ring: Pairs = if ranks.len() < 2 {
-                Vec::new()
-            } else {
-                (0..ranks.len()).map(|i| (ranks[i], ranks[(i + 1) % ranks.len()])).collect()
-            };
-            with_reverse(dedup(ring), g.bidirectional)
+            with_reverse(dedup(ring_of(&ranks)), g.bidirectional)
+        }
+        Pattern::RandomRing => {
+            let ranks = shuffle::permutation(&select("ranks", &g.ranks, RankSet::All)?, g.seed.unwrap_or(0));
+            with_reverse(dedup(ring_of(&ranks)), g.bidirectional)
         }
         Pattern::Pairwise => {
             let pairs = match &g.flows {
@@ -346,6 +470,14 @@ fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
         Pattern::AllPairs => return Err(("pattern", "`all-pairs` cannot share a phase with other groups".into())),
     };
     Ok(pairs)
+}
+
+/// Each rank to the next in `ranks`, the last back to the first (none for fewer than 2).
+fn ring_of(ranks: &[usize]) -> Pairs {
+    if ranks.len() < 2 {
+        return Vec::new();
+    }
+    (0..ranks.len()).map(|i| (ranks[i], ranks[(i + 1) % ranks.len()])).collect()
 }
 
 fn cross(srcs: &[usize], dsts: &[usize], allow_self: bool) -> Pairs {

@@ -46,20 +46,23 @@ pub struct Series {
 }
 
 /// Vertical bars, one per label, with a line across at `reference` (a fair
-/// share, a baseline).
+/// share, a baseline) and, where `errors` has one for the bar, an error
+/// bar from its low to its high (a 95 % interval).
 pub fn bars(
     title: &str,
     y_desc: &str,
     labels: &[String],
     values: &[f64],
     reference: Option<f64>,
+    errors: &[Option<(f64, f64)>],
 ) -> Result<String, ReportError> {
     let mut svg = String::new();
     {
         let width = (160 + 70 * labels.len()).clamp(480, 900) as u32;
         let root = SVGBackend::with_string(&mut svg, (width, 320)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
-        let top = values.iter().copied().fold(0.0, f64::max).max(reference.unwrap_or(0.0)).max(1e-9) * 1.2;
+        let highest = errors.iter().flatten().map(|e| e.1).fold(0.0, f64::max);
+        let top = values.iter().copied().fold(highest, f64::max).max(reference.unwrap_or(0.0)).max(1e-9) * 1.2;
         let n = labels.len() as u32;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, (FONT, 18))
@@ -101,6 +104,13 @@ pub fn bars(
                 )
             }))
             .map_err(failed)?;
+        chart
+            .draw_series(values.iter().zip(errors).enumerate().filter_map(|(i, (&v, e))| {
+                let (low, high) = (*e)?;
+                let x = SegmentValue::CenterOf(i as u32);
+                Some(ErrorBar::new_vertical(x, low.max(0.0), v, high, BLACK.stroke_width(2), 12))
+            }))
+            .map_err(failed)?;
         if let Some(r) = reference {
             chart
                 .draw_series(std::iter::once(PathElement::new(
@@ -114,8 +124,9 @@ pub fn bars(
     Ok(svg)
 }
 
-/// Lines over a shared x axis; `sizes` draws x as message sizes on a log2 axis.
-pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Result<String, ReportError> {
+/// Lines over a shared x axis, y in `y_desc`; `sizes` draws x as message
+/// sizes on a log2 axis.
+pub fn lines(title: &str, x_desc: &str, y_desc: &str, series: &[Series], sizes: bool) -> Result<String, ReportError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (620, 320)).into_drawing_area();
@@ -142,7 +153,7 @@ pub fn lines(title: &str, x_desc: &str, series: &[Series], sizes: bool) -> Resul
         };
         let plain = |x: &f64| format!("{x:.1}");
         let mut mesh = chart.configure_mesh();
-        mesh.x_desc(x_desc).y_desc("Gb/s").label_style((FONT, 15)).light_line_style(MESH);
+        mesh.x_desc(x_desc).y_desc(y_desc).label_style((FONT, 15)).light_line_style(MESH);
         if sizes {
             mesh.x_labels(((x1 - x0) as usize + 2).max(2)).x_label_formatter(&size_label);
         } else {

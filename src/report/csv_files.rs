@@ -47,6 +47,10 @@ struct FlowRow<'a> {
     gbps: f64,
     msgs_per_s: f64,
     error: Option<&'a str>,
+    /// Paced flows only (empty otherwise); after the older columns.
+    offered_gbps: Option<f64>,
+    offered_msgs_per_s: Option<f64>,
+    delivered_ratio: Option<f64>,
 }
 
 pub fn flows(run: &RunResult) -> Result<Vec<u8>, ReportError> {
@@ -68,6 +72,9 @@ pub fn flows(run: &RunResult) -> Result<Vec<u8>, ReportError> {
             gbps: f.gbps,
             msgs_per_s: f.msgs_per_s,
             error: f.error.as_deref(),
+            offered_gbps: f.offered.map(|o| o.gbps),
+            offered_msgs_per_s: f.offered.map(|o| o.msgs_per_s),
+            delivered_ratio: f.offered.map(|o| o.delivered_ratio),
         })
     });
     write_rows("flows.csv", rows)
@@ -108,6 +115,8 @@ struct RankRow<'a> {
     phase: usize,
     rank: usize,
     host: &'a str,
+    slot: u32,
+    devices: String,
     reported: bool,
     tx_gbps: f64,
     rx_gbps: f64,
@@ -134,6 +143,8 @@ pub fn ranks(run: &RunResult) -> Result<Vec<u8>, ReportError> {
             phase: p.index,
             rank: r.rank,
             host: &r.host,
+            slot: r.slot,
+            devices: r.devices.join(";"),
             reported: r.reported,
             tx_gbps: r.tx_gbps,
             rx_gbps: r.rx_gbps,
@@ -155,4 +166,48 @@ pub fn ranks(run: &RunResult) -> Result<Vec<u8>, ReportError> {
         })
     });
     write_rows("ranks.csv", rows)
+}
+
+#[derive(Serialize, Default)]
+struct RepeatRow<'a> {
+    phase: &'a str,
+    item: &'a str,
+    metric: &'a str,
+    unit: &'a str,
+    repeats: usize,
+    mean: Option<f64>,
+    stdev: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+    ci95_low: Option<f64>,
+    ci95_high: Option<f64>,
+    ci95_half: Option<f64>,
+    /// Each counted repeat's value, in run order, `;` between them.
+    values: String,
+}
+
+/// One row per aggregate of each repeated phase (run.json `repeats`): its
+/// statistics over the repeats, in the row's `unit`; `repeats.csv`.
+pub fn repeats(run: &RunResult) -> Result<Vec<u8>, ReportError> {
+    let rows = run.repeats.iter().flatten().flat_map(|p| {
+        p.numbers.iter().map(move |n| {
+            let s = n.spread;
+            RepeatRow {
+                phase: &p.phase,
+                item: &n.item,
+                metric: &n.metric,
+                unit: &n.unit,
+                repeats: n.values.len(),
+                mean: s.map(|s| s.mean),
+                stdev: s.map(|s| s.stdev),
+                min: s.map(|s| s.min),
+                max: s.map(|s| s.max),
+                ci95_low: s.map(|s| s.ci95_low),
+                ci95_high: s.map(|s| s.ci95_high),
+                ci95_half: s.map(|s| s.ci95_half),
+                values: n.values.iter().map(|v| v.value.to_string()).collect::<Vec<_>>().join(";"),
+            }
+        })
+    });
+    write_rows("repeats.csv", rows)
 }

@@ -6,9 +6,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::report::charts::{self, Series};
+use crate::report::live;
+use crate::report::load_latency;
 use crate::report::table::Table;
+use crate::report::{congestion, sweeps, tables};
 use crate::report::{escape, Exporter, ReportError};
-use crate::report::{sweeps, tables};
+use crate::result::congestion::CanaryImpact;
+use crate::result::repeats::RepeatedPhase;
 use crate::result::sweep::SweepResult;
 use crate::result::{FlowResult, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
 
@@ -46,6 +50,12 @@ impl Exporter for HtmlExporter {
                 page += &reasons.iter().map(|r| format!("<li>{}</li>", escape(r))).collect::<String>();
                 page += "</ul>\n";
             }
+            RunStatus::Running { note } => {
+                page += &format!("<div class=\"banner\">Run still going: {}</div>\n", escape(note));
+                if let Some(live) = live::line(run) {
+                    page += &format!("<p>{}</p>\n", escape(&live));
+                }
+            }
             RunStatus::Ok => {}
         }
         if let Some(a) = &run.acceptance {
@@ -77,12 +87,18 @@ impl Exporter for HtmlExporter {
         if let Some(sweep) = &run.sweep {
             page += &sweep_section(run, sweep)?;
         }
+        if let Some(canaries) = &run.congestion {
+            page += &congestion_section(run, canaries)?;
+        }
+        if let Some(repeats) = &run.repeats {
+            page += &repeats_section(run, repeats)?;
+        }
         if let Some(svg) = sizes_chart(run)? {
             page += &format!("<h2>Bandwidth vs message size</h2>\n<figure>{svg}</figure>\n");
         }
         page += "<h2>Phases</h2>\n";
-        // All-pairs rounds are summed up by the heatmap: fold them away.
-        let fold = run.phases.len() > 1 && run.matrix.is_some();
+        // All-pairs rounds are summed up by the heatmap, repeats by their tables: fold them away.
+        let fold = run.phases.len() > 1 && (run.matrix.is_some() || run.repeats.is_some());
         for p in &run.phases {
             page += &phase_section(run, p, fold)?;
         }
@@ -120,7 +136,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         let values: Vec<f64> = senders.iter().map(|f| f.gbps).collect();
         let fair = r.aggregate_gbps / r.senders as f64;
         let title = format!("Into {}: {} senders, Jain {:.3}, line = fair share {fair:.2}", r.host, r.senders, r.jain);
-        body += &format!("<figure>{}</figure>", charts::bars(&title, "Gb/s", &labels, &values, Some(fair))?);
+        body += &format!("<figure>{}</figure>", charts::bars(&title, "Gb/s", &labels, &values, Some(fair), &[])?);
     }
     if uncharted > 0 {
         body += &format!(
@@ -133,7 +149,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         let aggregate = [Series { name: "aggregate".into(), points: timeline(&p.interval_gbps) }];
         body += &format!(
             "<figure>{}</figure>",
-            charts::lines("Aggregate per interval", "time in window (s)", &aggregate, false)?
+            charts::lines("Aggregate per interval", "time in window (s)", "Gb/s", &aggregate, false)?
         );
         let flows: Vec<Series> = p
             .flows
@@ -147,7 +163,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
         } else {
             "Per flow".into()
         };
-        body += &format!("<figure>{}</figure>", charts::lines(&title, "time in window (s)", &flows, false)?);
+        body += &format!("<figure>{}</figure>", charts::lines(&title, "time in window (s)", "Gb/s", &flows, false)?);
     }
     body += "</div>\n";
     for warning in &summary.warnings {
@@ -176,18 +192,81 @@ fn sweep_section(run: &RunResult, sweep: &SweepResult) -> Result<String, ReportE
     let groups: Vec<&str> =
         sweep.points.first().map(|p| p.groups.iter().map(|c| c.group.as_str()).collect()).unwrap_or_default();
     for group in groups {
-        let (labels, ratios): (Vec<String>, Vec<f64>) = sweep
-            .points
-            .iter()
-            .filter_map(|p| Some((p.value.clone(), p.groups.iter().find(|c| c.group == group)?.ratio?)))
-            .unzip();
-        if !ratios.is_empty() {
-            let title = format!("{group}: × baseline per {}", sweep.parameter);
-            out += &format!("<figure>{}</figure>", charts::bars(&title, "× baseline", &labels, &ratios, Some(1.0))?);
+        let mut labels = Vec::new();
+        let (mut ratios, mut errors) = (Vec::new(), Vec::new());
+        for p in &sweep.points {
+            let Some(cell) = p.groups.iter().find(|c| c.group == group) else { continue };
+            let Some(ratio) = cell.ratio else { continue };
+            labels.push(p.value.clone());
+            ratios.push(ratio);
+            // The point's interval over the baseline's mean: the ratio's error bar.
+            let base = sweep.baseline_of(p, group).map(|b| b.value).filter(|&b| b > 0.0);
+            errors.push(cell.spread.zip(base).map(|(s, b)| (s.ci95_low / b, s.ci95_high / b)));
         }
+        if !ratios.is_empty() {
+            let title = match errors.iter().any(Option::is_some) {
+                true => format!("{group}: × baseline per {}, 95 % interval of the repeats", sweep.parameter),
+                false => format!("{group}: × baseline per {}", sweep.parameter),
+            };
+            let chart = charts::bars(&title, "× baseline", &labels, &ratios, Some(1.0), &errors)?;
+            out += &format!("<figure>{chart}</figure>");
+        }
+    }
+    if let Some(curve) = load_latency::chart(run)? {
+        out += &format!("<figure>{curve}</figure>");
     }
     out += "</div>\n";
     for table in sweeps::tables(run) {
+        out += &html_table(&table);
+    }
+    Ok(out)
+}
+
+/// The impact per canary group, mean and tail, against the unharmed line
+/// at 1.0, and the table of what the ratios are of.
+fn congestion_section(run: &RunResult, canaries: &[CanaryImpact]) -> Result<String, ReportError> {
+    let mut out = "<h2>Congestion impact</h2>\n<p>Each canary group measured alone (isolated) and beside \
+                   the congestor groups (congested); impact is congested / isolated for latency and isolated / \
+                   congested for bandwidth, so 1.0 is unharmed and 2.0 twice as bad (GPCNeT's impact factor; \
+                   docs/CONGESTION.md).</p>\n<div class=\"charts\">"
+        .to_string();
+    for (what, pick) in
+        [("mean", (|c: &CanaryImpact| c.impact_mean) as fn(&CanaryImpact) -> Option<f64>), ("tail", |c| c.impact_tail)]
+    {
+        let (labels, ratios): (Vec<String>, Vec<f64>) =
+            canaries.iter().filter_map(|c| Some((congestion::label(c), pick(c)?))).unzip();
+        if !ratios.is_empty() {
+            let title = format!("Congestion impact, {what} (× isolated)");
+            out += &format!("<figure>{}</figure>", charts::bars(&title, "impact ×", &labels, &ratios, Some(1.0), &[])?);
+        }
+    }
+    out += "</div>\n";
+    for table in congestion::tables(run) {
+        out += &html_table(&table);
+    }
+    Ok(out)
+}
+
+/// Each repeated phase's aggregate Gb/s (mean, with its 95 % interval as
+/// an error bar) and every phase's table of repeats.
+fn repeats_section(run: &RunResult, repeats: &[RepeatedPhase]) -> Result<String, ReportError> {
+    let mut out = "<h2>Repeats</h2>\n<p>Each phase ran several times (interleaved with the others); a bar is the \
+                   mean of its counted repeats, its error bar the 95 % confidence interval (Student's t).</p>\n"
+        .to_string();
+    let mut labels = Vec::new();
+    let (mut means, mut errors) = (Vec::new(), Vec::new());
+    for p in repeats {
+        let Some(n) = p.numbers.iter().find(|n| n.metric == "aggregate_gbps") else { continue };
+        let Some(s) = n.spread else { continue };
+        labels.push(p.phase.clone());
+        means.push(s.mean);
+        errors.push(Some((s.ci95_low, s.ci95_high)));
+    }
+    if !means.is_empty() {
+        let chart = charts::bars("Aggregate per phase, mean ± 95 % CI", "Gb/s", &labels, &means, None, &errors)?;
+        out += &format!("<div class=\"charts\"><figure>{chart}</figure></div>\n");
+    }
+    for table in crate::report::repeats::tables(run) {
         out += &html_table(&table);
     }
     Ok(out)
@@ -214,7 +293,8 @@ fn sizes_chart(run: &RunResult) -> Result<Option<String>, ReportError> {
                 .collect(),
         })
         .collect();
-    charts::lines("Mean flow bandwidth vs message size", "message size (bytes, log2 scale)", &series, true).map(Some)
+    charts::lines("Mean flow bandwidth vs message size", "message size (bytes, log2 scale)", "Gb/s", &series, true)
+        .map(Some)
 }
 
 fn html_table(table: &Table) -> String {

@@ -6,13 +6,13 @@ use crate::result::{Checked, Direction, Retest, RunResult, Suspect, SuspectKind}
 /// `h1 (rank 0)` for a rank of the run.
 pub fn rank(run: &RunResult, rank: usize) -> String {
     match run.plan.ranks.get(rank) {
-        Some(r) => format!("{} (rank {rank})", r.host),
+        Some(r) => format!("{} (rank {rank})", r.label()),
         None => format!("rank {rank}"),
     }
 }
 
 fn host(run: &RunResult, rank: usize) -> String {
-    run.plan.ranks.get(rank).map_or_else(|| format!("rank {rank}"), |r| r.host.clone())
+    run.plan.ranks.get(rank).map_or_else(|| format!("rank {rank}"), |r| r.label())
 }
 
 /// The phase's name, e.g. `round 3/5`.

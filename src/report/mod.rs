@@ -3,15 +3,22 @@
 
 mod charts;
 pub mod compare;
+mod congestion;
 mod csv_files;
+mod datagrams;
+mod flaps;
 mod html;
 pub mod journal;
 mod junit;
 mod labels;
 mod lanes;
+mod live;
+mod load_latency;
+mod offered;
 pub mod perftest;
 mod rdma_counters;
 mod refused;
+mod repeats;
 pub mod results_dir;
 mod sweeps;
 mod table;
@@ -96,11 +103,14 @@ impl Exporter for MarkdownExporter {
                 out += &markdown_table(table);
             }
         }
-        for table in sweeps::tables(run) {
+        for table in sweeps::tables(run).into_iter().chain(congestion::tables(run)).chain(repeats::tables(run)) {
             out += &markdown_table(&table);
         }
         if let Some(ports) = tables::ports(run) {
             out += &markdown_table(&ports);
+        }
+        if let Some(live) = live::line(run) {
+            out += &format!("{live}\n\n");
         }
         out += &format!("{}\n", status_line(run));
         Ok(out.into_bytes())

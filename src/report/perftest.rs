@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use crate::histogram::LatencySummary;
 use crate::plan::GroupPlan;
-use crate::report::lanes;
-use crate::result::{PhaseResult, RankProbe, RunResult, RunStatus};
+use crate::report::{datagrams, lanes};
+use crate::result::{Datagrams, PhaseResult, RankProbe, RunResult, RunStatus};
 use crate::scenario::{Mode, Op};
 use crate::transport::rdma::inventory::port_used;
 use crate::units::number;
@@ -56,6 +56,9 @@ pub fn render(run: &RunResult, gbits: bool) -> String {
             format!("{bytes} B, {} -> {}, {} lanes:", f.src_host, f.dst_host, f.lanes.len())
         }));
         notes.extend(phase.flows.iter().filter_map(|f| f.error.as_ref()).map(|e| format!("{bytes} B: {e}")));
+        notes.extend(
+            phase.flows.iter().filter_map(|f| Some(datagram_note(bytes, &f.src_host, &f.dst_host, &f.datagrams?))),
+        );
         if !phase.complete {
             notes.push(format!("{bytes} B: the phase was cut short; its numbers cover what ran"));
         }
@@ -136,7 +139,7 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&Ran
             }
             lines.push(("Number of qps", r.qps.to_string()));
             lines.push(("Transport type", "IB verbs (InfiniBand or RoCE)".into()));
-            lines.push(("Connection type", "RC".into()));
+            lines.push(("Connection type", r.connection.name().into()));
             lines.push(("TX depth", r.tx_depth.to_string()));
             if r.op.needs_receives() {
                 lines.push(("RX depth", r.rx_depth.to_string()));
@@ -161,11 +164,20 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&Ran
         }
     };
     if g.mode == Mode::Latency {
-        let trip = if g.op == Op::Read { "round trip (one read at a time)" } else { "half round trip (ping-pong)" };
+        let trip = match g.op {
+            Op::Read => "round trip (one read at a time)",
+            Op::FetchAdd | Op::CmpSwap => "round trip (one atomic at a time)",
+            _ => "half round trip (ping-pong)",
+        };
         lines.push(("Latency", trip.into()));
     }
     lines.push(("Data ex. method", "fabricbench coordinator (TCP)".into()));
     Header { title, mode: g.mode, lines }
+}
+
+/// UD's losses of one flow at one size, under the table.
+fn datagram_note(bytes: u64, src: &str, dst: &str, d: &Datagrams) -> String {
+    format!("{bytes} B, {src} -> {dst}: UD: {}", datagrams::describe(d))
 }
 
 /// perftest's names of the verbs.
@@ -330,6 +342,12 @@ mod tests {
             let at = LAT.find(title).unwrap();
             assert!(row.as_bytes()[at] != b' ' && row.as_bytes()[at - 1] == b' ', "{title}: {row}");
         }
+    }
+
+    #[test]
+    fn ud_losses_are_noted_per_size() {
+        let note = datagram_note(1024, "h1", "h2", &Datagrams::new(20_000, 19_000));
+        assert_eq!(note, "1024 B, h1 -> h2: UD: 19000 of 20000 messages received, 1000 lost (5.00%)");
     }
 
     fn get_in<'a>(h: &'a Header, key: &str) -> Option<&'a str> {

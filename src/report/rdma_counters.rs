@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::report::table::Table;
 use crate::result::PhaseResult;
-
-/// IB's port_xmit_data / port_rcv_data count 4-byte words (IBA PortCounters).
-const BYTES_PER_DATA_WORD: u64 = 4;
+use crate::transport::rdma::counters::bytes_per_unit;
 
 /// Name parts of counters that mean retransmission, loss, errors or
 /// congestion signals (CNP/ECN), on mlx5, rxe and others.
@@ -39,7 +37,10 @@ pub fn table(p: &PhaseResult) -> Table {
     for r in &p.ranks {
         for d in &r.rdma_counters {
             let c = &d.counters;
-            let mb = |name: &str| shown(c, &[name], |v| format!("{:.1}", (v * BYTES_PER_DATA_WORD) as f64 / 1e6));
+            let mb = |name: &str| {
+                let per = bytes_per_unit(name).unwrap_or(1);
+                shown(c, &[name], |v| format!("{:.1}", (v * per) as f64 / 1e6))
+            };
             let count = |names: &[&str]| shown(c, names, |v| v.to_string());
             let trouble: Vec<String> = c
                 .iter()
@@ -91,6 +92,8 @@ mod tests {
         let rank = RankResult {
             rank: 1,
             host: "h2".into(),
+            slot: 0,
+            devices: Vec::new(),
             reported: true,
             tx_gbps: 0.0,
             rx_gbps: 0.0,
@@ -102,6 +105,8 @@ mod tests {
             clock_offset_us: 0.0,
             rtt_us: 0.0,
             error: None,
+            link_events: Vec::new(),
+            link_events_dropped: 0,
         };
         let phase = PhaseResult {
             index: 0,

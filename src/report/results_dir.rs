@@ -15,7 +15,7 @@ use crate::report::journal::{self, Entry};
 use crate::report::{
     csv_files, CsvExporter, Exporter, HtmlExporter, JsonExporter, JunitExporter, MarkdownExporter, ReportError,
 };
-use crate::result::{RunResult, SCHEMA_VERSION};
+use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
 use crate::run::record::{Recorded, Recorder};
 
 /// The longest name a folder takes from `run.name`.
@@ -61,6 +61,15 @@ impl ResultsDir {
         let journal_path = path.join(journal::FILE);
         let journal =
             OpenOptions::new().create_new(true).append(true).open(&journal_path).map_err(|e| fail(&journal_path, e))?;
+        // Held while the launcher lives (the kernel lets go when it dies):
+        // how a reader tells a run still going from one whose launcher was
+        // stopped. A filesystem without locks only loses that distinction.
+        if let Err(e) = journal.try_lock() {
+            tracing::warn!(
+                "{}: cannot lock the journal ({e}); `fabricbench report` will not see this run as live",
+                journal_path.display()
+            );
+        }
         Ok(ResultsDir { path, journal, failed: None })
     }
 
@@ -90,6 +99,7 @@ impl ResultsDir {
             }
             Recorded::Probe(probe) => self.append(&Entry::Probe(probe.clone())),
             Recorded::Phase(phase) => self.append(&Entry::Phase(Box::new(phase.clone()))),
+            Recorded::Interval { phase, interval, gbps } => self.append(&Entry::Interval { phase, interval, gbps }),
         }
     }
 
@@ -97,7 +107,7 @@ impl ResultsDir {
     /// not ended).
     fn try_render(&mut self, run: &RunResult) -> Result<(), ReportError> {
         let mut now = run.clone();
-        now.status = journal::unfinished(&now);
+        now.status = journal::running(&now);
         now.summarize_phases();
         write_into(&now, &self.path, true)
     }
@@ -150,6 +160,9 @@ pub fn write_into(run: &RunResult, dir: &Path, with_json: bool) -> Result<(), Re
     if run.acceptance.is_some() {
         files.push(("junit.xml", JunitExporter.render(run)?));
     }
+    if run.repeats.is_some() {
+        files.push(("repeats.csv", csv_files::repeats(run)?));
+    }
     for (name, bytes) in files {
         replace(&dir.join(name), &bytes)?;
     }
@@ -179,6 +192,12 @@ pub fn source_of(path: &Path) -> PathBuf {
     }
 }
 
+/// Whether a launcher still holds the journal `file`: its run is going.
+fn still_going(file: &Path) -> bool {
+    let Ok(journal) = File::open(file) else { return false };
+    matches!(journal.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+}
+
 /// Reads a run back from its folder, its journal or its run.json.
 pub fn read(path: &Path) -> Result<RunResult, ReportError> {
     let file = source_of(path);
@@ -186,7 +205,11 @@ pub fn read(path: &Path) -> Result<RunResult, ReportError> {
     let text =
         std::fs::read_to_string(&file).map_err(|e| read(format!("{e} (give a results folder or its run.json)")))?;
     if file.file_name().is_some_and(|n| n == journal::FILE) {
-        return journal::replay(&text, &file);
+        let mut run = journal::replay(&text, &file)?;
+        if matches!(run.status, RunStatus::Failed { .. }) && still_going(&file) {
+            run.status = journal::running(&run);
+        }
+        return Ok(run);
     }
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| read(e.to_string()))?;
     let version = value.get("schema_version").and_then(serde_json::Value::as_u64).unwrap_or(0);

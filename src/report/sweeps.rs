@@ -2,8 +2,10 @@
 //! rate (RDMA points), busiest worker CPU and ratio to the baseline; for a
 //! two-parameter sweep also one matrix per group (rows × columns). Every
 //! column and matrix cell names its unit, and a ratio is always of the
-//! number printed beside it.
+//! number printed beside it. A repeated sweep shows each point's mean ±
+//! its 95 % interval.
 
+use crate::report::repeats::mean_ci;
 use crate::report::table::Table;
 use crate::result::sweep::{SweepCell, SweepResult, SweepRow};
 use crate::result::RunResult;
@@ -24,8 +26,12 @@ fn of(sweep: &SweepResult) -> Vec<Table> {
         .collect();
     let mut header = vec![sweep.parameter.clone()];
     header.extend(sweep.by_parameter.clone());
+    let repeated = sweep.points.iter().flat_map(|p| &p.groups).any(|c| c.spread.is_some());
     for &(group, metric, mpps) in &groups {
-        header.push(format!("{group} {}", metric_unit(metric)));
+        header.push(match repeated {
+            true => format!("{group} {} (mean ± 95 % CI)", metric_unit(metric)),
+            false => format!("{group} {}", metric_unit(metric)),
+        });
         if mpps {
             header.push(format!("{group} Mpps"));
         }
@@ -43,7 +49,7 @@ fn of(sweep: &SweepResult) -> Vec<Table> {
         row.extend(point.by_value.clone());
         for &(group, _, mpps) in &groups {
             let cell = point.groups.iter().find(|c| c.group == group);
-            row.push(cell.map_or_else(dash, |c| number(c.value, 3)));
+            row.push(cell.map_or_else(dash, |c| c.spread.as_ref().map_or_else(|| number(c.value, 3), mean_ci)));
             if mpps {
                 // A TCP point has no message rate: a dash, never a 0.
                 row.push(cell.filter(|c| has_mpps(c)).and_then(|c| c.mpps).map_or_else(dash, |v| number(v, 3)));
@@ -148,6 +154,7 @@ mod tests {
             mpps: Some(mpps),
             rdma,
             max_worker_cpu_pct: Some(99.5),
+            spread: None,
         };
         let point = |value: &str, by: &str, baseline, c| SweepRow {
             value: value.into(),

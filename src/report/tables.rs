@@ -3,13 +3,13 @@
 
 use crate::load::placement;
 use crate::report::table::Table;
-use crate::report::{labels, lanes, rdma_counters, refused};
+use crate::report::{datagrams, flaps, labels, lanes, offered, rdma_counters, refused};
 use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
 use crate::scenario::Mode;
 use crate::units::number;
 
 /// One headline per phase, warnings (why it is degraded, strangers
-/// refused), then its flows, receivers and ranks.
+/// refused, UD losses), then its flows, receivers and ranks.
 pub struct PhaseSummary {
     pub headline: String,
     pub warnings: Vec<String>,
@@ -66,6 +66,7 @@ pub fn status_line(run: &RunResult) -> String {
     match &run.status {
         RunStatus::Ok => format!("run `{}` completed: {} phase(s)", run.scenario.run.name, run.phases.len()),
         RunStatus::Failed { error } => format!("run `{}` FAILED: {error}", run.scenario.run.name),
+        RunStatus::Running { note } => format!("run `{}` STILL GOING: {note}", run.scenario.run.name),
         RunStatus::Degraded { reasons } => format!(
             "run `{}` DEGRADED: completed {} phase(s), {} not a valid measurement (docs/METRICS.md, \"Degraded phases\")\n  {}",
             run.scenario.run.name,
@@ -97,18 +98,20 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
         p.flows.len(),
         run.plan.ranks.len()
     );
-    let tables = vec![
+    let mut tables = vec![
         flows(p),
         lanes::table(p),
         latency(p),
         receivers(p),
         groups(p),
+        offered::table(p),
         ranks(p),
         rdma_counters::table(p),
         stress(p),
     ];
+    tables.extend(flaps::tables(run, p));
     let degraded = p.degraded.iter().map(|d| format!("DEGRADED: {d}"));
-    PhaseSummary { headline, warnings: degraded.chain(refused::warning(p)).collect(), tables }
+    PhaseSummary { headline, warnings: degraded.chain(refused::warning(p)).chain(datagrams::line(p)).collect(), tables }
 }
 
 fn flows(p: &PhaseResult) -> Table {
@@ -238,6 +241,14 @@ fn ranks(p: &PhaseResult) -> Table {
             format!("{:.0} ± {:.0}", r.clock_offset_us, r.rtt_us / 2.0),
             r.error.clone().unwrap_or_default(),
         ]);
+    }
+    // Hosts of several ranks, or ranks bound to devices: which is which.
+    if p.ranks.iter().any(|r| r.slot > 0 || !r.devices.is_empty()) {
+        t.header.insert(2, "slot / devices".to_string());
+        for (row, r) in t.rows.iter_mut().zip(&p.ranks) {
+            let devices = if r.devices.is_empty() { "-".to_string() } else { r.devices.join(",") };
+            row.insert(2, format!("{} / {devices}", r.slot));
+        }
     }
     t
 }

@@ -4,9 +4,9 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
-use crate::report::sweeps;
 use crate::report::table::Table;
 use crate::report::tables::{self, status_line, summarize};
+use crate::report::{congestion, live, repeats, sweeps};
 use crate::result::RunResult;
 
 /// Matrices wider than this many hosts are left to report.html.
@@ -23,7 +23,7 @@ pub fn render(run: &RunResult) -> String {
             out += &table_text(table);
         }
     }
-    for table in sweeps::tables(run) {
+    for table in sweeps::tables(run).into_iter().chain(congestion::tables(run)).chain(repeats::tables(run)) {
         out += &format!("\n{}", table_text(&table));
     }
     if let Some(m) = &run.matrix {
@@ -39,6 +39,9 @@ pub fn render(run: &RunResult) -> String {
             out += &table_text(table);
         }
         out += &format!("{}\n", tables::verdict_line(a));
+    }
+    if let Some(live) = live::line(run) {
+        out += &format!("\n{live}\n");
     }
     out += &format!("{}\n", status_line(run));
     out

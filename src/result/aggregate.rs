@@ -6,10 +6,12 @@
 
 use std::collections::HashMap;
 
+use crate::histogram::Histogram;
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::degraded::{self, AskedWindow, Observed};
-use crate::result::{FlowResult, GroupResult, LaneResult, PhaseResult, RankResult, ReceiverResult};
+use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
+use crate::scenario::rdma::Connection;
 use crate::scenario::{Mode, Op, Transport};
 use crate::transport::Side;
 use crate::units::gbps;
@@ -45,11 +47,17 @@ pub fn aggregate_phase(
         (found.1.bytes.len() >= taken && taken >= 2).then_some(found)
     };
     let in_window = |s: &FlowSamples| s.bytes[taken - 1] - s.bytes[0];
+    let messages_in_window = |s: &FlowSamples| s.messages[taken - 1] - s.messages[0];
 
     let mut flows = Vec::with_capacity(phase.flows.len());
+    // Each group's round trips, every flow's merged: its latency over all of them.
+    let mut round_trips: Vec<Option<Histogram>> = vec![None; phase.groups.len()];
     for flow in &phase.flows {
         let group = &phase.groups[flow.group];
         let tx = samples(flow.src, flow, Side::Sender);
+        if let (Some(h), Some(merged)) = (tx.and_then(|(_, s)| s.rtts.as_ref()), round_trips.get_mut(flow.group)) {
+            merged.get_or_insert_with(Histogram::default).merge(h);
+        }
         let rx = samples(flow.dst, flow, Side::Receiver);
         // The receiver counts what arrived where it takes part (TCP, RDMA
         // send and write-with-immediate); one-sided ops count at the initiator.
@@ -60,7 +68,7 @@ pub fn aggregate_phase(
             None => (None, None),
         };
         let bytes = counted.map_or(0, in_window);
-        let messages = counted.map_or(0, |s| s.messages[taken - 1] - s.messages[0]);
+        let messages = counted.map_or(0, messages_in_window);
         let interval_gbps = match (report, counted) {
             (Some(r), Some(s)) => (1..taken)
                 .map(|k| gbps(s.bytes[k] - s.bytes[k - 1], (r.sample_ns[k] - r.sample_ns[k - 1]) as f64 / 1e9))
@@ -74,8 +82,8 @@ pub fn aggregate_phase(
             mode: group.mode,
             src: flow.src,
             dst: flow.dst,
-            src_host: ranks[flow.src].host.clone(),
-            dst_host: ranks[flow.dst].host.clone(),
+            src_host: ranks[flow.src].label(),
+            dst_host: ranks[flow.dst].label(),
             streams: group.streams,
             message_size: group.message_size.bytes(),
             tx_bytes: tx.map(|(_, s)| in_window(s)),
@@ -88,13 +96,23 @@ pub fn aggregate_phase(
             error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
             refused: rx.map_or(0, |(_, s)| s.refused),
             lanes: counted.map_or_else(Vec::new, |s| lanes(s, taken, window_s)),
+            offered: None,
+            datagrams: match (tx, rx) {
+                (Some((_, t)), Some((_, r))) if is_ud(group) => {
+                    Some(Datagrams::new(messages_in_window(t), messages_in_window(r)))
+                }
+                _ => None,
+            },
         });
+        let flow = flows.last_mut().expect("just pushed");
+        flow.offered = offered(group, &[(flow.gbps, flow.msgs_per_s)]);
     }
 
     let intervals = taken.saturating_sub(1);
     let bandwidth = || flows.iter().filter(|f| f.mode == Mode::Bandwidth);
-    let interval_gbps = (0..intervals).map(|k| bandwidth().filter_map(|f| f.interval_gbps.get(k)).sum()).collect();
-    let aggregate_gbps = bandwidth().map(|f| f.gbps).sum();
+    let interval_gbps =
+        (0..intervals).map(|k| stats::total(bandwidth().filter_map(|f| f.interval_gbps.get(k).copied()))).collect();
+    let aggregate_gbps = stats::total(bandwidth().map(|f| f.gbps));
     let flow_starts: Vec<(u32, i64)> = arrived
         .iter()
         .flat_map(|r| r.flows.iter())
@@ -123,7 +141,7 @@ pub fn aggregate_phase(
         degraded,
         aggregate_gbps,
         interval_gbps,
-        groups: groups(phase, &flows),
+        groups: groups(phase, &flows, &round_trips),
         receivers: receivers(ranks, &flows),
         ranks: rank_results(ranks, reports, &flows, window_s),
         flows,
@@ -147,22 +165,30 @@ fn lanes(s: &FlowSamples, taken: usize, window_s: f64) -> Vec<LaneResult> {
         .collect()
 }
 
+/// Whether the group's flows are unreliable datagrams (which may be lost).
+fn is_ud(group: &GroupPlan) -> bool {
+    group.rdma.as_ref().is_some_and(|r| r.connection == Connection::Ud)
+}
+
 /// What part of a round trip latency reports: half (ping-pong), or all of it
-/// for RDMA read (one read is one round trip), as perftest does.
+/// for RDMA read and atomics (one WR is one round trip), as perftest does.
 fn reported_share(group: &GroupPlan) -> f64 {
-    if group.transport == Transport::Rdma && group.op == Op::Read {
+    if group.transport == Transport::Rdma && (group.op == Op::Read || group.op.rdma().is_atomic()) {
         1.0
     } else {
         0.5
     }
 }
 
-fn groups(phase: &Phase, flows: &[FlowResult]) -> Vec<GroupResult> {
+fn groups(phase: &Phase, flows: &[FlowResult], round_trips: &[Option<Histogram>]) -> Vec<GroupResult> {
     phase
         .groups
         .iter()
-        .map(|g| {
+        .zip(round_trips)
+        .map(|(g, round_trips)| {
             let rates: Vec<f64> = flows.iter().filter(|f| f.group == g.name).map(|f| f.gbps).collect();
+            let delivered: Vec<(f64, f64)> =
+                flows.iter().filter(|f| f.group == g.name).map(|f| (f.gbps, f.msgs_per_s)).collect();
             GroupResult {
                 name: g.name.clone(),
                 mode: g.mode,
@@ -170,13 +196,30 @@ fn groups(phase: &Phase, flows: &[FlowResult]) -> Vec<GroupResult> {
                 transport: g.transport,
                 op: g.op,
                 flows: rates.len(),
-                aggregate_gbps: rates.iter().sum(),
+                aggregate_gbps: stats::total(rates.iter().copied()),
                 min_flow_gbps: stats::min(&rates).unwrap_or(0.0),
                 max_flow_gbps: stats::max(&rates).unwrap_or(0.0),
                 jain: stats::jain(&rates).unwrap_or(0.0),
+                latency: round_trips.as_ref().and_then(|h| h.summary(reported_share(g))),
+                offered: offered(g, &delivered),
             }
         })
         .collect()
+}
+
+/// What `flows` (each its delivered Gb/s and messages per second) of a
+/// paced group offered together, and the part delivered: bandwidth by
+/// bytes, open-loop probes by echoes.
+fn offered(group: &GroupPlan, flows: &[(f64, f64)]) -> Option<Offered> {
+    let per_flow = group.offered_msgs_per_s()?;
+    let msgs_per_s = per_flow * flows.len() as f64;
+    let gbps = msgs_per_s * group.message_size.bytes() as f64 * 8.0 / 1e9;
+    let (delivered, asked) = match group.mode {
+        Mode::Bandwidth => (stats::total(flows.iter().map(|f| f.0)), gbps),
+        Mode::Latency => (stats::total(flows.iter().map(|f| f.1)), msgs_per_s),
+    };
+    let delivered_ratio = if asked > 0.0 { delivered / asked } else { 0.0 };
+    Some(Offered { gbps, msgs_per_s, delivered_ratio })
 }
 
 fn receivers(ranks: &[RankInfo], flows: &[FlowResult]) -> Vec<ReceiverResult> {
@@ -193,11 +236,11 @@ fn receivers(ranks: &[RankInfo], flows: &[FlowResult]) -> Vec<ReceiverResult> {
             if rates.is_empty() {
                 return None;
             }
-            let total: f64 = rates.iter().sum();
+            let total = stats::total(rates.iter().copied());
             let share = |x: Option<f64>| if total > 0.0 { x.unwrap_or(0.0) / total } else { 0.0 };
             Some(ReceiverResult {
                 rank: r.rank,
-                host: r.host.clone(),
+                host: r.label(),
                 senders: rates.len(),
                 aggregate_gbps: total,
                 min_share: share(stats::min(&rates)),
@@ -232,6 +275,8 @@ fn rank_results(
             RankResult {
                 rank: r.rank,
                 host: r.host.clone(),
+                slot: r.slot,
+                devices: r.devices.clone(),
                 reported: report.is_some(),
                 tx_gbps: gbps(tx, window_s),
                 rx_gbps: gbps(rx, window_s),
@@ -246,6 +291,8 @@ fn rank_results(
                     Some(rep) => rep.error.clone(),
                     None => Some("no report (the rank was lost)".to_string()),
                 },
+                link_events: report.map(|r| r.link_events.clone()).unwrap_or_default(),
+                link_events_dropped: report.map_or(0, |r| r.link_events_dropped),
             }
         })
         .collect()

@@ -6,8 +6,11 @@
 //! the sweep summary.
 
 mod aggregate;
+pub mod congestion;
 pub mod degraded;
+pub mod flaps;
 mod matrix;
+pub mod repeats;
 pub mod sweep;
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +23,7 @@ use crate::hostfacts::HostFacts;
 use crate::hostfile::Host;
 use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
+use crate::metrics::links::LinkEvent;
 use crate::metrics::netdev::NetdevDelta;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
@@ -52,7 +56,9 @@ pub struct RunResult {
     pub scenario: Scenario,
     pub hosts: Vec<Host>,
     pub plan: Plan,
-    /// From the launcher's start to every rank connected, seconds.
+    /// From the launcher's start to every rank connected, seconds (under
+    /// `mpirun … fabricbench run`, from rank 0's start: mpirun started the
+    /// ranks before any launcher ran).
     pub launch_s: Option<f64>,
     /// Every rank's RDMA devices from its own probe, by rank (ranks whose
     /// probe never arrived are missing).
@@ -63,6 +69,10 @@ pub struct RunResult {
     /// With `[sweep]`: one row per point and the ratios to the baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<sweep::SweepResult>,
+    /// With `[run] repeat` above 1: each phase's aggregates over its
+    /// repeats, with mean, spread and 95 % confidence interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Vec<repeats::RepeatedPhase>>,
     pub status: RunStatus,
     /// All-pairs: every pair's Gb/s in one N×N matrix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +80,26 @@ pub struct RunResult {
     /// The checks of `[check]` and `--check`, what failed, and who is to blame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<Acceptance>,
+    /// With `[congestion]`: each canary group's impact (congested vs isolated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<Vec<congestion::CanaryImpact>>,
+    /// Per phase, each flow's dips below `[soak] flap` of its median and
+    /// every link event (absent when there were none and `[soak]` is not set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flaps: Vec<flaps::PhaseFlaps>,
+    /// A folder read while its run goes: the phase under way and its
+    /// aggregate Gb/s per interval so far, from the journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LivePhase>,
+}
+
+/// The phase a live run is measuring, as far as its journal goes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LivePhase {
+    pub phase: usize,
+    /// The aggregate of all the phase's bandwidth flows per interval so
+    /// far, Gb/s (as the progress line shows it).
+    pub interval_gbps: Vec<f64>,
 }
 
 impl RunResult {
@@ -90,9 +120,13 @@ impl RunResult {
             probes: Vec::new(),
             phases: Vec::new(),
             sweep: None,
+            repeats: None,
             status: RunStatus::Ok,
             matrix: None,
             acceptance: None,
+            congestion: None,
+            flaps: Vec::new(),
+            live: None,
         }
     }
 
@@ -105,11 +139,14 @@ impl RunResult {
         }
     }
 
-    /// Recomputes what is derived from the phases: the sweep summary and
-    /// the all-pairs matrix.
+    /// Recomputes what is derived from the phases: the sweep summary, the
+    /// repeats' statistics, the all-pairs matrix and the congestion impact.
     pub fn summarize_phases(&mut self) {
         self.sweep = sweep::summarize(&self.plan, &self.phases);
+        self.repeats = repeats::summarize(&self.plan, &self.phases);
         self.matrix = pair_matrix(&self.plan, &self.phases);
+        self.congestion = congestion::summarize(&self.plan, &self.phases);
+        self.flaps = flaps::of_run(self);
     }
 }
 
@@ -293,6 +330,12 @@ pub enum RunStatus {
     Degraded {
         reasons: Vec<String>,
     },
+    /// The run is still going: its folder was read while its launcher
+    /// held the journal (`fabricbench report` on a live run, or the
+    /// launcher's own renders between phases).
+    Running {
+        note: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -354,6 +397,44 @@ pub struct FlowResult {
     /// Absent for one lane, and in runs made before it existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<LaneResult>,
+    /// A paced flow (its group has a `rate`): what it offered, and what
+    /// part of that it delivered. Absent when unpaced, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<Offered>,
+    /// A UD flow (unreliable datagrams): what the sender sent against what
+    /// the receiver got in the window. Absent for RC and TCP, in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams: Option<Datagrams>,
+}
+
+/// UD's losses over the window, in messages.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Datagrams {
+    /// Sends the sender completed in the window.
+    pub sent: u64,
+    /// Receives the receiver consumed in the window.
+    pub received: u64,
+    /// max(0, sent − received) / sent (0 with nothing sent).
+    pub lost_ratio: f64,
+}
+
+impl Datagrams {
+    pub fn new(sent: u64, received: u64) -> Datagrams {
+        let lost = sent.saturating_sub(received);
+        Datagrams { sent, received, lost_ratio: if sent == 0 { 0.0 } else { lost as f64 / sent as f64 } }
+    }
+}
+
+/// Offered load against what was delivered in the window.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Offered {
+    /// Offered payload rate, Gb/s (messages per second × message size × 8 / 1e9).
+    pub gbps: f64,
+    /// Offered messages per second (probes per second for open-loop latency).
+    pub msgs_per_s: f64,
+    /// Delivered / offered: Gb/s over offered Gb/s for bandwidth, messages
+    /// (echoes) per second over offered for open-loop latency; 1 is exact.
+    pub delivered_ratio: f64,
 }
 
 /// One TCP stream (in stream order) or RDMA rail of a flow, over the window.
@@ -396,12 +477,29 @@ pub struct GroupResult {
     pub min_flow_gbps: f64,
     pub max_flow_gbps: f64,
     pub jain: f64,
+    /// Latency groups: over every round trip of all the group's flows
+    /// (half round trip as for a flow), µs; absent for bandwidth groups and
+    /// in runs made before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+    /// A paced group: its flows' offered load summed, and the group's
+    /// delivered / offered (absent when unpaced, and in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<Offered>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RankResult {
     pub rank: usize,
     pub host: String,
+    /// Its index among its host's ranks (hostfile `slots=`), from 0
+    /// (absent: 0, the only rank of its host, and in older runs).
+    #[serde(default, skip_serializing_if = "is_zero_slot")]
+    pub slot: u32,
+    /// The RDMA devices it was bound to by the hostfile's `devices=`
+    /// (absent when none were listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
     /// False when the rank's report never arrived (it died).
     pub reported: bool,
     pub tx_gbps: f64,
@@ -423,4 +521,19 @@ pub struct RankResult {
     pub rtt_us: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Its interface's and RDMA ports' link events in the window, by start
+    /// (absent when none, and in runs made before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link_events: Vec<LinkEvent>,
+    /// Link events past the 1000 a rank keeps per phase, counted only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub link_events_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_slot(n: &u32) -> bool {
+    *n == 0
 }

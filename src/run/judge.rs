@@ -31,6 +31,9 @@ pub async fn run_and_judge(
         not_retested(&mut judged, "the run failed");
     } else if !accept.retest {
         not_retested(&mut judged, "--no-retest");
+    } else if matches!(launch, Launch::Joined { .. }) {
+        // The other ranks ended with the run: nothing could start them again.
+        not_retested(&mut judged, "mpirun started the ranks for one run (use --launcher mpirun to retest)");
     } else if let Some((plan, owners)) = acceptance::retest_plan(&result, &mut judged) {
         if opts.progress {
             eprintln!("retesting {} suspect(s) alone", owners.len());
@@ -45,7 +48,7 @@ pub async fn run_and_judge(
         let failure = match &retest.status {
             RunStatus::Failed { error } => Some(error.as_str()),
             RunStatus::Degraded { .. } => degraded.as_deref(),
-            RunStatus::Ok => None,
+            RunStatus::Ok | RunStatus::Running { .. } => None,
         };
         acceptance::apply_retest(&mut judged, &owners, retest.phases, failure);
     }

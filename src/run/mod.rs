@@ -20,6 +20,8 @@ use crate::control::coordinator::Event;
 use crate::control::instruction::Instruction;
 use crate::control::wire::Window;
 use crate::hostfile::Host;
+use crate::launch::local::LocalLauncher;
+use crate::launch::mpirun::MpirunLauncher;
 use crate::launch::slurm::SlurmLauncher;
 use crate::launch::ssh::SshOptions;
 use crate::launch::tree::{self, Subtree};
@@ -29,6 +31,7 @@ use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::{RunResult, RunStatus};
 use crate::scenario::{self, Scenario};
+use crate::worker::mpi::{self, MpiJob};
 use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
@@ -71,6 +74,8 @@ pub struct Prepared {
 pub struct Overrides {
     pub duration: Option<Duration>,
     pub warmup: Option<Duration>,
+    /// `--repeat`: clap has bounded it.
+    pub repeat: Option<u32>,
 }
 
 /// Loads and checks the scenario against `hosts`, which came from `origin`
@@ -94,6 +99,9 @@ pub fn prepare(
     }
     if let Some(warmup) = overrides.warmup {
         scenario.run.warmup = warmup;
+    }
+    if let Some(repeat) = overrides.repeat {
+        scenario.run.repeat = repeat;
     }
     if overrides.duration.is_some() || overrides.warmup.is_some() {
         // The window the flags make is held to the file's bounds (samples, overflow).
@@ -166,7 +174,10 @@ async fn drive(
     recorder: &mut dyn Recorder,
 ) -> anyhow::Result<()> {
     let launched = Instant::now();
-    let (job, token) = job_identity();
+    let (job, token) = match launch {
+        Launch::Joined { job, token, .. } => (*job, token.clone()),
+        _ => job_identity(),
+    };
     let host0 = &prepared.hosts[0];
     let signals = &opts.signals;
     let mut seen = signals.received();
@@ -179,6 +190,8 @@ async fn drive(
                 start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await
             }
             Launch::Srun(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await,
+            Launch::Mpirun(mpirun) => start_mpirun(prepared, mpirun, opts, workers, job, &token).await,
+            Launch::Joined { local, .. } => start_alone(prepared, local, opts, workers, job, &token).await,
         }
     };
     let mut events = tokio::select! {
@@ -282,19 +295,7 @@ async fn start_per_host(
         None => others.into_iter().map(|(rank, host)| Subtree { rank, host, below: Vec::new() }).collect(),
     };
     let host0 = &prepared.hosts[0];
-    let spec0 = JobSpec {
-        job,
-        token: token.to_string(),
-        rank: 0,
-        host: host0.name.clone(),
-        bind: host0.data_addr().to_string(),
-        role: Role::Coordinator {
-            plan: Box::new(prepared.plan.clone()),
-            window: Window::of(&prepared.scenario.run),
-            port: opts.port,
-        },
-        relay: None,
-    };
+    let spec0 = rank0_spec(prepared, opts.port, job, token);
     // Every start opens its host's connection (at most --fanout at once).
     let (started0, others) = tokio::join!(
         launcher.start(0, host0),
@@ -319,6 +320,84 @@ async fn start_per_host(
     Ok(events)
 }
 
+/// Rank 0's job spec: serve the coordinator on `port` (0: any).
+fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec {
+    let host0 = &prepared.hosts[0];
+    JobSpec {
+        job,
+        token: token.to_string(),
+        rank: 0,
+        host: host0.name.clone(),
+        bind: host0.data_addr().to_string(),
+        role: Role::Coordinator {
+            plan: Box::new(prepared.plan.clone()),
+            window: Window::of(&prepared.scenario.run),
+            port,
+        },
+        relay: None,
+        devices: host0.devices.clone(),
+    }
+}
+
+/// Rank 0 only, on this machine: mpirun started the others, which join it
+/// on the port they all know (`opts.port`).
+async fn start_alone(
+    prepared: &Prepared,
+    local: &LocalLauncher,
+    opts: &RunOptions,
+    workers: &mut Workers,
+    job: u64,
+    token: &str,
+) -> anyhow::Result<Events> {
+    let host0 = &prepared.hosts[0];
+    let line = serde_json::to_string(&rank0_spec(prepared, opts.port, job, token))?;
+    let stdout0 = workers.adopt(0, &host0.name, local.start(0, host0).await?, &line).await?;
+    let mut events = BufReader::new(stdout0).lines();
+    listening(&mut events, workers, host0).await?;
+    Ok(events)
+}
+
+/// One mpirun job for every rank: rank 0 reads the spec on mpirun's stdin
+/// (the only rank that has it); every rank reads the job's identity, the
+/// hosts and rank 0's port from the environment.
+async fn start_mpirun(
+    prepared: &Prepared,
+    mpirun: &MpirunLauncher,
+    opts: &RunOptions,
+    workers: &mut Workers,
+    job: u64,
+    token: &str,
+) -> anyhow::Result<Events> {
+    // The members connect before rank 0 could tell them a port it chose.
+    let port = match opts.port {
+        0 => rand::thread_rng().gen_range(mpi::PORTS),
+        port => port,
+    };
+    let shared = MpiJob { job, token: token.to_string(), hosts: prepared.hosts.clone(), port };
+    let spec = step_spec(prepared, port, job, token, Some(prepared.hosts.clone()));
+    let step = mpirun.start_step(&prepared.hosts, (mpi::JOB_VAR, &serde_json::to_string(&shared)?))?;
+    let names: Vec<String> = prepared.hosts.iter().map(|h| h.name.clone()).collect();
+    let line = serde_json::to_string(&spec)?;
+    let stdout0 = workers.adopt_step(&names, step, &line).await.context("sending mpirun's rank 0 its job spec")?;
+    let mut events = BufReader::new(stdout0).lines();
+    listening(&mut events, workers, &prepared.hosts[0]).await?;
+    Ok(events)
+}
+
+/// What rank 0 of a step (srun, mpirun) reads first: it plans from the
+/// scenario unless this plan is another (a retest).
+fn step_spec(prepared: &Prepared, port: u16, job: u64, token: &str, hosts: Option<Vec<Host>>) -> SrunSpec {
+    SrunSpec {
+        job,
+        token: token.to_string(),
+        hosts,
+        scenario: prepared.scenario.clone(),
+        phases: (plan::build(&prepared.hosts, &prepared.scenario).as_ref() != Ok(&prepared.plan))
+            .then(|| prepared.plan.phases.clone()),
+        port,
+    }
+}
+
 /// One srun step for every rank: each task reads the same broadcast spec;
 /// rank 0's address follows on the same stdin once it listens, so the
 /// others join without a second launch.
@@ -330,16 +409,8 @@ async fn start_step(
     job: u64,
     token: &str,
 ) -> anyhow::Result<Events> {
-    let spec = SrunSpec {
-        job,
-        token: token.to_string(),
-        hosts: (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone()),
-        scenario: prepared.scenario.clone(),
-        // Rank 0 plans from the scenario unless this plan is another (a retest).
-        phases: (plan::build(&prepared.hosts, &prepared.scenario).as_ref() != Ok(&prepared.plan))
-            .then(|| prepared.plan.phases.clone()),
-        port: opts.port,
-    };
+    let hosts = (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone());
+    let spec = step_spec(prepared, opts.port, job, token, hosts);
     let step = slurm.start_step(&prepared.hosts)?;
     let names: Vec<String> = prepared.hosts.iter().map(|h| h.name.clone()).collect();
     let line = serde_json::to_string(&spec)?;
@@ -380,7 +451,10 @@ fn follow(
         Event::Rejected { reason, .. } => p.note(&format!("fabricbench: coordinator rejected a connection: {reason}")),
         Event::Joined { rank, host, joined, total } => p.joined(rank, &host, joined, total),
         Event::PhaseStarted { phase, name, window } => p.phase_started(phase, &name, window),
-        Event::Progress { phase, interval, gbps } => p.interval(phase, interval, gbps),
+        Event::Progress { phase, interval, gbps } => {
+            p.interval(phase, interval, gbps);
+            recorder.record(result, Recorded::Interval { phase, interval, gbps });
+        }
         Event::Probed(probe) => {
             let at = result.probes.partition_point(|p| p.rank < probe.rank);
             recorder.record(result, Recorded::Probe(&probe));

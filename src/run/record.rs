@@ -12,6 +12,9 @@ pub enum Recorded<'a> {
     Probe(&'a RankProbe),
     /// A phase finished (or was cut short by a failure).
     Phase(&'a PhaseResult),
+    /// Every rank reported interval `interval` of the running phase: its
+    /// aggregate Gb/s, kept so the folder shows a long phase as it goes.
+    Interval { phase: usize, interval: u32, gbps: f64 },
 }
 
 pub trait Recorder {

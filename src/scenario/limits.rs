@@ -18,12 +18,21 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Largest TCP message: each stream sends from, and receives into, one
 /// buffer of the message size, allocated before t0.
 pub const TCP_MAX_MESSAGE: u64 = 4 << 20;
+/// Largest TCP `dscp` (the 6-bit differentiated-services code point).
+pub const MAX_DSCP: u8 = 63;
 /// Parallel streams (TCP connections) per flow.
 pub const MAX_STREAMS: u32 = 1024;
 /// Pairs one `explicit` or `pairwise` group may list.
 pub const MAX_FLOWS: usize = 1 << 20;
 /// Points of a sweep (values × `by` values): one phase each.
 pub const MAX_SWEEP_POINTS: usize = 10_000;
+/// Repeats of each phase (`[run] repeat`, `run --repeat`): every repeat is
+/// a phase of its own, journaled and kept, so the run is this many times longer.
+pub const MAX_REPEATS: u32 = 100;
+/// Phases of one run, repeats included (sweep points × all-pairs rounds ×
+/// repeats): the plan holds every phase before the first starts, and the
+/// journal keeps one line each; a run of more is several runs.
+pub const MAX_PHASES: usize = 100_000;
 /// Longest `run.name` and group name.
 pub const MAX_NAME: usize = 64;
 /// Burner threads per rank, per core of the machine that validates.

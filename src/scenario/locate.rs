@@ -19,6 +19,7 @@ pub enum Table {
     Group(usize),
     Stress(usize),
     Sweep,
+    Congestion,
 }
 
 impl Field {
@@ -39,6 +40,9 @@ impl Field {
     }
     pub fn stress(index: usize, key: &'static str) -> Field {
         Field { table: Table::Stress(index), key }
+    }
+    pub fn congestion(key: &'static str) -> Field {
+        Field { table: Table::Congestion, key }
     }
 }
 
@@ -81,6 +85,7 @@ impl Source {
             },
             Table::Stress(i) => format!("stress {i}: "),
             Table::Sweep => "[sweep]: ".to_string(),
+            Table::Congestion => "[congestion]: ".to_string(),
         };
         format!("{}:{line}: {place}field `{}`: {message}", self.path.display(), field.key)
     }
@@ -94,6 +99,7 @@ impl Source {
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
             Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
             Table::Sweep => doc.get("sweep")?.as_table(),
+            Table::Congestion => doc.get("congestion")?.as_table(),
         }
     }
 
@@ -120,6 +126,7 @@ impl Source {
             Table::Sweep => doc.as_table().key("sweep")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),
             Table::Check => doc.as_table().key("check")?.span(),
+            Table::Congestion => doc.as_table().key("congestion")?.span(),
             Table::Top => Some(0..0),
         }
     }

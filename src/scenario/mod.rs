@@ -5,11 +5,14 @@
 //! does not have) are reported against the field's line through [`Source`].
 
 mod check;
+pub mod congestion;
 pub mod limits;
 mod locate;
 pub mod placement;
 mod ranks;
+pub mod rate;
 pub mod rdma;
+pub mod soak;
 pub mod stress;
 pub mod sweep;
 mod validate;
@@ -20,12 +23,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
-pub use locate::{Field, Source};
+pub use locate::{Field, Source, Table};
 pub use ranks::RankSet;
 pub use validate::check_run;
 
 use crate::units::ByteSize;
 use placement::Numa;
+use rate::{Rate, Schedule};
 use rdma::{RdmaMode, RdmaOp, RdmaParams};
 use stress::Threads;
 
@@ -45,6 +49,13 @@ pub struct Scenario {
     /// Repeat the run once per value of one parameter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<sweep::SweepSpec>,
+    /// Measure the canary groups alone and beside the congestor groups
+    /// (GPCNeT's congestion impact; docs/CONGESTION.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<congestion::CongestionSpec>,
+    /// `[soak]`: the flap detector's threshold.
+    #[serde(default, skip_serializing_if = "soak::SoakSpec::is_default")]
+    pub soak: soak::SoakSpec,
 }
 
 /// `[[stress]]`: busy threads on some ranks, from t0 to the window's end.
@@ -94,6 +105,15 @@ pub struct RunSpec {
     /// Length of one per-interval sample.
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
+    /// How many times each phase runs (1 to [`limits::MAX_REPEATS`]); the
+    /// repeats of a sweep's points interleave (A B A B), and every
+    /// aggregate gets a mean and a 95 % confidence interval over them.
+    #[serde(skip_serializing_if = "is_one")]
+    pub repeat: u32,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl Default for RunSpec {
@@ -103,6 +123,7 @@ impl Default for RunSpec {
             duration: Duration::from_secs(10),
             warmup: Duration::from_secs(1),
             interval: Duration::from_secs(1),
+            repeat: 1,
         }
     }
 }
@@ -125,6 +146,14 @@ pub struct GroupSpec {
     /// Bytes per message; 128K for bandwidth, 2 for latency (perftest's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_size: Option<ByteSize>,
+    /// Offered load per flow: the sender paces itself to this rate
+    /// (`"2 Gb/s"`, `"400 Mb/s"`, `"100k msg/s"`); latency groups with a rate
+    /// send open-loop probes on `schedule`. Not given: as fast as it goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// Open-loop latency: when probes go (`constant` or `poisson`), needs `rate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
     /// Parallel streams (TCP connections) per flow.
     #[serde(default = "default_streams")]
     pub streams: u32,
@@ -150,6 +179,10 @@ pub struct GroupSpec {
     /// cq_moderation, inline_size, poll_batch, completion, device, gid_index, threads…
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<RdmaParams>,
+    /// TCP groups: the DSCP (0-63) both ends mark the flows' packets with
+    /// (IP_TOS / IPV6_TCLASS = dscp << 2). RDMA groups set rdma.traffic_class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp: Option<u32>,
     /// Pin the group's stream threads to these cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<Vec<usize>>,
@@ -157,6 +190,14 @@ pub struct GroupSpec {
     /// (not given: near for RDMA groups, any for TCP).
     #[serde(default)]
     pub numa: Numa,
+    /// With `[congestion]`: whether the group is measured (canary) or
+    /// makes the traffic that hurts (congestor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<congestion::Role>,
+    /// `random-ring`: the seed of its permutation (default: the
+    /// `[congestion]` seed, else 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 fn default_streams() -> u32 {
@@ -177,6 +218,9 @@ pub enum Pattern {
     AllToAll,
     /// Rank i to rank i + 1, the last back to the first.
     Ring,
+    /// A ring through the ranks in a seeded random order (GPCNeT's random
+    /// ring): each sends to its successor in the permutation.
+    RandomRing,
     /// Every pair of ranks once, in rounds of disjoint pairs (one phase per round).
     AllPairs,
     /// Exactly the `flows` listed.
@@ -310,8 +354,12 @@ impl GroupSpec {
     }
 
     /// The message size after defaults: iperf's 128 KiB for TCP bandwidth,
-    /// perftest's 64 KiB for RDMA bandwidth, 2 bytes for latency.
+    /// perftest's 64 KiB for RDMA bandwidth, 2 bytes for latency; atomics
+    /// always their 8-byte operand.
     pub fn effective_message_size(&self) -> ByteSize {
+        if self.effective_op().rdma().is_atomic() {
+            return ByteSize(rdma::ATOMIC_SIZE);
+        }
         self.message_size.unwrap_or(match (self.transport, self.mode) {
             (Transport::Rdma, Mode::Bandwidth) => ByteSize(64 * 1024),
             (_, mode) => mode.default_message_size(),
@@ -340,6 +388,7 @@ impl Pattern {
             Pattern::Pairwise => "pairwise",
             Pattern::AllToAll => "all-to-all",
             Pattern::Ring => "ring",
+            Pattern::RandomRing => "random-ring",
             Pattern::AllPairs => "all-pairs",
             Pattern::Explicit => "explicit",
         }

@@ -29,6 +29,14 @@ pub enum RdmaOp {
     CmpSwap,
 }
 
+/// Bytes every atomic moves: one 8-byte operand (the verbs' only size).
+pub const ATOMIC_SIZE: u64 = 8;
+
+/// Why a size other than [`ATOMIC_SIZE`] is refused for an atomic op.
+pub fn atomic_size_error(asked: impl std::fmt::Display) -> String {
+    format!("{asked}: atomics (fetch_add, cmp_swap) move one {ATOMIC_SIZE}-byte operand; give {ATOMIC_SIZE} or leave the size out")
+}
+
 /// The value every compare-and-swap of a flow tries to install (compare = 0).
 pub const CMP_SWAP_VALUE: u64 = 0xFAB0_0000_0000_0001;
 
@@ -65,9 +73,37 @@ impl RdmaOp {
 pub enum RdmaMode {
     #[default]
     Bandwidth,
-    /// Ping-pong (write, send) or one outstanding read at a time.
+    /// Ping-pong (write, send) or one outstanding read or atomic at a time.
     Latency,
 }
+
+/// The QP transport type (perftest `-c`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Connection {
+    /// Reliable connected: every op, any size up to [`MAX_MESSAGE_SIZE`].
+    #[default]
+    #[serde(rename = "RC", alias = "rc")]
+    Rc,
+    /// Unreliable datagram: send only, one packet per message (at most the
+    /// path MTU), through an address handle to the peer; losses are counted.
+    #[serde(rename = "UD", alias = "ud")]
+    Ud,
+}
+
+impl Connection {
+    pub fn name(self) -> &'static str {
+        match self {
+            Connection::Rc => "RC",
+            Connection::Ud => "UD",
+        }
+    }
+}
+
+/// Bytes of the Global Routing Header a UD receive buffer holds ahead of
+/// each message (the verbs put it there whether or not the packet had one).
+pub const UD_GRH: u64 = 40;
+/// The largest UD message: one packet at the largest path MTU.
+pub const UD_MAX_MESSAGE: u64 = 4096;
 
 /// How a flow waits for completions.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -94,15 +130,36 @@ pub enum PollStrategy {
     OnePerPoll,
 }
 
+/// How a flow's queue pairs are connected.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectMethod {
+    /// QP numbers, PSNs and GIDs exchanged through the coordinator, QPs moved
+    /// to RTR/RTS with ibv_modify_qp (perftest's default).
+    #[default]
+    Verbs,
+    /// The QPs are connected through librdmacm to the peer's data address
+    /// (perftest `-R`): the passive end listens, the active end resolves the
+    /// address and route and connects, rdma_cm supplies the path.
+    RdmaCm,
+}
+
+/// Largest GRH traffic class (8 bits; RoCE carries `traffic_class >> 2` as the DSCP).
+pub const MAX_TRAFFIC_CLASS: u32 = 255;
+/// Largest InfiniBand service level (4 bits).
+pub const MAX_SERVICE_LEVEL: u32 = 15;
+
 /// Parameters of one RDMA flow. Defaults follow perftest (ib_write_bw / ib_*_lat).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RdmaParams {
+    /// RC (default) or UD (send only, messages up to the path MTU).
+    pub connection: Connection,
     pub op: RdmaOp,
     pub mode: RdmaMode,
     /// Bytes per message (forced to 8 for atomics). perftest: 65536 for bw, 2 for lat.
     pub message_size: u64,
-    /// RC queue pairs in this flow (perftest `-q`).
+    /// Queue pairs in this flow (perftest `-q`).
     pub qps: u32,
     /// Outstanding send WRs per QP (perftest `-t`, 128).
     pub tx_depth: u32,
@@ -138,11 +195,19 @@ pub struct RdmaParams {
     pub threads: u32,
     /// A flow that sees no completion for this long while work is outstanding fails.
     pub stall_timeout_ms: u64,
+    /// How the QPs are connected (perftest `-R` is `rdma_cm`).
+    pub connect: ConnectMethod,
+    /// GRH traffic class, 0..=255 (perftest `--tclass`); on RoCE v2 the
+    /// packets' DSCP is `traffic_class >> 2` and their ECN bits `traffic_class & 3`.
+    pub traffic_class: u32,
+    /// InfiniBand service level, 0..=15 (perftest `-S/--sl`).
+    pub service_level: u32,
 }
 
 impl Default for RdmaParams {
     fn default() -> Self {
         RdmaParams {
+            connection: Connection::Rc,
             op: RdmaOp::Write,
             mode: RdmaMode::Bandwidth,
             message_size: 65536,
@@ -163,6 +228,9 @@ impl Default for RdmaParams {
             gid_index: None,
             threads: 1,
             stall_timeout_ms: 30_000,
+            connect: ConnectMethod::Verbs,
+            traffic_class: 0,
+            service_level: 0,
         }
     }
 }
@@ -174,7 +242,7 @@ impl RdmaParams {
     /// Bytes each message carries on the wire.
     pub fn effective_message_size(&self) -> u64 {
         if self.op.is_atomic() {
-            8
+            ATOMIC_SIZE
         } else {
             self.message_size
         }
@@ -267,13 +335,72 @@ impl RdmaParams {
         if let Some(twice) = self.devices.iter().enumerate().find(|(i, d)| self.devices[..*i].contains(d)) {
             return bad("devices", format!("{:?} is listed twice", twice.1));
         }
+        self.validate_path()?;
+        if self.connection == Connection::Ud {
+            if self.connect == ConnectMethod::RdmaCm {
+                return bad(
+                    "connect",
+                    "rdma_cm connects RC queue pairs here; UD exchanges its address through the coordinator: \
+                     leave connect = \"verbs\" (pair without -R)"
+                        .into(),
+                );
+            }
+            if self.op != RdmaOp::Send {
+                return bad(
+                    "op",
+                    format!("connection UD carries send only (like ib_send_bw -c UD); {} needs RC", self.op.name()),
+                );
+            }
+            if size > UD_MAX_MESSAGE {
+                return bad(
+                    "message_size",
+                    format!("{size} B is above UD's largest message, {UD_MAX_MESSAGE} B (one packet at the largest path MTU)"),
+                );
+            }
+        }
         if self.mode == RdmaMode::Latency {
             if self.qps != 1 || self.threads != 1 {
                 return bad("qps", "latency mode uses exactly one QP and one thread".into());
             }
-            if !matches!(self.op, RdmaOp::Write | RdmaOp::Send | RdmaOp::Read) {
-                return bad("op", format!("latency mode supports write, send and read, not {}", self.op.name()));
+            if !matches!(self.op, RdmaOp::Write | RdmaOp::Send | RdmaOp::Read) && !self.op.is_atomic() {
+                return bad(
+                    "op",
+                    format!("latency mode supports write, send, read, fetch_add and cmp_swap, not {}", self.op.name()),
+                );
             }
+        }
+        Ok(())
+    }
+
+    /// The path knobs: traffic class, service level and how they meet `connect`.
+    fn validate_path(&self) -> Result<(), InvalidParam> {
+        let bad = |field: &'static str, reason: String| Err(InvalidParam { field, reason });
+        if self.traffic_class > MAX_TRAFFIC_CLASS {
+            return bad(
+                "traffic_class",
+                format!(
+                    "{} is outside 0..={MAX_TRAFFIC_CLASS} (the GRH traffic class; RoCE sends traffic_class >> 2 as the DSCP, e.g. 104 for DSCP 26)",
+                    self.traffic_class
+                ),
+            );
+        }
+        if self.service_level > MAX_SERVICE_LEVEL {
+            return bad(
+                "service_level",
+                format!(
+                    "{} is outside 0..={MAX_SERVICE_LEVEL} (the InfiniBand service level, 4 bits)",
+                    self.service_level
+                ),
+            );
+        }
+        if self.connect == ConnectMethod::RdmaCm && (self.traffic_class != 0 || self.service_level != 0) {
+            let field = if self.traffic_class != 0 { "traffic_class" } else { "service_level" };
+            return bad(
+                field,
+                "rdma_cm (connect = \"rdma_cm\", pair -R) supplies the path and so its class; \
+                 set the traffic class or service level with connect = \"verbs\" (pair without -R)"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -314,6 +441,36 @@ mod tests {
     }
 
     #[test]
+    fn ud_is_send_only_and_one_packet() {
+        let ud = |op, message_size| RdmaParams { connection: Connection::Ud, op, message_size, ..Default::default() };
+        ud(RdmaOp::Send, 4096).validate().unwrap();
+        RdmaParams { mode: RdmaMode::Latency, ..ud(RdmaOp::Send, 2) }.validate().unwrap();
+        let e = ud(RdmaOp::Send, 4097).validate().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid RDMA parameter message_size: 4097 B is above UD's largest message, 4096 B (one packet at the largest path MTU)"
+        );
+        for (op, name) in [(RdmaOp::Write, "write"), (RdmaOp::Read, "read"), (RdmaOp::FetchAdd, "fetch_add")] {
+            let e = ud(op, 64).validate().unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("invalid RDMA parameter op: connection UD carries send only (like ib_send_bw -c UD); {name} needs RC")
+            );
+        }
+        let e =
+            RdmaParams { connect: ConnectMethod::RdmaCm, ..ud(RdmaOp::Send, 64) }.validate().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid RDMA parameter connect: rdma_cm connects RC queue pairs here; UD exchanges its address through \
+             the coordinator: leave connect = \"verbs\" (pair without -R)"
+        );
+        let p: RdmaParams = serde_json::from_str(r#"{"connection":"UD"}"#).unwrap();
+        assert_eq!(p.connection, Connection::Ud);
+        let e = serde_json::from_str::<RdmaParams>(r#"{"connection":"XRC"}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown variant `XRC`, expected one of `RC`, `rc`, `UD`, `ud`"), "{e}");
+    }
+
+    #[test]
     fn rails_spread_qps_and_threads_round_robin() {
         let two =
             |qps, threads| RdmaParams { qps, threads, devices: vec!["a".into(), "b".into()], ..Default::default() };
@@ -331,6 +488,30 @@ mod tests {
         assert!(e.contains("devices"), "{e}");
         let e = RdmaParams { devices: vec!["a".into(), "a".into()], ..Default::default() }.validate().unwrap_err();
         assert!(e.to_string().contains("\"a\" is listed twice"), "{e}");
+    }
+
+    #[test]
+    fn path_knobs_are_bounded_and_named() {
+        let p = RdmaParams { traffic_class: 256, ..Default::default() };
+        assert_eq!(
+            p.validate().unwrap_err().to_string(),
+            "invalid RDMA parameter traffic_class: 256 is outside 0..=255 (the GRH traffic class; RoCE sends traffic_class >> 2 as the DSCP, e.g. 104 for DSCP 26)"
+        );
+        let p = RdmaParams { service_level: 16, ..Default::default() };
+        assert_eq!(
+            p.validate().unwrap_err().to_string(),
+            "invalid RDMA parameter service_level: 16 is outside 0..=15 (the InfiniBand service level, 4 bits)"
+        );
+        RdmaParams { traffic_class: 255, service_level: 15, ..Default::default() }.validate().unwrap();
+        let cm = RdmaParams { connect: ConnectMethod::RdmaCm, traffic_class: 104, ..Default::default() };
+        let e = cm.validate().unwrap_err();
+        assert_eq!(e.field, "traffic_class");
+        assert!(e.reason.contains("connect = \"verbs\""), "{e}");
+        RdmaParams { connect: ConnectMethod::RdmaCm, ..Default::default() }.validate().unwrap();
+        let p: RdmaParams = serde_json::from_str(r#"{"connect":"rdma_cm"}"#).unwrap();
+        assert_eq!(p.connect, ConnectMethod::RdmaCm);
+        let e = serde_json::from_str::<RdmaParams>(r#"{"connect":"cm"}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown variant `cm`, expected `verbs` or `rdma_cm`"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::scenario::limits::MAX_SWEEP_POINTS;
 use crate::scenario::placement::Numa;
+use crate::scenario::rate::Rate;
 use crate::scenario::rdma::{CompletionMode, RdmaParams};
 use crate::scenario::stress::Threads;
 use crate::scenario::{Pattern, RankSet, Scenario, Transport};
@@ -66,6 +67,10 @@ pub enum Parameter {
     StressLoad,
     #[serde(rename = "transport")]
     Transport,
+    /// Offered load per flow (`rate`): a load→latency curve when swept on a
+    /// background group beside an open-loop latency probe.
+    #[serde(rename = "rate")]
+    Rate,
     /// Whether the group runs at all ("on"/"off"): cross traffic on vs off.
     #[serde(rename = "enabled")]
     Enabled,
@@ -115,6 +120,7 @@ impl Parameter {
             Parameter::StressThreads => "stress.threads",
             Parameter::StressLoad => "stress.load",
             Parameter::Transport => "transport",
+            Parameter::Rate => "rate",
             Parameter::Enabled => "enabled",
             Parameter::Numa => "numa",
             Parameter::Qps => "qps",
@@ -284,6 +290,15 @@ fn apply(
                     g.rdma = None;
                 }
             }
+        }
+        Parameter::Rate => {
+            let rate = match value {
+                Value::Text(t) => Rate::parse(t)?,
+                Value::Number(n) => {
+                    return Err(format!("`{n}` has no unit; write a rate, e.g. \"2 Gb/s\" or \"10k msg/s\""))
+                }
+            };
+            s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.rate = Some(rate));
         }
         Parameter::Numa => {
             let numa: Numa = from_text(value, "a NUMA placement (valid: near, far, any)")?;

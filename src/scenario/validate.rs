@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use super::limits::{
-    self, Machine, MAX_FLOWS, MAX_NAME, MAX_SAMPLES, MAX_STREAMS, MAX_WINDOW, MIN_INTERVAL, THREADS_PER_CORE,
+    self, Machine, MAX_FLOWS, MAX_NAME, MAX_REPEATS, MAX_SAMPLES, MAX_STREAMS, MAX_WINDOW, MIN_INTERVAL,
+    THREADS_PER_CORE,
 };
-use super::rdma::RdmaParams;
+use super::rdma::{atomic_size_error, RdmaParams, ATOMIC_SIZE};
 use super::stress::Threads;
 use super::sweep::SweepSpec;
 use super::{Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, StressTable, Transport};
@@ -36,10 +37,13 @@ pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, St
             return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
         check_transport(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+        super::rate::check_group(g).map_err(|(key, m)| (Field::group(i, key), m))?;
     }
     for (i, st) in s.stress.iter().enumerate() {
         check_stress(st, machine).map_err(|(key, m)| (Field::stress(i, key), m))?;
     }
+    // Before the sweep's own checks: a congestion run takes no sweep at all.
+    super::congestion::check(s)?;
     if let Some(sw) = &s.sweep {
         sw.check(s).map_err(|(key, m)| (Field::sweep(key), m))?;
         check_points(sw, s, machine).map_err(|m| (Field::sweep("values"), m))?;
@@ -75,6 +79,12 @@ pub fn check_run(run: &RunSpec) -> Result<(), (&'static str, String)> {
             format!("must be between 1ms and the duration ({})", humantime::format_duration(run.duration)),
         ));
     }
+    if !(1..=MAX_REPEATS).contains(&run.repeat) {
+        return Err((
+            "repeat",
+            format!("{} repeats asked; give 1 to {MAX_REPEATS} (each phase runs that many times)", run.repeat),
+        ));
+    }
     let samples = run.duration.as_nanos().div_ceil(run.interval.as_nanos());
     if samples > MAX_SAMPLES {
         let shortest = Duration::from_nanos((run.duration.as_nanos().div_ceil(MAX_SAMPLES)) as u64);
@@ -97,6 +107,9 @@ fn check_sizes(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     }
     if g.message_size.is_some_and(|m| m.bytes() == 0) {
         return Err(("message_size", "must be at least 1 byte".into()));
+    }
+    if let Some(m) = g.message_size.filter(|m| m.bytes() != ATOMIC_SIZE && g.effective_op().rdma().is_atomic()) {
+        return Err(("message_size", atomic_size_error(m)));
     }
     let size = g.effective_message_size();
     let (largest, valid) = limits::message_sizes(g.transport);
@@ -186,6 +199,7 @@ fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<()
         for g in &point.scenario.groups {
             check_sizes(g)
                 .and_then(|()| check_streams(g))
+                .and_then(|()| super::rate::check_group(g))
                 .map_err(|(key, m)| format!("at {at}, group `{}`: `{key}` {m}", g.name))?;
         }
         for st in &point.scenario.stress {
@@ -200,7 +214,7 @@ fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     let allowed: &[&str] = match g.pattern {
         Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
         Pattern::Pairwise => &["ranks", "flows"],
-        Pattern::AllToAll | Pattern::Ring | Pattern::AllPairs => &["ranks"],
+        Pattern::AllToAll | Pattern::Ring | Pattern::RandomRing | Pattern::AllPairs => &["ranks"],
         Pattern::Explicit => &["flows"],
     };
     let given = [
@@ -216,6 +230,9 @@ fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
                 format!("does not apply to pattern `{}` (it takes: {})", g.pattern.name(), allowed.join(", ")),
             ));
         }
+    }
+    if g.seed.is_some() && g.pattern != Pattern::RandomRing {
+        return Err(("seed", format!("only `random-ring` takes a seed; `{}` has no random order", g.pattern.name())));
     }
     if g.pattern == Pattern::Explicit && g.flows.as_ref().is_none_or(Vec::is_empty) {
         return Err(("flows", "pattern `explicit` needs flows = [[src, dst], ...]".into()));
@@ -236,8 +253,23 @@ fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
             if g.rdma.is_some() {
                 return Err(("rdma", "RDMA knobs need transport = \"rdma\"".into()));
             }
+            let max = u32::from(limits::MAX_DSCP);
+            if let Some(dscp) = g.dscp.filter(|&d| d > max) {
+                return Err((
+                    "dscp",
+                    format!("{dscp} is outside 0..={max} (the 6-bit DSCP; e.g. 46 for EF, 26 for AF31)"),
+                ));
+            }
         }
         Transport::Rdma => {
+            if g.dscp.is_some() {
+                return Err((
+                    "dscp",
+                    "is for TCP groups; an RDMA group sets rdma.traffic_class (RoCE sends traffic_class >> 2 \
+                     as the DSCP, so DSCP 26 is traffic_class = 104)"
+                        .into(),
+                ));
+            }
             if let Some(knobs) = &g.rdma {
                 let defaults = RdmaParams::default();
                 if knobs.op != defaults.op || knobs.mode != defaults.mode || knobs.message_size != defaults.message_size
@@ -298,6 +330,38 @@ mod tests {
     }
 
     #[test]
+    fn traffic_classes_are_bounded_per_transport() {
+        let tcp = |dscp: u32| FAN_IN.replace("senders = \"1-3\"", &format!("senders = \"1-3\"\ndscp = {dscp}"));
+        assert_eq!(
+            err(&tcp(64)),
+            "s.toml:14: group \"incast\": field `dscp`: 64 is outside 0..=63 (the 6-bit DSCP; e.g. 46 for EF, 26 for AF31)"
+        );
+        parse_ok(&tcp(63));
+        let rdma = tcp(26).replace("senders", "transport = \"rdma\"\nsenders");
+        let e = err(&rdma);
+        assert!(e.starts_with("s.toml:15: group \"incast\": field `dscp`: is for TCP groups"), "{e}");
+        assert!(e.contains("traffic_class = 104"), "says what to use instead: {e}");
+        let table = |knob: &str| {
+            FAN_IN.replace("senders = \"1-3\"", "senders = \"1-3\"\ntransport = \"rdma\"")
+                + "[group.rdma]\n"
+                + knob
+                + "\n"
+        };
+        assert_eq!(
+            err(&table("traffic_class = 256")),
+            "s.toml:15: group \"incast\": field `rdma`: invalid RDMA parameter traffic_class: 256 is outside 0..=255 (the GRH traffic class; RoCE sends traffic_class >> 2 as the DSCP, e.g. 104 for DSCP 26)"
+        );
+        assert_eq!(
+            err(&table("service_level = 16")),
+            "s.toml:15: group \"incast\": field `rdma`: invalid RDMA parameter service_level: 16 is outside 0..=15 (the InfiniBand service level, 4 bits)"
+        );
+        let e = err(&table("connect = \"rdma-cm\""));
+        assert!(e.contains("unknown variant `rdma-cm`, expected `verbs` or `rdma_cm`"), "{e}");
+        parse_ok(&table("traffic_class = 255\nservice_level = 15"));
+        parse_ok(&table("connect = \"rdma_cm\""));
+    }
+
+    #[test]
     fn message_sizes_are_what_the_transport_sends() {
         let e = err(&FAN_IN.replace("\"64K\"", "\"1T\""));
         assert_eq!(
@@ -312,6 +376,37 @@ mod tests {
             "s.toml:11: group \"incast\": field `message_size`: 2G is too large: RDMA messages are 1 B to 1 GiB (one work request, the RC limit of most HCAs)"
         );
         parse_ok(&rdma.replace("\"2G\"", "\"1G\""));
+    }
+
+    #[test]
+    fn ud_is_send_of_one_packet() {
+        let ud = FAN_IN.replace("senders", "transport = \"rdma\"\nop = \"send\"\nsenders")
+            + "[group.rdma]\nconnection = \"UD\"\n";
+        parse_ok(&ud.replace("\"64K\"", "\"4K\""));
+        let e = err(&ud);
+        assert_eq!(
+            e,
+            "s.toml:16: group \"incast\": field `rdma`: invalid RDMA parameter message_size: 65536 B is above UD's largest message, 4096 B (one packet at the largest path MTU)"
+        );
+        let e = err(&ud.replace("\"64K\"", "\"1K\"").replace("op = \"send\"", "op = \"write\""));
+        assert_eq!(
+            e,
+            "s.toml:16: group \"incast\": field `rdma`: invalid RDMA parameter op: connection UD carries send only (like ib_send_bw -c UD); write needs RC"
+        );
+        let e = err(&ud.replace("\"UD\"", "\"XRC\""));
+        assert!(e.contains("unknown variant `XRC`, expected one of `RC`, `rc`, `UD`, `ud`"), "{e}");
+    }
+
+    #[test]
+    fn atomics_move_8_bytes() {
+        let atomic = FAN_IN.replace("senders", "transport = \"rdma\"\nop = \"fetch_add\"\nsenders");
+        let e = err(&atomic);
+        assert_eq!(
+            e,
+            "s.toml:11: group \"incast\": field `message_size`: 64K: atomics (fetch_add, cmp_swap) move one 8-byte operand; give 8 or leave the size out"
+        );
+        parse_ok(&atomic.replace("\"64K\"", "8"));
+        parse_ok(&atomic.replace("message_size = \"64K\"\n", ""));
     }
 
     fn parse_ok(text: &str) {

@@ -2,9 +2,11 @@
 //! It reads its job spec from stdin (never argv: the token is a secret),
 //! runs until the coordinator says Bye, and exits when stdin closes.
 //! Rank 0 also serves the coordinator and reports to the launcher on stdout.
-//! Under Slurm (`--slurm`) the spec comes as what srun hands every task (`srun`).
+//! Under Slurm (`--slurm`) the spec comes as what srun hands every task (`srun`);
+//! under mpirun (`--mpi`) from the environment and, for rank 0, stdin (`mpi`).
 
 mod agent;
+pub mod mpi;
 mod phase;
 pub mod relay;
 mod sampler;
@@ -23,6 +25,7 @@ use crate::control::coordinator::{Coordinator, Event, Timeouts};
 use crate::control::driver;
 use crate::control::instruction::Instruction;
 use crate::control::wire::Window;
+use crate::load::placement;
 use crate::metrics::clock::now_ns;
 use crate::plan::Plan;
 
@@ -48,6 +51,10 @@ pub struct JobSpec {
     /// In a tree launch: the workers this one starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<relay::Relay>,
+    /// The RDMA devices the hostfile bound this rank to (`devices=`); with
+    /// one, the whole worker starts on that device's NUMA node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -84,44 +91,61 @@ pub enum WorkerOutput {
     Event(Event),
 }
 
-/// Runs a worker: reads the spec from stdin, exits when stdin closes.
-/// `label` is the rank the launcher put on the command line for `ps`;
-/// `slurm`: this is a task of the launcher's srun step.
-pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
-    let spec: JobSpec = if slurm {
-        srun::job_spec(&mut std::io::stdin().lock(), |name| std::env::var(name).ok())?
-    } else {
-        read_spec(&mut std::io::stdin().lock())?
+/// Who started this worker, so where its job spec comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Starter {
+    /// The launcher, over this worker's own stdin (local, ssh, a tree).
+    Launcher,
+    /// A task of the launcher's srun step.
+    Srun,
+    /// A rank of the launcher's mpirun job.
+    Mpirun,
+}
+
+/// Runs a worker: reads the spec (see [`Starter`]), exits when stdin closes.
+/// `label` is the rank the launcher put on the command line for `ps`.
+pub fn main(label: Option<usize>, starter: Starter) -> anyhow::Result<()> {
+    let env = |name: &str| std::env::var(name).ok();
+    let spec: JobSpec = match starter {
+        Starter::Srun => srun::job_spec(&mut std::io::stdin().lock(), env)?,
+        Starter::Mpirun => mpi::job_spec(&mut std::io::stdin().lock(), env)?,
+        Starter::Launcher => read_spec(&mut std::io::stdin().lock())?,
     };
     if label.is_some_and(|rank| rank != spec.rank) {
         bail!("started as rank {} but the job spec on stdin is for rank {}", label.unwrap_or_default(), spec.rank);
     }
+    // mpirun gives only rank 0 the launcher's stdin (the others' is empty):
+    // they end with the coordinator's Bye, or with mpirun's SIGTERM.
+    let watch_stdin = starter != Starter::Mpirun || spec.rank == 0;
+    run_job(spec, watch_stdin)
+}
+
+/// Runs the job of `spec` until Bye; `watch_stdin`: stdin carries rank 0's
+/// instructions and its end stops the worker.
+pub fn run_job(spec: JobSpec, watch_stdin: bool) -> anyhow::Result<()> {
     let bind = resolve(&spec.bind)?;
+    // The GID auto-choice prefers the interface this address is on.
+    crate::transport::rdma::set_data_address(bind);
+    // One rank per NIC runs where its NIC is, as `numactl --cpunodebind`
+    // would start it: every thread made from here on inherits the cores;
+    // a group's own `cores`/`numa` still pins its threads as it asks.
+    if let [device] = spec.devices.as_slice() {
+        let cores = placement::near_node(crate::transport::rdma::numa_node(device));
+        if let Err(e) = placement::pin_current_thread(&cores) {
+            tracing::warn!("rank {}: could not start near {device}: {e}", spec.rank);
+        }
+    }
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (instruct, instructions) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        // The launcher closes our stdin to stop us (also when ssh drops);
-        // before that it tells rank 0 what it saved, or to end the run.
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            match serde_json::from_str(&line) {
-                // Only rank 0 keeps the receiver; the others' sends go nowhere.
-                Ok(instruction) => {
-                    let _ = instruct.send(instruction);
-                }
-                // Under srun every task reads every line (rank 0 too: its own address).
-                Err(e) => tracing::debug!("ignored a line on stdin that is no instruction ({e})"),
-            }
+    // Without stdin the senders are held for the whole run: dropped, they would read as a stop.
+    let _held = match watch_stdin {
+        true => {
+            watch_stdin_lines(shutdown_tx, instruct);
+            None
         }
-        let _ = shutdown_tx.send(true);
-        // The lease: a worker told to stop is gone within it, whatever its
-        // threads are blocked in or waiting for (a phase's window).
-        std::thread::sleep(STOP_LEASE);
-        tracing::warn!("still running {STOP_LEASE:?} after stdin closed; exiting");
-        std::process::exit(1);
-    });
-
+        false => Some((shutdown_tx, instruct)),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let outcome = runtime.block_on(async move {
         let me = agent::Identity {
@@ -153,6 +177,32 @@ pub fn main(label: Option<usize>, slurm: bool) -> anyhow::Result<()> {
     // short grace and then exits, its threads with it.
     runtime.shutdown_timeout(EXIT_GRACE);
     outcome
+}
+
+/// Forwards rank 0's instructions from stdin; its end stops the worker,
+/// which is gone within the lease whatever it is blocked in.
+fn watch_stdin_lines(shutdown_tx: watch::Sender<bool>, instruct: mpsc::UnboundedSender<Instruction>) {
+    std::thread::spawn(move || {
+        // The launcher closes our stdin to stop us (also when ssh drops);
+        // before that it tells rank 0 what it saved, or to end the run.
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str(&line) {
+                // Only rank 0 keeps the receiver; the others' sends go nowhere.
+                Ok(instruction) => {
+                    let _ = instruct.send(instruction);
+                }
+                // Under srun every task reads every line (rank 0 too: its own address).
+                Err(e) => tracing::debug!("ignored a line on stdin that is no instruction ({e})"),
+            }
+        }
+        let _ = shutdown_tx.send(true);
+        // The lease: a worker told to stop is gone within it, whatever its
+        // threads are blocked in or waiting for (a phase's window).
+        std::thread::sleep(STOP_LEASE);
+        tracing::warn!("still running {STOP_LEASE:?} after stdin closed; exiting");
+        std::process::exit(1);
+    });
 }
 
 /// Rank 0: the coordinator and this rank's own agent, side by side.
@@ -204,7 +254,7 @@ fn emit(output: &WorkerOutput) {
     }
 }
 
-fn resolve(addr: &str) -> anyhow::Result<IpAddr> {
+pub(crate) fn resolve(addr: &str) -> anyhow::Result<IpAddr> {
     if let Ok(ip) = addr.parse() {
         return Ok(ip);
     }

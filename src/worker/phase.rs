@@ -18,7 +18,7 @@ use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{ThreadBook, ThreadClass};
 use crate::metrics::netdev;
 use crate::metrics::RankReport;
-use crate::scenario::rdma::RdmaParams;
+use crate::scenario::rdma::{ConnectMethod, RdmaParams};
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
 use crate::worker::sampler::Sampler;
@@ -113,7 +113,11 @@ pub fn prepare(
                     .enumerate()
                     .map(|(k, rail)| {
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
-                        rdma::prepare(rail, side).map(|p| p.with_label(label))
+                        let p = rdma::prepare(rail, side)?.with_label(label);
+                        match rail.connect {
+                            ConnectMethod::Verbs => Ok(p),
+                            ConnectMethod::RdmaCm => p.with_rdma_cm(bind),
+                        }
                     })
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
@@ -135,7 +139,11 @@ pub fn prepare(
                 Opening::Rdma(rails)
             }
             (None, Side::Receiver) => {
-                let l = tcp::Listener::bind(bind).map_err(|cause| PhaseError::Tcp { flow, side, cause })?;
+                let tcp_err = |cause| PhaseError::Tcp { flow, side, cause };
+                let l = tcp::Listener::bind(bind).map_err(tcp_err)?;
+                if let Some(dscp) = role.group.dscp {
+                    l.mark(dscp).map_err(tcp_err)?;
+                }
                 endpoints.push(publish(Endpoint::Tcp { addr: l.local_addr() }));
                 Opening::Listen(l)
             }
@@ -154,7 +162,7 @@ impl Opened {
         let bind = context.bind;
         let mut pending = Vec::new();
         for (role, opening) in ends {
-            let (flow, side, streams) = (role.flow.id, role.side, role.group.streams);
+            let (flow, side, streams, dscp) = (role.flow.id, role.side, role.group.streams, role.group.dscp);
             let far = match side {
                 Side::Sender => Side::Receiver,
                 Side::Receiver => Side::Sender,
@@ -169,7 +177,8 @@ impl Opened {
                     Ok(Link::Tcp { streams: accepted.streams, refused: accepted.refused })
                 }),
                 (Opening::Dial, Some(Endpoint::Tcp { addr })) => std::thread::spawn(move || {
-                    let streams = tcp::connect(bind, addr, &auth, streams, CONNECT_TIMEOUT).map_err(tcp_err)?;
+                    let streams =
+                        tcp::connect_marked(bind, addr, &auth, streams, CONNECT_TIMEOUT, dscp).map_err(tcp_err)?;
                     Ok(Link::Tcp { streams, refused: 0 })
                 }),
                 // Both ends split the flow into rails from the same group knobs: rail k meets rail k.
@@ -234,9 +243,11 @@ impl Connected {
                 }
                 Link::Rdma(rails) => {
                     let mut end = FlowEnd::new(role, rails.first().and_then(|(_, _, node)| *node));
-                    for rail in rails {
+                    // The flow's offered rate, split evenly over its rails.
+                    let per_rail = end.role.group.offered_msgs_per_s().map(|per_s| per_s / rails.len() as f64);
+                    for (flow, device, node) in rails {
                         threads.push(end.spawn_rdma(
-                            rail,
+                            (flow.with_pace(per_rail), device, node),
                             t0,
                             (open, close),
                             stop.clone(),

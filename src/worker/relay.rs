@@ -48,6 +48,7 @@ pub fn member_spec(
         relay: ssh
             .filter(|_| !subtree.below.is_empty())
             .map(|ssh| Relay { ssh: ssh.clone(), below: subtree.below.clone() }),
+        devices: subtree.host.devices.clone(),
     }
 }
 

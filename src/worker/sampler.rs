@@ -14,6 +14,7 @@ use crate::control::wire::Window;
 use crate::load::stress::{Burners, StressReport};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
+use crate::metrics::links::{LinkWatch, Watched};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
 use crate::transport::rdma::counters::{self, CounterSnapshot};
@@ -62,6 +63,7 @@ impl Sampler {
             .collect();
         let (mut first, mut last) = (None, None);
         let (mut cpu_open, mut cpu_close) = (None, None);
+        let mut links = LinkWatch::new(self.watched());
         for k in 0..boundaries {
             sleep_until(self.t0 + self.window.boundary(k), &self.stop);
             if self.stop.load(Ordering::Relaxed) {
@@ -78,7 +80,9 @@ impl Sampler {
                     readings.opened.clone_from(&readings.closed);
                 }
             }
-            sample_ns.push(self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0));
+            let at_ns = self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0);
+            sample_ns.push(at_ns);
+            links.observe(at_ns);
             let edge = opening.unwrap_or_else(|| self.host_counters());
             // Each thread's CPU after the flows' counters, timed on its own.
             if k == 0 || k + 1 == boundaries {
@@ -106,7 +110,16 @@ impl Sampler {
         for s in streams {
             let _ = s.join();
         }
-        self.report(sample_ns, counts, (first, last), cpu.unwrap_or_default(), stress, aborted)
+        let mut report = self.report(sample_ns, counts, (first, last), cpu.unwrap_or_default(), stress, aborted);
+        (report.link_events, report.link_events_dropped) = links.finish();
+        report
+    }
+
+    /// The devices whose link events are watched: the interface of the
+    /// rank's address and its flows' RDMA ports.
+    fn watched(&self) -> Vec<Watched> {
+        let ports = self.rdma_ports.iter().map(|(dev, port)| Watched::rdma_port(dev, *port));
+        self.iface.iter().map(|i| Watched::netdev(i)).chain(ports).collect()
     }
 
     fn host_counters(&self) -> HostCounters {
@@ -206,6 +219,8 @@ impl Sampler {
             stress,
             placements,
             error: aborted.then(|| "stopped before the window closed".to_string()),
+            link_events: Vec::new(),
+            link_events_dropped: 0,
         }
     }
 }

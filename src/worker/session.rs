@@ -149,6 +149,11 @@ pub struct Session<O, C> {
     lease: Duration,
     /// The next heartbeat; none before Welcome.
     heartbeat_due: Option<Instant>,
+    /// Sent something since the last heartbeat round, so that round needs
+    /// none: any message renews the coordinator's view of this rank, and
+    /// while thousands of ranks bootstrap the heartbeats would be a third
+    /// of rank 0's frames.
+    busy: bool,
     /// The probe has gone; until it has, Endpoints wait in `held`, so every
     /// rank's probe reaches rank 0 before the phase can start (a short run
     /// used to end before a slow probe arrived, and run.json lacked it).
@@ -172,6 +177,7 @@ impl<O, C> Session<O, C> {
             heartbeat: HEARTBEAT,
             lease: LEASE,
             heartbeat_due: None,
+            busy: false,
             probed: false,
             held: None,
             out: VecDeque::from([Action::Send(ToCoordinator::Hello(hello))]),
@@ -202,7 +208,9 @@ impl<O, C> Session<O, C> {
             return;
         }
         if let Some(due) = self.heartbeat_due.filter(|due| now >= *due) {
-            self.send(ToCoordinator::Heartbeat);
+            if !std::mem::take(&mut self.busy) {
+                self.out.push_back(Action::Send(ToCoordinator::Heartbeat));
+            }
             // Heartbeats missed while this process did not run are not made up.
             let every = self.heartbeat;
             self.heartbeat_due = Some(if due + every > now { due + every } else { now + every });
@@ -223,6 +231,7 @@ impl<O, C> Session<O, C> {
                     self.heartbeat = heartbeat.clamp(HEARTBEAT, MAX_HEARTBEAT);
                     self.lease = LEASE.max(self.heartbeat * LEASE_INTERVALS);
                     self.heartbeat_due = Some(now + self.heartbeat);
+                    self.busy = false;
                     self.stage = Stage::Idle { next: 0 };
                     // Once per run: opening every device takes a while.
                     self.out.push_back(Action::Probe);
@@ -363,6 +372,7 @@ impl<O, C> Session<O, C> {
     }
 
     fn send(&mut self, msg: ToCoordinator) {
+        self.busy = true;
         self.out.push_back(Action::Send(msg));
     }
 

@@ -284,6 +284,17 @@ fn heartbeats_every_half_second_and_the_lease_runs_from_the_last_message() {
 }
 
 #[test]
+fn a_heartbeat_round_that_carried_a_message_sends_none() {
+    let mut sim = Sim::welcomed();
+    assert_eq!(sim.at(502), [], "the probe went in this round");
+    assert_eq!(sim.at(1_002), [Action::Send(ToCoordinator::Heartbeat)]);
+    sim.reach_running(0);
+    assert_eq!(sim.at(1_502), [], "Endpoints and Ready went in this round");
+    assert_eq!(sim.at(2_002), [Action::Send(ToCoordinator::Heartbeat)]);
+    assert_eq!(sim.at(2_502), [Action::Send(ToCoordinator::Heartbeat)], "a heartbeat is no sign of business");
+}
+
+#[test]
 fn a_large_job_spreads_heartbeats_out_and_lengthens_the_lease_with_them() {
     let mut sim = Sim::new();
     sim.actions();
@@ -317,6 +328,7 @@ fn the_lease_expires_before_welcome_and_while_running() {
 
     let mut sim = Sim::welcomed();
     sim.reach_running(0);
+    assert_eq!(sim.at(502), [], "the round that carried Ready needs no heartbeat");
     let beats = sim.at(4_900);
     assert_eq!(beats, [Action::Send(ToCoordinator::Heartbeat)]);
     let exit = sim.at(5_002);

@@ -68,12 +68,12 @@ pub enum SrunError {
 /// Reads this task's job from the broadcast stdin; `env` is the task's
 /// environment (SLURM_PROCID, SLURMD_NODENAME, SLURM_JOB_NODELIST).
 pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) -> Result<JobSpec, SrunError> {
-    let spec: SrunSpec = read_line(stdin, "the job spec")?;
+    let mut spec: SrunSpec = read_line(stdin, "the job spec")?;
     let var = |name: &'static str| env(name).ok_or(SrunError::NotATask(name));
     let procid = var("SLURM_PROCID")?;
     let rank: usize = procid.trim().parse().map_err(|_| SrunError::BadProcId(procid.clone()))?;
     let node = var("SLURMD_NODENAME")?;
-    let hosts = match spec.hosts {
+    let hosts = match spec.hosts.take() {
         Some(hosts) => hosts,
         None => hostfile::from_slurm(&var("SLURM_JOB_NODELIST")?, None)?,
     };
@@ -82,18 +82,25 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
         return Err(SrunError::Misplaced { rank, node, planned: host.name });
     }
     let role = if rank == 0 {
-        let plan = match spec.phases {
-            Some(phases) => Plan { ranks: plan::ranks_of(&hosts), phases },
-            None => plan::build(&hosts, &spec.scenario)
-                .map_err(|(field, message)| SrunError::Plan(format!("`{}`: {message}", field.key)))?,
-        };
-        Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port }
+        coordinator_role(&spec, &hosts)?
     } else {
         let at: CoordinatorAt = read_line(stdin, "rank 0's address")?;
         Role::Member { coordinator: Some(at.coordinator) }
     };
     let bind = host.data_addr().to_string();
-    Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None })
+    let devices = host.devices;
+    Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None, devices })
+}
+
+/// Rank 0's role: the plan of `hosts` (in rank order), from the spec's
+/// phases or else its scenario.
+pub(crate) fn coordinator_role(spec: &SrunSpec, hosts: &[Host]) -> Result<Role, SrunError> {
+    let plan = match &spec.phases {
+        Some(phases) => Plan { ranks: plan::ranks_of(hosts), phases: phases.clone() },
+        None => plan::build(hosts, &spec.scenario)
+            .map_err(|(field, message)| SrunError::Plan(format!("`{}`: {message}", field.key)))?,
+    };
+    Ok(Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port })
 }
 
 /// The next line of stdin as a `T`; `what` names it in errors.
@@ -143,11 +150,13 @@ mod tests {
 
     #[test]
     fn members_wait_for_the_address_and_bind_where_the_hostfile_says() {
-        let hosts = vec![Host::named("n3"), Host { addr: Some("10.0.0.2".into()), ..Host::named("n1") }];
+        let n1 = Host { addr: Some("10.0.0.2".into()), devices: vec!["mlx5_1".into()], ..Host::named("n1") };
+        let hosts = vec![Host::named("n3"), n1];
         let input = spec(Some(hosts)) + "{\"coordinator\":\"10.0.0.3:4000\"}\n";
         let member = job_spec(&mut input.as_bytes(), task("1", "n1")).unwrap();
         assert!(matches!(member.role, Role::Member { coordinator: Some(c) } if c.port() == 4000));
         assert_eq!((member.rank, member.host.as_str(), member.bind.as_str()), (1, "n1", "10.0.0.2"));
+        assert_eq!(member.devices, ["mlx5_1"], "the rank starts near its own device");
         let e = job_spec(&mut spec(None).as_bytes(), task("2", "n3")).unwrap_err();
         assert_eq!(e.to_string(), "stdin closed before rank 0's address arrived");
     }

@@ -13,7 +13,9 @@ use crate::histogram::{Histogram, Recorder};
 use crate::load::placement::{self, Placed};
 use crate::metrics::cpu::{ThreadBook, ThreadClass, DATA_THREAD};
 use crate::scenario::limits::TCP_MAX_MESSAGE;
+use crate::scenario::rate::Schedule;
 use crate::scenario::Mode;
+use crate::transport::pace::Pacer;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
 
 /// Told when a flow fails while its phase runs (the error, naming the flow).
@@ -88,9 +90,11 @@ impl FlowEnd {
         stop: Arc<AtomicBool>,
         book: ThreadBook,
     ) -> JoinHandle<()> {
+        let stream = self.lanes.len() as u64;
         let counters = self.add_lane(None);
         let (started, error, rtts) = (self.started.clone(), self.error.clone(), self.rtts.clone());
         let (side, mode) = (self.role.side, self.role.group.mode);
+        let pace = self.stream_pace(stream, t0);
         let size = self.role.group.message_size.bytes() as usize;
         let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
         self.data_thread(move || {
@@ -115,11 +119,16 @@ impl FlowEnd {
             }
             note_start(&started);
             let outcome = match (mode, side, recorder.as_mut()) {
-                (Mode::Bandwidth, Side::Sender, _) => tcp::send_loop(sock, &buf, &counters, &stop),
+                (Mode::Bandwidth, Side::Sender, _) => {
+                    tcp::send_loop(sock, &buf, &counters, &stop, pace.map(|p| Pacer::new(p.per_s)))
+                }
                 (Mode::Bandwidth, Side::Receiver, _) => {
                     tcp::receive_loop(sock, &mut buf, size as u64, &counters, (&stop, window.1))
                 }
-                (Mode::Latency, _, Some(recorder)) => tcp::ping_loop(sock, &mut buf, &counters, &stop, recorder),
+                (Mode::Latency, _, Some(recorder)) => match pace {
+                    Some(plan) => tcp::probe_loop(sock, &mut buf, &counters, &stop, recorder, plan),
+                    None => tcp::ping_loop(sock, &mut buf, &counters, &stop, recorder),
+                },
                 (Mode::Latency, _, None) => tcp::echo_loop(sock, &mut buf, &counters, (&stop, window.1)),
             };
             if let Err(e) = outcome {
@@ -133,6 +142,17 @@ impl FlowEnd {
 }
 
 impl FlowEnd {
+    /// What one of the end's `streams` offers when its group has a `rate`
+    /// (the flow's rate split evenly): its messages per second from `t0`
+    /// and, for Poisson probes, the seed of stream `stream` of this flow.
+    fn stream_pace(&self, stream: u64, t0: Instant) -> Option<tcp::ProbePlan> {
+        let group = &self.role.group;
+        let per_s = group.offered_msgs_per_s()? / f64::from(group.streams.max(1));
+        let poisson = group.schedule == Some(Schedule::Poisson);
+        let seed = u64::from(self.role.flow.id) << 32 | stream;
+        Some(tcp::ProbePlan { start: t0, per_s, poisson_seed: poisson.then_some(seed) })
+    }
+
     /// Runs one rail of an RDMA flow end (all its QPs on `device`) from `t0`
     /// until `stop`, its threads near `device_node`. An error before `stop`
     /// (bad completion status, stall) is also told to `failed`: the flow is

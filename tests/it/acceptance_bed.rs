@@ -77,8 +77,11 @@ fn a_slow_host_is_named_and_confirmed_alone() {
     assert_eq!(found[0]["suspect"], "host");
     assert_eq!(found[0]["host"], "h4");
     assert_eq!(found[0]["retest"]["state"], "confirmed", "{found:?}");
+    // At its link's rate, not the others' 1 Gbit/s: at most the 300 Mbit/s
+    // tbf allows, and a short retest window on a CPU shared with other
+    // tests has come in at 0.236 (79 %) once.
     let retest_gbps = found[0]["retest"]["gbps"].as_f64().unwrap();
-    assert!((retest_gbps - 0.3).abs() < 0.03, "h4 alone ran at {retest_gbps} Gb/s, its link is 300 Mbit/s");
+    assert!((0.21..=0.315).contains(&retest_gbps), "h4 alone ran at {retest_gbps} Gb/s, its link is 300 Mbit/s");
     assert!(output.contains("suspect(s): host h4 (rank 3)"), "{output}");
 
     // Every flow of h4 failed, and nothing else.

@@ -79,13 +79,16 @@ fn a_halved_link_and_a_queue_behind_a_flow_are_named_regressions() {
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(row(&rows(&new_bw, &base_bw, "5%"), "bw: into-h2 h1 → h2", Metric::Gbps).delta, Delta::Better);
 
-    // Behind a full queue: the typical and the p99 half round trip are worse.
+    // Behind a full queue: the tail of the half round trip is worse. (Not
+    // the typical: TCP's sawtooth leaves tbf's queue empty much of the
+    // time, and on a VM's idle vCPUs the unloaded ping pays a wake-up the
+    // loaded one does not: 34 µs alone, 3.6 µs beside the load, once.)
     let (code, output) = cli(&bench, &base_lat, &new_lat, "latency=10%,cpu=1000%");
     println!("{output}");
     assert_eq!(code, Some(3), "{output}");
-    assert!(output.contains("lat: ping h1 → h2 latency typical"), "{output}");
+    assert!(output.contains("lat: ping h1 → h2 latency p99"), "{output}");
     let lat = rows(&base_lat, &new_lat, "latency=10%,cpu=1000%");
-    for metric in [Metric::LatencyTypical, Metric::LatencyP99] {
+    for metric in [Metric::LatencyP99, Metric::LatencyP999] {
         let r = row(&lat, "lat: ping h1 → h2", metric);
         assert_eq!(r.delta, Delta::Regression, "{r:?}");
         assert!(r.new.unwrap() > r.base.unwrap(), "{r:?}");
@@ -97,7 +100,6 @@ fn a_halved_link_and_a_queue_behind_a_flow_are_named_regressions() {
     );
     // Less latency is better, not a regression.
     let back = rows(&new_lat, &base_lat, "latency=10%,cpu=1000%");
-    let typical = row(&back, "lat: ping h1 → h2", Metric::LatencyTypical);
-    assert_eq!(typical.delta, Delta::Better, "{typical:?}");
-    assert_eq!(row(&back, "lat: ping h1 → h2", Metric::LatencyP99).delta, Delta::Better);
+    let p99 = row(&back, "lat: ping h1 → h2", Metric::LatencyP99);
+    assert_eq!(p99.delta, Delta::Better, "{p99:?}");
 }

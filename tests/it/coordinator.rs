@@ -96,9 +96,9 @@ fn tcp(port: u16) -> Endpoint {
     Endpoint::Tcp { addr: SocketAddr::from(([127, 0, 0, 1], port)) }
 }
 
-/// Every rank answers Setup with a TCP endpoint per receiving end.
-fn answer_setups(sim: &mut Sim, n: usize) {
-    for r in 0..n {
+/// Every rank of `ranks` answers its Setup with a TCP endpoint per receiving end.
+fn answer_setups(sim: &mut Sim, ranks: impl IntoIterator<Item = usize>) {
+    for r in ranks {
         let setup = sim.take(r as ConnId);
         let Some(ToWorker::Setup { phase, flows, .. }) =
             setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
@@ -118,7 +118,7 @@ fn answer_setups(sim: &mut Sim, n: usize) {
 fn running_fan_in(n: usize) -> Sim {
     let mut sim = Sim::new(make_plan(n, FAN_IN));
     sim.join_all(n);
-    answer_setups(&mut sim, n);
+    answer_setups(&mut sim, 0..n);
     for r in 0..n as ConnId {
         sim.send(r, ToCoordinator::Ready { phase: 0 });
     }
@@ -167,7 +167,7 @@ fn happy_path_fan_in() {
         })
         .collect();
     assert_eq!(setups, [3, 1, 1, 1]);
-    answer_setups(&mut sim, n);
+    answer_setups(&mut sim, 0..n);
 
     // Peers: each sender gets exactly its own receiver's endpoint.
     for r in 1..n {
@@ -234,7 +234,7 @@ fn fan_in_to_reports(rank0: impl FnOnce(&mut Sim, Vec<FlowSamples>)) -> Sim {
     let (n, b) = (4, 3);
     let mut sim = Sim::new(make_plan(n, FAN_IN));
     sim.join_all(n);
-    answer_setups(&mut sim, n);
+    answer_setups(&mut sim, 0..n);
     for r in 0..n {
         sim.send(r as ConnId, ToCoordinator::Ready { phase: 0 });
     }
@@ -291,7 +291,7 @@ fn latency_histograms_are_held_to_the_plan() {
     // Rank 1 sends on two latency flows, rank 2 on one, rank 0 on none.
     assert_eq!((0..3).map(|conn| sim.c.histogram_budget(conn)).collect::<Vec<_>>(), [0, 2, 1]);
     assert_eq!(sim.c.histogram_budget(99), 0, "no rank, no histograms");
-    answer_setups(&mut sim, 3);
+    answer_setups(&mut sim, 0..3);
     for r in 0..3 {
         sim.send(r, ToCoordinator::Ready { phase: 0 });
     }
@@ -478,6 +478,29 @@ fn silent_rank_times_out() {
     );
 }
 
+/// Phase 0's Setup goes out with each Welcome (one write), so ranks make
+/// their endpoints while the others are still joining; the Peers still
+/// wait for every rank's endpoints, and the join deadline still counts.
+#[test]
+fn phase_zero_is_set_up_while_the_others_join() {
+    let n = 3;
+    let mut sim = Sim::new(make_plan(n, FAN_IN));
+    sim.join(1, hello(1));
+    answer_setups(&mut sim, 1..2);
+    sim.join(0, hello(0));
+    answer_setups(&mut sim, 0..1);
+    assert!(sim.inbox.is_empty(), "no Peers before every rank has joined: {:?}", sim.inbox);
+    sim.join(2, hello(2));
+    let last = sim.take(2);
+    assert!(matches!(last[..], [ToWorker::Welcome { .. }, ToWorker::Setup { phase: 0, .. }]), "{last:?}");
+    sim.inbox.insert(2, last);
+    answer_setups(&mut sim, 2..3);
+    for r in 0..n as ConnId {
+        assert!(matches!(sim.take(r)[..], [ToWorker::Peers { phase: 0, .. }]), "rank {r}");
+    }
+    assert!(sim.failure().is_none());
+}
+
 #[test]
 fn join_timeout_lists_missing_ranks() {
     let mut sim = Sim::new(make_plan(4, FAN_IN));
@@ -584,7 +607,7 @@ fn peers_per_rank_are_its_own_flows_only() {
     let n = 64;
     let mut sim = Sim::new(make_plan(n, ALL_TO_ALL));
     sim.join_all(n);
-    answer_setups(&mut sim, n);
+    answer_setups(&mut sim, 0..n);
     for r in 0..n {
         let Some(ToWorker::Peers { peers, .. }) = sim.take(r as ConnId).pop() else { panic!("rank {r}") };
         // A rank sends to n-1 others; TCP senders publish no endpoint of their own.
@@ -616,7 +639,7 @@ fn a_rank_of_another_version_ends_the_run_naming_both() {
 fn heartbeats_go_only_to_ranks_sent_nothing_else() {
     let mut sim = Sim::new(make_plan(2, FAN_IN));
     sim.join(0, hello(0));
-    assert!(matches!(sim.take(0)[..], [ToWorker::Welcome { .. }]));
+    assert!(matches!(sim.take(0)[..], [ToWorker::Welcome { .. }, ToWorker::Setup { phase: 0, .. }]));
     // The Welcome was this round's sign of life.
     sim.advance(500);
     assert_eq!(sim.take(0), []);
@@ -649,7 +672,7 @@ fn first_of_two_phases_done() -> Sim {
     let sweep = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n[sweep]\nparameter = \"streams\"\nvalues = [1, 2]\n";
     let mut sim = Sim::new(make_plan(2, sweep));
     sim.join_all(2);
-    answer_setups(&mut sim, 2);
+    answer_setups(&mut sim, 0..2);
     for r in 0..2 {
         sim.send(r, ToCoordinator::Ready { phase: 0 });
     }

@@ -106,7 +106,7 @@ fn real_tcp_clients_on_loopback_reach_the_barrier() {
             let mut sent = Vec::new();
             for rank in ranks {
                 match rank.await.unwrap() {
-                    Ok(got) => sent.push(got),
+                    Ok(got) => sent.push((got.messages, got.bytes)),
                     Err(e) => panic!("{name}: {e}; the coordinator said {:?}", events.try_recv()),
                 }
             }
@@ -330,8 +330,9 @@ fn a_large_job_spreads_its_heartbeats_out() {
     let mut c = coordinator(make_plan(n, FAN_IN), 0);
     c.connected(0, 0);
     c.received(0, fabricbench::control::wire::ToCoordinator::Hello(common::ranks::hello(0)), 0);
-    let welcome = std::iter::from_fn(|| c.poll()).find_map(|o| match o {
-        Output::Send(0, ToWorker::Welcome { heartbeat, .. }) => Some(heartbeat),
+    let sent: Vec<Output> = std::iter::from_fn(|| c.poll()).collect();
+    let welcome = sent.iter().find_map(|o| match o {
+        Output::Send(0, ToWorker::Welcome { heartbeat, .. }) => Some(*heartbeat),
         _ => None,
     });
     assert_eq!(welcome, Some(Duration::from_secs(2)));

@@ -2,8 +2,6 @@
 //! the window's opening (a late starter with a short window) makes the run
 //! degraded with its reasons and exit 4; the same run unfrozen is not.
 
-use std::io::{BufRead, BufReader};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::common::{self, read_json, text, Bench, LOCAL_HOSTS};
@@ -20,17 +18,7 @@ fn run(bench: &Bench, freeze: Option<Duration>) -> (Option<i32>, String, serde_j
     let scenario = bench.write("frozen.toml", FAN_IN);
     // Progress as plain lines (stderr is a pipe): the phase says when it starts.
     let mut child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
-    let (lines, heard) = mpsc::channel();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in stderr.lines().map_while(Result::ok) {
-            all += &line;
-            all.push('\n');
-            let _ = lines.send(line);
-        }
-        all
-    });
+    let (heard, reader) = common::follow_stderr(&mut child);
     if let Some(freeze) = freeze {
         let victim = bench.worker_pid(2, Duration::from_secs(20));
         let started = heard.iter().find(|l| l.contains("phase 0 `frozen` started"));

@@ -117,6 +117,7 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
         bind: "127.0.0.2".into(),
         role: Role::Member { coordinator: None },
         relay: None,
+        devices: Vec::new(),
     };
     let lines = |values: Vec<String>| values.iter().map(|l| format!("{l}\n")).collect::<String>();
     // The first byte picks the Slurm task (worker_stdin.rs); 1 is rank 1.

@@ -1,7 +1,8 @@
 //! The record of a host, read from recorded trees (tests/fixtures/hosts/):
 //! hardware this machine lacks — an InfiniBand HCA with a LID, a RoCE NIC
 //! with many GIDs, two NICs on two NUMA nodes, Soft-RoCE — read the way a
-//! real host's /proc and /sys are.
+//! real host's /proc and /sys are; and the transport's and the placement's
+//! sysfs readers (rates, counters, NUMA nodes) on the same trees.
 
 use std::path::PathBuf;
 
@@ -82,5 +83,90 @@ fn a_missing_tree_is_unknown_not_an_error() {
 fn every_tree_renders_as_hosts_shows_it() {
     for name in ["mlx5-ib", "roce-gids", "two-nics", "rxe"] {
         insta::assert_snapshot!(format!("host_facts.{name}"), facts(name).to_string());
+    }
+}
+
+/// The sysfs folder of a recorded host, and its class/infiniband.
+fn sys(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts").join(name).join("sys")
+}
+
+fn infiniband(name: &str) -> PathBuf {
+    fabricbench::sysfs::infiniband(&sys(name))
+}
+
+#[test]
+fn line_rates_parse_from_every_recorded_port() {
+    use fabricbench::transport::rdma::probe::sysfs_rate_at;
+    let rate = |host: &str, dev: &str| sysfs_rate_at(&infiniband(host), dev, 1).expect("a rate file");
+    assert_eq!(rate("mlx5-ib", "mlx5_0"), ("HDR 4X = 200 Gb/s".to_string(), Some(200.0)));
+    assert_eq!(rate("roce-gids", "mlx5_0"), ("EDR 4X = 100 Gb/s".to_string(), Some(100.0)));
+    assert_eq!(rate("two-nics", "mlx5_0"), ("NDR 4X = 400 Gb/s".to_string(), Some(400.0)));
+    // The DOWN port reports the slowest speed the link would train to.
+    assert_eq!(rate("two-nics", "mlx5_1"), ("SDR 4X = 8 Gb/s".to_string(), Some(8.0)));
+    assert_eq!(rate("rxe", "rxe0"), ("SDR 1X = 2 Gb/s".to_string(), Some(2.0)));
+    assert_eq!(sysfs_rate_at(&infiniband("mlx5-ib"), "mlx5_0", 2), None, "no port 2");
+}
+
+#[test]
+fn ib_data_counters_are_4_byte_words_and_hw_counters_are_read() {
+    use fabricbench::transport::rdma::counters::{bytes_per_unit, snapshot_at};
+    let ib = snapshot_at(&infiniband("mlx5-ib"), "mlx5_0", 1).unwrap();
+    assert_eq!(ib.values["counters/port_xmit_data"], 2_500_000_000);
+    let bytes = |key: &str| ib.values[key] * bytes_per_unit(key).unwrap_or(1);
+    assert_eq!(bytes("counters/port_xmit_data"), 10_000_000_000, "octets/4 on the wire, bytes here");
+    assert_eq!(bytes("counters/port_xmit_packets"), 9_765_625, "packets stay packets");
+    assert_eq!(bytes_per_unit("hw_counters/rx_write_requests"), None);
+    assert_eq!(ib.values["hw_counters/local_ack_timeout_err"], 3);
+    assert!(!ib.values.contains_key("hw_counters/lifespan"), "a setting, not a counter");
+    let roce = snapshot_at(&infiniband("roce-gids"), "mlx5_0", 1).unwrap();
+    assert_eq!((roce.values["hw_counters/np_cnp_sent"], roce.values["hw_counters/rp_cnp_handled"]), (17, 15));
+    let rxe = snapshot_at(&infiniband("rxe"), "rxe0", 1).unwrap();
+    assert_eq!((rxe.values["hw_counters/sent_pkts"], rxe.values.get("counters/port_xmit_data")), (1_048_576, None));
+}
+
+#[test]
+fn numa_placement_picks_the_devices_node() {
+    use fabricbench::load::placement::resolve_at;
+    use fabricbench::scenario::placement::{Numa, Placement};
+    use fabricbench::transport::rdma::probe::numa_node_at;
+    let node = |dev: &str| numa_node_at(&infiniband("two-nics"), dev).map(|n| n as usize);
+    assert_eq!((node("mlx5_0"), node("mlx5_1")), (Some(0), Some(1)));
+    assert_eq!(numa_node_at(&infiniband("rxe"), "rxe0"), None, "Soft-RoCE has no bus device");
+    let at = |numa, dev| resolve_at(&Placement { cores: None, numa }, node(dev), &sys("two-nics")).unwrap().cores;
+    let node0: Vec<usize> = (0..28).chain(56..84).collect();
+    let node1: Vec<usize> = (28..56).chain(84..112).collect();
+    assert_eq!(at(Numa::Near, "mlx5_0"), node0);
+    assert_eq!(at(Numa::Near, "mlx5_1"), node1);
+    assert_eq!(at(Numa::Far, "mlx5_1"), node0);
+    assert!(at(Numa::Any, "mlx5_1").is_empty());
+}
+
+#[test]
+fn facts_read_the_tree_fabricbench_sysfs_root_names() {
+    let run = |root: &std::path::Path, command: &str| {
+        std::process::Command::new(crate::common::BIN)
+            .args([command, "--json"])
+            .env(fabricbench::sysfs::ROOT_ENV, root)
+            .output()
+            .unwrap()
+    };
+    let out = run(&sys("two-nics"), "facts");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let facts: HostFacts = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = facts.rdma_devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["mlx5_0", "mlx5_1"], "the tree's devices, not this host's");
+    assert_eq!((facts.cores, facts.numa_nodes), (Some(112), Some(2)));
+
+    for command in ["facts", "probe"] {
+        let out = run(std::path::Path::new("/no/such/tree"), command);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command}");
+        assert!(
+            err.contains(
+                "FABRICBENCH_SYSFS_ROOT=/no/such/tree: no such folder (it must name a folder laid out like /sys"
+            ),
+            "{command}: {err}"
+        );
     }
 }

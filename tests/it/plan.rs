@@ -154,6 +154,19 @@ fn sweep_errors_name_the_field() {
     assert_eq!(e, "s.toml:7: stress 1: field `ranks`: rank 1 already runs the stress of table 0");
 }
 
+#[test]
+fn a_run_of_more_phases_than_the_limit_is_refused_naming_the_repeats() {
+    let values: Vec<String> = (1..=2000).map(|v| v.to_string()).collect();
+    let sweep = format!("[sweep]\nparameter = \"message_size\"\nvalues = [{}]\n", values.join(", "));
+    let e = sweep_plan(2, &format!("[run]\nrepeat = 51\n\n{FAN}{sweep}")).unwrap_err();
+    assert_eq!(
+        e,
+        "s.toml:2: [run]: field `repeat`: 2000 phases × 51 repeats make 102000 phases; a run takes at most \
+         100000: fewer repeats or sweep points, or several runs"
+    );
+    assert_eq!(sweep_plan(2, &format!("[run]\nrepeat = 50\n\n{FAN}{sweep}")).unwrap().phases.len(), 100_000);
+}
+
 const RDMA_FAN: &str = "[[group]]\nname = \"in\"\npattern = \"fan-in\"\ntransport = \"rdma\"\nmessage_size = 64\n";
 
 #[test]
@@ -253,7 +266,7 @@ fn all_pairs_makes_one_phase_per_round() {
 
 #[test]
 fn hostfile_devices_are_the_rails_of_rdma_groups_that_name_none() {
-    let hosts = "n0 devices=mlx5_0,mlx5_1\nn1 devices=mlx5_2,mlx5_3,mlx5_4\nn2\n";
+    let hosts = "n0 slots=1 devices=mlx5_0,mlx5_1\nn1 slots=1 devices=mlx5_2,mlx5_3,mlx5_4\nn2\n";
     let hosts = hostfile::parse(hosts, Path::new("hosts")).unwrap();
     let rails = |group: &str| {
         let text = format!("[[group]]\nname = \"g\"\npattern = \"explicit\"\nflows = [[1, 0], [2, 0]]\n{group}");

@@ -28,7 +28,7 @@ fn report(name: &str) -> Vec<String> {
     assert!(out.status.success(), "report {name}: {}", String::from_utf8_lossy(&out.stderr));
     insta::assert_snapshot!(format!("{name}.terminal"), String::from_utf8(out.stdout).unwrap());
     let mut written = Vec::new();
-    for file in ["summary.md", "flows.csv", "intervals.csv", "ranks.csv", "junit.xml"] {
+    for file in ["summary.md", "flows.csv", "intervals.csv", "ranks.csv", "junit.xml", "repeats.csv"] {
         let Ok(text) = std::fs::read_to_string(dir.path().join(file)) else { continue };
         insta::assert_snapshot!(format!("{name}.{file}"), text);
         written.push(file.to_string());
@@ -73,13 +73,66 @@ fn v3_sweep_with_cpu_per_thread() {
     assert_eq!(report("v3-cpu-sweep"), WITHOUT_CHECKS);
 }
 
+/// A congestion run: each canary isolated then congested, and the
+/// Congestion impact table (terminal, summary.md) and section (report.html).
+#[test]
+fn v3_congestion_impact() {
+    assert_eq!(report("v3-congestion"), WITHOUT_CHECKS);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("v3-congestion"), dir.path().join("run.json")).unwrap();
+    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("<h2>Congestion impact</h2>") && html.contains("impact tail (×)"), "report.html");
+    assert!(html.contains("Congestion impact, mean (× isolated)"), "the chart of the impacts");
+}
+
+/// Offered load: a paced background swept over its `rate` beside an
+/// open-loop probe: the offered-vs-delivered table, flows.csv's offered
+/// columns, and report.html's latency-against-load chart.
+#[test]
+fn v3_load_latency_sweep_with_offered_load() {
+    assert_eq!(report("v3-load-latency"), WITHOUT_CHECKS);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("v3-load-latency"), dir.path().join("run.json")).unwrap();
+    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("Latency (half round trip) vs offered load"), "the load→latency chart");
+    assert!(html.contains("offered background load (Gb/s)") && html.contains("probe p99.9"), "its axis and lines");
+    assert!(html.contains("Offered load (rate) vs delivered"), "the table");
+}
+
 #[test]
 fn v3_rdma_fan_in_with_probes_and_counters() {
     assert_eq!(report("v3-rdma-fan-in"), WITHOUT_CHECKS);
 }
 
+/// Three repeats of v3-fan-in's scenario, one of them degraded (not
+/// counted): the repeats table, repeats.csv.
+#[test]
+fn v3_repeats_of_a_fan_in() {
+    let mut with_repeats = WITHOUT_CHECKS.to_vec();
+    with_repeats.push("repeats.csv");
+    assert_eq!(report("v3-repeats-fan-in"), with_repeats);
+}
+
+/// A sweep of two points, three interleaved repeats each: the sweep's
+/// mean ± interval.
+#[test]
+fn v3_repeats_of_a_sweep() {
+    let mut with_repeats = WITHOUT_CHECKS.to_vec();
+    with_repeats.push("repeats.csv");
+    assert_eq!(report("v3-repeats-sweep"), with_repeats);
+}
+
 /// A phase with rank 2 frozen across its window's opening: degraded, each
 /// reason a line, its checks unknown.
+#[test]
+fn v3_soak_with_its_flaps() {
+    assert_eq!(report("v3-soak"), WITHOUT_CHECKS);
+}
+
 #[test]
 fn v3_degraded_with_its_checks_unknown() {
     let mut with_junit = WITHOUT_CHECKS.to_vec();
@@ -132,4 +185,19 @@ fn compare_a_v3_run_with_a_v1_baseline_within_a_wide_tolerance() {
 #[test]
 fn compare_runs_of_different_scenarios() {
     insta::assert_snapshot!("compare.v2-all-pairs.v3-sweep", compare("v2-all-pairs", "v3-sweep", "5%"));
+}
+
+/// One run repeated, the other not: today's rule, and the output says so.
+#[test]
+fn compare_a_run_once_with_its_repeats() {
+    insta::assert_snapshot!("compare.v3-fan-in.v3-repeats-fan-in", compare("v3-fan-in", "v3-repeats-fan-in", "5%"));
+}
+
+/// Both repeated: intervals beside each mean, and the rule in the title.
+#[test]
+fn compare_repeated_runs() {
+    insta::assert_snapshot!(
+        "compare.v3-repeats-sweep.v3-repeats-sweep",
+        compare("v3-repeats-sweep", "v3-repeats-sweep", "5%")
+    );
 }

@@ -79,7 +79,7 @@ fn a_stranger_connecting_first_and_streaming_zeros_counts_nothing() {
         .into_iter()
         .map(|sock| {
             let (sent, stop) = (sent.clone(), stop.clone());
-            std::thread::spawn(move || tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop))
+            std::thread::spawn(move || tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop, None))
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
@@ -272,7 +272,7 @@ fn a_receiver_whose_window_closed_waits_for_its_late_sender() {
         std::thread::spawn(move || {
             // Late: several of the receiver's read polls go by in silence first.
             std::thread::sleep(Duration::from_millis(800));
-            tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop)
+            tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop, None)
         })
     };
     std::thread::sleep(Duration::from_millis(1300));

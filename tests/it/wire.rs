@@ -8,11 +8,13 @@ use fabricbench::hostfacts::HostFacts;
 use fabricbench::load::placement::Placed;
 use fabricbench::load::stress::StressReport;
 use fabricbench::metrics::cpu::{CpuUsage, ThreadsCpu};
+use fabricbench::metrics::links::LinkEvent;
 use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
 use fabricbench::scenario::placement::{Numa, Placement};
-use fabricbench::scenario::rdma::RdmaParams;
+use fabricbench::scenario::rate::{Rate, Schedule};
+use fabricbench::scenario::rdma::{ConnectMethod, RdmaParams};
 use fabricbench::scenario::stress::{StressSpec, Threads};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
 use fabricbench::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory};
@@ -37,7 +39,18 @@ fn setup_with_stress_and_placement() {
         message_size: ByteSize(4096),
         streams: 2,
         placement: Placement { cores: Some(vec![1, 3]), numa: Numa::Far },
-        rdma: Some(RdmaParams { qps: 4, inline_size: Some(64), device: Some("rxe0".into()), ..Default::default() }),
+        rdma: Some(RdmaParams {
+            qps: 4,
+            inline_size: Some(64),
+            device: Some("rxe0".into()),
+            connect: ConnectMethod::RdmaCm,
+            traffic_class: 104,
+            service_level: 3,
+            ..Default::default()
+        }),
+        rate: Some(Rate::Messages(10_000.0)),
+        schedule: Some(Schedule::Poisson),
+        dscp: Some(46),
     };
     let role = FlowRole {
         flow: Flow { id: 7, group: 0, src: 1, dst: 0 },
@@ -131,6 +144,14 @@ fn report_with_every_optional_part() {
             }),
             placements: vec![GroupPlacement { group: "g".into(), cores: vec![], note: note.clone() }],
             error,
+            link_events: vec![LinkEvent {
+                device: "eth0".into(),
+                from_ns: 100,
+                until_ns: note.as_ref().map(|_| 2_100),
+                states: vec!["down".into()],
+                counters: [("carrier_changes".to_string(), 2)].into(),
+            }],
+            link_events_dropped: 1,
         };
         round_trip(&ToCoordinator::Report(Box::new(report)));
     }
@@ -157,8 +178,10 @@ fn report_with_every_optional_part() {
         psns: vec![1, 2],
         mtu: 5,
         rkey: 9,
+        qkey: 0x0100_0001,
         addr: 0xdead_0000,
         len: 1 << 20,
+        cm_addr: Some("[fd00:fb::2]:20001".parse().unwrap()),
     };
     let peers = vec![fabricbench::control::wire::FlowEndpoint {
         flow: 1,

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::gather::Gather;
 use crate::control::proofs::FlowProofs;
-use crate::control::wire::{FlowEndpoint, ToCoordinator, ToWorker, Window};
+use crate::control::wire::{FlowEndpoint, FlowRole, ToCoordinator, ToWorker, Window};
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::Plan;
 use crate::result::{PhaseResult, RankProbe};
@@ -161,7 +161,12 @@ pub const STRANGERS_FD_SHARE: u64 = 4;
 
 /// Per-rank progress through one step of a phase.
 enum Stage {
-    Joining,
+    /// Ranks say Hello; each is sent phase 0's Setup with its Welcome, so
+    /// its endpoints are made while the others join (one write, not two).
+    Joining {
+        setups: Vec<Vec<FlowRole>>,
+        endpoints: Gather<Vec<FlowEndpoint>>,
+    },
     Setup {
         phase: usize,
         endpoints: Gather<Vec<FlowEndpoint>>,
@@ -244,7 +249,7 @@ impl Coordinator {
         let histograms = (0..plan.ranks.len())
             .map(|rank| plan.phases.iter().map(|p| checks::histograms_allowed(p, rank)).max().unwrap_or(0))
             .collect();
-        Coordinator {
+        let mut coordinator = Coordinator {
             job,
             proofs: FlowProofs::new(&token, job),
             token,
@@ -257,12 +262,15 @@ impl Coordinator {
             ranks: HashMap::new(),
             pending: HashMap::new(),
             histograms,
-            stage: Stage::Joining,
+            stage: Stage::Done,
             stage_since: now_ns,
             last_heartbeat: now_ns,
             last_tick: now_ns,
             out: VecDeque::new(),
-        }
+        };
+        let n = coordinator.slots.len();
+        coordinator.stage = Stage::Joining { setups: coordinator.setups(0), endpoints: Gather::new(n) };
+        coordinator
     }
 
     /// The next thing to do, in order.
@@ -302,7 +310,11 @@ impl Coordinator {
         }
         let Some(rank) = self.ranks.remove(&conn) else { return };
         self.slots[rank].conn = None;
-        if !self.is_done() {
+        // Already failing: a mass of lost ranks (the whole job killed) costs
+        // no message each, which would be O(flows) apiece.
+        if matches!(self.stage, Stage::Aborting { .. }) {
+            self.check_abort_complete();
+        } else if !self.is_done() {
             let stage = self.stage_name();
             let flows = self.flows_of(rank);
             self.fail(Some(rank), format!("connection lost {stage}{flows}"), now_ns);
@@ -327,9 +339,14 @@ impl Coordinator {
             }
             ToCoordinator::Heartbeat => {}
             ToCoordinator::Probe(inventory, facts) => {
+                let missing = self.plan.ranks.get(rank).and_then(|r| checks::missing_device(r, &inventory));
                 let host = self.slots[rank].host.clone();
                 let (devices, error, facts) = (inventory.devices, inventory.error, Some(*facts));
                 self.event(Event::Probed(RankProbe { rank, host, devices, error, facts }));
+                if let Some(message) = missing {
+                    self.fail(Some(rank), message, now_ns);
+                    self.check_abort_complete();
+                }
             }
             ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
             ToCoordinator::Ready { phase } => self.ready(rank, phase, now_ns),
@@ -422,7 +439,7 @@ impl Coordinator {
         }
         let elapsed = now_ns - self.stage_since;
         let limit = match &self.stage {
-            Stage::Joining => ns(self.timeouts.join),
+            Stage::Joining { .. } => ns(self.timeouts.join),
             Stage::Setup { .. } | Stage::Connecting { .. } | Stage::Saving { .. } => ns(self.timeouts.stage),
             Stage::Running { t0_ns, .. } => {
                 t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.stage)
@@ -442,7 +459,7 @@ impl Coordinator {
             return;
         }
         let missing = match &self.stage {
-            Stage::Joining => (0..self.slots.len()).filter(|&r| !self.slots[r].joined).collect(),
+            Stage::Joining { .. } => (0..self.slots.len()).filter(|&r| !self.slots[r].joined).collect(),
             Stage::Setup { endpoints, .. } => endpoints.missing(),
             Stage::Connecting { ready, .. } => ready.missing(),
             Stage::Running { reports, .. } => reports.missing(),

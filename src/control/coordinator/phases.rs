@@ -30,7 +30,7 @@ impl Coordinator {
             Err(format!("rank {} does not exist in a job of {} ranks", hello.rank, self.slots.len()))
         } else if self.slots[hello.rank].joined {
             Err(format!("rank {} joined twice (second Hello from {host})", hello.rank))
-        } else if !matches!(self.stage, Stage::Joining) {
+        } else if !matches!(self.stage, Stage::Joining { .. }) {
             Err(format!("rank {} said Hello after the run began", hello.rank))
         } else {
             Ok(())
@@ -63,18 +63,41 @@ impl Coordinator {
         slot.last_heard = now_ns;
         self.joined += 1;
         self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat: self.timeouts.heartbeat });
+        if let Stage::Joining { setups, .. } = &mut self.stage {
+            let flows = std::mem::take(&mut setups[hello.rank]);
+            let setup = self.setup(0, hello.rank, flows);
+            self.send(hello.rank, setup);
+        }
         let joined = self.joined;
         self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
         if joined == self.slots.len() {
-            self.begin_phase(0, now_ns);
+            let Stage::Joining { endpoints, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
+                unreachable!("Hello is taken only while joining")
+            };
+            self.set_stage(Stage::Setup { phase: 0, endpoints }, now_ns);
         }
     }
 
+    /// Phase 0 began as the ranks joined; every later one begins here.
     pub(super) fn begin_phase(&mut self, phase: usize, now_ns: i64) {
         let n = self.slots.len();
-        let p = &self.plan.phases[phase];
+        for (rank, flows) in self.setups(phase).into_iter().enumerate() {
+            let setup = self.setup(phase, rank, flows);
+            self.send(rank, setup);
+        }
+        self.set_stage(Stage::Setup { phase, endpoints: Gather::new(n) }, now_ns);
+    }
+
+    fn setup(&self, phase: usize, rank: usize, flows: Vec<FlowRole>) -> ToWorker {
+        let stress = self.plan.phases[phase].stress.iter().find(|s| s.rank == rank).map(|s| s.spec.clone());
+        ToWorker::Setup { phase, flows, stress }
+    }
+
+    /// Each rank's flow ends in `phase`, in one pass over its flows.
+    pub(super) fn setups(&self, phase: usize) -> Vec<Vec<FlowRole>> {
+        let Some(p) = self.plan.phases.get(phase) else { return Vec::new() };
         let groups: Vec<Arc<GroupPlan>> = p.groups.iter().cloned().map(Arc::new).collect();
-        let mut setups: Vec<Vec<FlowRole>> = vec![Vec::new(); n];
+        let mut setups: Vec<Vec<FlowRole>> = vec![Vec::new(); self.slots.len()];
         for flow in &p.flows {
             let group = &groups[flow.group];
             let [src_rails, dst_rails] = self.plan.host_rails(group, flow);
@@ -83,16 +106,17 @@ impl Coordinator {
             setups[flow.src].push(role(Side::Sender, src_rails));
             setups[flow.dst].push(role(Side::Receiver, dst_rails));
         }
-        for (rank, flows) in setups.into_iter().enumerate() {
-            let stress = self.plan.phases[phase].stress.iter().find(|s| s.rank == rank).map(|s| s.spec.clone());
-            self.send(rank, ToWorker::Setup { phase, flows, stress });
-        }
-        self.set_stage(Stage::Setup { phase, endpoints: Gather::new(n) }, now_ns);
+        setups
     }
 
     pub(super) fn endpoints(&mut self, rank: usize, phase: usize, list: Vec<FlowEndpoint>, now_ns: i64) {
-        let Stage::Setup { phase: current, endpoints } = &mut self.stage else { return };
-        if *current != phase {
+        // Phase 0's endpoints come in while the last ranks are still joining.
+        let (current, endpoints) = match &mut self.stage {
+            Stage::Setup { phase, endpoints } => (*phase, endpoints),
+            Stage::Joining { endpoints, .. } => (0, endpoints),
+            _ => return,
+        };
+        if current != phase {
             return;
         }
         if let Some(problem) = checks::endpoints_problem(&self.plan.phases[phase], rank, &list) {

@@ -4,12 +4,17 @@
 //! each flow's Gb/s, RDMA flows' message rate, latency flows' min, typical,
 //! p99 and p99.9, and each rank's worker CPU. Worse than the baseline by
 //! more than its kind's tolerance is a regression: lower for Gb/s and Mpps,
-//! higher for latency and CPU.
+//! higher for latency and CPU. Runs that repeat their phases are compared
+//! on the repeats' means and, when both repeat, their intervals
+//! (`repeats`).
 
+mod repeats;
 mod tolerance;
 
+pub use repeats::{Measured, Rule};
 pub use tolerance::{Kind, ToleranceError, Tolerances};
 
+use crate::metrics::confidence::Spread;
 use crate::report::table::Table;
 use crate::result::{PhaseResult, RankResult, RunResult};
 use crate::scenario::{Mode, Transport};
@@ -62,6 +67,9 @@ impl Metric {
 pub enum Delta {
     /// Within the tolerance.
     Same,
+    /// Beyond the tolerance, but the two runs' 95 % intervals overlap: not
+    /// told apart from the repeats' noise.
+    WithinIntervals,
     /// Better than the baseline by more than the tolerance.
     Better,
     Regression,
@@ -75,9 +83,13 @@ pub struct Row {
     /// `phase: what`, e.g. `fan-in: incast h2 → h1`.
     pub item: String,
     pub metric: Metric,
-    /// In the metric's unit, in the baseline and in the new run.
+    /// In the metric's unit, in the baseline and in the new run (the mean
+    /// of a phase's repeats).
     pub base: Option<f64>,
     pub new: Option<f64>,
+    /// Over the repeats, where the run repeated the phase.
+    pub base_spread: Option<Spread>,
+    pub new_spread: Option<Spread>,
     pub delta: Delta,
 }
 
@@ -94,21 +106,48 @@ impl Row {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
     pub tolerances: Tolerances,
+    /// Whether repeats' intervals took part.
+    pub rule: Rule,
     pub rows: Vec<Row>,
 }
 
 /// A phase's numbers: item, metric, value.
 type Values = Vec<(String, Metric, f64)>;
 
+/// A phase's numbers pooled over its counted repeats: item, metric, number.
+type Pooled = Vec<(String, Metric, Measured)>;
+
+/// Each phase's numbers (by name without the repeat), pooled over its
+/// counted repeats.
+fn measured(run: &RunResult) -> Vec<(String, Pooled)> {
+    repeats::phases_by_name(run)
+        .into_iter()
+        .map(|(name, phases)| {
+            let mut items: Vec<(String, Metric, Vec<f64>)> = Vec::new();
+            for (item, metric, v) in phases.iter().flat_map(|p| values(&name, p)) {
+                match items.iter_mut().find(|(i, m, _)| *i == item && *m == metric) {
+                    Some((_, _, list)) => list.push(v),
+                    None => items.push((item, metric, vec![v])),
+                }
+            }
+            let pooled = items.into_iter().map(|(i, m, list)| (i, m, repeats::pooled(&list))).collect();
+            (name, pooled)
+        })
+        .collect()
+}
+
 pub fn compare(base: &RunResult, new: &RunResult, tolerances: Tolerances) -> Comparison {
-    let mut names: Vec<&str> = base.phases.iter().map(|p| p.name.as_str()).collect();
-    names.extend(new.phases.iter().map(|p| p.name.as_str()).filter(|n| !base.phases.iter().any(|p| p.name == *n)));
-    let values =
-        |run: &RunResult, name: &str| run.phases.iter().find(|p| p.name == name).map(values).unwrap_or_default();
+    let (b_all, n_all) = (measured(base), measured(new));
+    let mut names: Vec<&str> = b_all.iter().map(|(n, _)| n.as_str()).collect();
+    names.extend(n_all.iter().map(|(n, _)| n.as_str()).filter(|n| !b_all.iter().any(|(b, _)| b == n)));
+    let of = |all: &[(String, Pooled)], name: &str| {
+        all.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_default()
+    };
+    let rule = Rule::of(base, new);
     let mut rows = Vec::new();
     for name in names {
-        let (b, n) = (values(base, name), values(new, name));
-        let find = |list: &Values, item: &str, metric: Metric| {
+        let (b, n) = (of(&b_all, name), of(&n_all, name));
+        let find = |list: &[(String, Metric, Measured)], item: &str, metric: Metric| {
             list.iter().find(|(i, m, _)| i == item && *m == metric).map(|(_, _, v)| *v)
         };
         let mut keys: Vec<(String, Metric)> = Vec::new();
@@ -120,37 +159,49 @@ pub fn compare(base: &RunResult, new: &RunResult, tolerances: Tolerances) -> Com
         for (item, metric) in keys {
             let (bv, nv) = (find(&b, &item, metric), find(&n, &item, metric));
             let delta = judge(metric.kind(), bv, nv, tolerances.of(metric.kind()));
-            rows.push(Row { item, metric, base: bv, new: nv, delta });
+            rows.push(Row {
+                item,
+                metric,
+                base: bv.map(|m| m.value),
+                new: nv.map(|m| m.value),
+                base_spread: bv.and_then(|m| m.spread),
+                new_spread: nv.and_then(|m| m.spread),
+                delta,
+            });
         }
     }
-    Comparison { tolerances, rows }
+    Comparison { tolerances, rule, rows }
 }
 
 /// Worse by more than `tolerance_pct` is a regression, better by more is
-/// better; which way is worse depends on the kind.
-fn judge(kind: Kind, base: Option<f64>, new: Option<f64>, tolerance_pct: f64) -> Delta {
-    let (b, n) = match (base, new) {
+/// better; which way is worse depends on the kind. When both numbers have
+/// intervals (repeats) and they overlap, neither: the change is within
+/// the noise.
+fn judge(kind: Kind, base: Option<Measured>, new: Option<Measured>, tolerance_pct: f64) -> Delta {
+    let (bm, nm) = match (base, new) {
         (Some(b), Some(n)) => (b, n),
         (Some(_), None) => return Delta::OnlyBase,
         _ => return Delta::OnlyNew,
     };
+    let (b, n) = (bm.value, nm.value);
     let t = tolerance_pct / 100.0;
     let (worse, better) = match kind.higher_is_better() {
         true => (n < b * (1.0 - t), n > b * (1.0 + t)),
         false => (n > b * (1.0 + t), n < b * (1.0 - t)),
     };
     match (worse, better) {
+        (true, _) | (_, true) if repeats::overlapping(&bm, &nm) => Delta::WithinIntervals,
         (true, _) => Delta::Regression,
         (_, true) => Delta::Better,
         _ => Delta::Same,
     }
 }
 
-/// Every number of a phase that compare judges. Receivers with one sender
+/// Every number of a phase that compare judges, its items named after
+/// `name` (the phase's, without a repeat). Receivers with one sender
 /// repeat their flow and are left out; message rates only for RDMA flows
 /// (TCP has none); latency flows by their latency, not their Gb/s.
-fn values(p: &PhaseResult) -> Values {
-    let name = &p.name;
+fn values(name: &str, p: &PhaseResult) -> Values {
     let mut out = Values::new();
     if p.flows.iter().any(|f| f.mode == Mode::Bandwidth) {
         out.push((format!("{name}: aggregate"), Metric::Gbps, p.aggregate_gbps));
@@ -193,11 +244,27 @@ fn number(x: Option<f64>) -> String {
     x.map_or_else(|| "–".to_string(), |x| format!("{x:.3}"))
 }
 
+/// `12.345`, or `12.345 ± 0.210` (the 95 % interval's half) for repeats.
+fn with_interval(x: Option<f64>, spread: Option<Spread>) -> String {
+    match spread {
+        Some(s) => format!("{} ± {:.3}", number(x), s.ci95_half),
+        None => number(x),
+    }
+}
+
 fn signed(x: Option<f64>, decimals: usize) -> String {
     x.map_or_else(|| "–".to_string(), |x| format!("{x:+.decimals$}"))
 }
 
 impl Comparison {
+    /// `what (tolerance …)`, and with repeats which rule judged.
+    fn title(&self, what: &str) -> String {
+        match self.rule.note() {
+            Some(note) => format!("{what} (tolerance {}; {note})", self.tolerances),
+            None => format!("{what} (tolerance {})", self.tolerances),
+        }
+    }
+
     pub fn regressions(&self) -> Vec<&Row> {
         self.rows.iter().filter(|r| r.delta == Delta::Regression).collect()
     }
@@ -205,12 +272,13 @@ impl Comparison {
     /// Every item and metric of both runs, side by side.
     pub fn table(&self) -> Table {
         let mut t = Table::new(
-            format!("Compared with the baseline (tolerance {})", self.tolerances),
+            self.title("Compared with the baseline"),
             &["item", "metric", "base", "new", "unit", "change %", "verdict"],
         );
         for r in &self.rows {
             let verdict = match r.delta {
                 Delta::Same => "same",
+                Delta::WithinIntervals => "same (intervals overlap)",
                 Delta::Better => "better",
                 Delta::Regression => "REGRESSION",
                 Delta::OnlyBase => "only in base",
@@ -219,8 +287,8 @@ impl Comparison {
             t.rows.push(vec![
                 r.item.clone(),
                 r.metric.name().to_string(),
-                number(r.base),
-                number(r.new),
+                with_interval(r.base, r.base_spread),
+                with_interval(r.new, r.new_spread),
                 r.metric.unit().to_string(),
                 signed(r.change_pct(), 1),
                 verdict.to_string(),
@@ -233,7 +301,10 @@ impl Comparison {
     /// %) and the tolerance it broke.
     pub fn regressions_table(&self) -> Table {
         let mut t = Table::new(
-            "Regressions".to_string(),
+            match self.rule.note() {
+                Some(note) => format!("Regressions ({note})"),
+                None => "Regressions".to_string(),
+            },
             &["item", "metric", "base", "new", "change", "change %", "tolerance %"],
         );
         for r in self.regressions() {
@@ -242,8 +313,8 @@ impl Comparison {
             t.rows.push(vec![
                 r.item.clone(),
                 r.metric.name().to_string(),
-                format!("{} {unit}", number(r.base)),
-                format!("{} {unit}", number(r.new)),
+                format!("{} {unit}", with_interval(r.base, r.base_spread)),
+                format!("{} {unit}", with_interval(r.new, r.new_spread)),
                 format!("{} {unit}", signed(moved, 3)),
                 signed(r.change_pct(), 1),
                 format!("{}", self.tolerances.of(r.metric.kind())),

@@ -1,21 +1,24 @@
-//! Creating a flow's verbs resources (PD, MR, CQs, RC QPs in INIT) and
-//! connecting them to the peer's endpoint (INIT → RTR → RTS).
+//! Creating a flow's verbs resources (PD, MR, CQs, RC or UD QPs in INIT)
+//! and connecting them to the peer's endpoint (INIT → RTR → RTS; UD sends
+//! then name the peer through an address handle).
 
+use std::net::IpAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::CreateCompletionQueueWorkCompletionFlags as WcFlags;
 use sideway::ibverbs::device_context::Mtu;
-use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState, SendOperationFlags};
+use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState, QueuePairType, SendOperationFlags};
 use sideway::ibverbs::AccessFlags;
 
-use super::device::{self, OpenDevice, LINK_LAYER_ETHERNET};
+use super::device::{self, OpenDevice};
 use super::endpoint::RdmaEndpoint;
 use super::error::{panic_message, RdmaError};
 use super::ffi::{Arena, Cq, Qp};
-use crate::scenario::rdma::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
+use super::path::{address_path, LocalPort};
+use super::ud;
+use crate::scenario::rdma::{Connection, PollStrategy, RdmaMode, RdmaOp, RdmaParams, UD_GRH};
 use crate::transport::Side;
 
 /// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
@@ -66,9 +69,15 @@ pub(crate) struct FlowResources {
     pub slot_len: usize,
     pub psns: Vec<u32>,
     pub peer_rkey: u32,
+    /// UD: the Q_Key this flow's QPs accept (0 for RC).
+    pub qkey: u32,
     pub poll_strategy: PollStrategy,
     /// Latency mode: the round trips recorded are those inside it (all without).
     pub latency_window: Option<(Instant, Instant)>,
+    /// Offered load: messages per second the whole flow posts (`None`: unpaced).
+    pub pace: Option<f64>,
+    /// `connect = "rdma_cm"`: the flow's CM ids (set by `with_rdma_cm`).
+    pub cm: Option<super::cm::Cm>,
     // Last: the device context outlives every object created on it.
     pub dev: OpenDevice,
 }
@@ -92,10 +101,15 @@ fn align64(n: u64) -> u64 {
     n.div_ceil(64) * 64
 }
 
+/// Bytes a receive takes: the message, behind the GRH on UD.
+fn receive_len(p: &RdmaParams) -> u64 {
+    p.effective_message_size() + if p.connection == Connection::Ud { UD_GRH } else { 0 }
+}
+
 /// Per-QP slot: bandwidth uses one message-sized region; latency two halves
 /// (receive target at 0, send source at half).
 pub(crate) fn slot_len(p: &RdmaParams) -> usize {
-    let msg = align64(p.effective_message_size().max(8));
+    let msg = align64(receive_len(p).max(8));
     (match p.mode {
         RdmaMode::Bandwidth => msg,
         RdmaMode::Latency => 2 * msg,
@@ -156,8 +170,10 @@ impl PreparedFlow {
             psns: r.psns.clone(),
             mtu: r.dev.active_mtu,
             rkey: r.arena.rkey(),
+            qkey: r.qkey,
             addr: r.arena.addr(),
             len: (r.slot_len * r.params.qps as usize) as u64,
+            cm_addr: r.cm.as_ref().and_then(super::cm::Cm::listen_addr),
         }
     }
 
@@ -171,10 +187,25 @@ impl PreparedFlow {
         (&self.res.dev.name, self.res.dev.port, self.res.dev.gid_index)
     }
 
-    /// Moves every QP to RTR then RTS against `peer`.
-    pub fn connect(self, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+    /// `connect = "rdma_cm"`: the receiver listens on `local` (its endpoint
+    /// then carries the address), the sender will connect from it.
+    pub fn with_rdma_cm(mut self, local: IpAddr) -> Result<Self, RdmaError> {
+        let r = &self.res;
+        self.res.cm = Some(match r.side {
+            Side::Receiver => super::cm::listen(&r.label, local, r.params.qps as usize)?,
+            Side::Sender => super::cm::dialer(&r.label, local)?,
+        });
+        Ok(self)
+    }
+
+    /// Moves every QP to RTR then RTS against `peer` (through rdma_cm when
+    /// the flow was given [`Self::with_rdma_cm`]).
+    pub fn connect(mut self, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
         let label = self.res.label.clone();
-        guard(&label, "connect", move || connect(self.res, peer))
+        guard(&label, "connect", move || match self.res.cm.take() {
+            None => connect(self.res, peer),
+            Some(cm) => connect_cm(self.res, cm, peer),
+        })
     }
 }
 
@@ -193,6 +224,11 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
         what,
         source: std::io::Error::other(e.to_string()),
     };
+    let ud = params.connection == Connection::Ud;
+    let qkey = if ud { ud::qkey(random_psns(1)[0]) } else { 0 };
+    if ud {
+        ud::fits_one_packet(params.effective_message_size(), dev.active_mtu, &dev.name, dev.port, flow)?;
+    }
     let pd = dev.ctx.alloc_pd().map_err(|e| setup("ibv_alloc_pd".into(), &e))?;
     let slot = slot_len(params);
     let qps = params.qps as usize;
@@ -216,7 +252,10 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     let dev_attr = dev.ctx.query_device().map_err(|e| setup("ibv_query_device_ex".into(), &e))?;
     // Atomics on an extended QP built without these flags crash: always set
     // them when the device can do atomics at all (or the flow asks for them).
-    if dev_attr.attr.orig_attr.atomic_cap != 0 || params.op.is_atomic() {
+    if ud {
+        // A UD QP sends datagrams only.
+        ops = SendOperationFlags::Send | SendOperationFlags::SendWithImmediate;
+    } else if dev_attr.attr.orig_attr.atomic_cap != 0 || params.op.is_atomic() {
         ops |= SendOperationFlags::AtomicCompareAndSwap | SendOperationFlags::AtomicFetchAndAdd;
     }
     let max_cqe = dev_attr.attr.orig_attr.max_cqe.max(1) as u32;
@@ -244,6 +283,9 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
         let mut slots = Vec::with_capacity(my_qps.len());
         for &i in &my_qps {
             let mut qb = pd.create_qp_builder();
+            if ud {
+                qb.setup_qp_type(QueuePairType::UnreliableDatagram);
+            }
             qb.setup_max_send_wr(params.tx_depth)
                 .setup_max_recv_wr(if recv { params.rx_depth } else { 1 })
                 .setup_max_send_sge(1)
@@ -263,23 +305,20 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
                 Arc::clone(&arena),
                 if send_inline { params.effective_message_size() as usize } else { 0 },
             );
-            let mut attr = QueuePairAttribute::new();
-            attr.setup_state(QueuePairState::Init).setup_pkey_index(0).setup_port(dev.port).setup_access_flags(access);
-            qp.modify(&attr).map_err(|reason| RdmaError::Connect {
+            let init = if ud { ud::init(&mut qp, dev.port, qkey) } else { init_rc(&mut qp, dev.port, access) };
+            init.map_err(|(attrs, reason)| RdmaError::Connect {
                 flow: flow.into(),
                 qp: i,
                 qpn: qp.qpn(),
                 transition: "RESET->INIT",
-                attrs: format!(
-                    "port={}, pkey_index=0, access=local_write|remote_write|remote_read|remote_atomic",
-                    dev.port
-                ),
+                attrs,
                 reason,
             })?;
             let local_off = i * slot;
             if recv {
-                // Receives scatter into the slot's receive half (all of it in bandwidth mode).
-                let len = params.effective_message_size() as u32;
+                // Receives scatter into the slot's receive half (all of it in
+                // bandwidth mode), UD's GRH first.
+                let len = receive_len(params) as u32;
                 qp.setup_recv_ring(params.rx_depth as usize, WR_RECV | wr_id(i, 0), local_off, len);
                 qp.post_recvs(params.rx_depth as usize).map_err(|e| RdmaError::Post {
                     flow: flow.into(),
@@ -303,14 +342,27 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
             slot_len: slot,
             psns: random_psns(qps),
             peer_rkey: 0,
+            qkey,
             poll_strategy,
             latency_window: None,
+            pace: None,
+            cm: None,
             dev,
         },
     })
 }
 
-fn connect(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+/// RC's RESET → INIT: the port and what the peer may do to our memory.
+fn init_rc(qp: &mut Qp, port: u8, access: AccessFlags) -> Result<(), (String, String)> {
+    let mut attr = QueuePairAttribute::new();
+    attr.setup_state(QueuePairState::Init).setup_pkey_index(0).setup_port(port).setup_access_flags(access);
+    qp.modify(&attr).map_err(|reason| {
+        (format!("port={port}, pkey_index=0, access=local_write|remote_write|remote_read|remote_atomic"), reason)
+    })
+}
+
+/// The peer's endpoint has this flow's QPs and room for its messages.
+fn check_peer(res: &FlowResources, peer: &RdmaEndpoint) -> Result<(), RdmaError> {
     let qps = res.params.qps as usize;
     let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
     if peer.qpns.len() != qps || peer.psns.len() != qps {
@@ -319,19 +371,63 @@ fn connect(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow,
     if peer.slot_len() < res.slot_len as u64 {
         return Err(mismatch(format!("peer buffer {} B per QP < {} B needed", peer.slot_len(), res.slot_len)));
     }
+    Ok(())
+}
+
+fn connect(res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+    match res.params.connection {
+        Connection::Rc => connect_rc(res, peer),
+        Connection::Ud => connect_ud(res, peer),
+    }
+}
+
+/// UD: the peer's address checked and built once, then each QP connected
+/// to the peer's QP of the same index.
+fn connect_ud(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+    let to = ud::peer_address(&local_port(&res), res.params.qps as usize, res.params.effective_message_size(), peer)
+        .map_err(|reason| RdmaError::PeerMismatch { flow: res.label.clone(), reason })?;
+    let label = res.label.clone();
+    let psns = res.psns.clone();
+    for shard in &mut res.shards {
+        for q in &mut shard.qps {
+            let (i, qpn) = (q.index, q.qp.qpn());
+            ud::connect_qp(&mut q.qp, psns[i], &to, peer.qpns[i], peer.qkey).map_err(
+                |(transition, attrs, reason)| RdmaError::Connect {
+                    flow: label.clone(),
+                    qp: i,
+                    qpn,
+                    transition,
+                    attrs,
+                    reason,
+                },
+            )?;
+        }
+    }
+    Ok(ConnectedFlow { res })
+}
+
+/// This side's port as the path to a peer needs it (RC and UD alike).
+fn local_port(res: &FlowResources) -> LocalPort {
+    LocalPort {
+        port: res.dev.port,
+        link_layer: res.dev.link_layer,
+        gid_index: res.dev.gid_index,
+        gid_index_asked: res.params.gid_index.is_some(),
+        // validate() bounds both: service level 0..=15, traffic class 0..=255.
+        service_level: res.params.service_level as u8,
+        traffic_class: res.params.traffic_class as u8,
+    }
+}
+
+fn connect_rc(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+    check_peer(&res, peer)?;
+    let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
     let mtu = mtu_from(res.dev.active_mtu.min(peer.mtu).max(1));
-    let roce = res.dev.link_layer == LINK_LAYER_ETHERNET;
-    let use_grh = roce || res.params.gid_index.is_some() || peer.lid == 0;
-    if roce && peer.gid == [0; 16] {
-        return Err(mismatch("peer GID is all zero on a RoCE port".into()));
-    }
-    let mut ah = AddressHandleAttribute::new();
-    ah.setup_dest_lid(peer.lid).setup_port(res.dev.port).setup_service_level(0);
-    if use_grh {
-        ah.setup_grh_dest_gid(&Gid { raw: peer.gid })
-            .setup_grh_src_gid_index(res.dev.gid_index as u8)
-            .setup_grh_hop_limit(64);
-    }
+    let local = local_port(&res);
+    let (sl, tclass) = (local.service_level, local.traffic_class);
+    let path = address_path(&local, peer).map_err(mismatch)?;
+    let use_grh = path.grh.is_some();
+    let ah = path.to_ah();
     let max_rd = res.dev.max_rd_atomic;
     let label = res.label.clone();
     let psns = res.psns.clone();
@@ -353,7 +449,7 @@ fn connect(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow,
                 qpn: q.qp.qpn(),
                 transition: "INIT->RTR",
                 attrs: format!(
-                    "path_mtu={}, dest_qpn={:#x}, rq_psn={:#x}, max_dest_rd_atomic={max_rd}, dlid={}, grh={}, sgid_index={}, dgid={}",
+                    "path_mtu={}, dest_qpn={:#x}, rq_psn={:#x}, max_dest_rd_atomic={max_rd}, dlid={}, sl={sl}, grh={}, sgid_index={}, traffic_class={tclass}, dgid={}",
                     super::probe::mtu_bytes(mtu as u32),
                     peer.qpns[i],
                     peer.psns[i],
@@ -389,6 +485,41 @@ fn connect(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow,
     Ok(ConnectedFlow { res })
 }
 
+/// The QPs connected through rdma_cm, each moved to RTR and RTS with
+/// rdma_cm's attributes and the flow's RC timers; the peer's buffer as the
+/// endpoint says.
+fn connect_cm(mut res: FlowResources, mut cm: super::cm::Cm, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+    check_peer(&res, peer)?;
+    let (label, max_rd) = (res.label.clone(), res.dev.max_rd_atomic);
+    let mut slots: Vec<&mut QpSlot> = res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()).collect();
+    let qps: Vec<(usize, u32)> = slots.iter().map(|q| (q.index, q.qp.qpn())).collect();
+    let mut ready = |i: usize, mut rtr: QueuePairAttribute, mut rts: QueuePairAttribute| {
+        let q = slots.iter_mut().find(|q| q.index == i).expect("rdma_cm connects the flow's own QPs");
+        let qpn = q.qp.qpn();
+        let failed = |transition, attrs: String| {
+            let flow = label.clone();
+            move |reason| RdmaError::Connect { flow, qp: i, qpn, transition, attrs, reason }
+        };
+        rtr.setup_max_dest_read_atomic(max_rd).setup_min_rnr_timer(QP_MIN_RNR_TIMER);
+        let rtr_attrs = format!("rdma_cm's path, dest_qpn={:#x}, max_dest_rd_atomic={max_rd}", rtr.dest_qp_num());
+        q.qp.modify(&rtr).map_err(failed("INIT->RTR", rtr_attrs))?;
+        rts.setup_timeout(QP_TIMEOUT)
+            .setup_retry_cnt(QP_RETRY_CNT)
+            .setup_rnr_retry(QP_RNR_RETRY)
+            .setup_max_read_atomic(max_rd);
+        let rts_attrs = format!("rdma_cm's sq_psn, timeout={QP_TIMEOUT}, max_rd_atomic={max_rd}");
+        q.qp.modify(&rts).map_err(failed("RTR->RTS", rts_attrs))
+    };
+    cm.connect(&label, &res.dev, &qps, peer, &mut ready)?;
+    res.cm = Some(cm);
+    let slot = peer.slot_len();
+    for q in res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()) {
+        q.remote_addr = peer.addr + slot * q.index as u64;
+    }
+    res.peer_rkey = peer.rkey;
+    Ok(ConnectedFlow { res })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +540,12 @@ mod tests {
         assert_eq!(slot_len(&lat), 128);
         let at = RdmaParams { op: RdmaOp::CmpSwap, ..Default::default() };
         assert_eq!(slot_len(&at), 64);
+    }
+
+    #[test]
+    fn ud_slots_hold_the_grh() {
+        let ud = RdmaParams { connection: Connection::Ud, op: RdmaOp::Send, message_size: 4096, ..Default::default() };
+        assert_eq!(slot_len(&ud), 4160, "room for the 40-byte GRH ahead of the message");
     }
 
     #[test]

@@ -45,14 +45,14 @@ pub fn snapshot_at(root: &Path, device: &str, port: u8) -> std::io::Result<Count
     Ok(CounterSnapshot { device: device.to_string(), port, values })
 }
 
-/// [`snapshot_at`] under /sys/class/infiniband.
+/// [`snapshot_at`] under the sysfs root's class/infiniband (crate::sysfs).
 pub fn snapshot(device: &str, port: u8) -> std::io::Result<CounterSnapshot> {
-    snapshot_at(Path::new("/sys/class/infiniband"), device, port)
+    let root = crate::sysfs::root().map_err(std::io::Error::other)?;
+    snapshot_at(&crate::sysfs::infiniband(&root), device, port)
 }
 
-/// Snapshots of every port of every device in /sys/class/infiniband.
-pub fn snapshot_all() -> Vec<CounterSnapshot> {
-    let root = Path::new("/sys/class/infiniband");
+/// Snapshots of every port of every device under `root` (…/class/infiniband).
+pub fn snapshot_all_at(root: &Path) -> Vec<CounterSnapshot> {
     let mut out = Vec::new();
     let Ok(devs) = fs::read_dir(root) else { return out };
     for dev in devs.flatten() {
@@ -68,6 +68,19 @@ pub fn snapshot_all() -> Vec<CounterSnapshot> {
     }
     out.sort_by(|a, b| (&a.device, a.port).cmp(&(&b.device, b.port)));
     out
+}
+
+/// [`snapshot_all_at`] under the sysfs root (none when the root is invalid).
+pub fn snapshot_all() -> Vec<CounterSnapshot> {
+    crate::sysfs::root().map(|root| snapshot_all_at(&crate::sysfs::infiniband(&root))).unwrap_or_default()
+}
+
+/// Bytes per unit of a counter: IB's `counters/port_xmit_data` and
+/// `counters/port_rcv_data` count 4-byte words (IBA PortCounters, and
+/// Documentation/ABI/stable/sysfs-class-infiniband: "octets divided by 4");
+/// every other counter counts events or packets and has none (`None`).
+pub fn bytes_per_unit(key: &str) -> Option<u64> {
+    matches!(key, "counters/port_xmit_data" | "counters/port_rcv_data").then_some(4)
 }
 
 /// How far one port's counters moved over a window: the counters that

@@ -1,16 +1,16 @@
 //! Opening a device: which device, which port, which GID (like perftest), and
 //! the provider quirks that change how we drive it.
 
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::panic::catch_unwind;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use serde::{Deserialize, Serialize};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::DeviceContext;
 
 use super::error::{panic_message, RdmaError};
 use super::ffi;
+use super::gids::{self, choose_gid, is_ipv4_mapped, GidInfo, GidKind};
 
 /// `ibv_port_state::IBV_PORT_ACTIVE`.
 pub(crate) const PORT_ACTIVE: u32 = 4;
@@ -18,34 +18,6 @@ pub(crate) const PORT_ACTIVE: u32 = 4;
 pub(crate) const LINK_LAYER_ETHERNET: u8 = 2;
 /// Soft-RoCE's vendor id (RXE_VENDOR_ID).
 const RXE_VENDOR_ID: u32 = 0xff_ffff;
-
-/// Kind of a GID table entry.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GidKind {
-    #[serde(rename = "IB")]
-    Ib,
-    #[serde(rename = "RoCE v1")]
-    RoceV1,
-    #[serde(rename = "RoCE v2")]
-    RoceV2,
-}
-
-/// One non-empty GID table entry.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct GidInfo {
-    pub index: u32,
-    /// Printed as an IPv6 address (an IPv4-mapped one for RoCE on IPv4).
-    pub gid: String,
-    pub kind: GidKind,
-    /// The address is IPv4-mapped (`::ffff:a.b.c.d`).
-    pub ipv4: bool,
-    #[serde(skip)]
-    pub raw: [u8; 16],
-}
-
-pub(crate) fn is_ipv4_mapped(raw: &[u8; 16]) -> bool {
-    raw[..10].iter().all(|&b| b == 0) && raw[10] == 0xff && raw[11] == 0xff
-}
 
 /// The GID table of a port, skipping empty entries; never panics.
 pub(crate) fn gid_table(ctx: &DeviceContext, port: u8, table_len: i32, link_layer: u8) -> Vec<GidInfo> {
@@ -67,27 +39,19 @@ pub(crate) fn gid_table(ctx: &DeviceContext, port: u8, table_len: i32, link_laye
             kind,
             ipv4: is_ipv4_mapped(&gid.raw),
             raw: gid.raw,
+            netdev: None,
         });
     }
     out
 }
 
-/// perftest's choice on RoCE: RoCE v2 with an IPv4-mapped address, then RoCE v2
-/// (IPv6, global before link-local), then RoCE v1 likewise. On InfiniBand: index 0.
-pub(crate) fn choose_gid(table: &[GidInfo], link_layer: u8) -> Option<&GidInfo> {
-    if link_layer != LINK_LAYER_ETHERNET {
-        return table.iter().find(|g| g.index == 0).or(table.first());
-    }
-    let link_local = |g: &GidInfo| g.raw[0] == 0xfe && g.raw[1] & 0xc0 == 0x80;
-    let rank = |g: &GidInfo| match (g.kind, g.ipv4, link_local(g)) {
-        (GidKind::RoceV2, true, _) => 0,
-        (GidKind::RoceV2, false, false) => 1,
-        (GidKind::RoceV2, false, true) => 2,
-        (_, true, _) => 3,
-        (_, false, false) => 4,
-        _ => 5,
-    };
-    table.iter().min_by_key(|g| (rank(g), g.index))
+/// This worker's data address (its hostfile address), set once at start.
+static DATA_ADDRESS: OnceLock<IpAddr> = OnceLock::new();
+
+/// Tells the GID auto-choice which address this worker's traffic carries
+/// (one worker is one rank on one address; a second call is ignored).
+pub fn set_data_address(addr: IpAddr) {
+    let _ = DATA_ADDRESS.set(addr);
 }
 
 /// A device opened for one flow: context, chosen port and GID, quirks.
@@ -196,7 +160,8 @@ fn open_port(
         .filter_map(|p| ffi::query_port(ctx, p).ok().map(|a| (p, a)))
         .find(|(_, a)| a.state == PORT_ACTIVE)
         .ok_or(RdmaError::NoActivePort { device: dev_name.to_string(), port: want_port })?;
-    let table = gid_table(ctx, port, pattr.gid_tbl_len, pattr.link_layer);
+    let mut table = gid_table(ctx, port, pattr.gid_tbl_len, pattr.link_layer);
+    gids::add_netdevs(&crate::sysfs::infiniband_or_default(), dev_name, port, &mut table);
     let gid = match gid_index {
         Some(ix) => match table.iter().find(|g| g.index == ix) {
             Some(g) => g.clone(),
@@ -211,10 +176,10 @@ fn open_port(
                 })
             }
         },
-        None => match choose_gid(&table, pattr.link_layer) {
+        None => match choose_gid(&table, pattr.link_layer == LINK_LAYER_ETHERNET, DATA_ADDRESS.get().copied()) {
             Some(g) => g.clone(),
             None if pattr.link_layer != LINK_LAYER_ETHERNET => {
-                GidInfo { index: 0, gid: "::".into(), kind: GidKind::Ib, ipv4: false, raw: [0; 16] }
+                GidInfo { index: 0, gid: "::".into(), kind: GidKind::Ib, ipv4: false, raw: [0; 16], netdev: None }
             }
             None => {
                 return Err(RdmaError::Gid {
@@ -245,24 +210,6 @@ fn open_port(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn g(index: u32, kind: GidKind, ip: &str) -> GidInfo {
-        let a: Ipv6Addr = ip.parse().unwrap();
-        GidInfo { index, gid: ip.into(), kind, ipv4: is_ipv4_mapped(&a.octets()), raw: a.octets() }
-    }
-
-    #[test]
-    fn roce_prefers_v2_ipv4_like_perftest() {
-        let t = vec![
-            g(0, GidKind::RoceV1, "fe80::1"),
-            g(1, GidKind::RoceV2, "fe80::1"),
-            g(2, GidKind::RoceV1, "::ffff:10.0.0.1"),
-            g(3, GidKind::RoceV2, "::ffff:10.0.0.1"),
-        ];
-        assert_eq!(choose_gid(&t, LINK_LAYER_ETHERNET).unwrap().index, 3);
-        assert_eq!(choose_gid(&t[..2], LINK_LAYER_ETHERNET).unwrap().index, 1);
-        assert_eq!(choose_gid(&t, 1).unwrap().index, 0); // InfiniBand: index 0
-    }
 
     #[test]
     fn no_devices_is_a_clear_error_on_hosts_without_rdma() {

@@ -1,9 +1,11 @@
 //! What one side of a flow tells the other (through the coordinator) to connect.
 
+use std::net::SocketAddr;
+
 use serde::{Deserialize, Serialize};
 
 /// Local identity of a flow's QPs and memory, exchanged between ranks.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 pub struct RdmaEndpoint {
     /// Port LID (InfiniBand; 0 on RoCE).
     pub lid: u16,
@@ -17,9 +19,17 @@ pub struct RdmaEndpoint {
     /// Active path MTU as the `ibv_mtu` enum value (1 = 256 … 5 = 4096).
     pub mtu: u32,
     pub rkey: u32,
+    /// UD: the Q_Key this side's QPs accept (random per flow, so a stray
+    /// datagram that does not know it is dropped); 0 for RC.
+    #[serde(default)]
+    pub qkey: u32,
     /// Start of the registered buffer; QP i owns `[addr + i·len/qps, +len/qps)`.
     pub addr: u64,
     pub len: u64,
+    /// `connect = "rdma_cm"`, the passive end (receiver): where it listens
+    /// for the sender's QPs (its rank's data address and a port).
+    #[serde(default)]
+    pub cm_addr: Option<SocketAddr>,
 }
 
 impl RdmaEndpoint {
@@ -47,8 +57,10 @@ mod tests {
             psns: vec![0x12_3456, 0x65_4321],
             mtu: 5,
             rkey: 0x1234,
+            qkey: 0x0123_4567,
             addr: 0x7f00_0000_0000,
             len: 131_072,
+            cm_addr: Some("[fd00::2]:20001".parse().unwrap()),
         };
         let s = serde_json::to_string(&e).unwrap();
         assert_eq!(serde_json::from_str::<RdmaEndpoint>(&s).unwrap(), e);

@@ -25,6 +25,10 @@ pub enum RdmaError {
     #[error(transparent)]
     InvalidParam(#[from] InvalidParam),
 
+    /// FABRICBENCH_SYSFS_ROOT names no sysfs tree.
+    #[error(transparent)]
+    SysfsRoot(#[from] crate::sysfs::RootError),
+
     /// A verbs call failed while setting up (`what` names the call and its object).
     #[error("{flow}: {what} on device {device}: {source}")]
     Setup {
@@ -38,6 +42,16 @@ pub enum RdmaError {
     /// A QP state transition failed; `attr` names the transition and the attributes set.
     #[error("{flow}: QP {qp} (qpn {qpn:#x}) {transition} failed ({attrs}): {reason}")]
     Connect { flow: String, qp: usize, qpn: u32, transition: &'static str, attrs: String, reason: String },
+
+    /// Connecting through rdma_cm failed; `step` names the call or the event awaited.
+    #[error("{flow}: rdma_cm {step}: {reason}")]
+    Cm { flow: String, step: String, reason: String },
+
+    /// UD: a message larger than one packet on this port.
+    #[error(
+        "{flow}: [group.rdma] connection = \"UD\": message_size {size} B is above the active MTU of {device} port {port} ({mtu} B); a UD message is one packet: give at most {mtu}"
+    )]
+    AboveUdMtu { flow: String, size: u64, device: String, port: u8, mtu: u64 },
 
     #[error("{flow}: peer endpoint does not match: {reason}")]
     PeerMismatch { flow: String, reason: String },

@@ -1,15 +1,16 @@
 //! Latency, perftest style: write ping-pong polling on memory (ib_write_lat),
-//! send ping-pong (ib_send_lat), one read at a time (ib_read_lat). Write and
-//! send report half the round trip, read the full round trip; what is
-//! recorded is the round trip, every one inside the window.
+//! send ping-pong (ib_send_lat), one read at a time (ib_read_lat), one
+//! atomic at a time (ib_atomic_lat). Write and send report half the round
+//! trip, read and atomics the full round trip; what is recorded is the
+//! round trip, every one inside the window.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use super::connect::{wr_id, FlowResources, QpSlot, Shard, WR_RECV};
 use super::error::RdmaError;
-use super::ffi::{Cq, SendSpec, Wc, WrKind};
-use super::stream::{poll_err, wc_error, PASSIVE_NAP};
+use super::ffi::{Cq, SendSpec, Wc};
+use super::stream::{poll_err, wc_error, wr_kind, PASSIVE_NAP};
 use crate::histogram::{Histogram, Recorder};
 use crate::scenario::rdma::RdmaOp;
 use crate::transport::FlowCounters;
@@ -182,17 +183,15 @@ pub(crate) fn run(
     let Shard { qps, cq } = shard;
     let q = &mut qps[0];
     let half = res.slot_len / 2;
+    // Read and atomics: the target's CPU takes no part (one WR, one completion).
+    let one_sided = p.op == RdmaOp::Read || p.op.is_atomic();
     let spec = SendSpec {
-        kind: match p.op {
-            RdmaOp::Write => WrKind::Write,
-            RdmaOp::Send => WrKind::Send,
-            _ => WrKind::Read,
-        },
+        kind: wr_kind(p.op, q.index),
         rkey: res.peer_rkey,
         // The peer's receive half (offset 0 of its slot).
         remote_addr: q.remote_addr,
-        // Our send half; reads land in our receive half.
-        local_off: if p.op == RdmaOp::Read { q.local_off } else { q.local_off + half },
+        // Our send half; reads and fetched atomic words land in our receive half.
+        local_off: if one_sided { q.local_off } else { q.local_off + half },
         len: msg as u32,
         inline: p.sends_inline(),
     };
@@ -211,8 +210,8 @@ pub(crate) fn run(
     let mut i: u64 = 0;
     let qi = q.index;
 
-    if p.op == RdmaOp::Read && !initiator {
-        // ib_read_lat's server: passive until stopped.
+    if one_sided && !initiator {
+        // ib_read_lat's / ib_atomic_lat's server: passive until stopped.
         while !stop.load(Relaxed) {
             std::thread::sleep(PASSIVE_NAP);
         }
@@ -265,11 +264,11 @@ pub(crate) fn run(
                 wake
             }
             (_, _) => {
-                // Read, initiator: one read in flight, wait for its completion.
+                // Read or atomic, initiator: one in flight, wait for its completion.
                 post_one(res, q, &spec)?;
                 w.sends_in_flight += 1;
                 let limit = w.sends_in_flight;
-                w.sends_below(cq, qi, limit, "waiting for the read's completion")?
+                w.sends_below(cq, qi, limit, "waiting for the read's or atomic's completion")?
             }
         };
         if let Wake::Stopped = wake {

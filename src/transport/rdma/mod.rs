@@ -1,4 +1,4 @@
-//! The RDMA transport: RC queue pairs through sideway / rdma-mummy-sys
+//! The RDMA transport: RC and UD queue pairs through sideway / rdma-mummy-sys
 //! (libibverbs is opened at run time, so the binary runs without rdma-core).
 //!
 //! Life of a flow, driven by the worker:
@@ -9,21 +9,27 @@
 //!   .run(&counters, &stop) -> FlowOutcome  (blocking; returns when done or promptly after `stop`)
 //! ```
 //! Module map: `params` (knobs), `device` (device/port/GID choice, quirks),
-//! `connect` (resources, QP state machine), `stream` (bandwidth loops),
-//! `latency` (ping-pong), `probe` (inventory), `inventory` (the probe's
+//! `connect` (resources, QP state machine), `cm` (the same through rdma_cm), `ud` (UD's Q_Key,
+//! size check and connection), `path` (the address vector), `stream` (bandwidth loops),
+//! `latency` (ping-pong), `probe` (inventory), `gids` (GID entries, the auto-choice, a port's
+//! table from sysfs), `inventory` (the probe's
 //! compact form in run.json), `counters` (sysfs counters),
 //! `endpoint` (the exchanged record), `error`, and `ffi` (the only unsafe).
 
+mod cm;
 mod connect;
 pub mod counters;
 mod device;
 pub mod endpoint;
 pub mod error;
 mod ffi;
+mod gids;
 pub mod inventory;
 mod latency;
+mod path;
 pub mod probe;
 mod stream;
+mod ud;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicBool;
@@ -33,10 +39,12 @@ use serde::{Deserialize, Serialize};
 
 pub use connect::{prepare, ConnectedFlow, PreparedFlow};
 pub use counters::{CounterDelta, CounterSnapshot};
-pub use device::{libibverbs_release, GidInfo, GidKind};
+pub use device::{libibverbs_release, set_data_address};
 pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;
+pub use gids::{GidInfo, GidKind};
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
+pub(crate) use probe::numa_node;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 
 use crate::histogram::Histogram;
@@ -83,6 +91,13 @@ impl ConnectedFlow {
         self
     }
 
+    /// Bandwidth mode: the flow posts `per_s` messages a second, its shards
+    /// an equal part each, sleeping between (`transport::pace`).
+    pub fn with_pace(mut self, per_s: Option<f64>) -> Self {
+        self.res.pace = per_s;
+        self
+    }
+
     /// Runs the flow on this thread (and `threads - 1` more for the other
     /// shards). Returns when `iterations` are done or soon after `stop` is
     /// set; a completion error ends it with `Err` naming the status and QP.
@@ -108,6 +123,7 @@ impl ConnectedFlow {
         let label = res.label.clone();
         let shard_stop = stream::Stop { ext: stop, abort: AtomicBool::new(false) };
         let shard_stop = &shard_stop;
+        let pace = res.pace.map(|per_s| per_s / shards.len().max(1) as f64);
         let caught = |shard: usize, r: std::thread::Result<Result<stream::ShardResult, RdmaError>>| {
             r.unwrap_or_else(|p| {
                 Err(RdmaError::ThreadPanicked { flow: label.clone(), shard, message: panic_message(&*p) })
@@ -123,18 +139,25 @@ impl ConnectedFlow {
                 outcome.messages = l.messages;
                 outcome.bytes = l.bytes;
                 outcome.latency = l.round_trips;
+                if res.params.op.is_atomic() {
+                    // Initiator: the last fetched value; target: its word now.
+                    let word = shards[0].qps.first().map(|q| res.arena.read_u64(q.local_off));
+                    outcome.atomic_words = word.map(|w| vec![w]);
+                }
             })
         } else {
             let results: Vec<Result<stream::ShardResult, RdmaError>> = if shards.len() == 1 {
                 vec![caught(
                     0,
-                    catch_unwind(AssertUnwindSafe(|| stream::run_shard(res, &mut shards[0], counters, shard_stop))),
+                    catch_unwind(AssertUnwindSafe(|| {
+                        stream::run_shard(res, &mut shards[0], counters, shard_stop, pace)
+                    })),
                 )]
             } else {
                 std::thread::scope(|s| {
                     let handles: Vec<_> = shards
                         .iter_mut()
-                        .map(|shard| s.spawn(move || stream::run_shard(res, shard, counters, shard_stop)))
+                        .map(|shard| s.spawn(move || stream::run_shard(res, shard, counters, shard_stop, pace)))
                         .collect();
                     handles.into_iter().enumerate().map(|(i, h)| caught(i, h.join())).collect()
                 })

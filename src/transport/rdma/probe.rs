@@ -2,13 +2,16 @@
 
 use std::fmt;
 use std::fs;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::device::DeviceInfo;
 
-use super::device::{self, GidInfo};
+use super::device;
 use super::error::RdmaError;
 use super::ffi;
+use super::gids;
+use super::gids::{GidInfo, GidKind};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ProbeReport {
@@ -56,6 +59,7 @@ pub struct PortReport {
 
 /// Lists every device, port and GID. Errors only when there is no device at all.
 pub fn probe() -> Result<ProbeReport, RdmaError> {
+    let infiniband = crate::sysfs::infiniband(&crate::sysfs::root()?);
     let list = device::device_list()?;
     let mut devices = Vec::new();
     for dev in list.iter() {
@@ -66,7 +70,7 @@ pub fn probe() -> Result<ProbeReport, RdmaError> {
             firmware: String::new(),
             vendor_id: 0,
             vendor_part_id: 0,
-            numa_node: numa_node(&name),
+            numa_node: numa_node_at(&infiniband, &name),
             max_qp: 0,
             max_qp_wr: 0,
             max_cqe: 0,
@@ -99,7 +103,7 @@ pub fn probe() -> Result<ProbeReport, RdmaError> {
                 report.max_qp_rd_atom = a.max_qp_rd_atom;
                 report.atomics = a.atomic_cap != 0;
                 for port in 1..=a.phys_port_cnt {
-                    report.ports.push(port_report(&ctx, port));
+                    report.ports.push(port_report(&ctx, &infiniband, &name, port));
                 }
             }
             Err(e) => report.error = Some(format!("ibv_query_device_ex: {e}")),
@@ -109,7 +113,12 @@ pub fn probe() -> Result<ProbeReport, RdmaError> {
     Ok(ProbeReport { rdma_core: device::rdma_core_version(), devices })
 }
 
-fn port_report(ctx: &sideway::ibverbs::device_context::DeviceContext, port: u8) -> PortReport {
+fn port_report(
+    ctx: &sideway::ibverbs::device_context::DeviceContext,
+    infiniband: &Path,
+    device: &str,
+    port: u8,
+) -> PortReport {
     let mut r = PortReport {
         port,
         state: String::new(),
@@ -135,7 +144,11 @@ fn port_report(ctx: &sideway::ibverbs::device_context::DeviceContext, port: u8) 
     r.physical_state = phys_state_name(a.phys_state).to_string();
     r.link_layer = link_layer_name(a.link_layer).to_string();
     let speed = if a.active_speed_ex != 0 { a.active_speed_ex } else { u32::from(a.active_speed) };
-    let (rate, gbps) = rate_string(speed, a.active_width);
+    // A speed this build does not know (a newer generation): the kernel's own words.
+    let (rate, gbps) = match rate_string(speed, a.active_width) {
+        (_, None) => sysfs_rate_at(infiniband, device, port).unwrap_or_else(|| rate_string(speed, a.active_width)),
+        known => known,
+    };
     r.rate = rate;
     r.rate_gbps = gbps;
     r.active_mtu = mtu_bytes(a.active_mtu);
@@ -143,12 +156,55 @@ fn port_report(ctx: &sideway::ibverbs::device_context::DeviceContext, port: u8) 
     r.lid = a.lid;
     r.sm_lid = a.sm_lid;
     r.gids = device::gid_table(ctx, port, a.gid_tbl_len, a.link_layer);
+    gids::add_netdevs(infiniband, device, port, &mut r.gids);
     r
 }
 
+/// The NUMA node of `dev` under the sysfs root (None when absent or -1).
 pub(crate) fn numa_node(dev: &str) -> Option<i32> {
-    let s = fs::read_to_string(format!("/sys/class/infiniband/{dev}/device/numa_node")).ok()?;
+    numa_node_at(&crate::sysfs::infiniband(&crate::sysfs::root().ok()?), dev)
+}
+
+/// `device/numa_node` of `dev` under `infiniband` (…/class/infiniband).
+pub fn numa_node_at(infiniband: &Path, dev: &str) -> Option<i32> {
+    let s = fs::read_to_string(infiniband.join(dev).join("device/numa_node")).ok()?;
     s.trim().parse().ok().filter(|&n: &i32| n >= 0)
+}
+
+/// A port's `rate` file under `infiniband`, read as [`sysfs_rate`] reads it.
+pub fn sysfs_rate_at(infiniband: &Path, dev: &str, port: u8) -> Option<(String, Option<f64>)> {
+    let text = fs::read_to_string(infiniband.join(dev).join("ports").join(port.to_string()).join("rate")).ok()?;
+    sysfs_rate(&text).map(|(s, w)| rate_string(s, w))
+}
+
+/// The verbs speed and width codes of a sysfs `rate` such as
+/// "200 Gb/sec (4X HDR)" or "2.5 Gb/sec (1X SDR)" (the kernel's
+/// `rate_show`: signalling Gb/s, then lanes and generation). The number is
+/// not used: it is the signalling rate (QDR 4X says 40 where 32 carry data).
+pub fn sysfs_rate(text: &str) -> Option<(u32, u8)> {
+    let inner = text.trim().rsplit_once('(')?.1.strip_suffix(')')?;
+    let (lanes, generation) = inner.split_once(' ')?;
+    let width = match lanes.strip_suffix('X')? {
+        "1" => 1,
+        "4" => 2,
+        "8" => 4,
+        "12" => 8,
+        "2" => 16,
+        _ => return None,
+    };
+    let speed = match generation.trim() {
+        "SDR" => 1,
+        "DDR" => 2,
+        "QDR" => 4,
+        "FDR10" => 8,
+        "FDR" => 16,
+        "EDR" => 32,
+        "HDR" => 64,
+        "NDR" => 128,
+        "XDR" => 256,
+        _ => return None,
+    };
+    Some((speed, width))
 }
 
 fn guid_string(g: u64) -> String {
@@ -261,9 +317,9 @@ impl fmt::Display for ProbeReport {
                 }
                 for g in &p.gids {
                     let kind = match g.kind {
-                        device::GidKind::Ib => "IB",
-                        device::GidKind::RoceV1 => "RoCE v1",
-                        device::GidKind::RoceV2 => "RoCE v2",
+                        GidKind::Ib => "IB",
+                        GidKind::RoceV1 => "RoCE v1",
+                        GidKind::RoceV2 => "RoCE v2",
                     };
                     writeln!(
                         f,
@@ -292,6 +348,20 @@ mod tests {
         assert!(rate_string(3, 9).1.is_none());
         assert_eq!(mtu_bytes(5), 4096);
         assert_eq!(mtu_bytes(9), 0);
+    }
+
+    #[test]
+    fn sysfs_rates_read_like_the_verbs_codes() {
+        let rate = |t: &str| sysfs_rate(t).map(|(s, w)| rate_string(s, w));
+        assert_eq!(rate("200 Gb/sec (4X HDR)\n"), Some(("HDR 4X = 200 Gb/s".into(), Some(200.0))));
+        assert_eq!(rate("400 Gb/sec (4X NDR)"), Some(("NDR 4X = 400 Gb/s".into(), Some(400.0))));
+        assert_eq!(rate("100 Gb/sec (2X HDR)"), Some(("HDR 2X = 100 Gb/s".into(), Some(100.0))));
+        assert_eq!(rate("2.5 Gb/sec (1X SDR)"), Some(("SDR 1X = 2 Gb/s".into(), Some(2.0)))); // rxe
+        assert_eq!(rate("40 Gb/sec (4X QDR)"), Some(("QDR 4X = 32 Gb/s".into(), Some(32.0))));
+        assert_eq!(sysfs_rate("56 Gb/sec (4X FDR)"), Some((16, 2)));
+        for bad in ["", "200 Gb/sec", "200 Gb/sec (4X)", "200 Gb/sec (3X HDR)", "800 Gb/sec (4X YDR)"] {
+            assert_eq!(sysfs_rate(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, WR_RECV};
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
-use crate::scenario::rdma::{RdmaOp, CMP_SWAP_VALUE};
+use crate::scenario::rdma::{Connection, RdmaOp, CMP_SWAP_VALUE, UD_GRH};
+use crate::transport::pace::Pacer;
 use crate::transport::FlowCounters;
 use crate::transport::Side;
 
@@ -18,6 +19,9 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// `stop` (it has nothing else to do; fewer wake-ups leave the CPUs to the
 /// data path, which matters with Soft-RoCE).
 pub(crate) const PASSIVE_NAP: Duration = Duration::from_millis(10);
+/// The longest a paced sender sleeps for its next token at once: completions
+/// wait that long to be polled (counted), so it stays short.
+const PACED_NAP: Duration = Duration::from_millis(1);
 /// How long an event-mode wait sleeps before re-checking `stop`.
 const EVENT_WAIT_MS: i32 = 10;
 
@@ -86,9 +90,10 @@ pub(crate) fn run_shard(
     shard: &mut Shard,
     counters: &FlowCounters,
     stop: &Stop,
+    pace: Option<f64>,
 ) -> Result<ShardResult, RdmaError> {
     let r = match res.side {
-        Side::Sender => send_loop(res, shard, counters, stop),
+        Side::Sender => send_loop(res, shard, counters, stop, pace.map(Pacer::new)),
         Side::Receiver if res.params.op.needs_receives() => recv_loop(res, shard, counters, stop),
         Side::Receiver => passive_wait(res, shard, stop),
     };
@@ -113,9 +118,11 @@ fn send_loop(
     shard: &mut Shard,
     counters: &FlowCounters,
     stop: &Stop,
+    mut pacer: Option<Pacer>,
 ) -> Result<ShardResult, RdmaError> {
     let p = &res.params;
     let msg = p.effective_message_size();
+    let paced = pacer.is_some();
     let tx_depth = u64::from(p.tx_depth);
     let post_list = p.post_list;
     let cq_mod = p.effective_cq_moderation();
@@ -159,7 +166,8 @@ fn send_loop(
             let st = &mut prog[k];
             loop {
                 let remaining = target.map_or(u64::MAX, |t| t - st.posted);
-                let n = u64::from(post_list).min(remaining);
+                let allowed = pacer.as_mut().map_or(u64::MAX, |p| p.available(Instant::now()));
+                let n = u64::from(post_list).min(remaining).min(allowed);
                 let outstanding = st.posted - st.completed;
                 if n == 0 || outstanding + n > tx_depth {
                     break;
@@ -167,7 +175,9 @@ fn send_loop(
                 let n = n as u32;
                 // Signal every cq_mod-th WR, the last WR of an iteration-mode
                 // run, and the last of a batch after which the queue is full
-                // (so progress never waits on an unsignaled tail).
+                // (so progress never waits on an unsignaled tail); paced, the
+                // last of every batch, so what was sent is counted when it
+                // completes, not when the queue next fills.
                 let full_after = outstanding + u64::from(n) + u64::from(post_list) > tx_depth;
                 let final_batch = remaining == u64::from(n);
                 let index = q.index;
@@ -176,7 +186,7 @@ fn send_loop(
                 q.qp.post_sends(&specs[k], n, |j| {
                     unsig += 1;
                     let last = j + 1 == n;
-                    if unsig >= cq_mod || (last && (full_after || final_batch)) {
+                    if unsig >= cq_mod || (last && (full_after || final_batch || paced)) {
                         let covered = unsig;
                         unsig = 0;
                         last_signaled_at = Some(j);
@@ -197,11 +207,16 @@ fn send_loop(
                 st.unsignaled = unsig;
                 st.posted += u64::from(n);
                 posted_any = true;
+                if let Some(p) = pacer.as_mut() {
+                    p.take(u64::from(n));
+                }
             }
         }
 
         let mut n = shard.cq.poll(&mut wcs).map_err(|e| poll_err(res, e))?;
-        if n == 0 && !posted_any && shard.cq.is_event_driven() {
+        let in_flight = || prog.iter().any(|s| s.posted > s.completed);
+        // A paced sender with nothing in flight waits for its pacer, not the CQ.
+        if n == 0 && !posted_any && shard.cq.is_event_driven() && (!paced || in_flight()) {
             n = shard.cq.idle_wait(&mut wcs, EVENT_WAIT_MS).map_err(|e| poll_err(res, e))?;
         }
         if n > 0 {
@@ -232,7 +247,15 @@ fn send_loop(
         if posted_any {
             continue;
         }
-        // Nothing to post and nothing completed.
+        // Nothing to post and nothing completed. Paced: sleep for the next
+        // token (not a stall while nothing is in flight).
+        if let Some(wait) = pacer.as_ref().map(|p| p.wait_for_one(Instant::now())).filter(|w| !w.is_zero()) {
+            std::thread::sleep(wait.min(PACED_NAP));
+            if !in_flight() {
+                stall_mark = (Instant::now(), total_completed);
+                continue;
+            }
+        }
         idle_polls = idle_polls.wrapping_add(1);
         if shard.cq.is_event_driven() || idle_polls.is_multiple_of(1024) {
             let now = Instant::now();
@@ -300,6 +323,8 @@ fn recv_loop(
     let mut wcs = vec![Wc::default(); p.poll_batch as usize];
     let mut out = ShardResult::default();
     let write_imm = p.op == RdmaOp::WriteImm;
+    // A UD receive's byte count includes the GRH ahead of the message.
+    let grh = if p.connection == Connection::Ud { UD_GRH as u32 } else { 0 };
 
     while !stop.load(Relaxed) {
         let mut n = shard.cq.poll(&mut wcs).map_err(|e| poll_err(res, e))?;
@@ -319,7 +344,7 @@ fn recv_loop(
                 *c += 1;
             }
             msgs += 1;
-            bytes += if write_imm { msg } else { u64::from(wc.byte_len) };
+            bytes += if write_imm { msg } else { u64::from(wc.byte_len.saturating_sub(grh)) };
         }
         for (k, q) in shard.qps.iter_mut().enumerate() {
             if consumed[k] > 0 {

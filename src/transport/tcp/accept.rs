@@ -99,6 +99,14 @@ impl Listener {
         Ok(Listener { inner })
     }
 
+    /// Marks the flow's packets from this end (SYN-ACKs, ACKs, echoes) with
+    /// `dscp`: the accepted connections inherit the listener's.
+    pub fn mark(&self, dscp: u8) -> Result<(), TcpError> {
+        let addr = self.local_addr().ip();
+        crate::transport::tcp::dscp::mark(&self.inner, addr.is_ipv6(), dscp)
+            .map_err(|cause| TcpError::Listen { addr, cause })
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local_addr().expect("a bound listener has an address")
     }

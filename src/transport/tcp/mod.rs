@@ -6,9 +6,12 @@
 //! checks before it counts anything (`accept`).
 
 mod accept;
+pub mod dscp;
+mod open_loop;
 pub mod preamble;
 
 pub use accept::{Accepted, Listener, Stranger};
+pub use open_loop::{probe_loop, ProbePlan};
 pub use preamble::{FlowAuth, FlowProof, Refusal};
 
 use std::io::{ErrorKind, Read, Write};
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::histogram::Recorder;
+use crate::transport::pace::Pacer;
 use crate::transport::FlowCounters;
 
 /// How long one blocking socket call may take before the loop looks at the stop flag.
@@ -31,7 +35,7 @@ const POLL: Duration = Duration::from_millis(200);
 const DRAIN_SILENCE: Duration = Duration::from_secs(2);
 /// …and after this long in all, whatever the sender does, so a report is
 /// never held by a peer that writes on.
-const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
@@ -54,10 +58,26 @@ pub fn connect(
     streams: u32,
     timeout: Duration,
 ) -> Result<Vec<TcpStream>, TcpError> {
+    connect_marked(local, peer, auth, streams, timeout, None)
+}
+
+/// [`connect`], every packet of the streams (their SYN included) marked
+/// with `dscp` when given.
+pub fn connect_marked(
+    local: IpAddr,
+    peer: SocketAddr,
+    auth: &FlowAuth,
+    streams: u32,
+    timeout: Duration,
+    dscp: Option<u8>,
+) -> Result<Vec<TcpStream>, TcpError> {
     (0..streams)
         .map(|stream| {
             let err = |cause| TcpError::Connect { stream, local, peer, cause };
             let socket = Socket::new(Domain::for_address(peer), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+            if let Some(dscp) = dscp {
+                dscp::mark(&socket, peer.is_ipv6(), dscp).map_err(err)?;
+            }
             // Bind the source so traffic leaves through this rank's own address.
             socket.bind(&SocketAddr::new(local, 0).into()).map_err(err)?;
             socket.connect_timeout(&peer.into(), timeout).map_err(err)?;
@@ -69,12 +89,22 @@ pub fn connect(
         .collect()
 }
 
-/// Sends `buf` repeatedly until `stop`, counting bytes and whole messages.
-pub fn send_loop(mut sock: TcpStream, buf: &[u8], counters: &FlowCounters, stop: &AtomicBool) -> Result<(), TcpError> {
+/// Sends `buf` repeatedly until `stop`, counting bytes and whole messages;
+/// with a `pacer`, each message waits for its token first.
+pub fn send_loop(
+    mut sock: TcpStream,
+    buf: &[u8],
+    counters: &FlowCounters,
+    stop: &AtomicBool,
+    mut pacer: Option<Pacer>,
+) -> Result<(), TcpError> {
     let fail = stream_error(&sock, counters);
     sock.set_write_timeout(Some(POLL)).map_err(&fail)?;
     let mut offset = 0;
     while !stop.load(Ordering::Relaxed) {
+        if offset == 0 && pacer.as_mut().is_some_and(|p| !p.next(stop)) {
+            break;
+        }
         match sock.write(&buf[offset..]) {
             Ok(0) => return Err(fail(ErrorKind::WriteZero.into())),
             Ok(n) => {
@@ -204,20 +234,20 @@ pub fn echo_loop(
     Ok(())
 }
 
-fn prepare_latency(sock: &TcpStream) -> std::io::Result<()> {
+pub(super) fn prepare_latency(sock: &TcpStream) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
     sock.set_read_timeout(Some(POLL))?;
     sock.set_write_timeout(Some(POLL))
 }
 
-enum Direction {
+pub(super) enum Direction {
     Read,
     Write,
 }
 
 /// Moves all of `buf` one way; `false` when the peer closed or `give_up`
 /// (told whether the call moved bytes) says so.
-fn transfer(
+pub(super) fn transfer(
     sock: &mut TcpStream,
     buf: &mut [u8],
     give_up: &mut impl FnMut(bool) -> bool,
@@ -246,7 +276,10 @@ fn transfer(
 }
 
 /// Wraps a stream's I/O error with its peer and how many bytes it had moved.
-fn stream_error<'a>(sock: &TcpStream, counters: &'a FlowCounters) -> impl Fn(std::io::Error) -> TcpError + 'a {
+pub(super) fn stream_error<'a>(
+    sock: &TcpStream,
+    counters: &'a FlowCounters,
+) -> impl Fn(std::io::Error) -> TcpError + 'a {
     let peer = peer_name(sock);
     move |cause| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause }
 }

@@ -1,7 +1,9 @@
 //! Helpers for tests that run the real binary.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_fabricbench");
@@ -170,6 +172,23 @@ pub fn tcp_sockets(pid: u32) -> Vec<(String, u16)> {
         .collect()
 }
 
+/// Follows a spawned run's stderr (progress as plain lines, as it is a
+/// pipe): each line as it comes, and all of it once the run has ended.
+pub fn follow_stderr(child: &mut Child) -> (mpsc::Receiver<String>, std::thread::JoinHandle<String>) {
+    let (lines, heard) = mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().expect("stderr piped"));
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            all += &line;
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
+    });
+    (heard, reader)
+}
+
 /// Sends `signal` (e.g. "-9", "-STOP") to `pid` with kill(1).
 pub fn signal(pid: u32, signal: &str) {
     assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success(), "kill {signal} {pid}");
@@ -189,6 +208,18 @@ pub fn uses_rdma(scenario: &Path) -> bool {
 /// the others where a device exists), sorted.
 pub fn shipped_scenarios() -> Vec<PathBuf> {
     all_shipped_scenarios().into_iter().filter(|p| !uses_rdma(p)).collect()
+}
+
+/// The most an interface's counter can trail the application's over a TCP
+/// window: the kernel counts bytes as they arrive and the application as it
+/// reads them, so what sat in the receive buffers when the window opened is
+/// the application's and not the interface's (one mpirun-bed run: 4.69 GB on
+/// eth0 against about 4.71 GB read). Each stream holds at most tcp_rmem's
+/// maximum.
+pub fn receive_buffers(streams: usize) -> u64 {
+    let rmem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").expect("tcp_rmem is readable");
+    let max: u64 = rmem.split_whitespace().nth(2).and_then(|m| m.parse().ok()).expect("tcp_rmem has a maximum");
+    max * streams as u64
 }
 
 pub fn read_json(path: &Path) -> serde_json::Value {

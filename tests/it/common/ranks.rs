@@ -121,10 +121,26 @@ pub fn bootstrap(c: &mut Coordinator, ranks: usize) -> Traffic {
     traffic
 }
 
+/// A rank at the barrier: what it was sent (heartbeats aside), and its
+/// connection, open until this is dropped — a rank that closed at once
+/// would fail the phase of the ranks still on their way.
+pub struct Started {
+    pub messages: u64,
+    pub bytes: u64,
+    _reader: fabricbench::control::framing::FrameReader<tokio::net::tcp::OwnedReadHalf, ToWorker>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        self.writer.abort();
+    }
+}
+
 /// One rank over real TCP and real framing: connects to the coordinator at
-/// `addr`, says Hello, heartbeats as Welcome asks, answers until Start.
-/// Returns the messages and bytes it was sent (heartbeats aside).
-pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<(u64, u64), String> {
+/// `addr`, says Hello, heartbeats as Welcome asks (as a worker does: not in
+/// a round that carried another message), answers until Start.
+pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<Started, String> {
     use fabricbench::control::framing::{pump, FrameReader, FrameWriter};
     let stream = connect_from_own_address(addr, rank).await.map_err(|e| format!("rank {rank}: connect: {e}"))?;
     let _ = stream.set_nodelay(true);
@@ -135,12 +151,15 @@ pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<(u64, u64), Strin
     let _ = out.send(ToCoordinator::Hello(hello(rank)));
     // None until Welcome says how often.
     let mut heartbeat: Option<tokio::time::Interval> = None;
+    let mut busy = false;
     let (mut messages, mut bytes) = (0, 0);
     let outcome = loop {
         let msg = tokio::select! {
             msg = reader.next() => msg,
             _ = async { heartbeat.as_mut().expect("guarded").tick().await }, if heartbeat.is_some() => {
-                let _ = out.send(ToCoordinator::Heartbeat);
+                if !std::mem::take(&mut busy) {
+                    let _ = out.send(ToCoordinator::Heartbeat);
+                }
                 continue;
             }
         };
@@ -161,11 +180,17 @@ pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<(u64, u64), Strin
             break Ok((messages, bytes));
         }
         if let Some(reply) = answer(&msg) {
+            busy = true;
             let _ = out.send(reply);
         }
     };
-    writer.abort();
-    outcome
+    match outcome {
+        Ok((messages, bytes)) => Ok(Started { messages, bytes, _reader: reader, writer }),
+        Err(e) => {
+            writer.abort();
+            Err(e)
+        }
+    }
 }
 
 /// Connects from an address of the rank's own (127.1.0.0 + rank), as each

@@ -9,12 +9,15 @@
 //! * [`Cq`] (`cq`): an extended CQ, polled or event-driven; [`Wc`] is one
 //!   completion.
 //! * [`query_port`] (`port`): `ibv_query_port` without sideway's conversions.
+//! * `ud`: UD's Q_Key at INIT and the address handle (of a
+//!   [`path::AddressPath`](super::path::AddressPath)) its sends name.
 #![allow(unsafe_code)] // the crate denies it everywhere else (Cargo.toml [lints])
 
 mod arena;
 mod cq;
 mod port;
 mod qp;
+mod ud;
 
 pub(crate) use arena::Arena;
 pub(crate) use cq::{Cq, Wc};

@@ -8,13 +8,22 @@ use std::io;
 use std::ptr;
 use std::sync::Arc;
 
-use rdma_mummy_sys::{ibv_post_recv, ibv_recv_wr, ibv_sge};
+use rdma_mummy_sys::{ibv_post_recv, ibv_qp_to_qp_ex, ibv_recv_wr, ibv_sge, ibv_wr_set_ud_addr};
 use sideway::ibverbs::queue_pair::{
     ExtendedQueuePair, PostSendError, PostSendGuard, QueuePair, QueuePairAttribute, SetInlineData,
     SetScatterGatherEntry, WorkRequestFlags,
 };
 
+use super::ud::{self, Ah};
 use super::Arena;
+use crate::transport::rdma::path::AddressPath;
+
+/// A UD QP's peer: the address handle and the remote QP every send names.
+struct UdTarget {
+    ah: Ah,
+    qpn: u32,
+    qkey: u32,
+}
 
 /// What one send WR does (the remote side of it).
 #[derive(Clone, Copy, Debug)]
@@ -54,18 +63,34 @@ unsafe impl Send for RecvRing {}
 // SAFETY: no `&self` method touches the pointers; every use needs `&mut`.
 unsafe impl Sync for RecvRing {}
 
-/// An extended RC QP bound to the arena its WRs point into.
+/// An extended RC or UD QP bound to the arena its WRs point into.
 pub(crate) struct Qp {
-    // Field order is drop order: the QP is destroyed before the arena can go.
+    // Field order is drop order: the QP is destroyed before its address
+    // handle and the arena can go.
     qp: ExtendedQueuePair,
     recv: Option<RecvRing>,
     inline_buf: Box<[u8]>,
+    ud: Option<UdTarget>,
     arena: Arc<Arena>,
 }
 
 impl Qp {
     pub(crate) fn new(qp: ExtendedQueuePair, arena: Arc<Arena>, inline_len: usize) -> Qp {
-        Qp { qp, recv: None, inline_buf: vec![0u8; inline_len].into_boxed_slice(), arena }
+        Qp { qp, recv: None, inline_buf: vec![0u8; inline_len].into_boxed_slice(), ud: None, arena }
+    }
+
+    /// UD: RESET → INIT on `port`, receiving datagrams that carry `qkey`.
+    pub(crate) fn init_ud(&mut self, port: u8, qkey: u32) -> io::Result<()> {
+        // SAFETY: the QP is live (owned by self) for the call.
+        ud::init(unsafe { self.qp.qp() }, port, qkey)
+    }
+
+    /// UD: every send from now on goes to QP `qpn` (accepting `qkey`) at `to`.
+    pub(crate) fn set_ud_target(&mut self, to: &AddressPath, qpn: u32, qkey: u32) -> io::Result<()> {
+        // SAFETY: the QP is live (owned by self) for the call.
+        let ah = Ah::new(unsafe { self.qp.qp() }, to)?;
+        self.ud = Some(UdTarget { ah, qpn, qkey });
+        Ok(())
     }
 
     pub(crate) fn qpn(&self) -> u32 {
@@ -110,6 +135,10 @@ impl Qp {
         let laddr = self.arena.addr() + spec.local_off as u64;
         let inline = spec.inline && len <= self.inline_buf.len();
         let payload = &self.inline_buf[..if inline { len } else { 0 }];
+        // SAFETY: the QP is live (owned by self); an extended QP's ibv_qp is
+        // the base of its ibv_qp_ex, which this only converts back to.
+        let qp_ex = unsafe { ibv_qp_to_qp_ex(self.qp.qp().as_ptr()) };
+        let ud = self.ud.as_ref();
         let mut guard = self.qp.start_post_send();
         for k in 0..n {
             let (wr_id, signaled) = wr(k);
@@ -129,6 +158,12 @@ impl Qp {
                     h.setup_atomic_compare_swap(spec.rkey, spec.remote_addr, compare, swap)
                 }
             };
+            if let Some(t) = ud {
+                // SAFETY: between the WR's opcode call and the guard's post,
+                // as ibv_wr_set_ud_addr requires; the AH lives in self (it
+                // outlives the QP) and the QP is UD, whose provider sets the hook.
+                unsafe { ibv_wr_set_ud_addr(qp_ex, t.ah.as_ptr(), t.qpn, t.qkey) };
+            }
             if inline {
                 h.setup_inline_data(payload);
             } else {
