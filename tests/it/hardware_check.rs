@@ -165,4 +165,30 @@ fn bad_usage_names_the_option() {
     let run = hardware_check(out.path(), &["--peer"], &[]);
     assert_eq!(run.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&run.stderr).contains("--peer needs a host"), "{run:?}");
+    for bad in ["15m", "-1", "99999"] {
+        let run = hardware_check(out.path(), &["--budget", bad], &[]);
+        assert_eq!(run.status.code(), Some(2), "--budget {bad}");
+        let said = format!("hardware-check: --budget takes whole seconds from 0 to 9999, not '{bad}'");
+        assert!(String::from_utf8_lossy(&run.stderr).contains(&said), "{run:?}");
+    }
+}
+
+/// A spent budget starts no test and says so for each one: the check's
+/// time is bounded whatever the hardware does.
+#[test]
+fn a_spent_budget_runs_nothing_and_says_what_it_left_out() {
+    let Some(device) = crate::rdma::rdma_device("hardware_check::a_spent_budget") else { return };
+    let out = tempfile::tempdir().unwrap();
+    let run = hardware_check(out.path(), &["--quick", "-d", &device, "--budget", "0"], &[]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    for test in
+        ["fabricbench write-q1 (pair write -s 64K -q 1)", "perftest write-q1 (ib_write_bw", "fabricbench cpu-event"]
+    {
+        let said = format!("* not tested: {test}");
+        let line = report.lines().find(|l| l.starts_with(&said)).unwrap_or_else(|| panic!("{said}:\n{report}"));
+        assert!(line.ends_with("the check's 0 s budget was spent before it (--budget)"), "{line}");
+    }
+    assert!(table(&report, "Bandwidth").is_empty() && table(&report, "Latency").is_empty(), "{report}");
+    assert_eq!(std::fs::read_dir(out.path().join("fabricbench")).unwrap().count(), 0, "no test was started");
 }

@@ -105,6 +105,42 @@ fn tcp_dscp_marks_both_ends_on_the_bed() {
     assert!(other.is_empty(), "no other class: {other:?}");
 }
 
+/// Classes out of range, as a user types them in a scenario or to `pair`:
+/// exit 2 naming the file, line and field (or the flag) and the valid
+/// range, before any worker starts or any folder is made.
+#[test]
+fn a_class_out_of_range_is_refused_naming_the_field_and_the_range() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", common::LOCAL_HOSTS);
+    let group = "[run]\nduration = \"1s\"\n\n[[group]]\nname = \"g\"\npattern = \"pairwise\"\nflows = [[0, 1]]\n";
+    let refused = |args: &[&str], said: &str| {
+        let out = bench.run(args);
+        let err = common::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?} should say `{said}`:\n{err}");
+    };
+    let tcp = bench.write("tcp.toml", &format!("{group}dscp = 64\n"));
+    refused(
+        &["run", tcp.to_str().unwrap(), "-H", hosts.to_str().unwrap()],
+        "tcp.toml:8: group \"g\": field `dscp`: 64 is outside 0..=63 (the 6-bit DSCP; e.g. 46 for EF, 26 for AF31)",
+    );
+    let rdma =
+        |name: &str, line: &str| bench.write(name, &format!("{group}transport = \"rdma\"\n\n[group.rdma]\n{line}\n"));
+    let tc = rdma("tc.toml", "traffic_class = 256");
+    refused(
+        &["run", tc.to_str().unwrap(), "-H", hosts.to_str().unwrap()],
+        "field `rdma`: invalid RDMA parameter traffic_class: 256 is outside 0..=255 (the GRH traffic class",
+    );
+    let sl = rdma("sl.toml", "service_level = 16");
+    refused(
+        &["plan", sl.to_str().unwrap(), "-H", hosts.to_str().unwrap()],
+        "invalid RDMA parameter service_level: 16 is outside 0..=15 (the InfiniBand service level, 4 bits)",
+    );
+    refused(&["pair", "127.0.0.1", "127.0.0.2", "write", "--tclass", "256"], "--tclass: 256 is outside 0..=255");
+    refused(&["pair", "127.0.0.1", "127.0.0.2", "write", "--sl", "16"], "-S/--sl: 16 is outside 0..=15");
+    assert!(!bench.results().exists(), "nothing was started");
+}
+
 /// The peer VM and this one, or None (skipped) outside the two-VM run.
 fn two_vms(test: &str) -> Option<(String, String)> {
     let peer = std::env::var("FB_RDMA_PEER_HOST").ok().filter(|h| !h.is_empty());
