@@ -39,10 +39,19 @@ fn failed(e: impl std::fmt::Display) -> ReportError {
     ReportError::Encode { what: "a chart", reason: e.to_string() }
 }
 
-/// A named line: (x, y) points.
+/// A named line: (x, y) points and, where `errors` has one for a point
+/// (same index), an error bar from its low to its high y (a 95 % interval).
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    pub errors: Vec<Option<(f64, f64)>>,
+}
+
+impl Series {
+    /// A line without error bars.
+    pub fn plain(name: String, points: Vec<(f64, f64)>) -> Series {
+        Series { name, points, errors: Vec::new() }
+    }
 }
 
 /// Vertical bars, one per label, with a line across at `reference` (a fair
@@ -135,7 +144,9 @@ pub fn lines(title: &str, x_desc: &str, y_desc: &str, series: &[Series], sizes: 
         let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
         let (x0, x1) = if x0.is_finite() { (x0, x1.max(x0 + 1e-9)) } else { (0.0, 1.0) };
         let pad = if sizes { 0.5 } else { 0.0 };
-        let top = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max).max(1e-9) * 1.12;
+        let highest =
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.1).chain(s.errors.iter().flatten().map(|e| e.1)));
+        let top = highest.fold(0.0, f64::max).max(1e-9) * 1.12;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, (FONT, 19))
             .margin(12)
@@ -169,6 +180,11 @@ pub fn lines(title: &str, x_desc: &str, y_desc: &str, series: &[Series], sizes: 
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width)));
             chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(failed)?;
+            let errors = s.points.iter().zip(&s.errors).filter_map(|(&(x, y), e)| {
+                let (low, high) = (*e)?;
+                Some(ErrorBar::new_vertical(x, low.max(0.0), y, high, color.stroke_width(2), 10))
+            });
+            chart.draw_series(errors).map_err(failed)?;
         }
         chart
             .configure_series_labels()
@@ -288,4 +304,34 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
         root.present().map_err(failed)?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SVG shapes drawn: plotters draws an error bar as lines.
+    fn shapes(svg: &str) -> usize {
+        svg.matches("<line").count() + svg.matches("<polyline").count() + svg.matches("<path").count()
+    }
+
+    #[test]
+    fn lines_and_bars_draw_an_error_bar_for_each_interval_given() {
+        let points = vec![(1.0, 10.0), (2.0, 20.0), (3.0, 30.0)];
+        let plain = lines("t", "x", "y", &[Series::plain("a".into(), points.clone())], false).unwrap();
+        // Within the points' range, so both charts have the same axes.
+        let errors = vec![Some((8.0, 12.0)), None, Some((25.0, 29.0))];
+        let with = lines("t", "x", "y", &[Series { name: "a".into(), points: points.clone(), errors }], false).unwrap();
+        let per_bar = (shapes(&with) - shapes(&plain)) as f64 / 2.0;
+        assert!(per_bar >= 1.0 && per_bar.fract() == 0.0, "two bars, drawn alike: {per_bar} shapes each");
+        // An interval above every point: the y axis makes room for it.
+        let high = vec![None, None, Some((25.0, 60.0))];
+        let tall = lines("t", "x", "y", &[Series { name: "a".into(), points, errors: high }], false).unwrap();
+        assert!(tall.contains("\n60.0\n") && !plain.contains("\n60.0\n"), "the y axis reaches the interval's top");
+
+        let labels = vec!["a".to_string(), "b".to_string()];
+        let bare = bars("t", "y", &labels, &[1.0, 2.0], None, &[]).unwrap();
+        let one = bars("t", "y", &labels, &[1.0, 2.0], None, &[Some((0.5, 1.5)), None]).unwrap();
+        assert_eq!(shapes(&one) - shapes(&bare), per_bar as usize, "a bar chart's error bar is the same shape");
+    }
 }

@@ -146,7 +146,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
     let step = run.scenario.run.interval.as_secs_f64();
     let timeline = |v: &[f64]| v.iter().enumerate().map(|(k, &g)| ((k + 1) as f64 * step, g)).collect::<Vec<_>>();
     if !p.interval_gbps.is_empty() {
-        let aggregate = [Series { name: "aggregate".into(), points: timeline(&p.interval_gbps) }];
+        let aggregate = [Series::plain("aggregate".into(), timeline(&p.interval_gbps))];
         body += &format!(
             "<figure>{}</figure>",
             charts::lines("Aggregate per interval", "time in window (s)", "Gb/s", &aggregate, false)?
@@ -155,7 +155,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
             .flows
             .iter()
             .take(SERIES_MAX_FLOWS)
-            .map(|f| Series { name: format!("{} → {}", f.src_host, f.dst_host), points: timeline(&f.interval_gbps) })
+            .map(|f| Series::plain(format!("{} → {}", f.src_host, f.dst_host), timeline(&f.interval_gbps)))
             .collect();
         let more = p.flows.len().saturating_sub(SERIES_MAX_FLOWS);
         let title = if more > 0 {
@@ -285,12 +285,12 @@ fn sizes_chart(run: &RunResult) -> Result<Option<String>, ReportError> {
     }
     let series: Vec<Series> = points
         .into_iter()
-        .map(|(group, by_size)| Series {
-            name: group,
-            points: by_size
+        .map(|(group, by_size)| {
+            let points = by_size
                 .into_iter()
                 .map(|(size, rates)| ((size as f64).log2(), rates.iter().sum::<f64>() / rates.len() as f64))
-                .collect(),
+                .collect();
+            Series::plain(group, points)
         })
         .collect();
     charts::lines("Mean flow bandwidth vs message size", "message size (bytes, log2 scale)", "Gb/s", &series, true)

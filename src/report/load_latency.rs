@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::histogram::LatencySummary;
+use crate::metrics::confidence::Spread;
 use crate::report::charts::{self, Series};
 use crate::report::ReportError;
 use crate::result::RunResult;
@@ -20,9 +21,12 @@ const PERCENTILES: [(&str, Percentile); 3] =
 /// The chart, when at least two phases have both a paced bandwidth group
 /// and a measured latency flow; x is the phase's offered bandwidth (the sum
 /// of its paced bandwidth groups' `offered.gbps`), y each latency group's
-/// worst flow at each percentile, µs.
+/// worst flow at each percentile, µs. Phases at the same load (the repeats
+/// of a point) give one point, their mean, with its 95 % confidence
+/// interval as an error bar.
 pub fn chart(run: &RunResult) -> Result<Option<String>, ReportError> {
-    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    // Line → offered load (its f64 bits: the same rate is the same number) → values.
+    let mut lines: BTreeMap<String, BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
     let mut phases = 0;
     for p in &run.phases {
         let paced = p.groups.iter().filter(|g| g.mode == Mode::Bandwidth).filter_map(|g| g.offered);
@@ -39,7 +43,8 @@ pub fn chart(run: &RunResult) -> Result<Option<String>, ReportError> {
             any = true;
             for (name, of) in PERCENTILES {
                 let worst = flows.iter().map(of).fold(0.0, f64::max);
-                lines.entry(format!("{} {name}", g.name)).or_default().push((load, worst));
+                let line = lines.entry(format!("{} {name}", g.name)).or_default();
+                line.entry(load.to_bits()).or_default().push(worst);
             }
         }
         phases += usize::from(any);
@@ -49,9 +54,13 @@ pub fn chart(run: &RunResult) -> Result<Option<String>, ReportError> {
     }
     let series: Vec<Series> = lines
         .into_iter()
-        .map(|(name, mut points)| {
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Series { name, points }
+        .map(|(name, by_load)| {
+            let mut at: Vec<(f64, Vec<f64>)> = by_load.into_iter().map(|(x, ys)| (f64::from_bits(x), ys)).collect();
+            at.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let spreads: Vec<Option<Spread>> = at.iter().map(|(_, ys)| Spread::of(ys)).collect();
+            let points = at.iter().zip(&spreads).map(|((x, ys), s)| (*x, s.map_or(ys[0], |s| s.mean))).collect();
+            let errors = spreads.iter().map(|s| s.map(|s| (s.ci95_low, s.ci95_high))).collect();
+            Series { name, points, errors }
         })
         .collect();
     let title = "Latency (half round trip) vs offered load";

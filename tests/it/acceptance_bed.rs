@@ -149,7 +149,10 @@ fn a_healthy_cluster_passes_and_the_report_shows_it() {
     for row in run["matrix"]["values"].as_array().unwrap() {
         let measured: Vec<f64> = row.as_array().unwrap().iter().filter_map(serde_json::Value::as_f64).collect();
         assert_eq!(measured.len(), 3, "each host sends to the 3 others: {row}");
-        assert!(measured.iter().all(|&g| g > 0.3 && g < 1.0), "1 Gbit/s links: {row}");
+        // At most the link's goodput (99.3 % of 1 Gbit/s at the bed's 9000 B
+        // MTU) plus what tbf's bucket (1.25 MB at 1 Gbit/s) can add to a 1 s
+        // window (10 Mbit/s): 1.003 Gb/s. One CI run measured 1.00016.
+        assert!(measured.iter().all(|&g| g > 0.3 && g < 1.01), "1 Gbit/s links: {row}");
     }
 
     let html = std::fs::read_to_string(bench.result_dir().join("report.html")).unwrap();

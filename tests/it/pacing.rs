@@ -40,10 +40,11 @@ fn paced_tcp_flows_deliver_their_rate_on_loopback() {
     let _machine = common::quiet_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
-    // 1 Gb/s, and 4 Gb/s: the most this 2-core machine, shared with other
-    // builds, paces reliably in a debug build (10 Gb/s came to 0.97 of
-    // offered there; scripts/bench pacing has the release numbers).
-    for (rate, gbps) in [("1 Gb/s", 1.0), ("4 Gb/s", 4.0)] {
+    // 1, 4 and 10 Gb/s. 10 Gb/s is half of what one unpaced pair moves in
+    // a debug build on this 2-core machine (about 20 Gb/s), and came to 0.97
+    // of offered there with other builds running, so it is held to a looser
+    // floor (scripts/bench pacing has the release numbers and the ±1 % goal).
+    for (rate, gbps, floor) in [("1 Gb/s", 1.0, 0.95), ("4 Gb/s", 4.0, 0.95), ("10 Gb/s", 10.0, 0.9)] {
         let scenario = bench.write("paced.toml", &paced_pair(rate, "64K", "[[0, 1]]"));
         let run = run_json(&bench, &scenario, &hosts, &[]);
         let (flows, group) = offered(&run["phases"][0]);
@@ -51,7 +52,7 @@ fn paced_tcp_flows_deliver_their_rate_on_loopback() {
         assert!((asked - gbps).abs() < 1e-9, "{rate}: offered {asked} Gb/s");
         assert!((ratio - delivered / asked).abs() < 1e-9, "the ratio is delivered / offered");
         // Loose: the goal (±1 %) is the benchmark's.
-        assert!((0.95..=1.02).contains(&ratio), "{rate}: delivered {delivered} Gb/s, {ratio} of offered");
+        assert!((floor..=1.02).contains(&ratio), "{rate}: delivered {delivered} Gb/s, {ratio} of offered");
         assert_eq!(group, (asked, ratio), "one flow: the group is the flow");
     }
 }

@@ -282,7 +282,10 @@ fn tree_launch_of_two_slot_hosts_over_ssh() {
     args.extend(ssh.iter().map(String::as_str));
     args.extend(["--tree-radix", "2", "--export-json", "-", "--no-save", "--quiet"]);
     let out = bench.run(&args);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    // What is tested is where the ranks run and that every flow moves data;
+    // a rank whose Start came late on a loaded host shortens its window,
+    // which fabricbench rightly calls degraded (exit 4, run.json complete).
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", text(&out.stderr));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let flows = run["phases"][0]["flows"].as_array().unwrap();
     let ends: Vec<(&str, &str)> =
