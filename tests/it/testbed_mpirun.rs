@@ -9,10 +9,8 @@ use crate::common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::testbed::Bed;
+use common::testbed::{assert_fan_in_on_each_host, Bed, HOSTS4};
 use common::{read_json, text, Bench};
-
-const HOSTS4: [&str; 4] = ["h1", "h2", "h3", "h4"];
 
 fn fan_in(duration: &str, sweep: &str) -> String {
     format!(
@@ -68,25 +66,6 @@ fn left_on(bed: &Bed, within: Duration) -> Vec<String> {
     }
 }
 
-/// The fan-in's flows came from h2..h4 into h1, each carrying data.
-fn assert_fan_in(run: &serde_json::Value) {
-    let hosts: Vec<&str> = run["hosts"].as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();
-    assert_eq!(hosts, HOSTS4, "ranks in the hostfile's order");
-    let phase = &run["phases"][0];
-    assert_eq!(phase["complete"], true, "{phase}");
-    let flows = phase["flows"].as_array().unwrap();
-    assert_eq!(flows.len(), 3);
-    for (i, f) in flows.iter().enumerate() {
-        assert_eq!((f["src_host"].as_str(), f["dst_host"].as_str()), (Some(HOSTS4[i + 1]), Some("h1")), "{f}");
-        assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
-    }
-    // Every rank measured its own namespace's interface: it ran where the hostfile put it.
-    let ranks = phase["ranks"].as_array().unwrap();
-    let received: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
-    let floor = received.saturating_sub(common::receive_buffers(flows.len()));
-    assert!(ranks[0]["netdevs"][0]["rx_bytes"].as_u64().unwrap() >= floor, "{received}: {}", ranks[0]);
-}
-
 #[test]
 fn fan_in_with_the_mpirun_launcher() {
     let Some(bed) = Bed::up(4, &[]) else { return };
@@ -101,7 +80,7 @@ fn fan_in_with_the_mpirun_launcher() {
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("completed"), "{stdout}");
     let run = read_json(&bench.result_dir().join("run.json"));
-    assert_fan_in(&run);
+    assert_fan_in_on_each_host(&run);
     assert!(run["launch_s"].as_f64().unwrap() > 0.0);
     assert_eq!(left_on(&bed, Duration::from_secs(8)), Vec::<String>::new());
     assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
@@ -119,7 +98,7 @@ fn mpirun_started_run_makes_rank_0_the_launcher() {
     // One launcher, one summary: rank 0's.
     assert_eq!(stdout.matches("completed").count(), 1, "{stdout}");
     let run = read_json(&bench.result_dir().join("run.json"));
-    assert_fan_in(&run);
+    assert_fan_in_on_each_host(&run);
     assert_eq!(left_on(&bed, Duration::from_secs(8)), Vec::<String>::new());
 
     // mpirun's own hostfile maps otherwise (plain lines: as many slots as

@@ -8,10 +8,8 @@ use crate::common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::testbed::Bed;
+use common::testbed::{assert_fan_in_on_each_host, Bed, HOSTS4};
 use common::{read_json, text, Bench};
-
-const HOSTS4: [&str; 4] = ["h1", "h2", "h3", "h4"];
 
 fn fan_in(duration: &str) -> String {
     format!(
@@ -79,28 +77,7 @@ fn fan_in_under_salloc_runs_one_worker_per_node() {
     assert!(stdout.contains("completed"), "{stdout}");
 
     let run = read_json(&bench.result_dir().join("run.json"));
-    let hosts: Vec<&str> = run["hosts"].as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();
-    assert_eq!(hosts, HOSTS4, "the hosts are the allocation's nodes, in order");
-    let phase = &run["phases"][0];
-    assert_eq!(phase["complete"], true);
-    let flows = phase["flows"].as_array().unwrap();
-    assert_eq!(flows.len(), 3);
-    for (i, f) in flows.iter().enumerate() {
-        assert_eq!((f["src_host"].as_str(), f["dst_host"].as_str()), (Some(HOSTS4[i + 1]), Some("h1")), "{f}");
-        assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
-    }
-    // Each rank measured its own node's interface: the receiver's eth0 took
-    // in what arrived, less what sat in its receive buffers; what arrived from a sender left through its
-    // eth0 (counted on its own clock, so within a margin).
-    let ranks = phase["ranks"].as_array().unwrap();
-    let received: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
-    assert_eq!(ranks[0]["netdevs"][0]["iface"], "eth0");
-    let floor = received.saturating_sub(common::receive_buffers(flows.len()));
-    assert!(ranks[0]["netdevs"][0]["rx_bytes"].as_u64().unwrap() >= floor, "{received}: {}", ranks[0]);
-    for (rank, flow) in ranks[1..].iter().zip(flows) {
-        let sent = rank["netdevs"][0]["tx_bytes"].as_u64().unwrap() as f64;
-        assert!(sent >= 0.9 * flow["rx_bytes"].as_u64().unwrap() as f64, "{rank} vs {flow}");
-    }
+    assert_fan_in_on_each_host(&run);
     assert!(run["launch_s"].as_f64().unwrap() > 0.0);
     assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(5)), Vec::<String>::new());
     assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());

@@ -9,6 +9,36 @@ use std::time::{Duration, Instant};
 
 const LOCK: &str = "/var/tmp/fabricbench-testbed.tests.lock";
 
+/// The four hosts of a bed of four, in the hostfile's order.
+pub const HOSTS4: [&str; 4] = ["h1", "h2", "h3", "h4"];
+
+/// A fan-in from h2..h4 into h1 under a scheduler's launch (srun, mpirun):
+/// the ranks in the hostfile's order, every flow carrying data, and each
+/// rank measuring its own host's eth0: the receiver's took in what arrived,
+/// less what sat in its receive buffers, and what arrived from a sender
+/// left through its eth0 (counted on its own clock, so within a margin).
+pub fn assert_fan_in_on_each_host(run: &serde_json::Value) {
+    let hosts: Vec<&str> = run["hosts"].as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();
+    assert_eq!(hosts, HOSTS4, "ranks in the hostfile's order");
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true, "{phase}");
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 3);
+    for (i, f) in flows.iter().enumerate() {
+        assert_eq!((f["src_host"].as_str(), f["dst_host"].as_str()), (Some(HOSTS4[i + 1]), Some("h1")), "{f}");
+        assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
+    }
+    let ranks = phase["ranks"].as_array().unwrap();
+    let received: u64 = flows.iter().map(|f| f["rx_bytes"].as_u64().unwrap()).sum();
+    assert_eq!(ranks[0]["netdevs"][0]["iface"], "eth0");
+    let floor = received.saturating_sub(super::receive_buffers(flows.len()));
+    assert!(ranks[0]["netdevs"][0]["rx_bytes"].as_u64().unwrap() >= floor, "{received}: {}", ranks[0]);
+    for (rank, flow) in ranks[1..].iter().zip(flows) {
+        let sent = rank["netdevs"][0]["tx_bytes"].as_u64().unwrap() as f64;
+        assert!(sent >= 0.9 * flow["rx_bytes"].as_u64().unwrap() as f64, "{rank} vs {flow}");
+    }
+}
+
 pub struct Bed {
     _machine: File,
     _lock: File,
