@@ -126,13 +126,15 @@ fn v3_repeats_of_a_sweep() {
     assert_eq!(report("v3-repeats-sweep"), with_repeats);
 }
 
-/// A phase with rank 2 frozen across its window's opening: degraded, each
-/// reason a line, its checks unknown.
+/// A soak: the Flaps tables (per flow its median, lowest interval, dips
+/// and their time; per link event its host, device, start and length).
 #[test]
 fn v3_soak_with_its_flaps() {
     assert_eq!(report("v3-soak"), WITHOUT_CHECKS);
 }
 
+/// A phase with rank 2 frozen across its window's opening: degraded, each
+/// reason a line, its checks unknown.
 #[test]
 fn v3_degraded_with_its_checks_unknown() {
     let mut with_junit = WITHOUT_CHECKS.to_vec();
