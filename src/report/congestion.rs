@@ -1,6 +1,8 @@
 //! The "Congestion impact" table: each canary group's mean and tail alone
 //! and beside the congestors, and their ratio (GPCNeT's impact factor).
 
+use crate::metrics::confidence::Spread;
+use crate::report::repeats::mean_ci;
 use crate::report::table::Table;
 use crate::result::congestion::{CanaryImpact, CanaryNumbers};
 use crate::result::RunResult;
@@ -24,7 +26,25 @@ pub fn tables(run: &RunResult) -> Vec<Table> {
         ],
     );
     t.rows = canaries.iter().map(row).collect();
-    vec![t]
+    let mut out = vec![t];
+    if let Some(groups) = &run.congestion_repeats {
+        let mut t = Table::new(
+            "Congestion impact over the repeats (×; mean ± 95 % interval from Student's t)".into(),
+            &["canary", "repeats", "impact mean (×)", "min – max", "impact tail (×)", "min – max"],
+        );
+        let cells = |s: &Option<Spread>| match s {
+            Some(s) => [mean_ci(s), format!("{} – {}", number(s.min, 3), number(s.max, 3))],
+            None => ["-".into(), "-".into()],
+        };
+        for g in groups {
+            let n = g.impact_mean.or(g.impact_tail).map_or(0, |s| s.n);
+            let [mean, mean_range] = cells(&g.impact_mean);
+            let [tail, tail_range] = cells(&g.impact_tail);
+            t.rows.push(vec![g.group.clone(), n.to_string(), mean, mean_range, tail, tail_range]);
+        }
+        out.push(t);
+    }
+    out
 }
 
 /// The canary group, and which repeat when the run repeats.

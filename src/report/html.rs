@@ -222,6 +222,9 @@ fn sweep_section(run: &RunResult, sweep: &SweepResult) -> Result<String, ReportE
     Ok(out)
 }
 
+/// A bar of an impact chart: its label, its height (×) and its 95 % interval.
+type ImpactBar = (String, f64, Option<(f64, f64)>);
+
 /// The impact per canary group, mean and tail, against the unharmed line
 /// at 1.0, and the table of what the ratios are of.
 fn congestion_section(run: &RunResult, canaries: &[CanaryImpact]) -> Result<String, ReportError> {
@@ -230,15 +233,31 @@ fn congestion_section(run: &RunResult, canaries: &[CanaryImpact]) -> Result<Stri
                    congested for bandwidth, so 1.0 is unharmed and 2.0 twice as bad (GPCNeT's impact factor; \
                    docs/CONGESTION.md).</p>\n<div class=\"charts\">"
         .to_string();
-    for (what, pick) in
-        [("mean", (|c: &CanaryImpact| c.impact_mean) as fn(&CanaryImpact) -> Option<f64>), ("tail", |c| c.impact_tail)]
-    {
-        let (labels, ratios): (Vec<String>, Vec<f64>) =
-            canaries.iter().filter_map(|c| Some((congestion::label(c), pick(c)?))).unzip();
-        if !ratios.is_empty() {
-            let title = format!("Congestion impact, {what} (× isolated)");
-            out += &format!("<figure>{}</figure>", charts::bars(&title, "impact ×", &labels, &ratios, Some(1.0), &[])?);
+    for tail in [false, true] {
+        let bars: Vec<ImpactBar> = match &run.congestion_repeats {
+            // Repeated: a bar per canary, its repeats' mean impact with its 95 % interval.
+            Some(groups) => groups
+                .iter()
+                .filter_map(|g| {
+                    let s = if tail { g.impact_tail } else { g.impact_mean }?;
+                    Some((g.group.clone(), s.mean, Some((s.ci95_low, s.ci95_high))))
+                })
+                .collect(),
+            None => canaries
+                .iter()
+                .filter_map(|c| Some((congestion::label(c), if tail { c.impact_tail } else { c.impact_mean }?, None)))
+                .collect(),
+        };
+        if bars.is_empty() {
+            continue;
         }
+        let what = if tail { "tail" } else { "mean" };
+        let over = if run.congestion_repeats.is_some() { ", mean ± 95 % CI over the repeats" } else { "" };
+        let title = format!("Congestion impact, {what} (× isolated){over}");
+        let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+        let values: Vec<f64> = bars.iter().map(|b| b.1).collect();
+        let errors: Vec<Option<(f64, f64)>> = bars.iter().map(|b| b.2).collect();
+        out += &format!("<figure>{}</figure>", charts::bars(&title, "impact ×", &labels, &values, Some(1.0), &errors)?);
     }
     out += "</div>\n";
     for table in congestion::tables(run) {

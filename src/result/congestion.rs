@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::confidence::Spread;
 use crate::metrics::stats;
 use crate::plan::Plan;
 use crate::result::PhaseResult;
@@ -99,6 +100,45 @@ pub fn summarize(plan: &Plan, phases: &[PhaseResult]) -> Option<Vec<CanaryImpact
     Some(out)
 }
 
+/// A canary group's impacts over the repeats of a repeated run: how far
+/// one repeat's impact can be trusted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImpactOverRepeats {
+    pub group: String,
+    pub mode: Mode,
+    /// `impact_mean` of every repeat that has one (dimensionless), with its
+    /// mean, stdev, min/max and 95 % interval; `None` below two repeats.
+    pub impact_mean: Option<Spread>,
+    /// The same of `impact_tail`.
+    pub impact_tail: Option<Spread>,
+}
+
+/// Each canary group's impacts over its repeats, in the groups' order;
+/// `None` when the impacts are not repeated.
+pub fn over_repeats(impacts: &[CanaryImpact]) -> Option<Vec<ImpactOverRepeats>> {
+    let repeated: Vec<&CanaryImpact> = impacts.iter().filter(|c| c.repeat.is_some()).collect();
+    let mut groups: Vec<(&str, Mode)> = Vec::new();
+    for c in &repeated {
+        if !groups.iter().any(|(g, _)| *g == c.group) {
+            groups.push((c.group.as_str(), c.mode));
+        }
+    }
+    let spread = |group: &str, pick: fn(&CanaryImpact) -> Option<f64>| {
+        let values: Vec<f64> = repeated.iter().filter(|c| c.group == group).filter_map(|c| pick(c)).collect();
+        Spread::of(&values)
+    };
+    let out: Vec<ImpactOverRepeats> = groups
+        .into_iter()
+        .map(|(group, mode)| ImpactOverRepeats {
+            group: group.to_string(),
+            mode,
+            impact_mean: spread(group, |c| c.impact_mean),
+            impact_tail: spread(group, |c| c.impact_tail),
+        })
+        .collect();
+    (!out.is_empty()).then_some(out)
+}
+
 /// The canary group's mean and tail in one phase (`None`: nothing measured).
 fn numbers(phase: &PhaseResult, group: &str, mode: Mode) -> Option<CanaryNumbers> {
     let flows: Vec<_> = phase.flows.iter().filter(|f| f.group == group).collect();
@@ -116,5 +156,45 @@ fn numbers(phase: &PhaseResult, group: &str, mode: Mode) -> Option<CanaryNumbers
                 flows: flows.len(),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn impact(group: &str, repeat: Option<u32>, mean: Option<f64>, tail: f64) -> CanaryImpact {
+        CanaryImpact {
+            group: group.into(),
+            mode: Mode::Latency,
+            repeat,
+            isolated_phase: None,
+            congested_phase: None,
+            isolated: None,
+            congested: None,
+            impact_mean: mean,
+            impact_tail: Some(tail),
+        }
+    }
+
+    #[test]
+    fn repeated_impacts_get_their_spread_per_group() {
+        let impacts = [
+            impact("ring", Some(1), Some(2.0), 3.0),
+            impact("bw", Some(1), Some(1.0), 1.0),
+            impact("ring", Some(2), Some(4.0), 5.0),
+            impact("bw", Some(2), None, 1.5),
+            impact("ring", Some(3), Some(3.0), 4.0),
+        ];
+        let over = over_repeats(&impacts).unwrap();
+        assert_eq!(over.iter().map(|o| o.group.as_str()).collect::<Vec<_>>(), ["ring", "bw"], "file order");
+        let ring = over[0].impact_mean.unwrap();
+        assert_eq!((ring.n, ring.mean, ring.min, ring.max), (3, 3.0, 2.0, 4.0));
+        // stdev 1, t(0.975, 2) = 4.303: the interval is 3 ± 4.303 / √3.
+        assert!((ring.ci95_half - 4.302_652_7 / 3f64.sqrt()).abs() < 1e-6, "{ring:?}");
+        assert_eq!(over[0].impact_tail.unwrap().mean, 4.0);
+        assert_eq!(over[1].impact_mean, None, "one repeat had no impact: one value is no spread");
+        assert_eq!(over[1].impact_tail.unwrap().n, 2);
+        assert_eq!(over_repeats(&[impact("ring", None, Some(2.0), 3.0)]), None, "not repeated");
     }
 }

@@ -83,6 +83,10 @@ pub struct RunResult {
     /// With `[congestion]`: each canary group's impact (congested vs isolated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<Vec<congestion::CanaryImpact>>,
+    /// With `[congestion]` and `[run] repeat`: each canary group's impacts
+    /// over the repeats, with mean, spread and 95 % confidence interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_repeats: Option<Vec<congestion::ImpactOverRepeats>>,
     /// Per phase, each flow's dips below `[soak] flap` of its median and
     /// every link event (absent when there were none and `[soak]` is not set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -125,6 +129,7 @@ impl RunResult {
             matrix: None,
             acceptance: None,
             congestion: None,
+            congestion_repeats: None,
             flaps: Vec::new(),
             live: None,
         }
@@ -146,6 +151,7 @@ impl RunResult {
         self.repeats = repeats::summarize(&self.plan, &self.phases);
         self.matrix = pair_matrix(&self.plan, &self.phases);
         self.congestion = congestion::summarize(&self.plan, &self.phases);
+        self.congestion_repeats = self.congestion.as_deref().and_then(congestion::over_repeats);
         self.flaps = flaps::of_run(self);
     }
 }

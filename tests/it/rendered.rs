@@ -87,6 +87,26 @@ fn v3_congestion_impact() {
     assert!(html.contains("Congestion impact, mean (× isolated)"), "the chart of the impacts");
 }
 
+/// A repeated congestion run: an impact per canary and repeat, then each
+/// canary's impacts over the repeats (mean ± 95 % CI), drawn as bars with
+/// their intervals.
+#[test]
+fn v3_repeated_congestion_impact_with_intervals() {
+    let mut with_repeats = WITHOUT_CHECKS.to_vec();
+    with_repeats.push("repeats.csv");
+    assert_eq!(report("v3-repeats-congestion"), with_repeats);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("v3-repeats-congestion"), dir.path().join("run.json")).unwrap();
+    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    for what in ["mean", "tail"] {
+        let title = format!("Congestion impact, {what} (× isolated), mean ± 95 % CI over the repeats");
+        assert!(html.contains(&title), "{title}");
+    }
+    assert!(html.contains("Congestion impact over the repeats"), "the table of the spreads");
+}
+
 /// Offered load: a paced background swept over its `rate` beside an
 /// open-loop probe: the offered-vs-delivered table, flows.csv's offered
 /// columns, and report.html's latency-against-load chart.
