@@ -90,6 +90,51 @@ impl HostFacts {
     }
 }
 
+/// Facts that are not the same on every host, one line each naming every
+/// value and its hosts (`kernel: 6.1.0-57 on h1, h2; 6.1.0-40 on h3`): the
+/// node on other firmware or another kernel that an acceptance run should
+/// know of before it blames the fabric. Devices are compared by chip
+/// (`hca_type`, else name), so one host's mlx5_0 meets another's of the same
+/// model; a fact a host could not read is not compared.
+pub fn differences(hosts: &[(&str, &HostFacts)]) -> Vec<String> {
+    // Each fact, in the order first met, with every (value, host) read.
+    let mut seen: Vec<(String, Vec<(String, &str)>)> = Vec::new();
+    for &(host, f) in hosts {
+        let mut add = |fact: String, value: Option<String>| {
+            let Some(value) = value else { return };
+            match seen.iter_mut().find(|(known, _)| *known == fact) {
+                Some((_, values)) => values.push((value, host)),
+                None => seen.push((fact, vec![(value, host)])),
+            }
+        };
+        add("kernel".into(), f.kernel.clone());
+        add("OS".into(), f.os.clone());
+        add("CPU".into(), f.cpu_model.clone());
+        add("cores".into(), f.cores.map(|n| n.to_string()));
+        add("NUMA nodes".into(), f.numa_nodes.map(|n| n.to_string()));
+        add("rdma-core".into(), f.rdma_core.map(|n| n.to_string()));
+        for d in &f.rdma_devices {
+            let chip = d.hca_type.clone().unwrap_or_else(|| d.name.clone());
+            add(format!("{chip} firmware"), d.firmware.clone());
+            add(format!("{chip} driver"), d.driver.clone());
+        }
+    }
+    seen.into_iter()
+        .filter_map(|(fact, read)| {
+            let mut values: Vec<(String, Vec<&str>)> = Vec::new();
+            for (value, host) in read {
+                match values.iter_mut().find(|(v, _)| *v == value) {
+                    Some((_, on)) if !on.contains(&host) => on.push(host),
+                    Some(_) => {}
+                    None => values.push((value, vec![host])),
+                }
+            }
+            let listed: Vec<String> = values.iter().map(|(v, on)| format!("{v} on {}", on.join(", "))).collect();
+            (values.len() > 1).then(|| format!("{fact}: {}", listed.join("; ")))
+        })
+        .collect()
+}
+
 /// `PRETTY_NAME` of an os-release file (else `NAME VERSION`), unquoted.
 fn pretty_name(text: &str) -> Option<String> {
     let field = |key: &str| {

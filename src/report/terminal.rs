@@ -4,6 +4,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
+use crate::hostfacts::{self, HostFacts};
 use crate::report::table::Table;
 use crate::report::tables::{self, status_line, summarize};
 use crate::report::{congestion, live, repeats, sweeps};
@@ -85,5 +86,12 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
             facts.push_str(&format!("{}: {f}", c.host));
         }
     }
-    format!("{comfy}\n{facts}")
+    let read: Vec<(&str, &HostFacts)> =
+        checks.iter().filter_map(|c| Some((c.host.as_str(), c.facts.as_ref()?))).collect();
+    let differ = hostfacts::differences(&read);
+    let warning = match differ.len() {
+        0 => String::new(),
+        n => format!("WARNING: {n} fact(s) differ between the hosts:\n  {}\n", differ.join("\n  ")),
+    };
+    format!("{comfy}\n{facts}{warning}")
 }

@@ -86,6 +86,37 @@ fn every_tree_renders_as_hosts_shows_it() {
     }
 }
 
+/// `fabricbench hosts` warns of what differs between hosts (a node on
+/// another kernel or firmware), naming each value's hosts; hosts alike, or
+/// a fact one host could not read, say nothing.
+#[test]
+fn facts_that_differ_between_hosts_are_named_with_their_hosts() {
+    let (ib, roce, two) = (facts("mlx5-ib"), facts("roce-gids"), facts("two-nics"));
+    let alike = fabricbench::hostfacts::differences(&[("n1", &ib), ("n2", &ib)]);
+    assert!(alike.is_empty(), "{alike:?}");
+    let mut older = ib.clone();
+    older.kernel = Some("5.14.0-284.11.1.el9_2.x86_64".into());
+    older.rdma_devices[0].firmware = Some("20.36.1010".into());
+    older.cores = None;
+    let firmware = format!("{} firmware", ib.rdma_devices[0].hca_type.as_deref().unwrap());
+    let differ = fabricbench::hostfacts::differences(&[("n1", &ib), ("n2", &older), ("n3", &ib)]);
+    assert_eq!(
+        differ,
+        [
+            "kernel: 5.14.0-362.8.1.el9_3.x86_64 on n1, n3; 5.14.0-284.11.1.el9_2.x86_64 on n2".to_string(),
+            format!("{firmware}: {} on n1, n3; 20.36.1010 on n2", ib.rdma_devices[0].firmware.as_deref().unwrap()),
+        ],
+        "what n2 could not read is not compared"
+    );
+    // Three recorded hosts of different makes differ in many facts, each named once.
+    let many = fabricbench::hostfacts::differences(&[("ib", &ib), ("roce", &roce), ("two", &two)]);
+    println!("{}", many.join("\n"));
+    let named: Vec<&str> = many.iter().map(|l| l.split(':').next().unwrap()).collect();
+    let mut unique = named.clone();
+    unique.dedup();
+    assert_eq!(named, unique);
+}
+
 /// The sysfs folder of a recorded host, and its class/infiniband.
 fn sys(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts").join(name).join("sys")
