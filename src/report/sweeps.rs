@@ -3,7 +3,9 @@
 //! two-parameter sweep also one matrix per group (rows × columns). Every
 //! column and matrix cell names its unit, and a ratio is always of the
 //! number printed beside it. A repeated sweep shows each point's mean ±
-//! its 95 % interval.
+//! its 95 % interval. A point measured once in a degraded phase (not a
+//! valid measurement) says so beside its number; a repeated point's mean
+//! counts only its valid repeats.
 
 use crate::report::repeats::mean_ci;
 use crate::report::table::Table;
@@ -14,10 +16,19 @@ use crate::units::number;
 /// The sweep's table and, with a second parameter, its matrices (none
 /// without a sweep).
 pub fn tables(run: &RunResult) -> Vec<Table> {
-    run.sweep.as_ref().map(of).unwrap_or_default()
+    let degraded: Vec<usize> = run.phases.iter().filter(|p| !p.degraded.is_empty()).map(|p| p.index).collect();
+    run.sweep.as_ref().map(|sweep| of(sweep, &degraded)).unwrap_or_default()
 }
 
-fn of(sweep: &SweepResult) -> Vec<Table> {
+/// Whether the point is one measurement in a phase of `degraded`.
+fn invalid(point: &SweepRow, degraded: &[usize]) -> bool {
+    point.groups.iter().all(|c| c.spread.is_none()) && degraded.contains(&point.phase)
+}
+
+/// What follows a degraded point's number.
+const DEGRADED: &str = " (degraded)";
+
+fn of(sweep: &SweepResult, degraded: &[usize]) -> Vec<Table> {
     let Some(first) = sweep.points.first() else { return Vec::new() };
     let groups: Vec<(&str, &str, bool)> = first
         .groups
@@ -49,7 +60,8 @@ fn of(sweep: &SweepResult) -> Vec<Table> {
         row.extend(point.by_value.clone());
         for &(group, _, mpps) in &groups {
             let cell = point.groups.iter().find(|c| c.group == group);
-            row.push(cell.map_or_else(dash, |c| c.spread.as_ref().map_or_else(|| number(c.value, 3), mean_ci)));
+            let shown = cell.map_or_else(dash, |c| c.spread.as_ref().map_or_else(|| number(c.value, 3), mean_ci));
+            row.push(if cell.is_some() && invalid(point, degraded) { shown + DEGRADED } else { shown });
             if mpps {
                 // A TCP point has no message rate: a dash, never a 0.
                 row.push(cell.filter(|c| has_mpps(c)).and_then(|c| c.mpps).map_or_else(dash, |v| number(v, 3)));
@@ -61,7 +73,7 @@ fn of(sweep: &SweepResult) -> Vec<Table> {
     }
     let mut tables = vec![t];
     if let Some(by) = &sweep.by_parameter {
-        tables.extend(groups.iter().map(|&(group, metric, _)| matrix(sweep, by, group, metric)));
+        tables.extend(groups.iter().map(|&(group, metric, _)| matrix(sweep, by, group, metric, degraded)));
     }
     tables
 }
@@ -97,7 +109,7 @@ fn sweep_axes(sweep: &SweepResult) -> String {
 /// (Gb/s, or p99 µs): a matrix that mixes TCP and RDMA compares Gb/s. The
 /// ratio beside each cell is of the number shown, against its column's
 /// baseline.
-fn matrix(sweep: &SweepResult, by: &str, group: &str, metric: &str) -> Table {
+fn matrix(sweep: &SweepResult, by: &str, group: &str, metric: &str, degraded: &[usize]) -> Table {
     let mpps = cells(sweep, group).all(|(_, c)| has_mpps(c));
     let unit = if mpps { "Mpps" } else { metric_unit(metric) };
     let shown = |c: &SweepCell| if mpps { c.mpps.unwrap_or_default() } else { c.value };
@@ -127,9 +139,10 @@ fn matrix(sweep: &SweepResult, by: &str, group: &str, metric: &str) -> Table {
                 |(point, c)| {
                     let base = sweep.baseline_of(point, group).map(shown).filter(|&b| b > 0.0);
                     let value = shown(c);
+                    let mark = if invalid(point, degraded) { DEGRADED } else { "" };
                     match base {
-                        Some(b) => format!("{} {unit} ({:.2}×)", number(value, 3), value / b),
-                        None => format!("{} {unit}", number(value, 3)),
+                        Some(b) => format!("{} {unit} ({:.2}×){mark}", number(value, 3), value / b),
+                        None => format!("{} {unit}{mark}", number(value, 3)),
                     }
                 },
             ));
@@ -178,7 +191,7 @@ mod tests {
 
     #[test]
     fn a_matrix_mixing_transports_shows_gbps_with_ratios_of_those_numbers() {
-        let tables = of(&stress_by_transport([0.0153, 0.0145]));
+        let tables = of(&stress_by_transport([0.0153, 0.0145]), &[]);
         let m = &tables[1];
         assert_eq!(m.title, "incast: Gb/s by stress.threads × transport (× the baseline row of each column)");
         assert_eq!(m.header, ["stress.threads \\ transport", "tcp", "rdma"]);
@@ -196,9 +209,21 @@ mod tests {
     fn an_all_rdma_matrix_shows_mpps_with_ratios_of_mpps() {
         let mut sweep = stress_by_transport([2.0, 1.5]);
         sweep.points.retain(|p| p.by_value.as_deref() == Some("rdma"));
-        let m = &of(&sweep)[1];
+        let m = &of(&sweep, &[])[1];
         assert!(m.title.starts_with("incast: Mpps by"), "{}", m.title);
         // 1.5 / 2.0, not the Gb/s ratio (0.95) recorded in the cell.
         assert_eq!(m.rows[1], ["all", "1.500 Mpps (0.75×)"]);
+    }
+
+    #[test]
+    fn a_point_of_a_degraded_phase_says_so_beside_its_number() {
+        let mut sweep = stress_by_transport([2.0, 1.5]);
+        for (k, p) in sweep.points.iter_mut().enumerate() {
+            p.phase = k;
+        }
+        let tables = of(&sweep, &[2]);
+        let column: Vec<&str> = tables[0].rows.iter().map(|r| r[2].as_str()).collect();
+        assert_eq!(column, ["20.000", "8.000", "10.000 (degraded)", "7.600"]);
+        assert_eq!(tables[1].rows[1], ["all", "10.000 Gb/s (0.50×) (degraded)", "7.600 Gb/s (0.95×)"]);
     }
 }
