@@ -7,6 +7,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::control::wire::Window;
+use crate::units::number;
 
 pub enum Progress {
     Off,
@@ -74,10 +75,12 @@ impl Progress {
     pub fn interval(&mut self, index: usize, interval: u32, gbps: f64) {
         match self {
             Progress::Off => {}
-            Progress::Lines => eprintln!("fabricbench: phase {index} interval {interval}: {gbps:.3} Gb/s aggregate"),
+            Progress::Lines => {
+                eprintln!("fabricbench: phase {index} interval {interval}: {} Gb/s aggregate", number(gbps, 3))
+            }
             Progress::Bars { phase: Some(bar), .. } => {
                 bar.set_position(u64::from(interval));
-                bar.set_message(format!("{gbps:.3} Gb/s aggregate"));
+                bar.set_message(format!("{} Gb/s aggregate", number(gbps, 3)));
             }
             Progress::Bars { .. } => {}
         }
@@ -86,10 +89,10 @@ impl Progress {
     pub fn phase_done(&mut self, index: usize, gbps: f64) {
         match self {
             Progress::Off => {}
-            Progress::Lines => eprintln!("fabricbench: phase {index} done: {gbps:.3} Gb/s aggregate"),
+            Progress::Lines => eprintln!("fabricbench: phase {index} done: {} Gb/s aggregate", number(gbps, 3)),
             Progress::Bars { phase, .. } => {
                 if let Some(bar) = phase.take() {
-                    bar.finish_with_message(format!("done: {gbps:.3} Gb/s aggregate"));
+                    bar.finish_with_message(format!("done: {} Gb/s aggregate", number(gbps, 3)));
                 }
             }
         }
