@@ -89,6 +89,27 @@ fn every_paced_table_and_file_shows_offered_against_delivered() {
     }
 }
 
+/// The progress lines of a slow flow (5 Mb/s: 0.005 Gb/s) keep 3
+/// significant digits, as the tables do: never `0.005`, never `0.000`.
+#[test]
+fn progress_lines_keep_three_significant_digits() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("slow.toml", &paced_pair("5 Mb/s", "1K", "[[0, 1]]"));
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-save"]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let numbers: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("fabricbench: phase 0 ")?.strip_suffix(" Gb/s aggregate")?.rsplit(' ').next())
+        .collect();
+    assert!(numbers.len() >= 2, "interval and done lines:\n{stderr}");
+    for n in numbers {
+        let digits = n.trim_start_matches(['0', '.']).chars().filter(char::is_ascii_digit).count();
+        assert!(digits >= 3, "`{n}` keeps 3 significant digits:\n{stderr}");
+    }
+}
+
 /// Two latency probes into one echoing rank, 1 → 2 open-loop and 0 → 2
 /// ping-pong; the echoing rank stops for `STALL` in the window. Each
 /// probe's (p99, max) in µs.
