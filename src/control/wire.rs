@@ -89,8 +89,11 @@ pub struct FlowRole {
 /// The common measurement window of a phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Window {
+    #[serde(with = "strict_duration")]
     pub warmup: Duration,
+    #[serde(with = "strict_duration")]
     pub duration: Duration,
+    #[serde(with = "strict_duration")]
     pub interval: Duration,
 }
 
@@ -177,6 +180,7 @@ pub enum ToWorker {
     /// job's size), from which the rank also derives its lease.
     Welcome {
         now_ns: i64,
+        #[serde(with = "strict_duration")]
         heartbeat: Duration,
     },
     /// The rank's flows in a phase: create their endpoints.
@@ -206,9 +210,51 @@ pub enum ToWorker {
     Heartbeat,
 }
 
+/// A `Duration` on the wire as serde writes one (seconds, then
+/// nanoseconds: the same bytes), read strictly: nanoseconds of a second or
+/// more are refused, where serde would carry them into the seconds. Every
+/// frame then has one reading, and re-encodes to no more than it carried
+/// (the fuzzers' round-trip property found 8 bytes that re-encoded to 9).
+mod strict_duration {
+    use std::time::Duration;
+
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    const NANOS_PER_SEC: u32 = 1_000_000_000;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        (d.as_secs(), d.subsec_nanos()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let (secs, nanos) = <(u64, u32)>::deserialize(d)?;
+        if nanos >= NANOS_PER_SEC {
+            return Err(D::Error::custom(format!("a duration's nanoseconds ({nanos}) must be below one second")));
+        }
+        Ok(Duration::new(secs, nanos))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fuzzer's input (fuzz/corpus/to_worker/nanos-carry): a Welcome
+    /// whose heartbeat has 2.1 s of nanoseconds. It is refused, where it
+    /// used to decode as 128 s that re-encode a byte longer.
+    #[test]
+    fn a_duration_with_a_second_of_nanoseconds_is_refused() {
+        let frame = [0x00, 0x00, 0x7e, 0x80, 0xca, 0xb5, 0xee, 0x08];
+        let e = postcard::from_bytes::<ToWorker>(&frame).unwrap_err();
+        assert!(matches!(e, postcard::Error::SerdeDeCustom), "{e:?}");
+        // The same bytes as serde's own encoding of a Duration, both ways.
+        let welcome = ToWorker::Welcome { now_ns: -5, heartbeat: Duration::new(126, 999_999_999) };
+        let bytes = postcard::to_stdvec(&welcome).unwrap();
+        let plain = postcard::to_stdvec(&(0u8, -5i64, Duration::new(126, 999_999_999))).unwrap();
+        assert_eq!(bytes, plain);
+        assert_eq!(postcard::from_bytes::<ToWorker>(&bytes).unwrap(), welcome);
+    }
 
     #[test]
     fn window_arithmetic_is_total() {
