@@ -347,25 +347,33 @@ fn ib_send_bw_ud(dev: &str, size: u64, server: Option<&str>) -> Option<f64> {
         eprintln!("perftest is not installed: no ib_send_bw -c UD reference");
         return None;
     }
-    // `timeout`: a server whose client never came ends by itself.
-    let line = format!("timeout 60 ib_send_bw -c UD -d {dev} -s {size} -D 2 -F");
+    // A port of this test's own (not perftest's 18515, which a server left
+    // by an earlier test may hold), and `timeout`: a server whose client
+    // never came ends by itself.
+    let port = 20000 + std::process::id() % 20000;
+    let line = format!("timeout 60 ib_send_bw -c UD -d {dev} -s {size} -D 2 -F -p {port}");
     let client = format!("{line} {}", server.unwrap_or("127.0.0.1"));
     let mut last = String::new();
     // A loaded host can be slow to bring the server up: a fresh server per attempt.
     for _ in 0..3 {
+        let log = tempfile::NamedTempFile::new().unwrap();
         let mut listening = match server {
-            Some(host) => quiet(std::process::Command::new("ssh").arg(host).arg(&line)),
-            None => quiet(std::process::Command::new("sh").arg("-c").arg(&line)),
+            Some(host) => logged(std::process::Command::new("ssh").arg(host).arg(&line), log.path()),
+            None => logged(std::process::Command::new("sh").arg("-c").arg(&line), log.path()),
         };
         let mut ran = None;
-        for _ in 0..20 {
+        for _ in 0..40 {
             std::thread::sleep(Duration::from_millis(500));
             let out = std::process::Command::new("sh").arg("-c").arg(&client).output().unwrap();
             if out.status.success() {
                 ran = Some(text(&out.stdout));
                 break;
             }
-            last = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            let gone = listening.try_wait().unwrap().is_some();
+            last = format!("client: {}{}", text(&out.stdout), text(&out.stderr));
+            if gone {
+                break;
+            }
         }
         let _ = listening.kill();
         let _ = listening.wait();
@@ -374,13 +382,17 @@ fn ib_send_bw_ud(dev: &str, size: u64, server: Option<&str>) -> Option<f64> {
             assert!(rows.len() == 1 && rows[0][0] == size as f64 && rows[0][3] > 0.0, "{out}");
             return Some(rows[0][3]);
         }
+        last += &format!("server: {}", std::fs::read_to_string(log.path()).unwrap_or_default());
     }
     panic!("ib_send_bw -c UD: the client never ran against the server; last attempt:\n{last}");
 }
 
-/// Spawns with output discarded (the reference's server prints its own table).
-fn quiet(command: &mut std::process::Command) -> std::process::Child {
-    command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn")
+/// Spawns with its output to `log` (the reference's server prints its own
+/// table; kept to say why, should it fail).
+fn logged(command: &mut std::process::Command, log: &std::path::Path) -> std::process::Child {
+    let file = std::fs::File::create(log).expect("a log file");
+    let err = file.try_clone().expect("the log file again");
+    command.stdout(file).stderr(err).spawn().expect("spawn")
 }
 
 /// `pair -c UD` on two local ranks (ib_send_bw -c UD / ib_send_lat -c UD):

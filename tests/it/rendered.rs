@@ -22,6 +22,11 @@ fn fixture(name: &str) -> PathBuf {
 /// (in a copy of it: report writes beside its run.json), snapshotted as
 /// `name.<file>`. Returns the names of the files it wrote.
 fn report(name: &str) -> Vec<String> {
+    report_and_page(name).0
+}
+
+/// [`report`], and the report.html it wrote.
+fn report_and_page(name: &str) -> (Vec<String>, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(fixture(name), dir.path().join("run.json")).unwrap();
     let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
@@ -33,8 +38,8 @@ fn report(name: &str) -> Vec<String> {
         insta::assert_snapshot!(format!("{name}.{file}"), text);
         written.push(file.to_string());
     }
-    assert!(dir.path().join("report.html").is_file(), "report {name} wrote no report.html");
-    written
+    let html = std::fs::read_to_string(dir.path().join("report.html"));
+    (written, html.unwrap_or_else(|e| panic!("report {name} wrote no report.html: {e}")))
 }
 
 const WITHOUT_CHECKS: [&str; 4] = ["summary.md", "flows.csv", "intervals.csv", "ranks.csv"];
@@ -77,12 +82,8 @@ fn v3_sweep_with_cpu_per_thread() {
 /// Congestion impact table (terminal, summary.md) and section (report.html).
 #[test]
 fn v3_congestion_impact() {
-    assert_eq!(report("v3-congestion"), WITHOUT_CHECKS);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture("v3-congestion"), dir.path().join("run.json")).unwrap();
-    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
-    assert!(out.status.success());
-    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    let (written, html) = report_and_page("v3-congestion");
+    assert_eq!(written, WITHOUT_CHECKS);
     assert!(html.contains("<h2>Congestion impact</h2>") && html.contains("impact tail (×)"), "report.html");
     assert!(html.contains("Congestion impact, mean (× isolated)"), "the chart of the impacts");
 }
@@ -94,12 +95,8 @@ fn v3_congestion_impact() {
 fn v3_repeated_congestion_impact_with_intervals() {
     let mut with_repeats = WITHOUT_CHECKS.to_vec();
     with_repeats.push("repeats.csv");
-    assert_eq!(report("v3-repeats-congestion"), with_repeats);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture("v3-repeats-congestion"), dir.path().join("run.json")).unwrap();
-    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
-    assert!(out.status.success());
-    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    let (written, html) = report_and_page("v3-repeats-congestion");
+    assert_eq!(written, with_repeats);
     for what in ["mean", "tail"] {
         let title = format!("Congestion impact, {what} (× isolated), mean ± 95 % CI over the repeats");
         assert!(html.contains(&title), "{title}");
@@ -112,12 +109,8 @@ fn v3_repeated_congestion_impact_with_intervals() {
 /// columns, and report.html's latency-against-load chart.
 #[test]
 fn v3_load_latency_sweep_with_offered_load() {
-    assert_eq!(report("v3-load-latency"), WITHOUT_CHECKS);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture("v3-load-latency"), dir.path().join("run.json")).unwrap();
-    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
-    assert!(out.status.success());
-    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    let (written, html) = report_and_page("v3-load-latency");
+    assert_eq!(written, WITHOUT_CHECKS);
     assert!(html.contains("Latency (half round trip) vs offered load"), "the load→latency chart");
     assert!(html.contains("offered background load (Gb/s)") && html.contains("probe p99.9"), "its axis and lines");
     assert!(html.contains("Offered load (rate) vs delivered"), "the table");
