@@ -387,6 +387,16 @@ fn ib_send_bw_ud(dev: &str, size: u64, server: Option<&str>) -> Option<f64> {
     panic!("ib_send_bw -c UD: the client never ran against the server; last attempt:\n{last}");
 }
 
+/// The RDMA device rank 0 used in the run's first phase (the device its
+/// counters were read from): the reference runs on the same one. (The
+/// probe's first device need not be it: an earlier test may have added an
+/// rxe device on an interface of a smaller MTU, which a 4 KiB UD send
+/// exceeds.)
+fn used_device(run: &serde_json::Value) -> String {
+    let device = &run["phases"][0]["ranks"][0]["rdma_counters"][0]["device"];
+    device.as_str().unwrap_or_else(|| panic!("rank 0 read no RDMA device's counters: {run}")).to_string()
+}
+
 /// Spawns with its output to `log` (the reference's server prints its own
 /// table; kept to say why, should it fail).
 fn logged(command: &mut std::process::Command, log: &std::path::Path) -> std::process::Child {
@@ -432,7 +442,7 @@ fn pair_ud_like_ib_send_bw() {
         assert_eq!(flow["bytes"], flow["rx_bytes"], "UD counts what arrived: {flow}");
     }
     println!("{stdout}");
-    let dev = fabricbench::transport::rdma::probe().unwrap().devices[0].name.clone();
+    let dev = used_device(&run);
     if let Some(reference) = ib_send_bw_ud(&dev, 4096, None) {
         println!("4096 B over UD: fabricbench {:.2} MB/sec, ib_send_bw -c UD {reference:.2} MB/sec", rows[1][3]);
     }
@@ -484,7 +494,7 @@ fn ud_send_across_two_hosts() {
         f(&flow["gbps"]),
         lost * 100.0
     );
-    let dev = fabricbench::transport::rdma::probe().unwrap().devices[0].name.clone();
+    let dev = used_device(&run);
     if let Some(reference) = ib_send_bw_ud(&dev, 4096, Some(&peer)) {
         let ours = f(&flow["gbps"]) * 1e9 / 8.0 / f64::from(1 << 20);
         println!("4096 B over UD across hosts: fabricbench {ours:.2} MB/sec, ib_send_bw -c UD {reference:.2} MB/sec");
