@@ -7,7 +7,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{GroupSpec, Mode, Transport};
+use super::rdma::Connection;
+use super::{GroupSpec, Mode, Op, Transport};
 
 /// The slowest bit rate a flow may ask for: 1 Mb/s.
 pub const MIN_BITS_PER_S: f64 = 1e6;
@@ -145,12 +146,26 @@ pub(super) fn check_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     }
     let Some(rate) = g.rate else { return Ok(()) };
     if g.mode == Mode::Latency && g.transport == Transport::Rdma {
-        return Err((
-            "rate",
-            "open-loop latency (a latency group with a rate) is TCP only; an RDMA latency group is ping-pong: drop \
-             `rate`, or use transport = \"tcp\""
-                .into(),
-        ));
+        // The k-th echo answers the k-th probe: the initiator needs
+        // messages the target echoes, delivered in order.
+        if g.effective_op() != Op::Send {
+            return Err((
+                "rate",
+                format!(
+                    "open-loop RDMA latency (a latency group with a rate) sends probes the target echoes: set op = \
+                     \"send\" (this group's op is {}), or drop `rate` for ping-pong",
+                    g.effective_op().rdma().name()
+                ),
+            ));
+        }
+        if g.rdma.as_ref().is_some_and(|r| r.connection == Connection::Ud) {
+            return Err((
+                "rate",
+                "open-loop RDMA latency needs RC (echoes matched to probes by order; UD may drop or reorder): \
+                 drop connection = \"UD\", or drop `rate` for ping-pong"
+                    .into(),
+            ));
+        }
     }
     let size = g.effective_message_size().bytes();
     let per_s = rate.messages_per_s(size);
@@ -241,7 +256,14 @@ mod tests {
         let e = err(&with("rate = \"1 Gb/s\"\nschedule = \"constant\""));
         assert!(e.contains("field `schedule`: `schedule` is for open-loop latency groups"), "{e}");
         let e = err(&latency("rate = \"1k msg/s\"\ntransport = \"rdma\""));
-        assert!(e.contains("field `rate`: open-loop latency (a latency group with a rate) is TCP only"), "{e}");
+        assert!(e.contains("field `rate`: open-loop RDMA latency (a latency group with a rate) sends probes"), "{e}");
+        assert!(e.contains("set op = \"send\" (this group's op is write)"), "{e}");
+        let rdma_send = "rate = \"1k msg/s\"\ntransport = \"rdma\"\nop = \"send\"";
+        let ud = latency(&format!("{rdma_send}\nrdma = {{ connection = \"UD\" }}")).replace("\"64K\"", "\"2\"");
+        let e = err(&ud);
+        assert!(e.contains("field `rate`: open-loop RDMA latency needs RC"), "{e}");
+        let (s, _) = crate::scenario::parse(&latency(rdma_send), std::path::Path::new("s.toml")).unwrap();
+        assert_eq!(s.groups[0].rate, Some(Rate::Messages(1000.0)), "send over RC goes open-loop");
     }
 
     #[test]

@@ -113,6 +113,23 @@ impl Pacer {
     }
 }
 
+/// When the probes of one stream go: from `start`, `per_s` a second, Poisson
+/// gaps drawn from `poisson_seed` when given, else evenly spaced.
+#[derive(Clone, Copy, Debug)]
+pub struct ProbePlan {
+    pub start: Instant,
+    pub per_s: f64,
+    pub poisson_seed: Option<u64>,
+}
+
+impl ProbePlan {
+    /// The plan's send times. Drawn twice, by the sending side and by the
+    /// side that times the echoes, they are the same times.
+    pub fn schedule(&self) -> Schedule {
+        Schedule::new(self.start, self.per_s, self.poisson_seed)
+    }
+}
+
 /// The scheduled send times of open-loop probes: `start`, then gaps of
 /// 1/rate (constant) or exponential gaps of that mean (Poisson, from a
 /// seeded generator, so both ends of a probe can draw the same times).

@@ -245,9 +245,10 @@ impl Connected {
                     let mut end = FlowEnd::new(role, rails.first().and_then(|(_, _, node)| *node));
                     // The flow's offered rate, split evenly over its rails.
                     let per_rail = end.role.group.offered_msgs_per_s().map(|per_s| per_s / rails.len() as f64);
-                    for (flow, device, node) in rails {
+                    for (rail, (flow, device, node)) in rails.into_iter().enumerate() {
+                        let seed = end.poisson_seed(rail as u64);
                         threads.push(end.spawn_rdma(
-                            (flow.with_pace(per_rail), device, node),
+                            (flow.with_pace(per_rail, seed), device, node),
                             t0,
                             (open, close),
                             stop.clone(),

@@ -15,7 +15,7 @@ use crate::metrics::cpu::{ThreadBook, ThreadClass, DATA_THREAD};
 use crate::scenario::limits::TCP_MAX_MESSAGE;
 use crate::scenario::rate::Schedule;
 use crate::scenario::Mode;
-use crate::transport::pace::Pacer;
+use crate::transport::pace::{Pacer, ProbePlan};
 use crate::transport::{rdma, tcp, FlowCounters, Side};
 
 /// Told when a flow fails while its phase runs (the error, naming the flow).
@@ -145,12 +145,17 @@ impl FlowEnd {
     /// What one of the end's `streams` offers when its group has a `rate`
     /// (the flow's rate split evenly): its messages per second from `t0`
     /// and, for Poisson probes, the seed of stream `stream` of this flow.
-    fn stream_pace(&self, stream: u64, t0: Instant) -> Option<tcp::ProbePlan> {
+    fn stream_pace(&self, stream: u64, t0: Instant) -> Option<ProbePlan> {
         let group = &self.role.group;
         let per_s = group.offered_msgs_per_s()? / f64::from(group.streams.max(1));
-        let poisson = group.schedule == Some(Schedule::Poisson);
-        let seed = u64::from(self.role.flow.id) << 32 | stream;
-        Some(tcp::ProbePlan { start: t0, per_s, poisson_seed: poisson.then_some(seed) })
+        Some(ProbePlan { start: t0, per_s, poisson_seed: self.poisson_seed(stream) })
+    }
+
+    /// The seed of the Poisson probes of stream (or rail) `stream` of this
+    /// flow, where the group's schedule is Poisson.
+    pub fn poisson_seed(&self, stream: u64) -> Option<u64> {
+        let poisson = self.role.group.schedule == Some(Schedule::Poisson);
+        poisson.then_some(u64::from(self.role.flow.id) << 32 | stream)
     }
 
     /// Runs one rail of an RDMA flow end (all its QPs on `device`) from `t0`

@@ -110,17 +110,27 @@ fn progress_lines_keep_three_significant_digits() {
     }
 }
 
-/// Two latency probes into one echoing rank, 1 → 2 open-loop and 0 → 2
-/// ping-pong; the echoing rank stops for `STALL` in the window. Each
-/// probe's (p99, max) in µs.
-fn probes_across_a_stall(bench: &Bench, stall: Duration) -> [(f64, f64); 2] {
+/// What a stalled echo did to two latency probes.
+struct Stalled {
+    /// The open-loop probe's and the ping-pong probe's (p99, max) in µs.
+    latency: [(f64, f64); 2],
+    /// The open-loop probe's offered and delivered messages per second.
+    probes: (f64, f64),
+}
+
+/// Two latency probes into one echoing rank, 1 → 2 open-loop at `rate` and
+/// 0 → 2 ping-pong, both groups with `lines` added (a transport); the
+/// echoing rank stops for `stall` in the window.
+fn probes_across_a_stall(bench: &Bench, stall: Duration, rate: &str, lines: &str) -> Stalled {
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write(
         "stall.toml",
-        "[run]\nduration = \"6s\"\nwarmup = \"500ms\"\ninterval = \"1s\"\n\n\
-         [[group]]\nname = \"open\"\npattern = \"explicit\"\nflows = [[1, 2]]\nmode = \"latency\"\n\
-         rate = \"2k msg/s\"\n\n\
-         [[group]]\nname = \"closed\"\npattern = \"explicit\"\nflows = [[0, 2]]\nmode = \"latency\"\n",
+        &format!(
+            "[run]\nduration = \"6s\"\nwarmup = \"500ms\"\ninterval = \"1s\"\n\n\
+             [[group]]\nname = \"open\"\npattern = \"explicit\"\nflows = [[1, 2]]\nmode = \"latency\"\n\
+             rate = \"{rate}\"\n{lines}\n\
+             [[group]]\nname = \"closed\"\npattern = \"explicit\"\nflows = [[0, 2]]\nmode = \"latency\"\n{lines}"
+        ),
     );
     let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--export-json", "-", "--no-save"];
     let mut child = bench.spawn(&args);
@@ -137,19 +147,39 @@ fn probes_across_a_stall(bench: &Bench, stall: Duration) -> [(f64, f64); 2] {
     let stderr = reader.join().unwrap();
     assert!(out.status.success(), "{stderr}");
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flows = &run["phases"][0]["flows"];
     let latency = |flow: usize| {
-        let l = &run["phases"][0]["flows"][flow]["latency"];
+        let l = &flows[flow]["latency"];
         (l["p99_us"].as_f64().unwrap(), l["max_us"].as_f64().unwrap())
     };
-    [latency(0), latency(1)]
+    let offered = &flows[0]["offered"];
+    Stalled {
+        latency: [latency(0), latency(1)],
+        probes: (offered["msgs_per_s"].as_f64().unwrap(), flows[0]["msgs_per_s"].as_f64().unwrap()),
+    }
 }
 
 #[test]
 fn open_loop_p99_shows_a_stall_that_ping_pong_hides() {
     let _machine = common::busy_machine();
     let bench = Bench::new();
-    let stall = Duration::from_millis(400);
-    let [(open_p99, open_max), (closed_p99, closed_max)] = probes_across_a_stall(&bench, stall);
+    assert_stall_counted(probes_across_a_stall(&bench, STALL, "2k msg/s", ""), 2000.0);
+}
+
+/// The stall both probes sit through.
+const STALL: Duration = Duration::from_millis(400);
+
+/// Both probes saw the stall, only the open-loop one in its p99, and it
+/// sent `rate` probes a second through it.
+fn assert_stall_counted(seen: Stalled, rate: f64) {
+    let [(open_p99, open_max), (closed_p99, closed_max)] = seen.latency;
+    let stall = STALL;
+    let (offered, delivered) = seen.probes;
+    eprintln!("open-loop p99 {open_p99} max {open_max} µs, ping-pong p99 {closed_p99} max {closed_max} µs, {delivered} echoes/s of {offered}");
+    assert_eq!(offered, rate, "offered probes a second");
+    // Every probe scheduled in the window was sent and echoed (the stall
+    // delays them; the echoes catch up when it ends).
+    assert!((0.9..=1.1).contains(&(delivered / offered)), "{delivered} echoes/s of {offered} probes/s");
     let half_stall_us = stall.as_secs_f64() * 1e6 / 2.0;
     // Both saw the stall once (their slowest round trip spans it)...
     assert!(open_max >= half_stall_us * 0.8, "open-loop max {open_max} µs");
@@ -159,6 +189,19 @@ fn open_loop_p99_shows_a_stall_that_ping_pong_hides() {
     // stall; ping-pong sent one probe through it, and its p99 is not.
     assert!(open_p99 >= half_stall_us * 0.5, "open-loop p99 {open_p99} µs misses a {stall:?} stall");
     assert!(closed_p99 * 5.0 < open_p99, "ping-pong p99 {closed_p99} µs vs open-loop {open_p99} µs");
+}
+
+/// The same over verbs, in the Soft-RoCE VM (scripts/test-rdma): RC sends
+/// on a schedule, each echo matched to its probe by order. A lower rate
+/// than TCP's: three ranks' spinning threads share the VM's two vCPUs.
+#[test]
+fn paced_rdma_open_loop_probes_count_a_stall() {
+    if !crate::rdma_run::has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let seen = probes_across_a_stall(&bench, STALL, "200 msg/s", "transport = \"rdma\"\nop = \"send\"\n");
+    assert_stall_counted(seen, 200.0);
 }
 
 #[test]

@@ -74,8 +74,11 @@ pub(crate) struct FlowResources {
     pub poll_strategy: PollStrategy,
     /// Latency mode: the round trips recorded are those inside it (all without).
     pub latency_window: Option<(Instant, Instant)>,
-    /// Offered load: messages per second the whole flow posts (`None`: unpaced).
+    /// Offered load: messages per second the whole flow posts (`None`:
+    /// unpaced; in latency mode, ping-pong).
     pub pace: Option<f64>,
+    /// Open-loop latency: Poisson gaps drawn from this seed (`None`: even).
+    pub poisson_seed: Option<u64>,
     /// `connect = "rdma_cm"`: the flow's CM ids (set by `with_rdma_cm`).
     pub cm: Option<super::cm::Cm>,
     // Last: the device context outlives every object created on it.
@@ -346,6 +349,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
             poll_strategy,
             latency_window: None,
             pace: None,
+            poisson_seed: None,
             cm: None,
             dev,
         },

@@ -28,39 +28,60 @@ pub(crate) struct LatencyResult {
 }
 
 /// Bounded waits: `stop`, CQ errors and the stall clock, checked every few spins.
-struct Waiter<'a> {
+pub(super) struct Waiter<'a> {
     res: &'a FlowResources,
     stop: &'a AtomicBool,
-    stall: Duration,
+    pub(super) stall: Duration,
     wcs: [Wc; 4],
     /// Send completions outstanding (every latency WR is signaled).
-    sends_in_flight: u32,
+    pub(super) sends_in_flight: u32,
+    /// Receives reaped and not yet taken: one poll can reap several (an
+    /// open-loop initiator keeps many probes in flight), each is one message.
+    pub(super) recvs_ready: u32,
 }
 
-enum Wake {
+pub(super) enum Wake {
     Stopped,
     Ready,
 }
 
-impl Waiter<'_> {
-    /// Reaps completions: counts send ones, returns how many receives arrived.
-    fn reap(&mut self, cq: &mut Cq) -> Result<u32, RdmaError> {
+impl<'a> Waiter<'a> {
+    pub(super) fn new(res: &'a FlowResources, stop: &'a AtomicBool) -> Self {
+        Waiter {
+            res,
+            stop,
+            stall: Duration::from_millis(res.params.stall_timeout_ms),
+            wcs: [Wc::default(); 4],
+            sends_in_flight: 0,
+            recvs_ready: 0,
+        }
+    }
+
+    /// Reaps completions: counts send ones off `sends_in_flight` and
+    /// receives onto `recvs_ready`.
+    pub(super) fn reap(&mut self, cq: &mut Cq) -> Result<(), RdmaError> {
         let n = cq.poll(&mut self.wcs).map_err(|e| poll_err(self.res, e))?;
-        let mut recvs = 0;
         for wc in &self.wcs[..n] {
             if wc.status != 0 {
                 return Err(wc_error(self.res, wc));
             }
             if wc.wr_id & WR_RECV != 0 {
-                recvs += 1;
+                self.recvs_ready += 1;
             } else {
                 self.sends_in_flight = self.sends_in_flight.saturating_sub(1);
             }
         }
-        Ok(recvs)
+        Ok(())
     }
 
-    fn stalled(&self, qp: usize, clock: &StallClock, what: &'static str) -> RdmaError {
+    /// Takes one reaped receive, if there is one.
+    fn take_recv(&mut self) -> bool {
+        let ready = self.recvs_ready > 0;
+        self.recvs_ready -= u32::from(ready);
+        ready
+    }
+
+    pub(super) fn stalled(&self, qp: usize, clock: &StallClock, what: &'static str) -> RdmaError {
         RdmaError::Stalled { flow: self.res.label.clone(), qp, waited_ms: clock.waited_ms(), what }
     }
 
@@ -98,12 +119,17 @@ impl Waiter<'_> {
         let mut clock = StallClock::new(self.stall);
         let mut spins = 0u32;
         loop {
-            if self.reap(cq)? > 0 {
+            if self.take_recv() {
+                return Ok(Wake::Ready);
+            }
+            self.reap(cq)?;
+            if self.take_recv() {
                 return Ok(Wake::Ready);
             }
             if cq.is_event_driven() {
                 cq.arm().map_err(|e| poll_err(self.res, e))?;
-                if self.reap(cq)? > 0 {
+                self.reap(cq)?;
+                if self.take_recv() {
                     return Ok(Wake::Ready);
                 }
                 cq.wait_event(10).map_err(|e| poll_err(self.res, e))?;
@@ -122,7 +148,13 @@ impl Waiter<'_> {
 
     /// Waits until fewer than `limit` sends are in flight (keeps the send
     /// queue from overflowing; with limit = n-1, waits for a send's completion).
-    fn sends_below(&mut self, cq: &mut Cq, qp: usize, limit: u32, what: &'static str) -> Result<Wake, RdmaError> {
+    pub(super) fn sends_below(
+        &mut self,
+        cq: &mut Cq,
+        qp: usize,
+        limit: u32,
+        what: &'static str,
+    ) -> Result<Wake, RdmaError> {
         let mut clock = StallClock::new(self.stall);
         let mut spins = 0u32;
         while self.sends_in_flight >= limit {
@@ -143,16 +175,16 @@ impl Waiter<'_> {
 
 /// A stall timer that reads the clock only when asked (clock reads are not
 /// free, least of all in a VM), starting at the first question.
-struct StallClock {
+pub(super) struct StallClock {
     started: Option<Instant>,
     limit: Duration,
 }
 
 impl StallClock {
-    fn new(limit: Duration) -> Self {
+    pub(super) fn new(limit: Duration) -> Self {
         StallClock { started: None, limit }
     }
-    fn expired(&mut self) -> bool {
+    pub(super) fn expired(&mut self) -> bool {
         self.started.get_or_insert_with(Instant::now).elapsed() > self.limit
     }
     fn waited_ms(&self) -> u64 {
@@ -160,7 +192,7 @@ impl StallClock {
     }
 }
 
-fn post_one(res: &FlowResources, q: &mut QpSlot, spec: &SendSpec) -> Result<(), RdmaError> {
+pub(super) fn post_one(res: &FlowResources, q: &mut QpSlot, spec: &SendSpec) -> Result<(), RdmaError> {
     let index = q.index;
     q.qp.post_sends(spec, 1, |_| (wr_id(index, 1), true)).map_err(|e| RdmaError::Post {
         flow: res.label.clone(),
@@ -182,27 +214,10 @@ pub(crate) fn run(
     let iterations = p.iterations;
     let Shard { qps, cq } = shard;
     let q = &mut qps[0];
-    let half = res.slot_len / 2;
-    // Read and atomics: the target's CPU takes no part (one WR, one completion).
     let one_sided = p.op == RdmaOp::Read || p.op.is_atomic();
-    let spec = SendSpec {
-        kind: wr_kind(p.op, q.index),
-        rkey: res.peer_rkey,
-        // The peer's receive half (offset 0 of its slot).
-        remote_addr: q.remote_addr,
-        // Our send half; reads and fetched atomic words land in our receive half.
-        local_off: if one_sided { q.local_off } else { q.local_off + half },
-        len: msg as u32,
-        inline: p.sends_inline(),
-    };
+    let spec = probe_spec(res, q);
     let recv_last = q.local_off + msg as usize - 1;
-    let mut w = Waiter {
-        res,
-        stop,
-        stall: Duration::from_millis(p.stall_timeout_ms),
-        wcs: [Wc::default(); 4],
-        sends_in_flight: 0,
-    };
+    let mut w = Waiter::new(res, stop);
     let depth = p.tx_depth.max(1);
     let initiator = res.side == Side::Sender;
     let mut recorder = initiator.then(|| Recorder::new(res.latency_window));
@@ -297,7 +312,24 @@ pub(crate) fn run(
     Ok(LatencyResult { round_trips: recorder.map(Recorder::into_histogram), messages, bytes })
 }
 
-fn repost(res: &FlowResources, q: &mut QpSlot) -> Result<(), RdmaError> {
+/// The WR of one latency message on `q`.
+pub(super) fn probe_spec(res: &FlowResources, q: &QpSlot) -> SendSpec {
+    let p = &res.params;
+    // Read and atomics: the target's CPU takes no part (one WR, one completion).
+    let one_sided = p.op == RdmaOp::Read || p.op.is_atomic();
+    SendSpec {
+        kind: wr_kind(p.op, q.index),
+        rkey: res.peer_rkey,
+        // The peer's receive half (offset 0 of its slot).
+        remote_addr: q.remote_addr,
+        // Our send half; reads and fetched atomic words land in our receive half.
+        local_off: if one_sided { q.local_off } else { q.local_off + res.slot_len / 2 },
+        len: p.effective_message_size() as u32,
+        inline: p.sends_inline(),
+    }
+}
+
+pub(super) fn repost(res: &FlowResources, q: &mut QpSlot) -> Result<(), RdmaError> {
     q.qp.post_recvs(1).map_err(|e| RdmaError::Post {
         flow: res.label.clone(),
         qp: q.index,

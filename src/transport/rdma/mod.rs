@@ -11,7 +11,7 @@
 //! Module map: `params` (knobs), `device` (device/port/GID choice, quirks),
 //! `connect` (resources, QP state machine), `cm` (the same through rdma_cm), `ud` (UD's Q_Key,
 //! size check and connection), `path` (the address vector), `stream` (bandwidth loops),
-//! `latency` (ping-pong), `probe` (inventory), `gids` (GID entries, the auto-choice, a port's
+//! `latency` (ping-pong), `open_loop` (probes on a schedule), `probe` (inventory), `gids` (GID entries, the auto-choice, a port's
 //! table from sysfs), `inventory` (the probe's
 //! compact form in run.json), `counters` (sysfs counters),
 //! `endpoint` (the exchanged record), `error`, and `ffi` (the only unsafe).
@@ -26,6 +26,7 @@ mod ffi;
 mod gids;
 pub mod inventory;
 mod latency;
+mod open_loop;
 mod path;
 pub mod probe;
 mod stream;
@@ -49,6 +50,7 @@ pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 
 use crate::histogram::Histogram;
 use crate::scenario::rdma::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
+use crate::transport::pace::ProbePlan;
 use crate::transport::{FlowCounters, Side};
 use error::panic_message;
 
@@ -92,9 +94,12 @@ impl ConnectedFlow {
     }
 
     /// Bandwidth mode: the flow posts `per_s` messages a second, its shards
-    /// an equal part each, sleeping between (`transport::pace`).
-    pub fn with_pace(mut self, per_s: Option<f64>) -> Self {
+    /// an equal part each, sleeping between (`transport::pace`). Latency
+    /// mode: the initiator sends `per_s` open-loop probes a second, evenly
+    /// spaced or, with `poisson_seed`, Poisson (`open_loop`).
+    pub fn with_pace(mut self, per_s: Option<f64>, poisson_seed: Option<u64>) -> Self {
         self.res.pace = per_s;
+        self.res.poisson_seed = poisson_seed;
         self
     }
 
@@ -131,10 +136,15 @@ impl ConnectedFlow {
         };
 
         let result = if res.params.mode == RdmaMode::Latency {
-            let r = catch_unwind(AssertUnwindSafe(|| latency::run(res, &mut shards[0], counters, stop)))
-                .unwrap_or_else(|p| {
-                    Err(RdmaError::ThreadPanicked { flow: label.clone(), shard: 0, message: panic_message(&*p) })
-                });
+            let probes = res.pace.filter(|_| res.side == Side::Sender);
+            let plan = probes.map(|per_s| ProbePlan { start: t0, per_s, poisson_seed: res.poisson_seed });
+            let r = catch_unwind(AssertUnwindSafe(|| match plan {
+                Some(plan) => open_loop::run(res, &mut shards[0], counters, stop, plan),
+                None => latency::run(res, &mut shards[0], counters, stop),
+            }))
+            .unwrap_or_else(|p| {
+                Err(RdmaError::ThreadPanicked { flow: label.clone(), shard: 0, message: panic_message(&*p) })
+            });
             r.map(|l| {
                 outcome.messages = l.messages;
                 outcome.bytes = l.bytes;

@@ -11,7 +11,7 @@ mod open_loop;
 pub mod preamble;
 
 pub use accept::{Accepted, Listener, Stranger};
-pub use open_loop::{probe_loop, ProbePlan};
+pub use open_loop::probe_loop;
 pub use preamble::{FlowAuth, FlowProof, Refusal};
 
 use std::io::{ErrorKind, Read, Write};

@@ -16,17 +16,8 @@ use std::time::Instant;
 
 use super::{prepare_latency, stream_error, transfer, Direction, TcpError, DRAIN_LIMIT};
 use crate::histogram::Recorder;
-use crate::transport::pace::{sleep_until, Schedule};
+use crate::transport::pace::{sleep_until, ProbePlan};
 use crate::transport::FlowCounters;
-
-/// When the probes of one stream go: from `start`, `per_s` a second, Poisson
-/// gaps drawn from `poisson_seed` when given, else evenly spaced.
-#[derive(Clone, Copy, Debug)]
-pub struct ProbePlan {
-    pub start: Instant,
-    pub per_s: f64,
-    pub poisson_seed: Option<u64>,
-}
 
 /// The open-loop client of one stream: `buf.len()`-byte probes on `plan`
 /// until `stop`, each echo recorded into `rtts` from its scheduled time.
@@ -47,7 +38,7 @@ pub fn probe_loop(
     std::thread::scope(|s| {
         // The writer inherits the data-path thread's name and cores.
         let sending = s.spawn(|| {
-            let mut schedule = Schedule::new(plan.start, plan.per_s, plan.poisson_seed);
+            let mut schedule = plan.schedule();
             let mut probe = probe;
             let mut give_up = |_heard: bool| stop.load(Ordering::Relaxed);
             let result = loop {
@@ -64,7 +55,7 @@ pub fn probe_loop(
             writer_done.store(true, Ordering::Relaxed);
             result
         });
-        let mut schedule = Schedule::new(plan.start, plan.per_s, plan.poisson_seed);
+        let mut schedule = plan.schedule();
         // After the stop, the echoes of probes in flight still come back;
         // the server closes once it has echoed the last (EOF), or we give up.
         let mut stopped_at = None;
