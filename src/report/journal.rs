@@ -76,6 +76,17 @@ pub fn unfinished(run: &RunResult) -> RunStatus {
     }
 }
 
+/// The status of a run a stop signal is ending, written before the
+/// workers wind down: if the launcher is killed meanwhile, this stays.
+pub fn stopping(run: &RunResult, reason: &str) -> String {
+    format!(
+        "{reason}: {} of {} phase(s) recorded; the launcher was ending the run (a later status replaces this one \
+         when it could finish)",
+        run.phases.len(),
+        run.plan.phases.len()
+    )
+}
+
 /// The status of a run whose launcher still holds its journal.
 pub fn running(run: &RunResult) -> RunStatus {
     let live = run.live.as_ref().map_or_else(String::new, |l| {

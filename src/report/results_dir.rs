@@ -100,14 +100,23 @@ impl ResultsDir {
             Recorded::Probe(probe) => self.append(&Entry::Probe(probe.clone())),
             Recorded::Phase(phase) => self.append(&Entry::Phase(Box::new(phase.clone()))),
             Recorded::Interval { phase, interval, gbps } => self.append(&Entry::Interval { phase, interval, gbps }),
+            // Not journaled: a journal with no end already replays as a
+            // failure; the rendered files are what a reader opens first.
+            Recorded::Stopping { reason } => {
+                self.render_as(run, RunStatus::Failed { error: journal::stopping(run, reason) })
+            }
         }
     }
 
     /// Renders the folder anew as the run stands (its status says it has
     /// not ended).
     fn try_render(&mut self, run: &RunResult) -> Result<(), ReportError> {
+        self.render_as(run, journal::running(run))
+    }
+
+    fn render_as(&self, run: &RunResult, status: RunStatus) -> Result<(), ReportError> {
         let mut now = run.clone();
-        now.status = journal::running(&now);
+        now.status = status;
         now.summarize_phases();
         write_into(&now, &self.path, true)
     }

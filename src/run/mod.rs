@@ -259,10 +259,12 @@ async fn drive(
             }
             stop = signals.reach(seen + 1) => {
                 seen += 1;
-                let line = serde_json::to_string(&Instruction::Stop { reason: format!("stopped by {stop}") })?;
+                let reason = format!("stopped by {stop}");
+                let line = serde_json::to_string(&Instruction::Stop { reason: reason.clone() })?;
                 if stopping.is_some() || workers.send_to_first(&line).await.is_err() {
                     bail!("stopped by {stop}: every worker was stopped");
                 }
+                recorder.record(result, Recorded::Stopping { reason: &reason });
                 stopping = Some((stop, tokio::time::Instant::now() + STOP_GRACE));
             }
             () = stop_over => {

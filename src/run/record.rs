@@ -15,6 +15,10 @@ pub enum Recorded<'a> {
     /// Every rank reported interval `interval` of the running phase: its
     /// aggregate Gb/s, kept so the folder shows a long phase as it goes.
     Interval { phase: usize, interval: u32, gbps: f64 },
+    /// A stop signal arrived and the run is ending for `reason`: the folder
+    /// says so at once, before the workers wind down, in case the launcher
+    /// is killed while they do (mpirun sends SIGKILL soon after SIGTERM).
+    Stopping { reason: &'a str },
 }
 
 pub trait Recorder {

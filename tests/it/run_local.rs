@@ -306,6 +306,42 @@ fn a_killed_launcher_leaves_its_journal_and_no_worker() {
     assert_kept(&bench, &dir, 1, "incomplete: 1 of 3 phase(s) recorded");
 }
 
+/// A launcher killed while it ends a run after SIGTERM (mpirun sends
+/// SIGKILL soon after its SIGTERM) leaves a folder that says the run was
+/// stopped, not one that says it is running: the status is written when
+/// the signal arrives, before rank 0 — frozen here — winds the run down.
+#[test]
+fn a_launcher_killed_while_it_stops_leaves_the_stop_on_disk() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let (mut child, dir) = stop_after(&bench, 1);
+    let rank0 = bench.worker_pid(0, Duration::from_secs(20));
+    common::signal(rank0, "-STOP");
+    common::signal(child.id(), "-TERM");
+    let status = |dir: &std::path::Path| {
+        let run: Option<serde_json::Value> =
+            std::fs::read_to_string(dir.join("run.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+        run.map(|run| run["status"].clone()).unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(&dir)["state"] != "failed" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    common::signal(child.id(), "-KILL");
+    child.wait().unwrap();
+    common::signal(rank0, "-CONT");
+    let kept = status(&dir);
+    assert_eq!(kept["state"], "failed", "{kept}");
+    let error = kept["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("stopped by SIGTERM: 1 of 3 phase(s) recorded; the launcher was ending the run"),
+        "{error}"
+    );
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["phases"][0]["complete"], true, "phase 0 is kept");
+    assert_eq!(bench.leftovers(Duration::from_secs(10)), [], "workers outlived their launcher");
+}
+
 /// A worker whose data path is blocked — rank 1 sends to a receiver that
 /// is frozen (SIGSTOP), so its send() waits on a full socket — still ends
 /// on its own when its launcher is SIGKILLed and stdin closes; so does the
