@@ -379,12 +379,17 @@ fn ib_send_bw_ud(dev: &str, size: u64, server: Option<&str>) -> Option<f64> {
         let _ = listening.wait();
         if let Some(out) = ran {
             let rows = perftest_rows(&out, " #bytes     #iterations    BW peak[MB/sec]");
-            assert!(rows.len() == 1 && rows[0][0] == size as f64 && rows[0][3] > 0.0, "{out}");
-            return Some(rows[0][3]);
+            assert!(rows.len() == 1 && rows[0][0] == size as f64, "{out}");
+            // perftest's UD client on rxe once counted 31 200 iterations at
+            // "0.00" MB/s (CI, this session): no measurement, try again.
+            if rows[0][3] > 0.0 {
+                return Some(rows[0][3]);
+            }
+            last = format!("client reported no bandwidth: {out}");
         }
         last += &format!("server: {}", std::fs::read_to_string(log.path()).unwrap_or_default());
     }
-    panic!("ib_send_bw -c UD: the client never ran against the server; last attempt:\n{last}");
+    panic!("ib_send_bw -c UD: no measurement in 3 attempts (the client never ran, or reported none); last:\n{last}");
 }
 
 /// The RDMA device rank 0 used in the run's first phase (the device its
