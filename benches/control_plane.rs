@@ -246,12 +246,12 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> (u64, Duration) {
                 _ => {}
             }
         };
-        let driver = tokio::spawn(fabricbench::control::driver::drive(
-            listener,
-            ranks::coordinator(plan, now_ns()),
-            tokio::sync::mpsc::unbounded_channel().1,
-            on_event,
-        ));
+        // On a thread of its own, as rank 0 runs it (`worker::serve`).
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let coordinator = ranks::coordinator(plan, now_ns());
+        let instructions = tokio::sync::mpsc::unbounded_channel().1;
+        let driver = fabricbench::control::driver::spawn(listener, coordinator, instructions, stopped, on_event)
+            .expect("the coordinator's thread");
         let exe = std::env::current_exe().unwrap();
         let started = Instant::now();
         let mut child = tokio::process::Command::new(exe)
@@ -264,7 +264,8 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> (u64, Duration) {
         let line = said.next_line().await.expect("the clients' output").unwrap_or_default();
         let bootstrap = started.elapsed();
         *COORDINATOR_CPU_MS.lock().unwrap() = Some(cpu_ms(UsageWho::RUSAGE_SELF));
-        driver.abort();
+        let _ = stop.send(true);
+        let _ = driver.await;
         let out = child.wait_with_output().await.expect("the clients end");
         if let Some(failure) = failed.lock().unwrap().take() {
             panic!("the coordinator failed: {failure}");

@@ -43,7 +43,7 @@ fn main() {
 /// own ping and echo loops.
 fn tcp_flow(length: Duration) -> Histogram {
     let ip: IpAddr = [127, 0, 0, 1].into();
-    let listener = tcp::Listener::bind(ip).expect("bind");
+    let listener = tcp::Listener::bind(ip, 1).expect("bind");
     let addr = listener.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let auth = tcp::FlowAuth { flow: 0, proof: tcp::FlowProof([1; 32]) };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::control::coordinator::{ConnId, Coordinator, Event, Output};
@@ -51,25 +51,66 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Addresses whose strangers were reported (each once); beyond this many, no more.
 const LOGGED_PEERS: usize = 4096;
 
-/// The coordinator's listening socket on `addr` (port 0: any free port).
-pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// The coordinator's listening socket on `addr` (port 0: any free port),
+/// not yet tied to a runtime: [`drive`] takes it into the one it runs on.
+pub fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(ACCEPT_QUEUE)?;
-    TcpListener::from_std(socket.into())
+    Ok(socket.into())
+}
+
+/// Runs [`drive`] on a thread of its own, on a single-threaded runtime,
+/// until the coordinator is done or `stop` turns true; the thread's end is
+/// the returned receiver's. Every frame wakes a connection's reader, the
+/// driver and a writer: on one thread those wake-ups are function calls,
+/// where on a shared two-thread runtime they were futex calls and
+/// interrupts between cores (rank 0's CPU at 16 384 ranks: 25 % less,
+/// docs/PERFORMANCE.md).
+pub fn spawn(
+    listener: std::net::TcpListener,
+    coordinator: Coordinator,
+    instructions: mpsc::UnboundedReceiver<Instruction>,
+    mut stop: watch::Receiver<bool>,
+    on_event: impl FnMut(Event) + Send + 'static,
+) -> std::io::Result<oneshot::Receiver<()>> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (ended, end) = oneshot::channel();
+    std::thread::Builder::new().name("coordinator".into()).spawn(move || {
+        runtime.block_on(async {
+            tokio::select! {
+                () = drive(listener, coordinator, instructions, on_event) => {}
+                _ = stop.wait_for(|stopped| *stopped) => {}
+            }
+        });
+        let _ = ended.send(());
+    })?;
+    Ok(end)
 }
 
 /// Runs the coordinator until it is done, handing every event to `on_event`
 /// and every instruction from the launcher to the coordinator (a sender
 /// that is gone sends none).
 pub async fn drive(
-    listener: TcpListener,
+    listener: std::net::TcpListener,
     mut coordinator: Coordinator,
     mut instructions: mpsc::UnboundedReceiver<Instruction>,
     mut on_event: impl FnMut(Event),
 ) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(e) => {
+            coordinator.stop(&format!("cannot accept control connections: {e}"), now_ns());
+            while let Some(output) = coordinator.poll() {
+                if let Output::Event(event) = output {
+                    on_event(event);
+                }
+            }
+            return;
+        }
+    };
     let (inbound_tx, mut inbound) = mpsc::unbounded_channel();
     let mut conns: HashMap<ConnId, Conn> = HashMap::new();
     let mut writers = Vec::new();

@@ -25,6 +25,11 @@ impl<T> Gather<T> {
         self.answers[rank].is_some()
     }
 
+    /// Every rank has answered.
+    pub fn complete(&self) -> bool {
+        self.missing == 0
+    }
+
     pub fn any(&self) -> bool {
         self.missing < self.answers.len()
     }

@@ -24,8 +24,9 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// CPU per thread class; 7: a group's offered `rate` and `schedule` in
 /// Setup, the rank report's link events; 8: a group's `dscp` and its RDMA
 /// knobs' `connect`, `traffic_class`, `service_level` and `connection` (RC
-/// or UD) in Setup, the RDMA endpoint's rdma_cm address and UD Q_Key).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// or UD) in Setup, the RDMA endpoint's rdma_cm address and UD Q_Key; 9:
+/// Peers may come before the rank has sent its Endpoints, with its Setup).
+pub const PROTOCOL_VERSION: u32 = 9;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 

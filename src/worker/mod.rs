@@ -222,13 +222,9 @@ async fn serve(
         let timeouts = Timeouts::for_ranks(plan.ranks.len());
         Coordinator::new(me.job, me.token.clone(), plan, window, timeouts, now_ns())
     };
-    let mut closed = shutdown.clone();
-    let coordinate = async {
-        tokio::select! {
-            () = driver::drive(listener, coordinator, instructions, |event| emit(&WorkerOutput::Event(event))) => {}
-            _ = closed.changed() => {}
-        }
-    };
+    let coordinate =
+        driver::spawn(listener, coordinator, instructions, shutdown.clone(), |event| emit(&WorkerOutput::Event(event)))
+            .context("cannot start the coordinator's thread")?;
     let mut done = shutdown.clone();
     let (_, own) = tokio::join!(coordinate, agent::run(me, addr, shutdown));
     // Rank 0's own failures are reported by the coordinator already.

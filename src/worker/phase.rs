@@ -140,7 +140,7 @@ pub fn prepare(
             }
             (None, Side::Receiver) => {
                 let tcp_err = |cause| PhaseError::Tcp { flow, side, cause };
-                let l = tcp::Listener::bind(bind).map_err(tcp_err)?;
+                let l = tcp::Listener::bind(bind, role.group.streams).map_err(tcp_err)?;
                 if let Some(dscp) = role.group.dscp {
                     l.mark(dscp).map_err(tcp_err)?;
                 }

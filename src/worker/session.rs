@@ -10,7 +10,9 @@
 //! - `Greeting`: Hello sent; anything but Welcome ends the session.
 //! - `Idle`: waiting for the Setup of the next phase (phases come in order).
 //! - `Preparing`: creating the phase's flow ends off the async threads.
-//! - `Prepared`: Endpoints sent; holding the ends until Peers.
+//! - `Prepared`: Endpoints sent; holding the ends until Peers. Peers may
+//!   come early (with Setup, when the coordinator knows them already): they
+//!   are held, and the rank connects as soon as its Endpoints have gone.
 //! - `Connecting`: connecting them to the peers off the async threads.
 //! - `Connected`: Ready sent; waiting at the barrier for Start.
 //! - `Running`: streams run from t0; the report ends the phase.
@@ -53,8 +55,8 @@ const LEASE_INTERVALS: u32 = 10;
 pub enum Stage<O, C> {
     Greeting,
     Idle { next: usize },
-    Preparing { phase: usize },
-    Prepared { phase: usize, ends: O },
+    Preparing { phase: usize, peers: Option<Vec<FlowEndpoint>> },
+    Prepared { phase: usize, ends: O, peers: Option<Vec<FlowEndpoint>> },
     Connecting { phase: usize },
     Connected { phase: usize, links: C },
     Running { phase: usize },
@@ -247,19 +249,20 @@ impl<O, C> Session<O, C> {
             ToWorker::Welcome { .. } => self.unexpected("second Welcome".to_string()),
             ToWorker::Setup { phase, flows, stress } => match self.stage {
                 Stage::Idle { next } if next == phase => {
-                    self.stage = Stage::Preparing { phase };
+                    self.stage = Stage::Preparing { phase, peers: None };
                     self.out.push_back(Action::Prepare { phase, flows, stress });
                 }
                 _ => self.unexpected(format!("Setup for phase {phase}")),
             },
-            ToWorker::Peers { phase, peers } => match std::mem::replace(&mut self.stage, Stage::Connecting { phase }) {
-                Stage::Prepared { phase: current, ends } if current == phase => {
-                    self.out.push_back(Action::Connect { phase, ends, peers });
+            ToWorker::Peers { phase, peers } => match &mut self.stage {
+                Stage::Preparing { phase: current, peers: held @ None }
+                | Stage::Prepared { phase: current, peers: held @ None, .. }
+                    if *current == phase =>
+                {
+                    *held = Some(peers);
+                    self.connect_when_published();
                 }
-                other => {
-                    self.stage = other;
-                    self.unexpected(format!("Peers for phase {phase}"));
-                }
+                _ => self.unexpected(format!("Peers for phase {phase}")),
             },
             ToWorker::Start { phase, t0_ns, window } => {
                 // Rank 0 sends a scenario's validated window; any other is refused.
@@ -291,17 +294,23 @@ impl<O, C> Session<O, C> {
                 if let Some(endpoints) = self.held.take() {
                     self.send(endpoints);
                 }
+                self.connect_when_published();
             }
-            Work::Prepared { phase, result } if matches!(self.stage, Stage::Preparing { phase: p } if p == phase) => {
+            Work::Prepared { phase, result } if matches!(self.stage, Stage::Preparing { phase: p, .. } if p == phase) => {
                 match result {
                     Ok((ends, endpoints)) => {
-                        self.stage = Stage::Prepared { phase, ends };
+                        let peers = match &mut self.stage {
+                            Stage::Preparing { peers, .. } => peers.take(),
+                            _ => None,
+                        };
+                        self.stage = Stage::Prepared { phase, ends, peers };
                         let endpoints = ToCoordinator::Endpoints { phase, endpoints };
                         if self.probed {
                             self.send(endpoints);
                         } else {
                             self.held = Some(endpoints);
                         }
+                        self.connect_when_published();
                     }
                     Err(error) => self.failed(phase, error),
                 }
@@ -333,6 +342,20 @@ impl<O, C> Session<O, C> {
             }
             stale => tracing::debug!("rank {}: dropped {} (now {})", self.rank, work_name(&stale), self.doing()),
         }
+    }
+
+    /// Connects once the ends are made, their Endpoints have gone (so Ready
+    /// never overtakes them) and the peers are here.
+    fn connect_when_published(&mut self) {
+        if self.held.is_some() || !matches!(self.stage, Stage::Prepared { peers: Some(_), .. }) {
+            return;
+        }
+        let Stage::Prepared { phase, ends, peers: Some(peers) } = std::mem::replace(&mut self.stage, Stage::Done)
+        else {
+            unreachable!("matched above")
+        };
+        self.stage = Stage::Connecting { phase };
+        self.out.push_back(Action::Connect { phase, ends, peers });
     }
 
     /// The phase whose streams run (or are stopping).
@@ -381,7 +404,7 @@ impl<O, C> Session<O, C> {
         match self.stage {
             Stage::Greeting => "waiting for Welcome".to_string(),
             Stage::Idle { next } => format!("waiting for the setup of phase {next}"),
-            Stage::Preparing { phase } => format!("creating the endpoints of phase {phase}"),
+            Stage::Preparing { phase, .. } => format!("creating the endpoints of phase {phase}"),
             Stage::Prepared { phase, .. } => format!("waiting for the peers of phase {phase}"),
             Stage::Connecting { phase } => format!("connecting the flows of phase {phase}"),
             Stage::Connected { phase, .. } => format!("waiting for the start of phase {phase}"),
@@ -398,7 +421,7 @@ fn phase_of<O, C>(stage: &Stage<O, C>) -> usize {
     match *stage {
         Stage::Greeting | Stage::Done => 0,
         Stage::Idle { next } => next,
-        Stage::Preparing { phase }
+        Stage::Preparing { phase, .. }
         | Stage::Prepared { phase, .. }
         | Stage::Connecting { phase }
         | Stage::Connected { phase, .. }

@@ -339,6 +339,40 @@ fn the_lease_expires_before_welcome_and_while_running() {
     assert_eq!(sim.done(Work::Report(report(0))), []);
 }
 
+/// Peers that come with Setup (the coordinator knew them already) are held
+/// while the ends are made: the rank connects right after its Endpoints go,
+/// never before them, and a second Peers is still an error.
+#[test]
+fn early_peers_are_held_until_the_endpoints_have_gone() {
+    let mut sim = Sim::welcomed();
+    assert_eq!(sim.setup(0), [Action::Prepare { phase: 0, flows: Vec::new(), stress: None }]);
+    assert_eq!(sim.peers(0), [], "held while the ends are made");
+    let sent = Action::Send(ToCoordinator::Endpoints { phase: 0, endpoints: endpoints(0) });
+    let connect = Action::Connect { phase: 0, ends: Opened(0), peers: endpoints(0) };
+    assert_eq!(sim.done(Work::Prepared { phase: 0, result: Ok((Opened(0), endpoints(0))) }), [sent, connect]);
+    let ready = Action::Send(ToCoordinator::Ready { phase: 0 });
+    assert_eq!(sim.done(Work::Connected { phase: 0, result: Ok(Linked(0)) }), [ready]);
+
+    // Before the probe has gone, Endpoints wait for it, and so does the connect.
+    let mut sim = Sim::new();
+    sim.actions();
+    assert_eq!(sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT }), [Action::Probe]);
+    sim.setup(0);
+    sim.peers(0);
+    assert_eq!(sim.done(Work::Prepared { phase: 0, result: Ok((Opened(0), endpoints(0))) }), []);
+    let (inventory, facts) = (RdmaInventory::default(), Box::<HostFacts>::default());
+    let probe = Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone()));
+    let sent = Action::Send(ToCoordinator::Endpoints { phase: 0, endpoints: endpoints(0) });
+    let connect = Action::Connect { phase: 0, ends: Opened(0), peers: endpoints(0) };
+    assert_eq!(sim.done(Work::Probed(inventory, facts)), [probe, sent, connect]);
+
+    let mut sim = Sim::welcomed();
+    sim.setup(0);
+    sim.peers(0);
+    let error = "unexpected Peers for phase 0 while creating the endpoints of phase 0";
+    assert_eq!(sim.peers(0), [failed(0, error)]);
+}
+
 #[test]
 fn bye_mid_phase_exits_at_once() {
     let mut sim = Sim::welcomed();

@@ -97,11 +97,17 @@ fn tcp(port: u16) -> Endpoint {
 }
 
 /// Every rank of `ranks` answers its Setup with a TCP endpoint per receiving end.
+/// Each rank answers its Setup with its receivers' endpoints; Peers that
+/// came with it (or before the answer) stay in its inbox.
 fn answer_setups(sim: &mut Sim, ranks: impl IntoIterator<Item = usize>) {
     for r in ranks {
-        let setup = sim.take(r as ConnId);
+        let (peers, others): (Vec<_>, Vec<_>) =
+            sim.take(r as ConnId).into_iter().partition(|m| matches!(m, ToWorker::Peers { .. }));
+        if !peers.is_empty() {
+            sim.inbox.insert(r as ConnId, peers);
+        }
         let Some(ToWorker::Setup { phase, flows, .. }) =
-            setup.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
+            others.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
         else {
             panic!("rank {r} got no Setup");
         };
@@ -479,26 +485,78 @@ fn silent_rank_times_out() {
 }
 
 /// Phase 0's Setup goes out with each Welcome (one write), so ranks make
-/// their endpoints while the others are still joining; the Peers still
-/// wait for every rank's endpoints, and the join deadline still counts.
+/// their endpoints while the others are still joining; a rank's Peers go as
+/// soon as the far ends of its flows are published (with its Welcome and
+/// Setup, when they already are), so it connects while others still join;
+/// Start waits for every rank's Ready.
 #[test]
 fn phase_zero_is_set_up_while_the_others_join() {
     let n = 3;
     let mut sim = Sim::new(make_plan(n, FAN_IN));
     sim.join(1, hello(1));
     answer_setups(&mut sim, 1..2);
+    assert!(sim.inbox.is_empty(), "rank 1's receiver has published nothing yet: {:?}", sim.inbox);
     sim.join(0, hello(0));
     answer_setups(&mut sim, 0..1);
-    assert!(sim.inbox.is_empty(), "no Peers before every rank has joined: {:?}", sim.inbox);
+    let early = sim.take(1);
+    let [ToWorker::Peers { phase: 0, peers }] = &early[..] else { panic!("rank 1: {early:?}") };
+    assert_eq!(peers.iter().map(|p| p.flow).collect::<Vec<_>>(), [0], "its one flow's receiver");
+    sim.send(1, ToCoordinator::Ready { phase: 0 });
     sim.join(2, hello(2));
     let last = sim.take(2);
-    assert!(matches!(last[..], [ToWorker::Welcome { .. }, ToWorker::Setup { phase: 0, .. }]), "{last:?}");
+    assert!(
+        matches!(
+            last[..],
+            [ToWorker::Welcome { .. }, ToWorker::Setup { phase: 0, .. }, ToWorker::Peers { phase: 0, .. }]
+        ),
+        "{last:?}"
+    );
+    assert!(sim.inbox.is_empty(), "rank 0 waits for its last sender's endpoints: {:?}", sim.inbox);
     sim.inbox.insert(2, last);
+    answer_setups(&mut sim, 2..3);
+    assert!(matches!(sim.take(0)[..], [ToWorker::Peers { phase: 0, .. }]), "rank 0, once every sender published");
+    assert!(matches!(sim.take(2)[..], [ToWorker::Peers { phase: 0, .. }]), "rank 2's, kept by its answer");
+    sim.send(2, ToCoordinator::Ready { phase: 0 });
+    assert!(sim.inbox.is_empty(), "no Start before every rank is Ready: {:?}", sim.inbox);
+    sim.send(0, ToCoordinator::Ready { phase: 0 });
+    for r in 0..n as ConnId {
+        assert!(matches!(sim.take(r)[..], [ToWorker::Start { phase: 0, .. }]), "rank {r}");
+    }
+    assert!(sim.failure().is_none());
+}
+
+/// With rdma_cm flows every rank's Peers wait for every rank's endpoints:
+/// an active end's handshake starts when it has its peers (10 s), and its
+/// passive end answers only once it has its own.
+#[test]
+fn rdma_cm_peers_wait_for_every_endpoint() {
+    let n = 3;
+    let scenario = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\ntransport = \"rdma\"\n\
+                    [group.rdma]\nconnect = \"rdma_cm\"\n";
+    let mut sim = Sim::new(make_plan(n, scenario));
+    sim.join_all(n);
+    answer_setups(&mut sim, 0..2);
+    assert!(sim.take(0).is_empty() && sim.take(1).is_empty(), "rank 2 has not published");
     answer_setups(&mut sim, 2..3);
     for r in 0..n as ConnId {
         assert!(matches!(sim.take(r)[..], [ToWorker::Peers { phase: 0, .. }]), "rank {r}");
     }
     assert!(sim.failure().is_none());
+}
+
+/// Ready from a rank that was never sent its peers is a broken rank; so is
+/// a second Endpoints.
+#[test]
+fn ready_before_peers_and_endpoints_twice_end_the_run() {
+    let mut sim = Sim::new(make_plan(3, FAN_IN));
+    sim.join_all(3);
+    sim.send(1, ToCoordinator::Ready { phase: 0 });
+    assert_eq!(sim.failure().as_deref(), Some("rank 1 (h2): said Ready before it was sent its peers (phase 0)"));
+    let mut sim = Sim::new(make_plan(3, FAN_IN));
+    sim.join_all(3);
+    answer_setups(&mut sim, 0..1);
+    sim.send(0, ToCoordinator::Endpoints { phase: 0, endpoints: Vec::new() });
+    assert_eq!(sim.failure().as_deref(), Some("rank 0 (h1): published its endpoints twice (phase 0)"));
 }
 
 #[test]

@@ -63,7 +63,7 @@ fn receive_all(accepted: Accepted) -> u64 {
 
 #[test]
 fn a_stranger_connecting_first_and_streaming_zeros_counts_nothing() {
-    let listener = Listener::bind(LOOPBACK).unwrap();
+    let listener = Listener::bind(LOOPBACK, 2).unwrap();
     let addr = listener.local_addr();
     let stranger = stranger_streaming_zeros(addr);
     let receiver = std::thread::spawn(move || {
@@ -101,7 +101,7 @@ fn a_stranger_connecting_first_and_streaming_zeros_counts_nothing() {
 
 #[test]
 fn a_silent_stranger_delays_no_real_stream() {
-    let listener = Listener::bind(LOOPBACK).unwrap();
+    let listener = Listener::bind(LOOPBACK, 1).unwrap();
     let addr = listener.local_addr();
     let _silent = TcpStream::connect(addr).unwrap();
     let began = Instant::now();
@@ -117,7 +117,7 @@ fn a_silent_stranger_delays_no_real_stream() {
 
 #[test]
 fn a_stream_of_another_flow_is_refused_and_the_accept_says_so() {
-    let listener = Listener::bind(LOOPBACK).unwrap();
+    let listener = Listener::bind(LOOPBACK, 1).unwrap();
     let addr = listener.local_addr();
     let other = FlowAuth { flow: 4, ..AUTH };
     let _wrong = tcp::connect(LOOPBACK, addr, &other, 1, TIMEOUT).unwrap();
@@ -252,7 +252,7 @@ fn check_reported(bench: &Bench, stderr: &str) {
 /// until its sender closes.
 #[test]
 fn a_receiver_whose_window_closed_waits_for_its_late_sender() {
-    let listener = Listener::bind(LOOPBACK).unwrap();
+    let listener = Listener::bind(LOOPBACK, 1).unwrap();
     let addr = listener.local_addr();
     let received = Arc::new(FlowCounters::default());
     let receiver_stop = Arc::new(AtomicBool::new(true));
@@ -288,7 +288,7 @@ fn a_receiver_whose_window_closed_waits_for_its_late_sender() {
 /// coordinator's abort grace.
 #[test]
 fn an_aborted_receiver_closes_at_its_first_silent_poll() {
-    let listener = Listener::bind(LOOPBACK).unwrap();
+    let listener = Listener::bind(LOOPBACK, 1).unwrap();
     let addr = listener.local_addr();
     let stop = Arc::new(AtomicBool::new(true));
     let receiver = {
@@ -306,4 +306,21 @@ fn an_aborted_receiver_closes_at_its_first_silent_poll() {
     let (outcome, took) = receiver.join().unwrap();
     outcome.expect("an aborted receiver ends cleanly");
     assert!(took < Duration::from_secs(1), "waited {took:?} for a silent sender after an abort");
+}
+
+/// A sender may connect before its receiver accepts (it is sent its peers
+/// as soon as the receiver's end is published): every stream of a flow of
+/// more streams than a usual accept queue (128) is connected and has sent
+/// its preamble before the receiver accepts one, and then all are taken.
+#[test]
+fn every_stream_of_a_flow_connects_before_the_receiver_accepts() {
+    let streams = 300;
+    let listener = Listener::bind(LOOPBACK, streams).unwrap();
+    let addr = listener.local_addr();
+    // With a queue of 128, the 130th connect waits for an accept that
+    // does not come, and times out.
+    let senders = tcp::connect(LOOPBACK, addr, &AUTH, streams, TIMEOUT).expect("every stream connects");
+    assert_eq!(senders.len(), streams as usize);
+    let accepted = listener.accept(&AUTH, streams, TIMEOUT).expect("every stream is accepted");
+    assert_eq!((accepted.streams.len(), accepted.refused), (streams as usize, 0));
 }

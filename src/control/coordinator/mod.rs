@@ -6,8 +6,10 @@
 mod checks;
 mod failing;
 mod phases;
+mod wiring;
 
 use failing::list;
+use wiring::Wiring;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -17,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::gather::Gather;
 use crate::control::proofs::FlowProofs;
-use crate::control::wire::{FlowEndpoint, FlowRole, ToCoordinator, ToWorker, Window};
+use crate::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::Plan;
 use crate::result::{PhaseResult, RankProbe};
@@ -165,15 +167,18 @@ enum Stage {
     /// its endpoints are made while the others join (one write, not two).
     Joining {
         setups: Vec<Vec<FlowRole>>,
-        endpoints: Gather<Vec<FlowEndpoint>>,
+        wiring: Wiring,
     },
+    /// Ranks publish their flow ends; each is sent its peers once they are
+    /// all known, so some connect while others still publish.
     Setup {
         phase: usize,
-        endpoints: Gather<Vec<FlowEndpoint>>,
+        wiring: Wiring,
     },
+    /// Every end is published; the last ranks connect.
     Connecting {
         phase: usize,
-        ready: Gather<()>,
+        wiring: Wiring,
     },
     Running {
         phase: usize,
@@ -269,7 +274,8 @@ impl Coordinator {
             out: VecDeque::new(),
         };
         let n = coordinator.slots.len();
-        coordinator.stage = Stage::Joining { setups: coordinator.setups(0), endpoints: Gather::new(n) };
+        let wiring = Wiring::new(coordinator.plan.phases.first(), n);
+        coordinator.stage = Stage::Joining { setups: coordinator.setups(0), wiring };
         coordinator
     }
 
@@ -460,8 +466,7 @@ impl Coordinator {
         }
         let missing = match &self.stage {
             Stage::Joining { .. } => (0..self.slots.len()).filter(|&r| !self.slots[r].joined).collect(),
-            Stage::Setup { endpoints, .. } => endpoints.missing(),
-            Stage::Connecting { ready, .. } => ready.missing(),
+            Stage::Setup { wiring, .. } | Stage::Connecting { wiring, .. } => wiring.missing(),
             Stage::Running { reports, .. } => reports.missing(),
             Stage::Saving { .. } | Stage::Aborting { .. } | Stage::Done => Vec::new(),
         };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
 
-use super::{checks, ns, ConnId, Coordinator, Event, Failure, Output, Stage};
+use super::{checks, ns, ConnId, Coordinator, Event, Failure, Output, Stage, Wiring};
 use crate::control::gather::Gather;
 use crate::control::printable;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTOCOL_VERSION};
@@ -67,25 +67,40 @@ impl Coordinator {
             let flows = std::mem::take(&mut setups[hello.rank]);
             let setup = self.setup(0, hello.rank, flows);
             self.send(hello.rank, setup);
+            self.peers_if_known(hello.rank);
         }
         let joined = self.joined;
         self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
         if joined == self.slots.len() {
-            let Stage::Joining { endpoints, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
+            let Stage::Joining { wiring, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
                 unreachable!("Hello is taken only while joining")
             };
-            self.set_stage(Stage::Setup { phase: 0, endpoints }, now_ns);
+            self.set_stage(Stage::Setup { phase: 0, wiring }, now_ns);
         }
     }
 
     /// Phase 0 began as the ranks joined; every later one begins here.
     pub(super) fn begin_phase(&mut self, phase: usize, now_ns: i64) {
-        let n = self.slots.len();
+        let wiring = Wiring::new(self.plan.phases.get(phase), self.slots.len());
+        self.set_stage(Stage::Setup { phase, wiring }, now_ns);
         for (rank, flows) in self.setups(phase).into_iter().enumerate() {
             let setup = self.setup(phase, rank, flows);
             self.send(rank, setup);
+            self.peers_if_known(rank);
         }
-        self.set_stage(Stage::Setup { phase, endpoints: Gather::new(n) }, now_ns);
+    }
+
+    /// `rank` was sent its Setup: its Peers too, if they are known already
+    /// (they go in the same write).
+    fn peers_if_known(&mut self, rank: usize) {
+        let (phase, wiring) = match &mut self.stage {
+            Stage::Joining { wiring, .. } => (0, wiring),
+            Stage::Setup { phase, wiring } => (*phase, wiring),
+            _ => return,
+        };
+        if let Some(peers) = wiring.set_up(rank) {
+            self.send(rank, ToWorker::Peers { phase, peers });
+        }
     }
 
     fn setup(&self, phase: usize, rank: usize, flows: Vec<FlowRole>) -> ToWorker {
@@ -111,64 +126,58 @@ impl Coordinator {
 
     pub(super) fn endpoints(&mut self, rank: usize, phase: usize, list: Vec<FlowEndpoint>, now_ns: i64) {
         // Phase 0's endpoints come in while the last ranks are still joining.
-        let (current, endpoints) = match &mut self.stage {
-            Stage::Setup { phase, endpoints } => (*phase, endpoints),
-            Stage::Joining { endpoints, .. } => (0, endpoints),
+        let (current, wiring) = match &mut self.stage {
+            Stage::Setup { phase, wiring } => (*phase, wiring),
+            Stage::Joining { wiring, .. } => (0, wiring),
             _ => return,
         };
         if current != phase {
             return;
         }
-        if let Some(problem) = checks::endpoints_problem(&self.plan.phases[phase], rank, &list) {
+        let problem = if wiring.has_published(rank) {
+            Some("published its endpoints twice".to_string())
+        } else {
+            checks::endpoints_problem(&self.plan.phases[phase], rank, &list)
+        };
+        if let Some(problem) = problem {
             self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns);
             return;
         }
-        if !endpoints.put(rank, list) {
-            return;
+        for (peer, peers) in wiring.publish(rank, list) {
+            self.send(peer, ToWorker::Peers { phase, peers });
         }
-        // Index every end by flow (ids are 0..flows) and side, then hand
-        // each rank the far ends of its own flows.
-        let p = &self.plan.phases[phase];
-        let mut ends: Vec<[Option<&FlowEndpoint>; 2]> = vec![[None, None]; p.flows.len()];
-        for e in endpoints.answers().iter().flatten().flatten() {
-            if let Some(end) = ends.get_mut(e.flow as usize) {
-                let side = match e.side {
-                    Side::Sender => 0,
-                    Side::Receiver => 1,
-                };
-                end[side] = Some(e);
-            }
+        if matches!(&self.stage, Stage::Setup { wiring, .. } if wiring.all_published()) {
+            let Stage::Setup { phase, wiring } = std::mem::replace(&mut self.stage, Stage::Done) else {
+                unreachable!("matched above")
+            };
+            self.set_stage(Stage::Connecting { phase, wiring }, now_ns);
         }
-        let mut peers: Vec<Vec<FlowEndpoint>> = vec![Vec::new(); self.slots.len()];
-        for (flow, [sender, receiver]) in p.flows.iter().zip(ends) {
-            if let Some(e) = receiver {
-                peers[flow.src].push(e.clone());
-            }
-            if let Some(e) = sender {
-                peers[flow.dst].push(e.clone());
-            }
-        }
-        for (rank, list) in peers.into_iter().enumerate() {
-            self.send(rank, ToWorker::Peers { phase, peers: list });
-        }
-        let n = self.slots.len();
-        self.set_stage(Stage::Connecting { phase, ready: Gather::new(n) }, now_ns);
     }
 
+    /// A rank connected its flows; it may do so while others still publish
+    /// (`wiring`), and Start goes once every rank has.
     pub(super) fn ready(&mut self, rank: usize, phase: usize, now_ns: i64) {
-        let Stage::Connecting { phase: current, ready } = &mut self.stage else { return };
-        if *current != phase {
+        let (current, wiring) = match &mut self.stage {
+            Stage::Joining { wiring, .. } => (0, wiring),
+            Stage::Setup { phase, wiring } | Stage::Connecting { phase, wiring } => (*phase, wiring),
+            _ => return,
+        };
+        if current != phase {
             return;
         }
-        if ready.put(rank, ()) {
-            let t0_ns = now_ns + ns(self.timeouts.start_delay);
-            let window = self.window;
-            self.broadcast(|| ToWorker::Start { phase, t0_ns, window });
-            let name = self.plan.phases[phase].name.clone();
-            self.event(Event::PhaseStarted { phase, name, window });
-            let n = self.slots.len();
-            let stage = Stage::Running { phase, t0_ns, reports: Gather::new(n), progress: BTreeMap::new() };
-            self.set_stage(stage, now_ns);
+        match wiring.ready(rank) {
+            Err(problem) => self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns),
+            Ok(all) if all && matches!(self.stage, Stage::Connecting { .. }) => {
+                let t0_ns = now_ns + ns(self.timeouts.start_delay);
+                let window = self.window;
+                self.broadcast(|| ToWorker::Start { phase, t0_ns, window });
+                let name = self.plan.phases[phase].name.clone();
+                self.event(Event::PhaseStarted { phase, name, window });
+                let n = self.slots.len();
+                let stage = Stage::Running { phase, t0_ns, reports: Gather::new(n), progress: BTreeMap::new() };
+                self.set_stage(stage, now_ns);
+            }
+            Ok(_) => {}
         }
     }
 

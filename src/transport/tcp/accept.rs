@@ -8,6 +8,8 @@ use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use socket2::{Domain, Protocol, Socket, Type};
+
 use crate::transport::tcp::preamble::{self, FlowAuth, Refusal, PREAMBLE_LEN};
 use crate::transport::tcp::TcpError;
 
@@ -21,6 +23,9 @@ const PROVING_MAX: usize = 256;
 const STRANGERS_SHOWN: usize = 16;
 
 /// The receiving end of a flow before its senders connect.
+/// The accept queue of a flow of few streams (what std's listeners ask for).
+const BACKLOG: i32 = 128;
+
 pub struct Listener {
     inner: TcpListener,
 }
@@ -94,8 +99,23 @@ impl Refused {
 }
 
 impl Listener {
-    pub fn bind(ip: IpAddr) -> Result<Listener, TcpError> {
-        let inner = TcpListener::bind((ip, 0)).map_err(|cause| TcpError::Listen { addr: ip, cause })?;
+    /// A listener on `ip` (any free port) that queues all of a flow's
+    /// `streams` before it accepts one: a sender may connect as soon as it
+    /// has its peers, while this end still waits for its own (the
+    /// coordinator sends each rank its peers when they are known), and a
+    /// full queue would leave its SYNs unanswered. The kernel caps the queue
+    /// at net.core.somaxconn.
+    pub fn bind(ip: IpAddr, streams: u32) -> Result<Listener, TcpError> {
+        let listen = || -> std::io::Result<TcpListener> {
+            let addr = SocketAddr::new(ip, 0);
+            let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+            // As std's listeners: a port of a run just ended is free again.
+            socket.set_reuse_address(true)?;
+            socket.bind(&addr.into())?;
+            socket.listen(i32::try_from(streams).unwrap_or(i32::MAX).max(BACKLOG))?;
+            Ok(socket.into())
+        };
+        let inner = listen().map_err(|cause| TcpError::Listen { addr: ip, cause })?;
         Ok(Listener { inner })
     }
 
