@@ -67,7 +67,7 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 /// the returned receiver's. Every frame wakes a connection's reader, the
 /// driver and a writer: on one thread those wake-ups are function calls,
 /// where on a shared two-thread runtime they were futex calls and
-/// interrupts between cores (rank 0's CPU at 16 384 ranks: 25 % less,
+/// interrupts between cores (rank 0's CPU: a fifth to a third less,
 /// docs/PERFORMANCE.md).
 pub fn spawn(
     listener: std::net::TcpListener,
