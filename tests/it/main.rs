@@ -6,6 +6,7 @@
 mod common;
 
 mod acceptance_bed;
+mod alone;
 mod architecture;
 mod compare_bed;
 mod congestion_bed;
