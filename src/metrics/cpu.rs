@@ -213,6 +213,16 @@ impl CpuSnapshot {
     /// Reads every thread of this process, the process and /proc/stat;
     /// zeros where they cannot be read.
     pub fn take(book: &ThreadBook) -> CpuSnapshot {
+        let tids = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
+        let live: Vec<_> = tids
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(|tid| Some((tid, ThreadTimes::read_named(tid)?)))
+            .collect();
+        // The book after the threads: a booked thread that exits while they
+        // are read (a receiver draining at the window's end) left its final
+        // times in the book before it exited, so it is read one way or the
+        // other. Read first, the book missed it and its time went to control
+        // (CI: one of two receive threads, a quarter of a core).
         let booked = book.entries();
         let class_of = |tid: i32, name: &str| match booked.iter().find(|b| b.0 == tid) {
             Some(b) => b.1.into(),
@@ -221,11 +231,8 @@ impl CpuSnapshot {
             None => Class::Control,
         };
         let mut threads = HashMap::new();
-        let tids = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
-        for tid in tids.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()) {
-            if let Some((times, name)) = ThreadTimes::read_named(tid) {
-                threads.insert(tid, (class_of(tid, &name), times));
-            }
+        for (tid, (times, name)) in live {
+            threads.insert(tid, (class_of(tid, &name), times));
         }
         for (tid, class, ended) in booked {
             if let (false, Some(times)) = (threads.contains_key(&tid), ended) {
