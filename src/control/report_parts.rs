@@ -47,27 +47,21 @@ fn split_at(mut report: RankReport, limit: usize) -> Vec<ToCoordinator> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::LaneSamples;
     use crate::transport::Side;
 
-    fn report(flows: u32, samples: u64) -> RankReport {
+    /// A report of `flows` ends of `lanes` lanes each.
+    fn report(flows: u32, lanes: u64) -> RankReport {
         let flow = |f| FlowSamples {
             flow: f,
             side: Side::Receiver,
-            bytes: (0..samples).map(|k| k * 1_000_003).collect(),
-            messages: (0..samples).collect(),
             start_ns: Some(0),
             error: None,
             rtts: None,
             refused: 0,
-            lanes: Vec::new(),
+            lanes: (0..lanes).map(|k| LaneSamples { device: None, opened: k, closed: k * 1_000_003 }).collect(),
         };
-        RankReport {
-            phase: 2,
-            rank: 7,
-            sample_ns: (0..samples as i64).collect(),
-            flows: (0..flows).map(flow).collect(),
-            ..RankReport::default()
-        }
+        RankReport { phase: 2, rank: 7, boundaries: 11, flows: (0..flows).map(flow).collect(), ..RankReport::default() }
     }
 
     #[test]
@@ -77,7 +71,7 @@ mod tests {
 
     #[test]
     fn a_large_report_travels_in_parts_that_fit_and_add_up() {
-        let whole = report(400, 2_000);
+        let whole = report(400, 1_000);
         let limit = encoded_len(&whole) / 5;
         // Beside its flows the final Report carries the rest of the report.
         let rest = encoded_len(&RankReport { flows: Vec::new(), ..whole.clone() });
@@ -92,7 +86,7 @@ mod tests {
                     flows.extend(part.flows.iter().cloned());
                 }
                 ToCoordinator::Report(last) if i + 1 == messages.len() => {
-                    assert_eq!(last.sample_ns, whole.sample_ns);
+                    assert_eq!(last.boundaries, whole.boundaries);
                     flows.extend(last.flows.iter().cloned());
                 }
                 other => panic!("message {i}: {other:?}"),

@@ -25,8 +25,10 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// Setup, the rank report's link events; 8: a group's `dscp` and its RDMA
 /// knobs' `connect`, `traffic_class`, `service_level` and `connection` (RC
 /// or UD) in Setup, the RDMA endpoint's rdma_cm address and UD Q_Key; 9:
-/// Peers may come before the rank has sent its Endpoints, with its Setup).
-pub const PROTOCOL_VERSION: u32 = 9;
+/// Peers may come before the rank has sent its Endpoints, with its Setup;
+/// 10: each flow end's counts go interval by interval (`Interval`), not
+/// in the report).
+pub const PROTOCOL_VERSION: u32 = 10;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -150,12 +152,14 @@ pub enum ToCoordinator {
     Ready {
         phase: usize,
     },
-    /// Bytes moved by the rank in one interval, for live progress.
-    Progress {
+    /// One interval of the running phase (from 1): how long it was on the
+    /// coordinator's clock, and what each of the rank's flow ends moved in
+    /// it (bytes, messages), in the order of its Setup's flows.
+    Interval {
         phase: usize,
         interval: u32,
-        tx_bytes: u64,
-        rx_bytes: u64,
+        span_ns: i64,
+        ends: Vec<(u64, u64)>,
     },
     /// Everything the rank measured in a phase.
     Report(Box<RankReport>),

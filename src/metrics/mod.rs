@@ -22,8 +22,8 @@ use crate::transport::Side;
 pub struct RankReport {
     pub phase: usize,
     pub rank: usize,
-    /// Times of the sample boundaries taken, in ns after t0 (coordinator clock).
-    pub sample_ns: Vec<i64>,
+    /// Boundaries the rank took (the first, and one per interval it sent).
+    pub boundaries: u32,
     pub flows: Vec<FlowSamples>,
     /// The rank's clock minus the coordinator's, as estimated at Hello.
     pub clock_offset_ns: i64,
@@ -54,13 +54,12 @@ pub struct GroupPlacement {
     pub note: Option<String>,
 }
 
-/// One end of one flow: cumulative counters at each boundary taken.
+/// One end of one flow at the phase's end. What it moved went interval by
+/// interval (`ToCoordinator::Interval`), not here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FlowSamples {
     pub flow: FlowId,
     pub side: Side,
-    pub bytes: Vec<u64>,
-    pub messages: Vec<u64>,
     /// When the last of the flow's streams began moving data, ns after t0.
     pub start_ns: Option<i64>,
     pub error: Option<String>,
@@ -71,7 +70,7 @@ pub struct FlowSamples {
     pub refused: u64,
     /// An end of several lanes (TCP streams, RDMA rails): each one's own
     /// cumulative bytes at the first and the last boundary taken, read
-    /// together with `bytes` (so they sum to its first and last values).
+    /// together with the end's own counters (so they sum to what it moved).
     /// Empty for an end of one lane.
     pub lanes: Vec<LaneSamples>,
 }

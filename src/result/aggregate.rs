@@ -1,8 +1,10 @@
-//! Turning every rank's samples into one phase result over the common
-//! window: the same boundaries for all flows, so the aggregate is exactly the
-//! sum of the flows. Linear in flows and ranks: a 65 536-rank fan-in puts
-//! every flow's end in one report, and rank 0 aggregates it while its
-//! heartbeats wait.
+//! Turning every rank's report and the intervals every rank sent into one
+//! phase result over the common window (the intervals every rank took):
+//! the same boundaries for all flows, so the aggregate is exactly the sum
+//! of the flows. Linear in flows and ranks: a 65 536-rank fan-in puts every
+//! flow's end in one report, and rank 0 aggregates it while its heartbeats
+//! wait. The per-interval series are not here: rank 0 handed each interval
+//! on as it closed (`intervals`), and the launcher puts them back.
 
 use std::collections::HashMap;
 
@@ -10,6 +12,7 @@ use crate::histogram::Histogram;
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::degraded::{self, AskedWindow, Observed};
+use crate::result::intervals::{Moved, PhaseIntervals};
 use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::rdma::Connection;
 use crate::scenario::{Mode, Op, Transport};
@@ -17,21 +20,23 @@ use crate::transport::Side;
 use crate::units::gbps;
 
 /// Builds the phase result from the reports that arrived (`None` for a rank
-/// that never reported). `complete` is false for a phase cut short; `asked`
-/// is the window the phase asked for, against which it may be degraded.
+/// that never reported) and the intervals closed (`finish`ed with the ranks
+/// that reported). `complete` is false for a phase cut short; `asked` is
+/// the window the phase asked for, against which it may be degraded.
 pub fn aggregate_phase(
     phase: &Phase,
     ranks: &[RankInfo],
     reports: &[Option<RankReport>],
+    intervals: &PhaseIntervals,
     complete: bool,
     asked: AskedWindow,
 ) -> PhaseResult {
     let arrived: Vec<&RankReport> = reports.iter().flatten().collect();
-    // Boundaries every reporting rank took: the common window.
-    let taken = arrived.iter().map(|r| r.sample_ns.len()).min().unwrap_or(0);
+    // The common window: the intervals every reporting rank took.
+    let taken = intervals.closed();
     let spans: Vec<(usize, f64)> = match taken {
-        0 | 1 => Vec::new(),
-        _ => arrived.iter().map(|r| (r.rank, (r.sample_ns[taken - 1] - r.sample_ns[0]) as f64 / 1e9)).collect(),
+        0 => Vec::new(),
+        _ => arrived.iter().map(|r| (r.rank, intervals.span_s(r.rank))).collect(),
     };
     let window_s = stats::mean(&spans.iter().map(|s| s.1).collect::<Vec<_>>()).unwrap_or(0.0);
     // Each rank's samples by flow and side (the first, should one come twice).
@@ -42,40 +47,28 @@ pub fn aggregate_phase(
             by_end.entry((rank, s.flow, s.side)).or_insert((report, s));
         }
     }
-    let samples = |rank: usize, flow: &Flow, side: Side| -> Option<(&RankReport, &FlowSamples)> {
-        let found = by_end.get(&(rank, flow.id, side)).copied()?;
-        (found.1.bytes.len() >= taken && taken >= 2).then_some(found)
+    // An end that reported, with what it moved in the common window.
+    let samples = |rank: usize, i: usize, flow: &Flow, side: Side| -> Option<(&RankReport, &FlowSamples, Moved)> {
+        let (report, s) = by_end.get(&(rank, flow.id, side)).copied()?;
+        Some((report, s, intervals.moved(i, side).filter(|_| taken > 0)?))
     };
-    let in_window = |s: &FlowSamples| s.bytes[taken - 1] - s.bytes[0];
-    let messages_in_window = |s: &FlowSamples| s.messages[taken - 1] - s.messages[0];
 
     let mut flows = Vec::with_capacity(phase.flows.len());
     // Each group's round trips, every flow's merged: its latency over all of them.
     let mut round_trips: Vec<Option<Histogram>> = vec![None; phase.groups.len()];
-    for flow in &phase.flows {
+    for (i, flow) in phase.flows.iter().enumerate() {
         let group = &phase.groups[flow.group];
-        let tx = samples(flow.src, flow, Side::Sender);
-        if let (Some(h), Some(merged)) = (tx.and_then(|(_, s)| s.rtts.as_ref()), round_trips.get_mut(flow.group)) {
+        let tx = samples(flow.src, i, flow, Side::Sender);
+        if let (Some(h), Some(merged)) = (tx.and_then(|(_, s, _)| s.rtts.as_ref()), round_trips.get_mut(flow.group)) {
             merged.get_or_insert_with(Histogram::default).merge(h);
         }
-        let rx = samples(flow.dst, flow, Side::Receiver);
+        let rx = samples(flow.dst, i, flow, Side::Receiver);
         // The receiver counts what arrived where it takes part (TCP, RDMA
         // send and write-with-immediate); one-sided ops count at the initiator.
         let receiver_counts = group.transport == Transport::Tcp || group.op.receiver_counts();
-        let preferred = if receiver_counts { rx.or(tx) } else { tx.or(rx) };
-        let (report, counted) = match preferred {
-            Some(found) => (Some(found.0), Some(found.1)),
-            None => (None, None),
-        };
-        let bytes = counted.map_or(0, in_window);
-        let messages = counted.map_or(0, messages_in_window);
-        let interval_gbps = match (report, counted) {
-            (Some(r), Some(s)) => (1..taken)
-                .map(|k| gbps(s.bytes[k] - s.bytes[k - 1], (r.sample_ns[k] - r.sample_ns[k - 1]) as f64 / 1e9))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let error = [tx, rx].into_iter().flatten().find_map(|(_, s)| s.error.clone());
+        let counted = if receiver_counts { rx.or(tx) } else { tx.or(rx) };
+        let (bytes, messages) = counted.map_or((0, 0), |c| c.2);
+        let error = [tx, rx].into_iter().flatten().find_map(|(_, s, _)| s.error.clone());
         flows.push(FlowResult {
             id: flow.id,
             group: group.name.clone(),
@@ -86,21 +79,19 @@ pub fn aggregate_phase(
             dst_host: ranks[flow.dst].label(),
             streams: group.streams,
             message_size: group.message_size.bytes(),
-            tx_bytes: tx.map(|(_, s)| in_window(s)),
-            rx_bytes: rx.map(|(_, s)| in_window(s)),
+            tx_bytes: tx.map(|(_, _, moved)| moved.0),
+            rx_bytes: rx.map(|(_, _, moved)| moved.0),
             bytes,
             gbps: gbps(bytes, window_s),
             msgs_per_s: if window_s > 0.0 { messages as f64 / window_s } else { 0.0 },
-            interval_gbps,
-            latency: tx.and_then(|(_, s)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
+            interval_gbps: Vec::new(),
+            latency: tx.and_then(|(_, s, _)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
             error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
-            refused: rx.map_or(0, |(_, s)| s.refused),
-            lanes: counted.map_or_else(Vec::new, |s| lanes(s, taken, window_s)),
+            refused: rx.map_or(0, |(_, s, _)| s.refused),
+            lanes: counted.map_or_else(Vec::new, |(r, s, _)| lanes(r, s, taken, window_s)),
             offered: None,
             datagrams: match (tx, rx) {
-                (Some((_, t)), Some((_, r))) if is_ud(group) => {
-                    Some(Datagrams::new(messages_in_window(t), messages_in_window(r)))
-                }
+                (Some((_, _, t)), Some((_, _, r))) if is_ud(group) => Some(Datagrams::new(t.1, r.1)),
                 _ => None,
             },
         });
@@ -108,11 +99,7 @@ pub fn aggregate_phase(
         flow.offered = offered(group, &[(flow.gbps, flow.msgs_per_s)]);
     }
 
-    let intervals = taken.saturating_sub(1);
-    let bandwidth = || flows.iter().filter(|f| f.mode == Mode::Bandwidth);
-    let interval_gbps =
-        (0..intervals).map(|k| stats::total(bandwidth().filter_map(|f| f.interval_gbps.get(k).copied()))).collect();
-    let aggregate_gbps = stats::total(bandwidth().map(|f| f.gbps));
+    let aggregate_gbps = stats::total(flows.iter().filter(|f| f.mode == Mode::Bandwidth).map(|f| f.gbps));
     let flow_starts: Vec<(u32, i64)> = arrived
         .iter()
         .flat_map(|r| r.flows.iter())
@@ -140,7 +127,7 @@ pub fn aggregate_phase(
         start_skew_us,
         degraded,
         aggregate_gbps,
-        interval_gbps,
+        interval_gbps: Vec::new(),
         groups: groups(phase, &flows, &round_trips),
         receivers: receivers(ranks, &flows),
         ranks: rank_results(ranks, reports, &flows, window_s),
@@ -151,8 +138,8 @@ pub fn aggregate_phase(
 /// Each lane's bytes over the common window: only when the end's last
 /// boundary is the window's (a rank that took more boundaries than the
 /// others in a cut-short phase has no reading at the common close).
-fn lanes(s: &FlowSamples, taken: usize, window_s: f64) -> Vec<LaneResult> {
-    if s.bytes.len() != taken {
+fn lanes(report: &RankReport, s: &FlowSamples, taken: u32, window_s: f64) -> Vec<LaneResult> {
+    if report.boundaries != taken + 1 {
         return Vec::new();
     }
     s.lanes

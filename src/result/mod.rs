@@ -9,6 +9,7 @@ mod aggregate;
 pub mod congestion;
 pub mod degraded;
 pub mod flaps;
+pub mod intervals;
 mod matrix;
 pub mod repeats;
 pub mod sweep;

@@ -29,6 +29,7 @@ use crate::launch::workers::Workers;
 use crate::launch::{BoxRead, Launch, Launcher};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
+use crate::result::intervals::Series;
 use crate::result::{RunResult, RunStatus};
 use crate::scenario::{self, Scenario};
 use crate::worker::mpi::{self, MpiJob};
@@ -200,6 +201,8 @@ async fn drive(
     };
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;
+    // The running phase's intervals, put back into its result when it ends.
+    let mut series = Series::default();
     // A stop signal asks rank 0 to end the run, so that the running phase
     // keeps its partial reports; another signal, or no end within
     // STOP_GRACE, stops everything at once.
@@ -229,7 +232,7 @@ async fn drive(
                         Event::PhaseDone(phase) => Some(phase.index),
                         _ => None,
                     };
-                    if let Some(done) = follow(event, progress, result, recorder)? {
+                    if let Some(done) = follow(event, progress, &mut series, result, recorder)? {
                         return done;
                     }
                     // Journaled now: rank 0 starts the next phase only after
@@ -445,6 +448,7 @@ async fn listening(events: &mut Events, workers: &mut Workers, host0: &Host) -> 
 fn follow(
     event: Event,
     progress: &Mutex<Progress>,
+    series: &mut Series,
     result: &mut RunResult,
     recorder: &mut dyn Recorder,
 ) -> anyhow::Result<Option<anyhow::Result<()>>> {
@@ -453,17 +457,19 @@ fn follow(
         Event::Rejected { reason, .. } => p.note(&format!("fabricbench: coordinator rejected a connection: {reason}")),
         Event::Joined { rank, host, joined, total } => p.joined(rank, &host, joined, total),
         Event::PhaseStarted { phase, name, window } => p.phase_started(phase, &name, window),
-        Event::Progress { phase, interval, gbps } => {
+        Event::Progress { phase, interval, gbps, flows } => {
             p.interval(phase, interval, gbps);
             recorder.record(result, Recorded::Interval { phase, interval, gbps });
+            series.push(phase, gbps, &flows);
         }
         Event::Probed(probe) => {
             let at = result.probes.partition_point(|p| p.rank < probe.rank);
             recorder.record(result, Recorded::Probe(&probe));
             result.probes.insert(at, probe);
         }
-        Event::PhaseDone(phase) => {
+        Event::PhaseDone(mut phase) => {
             p.phase_done(phase.index, phase.aggregate_gbps);
+            series.fill(&mut phase);
             result.phases.push(*phase);
             recorder.record(result, Recorded::Phase(result.phases.last().expect("just pushed")));
         }

@@ -134,8 +134,8 @@ impl Performer {
                 }),
                 Action::Start { phase, links, t0_ns, window, clock } => {
                     let work = self.work.clone();
-                    let progress = move |interval, tx_bytes, rx_bytes| {
-                        let _ = work.send(Work::Interval { phase, interval, tx_bytes, rx_bytes });
+                    let progress = move |interval, span_ns, ends| {
+                        let _ = work.send(Work::Interval { phase, interval, span_ns, ends });
                     };
                     let work = self.work.clone();
                     let failed: FlowFailed = Arc::new(move |error| {

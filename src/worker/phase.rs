@@ -18,6 +18,7 @@ use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{ThreadBook, ThreadClass};
 use crate::metrics::netdev;
 use crate::metrics::RankReport;
+use crate::result::intervals::Moved;
 use crate::scenario::rdma::{ConnectMethod, RdmaParams};
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
@@ -208,7 +209,8 @@ impl Opened {
 
 impl Connected {
     /// Starts every stream (and the rank's stress) at `t0` and samples
-    /// through the window. `progress(interval, tx, rx)` follows each interval;
+    /// through the window. `progress(interval, span_ns, moved)` follows each
+    /// interval with what each end moved in it (`Sampler::run`);
     /// `failed(error)` is called when an RDMA flow ends with an error before
     /// the phase is stopped (a bad completion, a stall), so the run ends.
     pub fn start(
@@ -217,7 +219,7 @@ impl Connected {
         t0: Instant,
         window: Window,
         clock: PeerClock,
-        progress: impl Fn(u32, u64, u64) + Send + 'static,
+        progress: impl Fn(u32, i64, Vec<Moved>) + Send + 'static,
         failed: FlowFailed,
     ) -> Running {
         let stop = Arc::new(AtomicBool::new(false));

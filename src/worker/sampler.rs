@@ -1,6 +1,8 @@
 //! The sampler of one rank's phase: reads every flow's counters at the
-//! common boundaries, CPU and interface counters at the window's edges,
-//! stops the streams and the stress at its end, and writes the report.
+//! common boundaries and hands on what each end moved in each interval (so
+//! nothing grows with the window), CPU and interface counters at the
+//! window's edges, stops the streams and the stress at its end, and writes
+//! the report.
 //! CPU is read per thread (`metrics::cpu`) at the first and the last
 //! boundary only (or where the phase was stopped): every thread's /proc
 //! files, which a rank of thousands of flows should not read each interval.
@@ -17,8 +19,8 @@ use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
 use crate::metrics::links::{LinkWatch, Watched};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
+use crate::result::intervals::Moved;
 use crate::transport::rdma::counters::{self, CounterSnapshot};
-use crate::transport::Side;
 use crate::worker::streams::{sleep_until, FlowEnd};
 
 pub struct Sampler {
@@ -38,11 +40,11 @@ pub struct Sampler {
     pub stop: Arc<AtomicBool>,
 }
 
-/// One flow end's readings: its totals at every boundary taken, its lanes'
+/// One flow end's readings: its totals at the latest boundary, its lanes'
 /// bytes at the first and at the latest.
 #[derive(Default)]
 struct EndReadings {
-    totals: Vec<(u64, u64)>,
+    latest: Moved,
     opened: Vec<u64>,
     closed: Vec<u64>,
 }
@@ -55,12 +57,14 @@ struct HostCounters {
 }
 
 impl Sampler {
-    pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, u64, u64)) -> RankReport {
+    /// Samples until the window closes or `stop`; `progress(k, span_ns,
+    /// moved)` is told interval k's length on the coordinator's clock and
+    /// what each end moved in it, in the ends' order.
+    pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, i64, Vec<Moved>)) -> RankReport {
         let boundaries = self.window.boundaries();
-        let mut sample_ns = Vec::with_capacity(boundaries as usize);
-        let mut counts: Vec<EndReadings> = (0..self.ends.len())
-            .map(|_| EndReadings { totals: Vec::with_capacity(boundaries as usize), ..Default::default() })
-            .collect();
+        let mut taken = 0;
+        let mut previous_ns = 0;
+        let mut counts: Vec<EndReadings> = (0..self.ends.len()).map(|_| EndReadings::default()).collect();
         let (mut first, mut last) = (None, None);
         let (mut cpu_open, mut cpu_close) = (None, None);
         let mut links = LinkWatch::new(self.watched());
@@ -74,14 +78,22 @@ impl Sampler {
             // the first edge and after them at the others, so an interface
             // never shows less than the application counted through it.
             let opening = (k == 0).then(|| self.host_counters());
-            for (end, readings) in self.ends.iter().zip(counts.iter_mut()) {
-                readings.totals.push(end.read(&mut readings.closed));
-                if k == 0 {
-                    readings.opened.clone_from(&readings.closed);
-                }
-            }
+            let moved: Vec<Moved> = self
+                .ends
+                .iter()
+                .zip(counts.iter_mut())
+                .map(|(end, readings)| {
+                    let now = end.read(&mut readings.closed);
+                    if k == 0 {
+                        readings.opened.clone_from(&readings.closed);
+                    }
+                    let was = std::mem::replace(&mut readings.latest, now);
+                    (now.0.saturating_sub(was.0), now.1.saturating_sub(was.1))
+                })
+                .collect();
             let at_ns = self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0);
-            sample_ns.push(at_ns);
+            let span_ns = at_ns - std::mem::replace(&mut previous_ns, at_ns);
+            taken += 1;
             links.observe(at_ns);
             let edge = opening.unwrap_or_else(|| self.host_counters());
             // Each thread's CPU after the flows' counters, timed on its own.
@@ -93,8 +105,7 @@ impl Sampler {
                 first = Some(edge);
             } else {
                 last = Some(edge);
-                let (tx, rx) = self.interval_bytes(&counts, k as usize);
-                progress(k, tx, rx);
+                progress(k, span_ns, moved);
             }
         }
         // Stopped early: the CPU of the window up to now.
@@ -110,7 +121,7 @@ impl Sampler {
         for s in streams {
             let _ = s.join();
         }
-        let mut report = self.report(sample_ns, counts, (first, last), cpu.unwrap_or_default(), stress, aborted);
+        let mut report = self.report(taken, counts, (first, last), cpu.unwrap_or_default(), stress, aborted);
         (report.link_events, report.link_events_dropped) = links.finish();
         report
     }
@@ -131,22 +142,9 @@ impl Sampler {
         }
     }
 
-    fn interval_bytes(&self, counts: &[EndReadings], k: usize) -> (u64, u64) {
-        let mut tx = 0;
-        let mut rx = 0;
-        for (end, readings) in self.ends.iter().zip(counts) {
-            let delta = readings.totals[k].0 - readings.totals[k - 1].0;
-            match end.role.side {
-                Side::Sender => tx += delta,
-                Side::Receiver => rx += delta,
-            }
-        }
-        (tx, rx)
-    }
-
     fn report(
         self,
-        sample_ns: Vec<i64>,
+        boundaries: u32,
         counts: Vec<EndReadings>,
         (first, last): (Option<HostCounters>, Option<HostCounters>),
         cpu: CpuUsage,
@@ -176,11 +174,9 @@ impl Sampler {
             .ends
             .iter()
             .zip(counts)
-            .map(|(end, EndReadings { totals, opened, closed })| FlowSamples {
+            .map(|(end, EndReadings { opened, closed, .. })| FlowSamples {
                 flow: end.role.flow.id,
                 side: end.role.side,
-                bytes: totals.iter().map(|c| c.0).collect(),
-                messages: totals.iter().map(|c| c.1).collect(),
                 start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
                 error: end.error.lock().ok().and_then(|e| e.clone()),
                 rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
@@ -209,7 +205,7 @@ impl Sampler {
         RankReport {
             phase: self.phase,
             rank: self.rank,
-            sample_ns,
+            boundaries,
             flows,
             clock_offset_ns: self.clock.offset_ns,
             rtt_ns: self.clock.rtt_ns,

@@ -113,12 +113,13 @@ pub enum Work<O, C> {
         phase: usize,
         result: Result<C, String>,
     },
-    /// One interval of the running phase: bytes sent and received in it.
+    /// One interval of the running phase: its length on the coordinator's
+    /// clock and what each flow end moved in it.
     Interval {
         phase: usize,
         interval: u32,
-        tx_bytes: u64,
-        rx_bytes: u64,
+        span_ns: i64,
+        ends: Vec<(u64, u64)>,
     },
     /// A flow of the running phase ended with an error before it was stopped.
     FlowFailed {
@@ -324,8 +325,8 @@ impl<O, C> Session<O, C> {
                     Err(error) => self.failed(phase, error),
                 }
             }
-            Work::Interval { phase, interval, tx_bytes, rx_bytes } if self.streaming() == Some(phase) => {
-                self.send(ToCoordinator::Progress { phase, interval, tx_bytes, rx_bytes })
+            Work::Interval { phase, interval, span_ns, ends } if self.streaming() == Some(phase) => {
+                self.send(ToCoordinator::Interval { phase, interval, span_ns, ends })
             }
             Work::FlowFailed { phase, error } if self.streaming() == Some(phase) => {
                 self.send(ToCoordinator::Failed { phase, error })

@@ -13,6 +13,7 @@ use fabricbench::histogram::Histogram;
 use fabricbench::hostfacts::HostFacts;
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
+use fabricbench::result::intervals::ends_by_rank;
 use fabricbench::transport::rdma::RdmaInventory;
 use fabricbench::transport::Side;
 
@@ -131,28 +132,21 @@ fn running_fan_in(n: usize) -> Sim {
     sim
 }
 
-fn report(rank: usize, flows: Vec<FlowSamples>, boundaries: usize) -> RankReport {
-    RankReport {
-        phase: 0,
-        rank,
-        sample_ns: (0..boundaries as i64).map(|k| 1_000 * MS + k * 1_000 * MS).collect(),
-        flows,
-        ..Default::default()
+fn report(rank: usize, flows: Vec<FlowSamples>, boundaries: u32) -> RankReport {
+    RankReport { phase: 0, rank, boundaries, flows, ..Default::default() }
+}
+
+/// `rank` sends intervals 1 … `boundaries - 1` of phase 0, each 1 s long,
+/// in which its ends moved `per_second` bytes (and 10 messages) each.
+fn intervals(sim: &mut Sim, rank: ConnId, per_second: &[u64], boundaries: u32) {
+    let ends: Vec<(u64, u64)> = per_second.iter().map(|&bytes| (bytes, 10)).collect();
+    for interval in 1..boundaries {
+        sim.send(rank, ToCoordinator::Interval { phase: 0, interval, span_ns: 1_000 * MS, ends: ends.clone() });
     }
 }
 
-fn samples(flow: u32, side: Side, per_second: u64, boundaries: usize) -> FlowSamples {
-    FlowSamples {
-        flow,
-        side,
-        bytes: (0..boundaries as u64).map(|k| k * per_second).collect(),
-        messages: (0..boundaries as u64).map(|k| k * 10).collect(),
-        start_ns: Some(0),
-        error: None,
-        rtts: None,
-        refused: 0,
-        lanes: Vec::new(),
-    }
+fn samples(flow: u32, side: Side) -> FlowSamples {
+    FlowSamples { flow, side, start_ns: Some(0), error: None, rtts: None, refused: 0, lanes: Vec::new() }
 }
 
 #[test]
@@ -190,28 +184,29 @@ fn happy_path_fan_in() {
     let Some(ToWorker::Start { t0_ns, .. }) = sim.take(2).pop() else { panic!("no Start") };
     assert_eq!(t0_ns, sim.now + Timeouts::default().start_delay.as_nanos() as i64);
 
-    // Live progress once every rank has sent interval 1.
-    for r in 0..n {
-        let rx = if r == 0 { 3_000 } else { 0 };
-        sim.send(r as ConnId, ToCoordinator::Progress { phase: 0, interval: 1, tx_bytes: 1_000, rx_bytes: rx });
+    // Rank 0 receives 1, 2 and 3 GB/s; its senders count 5 B/s each. An
+    // interval closes once every rank has sent it, each flow counted at
+    // its receiver: 8, 16 and 24 Gb/s.
+    let b = 3;
+    intervals(&mut sim, 0, &[1_000_000_000, 2_000_000_000, 3_000_000_000], b);
+    assert!(!sim.events.iter().any(|e| matches!(e, Event::Progress { .. })), "not before every rank sent it");
+    for r in 1..n {
+        intervals(&mut sim, r as ConnId, &[5], b);
     }
-    assert!(sim
+    let closed: Vec<(u32, f64, Vec<f64>)> = sim
         .events
         .iter()
-        .any(|e| matches!(e, Event::Progress { interval: 1, gbps, .. } if (*gbps - 24e-6).abs() < 1e-12)));
+        .filter_map(|e| match e {
+            Event::Progress { interval, gbps, flows, .. } => Some((*interval, *gbps, flows.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closed, [(1, 48.0, vec![8.0, 16.0, 24.0]), (2, 48.0, vec![8.0, 16.0, 24.0])]);
 
-    let b = 3;
-    sim.send(
-        0,
-        ToCoordinator::Report(Box::new(report(
-            0,
-            (0..3).map(|f| samples(f, Side::Receiver, 1_000_000_000 * (u64::from(f) + 1), b)).collect(),
-            b,
-        ))),
-    );
+    sim.send(0, ToCoordinator::Report(Box::new(report(0, (0..3).map(|f| samples(f, Side::Receiver)).collect(), b))));
     for r in 1..n {
         let f = (r - 1) as u32;
-        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender, 5, b)], b))));
+        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender)], b))));
     }
     let done = sim.events.iter().find_map(|e| match e {
         Event::PhaseDone(p) => Some(p.clone()),
@@ -224,6 +219,8 @@ fn happy_path_fan_in() {
     let rates: Vec<f64> = p.flows.iter().map(|f| f.gbps).collect();
     assert_eq!(rates, [8.0, 16.0, 24.0]);
     assert_eq!(p.aggregate_gbps, 48.0);
+    assert_eq!(p.flows[0].tx_bytes, Some(10), "the sender's count of 5 B/s over 2 s");
+    assert!(p.interval_gbps.is_empty() && p.flows[0].interval_gbps.is_empty(), "went as they closed");
     assert_eq!(p.receivers.len(), 1);
     assert_eq!(p.receivers[0].senders, 3);
     assert!((p.receivers[0].jain - 48.0 * 48.0 / (3.0 * (64.0 + 256.0 + 576.0))).abs() < 1e-12);
@@ -244,11 +241,13 @@ fn fan_in_to_reports(rank0: impl FnOnce(&mut Sim, Vec<FlowSamples>)) -> Sim {
     for r in 0..n {
         sim.send(r as ConnId, ToCoordinator::Ready { phase: 0 });
     }
+    intervals(&mut sim, 0, &[1_000_000_000, 2_000_000_000, 3_000_000_000], b);
     for r in 1..n {
         let f = (r - 1) as u32;
-        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender, 5, b)], b))));
+        intervals(&mut sim, r as ConnId, &[5], b);
+        sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender)], b))));
     }
-    rank0(&mut sim, (0..3).map(|f| samples(f, Side::Receiver, 1_000_000_000 * (u64::from(f) + 1), b)).collect());
+    rank0(&mut sim, (0..3).map(|f| samples(f, Side::Receiver)).collect());
     sim
 }
 
@@ -304,7 +303,7 @@ fn latency_histograms_are_held_to_the_plan() {
     // Rank 1's flows: 0 (fan-in, to 0), 2 (1 -> 0) and 3 (1 -> 2); three histograms in parts.
     let mut h = Histogram::default();
     h.record(10_000);
-    let timed = |flow| FlowSamples { rtts: Some(h.clone()), ..samples(flow, Side::Sender, 5, 3) };
+    let timed = |flow| FlowSamples { rtts: Some(h.clone()), ..samples(flow, Side::Sender) };
     let part = RankReport { flows: vec![timed(0), timed(2), timed(3)], ..report(1, Vec::new(), 0) };
     sim.send(1, ToCoordinator::ReportPart(Box::new(part)));
     sim.advance(3_000);
@@ -319,14 +318,9 @@ fn latency_histograms_are_held_to_the_plan() {
 #[test]
 fn an_inconsistent_report_fails_its_rank_and_the_coordinator_survives() {
     type Spoil = fn(&mut RankReport);
-    let bad: [(&str, Spoil); 6] = [
-        ("with 2 byte and 3 message counts for 3 sample times", |r| {
-            r.flows[0].bytes.pop();
-        }),
-        ("reported counters of flow 0 that go backwards", |r| r.flows[0].bytes[2] = 0),
+    let bad: [(&str, Spoil); 3] = [
         ("reported flow 7 (Receiver), which is not its own", |r| r.flows[0].flow = 7),
         ("sent a report for rank 3", |r| r.rank = 3),
-        ("sent sample times that go backwards", |r| r.sample_ns.reverse()),
         // A bandwidth flow's receiver measures no round trips.
         ("reported round trips for flow 1 (Receiver), which measures none there", |r| {
             r.flows[1].rtts = Some(Histogram::default())
@@ -342,6 +336,34 @@ fn an_inconsistent_report_fails_its_rank_and_the_coordinator_survives() {
         let failure = sim.failure().expect("the run failed");
         assert!(failure.contains("rank 0") && failure.contains(expected), "{expected}: {failure}");
         assert!(failure.contains("its report is left out"), "{failure}");
+        assert!(sim.c.is_done(), "{expected}");
+    }
+}
+
+/// Rank 0 of a fan-in on 4 ranks has three receiver ends; the window has
+/// two intervals.
+#[test]
+fn an_inconsistent_interval_fails_its_rank_and_the_coordinator_survives() {
+    let interval = |interval, span_ns, ends: usize| ToCoordinator::Interval {
+        phase: 0,
+        interval,
+        span_ns,
+        ends: vec![(1_000, 1); ends],
+    };
+    let bad = [
+        ("sent interval 2 where 1 was next", vec![interval(2, 1_000 * MS, 3)]),
+        ("sent 1 readings for interval 1, but has 3 flow ends", vec![interval(1, 1_000 * MS, 1)]),
+        ("sent interval 1 lasting -5 ns", vec![interval(1, -5, 3)]),
+        ("sent interval 3 of a window of 2", (1..=3).map(|k| interval(k, 1_000 * MS, 3)).collect()),
+    ];
+    for (expected, said) in bad {
+        let mut sim = running_fan_in(4);
+        for message in said {
+            sim.send(0, message);
+        }
+        sim.advance(3_000);
+        let failure = sim.failure().expect("the run failed");
+        assert!(failure.starts_with("rank 0 (h1): ") && failure.contains(expected), "{expected}: {failure}");
         assert!(sim.c.is_done(), "{expected}");
     }
 }
@@ -585,15 +607,15 @@ fn lost_rank_mid_run_keeps_partial_results() {
         );
     }
     assert_eq!(sim.failure(), None, "waits for partial reports first");
+    // Interval 1 came from the two ranks left: it closes without rank 2.
+    intervals(&mut sim, 0, &[100, 50], 2);
+    intervals(&mut sim, 1, &[100], 2);
+    assert!(!sim.events.iter().any(|e| matches!(e, Event::Progress { .. })), "rank 2 may still send it");
     sim.send(
         0,
-        ToCoordinator::Report(Box::new(report(
-            0,
-            vec![samples(0, Side::Receiver, 100, 2), samples(1, Side::Receiver, 50, 2)],
-            2,
-        ))),
+        ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver), samples(1, Side::Receiver)], 2))),
     );
-    sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender, 100, 2)], 2))));
+    sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender)], 2))));
     let partial = sim.events.iter().find_map(|e| match e {
         Event::PhaseDone(p) => Some(p.clone()),
         _ => None,
@@ -601,6 +623,13 @@ fn lost_rank_mid_run_keeps_partial_results() {
     let p = partial.expect("partial phase kept");
     assert!(!p.complete);
     assert_eq!(p.flows[0].bytes, 100);
+    assert_eq!(p.window_s, 1.0);
+    let closed = sim.events.iter().find_map(|e| match e {
+        Event::Progress { interval: 1, flows, .. } => Some(flows.clone()),
+        _ => None,
+    });
+    // Both flows count at their receiver, rank 0; rank 2's readings never came.
+    assert_eq!(closed, Some(vec![100.0 * 8.0 / 1e9, 50.0 * 8.0 / 1e9]));
     assert!(!p.ranks[2].reported);
     assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): connection lost during phase 0; its flows: 1 (2->0)"));
     assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
@@ -648,7 +677,7 @@ fn a_frozen_rank_does_not_hold_the_abort_open() {
         sim.advance(100);
     }
     sim.send(0, ToCoordinator::Failed { phase: 0, error: "flow 0 1->0: QP 0: no progress".into() });
-    sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver, 100, 2)], 2))));
+    sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver)], 2))));
     for _ in 0..25 {
         sim.send(0, ToCoordinator::Heartbeat);
         sim.advance(100);
@@ -658,6 +687,22 @@ fn a_frozen_rank_does_not_hold_the_abort_open() {
         Some("rank 1 (h2): silent for 3.1 s during phase 0 (heartbeat timeout); its flows: 0 (1->0)")
     );
     assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
+}
+
+/// A rank's interval readings come in the order of its Setup's flows;
+/// rank 0 reads them in the order of `ends_by_rank`: the two agree.
+#[test]
+fn each_ranks_setup_lists_its_ends_in_the_order_its_intervals_are_read() {
+    let n = 5;
+    let plan = make_plan(n, ALL_TO_ALL);
+    let expected = ends_by_rank(&plan.phases[0], n);
+    let mut sim = Sim::new(plan);
+    sim.join_all(n);
+    for (r, expected) in expected.iter().enumerate() {
+        let Some(ToWorker::Setup { flows, .. }) = sim.take(r as ConnId).pop() else { panic!("rank {r}") };
+        let ends: Vec<(usize, Side)> = flows.iter().map(|f| (f.flow.id as usize, f.side)).collect();
+        assert_eq!(&ends, expected, "rank {r}");
+    }
 }
 
 #[test]
@@ -735,8 +780,10 @@ fn first_of_two_phases_done() -> Sim {
         sim.send(r, ToCoordinator::Ready { phase: 0 });
     }
     let b = 3;
-    sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver, 1_000, b)], b))));
-    sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender, 1_000, b)], b))));
+    intervals(&mut sim, 0, &[1_000], b);
+    intervals(&mut sim, 1, &[1_000], b);
+    sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver)], b))));
+    sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender)], b))));
     assert!(sim.events.iter().any(|e| matches!(e, Event::PhaseDone(p) if p.index == 0 && p.complete)));
     sim
 }

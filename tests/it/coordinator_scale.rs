@@ -231,8 +231,6 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
     let flow = FlowSamples {
         flow: 0,
         side: Side::Sender,
-        bytes: vec![0, 1],
-        messages: vec![0, 1],
         start_ns: Some(0),
         error: None,
         rtts: Some(h),
@@ -240,7 +238,7 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
         lanes: Vec::new(),
     };
     let report = |flows| {
-        let r = RankReport { phase: 0, rank: 1, sample_ns: vec![0, 1], flows, ..Default::default() };
+        let r = RankReport { phase: 0, rank: 1, boundaries: 2, flows, ..Default::default() };
         postcard::to_stdvec(&ToCoordinator::Report(Box::new(r))).unwrap()
     };
     let (none, one) = (report(vec![]), report(vec![flow]));

@@ -36,15 +36,13 @@ fn framed<M: serde::Serialize>(messages: &[M]) -> Vec<u8> {
     messages.iter().flat_map(|m| frame(&postcard::to_stdvec(m).expect("encodes"))).collect()
 }
 
-/// A report of three samples for each of the rank's flow ends.
+/// A report of three boundaries for each of the rank's flow ends.
 fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
     let flows = ends
         .iter()
         .map(|&(flow, side)| FlowSamples {
             flow,
             side,
-            bytes: vec![0, 1 << 20, 2 << 20],
-            messages: vec![0, 8, 16],
             start_ns: Some(0),
             error: None,
             rtts: None,
@@ -52,18 +50,12 @@ fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
             lanes: Vec::new(),
         })
         .collect();
-    RankReport {
-        phase,
-        rank: RANK,
-        sample_ns: vec![1_000_000_000, 2_000_000_000, 3_000_000_000],
-        flows,
-        ..Default::default()
-    }
+    RankReport { phase, rank: RANK, boundaries: 3, flows, ..Default::default() }
 }
 
 /// Every rank joins and answers as a worker does, until Start; returns
 /// what rank 1 was sent and what it sends: its probe, its answers, then
-/// (as after the window) progress and its report.
+/// (as after the window) its intervals and its report.
 fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
     let mut c = coordinator(make_plan(3, SCENARIO), 0);
     let mut inputs = Vec::new();
@@ -91,7 +83,10 @@ fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
             inputs.extend(reply.map(|r| (conn, r)));
         }
     }
-    said.push(ToCoordinator::Progress { phase: 0, interval: 1, tx_bytes: 1 << 20, rx_bytes: 1 << 20 });
+    for interval in 1..3 {
+        let moved = vec![(1 << 20, 8); ends.len()];
+        said.push(ToCoordinator::Interval { phase: 0, interval, span_ns: 1_000_000_000, ends: moved });
+    }
     said.push(ToCoordinator::Report(Box::new(report(0, &ends))));
     (sent, said)
 }

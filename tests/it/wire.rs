@@ -86,12 +86,10 @@ fn report_with_every_optional_part() {
         let report = RankReport {
             phase: 1,
             rank: 2,
-            sample_ns: vec![0, 500],
+            boundaries: 2,
             flows: vec![FlowSamples {
                 flow: 0,
                 side: Side::Sender,
-                bytes: vec![0, 10],
-                messages: vec![0, 1],
                 start_ns: Some(-3),
                 error: error.clone(),
                 rtts: Some(rtts.clone()),

@@ -10,11 +10,11 @@ impl Coordinator {
     pub(super) fn fail(&mut self, rank: Option<usize>, message: String, now_ns: i64) {
         let failure = Failure { rank, host: rank.map(|r| self.slots[r].host.clone()), message };
         match std::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::Running { phase, reports, .. } => {
+            Stage::Running { phase, reports, intervals, .. } => {
                 let reason = failure.to_string();
                 self.broadcast(|| ToWorker::Abort { reason: reason.clone() });
                 let deadline_ns = now_ns + ns(self.timeouts.abort_grace);
-                self.set_stage(Stage::Aborting { phase, reports, failure, deadline_ns }, now_ns);
+                self.set_stage(Stage::Aborting { phase, reports, intervals, failure, deadline_ns }, now_ns);
             }
             aborting @ Stage::Aborting { .. } => self.stage = aborting,
             Stage::Done => {}
@@ -36,14 +36,21 @@ impl Coordinator {
     }
 
     pub(super) fn finish_abort(&mut self) {
-        let Stage::Aborting { phase, reports, failure, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
+        let Stage::Aborting { phase, reports, mut intervals, failure, .. } =
+            std::mem::replace(&mut self.stage, Stage::Done)
+        else {
             return;
         };
         if reports.any() {
+            // The intervals every rank that reported took; the lost ones' are left out.
+            for c in intervals.finish(|rank| reports.has(rank)) {
+                self.event(Event::Progress { phase, interval: c.interval, gbps: c.gbps, flows: c.flows });
+            }
             let result = aggregate_phase(
                 &self.plan.phases[phase],
                 &self.plan.ranks,
                 reports.answers(),
+                &intervals,
                 false,
                 self.window.asked(),
             );

@@ -11,7 +11,7 @@ mod wiring;
 use failing::list;
 use wiring::Wiring;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use crate::control::proofs::FlowProofs;
 use crate::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::Plan;
+use crate::result::intervals::PhaseIntervals;
 use crate::result::{PhaseResult, RankProbe};
 
 /// A control connection, numbered by the driver.
@@ -111,11 +112,14 @@ pub enum Event {
         name: String,
         window: Window,
     },
-    /// Live aggregate of one interval, from every rank's count.
+    /// One interval every rank has sent (they come in order, from 1): the
+    /// bandwidth flows' sum and each flow's own, in the phase's flow
+    /// order, Gb/s. Rank 0 keeps none of them.
     Progress {
         phase: usize,
         interval: u32,
         gbps: f64,
+        flows: Vec<f64>,
     },
     /// A rank's RDMA inventory arrived (once per rank, soon after it joined).
     Probed(RankProbe),
@@ -184,7 +188,7 @@ enum Stage {
         phase: usize,
         t0_ns: i64,
         reports: Gather<RankReport>,
-        progress: BTreeMap<u32, Tally>,
+        intervals: Box<PhaseIntervals>,
     },
     /// The phase is done; the next starts once the launcher says this one
     /// is on disk.
@@ -194,17 +198,11 @@ enum Stage {
     Aborting {
         phase: usize,
         reports: Gather<RankReport>,
+        intervals: Box<PhaseIntervals>,
         failure: Failure,
         deadline_ns: i64,
     },
     Done,
-}
-
-#[derive(Default)]
-struct Tally {
-    ranks: usize,
-    tx: u64,
-    rx: u64,
 }
 
 pub struct Coordinator {
@@ -356,8 +354,8 @@ impl Coordinator {
             }
             ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
             ToCoordinator::Ready { phase } => self.ready(rank, phase, now_ns),
-            ToCoordinator::Progress { phase, interval, tx_bytes, rx_bytes } => {
-                self.progress(phase, interval, tx_bytes, rx_bytes)
+            ToCoordinator::Interval { phase, interval, span_ns, ends } => {
+                self.interval(rank, phase, interval, span_ns, ends, now_ns)
             }
             ToCoordinator::Report(report) => self.report(rank, *report, now_ns),
             ToCoordinator::ReportPart(part) => self.report_part(rank, *part, now_ns),

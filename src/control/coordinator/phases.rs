@@ -1,7 +1,6 @@
 //! The coordinator's steps of one phase as each rank's messages arrive:
-//! Hello, then per phase the endpoints, ready, progress and the report.
+//! Hello, then per phase the endpoints, ready, the intervals and the report.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
@@ -13,8 +12,8 @@ use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTO
 use crate::metrics::RankReport;
 use crate::plan::GroupPlan;
 use crate::result::aggregate_phase;
+use crate::result::intervals::{Moved, PhaseIntervals};
 use crate::transport::Side;
-use crate::units::gbps;
 
 impl Coordinator {
     pub(super) fn hello(&mut self, conn: ConnId, hello: Hello, now_ns: i64) {
@@ -174,32 +173,37 @@ impl Coordinator {
                 let name = self.plan.phases[phase].name.clone();
                 self.event(Event::PhaseStarted { phase, name, window });
                 let n = self.slots.len();
-                let stage = Stage::Running { phase, t0_ns, reports: Gather::new(n), progress: BTreeMap::new() };
+                let intervals = self.window.boundaries() - 1;
+                let intervals = Box::new(PhaseIntervals::new(&self.plan.phases[phase], n, intervals));
+                let stage = Stage::Running { phase, t0_ns, reports: Gather::new(n), intervals };
                 self.set_stage(stage, now_ns);
             }
             Ok(_) => {}
         }
     }
 
-    pub(super) fn progress(&mut self, phase: usize, interval: u32, tx: u64, rx: u64) {
-        let n = self.slots.len();
-        // Live progress only: an interval past the window (a confused rank)
-        // is not kept, so the tallies stay bounded by the window.
-        let intervals = self.window.duration.as_nanos().div_ceil(self.window.interval.as_nanos().max(1));
-        let Stage::Running { phase: current, progress, .. } = &mut self.stage else { return };
-        if *current != phase || u128::from(interval) > intervals {
+    /// One interval from `rank`; the ones every rank has sent go to the
+    /// launcher as they close. A stopped phase still takes them: its
+    /// partial result covers the intervals every reporting rank took.
+    pub(super) fn interval(&mut self, rank: usize, phase: usize, k: u32, span_ns: i64, ends: Vec<Moved>, now_ns: i64) {
+        let (Stage::Running { phase: current, intervals, .. } | Stage::Aborting { phase: current, intervals, .. }) =
+            &mut self.stage
+        else {
+            return;
+        };
+        if *current != phase {
             return;
         }
-        let tally = progress.entry(interval).or_default();
-        tally.ranks += 1;
-        tally.tx = tally.tx.saturating_add(tx);
-        tally.rx = tally.rx.saturating_add(rx);
-        if tally.ranks == n {
-            // Receivers count what arrived; transports whose receivers are passive count at the sender.
-            let bytes = if tally.rx > 0 { tally.rx } else { tally.tx };
-            let rate = gbps(bytes, self.window.interval.as_secs_f64());
-            progress.remove(&interval);
-            self.event(Event::Progress { phase, interval, gbps: rate });
+        match intervals.take(rank, k, span_ns, ends) {
+            Ok(closed) => {
+                for c in closed {
+                    self.event(Event::Progress { phase, interval: c.interval, gbps: c.gbps, flows: c.flows });
+                }
+            }
+            Err(problem) => {
+                self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns);
+                self.check_abort_complete();
+            }
         }
     }
 
@@ -246,14 +250,20 @@ impl Coordinator {
             return;
         }
         match &mut self.stage {
-            Stage::Running { phase, reports, .. } if *phase == report.phase => {
+            Stage::Running { phase, reports, intervals, .. } if *phase == report.phase => {
                 let phase = *phase;
                 if !reports.put(rank, report) {
                     return;
                 }
                 let reports = std::mem::replace(reports, Gather::new(0)).into_answers();
-                let result =
-                    aggregate_phase(&self.plan.phases[phase], &self.plan.ranks, &reports, true, self.window.asked());
+                let result = aggregate_phase(
+                    &self.plan.phases[phase],
+                    &self.plan.ranks,
+                    &reports,
+                    intervals,
+                    true,
+                    self.window.asked(),
+                );
                 self.event(Event::PhaseDone(Box::new(result)));
                 if phase + 1 < self.plan.phases.len() {
                     self.set_stage(Stage::Saving { phase }, now_ns);

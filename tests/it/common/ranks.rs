@@ -206,30 +206,41 @@ async fn connect_from_own_address(addr: SocketAddr, rank: usize) -> std::io::Res
     socket.connect(addr).await
 }
 
-/// Every rank's report of `phase` as it sends it after the window: each
-/// flow end it plays, `boundaries` sample times 1 s apart, 1 GB/s on every
-/// flow. One pass over the flows, so that 65 536 ranks are quick to make.
-pub fn rank_reports(phase: &Phase, ranks: usize, boundaries: usize) -> Vec<RankReport> {
+/// What every rank of `phase` sends through and after the window: its
+/// intervals (`boundaries` sample times 1 s apart, 1 GB/s on every flow),
+/// then its report with each flow end it plays. One pass over the flows,
+/// so that 65 536 ranks are quick to make.
+pub fn rank_messages(phase: &Phase, ranks: usize, boundaries: u32) -> Vec<Vec<ToCoordinator>> {
     let samples = |flow: u32, side| FlowSamples {
         flow,
         side,
-        bytes: (0..boundaries as u64).map(|k| k * 1_000_000_000).collect(),
-        messages: (0..boundaries as u64).map(|k| k * 7_630).collect(),
         start_ns: Some(0),
         error: None,
         rtts: None,
         refused: 0,
         lanes: Vec::new(),
     };
-    let sample_ns: Vec<i64> = (0..boundaries as i64).map(|k| 1_000_000_000 + k * 1_000_000_000).collect();
-    let mut reports: Vec<RankReport> = (0..ranks)
-        .map(|rank| RankReport { phase: phase.index, rank, sample_ns: sample_ns.clone(), ..Default::default() })
-        .collect();
+    let mut reports: Vec<RankReport> =
+        (0..ranks).map(|rank| RankReport { phase: phase.index, rank, boundaries, ..Default::default() }).collect();
     for f in &phase.flows {
         reports[f.src].flows.push(samples(f.id, Side::Sender));
         reports[f.dst].flows.push(samples(f.id, Side::Receiver));
     }
     reports
+        .into_iter()
+        .map(|report| {
+            let ends = vec![(1_000_000_000, 7_630); report.flows.len()];
+            let interval = |interval| ToCoordinator::Interval {
+                phase: phase.index,
+                interval,
+                span_ns: 1_000_000_000,
+                ends: ends.clone(),
+            };
+            let mut said: Vec<ToCoordinator> = (1..boundaries).map(interval).collect();
+            said.push(ToCoordinator::Report(Box::new(report)));
+            said
+        })
+        .collect()
 }
 
 /// What the coordinator did with one phase's reports.
@@ -241,18 +252,20 @@ pub struct Gathered {
     pub longest_step: Duration,
 }
 
-/// Every rank of a started phase 0 sends its report (`boundaries` sample
-/// times); the coordinator gathers and aggregates them.
-pub fn report_phase(c: &mut Coordinator, plan: &Plan, boundaries: usize) -> Gathered {
-    let reports = rank_reports(&plan.phases[0], plan.ranks.len(), boundaries);
+/// Every rank of a started phase 0 sends its intervals and its report
+/// (`boundaries` sample times); the coordinator gathers and aggregates them.
+pub fn report_phase(c: &mut Coordinator, plan: &Plan, boundaries: u32) -> Gathered {
+    let said = rank_messages(&plan.phases[0], plan.ranks.len(), boundaries);
     let mut gathered = Gathered { phase: None, longest_step: Duration::ZERO };
-    for (rank, report) in reports.into_iter().enumerate() {
-        let started = Instant::now();
-        c.received(rank as ConnId, ToCoordinator::Report(Box::new(report)), 0);
-        gathered.longest_step = gathered.longest_step.max(started.elapsed());
-        while let Some(output) = c.poll() {
-            if let Output::Event(Event::PhaseDone(result)) = output {
-                gathered.phase = Some(*result);
+    for (rank, messages) in said.into_iter().enumerate() {
+        for message in messages {
+            let started = Instant::now();
+            c.received(rank as ConnId, message, 0);
+            gathered.longest_step = gathered.longest_step.max(started.elapsed());
+            while let Some(output) = c.poll() {
+                if let Output::Event(Event::PhaseDone(result)) = output {
+                    gathered.phase = Some(*result);
+                }
             }
         }
     }
