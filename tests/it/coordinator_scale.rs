@@ -47,6 +47,9 @@ fn a_large_fan_in_is_gathered_and_aggregated_whole() {
     assert_eq!(phase.flows.len(), n - 1);
     assert!(phase.flows.iter().all(|f| f.gbps == 8.0 && f.error.is_none()), "{:?}", &phase.flows[..2]);
     assert_eq!(phase.aggregate_gbps, 8.0 * (n - 1) as f64);
+    // Each interval went to the launcher as it closed, and back into the phase.
+    assert_eq!(phase.interval_gbps, [8.0 * (n - 1) as f64; 2]);
+    assert!(phase.flows.iter().all(|f| f.interval_gbps == [8.0, 8.0]), "{:?}", &phase.flows[..2]);
     assert_eq!((phase.receivers.len(), phase.receivers[0].senders), (1, n - 1));
     assert_eq!(phase.ranks.iter().filter(|r| r.reported).count(), n);
     assert_eq!(phase.ranks[0].rx_gbps, 8.0 * (n - 1) as f64);

@@ -249,9 +249,12 @@ impl Coordinator {
                 parts: Vec::new(),
             })
             .collect();
-        let histograms = (0..plan.ranks.len())
-            .map(|rank| plan.phases.iter().map(|p| checks::histograms_allowed(p, rank)).max().unwrap_or(0))
-            .collect();
+        let mut histograms = vec![0; plan.ranks.len()];
+        for phase in &plan.phases {
+            for (most, allowed) in histograms.iter_mut().zip(checks::histograms_by_rank(phase, plan.ranks.len())) {
+                *most = allowed.max(*most);
+            }
+        }
         let mut coordinator = Coordinator {
             job,
             proofs: FlowProofs::new(&token, job),

@@ -15,6 +15,7 @@ use fabricbench::control::wire::{
 };
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::{Phase, Plan};
+use fabricbench::result::intervals::Series;
 use fabricbench::result::{PhaseResult, RunResult};
 use fabricbench::transport::Side;
 use fabricbench::{hostfile, plan, scenario};
@@ -253,18 +254,25 @@ pub struct Gathered {
 }
 
 /// Every rank of a started phase 0 sends its intervals and its report
-/// (`boundaries` sample times); the coordinator gathers and aggregates them.
+/// (`boundaries` sample times); the coordinator gathers and aggregates
+/// them, and its intervals go back into the phase as the launcher puts them.
 pub fn report_phase(c: &mut Coordinator, plan: &Plan, boundaries: u32) -> Gathered {
     let said = rank_messages(&plan.phases[0], plan.ranks.len(), boundaries);
     let mut gathered = Gathered { phase: None, longest_step: Duration::ZERO };
+    let mut series = Series::default();
     for (rank, messages) in said.into_iter().enumerate() {
         for message in messages {
             let started = Instant::now();
             c.received(rank as ConnId, message, 0);
             gathered.longest_step = gathered.longest_step.max(started.elapsed());
             while let Some(output) = c.poll() {
-                if let Output::Event(Event::PhaseDone(result)) = output {
-                    gathered.phase = Some(*result);
+                match output {
+                    Output::Event(Event::Progress { phase, gbps, flows, .. }) => series.push(phase, gbps, &flows),
+                    Output::Event(Event::PhaseDone(mut result)) => {
+                        series.fill(&mut result);
+                        gathered.phase = Some(*result);
+                    }
+                    _ => {}
                 }
             }
         }
