@@ -196,7 +196,10 @@ fn two_slots_on_one_bed_host_over_ssh() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    // What is tested is where the ranks run; a rank whose first boundary
+    // came late on a loaded host shortens its window, which fabricbench
+    // rightly calls degraded (exit 4, run.json complete).
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", text(&out.stderr));
     assert_eq!(seen, BTreeSet::from(["0".to_string(), "1".to_string()]), "h1 runs one worker per slot");
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     check_two_slot_run(&run, "h1", "h2");
