@@ -140,7 +140,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
     }
     if uncharted > 0 {
         body += &format!(
-            "<p class=\"meta\">The {CHARTED_RECEIVERS} least fair receivers are charted; {uncharted} more are in the table.</p>"
+            "<p class=\"meta\">The {CHARTED_RECEIVERS} least fair receivers are charted; {uncharted} more are in the Receivers table and run.json.</p>"
         );
     }
     let step = run.scenario.run.interval.as_secs_f64();
@@ -159,7 +159,7 @@ fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String,
             .collect();
         let more = p.flows.len().saturating_sub(SERIES_MAX_FLOWS);
         let title = if more > 0 {
-            format!("Per flow (first {SERIES_MAX_FLOWS}; {more} more in the table)")
+            format!("Per flow (first {SERIES_MAX_FLOWS}; {more} more in intervals.csv)")
         } else {
             "Per flow".into()
         };

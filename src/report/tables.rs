@@ -1,10 +1,14 @@
 //! The summary's tables, built once from the result and rendered by the
 //! terminal, Markdown and HTML writers alike.
 
+use std::cmp::Ordering;
+
 use crate::load::placement;
 use crate::report::table::Table;
 use crate::report::{datagrams, flaps, labels, lanes, offered, rdma_counters, refused};
-use crate::result::{Acceptance, PairMatrix, PhaseResult, Retest, RunResult, RunStatus, Suspect, Verdict};
+use crate::result::{
+    Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
+};
 use crate::scenario::Mode;
 use crate::units::number;
 
@@ -114,12 +118,45 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     PhaseSummary { headline, warnings: degraded.chain(refused::warning(p)).chain(datagrams::line(p)).collect(), tables }
 }
 
+/// Rows a per-flow, per-receiver or per-rank table shows. A phase of
+/// thousands of ranks would otherwise print a table no one reads (and
+/// spend most of its rendering on it); the CSVs hold every row.
+const ROWS_SHOWN: usize = 256;
+
+/// The items a table shows: all of them when they fit, else the
+/// `ROWS_SHOWN` that `worse` puts first (worst first), and the title that
+/// says so.
+fn shown<'a, T>(
+    title: &str,
+    items: impl Iterator<Item = &'a T>,
+    worse: impl Fn(&T, &T) -> Ordering,
+    which: &str,
+) -> (String, Vec<&'a T>) {
+    let mut items: Vec<&T> = items.collect();
+    let all = items.len();
+    if all <= ROWS_SHOWN {
+        return (title.to_string(), items);
+    }
+    items.select_nth_unstable_by(ROWS_SHOWN - 1, |a, b| worse(a, b));
+    items.truncate(ROWS_SHOWN);
+    items.sort_by(|a, b| worse(a, b));
+    (format!("{title}: the {ROWS_SHOWN} {which} of {all}, worst first"), items)
+}
+
+/// Errors first, then the lower value.
+fn failed_then_lower(a: (bool, f64), b: (bool, f64)) -> Ordering {
+    b.0.cmp(&a.0).then(a.1.total_cmp(&b.1))
+}
+
 fn flows(p: &PhaseResult) -> Table {
-    let mut t = Table::new(
-        "Flows".into(),
-        &["flow", "group", "src → dst", "streams", "msg size (B)", "Gb/s", "msgs/s", "note"],
+    let (title, shown) = shown(
+        "Flows",
+        p.flows.iter(),
+        |a, b| failed_then_lower((a.error.is_some(), a.gbps), (b.error.is_some(), b.gbps)),
+        "slowest or failed (every flow is in flows.csv)",
     );
-    for f in &p.flows {
+    let mut t = Table::new(title, &["flow", "group", "src → dst", "streams", "msg size (B)", "Gb/s", "msgs/s", "note"]);
+    for f in shown {
         t.rows.push(vec![
             f.id.to_string(),
             f.group.clone(),
@@ -135,11 +172,18 @@ fn flows(p: &PhaseResult) -> Table {
 }
 
 fn latency(p: &PhaseResult) -> Table {
+    let p99 = |f: &FlowResult| f.latency.as_ref().map_or(0.0, |l| l.p99_us);
+    let (title, shown) = shown(
+        "Latency (half round trip, µs, as perftest reports ping-pong)",
+        p.flows.iter().filter(|f| f.latency.is_some()),
+        |a, b| p99(b).total_cmp(&p99(a)),
+        "highest p99 (every flow is in flows.csv)",
+    );
     let mut t = Table::new(
-        "Latency (half round trip, µs, as perftest reports ping-pong)".into(),
+        title,
         &["flow", "src → dst", "msg size (B)", "samples", "min", "typical", "mean", "stdev", "p99", "p99.9", "max"],
     );
-    for f in &p.flows {
+    for f in shown {
         let Some(l) = &f.latency else { continue };
         let us = |v: f64| number(v, 2);
         t.rows.push(vec![
@@ -160,11 +204,17 @@ fn latency(p: &PhaseResult) -> Table {
 }
 
 fn receivers(p: &PhaseResult) -> Table {
+    let (title, shown) = shown(
+        "Receivers",
+        p.receivers.iter(),
+        |a, b| a.jain.total_cmp(&b.jain),
+        "least fair (Jain index; every receiver is in run.json)",
+    );
     let mut t = Table::new(
-        "Receivers".into(),
+        title,
         &["rank", "host", "senders", "aggregate Gb/s", "min share %", "max share %", "Jain index", "CoV"],
     );
-    for r in &p.receivers {
+    for r in shown {
         t.rows.push(vec![
             r.rank.to_string(),
             r.host.clone(),
@@ -200,8 +250,15 @@ fn groups(p: &PhaseResult) -> Table {
 }
 
 fn ranks(p: &PhaseResult) -> Table {
+    let moved = |r: &RankResult| (r.error.is_some(), r.tx_gbps + r.rx_gbps);
+    let (title, shown) = shown(
+        "Ranks",
+        p.ranks.iter(),
+        |a, b| failed_then_lower(moved(a), moved(b)),
+        "slowest or failed (every rank is in ranks.csv)",
+    );
     let mut t = Table::new(
-        "Ranks".into(),
+        title,
         &[
             "rank",
             "host",
@@ -216,7 +273,7 @@ fn ranks(p: &PhaseResult) -> Table {
             "note",
         ],
     );
-    for r in &p.ranks {
+    for r in &shown {
         let ifaces: Vec<String> = r
             .netdevs
             .iter()
@@ -245,7 +302,7 @@ fn ranks(p: &PhaseResult) -> Table {
     // Hosts of several ranks, or ranks bound to devices: which is which.
     if p.ranks.iter().any(|r| r.slot > 0 || !r.devices.is_empty()) {
         t.header.insert(2, "slot / devices".to_string());
-        for (row, r) in t.rows.iter_mut().zip(&p.ranks) {
+        for (row, r) in t.rows.iter_mut().zip(&shown) {
             let devices = if r.devices.is_empty() { "-".to_string() } else { r.devices.join(",") };
             row.insert(2, format!("{} / {devices}", r.slot));
         }
@@ -372,4 +429,80 @@ fn stress(p: &PhaseResult) -> Table {
         ]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::FlowId;
+    use crate::result::ReceiverResult;
+
+    /// The v3 fan-in fixture's phase with `n` flows, ranks and receivers
+    /// copied from its own: Gb/s and fairness fall and p99 rises with the
+    /// index, so the worst is the last.
+    fn wide(n: usize) -> (RunResult, PhaseResult) {
+        let run: RunResult = serde_json::from_str(include_str!("../../tests/fixtures/v3-fan-in.json")).unwrap();
+        let mut p = run.phases[0].clone();
+        let probe = p.flows.iter().find(|f| f.latency.is_some()).unwrap().clone();
+        p.flows = (0..n)
+            .map(|k| {
+                let mut f = probe.clone();
+                f.id = k as FlowId;
+                f.gbps = (n - k) as f64;
+                f.latency.as_mut().unwrap().p99_us = k as f64;
+                f
+            })
+            .collect();
+        let (rank, receiver) = (p.ranks[0].clone(), p.receivers[0].clone());
+        p.ranks = (0..n).map(|k| RankResult { rank: k, tx_gbps: (n - k) as f64, ..rank.clone() }).collect();
+        p.receivers =
+            (0..n).map(|k| ReceiverResult { rank: k, jain: 1.0 / (k + 1) as f64, ..receiver.clone() }).collect();
+        (run, p)
+    }
+
+    fn table<'a>(s: &'a PhaseSummary, title: &str) -> &'a Table {
+        s.tables.iter().find(|t| t.title.starts_with(title)).unwrap()
+    }
+
+    fn first_cells(t: &Table) -> Vec<&str> {
+        t.rows.iter().map(|r| r[0].as_str()).collect()
+    }
+
+    #[test]
+    fn a_wide_phase_shows_its_worst_rows_first_and_says_how_many_it_left_out() {
+        let (run, mut p) = wide(1000);
+        p.flows[7].error = Some("connection refused".into());
+        p.ranks[3].error = Some("lost".into());
+        let s = phase_summary(&run, &p);
+
+        let flows = table(&s, "Flows");
+        assert_eq!(flows.title, "Flows: the 256 slowest or failed (every flow is in flows.csv) of 1000, worst first");
+        assert_eq!(&first_cells(flows)[..3], ["7", "999", "998"], "the failed flow, then the slowest");
+        assert_eq!(flows.rows.len(), ROWS_SHOWN);
+        assert_eq!(flows.rows.last().unwrap()[0], (1000 - ROWS_SHOWN + 1).to_string());
+
+        let latency = table(&s, "Latency");
+        assert!(latency.title.ends_with("the 256 highest p99 (every flow is in flows.csv) of 1000, worst first"));
+        assert_eq!(&first_cells(latency)[..2], ["999", "998"]);
+
+        let receivers = table(&s, "Receivers");
+        assert_eq!(receivers.rows.len(), ROWS_SHOWN);
+        assert_eq!(&first_cells(receivers)[..2], ["999", "998"], "the least fair first");
+
+        let ranks = table(&s, "Ranks");
+        assert_eq!(ranks.rows.len(), ROWS_SHOWN);
+        assert_eq!(&first_cells(ranks)[..2], ["3", "999"], "the failed rank, then the one that moved least");
+    }
+
+    #[test]
+    fn a_phase_that_fits_keeps_every_row_in_its_own_order() {
+        let (run, p) = wide(ROWS_SHOWN);
+        let s = phase_summary(&run, &p);
+        for title in ["Flows", "Latency", "Receivers", "Ranks"] {
+            let t = table(&s, title);
+            assert!(!t.title.contains("worst first"), "{}", t.title);
+            let expected: Vec<String> = (0..ROWS_SHOWN).map(|k| k.to_string()).collect();
+            assert_eq!(first_cells(t), expected, "{title}");
+        }
+    }
 }
