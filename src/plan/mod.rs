@@ -159,6 +159,13 @@ impl GroupPlan {
     pub fn offered_msgs_per_s(&self) -> Option<f64> {
         self.rate.map(|r| r.messages_per_s(self.message_size.bytes()))
     }
+
+    /// Whether a flow's bytes are counted where they arrive: the receiver
+    /// takes part in TCP, RDMA send and write-with-immediate; one-sided
+    /// ops are counted at the initiator.
+    pub fn counted_at_receiver(&self) -> bool {
+        self.transport == Transport::Tcp || self.op.receiver_counts()
+    }
 }
 
 /// Traffic from one rank to another, carried by `streams` connections.

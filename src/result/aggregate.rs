@@ -63,10 +63,7 @@ pub fn aggregate_phase(
             merged.get_or_insert_with(Histogram::default).merge(h);
         }
         let rx = samples(flow.dst, i, flow, Side::Receiver);
-        // The receiver counts what arrived where it takes part (TCP, RDMA
-        // send and write-with-immediate); one-sided ops count at the initiator.
-        let receiver_counts = group.transport == Transport::Tcp || group.op.receiver_counts();
-        let counted = if receiver_counts { rx.or(tx) } else { tx.or(rx) };
+        let counted = if group.counted_at_receiver() { rx.or(tx) } else { tx.or(rx) };
         let (bytes, messages) = counted.map_or((0, 0), |c| c.2);
         let error = [tx, rx].into_iter().flatten().find_map(|(_, s, _)| s.error.clone());
         flows.push(FlowResult {

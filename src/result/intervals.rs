@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use crate::plan::Phase;
 use crate::result::PhaseResult;
-use crate::scenario::{Mode, Transport};
+use crate::scenario::Mode;
 use crate::transport::Side;
 use crate::units::gbps;
 
@@ -58,10 +58,11 @@ struct Pending {
 pub struct PhaseIntervals {
     /// Per rank, how many flow ends it has.
     ends: Vec<usize>,
-    /// Per flow, its ends (rank, index among the rank's ends): where it is
-    /// counted first, then its other end.
-    counted: Vec<[Option<(usize, usize)>; 2]>,
-    /// Per flow, whether its receiver is the end counted first.
+    /// Per flow, its sender's and its receiver's end (rank, index among
+    /// the rank's ends).
+    at: Vec<[Option<(usize, usize)>; 2]>,
+    /// Per flow, whether it is counted at its receiver first
+    /// (`GroupPlan::counted_at_receiver`), else at its sender.
     receiver_first: Vec<bool>,
     bandwidth: Vec<bool>,
     /// Intervals in the window: none past it is taken.
@@ -87,23 +88,9 @@ impl PhaseIntervals {
                 at[flow][usize::from(side == Side::Receiver)] = Some((rank, e));
             }
         }
-        // The receiver counts what arrived where it takes part (TCP, RDMA
-        // send and write-with-immediate); one-sided ops count at the initiator.
-        let receiver_first: Vec<bool> = phase
-            .flows
-            .iter()
-            .map(|f| {
-                let group = &phase.groups[f.group];
-                group.transport == Transport::Tcp || group.op.receiver_counts()
-            })
-            .collect();
         PhaseIntervals {
-            counted: at
-                .into_iter()
-                .zip(&receiver_first)
-                .map(|([tx, rx], &r)| if r { [rx, tx] } else { [tx, rx] })
-                .collect(),
-            receiver_first,
+            at,
+            receiver_first: phase.flows.iter().map(|f| phase.groups[f.group].counted_at_receiver()).collect(),
             bandwidth: phase.flows.iter().map(|f| phase.groups[f.group].mode == Mode::Bandwidth).collect(),
             sums: ends.iter().map(|e| vec![(0, 0); e.len()]).collect(),
             ends: ends.iter().map(Vec::len).collect(),
@@ -174,10 +161,13 @@ impl PhaseIntervals {
             }
         }
         let flows: Vec<f64> = self
-            .counted
+            .at
             .iter()
-            .map(|ends| {
-                ends.iter()
+            .zip(&self.receiver_first)
+            .map(|(&[tx, rx], &receiver_first)| {
+                let counted = if receiver_first { [rx, tx] } else { [tx, rx] };
+                counted
+                    .iter()
                     .flatten()
                     .find_map(|&(rank, e)| {
                         let reading = readings[rank].as_ref().filter(|_| present(rank))?;
@@ -197,8 +187,7 @@ impl PhaseIntervals {
 
     /// What flow `flow`'s `side` end moved over the closed intervals.
     pub fn moved(&self, flow: usize, side: Side) -> Option<Moved> {
-        let first = usize::from(self.receiver_first.get(flow).copied()? != (side == Side::Receiver));
-        let (rank, e) = self.counted[flow][first]?;
+        let (rank, e) = self.at.get(flow)?[usize::from(side == Side::Receiver)]?;
         Some(self.sums[rank][e])
     }
 
