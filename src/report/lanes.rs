@@ -2,20 +2,27 @@
 //! streams: a line per stream, then `[SUM]`, the flow itself. The summary
 //! gets them as a table, `pair` as iperf's text lines.
 
-use crate::report::table::Table;
+use crate::report::table::{shown, slower_flow, Table, ROWS_SHOWN};
 use crate::result::{FlowResult, PhaseResult};
 use crate::units::number;
 
 /// Binary byte units, as iperf scales its transfer column.
 const BYTE_UNITS: [&str; 5] = ["Bytes", "KBytes", "MBytes", "GBytes", "TBytes"];
 
-/// Every flow of several lanes: one row per lane, then its `[SUM]`.
+/// Every flow of several lanes: one row per lane, then its `[SUM]`; past
+/// `ROWS_SHOWN` rows, the slowest or failed flows whose rows fit.
 pub fn table(p: &PhaseResult) -> Table {
-    let mut t = Table::new(
-        "Streams and rails (in the window; [SUM] is the flow)".into(),
-        &["flow", "src → dst", "stream", "device", "bytes", "transfer", "Gb/s"],
+    let laned = || p.flows.iter().filter(|f| !f.lanes.is_empty());
+    let rows_per_flow = laned().map(|f| f.lanes.len() + 1).max().unwrap_or(1);
+    let (title, shown) = shown(
+        "Streams and rails (in the window; [SUM] is the flow)",
+        laned(),
+        (ROWS_SHOWN / rows_per_flow).max(1),
+        slower_flow,
+        "slowest or failed flows (every flow is in flows.csv)",
     );
-    for f in p.flows.iter().filter(|f| !f.lanes.is_empty()) {
+    let mut t = Table::new(title, &["flow", "src → dst", "stream", "device", "bytes", "transfer", "Gb/s"]);
+    for f in shown {
         let route = format!("{} ({}) → {} ({})", f.src, f.src_host, f.dst, f.dst_host);
         for (id, device, bytes, gbps) in rows(f) {
             t.rows.push(vec![
@@ -72,6 +79,7 @@ fn transfer(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::FlowId;
     use crate::result::LaneResult;
 
     #[test]
@@ -83,28 +91,41 @@ mod tests {
         assert_eq!(transfer(1536), "1.50 KBytes");
     }
 
-    #[test]
-    fn a_line_per_stream_then_the_sum() {
-        let lane = |lane, bytes| LaneResult { lane, device: None, bytes, gbps: bytes as f64 * 8.0 / 10.0 / 1e9 };
+    fn lane(lane: usize, bytes: u64) -> LaneResult {
+        LaneResult { lane, device: None, bytes, gbps: bytes as f64 * 8.0 / 10.0 / 1e9 }
+    }
+
+    /// A flow of two streams, 1 and 2 MB in a 10 s window.
+    fn flow(id: FlowId) -> FlowResult {
         let json = r#"{"id": 3, "group": "g", "mode": "bandwidth", "src": 1, "dst": 0, "src_host": "b",
             "dst_host": "a", "streams": 2, "message_size": 65536, "tx_bytes": null, "rx_bytes": 3000000,
             "bytes": 3000000, "gbps": 0.0024, "msgs_per_s": 4.5, "interval_gbps": []}"#;
         let mut flow: FlowResult = serde_json::from_str(json).unwrap();
+        flow.id = id;
         flow.lanes = vec![lane(0, 1_000_000), lane(1, 2_000_000)];
-        let phase = PhaseResult {
+        flow
+    }
+
+    fn phase(flows: Vec<FlowResult>) -> PhaseResult {
+        PhaseResult {
             index: 0,
             name: "p".into(),
             complete: true,
             window_s: 10.0,
             start_skew_us: 0.0,
-            aggregate_gbps: flow.gbps,
+            aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
             interval_gbps: Vec::new(),
             groups: Vec::new(),
-            flows: vec![flow],
+            flows,
             receivers: Vec::new(),
             ranks: Vec::new(),
             degraded: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_line_per_stream_then_the_sum() {
+        let phase = phase(vec![flow(3)]);
         let lines = iperf_lines(&phase, |f| format!("flow {}:", f.id));
         assert_eq!(
             lines,
@@ -116,7 +137,23 @@ mod tests {
             ]
         );
         let t = table(&phase);
+        assert_eq!(t.title, "Streams and rails (in the window; [SUM] is the flow)");
         assert_eq!(t.rows.len(), 3);
         assert_eq!(t.rows[2][2..], ["[SUM]", "-", "3000000", "2.86 MBytes", "0.00240"]);
+    }
+
+    #[test]
+    fn a_wide_phase_shows_the_streams_of_its_slowest_flows() {
+        let mut flows: Vec<FlowResult> =
+            (0..200).map(|k| FlowResult { gbps: 1.0 + k as f64, ..flow(k as FlowId) }).collect();
+        flows[150].error = Some("connection reset".into());
+        let t = table(&phase(flows));
+        assert_eq!(
+            t.title,
+            "Streams and rails (in the window; [SUM] is the flow): the 85 slowest or failed flows (every flow is in flows.csv) of 200, worst first"
+        );
+        assert_eq!(t.rows.len(), 85 * 3, "every shown flow keeps all its rows");
+        let sums: Vec<&str> = t.rows.iter().filter(|r| r[2] == "[SUM]").take(3).map(|r| r[0].as_str()).collect();
+        assert_eq!(sums, ["150", "0", "1"], "the failed flow, then the slowest");
     }
 }

@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::table::Table;
-use crate::result::PhaseResult;
+use crate::report::table::{shown, Table, ROWS_SHOWN};
+use crate::result::{PhaseResult, RankResult};
 use crate::transport::rdma::counters::bytes_per_unit;
+use crate::transport::rdma::CounterDelta;
 
 /// Name parts of counters that mean retransmission, loss, errors or
 /// congestion signals (CNP/ECN), on mlx5, rxe and others.
@@ -29,43 +30,64 @@ const TROUBLE: &[&str] = &[
     "symbol",
 ];
 
+/// The counter that says a port waited to send (credits, pause): the
+/// congestion signal, shown in its own column.
+const XMIT_WAIT: &str = "counters/port_xmit_wait";
+
+/// Every rank's RDMA ports; past `ROWS_SHOWN`, the ports in most trouble.
 pub fn table(p: &PhaseResult) -> Table {
+    let ports: Vec<(&RankResult, &CounterDelta)> =
+        p.ranks.iter().flat_map(|r| r.rdma_counters.iter().map(move |d| (r, d))).collect();
+    let (title, shown) = shown(
+        "RDMA port counters over the window (NIC view)",
+        ports.iter(),
+        ROWS_SHOWN,
+        |a, b| worry(b.1).cmp(&worry(a.1)),
+        "ports most in trouble (every port is in run.json)",
+    );
     let mut t = Table::new(
-        "RDMA port counters over the window (NIC view)".into(),
+        title,
         &["rank", "host", "port", "tx MB", "rx MB", "tx pkts", "rx pkts", "xmit_wait", "errors / retries / congestion"],
     );
-    for r in &p.ranks {
-        for d in &r.rdma_counters {
-            let c = &d.counters;
-            let mb = |name: &str| {
-                let per = bytes_per_unit(name).unwrap_or(1);
-                shown(c, &[name], |v| format!("{:.1}", (v * per) as f64 / 1e6))
-            };
-            let count = |names: &[&str]| shown(c, names, |v| v.to_string());
-            let trouble: Vec<String> = c
-                .iter()
-                .filter(|(k, _)| *k != "counters/port_xmit_wait" && TROUBLE.iter().any(|part| k.contains(part)))
-                .map(|(k, v)| format!("{}={v}", k.rsplit('/').next().unwrap_or(k)))
-                .collect();
-            t.rows.push(vec![
-                r.rank.to_string(),
-                r.host.clone(),
-                format!("{}:{}", d.device, d.port),
-                mb("counters/port_xmit_data"),
-                mb("counters/port_rcv_data"),
-                count(&["counters/port_xmit_packets", "hw_counters/sent_pkts"]),
-                count(&["counters/port_rcv_packets", "hw_counters/rcvd_pkts"]),
-                count(&["counters/port_xmit_wait"]),
-                if trouble.is_empty() { "none".into() } else { trouble.join(", ") },
-            ]);
-        }
+    for (r, d) in shown {
+        let c = &d.counters;
+        let mb = |name: &str| {
+            let per = bytes_per_unit(name).unwrap_or(1);
+            moved(c, &[name], |v| format!("{:.1}", (v * per) as f64 / 1e6))
+        };
+        let count = |names: &[&str]| moved(c, names, |v| v.to_string());
+        let trouble: Vec<String> =
+            trouble(c).map(|(k, v)| format!("{}={v}", k.rsplit('/').next().unwrap_or(k))).collect();
+        t.rows.push(vec![
+            r.rank.to_string(),
+            r.host.clone(),
+            format!("{}:{}", d.device, d.port),
+            mb("counters/port_xmit_data"),
+            mb("counters/port_rcv_data"),
+            count(&["counters/port_xmit_packets", "hw_counters/sent_pkts"]),
+            count(&["counters/port_rcv_packets", "hw_counters/rcvd_pkts"]),
+            count(&[XMIT_WAIT]),
+            if trouble.is_empty() { "none".into() } else { trouble.join(", ") },
+        ]);
     }
     t
 }
 
+/// How much a port is in trouble: its trouble counters' sum, then its
+/// xmit_wait.
+fn worry(d: &CounterDelta) -> (u64, u64) {
+    let sum = trouble(&d.counters).fold(0u64, |sum, (_, v)| sum.saturating_add(*v));
+    (sum, d.counters.get(XMIT_WAIT).copied().unwrap_or(0))
+}
+
+/// The moved counters that mean trouble (xmit_wait has its own column).
+fn trouble(counters: &BTreeMap<String, u64>) -> impl Iterator<Item = (&String, &u64)> {
+    counters.iter().filter(|(k, _)| *k != XMIT_WAIT && TROUBLE.iter().any(|part| k.contains(part)))
+}
+
 /// The first of `names` that moved, formatted; "0" when none did (only
 /// moved counters are kept).
-fn shown(counters: &BTreeMap<String, u64>, names: &[&str], fmt: impl Fn(u64) -> String) -> String {
+fn moved(counters: &BTreeMap<String, u64>, names: &[&str], fmt: impl Fn(u64) -> String) -> String {
     names.iter().find_map(|n| counters.get(*n)).map_or_else(|| "0".into(), |&v| fmt(v))
 }
 
@@ -73,25 +95,12 @@ fn shown(counters: &BTreeMap<String, u64>, names: &[&str], fmt: impl Fn(u64) -> 
 mod tests {
     use super::*;
     use crate::metrics::cpu::CpuUsage;
-    use crate::result::RankResult;
-    use crate::transport::rdma::CounterDelta;
 
-    #[test]
-    fn data_words_become_bytes_and_trouble_is_named() {
-        let counters = [
-            ("counters/port_xmit_data", 250_000),
-            ("counters/port_xmit_wait", 9),
-            ("hw_counters/sent_pkts", 12),
-            ("hw_counters/duplicate_request", 3),
-            ("hw_counters/np_cnp_sent", 4),
-            ("hw_counters/rdma_sends", 5),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        let rank = RankResult {
-            rank: 1,
-            host: "h2".into(),
+    fn rank(rank: usize, counters: &[(&str, u64)]) -> RankResult {
+        let counters = counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        RankResult {
+            rank,
+            host: format!("h{rank}"),
             slot: 0,
             devices: Vec::new(),
             reported: true,
@@ -107,8 +116,11 @@ mod tests {
             error: None,
             link_events: Vec::new(),
             link_events_dropped: 0,
-        };
-        let phase = PhaseResult {
+        }
+    }
+
+    fn phase(ranks: Vec<RankResult>) -> PhaseResult {
+        PhaseResult {
             index: 0,
             name: "p".into(),
             complete: true,
@@ -120,9 +132,37 @@ mod tests {
             groups: Vec::new(),
             flows: Vec::new(),
             receivers: Vec::new(),
-            ranks: vec![rank],
-        };
-        let row = &table(&phase).rows[0];
-        assert_eq!(row[2..], ["rxe0:1", "1.0", "0", "12", "0", "9", "duplicate_request=3, np_cnp_sent=4"]);
+            ranks,
+        }
+    }
+
+    #[test]
+    fn data_words_become_bytes_and_trouble_is_named() {
+        let counters = [
+            ("counters/port_xmit_data", 250_000),
+            ("counters/port_xmit_wait", 9),
+            ("hw_counters/sent_pkts", 12),
+            ("hw_counters/duplicate_request", 3),
+            ("hw_counters/np_cnp_sent", 4),
+            ("hw_counters/rdma_sends", 5),
+        ];
+        let t = table(&phase(vec![rank(1, &counters)]));
+        assert_eq!(t.title, "RDMA port counters over the window (NIC view)");
+        assert_eq!(t.rows[0][2..], ["rxe0:1", "1.0", "0", "12", "0", "9", "duplicate_request=3, np_cnp_sent=4"]);
+    }
+
+    #[test]
+    fn a_wide_phase_shows_the_ports_in_trouble_first() {
+        let mut ranks: Vec<RankResult> = (0..300).map(|k| rank(k, &[("counters/port_xmit_wait", k as u64)])).collect();
+        ranks[7] = rank(7, &[("hw_counters/rnr_nak_retry_err", 2), ("hw_counters/out_of_sequence", 5)]);
+        ranks[5] = rank(5, &[("hw_counters/duplicate_request", 1)]);
+        let t = table(&phase(ranks));
+        assert_eq!(
+            t.title,
+            "RDMA port counters over the window (NIC view): the 256 ports most in trouble (every port is in run.json) of 300, worst first"
+        );
+        assert_eq!(t.rows.len(), ROWS_SHOWN);
+        let first: Vec<&str> = t.rows.iter().take(4).map(|r| r[0].as_str()).collect();
+        assert_eq!(first, ["7", "5", "299", "298"], "errors first, then the longest xmit_wait");
     }
 }

@@ -1,6 +1,10 @@
 //! A table as plain text cells: a title, a header and rows, built once from
 //! the result and drawn by the terminal, Markdown and HTML writers alike.
 
+use std::cmp::Ordering;
+
+use crate::result::FlowResult;
+
 pub struct Table {
     pub title: String,
     pub header: Vec<String>,
@@ -11,4 +15,39 @@ impl Table {
     pub fn new(title: String, header: &[&str]) -> Table {
         Table { title, header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
     }
+}
+
+/// Rows a per-flow, per-receiver or per-rank table shows. A phase of
+/// thousands of ranks would otherwise print a table no one reads (and
+/// spend most of its rendering on it); the CSVs hold every row.
+pub const ROWS_SHOWN: usize = 256;
+
+/// The items a table shows: all of them when they fit, else the `limit`
+/// that `worse` puts first (worst first), and the title that says so.
+pub fn shown<'a, T>(
+    title: &str,
+    items: impl Iterator<Item = &'a T>,
+    limit: usize,
+    worse: impl Fn(&T, &T) -> Ordering,
+    which: &str,
+) -> (String, Vec<&'a T>) {
+    let mut items: Vec<&T> = items.collect();
+    let all = items.len();
+    if all <= limit {
+        return (title.to_string(), items);
+    }
+    items.select_nth_unstable_by(limit - 1, |a, b| worse(a, b));
+    items.truncate(limit);
+    items.sort_by(|a, b| worse(a, b));
+    (format!("{title}: the {limit} {which} of {all}, worst first"), items)
+}
+
+/// Errors first, then the lower value.
+pub fn failed_then_lower(a: (bool, f64), b: (bool, f64)) -> Ordering {
+    b.0.cmp(&a.0).then(a.1.total_cmp(&b.1))
+}
+
+/// Failed flows first, then the slower.
+pub fn slower_flow(a: &FlowResult, b: &FlowResult) -> Ordering {
+    failed_then_lower((a.error.is_some(), a.gbps), (b.error.is_some(), b.gbps))
 }

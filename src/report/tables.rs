@@ -1,10 +1,8 @@
 //! The summary's tables, built once from the result and rendered by the
 //! terminal, Markdown and HTML writers alike.
 
-use std::cmp::Ordering;
-
 use crate::load::placement;
-use crate::report::table::Table;
+use crate::report::table::{failed_then_lower, shown, slower_flow, Table, ROWS_SHOWN};
 use crate::report::{datagrams, flaps, labels, lanes, offered, rdma_counters, refused};
 use crate::result::{
     Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
@@ -118,43 +116,9 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     PhaseSummary { headline, warnings: degraded.chain(refused::warning(p)).chain(datagrams::line(p)).collect(), tables }
 }
 
-/// Rows a per-flow, per-receiver or per-rank table shows. A phase of
-/// thousands of ranks would otherwise print a table no one reads (and
-/// spend most of its rendering on it); the CSVs hold every row.
-const ROWS_SHOWN: usize = 256;
-
-/// The items a table shows: all of them when they fit, else the
-/// `ROWS_SHOWN` that `worse` puts first (worst first), and the title that
-/// says so.
-fn shown<'a, T>(
-    title: &str,
-    items: impl Iterator<Item = &'a T>,
-    worse: impl Fn(&T, &T) -> Ordering,
-    which: &str,
-) -> (String, Vec<&'a T>) {
-    let mut items: Vec<&T> = items.collect();
-    let all = items.len();
-    if all <= ROWS_SHOWN {
-        return (title.to_string(), items);
-    }
-    items.select_nth_unstable_by(ROWS_SHOWN - 1, |a, b| worse(a, b));
-    items.truncate(ROWS_SHOWN);
-    items.sort_by(|a, b| worse(a, b));
-    (format!("{title}: the {ROWS_SHOWN} {which} of {all}, worst first"), items)
-}
-
-/// Errors first, then the lower value.
-fn failed_then_lower(a: (bool, f64), b: (bool, f64)) -> Ordering {
-    b.0.cmp(&a.0).then(a.1.total_cmp(&b.1))
-}
-
 fn flows(p: &PhaseResult) -> Table {
-    let (title, shown) = shown(
-        "Flows",
-        p.flows.iter(),
-        |a, b| failed_then_lower((a.error.is_some(), a.gbps), (b.error.is_some(), b.gbps)),
-        "slowest or failed (every flow is in flows.csv)",
-    );
+    let (title, shown) =
+        shown("Flows", p.flows.iter(), ROWS_SHOWN, slower_flow, "slowest or failed (every flow is in flows.csv)");
     let mut t = Table::new(title, &["flow", "group", "src → dst", "streams", "msg size (B)", "Gb/s", "msgs/s", "note"]);
     for f in shown {
         t.rows.push(vec![
@@ -176,6 +140,7 @@ fn latency(p: &PhaseResult) -> Table {
     let (title, shown) = shown(
         "Latency (half round trip, µs, as perftest reports ping-pong)",
         p.flows.iter().filter(|f| f.latency.is_some()),
+        ROWS_SHOWN,
         |a, b| p99(b).total_cmp(&p99(a)),
         "highest p99 (every flow is in flows.csv)",
     );
@@ -207,6 +172,7 @@ fn receivers(p: &PhaseResult) -> Table {
     let (title, shown) = shown(
         "Receivers",
         p.receivers.iter(),
+        ROWS_SHOWN,
         |a, b| a.jain.total_cmp(&b.jain),
         "least fair (Jain index; every receiver is in run.json)",
     );
@@ -254,6 +220,7 @@ fn ranks(p: &PhaseResult) -> Table {
     let (title, shown) = shown(
         "Ranks",
         p.ranks.iter(),
+        ROWS_SHOWN,
         |a, b| failed_then_lower(moved(a), moved(b)),
         "slowest or failed (every rank is in ranks.csv)",
     );
