@@ -44,9 +44,9 @@ fn paced_tcp_flows_deliver_their_rate_on_loopback() {
     let _machine = common::quiet_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
-    // The rates are fractions of what one unpaced pair moves here, measured
+    // 1 Gb/s, then fractions of what one unpaced pair moves here, measured
     // first in the same test: a debug pair moved 12.7-15.1 Gb/s on the
-    // development machine and 7.8 Gb/s on a CI one, so no fixed rate is
+    // development machine and 7.8 Gb/s on a CI one, so 10 Gb/s is not
     // "well below capacity" on both. At half of it, a sender held up can
     // make up at twice the rate; above offered stays tight
     // (scripts/bench pacing has the release numbers and the ±1 % goal).
@@ -54,7 +54,7 @@ fn paced_tcp_flows_deliver_their_rate_on_loopback() {
     let capacity = offered_free(&run_json(&bench, &unpaced, &hosts, &[])["phases"][0]);
     assert!(capacity > 2.0, "one unpaced loopback pair moved {capacity} Gb/s");
     let mbps = |fraction: f64| (capacity * fraction * 10.0).floor() as u64 * 100;
-    for mbps in [500, mbps(0.25), mbps(0.5)] {
+    for mbps in [1000, mbps(0.25), mbps(0.5)] {
         let rate = format!("{mbps} Mb/s");
         let gbps = mbps as f64 / 1000.0;
         let scenario = bench.write("paced.toml", &paced_pair(&rate, "64K", "[[0, 1]]"));
