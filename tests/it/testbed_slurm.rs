@@ -97,7 +97,17 @@ fn sbatch_with_a_hostfile_runs_those_nodes_in_its_order() {
         .output()
         .expect("sbatch");
     let log = std::fs::read_to_string(bench.dir.path().join("job.out")).unwrap_or_default();
-    assert!(out.status.success(), "sbatch: {}{}\njob output:\n{log}", text(&out.stdout), text(&out.stderr));
+    // What is tested is which nodes run and in what order; a rank whose
+    // first boundary came late on a loaded host shortens its 1 s window,
+    // which fabricbench rightly calls degraded (exit 4, the export
+    // complete; CI saw rank 0's window 0.665 s). `sbatch --wait` exits
+    // with the job's code.
+    assert!(
+        matches!(out.status.code(), Some(0 | 4)),
+        "sbatch: {}{}\njob output:\n{log}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let run = read_json(&bench.dir.path().join("out.json"));
     let flows = run["phases"][0]["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 1, "{log}");
