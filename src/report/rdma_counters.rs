@@ -36,20 +36,21 @@ const XMIT_WAIT: &str = "counters/port_xmit_wait";
 
 /// Every rank's RDMA ports; past `ROWS_SHOWN`, the ports in most trouble.
 pub fn table(p: &PhaseResult) -> Table {
-    let ports: Vec<(&RankResult, &CounterDelta)> =
-        p.ranks.iter().flat_map(|r| r.rdma_counters.iter().map(move |d| (r, d))).collect();
+    // Each port's worry once, not in every comparison of the selection.
+    let ports: Vec<((u64, u64), &RankResult, &CounterDelta)> =
+        p.ranks.iter().flat_map(|r| r.rdma_counters.iter().map(move |d| (worry(d), r, d))).collect();
     let (title, shown) = shown(
         "RDMA port counters over the window (NIC view)",
         ports.iter(),
         ROWS_SHOWN,
-        |a, b| worry(b.1).cmp(&worry(a.1)),
+        |a, b| b.0.cmp(&a.0),
         "ports most in trouble (every port is in run.json)",
     );
     let mut t = Table::new(
         title,
         &["rank", "host", "port", "tx MB", "rx MB", "tx pkts", "rx pkts", "xmit_wait", "errors / retries / congestion"],
     );
-    for (r, d) in shown {
+    for &(_, r, d) in shown {
         let c = &d.counters;
         let mb = |name: &str| {
             let per = bytes_per_unit(name).unwrap_or(1);
