@@ -192,3 +192,16 @@ fn a_spent_budget_runs_nothing_and_says_what_it_left_out() {
     assert!(table(&report, "Bandwidth").is_empty() && table(&report, "Latency").is_empty(), "{report}");
     assert_eq!(std::fs::read_dir(out.path().join("fabricbench")).unwrap().count(), 0, "no test was started");
 }
+
+#[test]
+fn help_prints_the_usage_and_exits_0() {
+    let out = tempfile::tempdir().unwrap();
+    for flag in ["--help", "-h"] {
+        let run = hardware_check(out.path(), &[flag], &[]);
+        assert_eq!(run.status.code(), Some(0), "{flag}: {run:?}");
+        let usage = String::from_utf8_lossy(&run.stdout);
+        assert!(usage.starts_with("hardware-check — "), "{flag}: {usage}");
+        assert!(usage.contains("--budget SECONDS") && usage.contains("2 on\nbad usage"), "{flag}: {usage}");
+        assert!(!usage.contains("set -uo"), "{flag}: the usage stops before the script: {usage}");
+    }
+}
