@@ -20,6 +20,8 @@
 //! should not silently double the load on one NIC. Parsing touches no
 //! network.
 
+mod problem;
+
 use std::collections::HashSet;
 use std::fmt;
 use std::io::Read;
@@ -27,6 +29,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub use problem::Problem;
 
 /// One rank of the job: its host and what it uses there, in rank order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,18 +94,28 @@ pub const MAX_TEXT: u64 = 64 << 20;
 pub enum HostfileError {
     #[error("cannot read hostfile {path}: {cause}")]
     Read { path: PathBuf, cause: std::io::Error },
-    #[error("{path}:{line}: {message}\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP` and `devices=dev1,dev2`")]
-    Syntax { path: PathBuf, line: usize, message: String },
-    #[error("{path}:{line}: host `{host}` is listed twice (first at line {first}); give a host's ranks once, as `{host} slots=N`")]
+    /// A line's form or size; the form's problems are followed by the valid forms.
+    #[error("{path}:{line}: {problem}{}", if problem.is_limit() { "" } else { VALID_FORMS })]
+    Line { path: PathBuf, line: usize, problem: Problem },
+    #[error("{path}:{line}: host `{host}` is listed twice ({}); give a host's ranks once, as `{host} slots=N`", first_at(*first, *line))]
     Duplicate { path: PathBuf, line: usize, first: usize, host: String },
     #[error("{path}: no hosts (only blank lines or comments); list one host per line, e.g. `127.0.0.1`")]
     Empty { path: PathBuf },
-    #[error("{path}:{line}: {message}")]
-    Limit { path: PathBuf, line: usize, message: String },
     #[error("hostfile {path} is larger than {MAX_TEXT} bytes; a hostfile of {MAX_HOSTS} hosts is far smaller")]
     TooLarge { path: PathBuf },
-    #[error("{var}=`{value}`: {message}")]
-    SlurmEnv { var: &'static str, value: String, message: String },
+    #[error("{var}=`{value}`: {problem}")]
+    SlurmEnv { var: &'static str, value: String, problem: Problem },
+}
+
+const VALID_FORMS: &str = "\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP` and `devices=dev1,dev2`";
+
+/// Where a repeated host was first named: an earlier line, or this one
+/// (`n[1-2],n1`).
+fn first_at(first: usize, line: usize) -> String {
+    match first == line {
+        true => "twice on this line".to_string(),
+        false => format!("first at line {first}"),
+    }
 }
 
 /// Reads and parses a hostfile.
@@ -125,9 +139,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
         if content.is_empty() {
             continue;
         }
-        let fail = |e: LineError| match e {
-            LineError::Syntax(message) => HostfileError::Syntax { path: path.to_path_buf(), line, message },
-            LineError::Limit(message) => HostfileError::Limit { path: path.to_path_buf(), line, message },
+        let fail = |problem| match problem {
+            Problem::Repeated { host, .. } => {
+                HostfileError::Duplicate { path: path.to_path_buf(), line, first: line, host }
+            }
+            problem => HostfileError::Line { path: path.to_path_buf(), line, problem },
         };
         for host in parse_line(content, MAX_HOSTS - hosts.len()).map_err(fail)? {
             if !seen.insert(host.name.clone()) {
@@ -140,25 +156,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
     if hosts.is_empty() {
         return Err(HostfileError::Empty { path: path.to_path_buf() });
     }
-    let limit = |line, message| HostfileError::Limit { path: path.to_path_buf(), line, message };
-    ranks(hosts).map_err(|(line, message)| limit(line, message))
+    ranks(hosts).map_err(|(line, problem)| HostfileError::Line { path: path.to_path_buf(), line, problem })
 }
 
 /// The rank list of `hosts` (each with what names it in an error, such as
 /// its line): every host once per slot, its ranks consecutive, rank k of
 /// a host on its k-th device. The total is counted before anything is
 /// expanded; past MAX_RANKS the error names the host that passes it.
-fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, String)> {
+fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, Problem)> {
     let mut total = 0usize;
     for (at, host) in &hosts {
         total = total.saturating_add(host.slots as usize);
         if total > MAX_RANKS {
-            let message = format!(
-                "`{}` with slots={} makes {total} ranks or more; a run takes at most {MAX_RANKS} ranks (hostfile::MAX_RANKS): \
-                 lower `slots` (an OpenMPI hostfile's slots often count cores; fabricbench runs one worker per slot)",
-                host.name, host.slots
-            );
-            return Err((*at, message));
+            return Err((*at, Problem::TooManyRanks { host: host.name.clone(), slots: host.slots, total }));
         }
     }
     let mut out = Vec::with_capacity(total);
@@ -195,71 +205,50 @@ pub fn crowded(ranks: &[Host]) -> Vec<String> {
 /// `tasks_per_node` is `SLURM_TASKS_PER_NODE` (`2(x3),1`), each node's
 /// slots (one rank per task; one per node when absent).
 pub fn from_slurm(nodelist: &str, tasks_per_node: Option<&str>) -> Result<Vec<Host>, HostfileError> {
-    let bad = |var, value: &str, message: String| HostfileError::SlurmEnv { var, value: shorten(value), message };
+    let bad = |var, value: &str, problem| HostfileError::SlurmEnv { var, value: shorten(value), problem };
     for (var, value) in [("SLURM_JOB_NODELIST", Some(nodelist)), ("SLURM_TASKS_PER_NODE", tasks_per_node)] {
         if value.is_some_and(|v| v.len() as u64 > MAX_TEXT) {
-            return Err(bad(var, value.unwrap_or_default(), format!("is longer than {MAX_TEXT} bytes")));
+            return Err(bad(var, value.unwrap_or_default(), Problem::TextTooLong));
         }
     }
-    let names =
-        expand_hostlist(nodelist.trim(), MAX_HOSTS).map_err(|e| bad("SLURM_JOB_NODELIST", nodelist, e.text()))?;
+    let names = expand_hostlist(nodelist.trim(), MAX_HOSTS).map_err(|e| bad("SLURM_JOB_NODELIST", nodelist, e))?;
     let slots = match tasks_per_node {
         Some(text) => {
-            let counts = slurm_counts(text).map_err(|m| bad("SLURM_TASKS_PER_NODE", text, m))?;
+            let counts = slurm_counts(text).map_err(|e| bad("SLURM_TASKS_PER_NODE", text, e))?;
             if counts.len() != names.len() {
-                let message =
-                    format!("gives {} count(s) for the {} node(s) of SLURM_JOB_NODELIST", counts.len(), names.len());
-                return Err(bad("SLURM_TASKS_PER_NODE", text, message));
+                let problem = Problem::CountMismatch { counts: counts.len(), nodes: names.len() };
+                return Err(bad("SLURM_TASKS_PER_NODE", text, problem));
             }
             counts
         }
         None => vec![1; names.len()],
     };
     let hosts = names.into_iter().zip(slots).map(|(name, slots)| ((), Host { slots, ..Host::named(&name) })).collect();
-    ranks(hosts).map_err(|((), message)| bad("SLURM_TASKS_PER_NODE", tasks_per_node.unwrap_or_default(), message))
+    ranks(hosts).map_err(|((), problem)| bad("SLURM_TASKS_PER_NODE", tasks_per_node.unwrap_or_default(), problem))
 }
 
 /// Expands Slurm's compressed counts: `2(x3),1` is 2, 2, 2, 1.
-fn slurm_counts(text: &str) -> Result<Vec<u32>, String> {
+fn slurm_counts(text: &str) -> Result<Vec<u32>, Problem> {
     let mut out = Vec::new();
     for part in text.trim().split(',') {
         let (count, times) = match part.split_once("(x") {
             Some((count, rest)) => {
-                let times = rest.strip_suffix(')').ok_or_else(|| format!("`{part}` lacks its closing `)`"))?;
-                (count, times.parse::<usize>().map_err(|_| format!("`{times}` in `{part}` is not a repeat count"))?)
+                let times = rest.strip_suffix(')').ok_or_else(|| Problem::Unclosed { part: part.to_string() })?;
+                let bad = || Problem::BadRepeat { times: times.to_string(), part: part.to_string() };
+                (count, times.parse::<usize>().map_err(|_| bad())?)
             }
             None => (part, 1),
         };
         if times > MAX_HOSTS - out.len() {
-            return Err(format!("counts more than {MAX_HOSTS} nodes (at `{part}`), the most one run takes"));
+            return Err(Problem::TooManyNodes { part: part.to_string() });
         }
         out.extend(std::iter::repeat_n(parse_slots(count)?, times));
     }
     Ok(out)
 }
 
-/// Why a line was refused: its form, or its size.
-enum LineError {
-    Syntax(String),
-    Limit(String),
-}
-
-impl From<String> for LineError {
-    fn from(message: String) -> LineError {
-        LineError::Syntax(message)
-    }
-}
-
-impl LineError {
-    fn text(self) -> String {
-        match self {
-            LineError::Syntax(m) | LineError::Limit(m) => m,
-        }
-    }
-}
-
 /// Parses one non-empty, comment-free line into one or more hosts, at most `room`.
-fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, LineError> {
+fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, Problem> {
     let mut words = content.split_whitespace();
     let first = words.next().unwrap_or_default();
     let (names, mpich) = split_mpich_slots(first)?;
@@ -267,9 +256,9 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, LineError> {
     let mut addr = None;
     let mut devices = Vec::new();
     for word in words {
-        let (key, value) = word.split_once('=').ok_or_else(|| format!("unexpected `{word}` after the host name"))?;
+        let (key, value) = word.split_once('=').ok_or_else(|| Problem::Unexpected { word: word.to_string() })?;
         if value.is_empty() {
-            return Err(format!("`{key}=` needs a value").into());
+            return Err(Problem::NoValue { key: key.to_string() });
         }
         match key {
             "slots" | "max_slots" | "max-slots" => {
@@ -280,15 +269,17 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, LineError> {
             }
             "addr" => addr = Some(unicast(value)?),
             "devices" => devices = device_list(value)?,
-            other => {
-                return Err(format!("unknown attribute `{other}` (valid: slots=N, addr=IP, devices=dev1,dev2)").into())
-            }
+            other => return Err(Problem::UnknownAttribute { key: other.to_string() }),
         }
     }
-    let slots = slots_for_devices(slots, &devices).map_err(|m| LineError::Limit(format!("`{first}`: {m}")))?;
+    let slots = slots_for_devices(slots, &devices).ok_or_else(|| Problem::SlotsBesideDevices {
+        first: first.to_string(),
+        slots: slots.unwrap_or_default(),
+        devices: devices.clone(),
+    })?;
     let names = expand_hostlist(names, room)?;
     if addr.is_some() && names.len() > 1 {
-        return Err(format!("`addr=` names one address but `{}` expands to {} hosts", first, names.len()).into());
+        return Err(Problem::AddrForMany { first: first.to_string(), hosts: names.len() });
     }
     Ok(names
         .into_iter()
@@ -298,37 +289,26 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, LineError> {
 
 /// The slots of a line given (`None`: not) beside its `devices=`: one rank
 /// per device unless given; `slots=1` is one multi-rail rank; any other
-/// count must match the devices.
-fn slots_for_devices(slots: Option<u32>, devices: &[String]) -> Result<u32, String> {
+/// count must match the devices (`None`: it does not).
+fn slots_for_devices(slots: Option<u32>, devices: &[String]) -> Option<u32> {
     match (slots, devices.len()) {
-        (None, 0) => Ok(1),
-        (None, n) => Ok(n as u32),
-        (Some(s), n) if n == 0 || s == 1 || s as usize == n => Ok(s),
-        (Some(s), n) => Err(format!(
-            "slots={s} but devices= lists {n} ({}): each rank of a host uses its own device; give slots={n} \
-             (or leave slots out) for one rank per device, or slots=1 for one rank over all of them",
-            devices.join(", ")
-        )),
+        (None, 0) => Some(1),
+        (None, n) => Some(n as u32),
+        (Some(s), n) if n == 0 || s == 1 || s as usize == n => Some(s),
+        (Some(_), _) => None,
     }
 }
 
 /// `devices=mlx5_0,mlx5_1`: distinct RDMA device names, as the kernel forms them.
-fn device_list(value: &str) -> Result<Vec<String>, String> {
+fn device_list(value: &str) -> Result<Vec<String>, Problem> {
     let mut devices: Vec<String> = Vec::new();
     for name in value.split(',') {
         let ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if name.is_empty() || name.len() > MAX_DEVICE_NAME || !ok {
-            return Err(format!(
-                "`devices={}`: `{}` is not an RDMA device name (up to {MAX_DEVICE_NAME} letters, digits, `_`, `-`, `.`; e.g. devices=mlx5_0,mlx5_1)",
-                shorten(value),
-                shorten(name)
-            ));
+            return Err(Problem::DeviceName { list: shorten(value), name: shorten(name) });
         }
         if devices.iter().any(|d| d == name) {
-            return Err(format!(
-                "`devices={}` lists `{name}` twice; each rank of the host uses its own device",
-                shorten(value)
-            ));
+            return Err(Problem::DeviceTwice { list: shorten(value), name: name.to_string() });
         }
         devices.push(name.to_string());
     }
@@ -336,7 +316,7 @@ fn device_list(value: &str) -> Result<Vec<String>, String> {
 }
 
 /// Splits MPICH's `host:N`. A colon inside brackets or an IPv6 address is left alone.
-fn split_mpich_slots(word: &str) -> Result<(&str, Option<u32>), String> {
+fn split_mpich_slots(word: &str) -> Result<(&str, Option<u32>), Problem> {
     let looks_ipv6 = word.matches(':').count() > 1;
     match word.rsplit_once(':') {
         Some((name, n)) if !looks_ipv6 && !name.is_empty() => Ok((name, Some(parse_slots(n)?))),
@@ -344,41 +324,82 @@ fn split_mpich_slots(word: &str) -> Result<(&str, Option<u32>), String> {
     }
 }
 
-fn parse_slots(value: &str) -> Result<u32, String> {
+fn parse_slots(value: &str) -> Result<u32, Problem> {
     match value.parse::<u32>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("slot count `{value}` is not a positive integer")),
+        _ => Err(Problem::Slots { value: value.to_string() }),
     }
 }
 
-/// Expands a Slurm hostlist expression into at most `room` names; a plain
-/// name expands to itself. Its size is counted before anything expands.
-fn expand_hostlist(expr: &str, room: usize) -> Result<Vec<String>, LineError> {
+/// Expands a Slurm hostlist expression into at most `room` names, in its
+/// order; a plain name expands to itself. Its size is counted before
+/// anything expands, and a host it names twice is refused.
+fn expand_hostlist(expr: &str, room: usize) -> Result<Vec<String>, Problem> {
     if !expr.contains('[') && !expr.contains(',') {
         validate_name(expr)?;
         return match room {
-            0 => Err(LineError::Limit(format!("`{expr}` is host {} of the file; {}", MAX_HOSTS + 1, at_most()))),
+            0 => Err(Problem::HostPastLimit { name: expr.to_string() }),
             _ => Ok(vec![expr.to_string()]),
         };
     }
     let size = hostlist_size(expr);
     if size.names > room as u64 {
-        let more = if room < MAX_HOSTS { format!(" (with the {} before it)", MAX_HOSTS - room) } else { String::new() };
-        return Err(LineError::Limit(format!("`{}` names {} hosts{more}; {}", shorten(expr), size.names, at_most())));
+        return Err(Problem::TooManyNames { expr: shorten(expr), names: size.names, before: MAX_HOSTS - room });
     }
     if size.longest > MAX_NAME {
-        return Err(format!("`{}` makes names longer than {MAX_NAME} characters", shorten(expr)).into());
+        return Err(Problem::NamesTooLong { expr: shorten(expr) });
     }
-    let names = hostlist_parser::parse(expr).map_err(|e| {
-        let detail = e.to_string().lines().next().unwrap_or_default().to_string();
-        format!("bad hostlist expression `{}`: {detail}", shorten(expr))
-    })?;
+    let names = parse_hostlist(expr)?;
+    // The parser drops repeats: fewer names than counted is one named twice.
+    if (names.len() as u64) < size.names {
+        if let Some(host) = repeated_name(expr)? {
+            return Err(Problem::Repeated { expr: shorten(expr), host });
+        }
+    }
     names.iter().try_for_each(|n| validate_name(n))?;
     Ok(names)
 }
 
-fn at_most() -> String {
-    format!("a run takes at most {MAX_HOSTS} hosts (hostfile::MAX_HOSTS)")
+fn parse_hostlist(expr: &str) -> Result<Vec<String>, Problem> {
+    hostlist_parser::parse(expr).map_err(|e| {
+        let detail = e.to_string().lines().next().unwrap_or_default().to_string();
+        Problem::BadHostlist { expr: shorten(expr), detail }
+    })
+}
+
+/// The first host `expr` names twice: its top-level lists (`n[1-2],n1`)
+/// are expanded one at a time, and so is each item of each bracket of a
+/// list (`n[1-2,2]`), since the parser drops a repeat within what it expands.
+fn repeated_name(expr: &str) -> Result<Option<String>, Problem> {
+    let mut seen = HashSet::new();
+    for list in top_level_lists(expr) {
+        let names = parse_hostlist(list)?;
+        if let Some(repeat) = names.iter().find(|n| seen.contains(*n)) {
+            return Ok(Some(repeat.clone()));
+        }
+        if let Some(repeat) = repeated_in_brackets(list)? {
+            return Ok(Some(repeat));
+        }
+        seen.extend(names);
+    }
+    Ok(None)
+}
+
+/// A host two items of one bracket of `list` both name (`n[1-2,2]`: `n2`).
+fn repeated_in_brackets(list: &str) -> Result<Option<String>, Problem> {
+    let mut from = 0;
+    while let Some(open) = list[from..].find('[').map(|at| from + at) {
+        let Some(close) = list[open..].find(']').map(|at| open + at) else { break };
+        let mut seen = HashSet::new();
+        for item in list[open + 1..close].split(',') {
+            let alone = format!("{}[{item}]{}", &list[..open], &list[close + 1..]);
+            if let Some(repeat) = parse_hostlist(&alone)?.into_iter().find(|name| !seen.insert(name.clone())) {
+                return Ok(Some(repeat));
+            }
+        }
+        from = close + 1;
+    }
+    Ok(None)
 }
 
 /// What a hostlist expression expands to, at most: how many names
@@ -437,36 +458,30 @@ fn item_width(item: &str) -> usize {
     item.split_once('-').map_or(item.len(), |(a, b)| a.trim().len().max(b.trim().len()))
 }
 
-fn validate_name(name: &str) -> Result<(), String> {
+fn validate_name(name: &str) -> Result<(), Problem> {
     if name.is_empty() {
-        return Err("an empty host name".to_string());
+        return Err(Problem::EmptyName);
     }
     if name.len() > MAX_NAME {
-        return Err(format!("`{}` is longer than {MAX_NAME} characters, the longest host name", shorten(name)));
+        return Err(Problem::NameTooLong { name: shorten(name) });
     }
     if name.starts_with('-') {
-        return Err(format!(
-            "`{name}` begins with `-`: ssh would read it as an option; host names begin with a letter or digit"
-        ));
+        return Err(Problem::OptionLike { name: name.to_string() });
     }
     let ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '@'));
     if ok {
         Ok(())
     } else {
-        Err(format!("`{name}` is not a host name (letters, digits, `.`, `-`, `_`, or a hostlist like node[01-04])"))
+        Err(Problem::NotAName { name: name.to_string() })
     }
 }
 
 /// `addr=`: the unicast IP this host's data plane binds to.
-fn unicast(value: &str) -> Result<String, String> {
-    let ip: IpAddr = value
-        .parse()
-        .map_err(|_| format!("`addr={value}` is not an IP address (e.g. addr=10.0.0.1 or addr=fd00::1)"))?;
+fn unicast(value: &str) -> Result<String, Problem> {
+    let ip: IpAddr = value.parse().map_err(|_| Problem::NotAnIp { value: value.to_string() })?;
     let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
     if ip.is_unspecified() || ip.is_multicast() || broadcast {
-        return Err(format!(
-            "`addr={value}` is not a unicast address: give the one IP this host's data plane binds to (e.g. addr=10.0.0.1)"
-        ));
+        return Err(Problem::NotUnicast { value: value.to_string() });
     }
     Ok(ip.to_string())
 }
@@ -640,6 +655,22 @@ mod tests {
             "hosts:3: host `a` is listed twice (first at line 1); give a host's ranks once, as `a slots=N`"
         );
         assert!(err("n[1-2]\nn2\n").starts_with("hosts:2: host `n2` is listed twice"));
+    }
+
+    /// The hostlist parser drops a repeat within one expression; the file
+    /// refuses it as it refuses one on two lines.
+    #[test]
+    fn a_host_named_twice_on_one_line_is_refused() {
+        assert_eq!(
+            err("n0\nn[1-2],n1\n"),
+            "hosts:2: host `n1` is listed twice (twice on this line); give a host's ranks once, as `n1 slots=N`"
+        );
+        assert!(err("n[1-3,2]\n").starts_with("hosts:1: host `n2` is listed twice (twice on this line)"));
+        assert!(err("r[1-2]n[1,1]\n").starts_with("hosts:1: host `r1n1` is listed twice"));
+        assert!(err("n1,n[1-2]\n").starts_with("hosts:1: host `n1` is listed twice"));
+        let e = from_slurm("n[1-2],n1", None).unwrap_err().to_string();
+        assert_eq!(e, "SLURM_JOB_NODELIST=`n[1-2],n1`: `n[1-2],n1` names host `n1` twice");
+        assert_eq!(names(&ok("n[1-2],n3\nm[01-02],m1\n")), ["n1", "n2", "n3", "m01", "m02", "m1"]);
     }
 
     #[test]

@@ -1,0 +1,100 @@
+//! What is wrong with one hostfile line or one Slurm variable, as a typed
+//! value; [`super::HostfileError`] adds where it is (file and line, or the
+//! variable and its value).
+
+use super::{MAX_DEVICE_NAME, MAX_HOSTS, MAX_NAME, MAX_RANKS, MAX_TEXT};
+
+/// One line's (or one Slurm variable's) problem. Texts quoted from the
+/// input are already cut to a readable length.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    #[error("slot count `{value}` is not a positive integer")]
+    Slots { value: String },
+    #[error("unexpected `{word}` after the host name")]
+    Unexpected { word: String },
+    #[error("`{key}=` needs a value")]
+    NoValue { key: String },
+    #[error("unknown attribute `{key}` (valid: slots=N, addr=IP, devices=dev1,dev2)")]
+    UnknownAttribute { key: String },
+    #[error(
+        "`{first}`: slots={slots} but devices= lists {count} ({list}): each rank of a host uses its own device; \
+         give slots={count} (or leave slots out) for one rank per device, or slots=1 for one rank over all of them",
+        count = devices.len(), list = devices.join(", ")
+    )]
+    SlotsBesideDevices { first: String, slots: u32, devices: Vec<String> },
+    #[error(
+        "`devices={list}`: `{name}` is not an RDMA device name (up to {MAX_DEVICE_NAME} letters, digits, `_`, `-`, `.`; \
+         e.g. devices=mlx5_0,mlx5_1)"
+    )]
+    DeviceName { list: String, name: String },
+    #[error("`devices={list}` lists `{name}` twice; each rank of the host uses its own device")]
+    DeviceTwice { list: String, name: String },
+    #[error("`addr=` names one address but `{first}` expands to {hosts} hosts")]
+    AddrForMany { first: String, hosts: usize },
+    #[error("`{name}` is host {} of the file; {}", MAX_HOSTS + 1, at_most())]
+    HostPastLimit { name: String },
+    #[error("`{expr}` names {names} hosts{}; {}", before_it(*before), at_most())]
+    TooManyNames { expr: String, names: u64, before: usize },
+    #[error("`{expr}` makes names longer than {MAX_NAME} characters")]
+    NamesTooLong { expr: String },
+    #[error("bad hostlist expression `{expr}`: {detail}")]
+    BadHostlist { expr: String, detail: String },
+    /// A hostlist expression that names one host more than once, such as
+    /// `n[1-2],n1` (the hostlist parser would drop the repeat silently).
+    #[error("`{expr}` names host `{host}` twice")]
+    Repeated { expr: String, host: String },
+    #[error("an empty host name")]
+    EmptyName,
+    #[error("`{name}` is longer than {MAX_NAME} characters, the longest host name")]
+    NameTooLong { name: String },
+    #[error("`{name}` begins with `-`: ssh would read it as an option; host names begin with a letter or digit")]
+    OptionLike { name: String },
+    #[error("`{name}` is not a host name (letters, digits, `.`, `-`, `_`, or a hostlist like node[01-04])")]
+    NotAName { name: String },
+    #[error("`addr={value}` is not an IP address (e.g. addr=10.0.0.1 or addr=fd00::1)")]
+    NotAnIp { value: String },
+    #[error(
+        "`addr={value}` is not a unicast address: give the one IP this host's data plane binds to (e.g. addr=10.0.0.1)"
+    )]
+    NotUnicast { value: String },
+    #[error(
+        "`{host}` with slots={slots} makes {total} ranks or more; a run takes at most {MAX_RANKS} ranks (hostfile::MAX_RANKS): \
+         lower `slots` (an OpenMPI hostfile's slots often count cores; fabricbench runs one worker per slot)"
+    )]
+    TooManyRanks { host: String, slots: u32, total: usize },
+    #[error("is longer than {MAX_TEXT} bytes")]
+    TextTooLong,
+    #[error("`{part}` lacks its closing `)`")]
+    Unclosed { part: String },
+    #[error("`{times}` in `{part}` is not a repeat count")]
+    BadRepeat { times: String, part: String },
+    #[error("counts more than {MAX_HOSTS} nodes (at `{part}`), the most one run takes")]
+    TooManyNodes { part: String },
+    #[error("gives {counts} count(s) for the {nodes} node(s) of SLURM_JOB_NODELIST")]
+    CountMismatch { counts: usize, nodes: usize },
+}
+
+impl Problem {
+    /// A size past a limit rather than a wrong form: its message needs no
+    /// list of the valid forms.
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            Problem::SlotsBesideDevices { .. }
+                | Problem::HostPastLimit { .. }
+                | Problem::TooManyNames { .. }
+                | Problem::TooManyRanks { .. }
+        )
+    }
+}
+
+fn at_most() -> String {
+    format!("a run takes at most {MAX_HOSTS} hosts (hostfile::MAX_HOSTS)")
+}
+
+fn before_it(before: usize) -> String {
+    match before {
+        0 => String::new(),
+        n => format!(" (with the {n} before it)"),
+    }
+}
