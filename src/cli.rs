@@ -148,7 +148,9 @@ pub struct Inputs {
 pub struct RunArgs {
     #[command(flatten)]
     pub inputs: Inputs,
-    /// Override the scenario's [run] duration (e.g. a short smoke run)
+    /// Override the scenario's [run] duration (e.g. a short smoke run). A
+    /// scenario that gives no [run] interval samples every min(1s, DURATION);
+    /// one whose interval is longer than DURATION is refused
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub duration: Option<std::time::Duration>,
     /// Override the scenario's [run] warmup

@@ -4,6 +4,7 @@
 //! worker, and keep every result measured, also when the run fails half-way.
 
 mod judge;
+mod overrides;
 pub mod record;
 pub mod signals;
 
@@ -37,6 +38,7 @@ use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 pub use judge::{run_and_judge, JudgeOptions};
+pub use overrides::Overrides;
 use record::{Recorded, Recorder};
 use signals::{Signals, Stop};
 
@@ -70,15 +72,6 @@ pub struct Prepared {
     pub hostfile_text: Option<String>,
 }
 
-/// Command-line values that replace the scenario's own.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Overrides {
-    pub duration: Option<Duration>,
-    pub warmup: Option<Duration>,
-    /// `--repeat`: clap has bounded it.
-    pub repeat: Option<u32>,
-}
-
 /// Loads and checks the scenario against `hosts`, which came from `origin`
 /// (e.g. "hostfile hosts/rack1"); errors name the file, line and field.
 pub fn prepare(
@@ -88,27 +81,7 @@ pub fn prepare(
     overrides: &Overrides,
 ) -> anyhow::Result<Prepared> {
     let (mut scenario, source) = scenario::read(scenario_file)?;
-    if let Some(duration) = overrides.duration {
-        if duration.is_zero() || duration < scenario.run.interval {
-            bail!(
-                "--duration {} is shorter than the scenario's interval ({})",
-                humantime::format_duration(duration),
-                humantime::format_duration(scenario.run.interval)
-            );
-        }
-        scenario.run.duration = duration;
-    }
-    if let Some(warmup) = overrides.warmup {
-        scenario.run.warmup = warmup;
-    }
-    if let Some(repeat) = overrides.repeat {
-        scenario.run.repeat = repeat;
-    }
-    if overrides.duration.is_some() || overrides.warmup.is_some() {
-        // The window the flags make is held to the file's bounds (samples, overflow).
-        scenario::check_run(&scenario.run)
-            .map_err(|(key, message)| anyhow!("with --duration/--warmup, [run] {key}: {message}"))?;
-    }
+    overrides.apply(&mut scenario.run, &source)?;
     let plan = plan::build(&hosts, &scenario)
         .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
     Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan, hostfile_text: None })

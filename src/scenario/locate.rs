@@ -71,6 +71,16 @@ impl Source {
         (line.max(1), column)
     }
 
+    /// Whether the file gives `field` itself (rather than leaving it to its
+    /// default). Text this reader could not parse counts as giving it: the
+    /// file's value is then kept, as it always was.
+    pub fn sets(&self, field: &Field) -> bool {
+        match self.table(&field.table) {
+            Some(table) => table.contains_key(field.key),
+            None => self.doc.is_none(),
+        }
+    }
+
     /// `file:line: group "name": field `key`: message`.
     pub fn describe(&self, field: &Field, message: &str) -> String {
         let line = self.line_of(field).unwrap_or(1);

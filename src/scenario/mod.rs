@@ -102,7 +102,8 @@ pub struct RunSpec {
     /// Traffic before the window opens, excluded from every number.
     #[serde(with = "humantime_serde")]
     pub warmup: Duration,
-    /// Length of one per-interval sample.
+    /// Length of one per-interval sample; when the file does not give it,
+    /// [`RunSpec::default_interval`] of the duration.
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
     /// How many times each phase runs (1 to [`limits::MAX_REPEATS`]); the
@@ -339,9 +340,22 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
     if scenario.run.name.is_empty() {
         scenario.run.name = name_of(path);
     }
+    if !source.sets(&Field::run("interval")) {
+        scenario.run.interval = RunSpec::default_interval(scenario.run.duration);
+    }
     validate::validate(&scenario, &limits::Machine::this())
         .map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
     Ok((scenario, source))
+}
+
+impl RunSpec {
+    /// The interval of a run that does not give one: 1 s, or the whole
+    /// window when the duration is shorter (one sample, as iperf's 1 s
+    /// reports give for a shorter run). Every duration of 1 s or more keeps
+    /// the 1 s it always had.
+    pub fn default_interval(duration: Duration) -> Duration {
+        duration.min(Duration::from_secs(1))
+    }
 }
 
 impl GroupSpec {
@@ -435,6 +449,19 @@ senders = "1-3"
         let text = FAN_IN.replace("name = \"fan\"\n", "");
         let (s, _) = parse(&text, Path::new("dir/my-test.toml")).unwrap();
         assert_eq!(s.run.name, "my-test");
+    }
+
+    /// An interval the file does not give follows the duration: 1 s, or the
+    /// whole window of a shorter run; one it gives is kept (and checked).
+    #[test]
+    fn an_interval_not_given_follows_the_duration() {
+        let interval = |text: &str| parse(text, Path::new("s.toml")).unwrap().0.run.interval;
+        let unset = FAN_IN.replace("interval = \"1s\"\n", "");
+        assert_eq!(interval(&unset), Duration::from_secs(1));
+        assert_eq!(interval(&unset.replace("\"3s\"", "\"500ms\"")), Duration::from_millis(500));
+        assert_eq!(interval(&FAN_IN.replace("\"1s\"", "\"250ms\"")), Duration::from_millis(250));
+        let e = err(&FAN_IN.replace("\"3s\"", "\"500ms\""));
+        assert_eq!(e, "s.toml:6: [run]: field `interval`: must be between 1ms and the duration (500ms)");
     }
 
     #[test]

@@ -484,3 +484,56 @@ fn a_long_tcp_latency_phase_keeps_every_round_trip() {
     assert!((samples as f64 - echoed as f64).abs() <= 2.0 + rate * (0.005 + rtt_s), "{samples} vs {echoed} echoed");
     assert!(samples as f64 >= rate * 44.0, "the whole window: {flow}");
 }
+
+/// The shipped fan-in scenario, less its `interval` line: a scenario that
+/// leaves the interval to its default.
+fn fan_in_without_interval() -> String {
+    let shipped = std::fs::read_to_string(repo("scenarios/fan-in.toml")).unwrap();
+    assert!(shipped.lines().any(|l| l.starts_with("interval = ")), "{shipped}");
+    shipped.lines().filter(|l| !l.starts_with("interval = ")).map(|l| format!("{l}\n")).collect()
+}
+
+/// A smoke run shorter than the default 1 s interval: an interval the file
+/// does not give follows --duration (one sample of the whole window). A
+/// loaded machine may cut a rank's window short (degraded, exit 4); the run
+/// was still accepted and sampled once.
+#[test]
+fn a_short_duration_runs_when_the_scenario_gives_no_interval() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = repo("hostfiles/local");
+    let scenario = bench.write("fan-in.toml", &fan_in_without_interval());
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--duration", "500ms"];
+    let out = bench.run(&[&args[..], &["--warmup", "200ms"]].concat());
+    let said = format!("stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{said}");
+    let run = read_json(&bench.result_dir().join("run.json"));
+    assert_eq!(run["scenario"]["run"]["duration"], "500ms", "{}", run["scenario"]);
+    assert_eq!(run["scenario"]["run"]["interval"], "500ms", "{}", run["scenario"]);
+    let flows = run["phases"][0]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 3);
+    assert!(flows.iter().all(|f| f["interval_gbps"].as_array().unwrap().len() == 1), "{flows:?}");
+}
+
+/// An interval the file does give is kept, and one longer than --duration
+/// is refused naming the file, the line, the field and what would do.
+#[test]
+fn a_duration_shorter_than_the_scenarios_own_interval_is_refused() {
+    let bench = Bench::new();
+    let scenario = repo("scenarios/fan-in.toml");
+    let hosts = repo("hostfiles/local");
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--duration", "200ms"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let said = format!(
+        "{}:9: [run]: field `interval`: 500ms is longer than --duration 200ms: give a --duration of at least 500ms, \
+         or a shorter interval",
+        scenario.display()
+    );
+    assert!(text(&out.stderr).contains(&said), "{}", text(&out.stderr));
+    assert_eq!(bench.leftovers(Duration::from_secs(1)), []);
+}
+
+/// A file of this repository (a shipped scenario or hostfile).
+fn repo(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
