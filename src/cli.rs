@@ -92,7 +92,7 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print the flows a scenario makes on a hostfile, without running
     Plan(Inputs),
-    /// Check every host of a hostfile over ssh: reachable, same fabricbench version, clock offset, and what each host is (`fabricbench facts` there)
+    /// Check every host of a hostfile as `run` would reach it (here when every host is an address of this machine, else over ssh): reachable, same fabricbench version, clock offset, and what each host is (`fabricbench facts` there)
     Hosts(HostsArgs),
     /// Re-render a results folder (report.html, summary.md, CSVs, junit.xml) from its run.json
     #[command(after_help = EXAMPLES)]

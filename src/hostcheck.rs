@@ -1,7 +1,11 @@
 //! `fabricbench hosts`: before a long run, check every host in parallel:
-//! reachable over ssh, fabricbench present at the same version, clock
-//! offset, and what the host is (its own `fabricbench facts`).
+//! reachable (over ssh, or here for local ranks, as `run` would start
+//! them), fabricbench present at the same version, clock offset, and what
+//! the host is (its own `fabricbench facts`).
 
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -39,12 +43,59 @@ impl HostCheck {
     }
 }
 
-/// Checks every host at once (the launcher bounds concurrent connects).
-pub async fn check_all(launcher: &SshLauncher, hosts: &[Host]) -> Vec<HostCheck> {
-    join_all(hosts.iter().map(|h| check(launcher, h))).await
+/// How the hosts are reached: the way `run`'s launcher would start their
+/// workers (`launch::choose`).
+pub enum Reach<'a> {
+    /// Over ssh (the launcher bounds concurrent connects).
+    Ssh(&'a SshLauncher),
+    /// Every host is this machine (local ranks): commands run here, with
+    /// this binary.
+    Here { exe: PathBuf },
 }
 
-async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
+/// Where one host's commands run once it is reached.
+enum Shell {
+    Ssh(Arc<openssh::Session>),
+    Here,
+}
+
+impl Shell {
+    async fn output(&self, program: &str, args: &[&str]) -> Result<Output, String> {
+        match self {
+            Shell::Ssh(session) => session.command(program).args(args).output().await.map_err(|e| e.to_string()),
+            Shell::Here => tokio::process::Command::new(program).args(args).output().await.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl Reach<'_> {
+    /// The host's shell and the fabricbench to run there.
+    async fn open(&self, host: &Host) -> Result<(Shell, String), Unreached> {
+        match self {
+            Reach::Ssh(launcher) => {
+                let session = launcher.session(&host.name).await.map_err(Unreached::Connect)?;
+                let exe = launcher.remote_exe(&host.name, &session).await.map_err(Unreached::Exe)?;
+                Ok((Shell::Ssh(session), exe))
+            }
+            Reach::Here { exe } => Ok((Shell::Here, exe.display().to_string())),
+        }
+    }
+}
+
+/// Why a host's checks could not start.
+enum Unreached {
+    /// Not reached at all.
+    Connect(String),
+    /// Reached, but no fabricbench to run there.
+    Exe(String),
+}
+
+/// Checks every host at once.
+pub async fn check_all(reach: &Reach<'_>, hosts: &[Host]) -> Vec<HostCheck> {
+    join_all(hosts.iter().map(|h| check(reach, h))).await
+}
+
+async fn check(reach: &Reach<'_>, host: &Host) -> HostCheck {
     let started = Instant::now();
     let mut result = HostCheck {
         host: host.name.clone(),
@@ -57,25 +108,21 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
         elapsed_ms: 0.0,
         problem: None,
     };
-    let session = match launcher.session(&host.name).await {
-        Ok(s) => s,
-        Err(e) => {
-            result.problem = Some(format!("unreachable: {e}"));
+    let (shell, exe) = match reach.open(host).await {
+        Ok(opened) => opened,
+        Err(unreached) => {
+            result.reachable = matches!(unreached, Unreached::Exe(_));
+            result.problem = Some(match unreached {
+                Unreached::Connect(e) => format!("unreachable: {e}"),
+                Unreached::Exe(e) => e,
+            });
             result.elapsed_ms = ms(started.elapsed());
             return result;
         }
     };
     result.reachable = true;
     let ours = format!("fabricbench {}", env!("CARGO_PKG_VERSION"));
-    let exe = match launcher.remote_exe(&host.name, &session).await {
-        Ok(exe) => exe,
-        Err(e) => {
-            result.problem = Some(e);
-            result.elapsed_ms = ms(started.elapsed());
-            return result;
-        }
-    };
-    match session.command(&exe).arg("--version").output().await {
+    match shell.output(&exe, &["--version"]).await {
         Ok(out) if out.status.success() => {
             let theirs = String::from_utf8_lossy(&out.stdout).trim().to_string();
             if theirs != ours {
@@ -90,11 +137,11 @@ async fn check(launcher: &SshLauncher, host: &Host) -> HostCheck {
         Err(e) => result.problem = Some(format!("cannot run {exe}: {e}")),
     }
     if result.problem.is_none() {
-        result.rdma = rdma_ports(&session, &exe).await;
-        result.facts = facts(&session, &exe).await;
+        result.rdma = rdma_ports(&shell, &exe).await;
+        result.facts = facts(&shell, &exe).await;
     }
     let sent = now_ns();
-    if let Ok(out) = session.command("date").arg("+%s%N").output().await {
+    if let Ok(out) = shell.output("date", &["+%s%N"]).await {
         let received = now_ns();
         if let Ok(remote) = String::from_utf8_lossy(&out.stdout).trim().parse::<i64>() {
             let midpoint = sent + (received - sent) / 2;
@@ -111,14 +158,14 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// What the host is, from its own `fabricbench facts --json`.
-async fn facts(session: &openssh::Session, exe: &str) -> Option<HostFacts> {
-    let out = session.command(exe).args(["facts", "--json"]).output().await.ok()?;
+async fn facts(shell: &Shell, exe: &str) -> Option<HostFacts> {
+    let out = shell.output(exe, &["facts", "--json"]).await.ok()?;
     serde_json::from_slice(&out.stdout).ok()
 }
 
 /// The host's RDMA ports from its own `fabricbench probe --json`.
-async fn rdma_ports(session: &openssh::Session, exe: &str) -> Option<Vec<String>> {
-    let out = session.command(exe).args(["probe", "--json"]).output().await.ok()?;
+async fn rdma_ports(shell: &Shell, exe: &str) -> Option<Vec<String>> {
+    let out = shell.output(exe, &["probe", "--json"]).await.ok()?;
     let report: ProbeReport = serde_json::from_slice(&out.stdout).ok()?;
     let ports: Vec<String> = report
         .devices

@@ -2,8 +2,10 @@
 //! clock and RDMA ports) and `fabricbench probe` (this host's devices).
 
 use crate::cli::{HostsArgs, ProbeArgs};
-use crate::commands::launching::ssh_launcher;
+use crate::commands::launching::{ssh_launcher, this_exe};
 use crate::commands::{runtime, Failure};
+use crate::hostcheck::Reach;
+use crate::launch::choose::{self, Choice, LauncherKind};
 use crate::launch::Launcher;
 use crate::{hostcheck, hostfile, report};
 
@@ -11,12 +13,24 @@ pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
     let ranks = hostfile::read(&args.hostfile).map_err(Failure::bad_input)?;
     // Each host once, however many ranks it runs.
     let hosts: Vec<_> = ranks.into_iter().filter(|h| h.slot == 0).collect();
-    let launcher = ssh_launcher(&args.ssh).map_err(Failure::RunFailed)?;
-    let checks = runtime()?.block_on(async {
-        let checks = hostcheck::check_all(&launcher, &hosts).await;
-        launcher.close().await;
-        checks
-    });
+    // Reached as `run` would start them: local ranks here, the rest over
+    // ssh (a Slurm allocation's nodes too: srun runs no checks).
+    let local =
+        matches!(choose::choose(LauncherKind::Auto, &hosts, None, None, choose::is_this_machine), Ok(Choice::Local));
+    let checks = match local {
+        true => {
+            let reach = Reach::Here { exe: this_exe().map_err(Failure::RunFailed)? };
+            runtime()?.block_on(hostcheck::check_all(&reach, &hosts))
+        }
+        false => {
+            let launcher = ssh_launcher(&args.ssh).map_err(Failure::RunFailed)?;
+            runtime()?.block_on(async {
+                let checks = hostcheck::check_all(&Reach::Ssh(&launcher), &hosts).await;
+                launcher.close().await;
+                checks
+            })
+        }
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checks).map_err(Failure::run_failed)?);
     } else {

@@ -533,6 +533,28 @@ fn a_duration_shorter_than_the_scenarios_own_interval_is_refused() {
     assert_eq!(bench.leftovers(Duration::from_secs(1)), []);
 }
 
+/// `hosts` reaches local ranks as `run` starts them: here, not over ssh
+/// (an ssh config that does not exist would fail every ssh connect).
+#[test]
+fn hosts_checks_local_ranks_here() {
+    let bench = Bench::new();
+    let hosts = repo("hostfiles/local");
+    let args = ["hosts", "-H", hosts.to_str().unwrap(), "--ssh-config", "/nonexistent/ssh_config", "--json"];
+    let out = bench.run(&args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    let checks: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["host"].as_str().unwrap()).collect();
+    assert_eq!(names, ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+    let ours = format!("fabricbench {}", env!("CARGO_PKG_VERSION"));
+    for check in &checks {
+        assert_eq!(check["reachable"], true, "{check}");
+        assert!(check["problem"].is_null(), "{check}");
+        assert_eq!(check["version"], ours.as_str(), "{check}");
+        assert!(check["facts"].is_object() && check["clock_offset_ms"].is_number(), "{check}");
+    }
+}
+
 /// A file of this repository (a shipped scenario or hostfile).
 fn repo(path: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
