@@ -111,7 +111,8 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let result = run::run_and_judge(prepared, &launch, &opts, &accept, output.recorder())
             .await
             .map_err(Failure::RunFailed)?;
-        let summary = if args.quiet { String::new() } else { report::render_terminal(&result) };
+        let summary =
+            if args.quiet { String::new() } else { report::render_terminal(&result, report::terminal_width()) };
         output.deliver(&result, &summary)?;
         output::verdict(&result, &signals)
     })

@@ -6,6 +6,7 @@ pub mod compare;
 mod congestion;
 mod csv_files;
 mod datagrams;
+mod fit;
 mod flaps;
 mod html;
 pub mod journal;
@@ -33,7 +34,7 @@ use crate::result::RunResult;
 pub use html::HtmlExporter;
 pub use junit::JunitExporter;
 pub use tables::{status_line, verdict_line};
-pub use terminal::{render as render_terminal, render_host_checks, table_text};
+pub use terminal::{render as render_terminal, render_host_checks, table_text, terminal_width};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

@@ -1,10 +1,12 @@
-//! The summary printed at the end of a run.
+//! The summary printed at the end of a run. On a terminal it fits the
+//! terminal's width (`report::fit`); piped, nothing is wrapped.
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
 use crate::hostfacts::{self, HostFacts};
+use crate::report::fit::{fit, wrap};
 use crate::report::table::Table;
 use crate::report::tables::{self, status_line, summarize};
 use crate::report::{congestion, live, repeats, sweeps};
@@ -13,53 +15,79 @@ use crate::result::RunResult;
 /// Matrices wider than this many hosts are left to report.html.
 const MATRIX_MAX_HOSTS: usize = 16;
 
-pub fn render(run: &RunResult) -> String {
+/// The terminal's width in columns, when stdout is one.
+pub fn terminal_width() -> Option<u16> {
+    Comfy::new().width()
+}
+
+/// The summary; with a `width`, every line fits it (numbers whole).
+pub fn render(run: &RunResult, width: Option<u16>) -> String {
+    let line = |text: &str| match width {
+        Some(width) => wrap(text, width),
+        None => format!("{text}\n"),
+    };
     let mut out = String::new();
     for phase in summarize(run) {
-        out += &format!("\n{}\n", phase.headline);
+        out += &format!("\n{}", line(&phase.headline));
         for warning in &phase.warnings {
-            out += &format!("{warning}\n");
+            out += &line(warning);
         }
         for table in phase.tables.iter().filter(|t| !t.rows.is_empty()) {
-            out += &table_text(table);
+            out += &table_text(table, width);
         }
     }
     for table in sweeps::tables(run).into_iter().chain(congestion::tables(run)).chain(repeats::tables(run)) {
-        out += &format!("\n{}", table_text(&table));
+        out += &format!("\n{}", table_text(&table, width));
     }
     if let Some(m) = &run.matrix {
         if m.hosts.len() <= MATRIX_MAX_HOSTS {
-            out += &format!("\n{}", table_text(&tables::matrix(m)));
+            out += &format!("\n{}", table_text(&tables::matrix(m), width));
         } else {
-            out += &format!("\nAll pairs: {} hosts, the matrix is in report.html\n", m.hosts.len());
+            out += &format!("\n{}", line(&format!("All pairs: {} hosts, the matrix is in report.html", m.hosts.len())));
         }
     }
     if let Some(a) = &run.acceptance {
         out.push('\n');
         for table in tables::acceptance(run, a).iter().filter(|t| !t.rows.is_empty()) {
-            out += &table_text(table);
+            out += &table_text(table, width);
         }
-        out += &format!("{}\n", tables::verdict_line(a));
+        out += &line(&tables::verdict_line(a));
     }
     if let Some(live) = live::line(run) {
-        out += &format!("\n{live}\n");
+        out += &format!("\n{}", line(&live));
     }
-    out += &format!("{}\n", status_line(run));
+    out += &line(&status_line(run));
     out
 }
 
-/// One table, titled, as the terminal shows it.
-pub fn table_text(table: &Table) -> String {
+/// One table, titled, as the terminal shows it: with a `width`, fitted to
+/// it (short headers and a legend, columns left out from the right rather
+/// than a number split), else every column at full width.
+pub fn table_text(table: &Table, width: Option<u16>) -> String {
     let mut comfy = Comfy::new();
     comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    comfy.set_header(&table.header);
-    for row in &table.rows {
+    let Some(width) = width else {
+        comfy.force_no_tty();
+        fill(&mut comfy, &table.header, table.rows.iter().cloned());
+        return format!("{}\n{comfy}\n", table.title);
+    };
+    let fitted = fit(table, width);
+    let kept = |row: &Vec<String>| fitted.columns.iter().map(|&c| row.get(c).cloned().unwrap_or_default()).collect();
+    fill(&mut comfy, &fitted.header, table.rows.iter().map(kept));
+    // After the columns exist: comfy-table gives a constraint to each column it has.
+    comfy.set_width(width).set_constraints(fitted.constraints());
+    format!("{}{comfy}\n{}", wrap(&table.title, width), fitted.notes(width))
+}
+
+/// The header and rows, numbers and values right-aligned after the first two columns.
+fn fill(comfy: &mut Comfy, header: &[String], rows: impl Iterator<Item = Vec<String>>) {
+    comfy.set_header(header);
+    for row in rows {
         comfy.add_row(row);
     }
     for column in comfy.column_iter_mut().skip(2) {
         column.set_cell_alignment(CellAlignment::Right);
     }
-    format!("{}\n{comfy}\n", table.title)
 }
 
 /// The table of `fabricbench hosts`.

@@ -216,3 +216,65 @@ fn compare_repeated_runs() {
         compare("v3-repeats-sweep", "v3-repeats-sweep", "5%")
     );
 }
+
+/// The terminal summary on a terminal 80 and 120 columns wide (what
+/// `run` and `report` print to one): snapshots of the fan-in run, and for
+/// every fixture, lines that fit and numbers that are never split.
+#[test]
+fn the_terminal_summary_fits_80_and_120_columns() {
+    for width in [80, 120] {
+        let fan_in = fitted("v3-fan-in", width);
+        insta::assert_snapshot!(format!("v3-fan-in.terminal.{width}"), fan_in);
+    }
+    let fixtures = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")).unwrap();
+    let names: Vec<String> =
+        fixtures.filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".json").map(str::to_string)).collect();
+    assert!(names.len() >= 10, "{names:?}");
+    for name in names {
+        for width in [80, 120] {
+            fitted(&name, width);
+        }
+    }
+}
+
+/// `name`'s summary at `width`, checked against the summary drawn
+/// unfitted: no line is wider than `width`, no word (so no number) is
+/// split, and a cell that holds a digit is a whole cell unless it is a line
+/// of longer text (over 3 words: a note, `1 (a) → 0 (b)`) wrapped between
+/// words.
+fn fitted(name: &str, width: u16) -> String {
+    let run = results_dir::read(&fixture(name)).unwrap();
+    let text = fabricbench::report::render_terminal(&run, Some(width));
+    for line in text.lines() {
+        assert!(line.chars().count() <= usize::from(width), "{name} at {width}: a wider line\n{line}\n{text}");
+    }
+    let whole = body_cells(&fabricbench::report::render_terminal(&run, None));
+    let words: std::collections::HashSet<&str> = whole.iter().flat_map(|c| c.split_whitespace()).collect();
+    for cell in body_cells(&text) {
+        for word in cell.split_whitespace() {
+            assert!(words.contains(word), "{name} at {width}: `{word}` is part of a word\n{text}");
+        }
+        let wrapped_text = || whole.iter().any(|w| w.split_whitespace().count() > 3 && w.contains(&cell));
+        if cell.chars().any(|c| c.is_ascii_digit()) && !whole.contains(&cell) {
+            assert!(wrapped_text(), "{name} at {width}: `{cell}` is part of a value\n{text}");
+        }
+    }
+    text
+}
+
+/// The trimmed cells of every table body line (`│ a ┆ b │`) of a summary.
+fn body_cells(text: &str) -> std::collections::HashSet<String> {
+    let mut in_body = false;
+    let mut cells = std::collections::HashSet::new();
+    for line in text.lines() {
+        in_body = match line.chars().next() {
+            Some('╞') => true,
+            Some('│') => in_body,
+            _ => false,
+        };
+        if in_body && line.starts_with('│') {
+            cells.extend(line.trim_matches('│').split('┆').map(|c| c.trim().to_string()));
+        }
+    }
+    cells
+}
