@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub mod pair;
 
+use crate::exit;
 use crate::launch::choose::LauncherKind;
 use crate::report::compare::Tolerances;
 use crate::scenario::limits::MAX_REPEATS;
@@ -66,20 +67,16 @@ Examples:
 
 Results go to results/<UTC time>-<scenario name>/ (run.json, flows.csv,
 intervals.csv, ranks.csv, summary.md, report.html, junit.xml with checks).
-Bandwidth is in Gb/s = 1e9 bit/s.
+Bandwidth is in Gb/s = 1e9 bit/s. The results folder is made before
+anything starts and journals each phase (docs/RESULTS.md).";
 
-Exit codes: 0 the run completed and every check passed; 1 the run failed
-(a rank died, a stream broke); 2 bad input (file, line and field are
-named); 3 a check failed or could not be evaluated (compare: a regression);
-4 the run completed but is degraded: a phase is not a valid measurement (a
-flow failed or moved nothing, a window came out short, the flows did not
-start together; docs/METRICS.md) and its checks are unknown;
-128 + N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), with every
-finished phase saved. The results folder is made before anything starts and
-journals each phase (docs/RESULTS.md).";
+/// A command's examples, then the exit code table every command shares.
+fn with_exit_codes(examples: &str) -> String {
+    format!("{examples}\n\n{}", exit::help_text())
+}
 
 #[derive(Debug, Parser)]
-#[command(name = "fabricbench", version, about = "Benchmark RDMA and TCP fabrics across many hosts at once", after_help = EXAMPLES)]
+#[command(name = "fabricbench", version, about = "Benchmark RDMA and TCP fabrics across many hosts at once", after_help = with_exit_codes(EXAMPLES))]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -88,20 +85,20 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scenario on the hosts of a hostfile and report the results
-    #[command(after_help = EXAMPLES)]
+    #[command(after_help = with_exit_codes(EXAMPLES))]
     Run(Box<RunArgs>),
     /// Print the flows a scenario makes on a hostfile, without running
     Plan(Inputs),
     /// Check every host of a hostfile as `run` would reach it (here when every host is an address of this machine, else over ssh): reachable, same fabricbench version, clock offset, and what each host is (`fabricbench facts` there)
     Hosts(HostsArgs),
     /// Re-render a results folder (report.html, summary.md, CSVs, junit.xml) from its run.json
-    #[command(after_help = EXAMPLES)]
+    #[command(after_help = with_exit_codes(EXAMPLES))]
     Report(ReportArgs),
     /// Compare two results folders on every metric (Gb/s, Mpps, latency, CPU); exit 3 when something got worse than its tolerance
-    #[command(after_help = EXAMPLES)]
+    #[command(after_help = with_exit_codes(EXAMPLES))]
     Compare(CompareArgs),
     /// Two hosts with perftest's flags and no scenario file; prints perftest's table
-    #[command(after_help = pair::EXAMPLES)]
+    #[command(after_help = with_exit_codes(pair::EXAMPLES))]
     Pair(Box<pair::PairArgs>),
     /// List this host's RDMA devices: ports, state, link layer, rate, MTU, firmware, NUMA node, GIDs
     Probe(ProbeArgs),

@@ -2,12 +2,13 @@
 //!
 //! One binary is the launcher, the per-host worker and the rank-0
 //! coordinator. The flow of a run and the job of each module are described
-//! in the README and docs/.
+//! in docs/ARCHITECTURE.md.
 
 pub mod acceptance;
 pub mod cli;
 pub mod commands;
 pub mod control;
+pub mod exit;
 pub mod fdlimit;
 pub mod histogram;
 pub mod hostcheck;

@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("error: {failure}");
-            ExitCode::from(failure.exit_code())
+            ExitCode::from(failure.exit().code())
         }
     }
 }

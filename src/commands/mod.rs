@@ -1,6 +1,7 @@
 //! What each subcommand does, from parsed flags to an outcome; main.rs only
 //! dispatches here. Every way a command ends badly is one [`Failure`], and
-//! [`Failure::exit_code`] is the one place that maps it to an exit code.
+//! [`Failure::exit`] is the one place that maps it to an ending of the exit
+//! code table (`crate::exit`).
 
 mod estimate;
 mod hosts;
@@ -14,6 +15,7 @@ mod run;
 use std::fmt;
 
 use crate::cli::Command;
+use crate::exit::Exit;
 use crate::run::signals::Stop;
 use crate::worker::Starter;
 
@@ -45,15 +47,14 @@ impl Failure {
         Failure::RunFailed(e.into())
     }
 
-    /// The exit codes of `run --help` and the README: 1 the run failed,
-    /// 2 bad input, 3 a check failed, 4 degraded, 128 + N stopped by signal N.
-    pub fn exit_code(&self) -> u8 {
+    /// The row of the exit code table this failure ends the process with.
+    pub fn exit(&self) -> Exit {
         match self {
-            Failure::RunFailed(_) => 1,
-            Failure::BadInput(_) => 2,
-            Failure::CheckFailed(_) => 3,
-            Failure::Degraded(_) => 4,
-            Failure::Stopped(stop) => stop.exit_code(),
+            Failure::RunFailed(_) => Exit::RunFailed,
+            Failure::BadInput(_) => Exit::BadInput,
+            Failure::CheckFailed(_) => Exit::CheckFailed,
+            Failure::Degraded(_) => Exit::Degraded,
+            Failure::Stopped(stop) => stop.exit(),
         }
     }
 }

@@ -12,14 +12,16 @@ use nix::sys::signal::Signal;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
+use crate::exit::Exit;
+
 /// A signal that stopped the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stop(Signal);
 
 impl Stop {
-    /// 128 + the signal's number: 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT.
-    pub fn exit_code(self) -> u8 {
-        128 + self.0 as u8
+    /// How the run ends: its exit code is 128 + the signal's number.
+    pub fn exit(self) -> Exit {
+        Exit::Stopped(self.0)
     }
 }
 
@@ -87,7 +89,7 @@ mod tests {
     fn exit_codes_are_the_shells() {
         let codes: Vec<(String, u8)> = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT]
             .into_iter()
-            .map(|s| (Stop(s).to_string(), Stop(s).exit_code()))
+            .map(|s| (Stop(s).to_string(), Stop(s).exit().code()))
             .collect();
         let expected = [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129), ("SIGQUIT", 131)];
         assert_eq!(codes, expected.map(|(s, c)| (s.to_string(), c)));
