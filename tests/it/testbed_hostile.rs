@@ -1,4 +1,4 @@
-//! A hostile network on the test bed (issue 13): while a real fan-in runs
+//! A hostile network on the test bed: while a real fan-in runs
 //! over ssh, strangers on the bed's root side throw at rank 0's coordinator
 //! port what a hostile network can: random bytes, a 4 GiB length, a
 //! valid-looking Hello with a wrong token, first frames of another type as
