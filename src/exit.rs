@@ -116,7 +116,7 @@ mod tests {
     fn every_fixed_code_is_distinct_and_below_the_signals() {
         let fixed: Vec<u8> = TABLE[..5].iter().map(|e| e.code()).collect();
         assert_eq!(fixed, [0, 1, 2, 3, 4]);
-        assert_eq!(TABLE.iter().map(|e| e.code_column()).last().as_deref(), Some("128 + N"));
+        assert_eq!(TABLE.iter().map(|e| e.code_column()).next_back().as_deref(), Some("128 + N"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod congestion_plan;
 mod coordinator;
 mod coordinator_scale;
 mod degraded;
+mod docs;
 mod fuzz_seeds;
 mod hardware_check;
 mod host_facts;
