@@ -47,7 +47,7 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
         .map(|r| {
             let (b, n) = (r.base.unwrap_or_default(), r.new.unwrap_or_default());
             let pct = r.change_pct().map_or_else(String::new, |p| format!(" ({p:+.1}%)"));
-            format!("{} {} {b:.3} → {n:.3} {}{pct}", r.item, r.metric.name(), r.metric.unit())
+            format!("{} {} {b:.3} → {n:.3} {}{pct}", r.item, r.metric.label(), r.metric.unit())
         })
         .collect();
     Err(Failure::CheckFailed(format!(

@@ -172,7 +172,7 @@ pub fn ranks(run: &RunResult) -> Result<Vec<u8>, ReportError> {
 struct RepeatRow<'a> {
     phase: &'a str,
     item: &'a str,
-    metric: &'a str,
+    metric: &'static str,
     unit: &'a str,
     repeats: usize,
     mean: Option<f64>,
@@ -195,7 +195,7 @@ pub fn repeats(run: &RunResult) -> Result<Vec<u8>, ReportError> {
             RepeatRow {
                 phase: &p.phase,
                 item: &n.item,
-                metric: &n.metric,
+                metric: n.metric.name(),
                 unit: &n.unit,
                 repeats: n.values.len(),
                 mean: s.map(|s| s.mean),

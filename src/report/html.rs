@@ -14,7 +14,7 @@ use crate::report::{escape, Exporter, ReportError};
 use crate::result::congestion::CanaryImpact;
 use crate::result::repeats::RepeatedPhase;
 use crate::result::sweep::SweepResult;
-use crate::result::{FlowResult, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
+use crate::result::{FlowResult, Metric, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
 
 /// Flows drawn one by one in a phase's time series; more are left to the tables.
 const SERIES_MAX_FLOWS: usize = 12;
@@ -275,7 +275,7 @@ fn repeats_section(run: &RunResult, repeats: &[RepeatedPhase]) -> Result<String,
     let mut labels = Vec::new();
     let (mut means, mut errors) = (Vec::new(), Vec::new());
     for p in repeats {
-        let Some(n) = p.numbers.iter().find(|n| n.metric == "aggregate_gbps") else { continue };
+        let Some(n) = p.numbers.iter().find(|n| n.metric == Metric::AggregateGbps) else { continue };
         let Some(s) = n.spread else { continue };
         labels.push(p.phase.clone());
         means.push(s.mean);

@@ -30,7 +30,7 @@ pub fn tables(run: &RunResult) -> Vec<Table> {
 }
 
 fn row(n: &RepeatedNumber) -> Vec<String> {
-    let metric = format!("{} ({})", label(&n.metric), n.unit);
+    let metric = format!("{} ({})", n.metric.label(), n.unit);
     let count = n.values.len().to_string();
     match &n.spread {
         Some(s) => {
@@ -47,16 +47,4 @@ fn row(n: &RepeatedNumber) -> Vec<String> {
 /// `12.345 ± 0.210`.
 pub fn mean_ci(s: &Spread) -> String {
     format!("{} ± {}", number(s.mean, 3), number(s.ci95_half, 3))
-}
-
-fn label(metric: &str) -> &str {
-    match metric {
-        "aggregate_gbps" => "aggregate",
-        "receiver_gbps" => "receiver",
-        "mpps" => "message rate",
-        "latency_typical_us" => "latency typical",
-        "latency_p99_us" => "latency p99",
-        "max_worker_cpu_pct" => "busiest worker CPU",
-        other => other,
-    }
 }

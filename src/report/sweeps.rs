@@ -10,7 +10,7 @@
 use crate::report::repeats::mean_ci;
 use crate::report::table::Table;
 use crate::result::sweep::{SweepCell, SweepResult, SweepRow};
-use crate::result::RunResult;
+use crate::result::{Metric, RunResult};
 use crate::units::number;
 
 /// The sweep's table and, with a second parameter, its matrices (none
@@ -30,10 +30,10 @@ const DEGRADED: &str = " (degraded)";
 
 fn of(sweep: &SweepResult, degraded: &[usize]) -> Vec<Table> {
     let Some(first) = sweep.points.first() else { return Vec::new() };
-    let groups: Vec<(&str, &str, bool)> = first
+    let groups: Vec<(&str, Metric, bool)> = first
         .groups
         .iter()
-        .map(|c| (c.group.as_str(), c.metric.as_str(), cells(sweep, &c.group).any(|(_, c)| has_mpps(c))))
+        .map(|c| (c.group.as_str(), c.metric, cells(sweep, &c.group).any(|(_, c)| has_mpps(c))))
         .collect();
     let mut header = vec![sweep.parameter.clone()];
     header.extend(sweep.by_parameter.clone());
@@ -80,7 +80,7 @@ fn of(sweep: &SweepResult, degraded: &[usize]) -> Vec<Table> {
 
 /// Whether a cell's message rate means something: an RDMA bandwidth point.
 fn has_mpps(c: &SweepCell) -> bool {
-    c.rdma && c.mpps.is_some() && c.metric != "p99_us"
+    c.rdma && c.mpps.is_some() && !c.metric.is_latency()
 }
 
 /// Every measured cell of `group`, with its point.
@@ -88,11 +88,11 @@ fn cells<'a>(sweep: &'a SweepResult, group: &'a str) -> impl Iterator<Item = (&'
     sweep.points.iter().filter_map(move |p| Some((p, p.groups.iter().find(|c| c.group == group)?)))
 }
 
-fn metric_unit(metric: &str) -> &'static str {
-    if metric == "p99_us" {
-        "p99 µs"
-    } else {
-        "Gb/s"
+/// A sweep's number with its unit: Gb/s, or the latency's percentile and µs.
+fn metric_unit(metric: Metric) -> &'static str {
+    match metric {
+        Metric::LatencyP99 => "p99 µs",
+        other => other.unit(),
     }
 }
 
@@ -109,7 +109,7 @@ fn sweep_axes(sweep: &SweepResult) -> String {
 /// (Gb/s, or p99 µs): a matrix that mixes TCP and RDMA compares Gb/s. The
 /// ratio beside each cell is of the number shown, against its column's
 /// baseline.
-fn matrix(sweep: &SweepResult, by: &str, group: &str, metric: &str, degraded: &[usize]) -> Table {
+fn matrix(sweep: &SweepResult, by: &str, group: &str, metric: Metric, degraded: &[usize]) -> Table {
     let mpps = cells(sweep, group).all(|(_, c)| has_mpps(c));
     let unit = if mpps { "Mpps" } else { metric_unit(metric) };
     let shown = |c: &SweepCell| if mpps { c.mpps.unwrap_or_default() } else { c.value };
@@ -161,7 +161,7 @@ mod tests {
     fn stress_by_transport(rdma_mpps: [f64; 2]) -> SweepResult {
         let cell = |value: f64, ratio: f64, rdma: bool, mpps: f64| SweepCell {
             group: "incast".into(),
-            metric: "aggregate_gbps".into(),
+            metric: Metric::AggregateGbps,
             value,
             ratio: Some(ratio),
             mpps: Some(mpps),

@@ -11,6 +11,7 @@ pub mod degraded;
 pub mod flaps;
 pub mod intervals;
 mod matrix;
+pub mod metric;
 pub mod repeats;
 pub mod sweep;
 
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
 pub use matrix::pair_matrix;
+pub use metric::Metric;
 
 use crate::histogram::LatencySummary;
 use crate::hostfacts::HostFacts;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::confidence::Spread;
 use crate::plan::Plan;
-use crate::result::PhaseResult;
+use crate::result::{Metric, PhaseResult};
 use crate::scenario::{Mode, Transport};
 
 /// One repeated phase of the plan.
@@ -31,7 +31,8 @@ pub struct RepeatedNumber {
     pub item: String,
     /// `aggregate_gbps`, `receiver_gbps`, `mpps`, `latency_typical_us`,
     /// `latency_p99_us` or `max_worker_cpu_pct`.
-    pub metric: String,
+    pub metric: Metric,
+    /// The metric's unit, as written when measured.
     pub unit: String,
     /// Each counted repeat's value, in run order.
     pub values: Vec<RepeatValue>,
@@ -80,14 +81,14 @@ pub fn summarize(plan: &Plan, phases: &[PhaseResult]) -> Option<Vec<RepeatedPhas
         };
         let entry = &mut out[at];
         entry.counted += 1;
-        for (item, metric, unit, value) in numbers(measured) {
+        for Number { item, metric, value } in numbers(measured) {
             let value = RepeatValue { repeat: repeat.number, phase: measured.index, value };
             match entry.numbers.iter_mut().find(|n| n.item == item && n.metric == metric) {
                 Some(n) => n.values.push(value),
                 None => entry.numbers.push(RepeatedNumber {
                     item,
-                    metric: metric.to_string(),
-                    unit: unit.to_string(),
+                    metric,
+                    unit: metric.unit().to_string(),
                     values: vec![value],
                     spread: None,
                 }),
@@ -100,28 +101,36 @@ pub fn summarize(plan: &Plan, phases: &[PhaseResult]) -> Option<Vec<RepeatedPhas
     (!out.is_empty()).then_some(out)
 }
 
-/// The aggregates of one phase: (item, metric, unit, value).
-fn numbers(p: &PhaseResult) -> Vec<(String, &'static str, &'static str, f64)> {
+/// One aggregate of one phase.
+struct Number {
+    item: String,
+    metric: Metric,
+    value: f64,
+}
+
+/// The aggregates of one phase.
+fn numbers(p: &PhaseResult) -> Vec<Number> {
     let mut out = Vec::new();
+    let mut push = |item: String, metric, value| out.push(Number { item, metric, value });
     if p.flows.iter().any(|f| f.mode == Mode::Bandwidth) {
-        out.push(("aggregate".to_string(), "aggregate_gbps", "Gb/s", p.aggregate_gbps));
+        push("aggregate".to_string(), Metric::AggregateGbps, p.aggregate_gbps);
     }
     for r in p.receivers.iter().filter(|r| r.senders > 1) {
-        out.push((format!("into {}", r.host), "receiver_gbps", "Gb/s", r.aggregate_gbps));
+        push(format!("into {}", r.host), Metric::ReceiverGbps, r.aggregate_gbps);
     }
     for g in p.groups.iter().filter(|g| g.mode == Mode::Bandwidth && g.transport == Transport::Rdma) {
         let rate: f64 = p.flows.iter().filter(|f| f.group == g.name).map(|f| f.msgs_per_s).sum();
-        out.push((format!("group {}", g.name), "mpps", "Mpps", rate / 1e6));
+        push(format!("group {}", g.name), Metric::Mpps, rate / 1e6);
     }
     for f in &p.flows {
         if let Some(l) = &f.latency {
             let item = format!("{} {} → {}", f.group, f.src_host, f.dst_host);
-            out.push((item.clone(), "latency_typical_us", "µs", l.typical_us));
-            out.push((item, "latency_p99_us", "µs", l.p99_us));
+            push(item.clone(), Metric::LatencyTypical, l.typical_us);
+            push(item, Metric::LatencyP99, l.p99_us);
         }
     }
     if let Some(cpu) = p.ranks.iter().filter(|r| r.reported).map(|r| r.cpu.worker_pct).reduce(f64::max) {
-        out.push(("busiest worker".to_string(), "max_worker_cpu_pct", "% of one core", cpu));
+        push("busiest worker".to_string(), Metric::MaxWorkerCpu, cpu);
     }
     out
 }
@@ -165,8 +174,8 @@ mod tests {
         let [phase] = &summary[..] else { panic!("{summary:?}") };
         assert_eq!((phase.count, phase.counted), (3, 2), "the cut-short repeat is not counted");
         let find =
-            |metric: &str| phase.numbers.iter().find(|n| n.metric == metric).unwrap_or_else(|| panic!("{metric}"));
-        let aggregate = find("aggregate_gbps");
+            |metric: Metric| phase.numbers.iter().find(|n| n.metric == metric).unwrap_or_else(|| panic!("{metric:?}"));
+        let aggregate = find(Metric::AggregateGbps);
         let base = run.phases[0].aggregate_gbps;
         let values: Vec<f64> = aggregate.values.iter().map(|v| v.value).collect();
         assert_eq!(values, [base, base * 0.5]);
@@ -174,12 +183,12 @@ mod tests {
         let s = aggregate.spread.expect("two values");
         assert!((s.mean - base * 0.75).abs() < 1e-9 && s.min == base * 0.5 && s.max == base);
         // RDMA bandwidth: the group's message rate, Σ msgs/s of its flows in millions.
-        let mpps = phase.numbers.iter().find(|n| n.metric == "mpps").expect("an RDMA group's Mpps");
+        let mpps = phase.numbers.iter().find(|n| n.metric == Metric::Mpps).expect("an RDMA group's Mpps");
         let rate: f64 =
             run.phases[0].flows.iter().filter(|f| f.group == mpps.item["group ".len()..]).map(|f| f.msgs_per_s).sum();
         assert!(rate > 0.0);
         assert_eq!(mpps.values[0].value, rate / 1e6);
-        assert_eq!(find("max_worker_cpu_pct").unit, "% of one core");
+        assert_eq!(find(Metric::MaxWorkerCpu).unit, "% of one core");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::confidence::Spread;
 use crate::plan::{Plan, SweepPoint};
+use crate::result::metric::{self, Metric};
 use crate::result::{repeats, PhaseResult};
 use crate::scenario::Mode;
 
@@ -37,7 +38,8 @@ pub struct SweepRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepCell {
     pub group: String,
-    pub metric: String,
+    #[serde(with = "metric::sweep_name")]
+    pub metric: Metric,
     pub value: f64,
     /// value / the baseline point's value (e.g. 0.54 = 54 % of unloaded).
     pub ratio: Option<f64>,
@@ -166,16 +168,16 @@ fn cells_of(phase: &PhaseResult) -> Vec<SweepCell> {
             let (metric, value, mpps) = match g.mode {
                 Mode::Bandwidth => {
                     let rate: f64 = flows.iter().map(|f| f.msgs_per_s).sum();
-                    ("aggregate_gbps", g.aggregate_gbps, Some(rate / 1e6))
+                    (Metric::AggregateGbps, g.aggregate_gbps, Some(rate / 1e6))
                 }
                 Mode::Latency => {
                     let p99 = flows.iter().filter_map(|f| f.latency.map(|l| l.p99_us));
-                    ("p99_us", p99.fold(0.0, f64::max), None)
+                    (Metric::LatencyP99, p99.fold(0.0, f64::max), None)
                 }
             };
             SweepCell {
                 group: g.name.clone(),
-                metric: metric.to_string(),
+                metric,
                 value,
                 ratio: None,
                 mpps,

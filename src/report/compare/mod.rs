@@ -16,52 +16,8 @@ pub use tolerance::{Kind, ToleranceError, Tolerances};
 
 use crate::metrics::confidence::Spread;
 use crate::report::table::Table;
-use crate::result::{PhaseResult, RankResult, RunResult};
+use crate::result::{Metric, PhaseResult, RankResult, RunResult};
 use crate::scenario::{Mode, Transport};
-
-/// One number compared, with its unit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Metric {
-    Gbps,
-    Mpps,
-    LatencyMin,
-    LatencyTypical,
-    LatencyP99,
-    LatencyP999,
-    WorkerCpu,
-}
-
-impl Metric {
-    pub fn kind(self) -> Kind {
-        match self {
-            Metric::Gbps => Kind::Gbps,
-            Metric::Mpps => Kind::Mpps,
-            Metric::LatencyMin | Metric::LatencyTypical | Metric::LatencyP99 | Metric::LatencyP999 => Kind::Latency,
-            Metric::WorkerCpu => Kind::Cpu,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::Gbps => "bandwidth",
-            Metric::Mpps => "message rate",
-            Metric::LatencyMin => "latency min",
-            Metric::LatencyTypical => "latency typical",
-            Metric::LatencyP99 => "latency p99",
-            Metric::LatencyP999 => "latency p99.9",
-            Metric::WorkerCpu => "worker CPU",
-        }
-    }
-
-    pub fn unit(self) -> &'static str {
-        match self.kind() {
-            Kind::Gbps => "Gb/s",
-            Kind::Mpps => "Mpps",
-            Kind::Latency => "µs",
-            Kind::Cpu => "% of a core",
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delta {
@@ -158,7 +114,7 @@ pub fn compare(base: &RunResult, new: &RunResult, tolerances: Tolerances) -> Com
         }
         for (item, metric) in keys {
             let (bv, nv) = (find(&b, &item, metric), find(&n, &item, metric));
-            let delta = judge(metric.kind(), bv, nv, tolerances.of(metric.kind()));
+            let delta = judge(metric, bv, nv, tolerances.of(Kind::of(metric)));
             rows.push(Row {
                 item,
                 metric,
@@ -174,10 +130,10 @@ pub fn compare(base: &RunResult, new: &RunResult, tolerances: Tolerances) -> Com
 }
 
 /// Worse by more than `tolerance_pct` is a regression, better by more is
-/// better; which way is worse depends on the kind. When both numbers have
+/// better; which way is worse depends on the metric. When both numbers have
 /// intervals (repeats) and they overlap, neither: the change is within
 /// the noise.
-fn judge(kind: Kind, base: Option<Measured>, new: Option<Measured>, tolerance_pct: f64) -> Delta {
+fn judge(metric: Metric, base: Option<Measured>, new: Option<Measured>, tolerance_pct: f64) -> Delta {
     let (bm, nm) = match (base, new) {
         (Some(b), Some(n)) => (b, n),
         (Some(_), None) => return Delta::OnlyBase,
@@ -185,7 +141,7 @@ fn judge(kind: Kind, base: Option<Measured>, new: Option<Measured>, tolerance_pc
     };
     let (b, n) = (bm.value, nm.value);
     let t = tolerance_pct / 100.0;
-    let (worse, better) = match kind.higher_is_better() {
+    let (worse, better) = match metric.higher_is_better() {
         true => (n < b * (1.0 - t), n > b * (1.0 + t)),
         false => (n > b * (1.0 + t), n < b * (1.0 - t)),
     };
@@ -286,7 +242,7 @@ impl Comparison {
             };
             t.rows.push(vec![
                 r.item.clone(),
-                r.metric.name().to_string(),
+                r.metric.label().to_string(),
                 with_interval(r.base, r.base_spread),
                 with_interval(r.new, r.new_spread),
                 r.metric.unit().to_string(),
@@ -312,12 +268,12 @@ impl Comparison {
             let moved = r.base.zip(r.new).map(|(b, n)| n - b);
             t.rows.push(vec![
                 r.item.clone(),
-                r.metric.name().to_string(),
+                r.metric.label().to_string(),
                 format!("{} {unit}", with_interval(r.base, r.base_spread)),
                 format!("{} {unit}", with_interval(r.new, r.new_spread)),
                 format!("{} {unit}", signed(moved, 3)),
                 signed(r.change_pct(), 1),
-                format!("{}", self.tolerances.of(r.metric.kind())),
+                format!("{}", self.tolerances.of(Kind::of(r.metric))),
             ]);
         }
         t

@@ -93,7 +93,8 @@ pub fn overlapping(base: &Measured, new: &Measured) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::compare::{compare, Delta, Metric, Tolerances};
+    use crate::report::compare::{compare, Delta, Tolerances};
+    use crate::result::Metric;
 
     fn fixture(name: &str) -> RunResult {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);

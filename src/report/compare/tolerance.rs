@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
+use crate::result::Metric;
+
 /// The largest tolerance accepted, %: ten times worse still passing is
 /// already no check at all.
 const MAX_PCT: f64 = 1000.0;
@@ -36,8 +38,14 @@ impl Kind {
         }
     }
 
-    pub fn higher_is_better(self) -> bool {
-        matches!(self, Kind::Gbps | Kind::Mpps)
+    /// The kind whose tolerance judges `metric`.
+    pub fn of(metric: Metric) -> Kind {
+        match metric {
+            Metric::AggregateGbps | Metric::ReceiverGbps | Metric::Gbps => Kind::Gbps,
+            Metric::Mpps => Kind::Mpps,
+            Metric::LatencyMin | Metric::LatencyTypical | Metric::LatencyP99 | Metric::LatencyP999 => Kind::Latency,
+            Metric::WorkerCpu | Metric::MaxWorkerCpu => Kind::Cpu,
+        }
     }
 
     fn names() -> String {
