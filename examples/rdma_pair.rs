@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabricbench::scenario::rdma::{CompletionMode, RdmaMode, RdmaOp, RdmaParams};
+use fabricbench::scenario::rdma::{CompletionMode, RdmaParams};
+use fabricbench::scenario::{Mode, Op};
 use fabricbench::transport::FlowCounters;
 use fabricbench::transport::{rdma, Side};
 
@@ -20,8 +21,8 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let op: RdmaOp = serde_json::from_str(&format!("\"{}\"", a[1])).expect("op");
-    let mode = if a[2] == "lat" { RdmaMode::Latency } else { RdmaMode::Bandwidth };
+    let op: Op = serde_json::from_str(&format!("\"{}\"", a[1])).expect("op");
+    let mode = if a[2] == "lat" { Mode::Latency } else { Mode::Bandwidth };
     let mut p = RdmaParams { op, mode, message_size: a[3].parse().expect("size"), ..Default::default() };
     let mut secs = 5.0;
     if let Some(x) = a.get(4) {
@@ -70,7 +71,7 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     rt.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
     // perftest reports half a round trip for write and send, a whole one for read.
-    let (share, measure) = if op == RdmaOp::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
+    let (share, measure) = if op == Op::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
     match out.latency.as_ref().and_then(|h| h.summary(share)) {
         Some(l) => println!(
             "fabricbench {} lat {} B: {} samples, min {:.2} us, typical {:.2} us, avg {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.2} us ({measure})",

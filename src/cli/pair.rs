@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 
 use super::{SaveArgs, SshArgs};
 use crate::launch::choose::LauncherKind;
+use crate::scenario::rdma::Connection;
 use crate::scenario::{Op, Transport};
 use crate::units::ByteSize;
 
@@ -152,7 +153,7 @@ pub struct PairArgs {
     pub report_gbits: bool,
     /// rdma (verbs, RC) or tcp (socket streams, OP send only)
     #[arg(long, value_enum, default_value = "rdma")]
-    pub transport: PairTransport,
+    pub transport: Transport,
     /// How the two workers start (auto: local when both hosts are this machine, else ssh)
     #[arg(long, value_enum, default_value_t = LauncherKind::Auto)]
     pub launcher: LauncherKind,
@@ -192,16 +193,10 @@ impl PairOp {
             Some(name) => (name, true),
             None => (text, false),
         };
-        let op = match name.replace('-', "_").as_str() {
-            "write" => OpName::Op(Op::Write),
-            "read" => OpName::Op(Op::Read),
-            "send" => OpName::Op(Op::Send),
-            "write_imm" => OpName::Op(Op::WriteImm),
-            "send_imm" => OpName::Op(Op::SendImm),
-            "fetch_add" => OpName::Op(Op::FetchAdd),
-            "cmp_swap" => OpName::Op(Op::CmpSwap),
-            "atomic" => OpName::Atomic,
-            _ => {
+        let op = match Op::named(name) {
+            Some(op) => OpName::Op(op),
+            None if name == "atomic" => OpName::Atomic,
+            None => {
                 return Err(format!(
                     "`{text}` is not an operation; use write, read, send, write_imm, send_imm, atomic, fetch_add, cmp_swap (add _lat for latency: write_lat, read_lat, send_lat, atomic_lat)"
                 ))
@@ -217,40 +212,6 @@ pub enum AtomicType {
     FetchAndAdd,
     #[value(name = "CMP_AND_SWAP", alias = "cmp_and_swap")]
     CmpAndSwap,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Connection {
-    /// Reliable connected QPs
-    #[value(name = "RC", alias = "rc")]
-    Rc,
-    /// Unreliable datagram QPs (send only, one packet per message)
-    #[value(name = "UD", alias = "ud")]
-    Ud,
-}
-
-impl Connection {
-    pub fn rdma(self) -> crate::scenario::rdma::Connection {
-        match self {
-            Connection::Rc => crate::scenario::rdma::Connection::Rc,
-            Connection::Ud => crate::scenario::rdma::Connection::Ud,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PairTransport {
-    Rdma,
-    Tcp,
-}
-
-impl PairTransport {
-    pub fn scenario(self) -> Transport {
-        match self {
-            PairTransport::Rdma => Transport::Rdma,
-            PairTransport::Tcp => Transport::Tcp,
-        }
-    }
 }
 
 /// perftest's -D is whole seconds; fractions and humantime ("500ms") work too.

@@ -4,15 +4,15 @@
 
 use std::time::Duration;
 
-use crate::cli::pair::{AtomicType, Connection, OpName, PairArgs, PairTransport};
+use crate::cli::pair::{AtomicType, OpName, PairArgs};
 use crate::hostfile::Host;
 use crate::scenario::limits::{self, MAX_SWEEP_POINTS, MAX_WINDOW};
 use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{
-    atomic_size_error, CompletionMode, ConnectMethod, InvalidParam, RdmaMode, RdmaParams, ATOMIC_SIZE, UD_MAX_MESSAGE,
+    atomic_size_error, CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaParams, ATOMIC_SIZE, UD_MAX_MESSAGE,
 };
 use crate::scenario::sweep::{Parameter, SweepSpec, Value};
-use crate::scenario::{GroupSpec, Mode, Op, Pattern, RunSpec, Scenario};
+use crate::scenario::{GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Transport};
 use crate::units::ByteSize;
 
 /// How long each size runs without -D (perftest runs 5000 iterations: a
@@ -69,27 +69,27 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
     let sizes = sizes(args, op)?;
     let mode = if latency { Mode::Latency } else { Mode::Bandwidth };
     let (rdma, streams) = match args.transport {
-        PairTransport::Rdma => (Some(rdma_knobs(args)?), 1),
-        PairTransport::Tcp => (None, tcp_streams(args, op, latency)?),
+        Transport::Rdma => (Some(rdma_knobs(args)?), 1),
+        Transport::Tcp => (None, tcp_streams(args, op, latency)?),
     };
     if let Some(knobs) = &rdma {
         // Without -s: the size the group defaults to (perftest's: 2 B for latency).
         let default = [if latency { mode.default_message_size() } else { ByteSize(knobs.message_size) }];
         for size in if sizes.is_empty() { &default[..] } else { &sizes[..] } {
             let point = RdmaParams {
-                op: op.rdma(),
-                mode: if latency { RdmaMode::Latency } else { RdmaMode::Bandwidth },
+                op,
+                mode: if latency { Mode::Latency } else { Mode::Bandwidth },
                 message_size: size.bytes(),
                 ..knobs.clone()
             };
             point.validate().map_err(flag_of)?;
         }
     }
-    let name = format!("pair-{}{}", op.rdma().name(), if latency { "_lat" } else { "" });
+    let name = format!("pair-{}{}", op.name(), if latency { "_lat" } else { "" });
     let group = GroupSpec {
         name: "pair".to_string(),
         pattern: Pattern::Pairwise,
-        transport: args.transport.scenario(),
+        transport: args.transport,
         op: Some(op),
         mode,
         message_size: (sizes.len() == 1).then(|| sizes[0]),
@@ -142,7 +142,7 @@ fn operation(args: &PairArgs) -> Result<Op, PairError> {
 /// The sizes to run, in order; empty: the default size (perftest's).
 /// Each within what the transport sends as asked; -a stops there too.
 fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
-    if op.rdma().is_atomic() {
+    if op.is_atomic() {
         if args.all {
             return bad("-a/--all", format!("atomics always move {ATOMIC_SIZE} bytes: there are no sizes to sweep"));
         }
@@ -150,7 +150,7 @@ fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
             return bad("-s/--size", atomic_size_error(other));
         }
     }
-    let (largest, valid) = limits::message_sizes(args.transport.scenario());
+    let (largest, valid) = limits::message_sizes(args.transport);
     if !args.all {
         if let Some(zero) = args.size.iter().find(|s| s.bytes() == 0) {
             return bad("-s/--size", format!("{zero}: a message needs at least 1 byte"));
@@ -181,7 +181,7 @@ fn rdma_knobs(args: &PairArgs) -> Result<RdmaParams, PairError> {
         return bad("-d/--ib-dev", "names a device, e.g. mlx5_0 (see `fabricbench probe`)");
     }
     Ok(RdmaParams {
-        connection: args.connection.rdma(),
+        connection: args.connection,
         qps: args.qps.unwrap_or(d.qps),
         tx_depth: args.tx_depth.unwrap_or(d.tx_depth),
         rx_depth: args.rx_depth.unwrap_or(d.rx_depth),
@@ -277,7 +277,6 @@ mod tests {
 
     use super::*;
     use crate::cli::{Cli, Command};
-    use crate::scenario::Transport;
 
     fn job(line: &str) -> Result<PairJob, PairError> {
         let argv = std::iter::once("fabricbench").chain(line.split_whitespace());
@@ -340,7 +339,7 @@ mod tests {
         for line in ["pair a b atomic --lat", "pair a b atomic_lat -A CMP_AND_SWAP", "pair a b fetch_add_lat -s 8"] {
             let j = job(line).unwrap();
             let g = &j.scenario.groups[0];
-            assert!(g.mode == Mode::Latency && g.op.unwrap().rdma().is_atomic(), "{line}");
+            assert!(g.mode == Mode::Latency && g.op.unwrap().is_atomic(), "{line}");
             let plan = crate::plan::build(&j.hosts, &j.scenario).unwrap();
             let g = &plan.phases[0].groups[0];
             assert_eq!((g.message_size.bytes(), g.rdma.as_ref().unwrap().effective_message_size()), (8, 8), "{line}");

@@ -164,7 +164,7 @@ impl GroupPlan {
     /// takes part in TCP, RDMA send and write-with-immediate; one-sided
     /// ops are counted at the initiator.
     pub fn counted_at_receiver(&self) -> bool {
-        self.transport == Transport::Tcp || self.op.receiver_counts()
+        self.transport == Transport::Tcp || self.op.needs_receives()
     }
 }
 

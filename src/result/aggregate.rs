@@ -157,7 +157,7 @@ fn is_ud(group: &GroupPlan) -> bool {
 /// What part of a round trip latency reports: half (ping-pong), or all of it
 /// for RDMA read and atomics (one WR is one round trip), as perftest does.
 fn reported_share(group: &GroupPlan) -> f64 {
-    if group.transport == Transport::Rdma && (group.op == Op::Read || group.op.rdma().is_atomic()) {
+    if group.transport == Transport::Rdma && (group.op == Op::Read || group.op.is_atomic()) {
         1.0
     } else {
         0.5

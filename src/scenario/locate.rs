@@ -17,6 +17,8 @@ pub enum Table {
     Run,
     Check,
     Group(usize),
+    /// A group's `[group.rdma]` table.
+    GroupRdma(usize),
     Stress(usize),
     Sweep,
     Congestion,
@@ -34,6 +36,9 @@ impl Field {
     }
     pub fn group(index: usize, key: &'static str) -> Field {
         Field { table: Table::Group(index), key }
+    }
+    pub fn group_rdma(index: usize, key: &'static str) -> Field {
+        Field { table: Table::GroupRdma(index), key }
     }
     pub fn sweep(key: &'static str) -> Field {
         Field { table: Table::Sweep, key }
@@ -88,7 +93,7 @@ impl Source {
             Table::Top => String::new(),
             Table::Run => "[run]: ".to_string(),
             Table::Check => "[check]: ".to_string(),
-            Table::Group(i) => match self.group_name(i) {
+            Table::Group(i) | Table::GroupRdma(i) => match self.group_name(i) {
                 // Escaped: the name is the file's text, bound for a terminal.
                 Some(name) => format!("group \"{}\": ", name.escape_debug()),
                 None => format!("group {i}: "),
@@ -97,7 +102,8 @@ impl Source {
             Table::Sweep => "[sweep]: ".to_string(),
             Table::Congestion => "[congestion]: ".to_string(),
         };
-        format!("{}:{line}: {place}field `{}`: {message}", self.path.display(), field.key)
+        let within = if let Table::GroupRdma(_) = field.table { "rdma." } else { "" };
+        format!("{}:{line}: {place}field `{within}{}`: {message}", self.path.display(), field.key)
     }
 
     fn table(&self, table: &Table) -> Option<&toml_edit::Table> {
@@ -107,10 +113,18 @@ impl Source {
             Table::Run => doc.get("run")?.as_table(),
             Table::Check => doc.get("check")?.as_table(),
             Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
+            Table::GroupRdma(i) => self.table(&Table::Group(*i))?.get("rdma")?.as_table(),
             Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
             Table::Sweep => doc.get("sweep")?.as_table(),
             Table::Congestion => doc.get("congestion")?.as_table(),
         }
+    }
+
+    /// A key of group `index`'s `[group.rdma]` table as written (`"read"`),
+    /// if the table gives it.
+    pub fn group_rdma_value(&self, index: usize, key: &str) -> Option<String> {
+        let item = self.table(&Table::Group(index))?.get("rdma")?.as_table_like()?.get(key)?;
+        Some(item.as_value().map_or_else(|| item.to_string(), |v| v.to_string()).trim().to_string())
     }
 
     fn group_name(&self, index: usize) -> Option<&str> {
@@ -118,7 +132,11 @@ impl Source {
     }
 
     fn line_of(&self, field: &Field) -> Option<usize> {
-        let table = self.table(&field.table)?;
+        let Some(table) = self.table(&field.table) else {
+            // An inline `rdma = { … }`: the line of the group's `rdma` key.
+            let Table::GroupRdma(i) = field.table else { return None };
+            return self.line_of(&Field::group(i, "rdma"));
+        };
         let span = table
             .key(field.key)
             .and_then(toml_edit::Key::span)
@@ -131,7 +149,7 @@ impl Source {
     fn top_level_span(&self, field: &Field) -> Option<std::ops::Range<usize>> {
         let doc = self.doc.as_ref()?;
         match field.table {
-            Table::Group(_) => doc.as_table().key("group")?.span(),
+            Table::Group(_) | Table::GroupRdma(_) => doc.as_table().key("group")?.span(),
             Table::Stress(_) => doc.as_table().key("stress")?.span(),
             Table::Sweep => doc.as_table().key("sweep")?.span(),
             Table::Run => doc.as_table().key("run")?.span(),

@@ -8,6 +8,7 @@ mod check;
 pub mod congestion;
 pub mod limits;
 mod locate;
+mod op;
 pub mod placement;
 mod ranks;
 pub mod rate;
@@ -24,13 +25,14 @@ use serde::{Deserialize, Serialize};
 
 pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{Field, Source, Table};
+pub use op::{Mode, Op};
 pub use ranks::RankSet;
 pub use validate::check_run;
 
 use crate::units::ByteSize;
 use placement::Numa;
 use rate::{Rate, Schedule};
-use rdma::{RdmaMode, RdmaOp, RdmaParams};
+use rdma::RdmaParams;
 use stress::Threads;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -178,7 +180,7 @@ pub struct GroupSpec {
     pub allow_self: bool,
     /// RDMA knobs (perftest's): qps, tx_depth, rx_depth, post_list,
     /// cq_moderation, inline_size, poll_batch, completion, device, gid_index, threads…
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "rdma::write_table")]
     pub rdma: Option<RdmaParams>,
     /// TCP groups: the DSCP (0-63) both ends mark the flows' packets with
     /// (IP_TOS / IPV6_TCLASS = dscp << 2). RDMA groups set rdma.traffic_class.
@@ -228,28 +230,7 @@ pub enum Pattern {
     Explicit,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Streams as fast as they go: Gb/s and messages/s.
-    #[default]
-    Bandwidth,
-    /// One message at a time, echoed back: round-trip times.
-    Latency,
-}
-
-impl Mode {
-    /// perftest's defaults: 64 KiB for bandwidth tests is small for TCP, so
-    /// bandwidth uses 128 KiB (iperf's); latency uses perftest's 2 bytes.
-    pub fn default_message_size(self) -> ByteSize {
-        match self {
-            Mode::Bandwidth => ByteSize(128 * 1024),
-            Mode::Latency => ByteSize(2),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// Kernel TCP sockets (Ethernet, IPoIB, loopback).
@@ -257,45 +238,6 @@ pub enum Transport {
     Tcp,
     /// RC queue pairs over verbs (InfiniBand, RoCE, Soft-RoCE).
     Rdma,
-}
-
-/// The operation of a group: TCP streams `send`; RDMA flows any verb.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Op {
-    /// A stream of messages from sender to receiver (TCP; RDMA send/recv).
-    #[default]
-    Send,
-    /// RDMA write (the receiver's CPU is not involved).
-    Write,
-    #[serde(alias = "write_imm")]
-    WriteImm,
-    Read,
-    #[serde(alias = "send_imm")]
-    SendImm,
-    #[serde(alias = "fetch_add")]
-    FetchAdd,
-    #[serde(alias = "cmp_swap")]
-    CmpSwap,
-}
-
-impl Op {
-    pub fn rdma(self) -> RdmaOp {
-        match self {
-            Op::Send => RdmaOp::Send,
-            Op::Write => RdmaOp::Write,
-            Op::WriteImm => RdmaOp::WriteImm,
-            Op::Read => RdmaOp::Read,
-            Op::SendImm => RdmaOp::SendImm,
-            Op::FetchAdd => RdmaOp::FetchAdd,
-            Op::CmpSwap => RdmaOp::CmpSwap,
-        }
-    }
-
-    /// Whether the receiving end counts what arrives (else only the initiator can).
-    pub fn receiver_counts(self) -> bool {
-        self.rdma().needs_receives()
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -343,7 +285,8 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
     if !source.sets(&Field::run("interval")) {
         scenario.run.interval = RunSpec::default_interval(scenario.run.duration);
     }
-    validate::validate(&scenario, &limits::Machine::this())
+    validate::check_rdma_tables(&scenario, &source)
+        .and_then(|()| validate::validate(&scenario, &limits::Machine::this()))
         .map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
     Ok((scenario, source))
 }
@@ -371,7 +314,7 @@ impl GroupSpec {
     /// perftest's 64 KiB for RDMA bandwidth, 2 bytes for latency; atomics
     /// always their 8-byte operand.
     pub fn effective_message_size(&self) -> ByteSize {
-        if self.effective_op().rdma().is_atomic() {
+        if self.effective_op().is_atomic() {
             return ByteSize(rdma::ATOMIC_SIZE);
         }
         self.message_size.unwrap_or(match (self.transport, self.mode) {
@@ -383,11 +326,8 @@ impl GroupSpec {
     /// RDMA groups: every knob of the flows (op, mode and size included).
     pub fn rdma_params(&self) -> Option<RdmaParams> {
         (self.transport == Transport::Rdma).then(|| RdmaParams {
-            op: self.effective_op().rdma(),
-            mode: match self.mode {
-                Mode::Bandwidth => RdmaMode::Bandwidth,
-                Mode::Latency => RdmaMode::Latency,
-            },
+            op: self.effective_op(),
+            mode: self.mode,
             message_size: self.effective_message_size().bytes(),
             ..self.rdma.clone().unwrap_or_default()
         })

@@ -154,7 +154,7 @@ pub(super) fn check_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
                 format!(
                     "open-loop RDMA latency (a latency group with a rate) sends probes the target echoes: set op = \
                      \"send\" (this group's op is {}), or drop `rate` for ping-pong",
-                    g.effective_op().rdma().name()
+                    g.effective_op().name()
                 ),
             ));
         }

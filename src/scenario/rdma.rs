@@ -2,7 +2,10 @@
 //! perftest with perftest's defaults. The transport obeys these; it is the
 //! scenario that owns them, so the schema never pulls in the verbs.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::Error as _;
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::op::{self, Mode, Op};
 
 /// A knob, or a combination of knobs, that no RDMA flow can run with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -12,21 +15,21 @@ pub struct InvalidParam {
     pub reason: String,
 }
 
-/// The verb a flow exercises.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum RdmaOp {
-    #[default]
-    Write,
-    /// RDMA write with immediate: the receiver consumes a posted receive per message.
-    WriteImm,
-    Read,
-    Send,
-    SendImm,
-    /// 8-byte atomic fetch-and-add (add = 1).
-    FetchAdd,
-    /// 8-byte atomic compare-and-swap (compare = 0, swap = [`CMP_SWAP_VALUE`]).
-    CmpSwap,
+/// What a group decides for its flows (`[group] op = …`), never its
+/// `[group.rdma]` table.
+pub const GROUP_KEYS: [&str; 3] = ["op", "mode", "message_size"];
+
+/// Writes a group's `[group.rdma]` table as it may be read back: its knobs,
+/// without the group's op, mode and size (the request's, which the table
+/// never holds) and without the knobs left unset.
+pub fn write_table<S: Serializer>(table: &Option<RdmaParams>, s: S) -> Result<S::Ok, S::Error> {
+    let Some(params) = table else { return s.serialize_none() };
+    let mut knobs = match serde_json::to_value(params).map_err(S::Error::custom)? {
+        serde_json::Value::Object(knobs) => knobs,
+        other => return Err(S::Error::custom(format!("an rdma table written as {other}"))),
+    };
+    knobs.retain(|key, value| !GROUP_KEYS.contains(&key.as_str()) && !value.is_null());
+    s.serialize_some(&knobs)
 }
 
 /// Bytes every atomic moves: one 8-byte operand (the verbs' only size).
@@ -40,53 +43,18 @@ pub fn atomic_size_error(asked: impl std::fmt::Display) -> String {
 /// The value every compare-and-swap of a flow tries to install (compare = 0).
 pub const CMP_SWAP_VALUE: u64 = 0xFAB0_0000_0000_0001;
 
-impl RdmaOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            RdmaOp::Write => "write",
-            RdmaOp::WriteImm => "write_imm",
-            RdmaOp::Read => "read",
-            RdmaOp::Send => "send",
-            RdmaOp::SendImm => "send_imm",
-            RdmaOp::FetchAdd => "fetch_add",
-            RdmaOp::CmpSwap => "cmp_swap",
-        }
-    }
-
-    pub fn is_atomic(self) -> bool {
-        matches!(self, RdmaOp::FetchAdd | RdmaOp::CmpSwap)
-    }
-
-    /// The receiver consumes posted receives (two-sided, or write with immediate).
-    pub fn needs_receives(self) -> bool {
-        matches!(self, RdmaOp::Send | RdmaOp::SendImm | RdmaOp::WriteImm)
-    }
-
-    /// Ops whose payload may go inline in the WQE.
-    pub fn can_inline(self) -> bool {
-        matches!(self, RdmaOp::Write | RdmaOp::WriteImm | RdmaOp::Send | RdmaOp::SendImm)
-    }
-}
-
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum RdmaMode {
-    #[default]
-    Bandwidth,
-    /// Ping-pong (write, send) or one outstanding read or atomic at a time.
-    Latency,
-}
-
 /// The QP transport type (perftest `-c`).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Connection {
     /// Reliable connected: every op, any size up to [`MAX_MESSAGE_SIZE`].
     #[default]
     #[serde(rename = "RC", alias = "rc")]
+    #[value(name = "RC", alias = "rc")]
     Rc,
     /// Unreliable datagram: send only, one packet per message (at most the
     /// path MTU), through an address handle to the peer; losses are counted.
     #[serde(rename = "UD", alias = "ud")]
+    #[value(name = "UD", alias = "ud")]
     Ud,
 }
 
@@ -155,8 +123,9 @@ pub const MAX_SERVICE_LEVEL: u32 = 15;
 pub struct RdmaParams {
     /// RC (default) or UD (send only, messages up to the path MTU).
     pub connection: Connection,
-    pub op: RdmaOp,
-    pub mode: RdmaMode,
+    #[serde(with = "op::perftest_name")]
+    pub op: Op,
+    pub mode: Mode,
     /// Bytes per message (forced to 8 for atomics). perftest: 65536 for bw, 2 for lat.
     pub message_size: u64,
     /// Queue pairs in this flow (perftest `-q`).
@@ -208,8 +177,8 @@ impl Default for RdmaParams {
     fn default() -> Self {
         RdmaParams {
             connection: Connection::Rc,
-            op: RdmaOp::Write,
-            mode: RdmaMode::Bandwidth,
+            op: Op::Write,
+            mode: Mode::Bandwidth,
             message_size: 65536,
             qps: 1,
             tx_depth: 128,
@@ -255,8 +224,8 @@ impl RdmaParams {
         }
         match (self.inline_size, self.mode) {
             (Some(n), _) => n,
-            (None, RdmaMode::Bandwidth) => 0,
-            (None, RdmaMode::Latency) => 220,
+            (None, Mode::Bandwidth) => 0,
+            (None, Mode::Latency) => 220,
         }
     }
 
@@ -345,7 +314,7 @@ impl RdmaParams {
                         .into(),
                 );
             }
-            if self.op != RdmaOp::Send {
+            if self.op != Op::Send {
                 return bad(
                     "op",
                     format!("connection UD carries send only (like ib_send_bw -c UD); {} needs RC", self.op.name()),
@@ -358,11 +327,11 @@ impl RdmaParams {
                 );
             }
         }
-        if self.mode == RdmaMode::Latency {
+        if self.mode == Mode::Latency {
             if self.qps != 1 || self.threads != 1 {
                 return bad("qps", "latency mode uses exactly one QP and one thread".into());
             }
-            if !matches!(self.op, RdmaOp::Write | RdmaOp::Send | RdmaOp::Read) && !self.op.is_atomic() {
+            if !matches!(self.op, Op::Write | Op::Send | Op::Read) && !self.op.is_atomic() {
                 return bad(
                     "op",
                     format!("latency mode supports write, send, read, fetch_add and cmp_swap, not {}", self.op.name()),
@@ -416,7 +385,7 @@ mod tests {
         assert_eq!((p.message_size, p.tx_depth, p.rx_depth, p.cq_moderation), (65536, 128, 512, 100));
         p.validate().unwrap();
         assert_eq!(p.effective_inline_size(), 0);
-        let lat = RdmaParams { mode: RdmaMode::Latency, message_size: 2, ..p };
+        let lat = RdmaParams { mode: Mode::Latency, message_size: 2, ..p };
         assert_eq!(lat.effective_inline_size(), 220);
         assert!(lat.sends_inline());
     }
@@ -424,7 +393,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_rejected_and_missing_ones_defaulted() {
         let p: RdmaParams = serde_json::from_str(r#"{"op":"send","qps":4}"#).unwrap();
-        assert_eq!((p.op, p.qps, p.tx_depth), (RdmaOp::Send, 4, 128));
+        assert_eq!((p.op, p.qps, p.tx_depth), (Op::Send, 4, 128));
         let e = serde_json::from_str::<RdmaParams>(r#"{"opp":"send"}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
     }
@@ -434,31 +403,30 @@ mod tests {
         let p = RdmaParams { post_list: 500, ..Default::default() };
         let e = p.validate().unwrap_err().to_string();
         assert!(e.contains("post_list"), "{e}");
-        let p = RdmaParams { mode: RdmaMode::Latency, qps: 2, ..Default::default() };
+        let p = RdmaParams { mode: Mode::Latency, qps: 2, ..Default::default() };
         assert!(p.validate().unwrap_err().to_string().contains("qps"));
-        let p = RdmaParams { op: RdmaOp::FetchAdd, message_size: 0, ..Default::default() };
+        let p = RdmaParams { op: Op::FetchAdd, message_size: 0, ..Default::default() };
         p.validate().unwrap(); // atomics are always 8 bytes
     }
 
     #[test]
     fn ud_is_send_only_and_one_packet() {
         let ud = |op, message_size| RdmaParams { connection: Connection::Ud, op, message_size, ..Default::default() };
-        ud(RdmaOp::Send, 4096).validate().unwrap();
-        RdmaParams { mode: RdmaMode::Latency, ..ud(RdmaOp::Send, 2) }.validate().unwrap();
-        let e = ud(RdmaOp::Send, 4097).validate().unwrap_err().to_string();
+        ud(Op::Send, 4096).validate().unwrap();
+        RdmaParams { mode: Mode::Latency, ..ud(Op::Send, 2) }.validate().unwrap();
+        let e = ud(Op::Send, 4097).validate().unwrap_err().to_string();
         assert_eq!(
             e,
             "invalid RDMA parameter message_size: 4097 B is above UD's largest message, 4096 B (one packet at the largest path MTU)"
         );
-        for (op, name) in [(RdmaOp::Write, "write"), (RdmaOp::Read, "read"), (RdmaOp::FetchAdd, "fetch_add")] {
+        for (op, name) in [(Op::Write, "write"), (Op::Read, "read"), (Op::FetchAdd, "fetch_add")] {
             let e = ud(op, 64).validate().unwrap_err().to_string();
             assert_eq!(
                 e,
                 format!("invalid RDMA parameter op: connection UD carries send only (like ib_send_bw -c UD); {name} needs RC")
             );
         }
-        let e =
-            RdmaParams { connect: ConnectMethod::RdmaCm, ..ud(RdmaOp::Send, 64) }.validate().unwrap_err().to_string();
+        let e = RdmaParams { connect: ConnectMethod::RdmaCm, ..ud(Op::Send, 64) }.validate().unwrap_err().to_string();
         assert_eq!(
             e,
             "invalid RDMA parameter connect: rdma_cm connects RC queue pairs here; UD exchanges its address through \

@@ -7,13 +7,33 @@ use super::limits::{
     self, Machine, MAX_FLOWS, MAX_NAME, MAX_REPEATS, MAX_SAMPLES, MAX_STREAMS, MAX_WINDOW, MIN_INTERVAL,
     THREADS_PER_CORE,
 };
-use super::rdma::{atomic_size_error, RdmaParams, ATOMIC_SIZE};
+use super::rdma::{atomic_size_error, ATOMIC_SIZE, GROUP_KEYS};
 use super::stress::Threads;
 use super::sweep::SweepSpec;
-use super::{Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, StressTable, Transport};
+use super::{Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Source, StressTable, Transport};
 
 /// Checks what a single file can tell on its own, before any hostfile is
 /// read; `machine` stands in for the ranks' hosts in the stress bounds.
+/// `op`, `mode` or `message_size` inside a `[group.rdma]` table, whatever
+/// its value: each is the group's (the table holds knobs only), so the
+/// error shows where it goes.
+pub(super) fn check_rdma_tables(s: &Scenario, source: &Source) -> Result<(), (Field, String)> {
+    for i in 0..s.groups.len() {
+        for key in GROUP_KEYS {
+            if let Some(value) = source.group_rdma_value(i, key) {
+                return Err((
+                    Field::group_rdma(i, key),
+                    format!(
+                        "`{key}` is the group's, not a knob of its rdma table: write `{key} = {value}` in the \
+                         [[group]] table itself (beside `transport`), above [group.rdma]"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, String)> {
     check_run(&s.run).map_err(|(key, m)| (Field::run(key), m))?;
     if s.groups.is_empty() {
@@ -108,7 +128,7 @@ fn check_sizes(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     if g.message_size.is_some_and(|m| m.bytes() == 0) {
         return Err(("message_size", "must be at least 1 byte".into()));
     }
-    if let Some(m) = g.message_size.filter(|m| m.bytes() != ATOMIC_SIZE && g.effective_op().rdma().is_atomic()) {
+    if let Some(m) = g.message_size.filter(|m| m.bytes() != ATOMIC_SIZE && g.effective_op().is_atomic()) {
         return Err(("message_size", atomic_size_error(m)));
     }
     let size = g.effective_message_size();
@@ -271,14 +291,6 @@ fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
                 ));
             }
             if let Some(knobs) = &g.rdma {
-                let defaults = RdmaParams::default();
-                if knobs.op != defaults.op || knobs.mode != defaults.mode || knobs.message_size != defaults.message_size
-                {
-                    return Err((
-                        "rdma",
-                        "set `op`, `mode` and `message_size` on the group itself, not in its rdma table".into(),
-                    ));
-                }
                 if knobs.iterations.is_some() {
                     return Err((
                         "rdma",

@@ -295,6 +295,26 @@ fn rdma_tables_refuse_what_the_group_or_the_window_decides() {
     let e = err("iterations = 5000");
     assert!(e.starts_with("s.toml:5: group \"g\": field `rdma`: `iterations` (perftest's -n) does not apply"), "{e}");
     assert!(e.contains("set `duration` in [run]"), "{e}");
-    let e = err("op = \"read\"");
-    assert!(e.ends_with("set `op`, `mode` and `message_size` on the group itself, not in its rdma table"), "{e}");
+    // The group's own keys are refused in its rdma table even when they
+    // say what the default would: the error shows where they go.
+    for (knob, line) in [
+        ("op = \"read\"", "s.toml:6: group \"g\": field `rdma.op`: `op` is the group's"),
+        ("op = \"write\"", "s.toml:6: group \"g\": field `rdma.op`: `op` is the group's"),
+        ("mode = \"bandwidth\"", "s.toml:6: group \"g\": field `rdma.mode`: `mode` is the group's"),
+        ("qps = 2\nmessage_size = 65536", "s.toml:7: group \"g\": field `rdma.message_size`:"),
+    ] {
+        let e = err(knob);
+        assert!(e.starts_with(line), "{knob}: {e}");
+        let key = knob.lines().last().unwrap();
+        assert!(e.contains(&format!("write `{key}` in the [[group]] table itself")), "{knob}: {e}");
+    }
+    let inline =
+        plan_for(2, "pattern = \"fan-in\"\ntransport = \"rdma\"\nrdma = { qps = 2, op = \"send\" }").unwrap_err();
+    assert!(inline.starts_with("s.toml:5: group \"g\": field `rdma.op`: `op` is the group's"), "{inline}");
+    // On the group itself they are what they always were.
+    plan_for(
+        2,
+        "pattern = \"fan-in\"\ntransport = \"rdma\"\nop = \"write\"\nmode = \"bandwidth\"\n[group.rdma]\nqps = 2",
+    )
+    .unwrap();
 }

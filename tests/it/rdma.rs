@@ -13,9 +13,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fabricbench::scenario::rdma::{
-    CompletionMode, Connection, PollStrategy, RdmaMode, RdmaOp, RdmaParams, CMP_SWAP_VALUE,
-};
+use fabricbench::scenario::rdma::{CompletionMode, Connection, PollStrategy, RdmaParams, CMP_SWAP_VALUE};
+use fabricbench::scenario::{Mode, Op};
 use fabricbench::transport::rdma::{self, counters, FlowOutcome, RdmaEndpoint, RdmaError};
 use fabricbench::transport::{FlowCounters, Side};
 
@@ -118,10 +117,8 @@ fn run_pair_in(p: &RdmaParams, duration: Option<Duration>, window: Option<(Durat
     // Stopping a two-sided receiver as the sender ends would race its last
     // completions: an event-mode receiver once counted 5976 of 6000 sends.
     // (UD loses datagrams: its receiver is stopped.)
-    let ends_itself = p.op.needs_receives()
-        && p.connection == Connection::Rc
-        && p.mode == RdmaMode::Bandwidth
-        && p.iterations.is_some();
+    let ends_itself =
+        p.op.needs_receives() && p.connection == Connection::Rc && p.mode == Mode::Bandwidth && p.iterations.is_some();
     if !(ends_itself && duration.is_none()) {
         stop.store(true, Ordering::Relaxed);
     }
@@ -130,7 +127,7 @@ fn run_pair_in(p: &RdmaParams, duration: Option<Duration>, window: Option<(Durat
     PairResult { sender_allocs, sender, receiver, sender_counters: sc, receiver_counters: rc, sender_wall }
 }
 
-fn params(dev: &str, op: RdmaOp) -> RdmaParams {
+fn params(dev: &str, op: Op) -> RdmaParams {
     RdmaParams { op, device: Some(dev.to_string()), stall_timeout_ms: 20_000, ..Default::default() }
 }
 
@@ -158,7 +155,7 @@ fn probe_reports_ports_and_gids() {
 #[test]
 fn bandwidth_ops_in_iteration_mode_move_every_byte() {
     let Some(dev) = rdma_device("bandwidth_ops_in_iteration_mode_move_every_byte") else { return };
-    for op in [RdmaOp::Write, RdmaOp::Read, RdmaOp::Send, RdmaOp::WriteImm, RdmaOp::SendImm] {
+    for op in [Op::Write, Op::Read, Op::Send, Op::WriteImm, Op::SendImm] {
         let p = RdmaParams { qps: 2, message_size: 4096, iterations: Some(1500), ..params(&dev, op) };
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?} sender: {e}"));
@@ -186,7 +183,7 @@ fn duration_mode_stops_promptly_and_counts_live() {
     let Some(dev) = rdma_device("duration_mode_stops_promptly_and_counts_live") else { return };
     // 64 KiB (perftest's default) and 1 MiB (one signaled completion per
     // message via signal_bytes, so even a slow link counts bytes live).
-    for (op, size) in [(RdmaOp::Write, 65536), (RdmaOp::Send, 65536), (RdmaOp::Write, 1 << 20)] {
+    for (op, size) in [(Op::Write, 65536), (Op::Send, 65536), (Op::Write, 1 << 20)] {
         let p = RdmaParams { message_size: size, ..params(&dev, op) };
         let t0 = Instant::now();
         let r = run_pair(&p, Some(Duration::from_millis(700)));
@@ -195,7 +192,7 @@ fn duration_mode_stops_promptly_and_counts_live() {
         assert!(t0.elapsed() < Duration::from_secs(5), "{op:?}: stop took {:?}", t0.elapsed());
         assert!(s.messages > 0 && s.bytes == s.messages * size, "{s:?}");
         assert_eq!(load(&r.sender_counters), (s.bytes, s.messages));
-        if op == RdmaOp::Send {
+        if op == Op::Send {
             // Both ends counted; they differ at most by what was in flight
             // when `stop` came (the sender drains its signaled WRs after it).
             assert!(rv.messages > 0, "receiver counted nothing");
@@ -215,9 +212,9 @@ fn post_list_moderation_sharding_and_events() {
     let Some(dev) = rdma_device("post_list_moderation_sharding_and_events") else { return };
     let cases = [
         // op, qps, threads, post_list, cq_mod, size, completion, inline
-        (RdmaOp::Write, 4, 2, 16, 64, 64, CompletionMode::Busy, Some(64)),
-        (RdmaOp::Send, 2, 1, 8, 16, 256, CompletionMode::Event, None),
-        (RdmaOp::Write, 1, 1, 4, 1000, 8192, CompletionMode::Event, None),
+        (Op::Write, 4, 2, 16, 64, 64, CompletionMode::Busy, Some(64)),
+        (Op::Send, 2, 1, 8, 16, 256, CompletionMode::Event, None),
+        (Op::Write, 1, 1, 4, 1000, 8192, CompletionMode::Event, None),
     ];
     for (op, qps, threads, post_list, cq_mod, size, completion, inline) in cases {
         let p = RdmaParams {
@@ -236,7 +233,7 @@ fn post_list_moderation_sharding_and_events() {
         let rv = r.receiver.unwrap_or_else(|e| panic!("{p:?}: {e}"));
         let total = u64::from(qps) * 3000;
         assert_eq!(s.messages, total, "{p:?}");
-        if op == RdmaOp::Send {
+        if op == Op::Send {
             assert_eq!(rv.messages, total, "{p:?}");
         }
     }
@@ -246,7 +243,7 @@ fn post_list_moderation_sharding_and_events() {
 fn atomics_return_the_old_values() {
     let Some(dev) = rdma_device("atomics_return_the_old_values") else { return };
     // Fetch-add, pipelined: each QP's word ends at N; the last fetch saw N-1.
-    let p = RdmaParams { qps: 2, tx_depth: 16, iterations: Some(500), ..params(&dev, RdmaOp::FetchAdd) };
+    let p = RdmaParams { qps: 2, tx_depth: 16, iterations: Some(500), ..params(&dev, Op::FetchAdd) };
     let r = run_pair(&p, None);
     let s = r.sender.unwrap();
     let rv = r.receiver.unwrap();
@@ -255,13 +252,13 @@ fn atomics_return_the_old_values() {
     assert_eq!(s.atomic_words, Some(vec![499, 499]), "last fetched values");
     assert_eq!(rv.atomic_words, Some(vec![500, 500]), "final target words");
     // Compare-and-swap 0 -> C: the first succeeds (old 0), the rest fail (old C).
-    let p = RdmaParams { tx_depth: 1, iterations: Some(20), ..params(&dev, RdmaOp::CmpSwap) };
+    let p = RdmaParams { tx_depth: 1, iterations: Some(20), ..params(&dev, Op::CmpSwap) };
     let r = run_pair(&p, None);
     let (s, rv) = (r.sender.unwrap(), r.receiver.unwrap());
     assert_eq!(s.messages, 20);
     assert_eq!(s.atomic_words, Some(vec![CMP_SWAP_VALUE]));
     assert_eq!(rv.atomic_words, Some(vec![CMP_SWAP_VALUE]));
-    let p = RdmaParams { tx_depth: 1, iterations: Some(1), ..params(&dev, RdmaOp::CmpSwap) };
+    let p = RdmaParams { tx_depth: 1, iterations: Some(1), ..params(&dev, Op::CmpSwap) };
     let s = run_pair(&p, None).sender.unwrap();
     assert_eq!(s.atomic_words, Some(vec![0]), "a single CAS on a zero word fetches 0");
 }
@@ -270,23 +267,18 @@ fn atomics_return_the_old_values() {
 fn latency_samples_are_present_and_ordered() {
     let Some(dev) = rdma_device("latency_samples_are_present_and_ordered") else { return };
     for (op, completion) in [
-        (RdmaOp::Write, CompletionMode::Busy),
-        (RdmaOp::Send, CompletionMode::Busy),
-        (RdmaOp::Read, CompletionMode::Busy),
-        (RdmaOp::Send, CompletionMode::Event),
+        (Op::Write, CompletionMode::Busy),
+        (Op::Send, CompletionMode::Busy),
+        (Op::Read, CompletionMode::Busy),
+        (Op::Send, CompletionMode::Event),
     ] {
-        let p = RdmaParams {
-            mode: RdmaMode::Latency,
-            message_size: 2,
-            completion,
-            iterations: Some(300),
-            ..params(&dev, op)
-        };
+        let p =
+            RdmaParams { mode: Mode::Latency, message_size: 2, completion, iterations: Some(300), ..params(&dev, op) };
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
         r.receiver.unwrap_or_else(|e| panic!("{op:?} receiver: {e}"));
         // perftest reports half a round trip for write and send, a whole one for read.
-        let (share, measure) = if op == RdmaOp::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
+        let (share, measure) = if op == Op::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
         let l = s.latency.as_ref().expect("round trips").summary(share).expect("summary");
         assert_eq!(l.samples, 300);
         assert!(l.min_us > 0.0);
@@ -296,12 +288,7 @@ fn latency_samples_are_present_and_ordered() {
         );
         println!("{op:?} {completion:?} latency: typical {} us, p99 {} us ({measure})", l.typical_us, l.p99_us);
     }
-    let p = RdmaParams {
-        mode: RdmaMode::Latency,
-        message_size: 4096,
-        iterations: Some(100),
-        ..params(&dev, RdmaOp::Write)
-    };
+    let p = RdmaParams { mode: Mode::Latency, message_size: 4096, iterations: Some(100), ..params(&dev, Op::Write) };
     let r = run_pair(&p, None);
     assert_eq!(r.sender.unwrap().latency.unwrap().count(), 100);
 }
@@ -311,8 +298,8 @@ fn latency_samples_are_present_and_ordered() {
 #[test]
 fn atomic_latency_one_at_a_time() {
     let Some(dev) = rdma_device("atomic_latency_one_at_a_time") else { return };
-    for op in [RdmaOp::FetchAdd, RdmaOp::CmpSwap] {
-        let p = RdmaParams { mode: RdmaMode::Latency, iterations: Some(200), ..params(&dev, op) };
+    for op in [Op::FetchAdd, Op::CmpSwap] {
+        let p = RdmaParams { mode: Mode::Latency, iterations: Some(200), ..params(&dev, op) };
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
         let target = r.receiver.unwrap_or_else(|e| panic!("{op:?} target: {e}"));
@@ -323,7 +310,7 @@ fn atomic_latency_one_at_a_time() {
         // One at a time: fetch-add's last fetch saw 199 of the 200 adds;
         // compare-swap installed its value once and then kept fetching it.
         let (fetched, word) = match op {
-            RdmaOp::FetchAdd => (199, 200),
+            Op::FetchAdd => (199, 200),
             _ => (CMP_SWAP_VALUE, CMP_SWAP_VALUE),
         };
         assert_eq!((s.atomic_words, target.atomic_words), (Some(vec![fetched]), Some(vec![word])), "{op:?}");
@@ -338,7 +325,7 @@ fn atomic_latency_one_at_a_time() {
 fn ud_send_counts_what_arrived() {
     let Some(dev) = rdma_device("ud_send_counts_what_arrived") else { return };
     for message_size in [64, 1024, 4096] {
-        let p = RdmaParams { connection: Connection::Ud, message_size, qps: 2, ..params(&dev, RdmaOp::Send) };
+        let p = RdmaParams { connection: Connection::Ud, message_size, qps: 2, ..params(&dev, Op::Send) };
         let r = run_pair(&p, Some(Duration::from_millis(1500)));
         let s = r.sender.unwrap_or_else(|e| panic!("UD {message_size} B sender: {e}"));
         let rv = r.receiver.unwrap_or_else(|e| panic!("UD {message_size} B receiver: {e}"));
@@ -359,10 +346,10 @@ fn ud_send_counts_what_arrived() {
     }
     let p = RdmaParams {
         connection: Connection::Ud,
-        mode: RdmaMode::Latency,
+        mode: Mode::Latency,
         message_size: 2,
         iterations: Some(200),
-        ..params(&dev, RdmaOp::Send)
+        ..params(&dev, Op::Send)
     };
     let r = run_pair(&p, None);
     let s = r.sender.unwrap_or_else(|e| panic!("UD send_lat: {e}"));
@@ -377,7 +364,7 @@ fn ud_send_counts_what_arrived() {
 #[test]
 fn ud_message_above_the_mtu_is_refused() {
     let Some(dev) = rdma_device("ud_message_above_the_mtu_is_refused") else { return };
-    let p = RdmaParams { connection: Connection::Ud, message_size: 2048, ..params(&dev, RdmaOp::Send) };
+    let p = RdmaParams { connection: Connection::Ud, message_size: 2048, ..params(&dev, Op::Send) };
     let s = rdma::prepare(&p, Side::Sender).unwrap().with_label("flow 0 0->1");
     let r = rdma::prepare(&p, Side::Receiver).unwrap();
     // A peer whose port runs a 1024-byte MTU (ibv_mtu 3).
@@ -392,8 +379,8 @@ fn ud_message_above_the_mtu_is_refused() {
 #[test]
 fn latency_keeps_the_round_trips_of_its_window_only() {
     let Some(dev) = rdma_device("latency_keeps_the_round_trips_of_its_window_only") else { return };
-    for op in [RdmaOp::Write, RdmaOp::Send, RdmaOp::Read] {
-        let p = RdmaParams { mode: RdmaMode::Latency, message_size: 2, ..params(&dev, op) };
+    for op in [Op::Write, Op::Send, Op::Read] {
+        let p = RdmaParams { mode: Mode::Latency, message_size: 2, ..params(&dev, op) };
         let window = (Duration::from_millis(400), Duration::from_millis(700));
         let r = run_pair_in(&p, Some(Duration::from_millis(1000)), Some(window));
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
@@ -414,12 +401,12 @@ fn latency_keeps_the_round_trips_of_its_window_only() {
 fn hot_loops_allocate_nothing_per_message() {
     let Some(dev) = rdma_device("hot_loops_allocate_nothing_per_message") else { return };
     let cases = [
-        (RdmaOp::Write, RdmaMode::Bandwidth),
-        (RdmaOp::Send, RdmaMode::Bandwidth),
-        (RdmaOp::Read, RdmaMode::Bandwidth),
-        (RdmaOp::FetchAdd, RdmaMode::Bandwidth),
-        (RdmaOp::Write, RdmaMode::Latency),
-        (RdmaOp::Send, RdmaMode::Latency),
+        (Op::Write, Mode::Bandwidth),
+        (Op::Send, Mode::Bandwidth),
+        (Op::Read, Mode::Bandwidth),
+        (Op::FetchAdd, Mode::Bandwidth),
+        (Op::Write, Mode::Latency),
+        (Op::Send, Mode::Latency),
     ];
     for (op, mode) in cases {
         let allocs = |n: u64| {
@@ -439,7 +426,7 @@ fn nic_counters_move() {
     let Some(dev) = rdma_device("nic_counters_move") else { return };
     let before = counters::snapshot(&dev, 1).expect("counters readable");
     assert!(!before.values.is_empty(), "no counters for {dev}");
-    let p = RdmaParams { message_size: 65536, iterations: Some(200), ..params(&dev, RdmaOp::Write) };
+    let p = RdmaParams { message_size: 65536, iterations: Some(200), ..params(&dev, Op::Write) };
     run_pair(&p, None).sender.unwrap();
     let after = counters::snapshot(&dev, 1).unwrap();
     let d = before.delta(&after);
@@ -452,7 +439,7 @@ fn nic_counters_move() {
 #[test]
 fn poll_strategy_auto_picks_the_safe_one_on_old_rxe() {
     let Some(dev) = rdma_device("poll_strategy_auto_picks_the_safe_one_on_old_rxe") else { return };
-    let p = RdmaParams { iterations: Some(10), message_size: 64, ..params(&dev, RdmaOp::Write) };
+    let p = RdmaParams { iterations: Some(10), message_size: 64, ..params(&dev, Op::Write) };
     let s = run_pair(&p, None).sender.unwrap();
     let probe = rdma::probe().unwrap();
     if dev.starts_with("rxe") && probe.rdma_core.is_some_and(|v| v < 55) {
@@ -464,7 +451,7 @@ fn poll_strategy_auto_picks_the_safe_one_on_old_rxe() {
 #[test]
 fn peer_qp_destroyed_ends_the_flow_with_the_status_named() {
     let Some(dev) = rdma_device("peer_qp_destroyed_ends_the_flow_with_the_status_named") else { return };
-    let p = RdmaParams { qps: 2, message_size: 4096, stall_timeout_ms: 5000, ..params(&dev, RdmaOp::Write) };
+    let p = RdmaParams { qps: 2, message_size: 4096, stall_timeout_ms: 5000, ..params(&dev, Op::Write) };
     let s = rdma::prepare(&p, Side::Sender).unwrap().with_label("flow 3->0");
     let r = rdma::prepare(&p, Side::Receiver).unwrap();
     let (se, re) = (s.endpoint(), r.endpoint());
@@ -506,7 +493,7 @@ fn child_receiver() {
         return;
     }
     let dev = std::env::var("FB_RDMA_CHILD").unwrap();
-    let p = RdmaParams { message_size: 4096, ..params(&dev, RdmaOp::Send) };
+    let p = RdmaParams { message_size: 4096, ..params(&dev, Op::Send) };
     let r = rdma::prepare(&p, Side::Receiver).unwrap();
     println!("PID {}", std::process::id());
     println!("ENDPOINT {}", serde_json::to_string(&r.endpoint()).unwrap());
@@ -588,7 +575,7 @@ fn send_then_kill_peer(dev: &str, mut child: std::process::Child, remote: Option
     }
     let peer = peer.expect("child endpoint");
     let pid = pid.expect("child pid");
-    let p = RdmaParams { message_size: 4096, stall_timeout_ms: 5000, ..params(dev, RdmaOp::Send) };
+    let p = RdmaParams { message_size: 4096, stall_timeout_ms: 5000, ..params(dev, Op::Send) };
     let s = rdma::prepare(&p, Side::Sender).unwrap().with_label("flow 1->2");
     writeln!(child.stdin.as_mut().unwrap(), "{}", serde_json::to_string(&s.endpoint()).unwrap()).unwrap();
     line.clear();

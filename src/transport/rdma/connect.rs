@@ -18,7 +18,8 @@ use super::error::{panic_message, RdmaError};
 use super::ffi::{Arena, Cq, Qp};
 use super::path::{address_path, LocalPort};
 use super::ud;
-use crate::scenario::rdma::{Connection, PollStrategy, RdmaMode, RdmaOp, RdmaParams, UD_GRH};
+use crate::scenario::rdma::{Connection, PollStrategy, RdmaParams, UD_GRH};
+use crate::scenario::{Mode, Op};
 use crate::transport::Side;
 
 /// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
@@ -114,8 +115,8 @@ fn receive_len(p: &RdmaParams) -> u64 {
 pub(crate) fn slot_len(p: &RdmaParams) -> usize {
     let msg = align64(receive_len(p).max(8));
     (match p.mode {
-        RdmaMode::Bandwidth => msg,
-        RdmaMode::Latency => 2 * msg,
+        Mode::Bandwidth => msg,
+        Mode::Latency => 2 * msg,
     }) as usize
 }
 
@@ -145,8 +146,8 @@ fn mtu_from(v: u32) -> Mtu {
 /// Whether this side keeps receives posted.
 fn needs_receives(p: &RdmaParams, side: Side) -> bool {
     match p.mode {
-        RdmaMode::Bandwidth => side == Side::Receiver && p.op.needs_receives(),
-        RdmaMode::Latency => p.op == RdmaOp::Send,
+        Mode::Bandwidth => side == Side::Receiver && p.op.needs_receives(),
+        Mode::Latency => p.op == Op::Send,
     }
 }
 
@@ -540,15 +541,15 @@ mod tests {
     fn slots_are_aligned_and_sized_per_mode() {
         let bw = RdmaParams { message_size: 100, ..Default::default() };
         assert_eq!(slot_len(&bw), 128);
-        let lat = RdmaParams { message_size: 2, mode: RdmaMode::Latency, ..Default::default() };
+        let lat = RdmaParams { message_size: 2, mode: Mode::Latency, ..Default::default() };
         assert_eq!(slot_len(&lat), 128);
-        let at = RdmaParams { op: RdmaOp::CmpSwap, ..Default::default() };
+        let at = RdmaParams { op: Op::CmpSwap, ..Default::default() };
         assert_eq!(slot_len(&at), 64);
     }
 
     #[test]
     fn ud_slots_hold_the_grh() {
-        let ud = RdmaParams { connection: Connection::Ud, op: RdmaOp::Send, message_size: 4096, ..Default::default() };
+        let ud = RdmaParams { connection: Connection::Ud, op: Op::Send, message_size: 4096, ..Default::default() };
         assert_eq!(slot_len(&ud), 4160, "room for the 40-byte GRH ahead of the message");
     }
 

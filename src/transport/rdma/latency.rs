@@ -12,7 +12,7 @@ use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc};
 use super::stream::{poll_err, wc_error, wr_kind, PASSIVE_NAP};
 use crate::histogram::{Histogram, Recorder};
-use crate::scenario::rdma::RdmaOp;
+use crate::scenario::Op;
 use crate::transport::FlowCounters;
 use crate::transport::Side;
 
@@ -214,7 +214,7 @@ pub(crate) fn run(
     let iterations = p.iterations;
     let Shard { qps, cq } = shard;
     let q = &mut qps[0];
-    let one_sided = p.op == RdmaOp::Read || p.op.is_atomic();
+    let one_sided = p.op == Op::Read || p.op.is_atomic();
     let spec = probe_spec(res, q);
     let recv_last = q.local_off + msg as usize - 1;
     let mut w = Waiter::new(res, stop);
@@ -242,14 +242,14 @@ pub(crate) fn run(
             break;
         }
         let wake = match (p.op, initiator) {
-            (RdmaOp::Write, true) => {
+            (Op::Write, true) => {
                 q.qp.set_last_payload_byte(&spec, v);
                 post_one(res, q, &spec)?;
                 w.sends_in_flight += 1;
                 let arena = q.qp.arena();
                 w.spin_until(cq, qi, true, "waiting for the peer's write", || arena.read_u8(recv_last) == v)?
             }
-            (RdmaOp::Write, false) => {
+            (Op::Write, false) => {
                 let arena = q.qp.arena();
                 let wake =
                     w.spin_until(cq, qi, i > 0, "waiting for the peer's write", || arena.read_u8(recv_last) == v)?;
@@ -260,7 +260,7 @@ pub(crate) fn run(
                 }
                 wake
             }
-            (RdmaOp::Send, true) => {
+            (Op::Send, true) => {
                 post_one(res, q, &spec)?;
                 w.sends_in_flight += 1;
                 let wake = w.wait_recv(cq, qi, true)?;
@@ -269,7 +269,7 @@ pub(crate) fn run(
                 }
                 wake
             }
-            (RdmaOp::Send, false) => {
+            (Op::Send, false) => {
                 let wake = w.wait_recv(cq, qi, i > 0)?;
                 if let Wake::Ready = wake {
                     repost(res, q)?;
@@ -316,7 +316,7 @@ pub(crate) fn run(
 pub(super) fn probe_spec(res: &FlowResources, q: &QpSlot) -> SendSpec {
     let p = &res.params;
     // Read and atomics: the target's CPU takes no part (one WR, one completion).
-    let one_sided = p.op == RdmaOp::Read || p.op.is_atomic();
+    let one_sided = p.op == Op::Read || p.op.is_atomic();
     SendSpec {
         kind: wr_kind(p.op, q.index),
         rkey: res.peer_rkey,

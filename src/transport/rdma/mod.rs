@@ -49,7 +49,8 @@ pub(crate) use probe::numa_node;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 
 use crate::histogram::Histogram;
-use crate::scenario::rdma::{PollStrategy, RdmaMode, RdmaOp, RdmaParams};
+use crate::scenario::rdma::{PollStrategy, RdmaParams};
+use crate::scenario::{Mode, Op};
 use crate::transport::pace::ProbePlan;
 use crate::transport::{FlowCounters, Side};
 use error::panic_message;
@@ -58,8 +59,8 @@ use error::panic_message;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct FlowOutcome {
     pub side: Side,
-    pub op: RdmaOp,
-    pub mode: RdmaMode,
+    pub op: Op,
+    pub mode: Mode,
     /// Messages completed here (sender: WRs completed; receiver: receives
     /// consumed; 0 for the passive end of one-sided ops).
     pub messages: u64,
@@ -135,7 +136,7 @@ impl ConnectedFlow {
             })
         };
 
-        let result = if res.params.mode == RdmaMode::Latency {
+        let result = if res.params.mode == Mode::Latency {
             let probes = res.pace.filter(|_| res.side == Side::Sender);
             let plan = probes.map(|per_s| ProbePlan { start: t0, per_s, poisson_seed: res.poisson_seed });
             let r = catch_unwind(AssertUnwindSafe(|| match plan {

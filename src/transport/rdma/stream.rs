@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, WR_RECV};
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
-use crate::scenario::rdma::{Connection, RdmaOp, CMP_SWAP_VALUE, UD_GRH};
+use crate::scenario::rdma::{Connection, CMP_SWAP_VALUE, UD_GRH};
+use crate::scenario::Op;
 use crate::transport::pace::Pacer;
 use crate::transport::FlowCounters;
 use crate::transport::Side;
@@ -58,13 +59,13 @@ pub(crate) fn wc_error(res: &FlowResources, wc: &Wc) -> RdmaError {
     }
 }
 
-fn send_opcode_name(op: RdmaOp) -> &'static str {
+fn send_opcode_name(op: Op) -> &'static str {
     match op {
-        RdmaOp::Write | RdmaOp::WriteImm => "RDMA_WRITE",
-        RdmaOp::Read => "RDMA_READ",
-        RdmaOp::Send | RdmaOp::SendImm => "SEND",
-        RdmaOp::FetchAdd => "FETCH_ADD",
-        RdmaOp::CmpSwap => "COMP_SWAP",
+        Op::Write | Op::WriteImm => "RDMA_WRITE",
+        Op::Read => "RDMA_READ",
+        Op::Send | Op::SendImm => "SEND",
+        Op::FetchAdd => "FETCH_ADD",
+        Op::CmpSwap => "COMP_SWAP",
     }
 }
 
@@ -72,15 +73,15 @@ pub(crate) fn poll_err(res: &FlowResources, e: std::io::Error) -> RdmaError {
     RdmaError::Poll { flow: res.label.clone(), source: e }
 }
 
-pub(crate) fn wr_kind(op: RdmaOp, qp: usize) -> WrKind {
+pub(crate) fn wr_kind(op: Op, qp: usize) -> WrKind {
     match op {
-        RdmaOp::Write => WrKind::Write,
-        RdmaOp::WriteImm => WrKind::WriteImm((qp as u32).to_be()),
-        RdmaOp::Read => WrKind::Read,
-        RdmaOp::Send => WrKind::Send,
-        RdmaOp::SendImm => WrKind::SendImm((qp as u32).to_be()),
-        RdmaOp::FetchAdd => WrKind::FetchAdd(1),
-        RdmaOp::CmpSwap => WrKind::CmpSwap { compare: 0, swap: CMP_SWAP_VALUE },
+        Op::Write => WrKind::Write,
+        Op::WriteImm => WrKind::WriteImm((qp as u32).to_be()),
+        Op::Read => WrKind::Read,
+        Op::Send => WrKind::Send,
+        Op::SendImm => WrKind::SendImm((qp as u32).to_be()),
+        Op::FetchAdd => WrKind::FetchAdd(1),
+        Op::CmpSwap => WrKind::CmpSwap { compare: 0, swap: CMP_SWAP_VALUE },
     }
 }
 
@@ -322,7 +323,7 @@ fn recv_loop(
     let mut consumed = vec![0usize; shard.qps.len()];
     let mut wcs = vec![Wc::default(); p.poll_batch as usize];
     let mut out = ShardResult::default();
-    let write_imm = p.op == RdmaOp::WriteImm;
+    let write_imm = p.op == Op::WriteImm;
     // A UD receive's byte count includes the GRH ahead of the message.
     let grh = if p.connection == Connection::Ud { UD_GRH as u32 } else { 0 };
 
