@@ -11,6 +11,7 @@ use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::result::degraded::AskedWindow;
+use crate::result::intervals::Moved;
 use crate::scenario::stress::StressSpec;
 use crate::scenario::{check_run, RunSpec};
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
@@ -159,7 +160,7 @@ pub enum ToCoordinator {
         phase: usize,
         interval: u32,
         span_ns: i64,
-        ends: Vec<(u64, u64)>,
+        ends: Vec<Moved>,
     },
     /// Everything the rank measured in a phase.
     Report(Box<RankReport>),

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::histogram::Histogram;
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
-use crate::result::degraded::{self, AskedWindow, Observed};
+use crate::result::degraded::{self, AskedWindow, Observed, ObservedFlow};
 use crate::result::intervals::{Moved, PhaseIntervals};
 use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::rdma::Connection;
@@ -64,7 +64,7 @@ pub fn aggregate_phase(
         }
         let rx = samples(flow.dst, i, flow, Side::Receiver);
         let counted = if group.counted_at_receiver() { rx.or(tx) } else { tx.or(rx) };
-        let (bytes, messages) = counted.map_or((0, 0), |c| c.2);
+        let Moved { bytes, messages } = counted.map_or(Moved::default(), |c| c.2);
         let error = [tx, rx].into_iter().flatten().find_map(|(_, s, _)| s.error.clone());
         flows.push(FlowResult {
             id: flow.id,
@@ -76,8 +76,8 @@ pub fn aggregate_phase(
             dst_host: ranks[flow.dst].label(),
             streams: group.streams,
             message_size: group.message_size.bytes(),
-            tx_bytes: tx.map(|(_, _, moved)| moved.0),
-            rx_bytes: rx.map(|(_, _, moved)| moved.0),
+            tx_bytes: tx.map(|(_, _, moved)| moved.bytes),
+            rx_bytes: rx.map(|(_, _, moved)| moved.bytes),
             bytes,
             gbps: gbps(bytes, window_s),
             msgs_per_s: if window_s > 0.0 { messages as f64 / window_s } else { 0.0 },
@@ -88,7 +88,7 @@ pub fn aggregate_phase(
             lanes: counted.map_or_else(Vec::new, |(r, s, _)| lanes(r, s, taken, window_s)),
             offered: None,
             datagrams: match (tx, rx) {
-                (Some((_, _, t)), Some((_, _, r))) if is_ud(group) => Some(Datagrams::new(t.1, r.1)),
+                (Some((_, _, t)), Some((_, _, r))) if is_ud(group) => Some(Datagrams::new(t.messages, r.messages)),
                 _ => None,
             },
         });
@@ -109,7 +109,15 @@ pub fn aggregate_phase(
         _ => 0.0,
     };
     let observed = Observed {
-        flows: flows.iter().map(|f| (f.id, f.mode == Mode::Bandwidth, f.bytes, f.error.as_deref())).collect(),
+        flows: flows
+            .iter()
+            .map(|f| ObservedFlow {
+                id: f.id,
+                bandwidth: f.mode == Mode::Bandwidth,
+                bytes: f.bytes,
+                error: f.error.as_deref(),
+            })
+            .collect(),
         rank_windows: spans,
         starts: flow_starts.into_iter().map(|(flow, ns)| (flow, ns as f64 / 1e9)).collect(),
         start_skew_s: start_skew_us / 1e6,

@@ -79,10 +79,19 @@ pub fn line(phase: &PhaseResult) -> String {
     format!("phase {} `{}`: {}", phase.index, phase.name, reasons.join("; "))
 }
 
+/// One flow as the rules see it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ObservedFlow<'a> {
+    pub id: FlowId,
+    /// A bandwidth flow (a latency flow may move nothing and be fine).
+    pub bandwidth: bool,
+    pub bytes: u64,
+    pub error: Option<&'a str>,
+}
+
 /// What the rules look at, gathered by `aggregate`.
 pub struct Observed<'a> {
-    /// Every flow's id, whether it is a bandwidth flow, its bytes and error.
-    pub flows: Vec<(FlowId, bool, u64, Option<&'a str>)>,
+    pub flows: Vec<ObservedFlow<'a>>,
     /// Each reporting rank's window, seconds.
     pub rank_windows: Vec<(usize, f64)>,
     /// Each sending flow's start, seconds after t0 (the latest of its streams).
@@ -93,12 +102,12 @@ pub struct Observed<'a> {
 /// Every reason the observed phase is degraded; empty when it is valid.
 pub fn judge(seen: &Observed, asked: AskedWindow) -> Vec<Degradation> {
     let mut reasons = Vec::new();
-    let failed: Vec<_> = seen.flows.iter().filter_map(|&(id, _, _, e)| Some((id, e?))).collect();
+    let failed: Vec<_> = seen.flows.iter().filter_map(|f| Some((f.id, f.error?))).collect();
     if let Some(&(flow, error)) = failed.first() {
         reasons.push(Degradation::FailedFlows { count: failed.len(), flow, error: error.to_string() });
     }
     let idle: Vec<FlowId> =
-        seen.flows.iter().filter(|&&(_, bw, bytes, e)| bw && bytes == 0 && e.is_none()).map(|f| f.0).collect();
+        seen.flows.iter().filter(|f| f.bandwidth && f.bytes == 0 && f.error.is_none()).map(|f| f.id).collect();
     if let Some(&flow) = idle.first() {
         reasons.push(Degradation::IdleFlows { count: idle.len(), flow });
     }
@@ -128,7 +137,9 @@ mod tests {
 
     fn healthy() -> Observed<'static> {
         Observed {
-            flows: vec![(0, true, 1000, None), (1, true, 2000, None), (2, false, 0, None)],
+            flows: [(0, true, 1000), (1, true, 2000), (2, false, 0)]
+                .map(|(id, bandwidth, bytes)| ObservedFlow { id, bandwidth, bytes, error: None })
+                .to_vec(),
             rank_windows: vec![(0, 2.0), (1, 2.001)],
             starts: vec![(0, 0.01), (1, 0.02)],
             start_skew_s: 0.01,
@@ -143,8 +154,8 @@ mod tests {
     #[test]
     fn a_failed_flow_is_named_with_its_error() {
         let mut seen = healthy();
-        seen.flows[1].3 = Some("Broken pipe");
-        seen.flows[0].3 = Some("reset");
+        seen.flows[1].error = Some("Broken pipe");
+        seen.flows[0].error = Some("reset");
         let got = judge(&seen, ASKED);
         assert_eq!(got, vec![Degradation::FailedFlows { count: 2, flow: 0, error: "reset".into() }]);
         assert_eq!(got[0].to_string(), "2 flow(s) failed (flow 0: reset)");
@@ -153,7 +164,7 @@ mod tests {
     #[test]
     fn a_bandwidth_flow_that_moved_nothing_is_idle_but_a_latency_flow_is_not() {
         let mut seen = healthy();
-        seen.flows[1].2 = 0;
+        seen.flows[1].bytes = 0;
         assert_eq!(judge(&seen, ASKED), vec![Degradation::IdleFlows { count: 1, flow: 1 }]);
     }
 
@@ -200,8 +211,8 @@ mod tests {
     #[test]
     fn every_reason_is_given_at_once() {
         let mut seen = healthy();
-        seen.flows[0].3 = Some("Broken pipe");
-        seen.flows[1].2 = 0;
+        seen.flows[0].error = Some("Broken pipe");
+        seen.flows[1].bytes = 0;
         seen.rank_windows[0].1 = 0.0;
         seen.start_skew_s = 3.0;
         seen.starts[1].1 = 3.0;

@@ -9,14 +9,38 @@
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
+
 use crate::plan::Phase;
 use crate::result::PhaseResult;
 use crate::scenario::Mode;
 use crate::transport::Side;
 use crate::units::gbps;
 
-/// What one flow end moved in one interval: bytes, messages.
-pub type Moved = (u64, u64);
+/// What one flow end moved (in one interval, or over several).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moved {
+    pub bytes: u64,
+    pub messages: u64,
+}
+
+impl Moved {
+    /// A flow end's counters as read: (bytes, messages).
+    pub fn of((bytes, messages): (u64, u64)) -> Moved {
+        Moved { bytes, messages }
+    }
+
+    /// Both counts added, held at the largest count rather than wrapping.
+    pub fn saturating_add(self, other: Moved) -> Moved {
+        Moved { bytes: self.bytes.saturating_add(other.bytes), messages: self.messages.saturating_add(other.messages) }
+    }
+
+    /// What moved since the totals `was` (counters only grow; a reading
+    /// behind `was` is nothing).
+    pub fn since(self, was: Moved) -> Moved {
+        Moved { bytes: self.bytes.saturating_sub(was.bytes), messages: self.messages.saturating_sub(was.messages) }
+    }
+}
 
 /// Each rank's flow ends, as indices into the phase's flows with their
 /// side, in the order the rank is set up with them (flow order, a sender
@@ -92,7 +116,7 @@ impl PhaseIntervals {
             at,
             receiver_first: phase.flows.iter().map(|f| phase.groups[f.group].counted_at_receiver()).collect(),
             bandwidth: phase.flows.iter().map(|f| phase.groups[f.group].mode == Mode::Bandwidth).collect(),
-            sums: ends.iter().map(|e| vec![(0, 0); e.len()]).collect(),
+            sums: ends.iter().map(|e| vec![Moved::default(); e.len()]).collect(),
             ends: ends.iter().map(Vec::len).collect(),
             last: intervals,
             next: vec![1; ranks],
@@ -157,7 +181,7 @@ impl PhaseIntervals {
             let Some(reading) = reading.as_ref().filter(|_| present(rank)) else { continue };
             self.spans_ns[rank] = self.spans_ns[rank].saturating_add(reading.span_ns);
             for (sum, moved) in self.sums[rank].iter_mut().zip(&reading.ends) {
-                *sum = (sum.0.saturating_add(moved.0), sum.1.saturating_add(moved.1));
+                *sum = sum.saturating_add(*moved);
             }
         }
         let flows: Vec<f64> = self
@@ -171,7 +195,7 @@ impl PhaseIntervals {
                     .flatten()
                     .find_map(|&(rank, e)| {
                         let reading = readings[rank].as_ref().filter(|_| present(rank))?;
-                        Some(gbps(reading.ends[e].0, reading.span_ns as f64 / 1e9))
+                        Some(gbps(reading.ends[e].bytes, reading.span_ns as f64 / 1e9))
                     })
                     .unwrap_or(0.0)
             })
@@ -255,18 +279,29 @@ mod tests {
     fn an_interval_closes_once_every_rank_has_sent_it() {
         let mut iv = PhaseIntervals::new(&fan_in(3), 3, 10);
         // Rank 1 runs ahead; rank 0 receives flows 0 and 1, counting them.
-        assert_eq!(iv.take(1, 1, S, vec![(7, 1)]), Ok(vec![]));
-        assert_eq!(iv.take(1, 2, S, vec![(7, 1)]), Ok(vec![]));
-        assert_eq!(iv.take(0, 1, S, vec![(1_000_000_000, 10), (500_000_000, 5)]), Ok(vec![]));
-        let closed = iv.take(2, 1, S, vec![(9, 1)]).unwrap();
+        assert_eq!(iv.take(1, 1, S, vec![Moved { bytes: 7, messages: 1 }]), Ok(vec![]));
+        assert_eq!(iv.take(1, 2, S, vec![Moved { bytes: 7, messages: 1 }]), Ok(vec![]));
+        assert_eq!(
+            iv.take(
+                0,
+                1,
+                S,
+                vec![Moved { bytes: 1_000_000_000, messages: 10 }, Moved { bytes: 500_000_000, messages: 5 }]
+            ),
+            Ok(vec![])
+        );
+        let closed = iv.take(2, 1, S, vec![Moved { bytes: 9, messages: 1 }]).unwrap();
         assert_eq!(closed, [Closed { interval: 1, gbps: 12.0, flows: vec![8.0, 4.0] }]);
-        assert_eq!(iv.take(0, 2, 2 * S, vec![(1_000_000_000, 10), (0, 0)]), Ok(vec![]));
-        let closed = iv.take(2, 2, S, vec![(9, 1)]).unwrap();
+        assert_eq!(
+            iv.take(0, 2, 2 * S, vec![Moved { bytes: 1_000_000_000, messages: 10 }, Moved { bytes: 0, messages: 0 }]),
+            Ok(vec![])
+        );
+        let closed = iv.take(2, 2, S, vec![Moved { bytes: 9, messages: 1 }]).unwrap();
         assert_eq!(closed, [Closed { interval: 2, gbps: 4.0, flows: vec![4.0, 0.0] }], "over rank 0's 2 s");
         assert_eq!(iv.closed(), 2);
-        assert_eq!(iv.moved(0, Side::Receiver), Some((2_000_000_000, 20)));
-        assert_eq!(iv.moved(0, Side::Sender), Some((14, 2)));
-        assert_eq!(iv.moved(1, Side::Sender), Some((18, 2)));
+        assert_eq!(iv.moved(0, Side::Receiver), Some(Moved { bytes: 2_000_000_000, messages: 20 }));
+        assert_eq!(iv.moved(0, Side::Sender), Some(Moved { bytes: 14, messages: 2 }));
+        assert_eq!(iv.moved(1, Side::Sender), Some(Moved { bytes: 18, messages: 2 }));
         assert_eq!((iv.span_s(0), iv.span_s(1)), (3.0, 2.0));
     }
 
@@ -274,10 +309,10 @@ mod tests {
     fn the_end_closes_what_the_ranks_left_sent_up_to_the_first_gap() {
         let mut iv = PhaseIntervals::new(&fan_in(3), 3, 10);
         for k in 1..=3 {
-            iv.take(1, k, S, vec![(125_000_000, 1)]).unwrap();
+            iv.take(1, k, S, vec![Moved { bytes: 125_000_000, messages: 1 }]).unwrap();
         }
-        iv.take(2, 1, S, vec![(250_000_000, 1)]).unwrap();
-        iv.take(2, 2, S, vec![(250_000_000, 1)]).unwrap();
+        iv.take(2, 1, S, vec![Moved { bytes: 250_000_000, messages: 1 }]).unwrap();
+        iv.take(2, 2, S, vec![Moved { bytes: 250_000_000, messages: 1 }]).unwrap();
         // The receiver, rank 0, was lost: the senders count, and interval 3
         // (rank 2 never sent it) stays open.
         let closed = iv.finish(|rank| rank != 0);
@@ -289,7 +324,7 @@ mod tests {
             ]
         );
         assert_eq!(iv.closed(), 2);
-        assert_eq!(iv.moved(0, Side::Sender), Some((250_000_000, 2)));
+        assert_eq!(iv.moved(0, Side::Sender), Some(Moved { bytes: 250_000_000, messages: 2 }));
         assert_eq!(iv.finish(|_| true), [], "nothing is left pending");
     }
 

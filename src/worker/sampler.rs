@@ -83,12 +83,12 @@ impl Sampler {
                 .iter()
                 .zip(counts.iter_mut())
                 .map(|(end, readings)| {
-                    let total = end.read(&mut readings.closed);
+                    let total = Moved::of(end.read(&mut readings.closed));
                     if k == 0 {
                         readings.opened.clone_from(&readings.closed);
                     }
                     let was = std::mem::replace(&mut readings.latest, total);
-                    (total.0.saturating_sub(was.0), total.1.saturating_sub(was.1))
+                    total.since(was)
                 })
                 .collect();
             let at_ns = self.clock.peer_ns_of(now) - self.clock.peer_ns_of(self.t0);

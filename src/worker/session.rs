@@ -33,6 +33,7 @@ use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorke
 use crate::hostfacts::HostFacts;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
+use crate::result::intervals::Moved;
 use crate::scenario::stress::StressSpec;
 use crate::transport::rdma::RdmaInventory;
 
@@ -119,7 +120,7 @@ pub enum Work<O, C> {
         phase: usize,
         interval: u32,
         span_ns: i64,
-        ends: Vec<(u64, u64)>,
+        ends: Vec<Moved>,
     },
     /// A flow of the running phase ended with an error before it was stopped.
     FlowFailed {

@@ -150,7 +150,7 @@ fn three_phases_in_order_then_bye() {
     for phase in 0..3 {
         sim.reach_running(phase);
         for interval in 1..=2 {
-            let ends = vec![(10, 1), (0, 0)];
+            let ends = vec![Moved { bytes: 10, messages: 1 }, Moved { bytes: 0, messages: 0 }];
             let progress = ToCoordinator::Interval { phase, interval, span_ns: 1_000, ends: ends.clone() };
             let work = Work::Interval { phase, interval, span_ns: 1_000, ends };
             assert_eq!(sim.done(work), [Action::Send(progress)]);
@@ -379,7 +379,10 @@ fn bye_mid_phase_exits_at_once() {
     let mut sim = Sim::welcomed();
     sim.reach_running(0);
     assert_eq!(sim.recv(ToWorker::Bye), [Action::Exit(Ok(()))]);
-    assert_eq!(sim.done(Work::Interval { phase: 0, interval: 1, span_ns: 1, ends: vec![(1, 1)] }), []);
+    assert_eq!(
+        sim.done(Work::Interval { phase: 0, interval: 1, span_ns: 1, ends: vec![Moved { bytes: 1, messages: 1 }] }),
+        []
+    );
     assert_eq!(sim.done(Work::Report(report(0))), []);
 
     let mut sim = Sim::welcomed();

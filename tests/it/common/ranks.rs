@@ -15,7 +15,7 @@ use fabricbench::control::wire::{
 };
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::{Phase, Plan};
-use fabricbench::result::intervals::Series;
+use fabricbench::result::intervals::{Moved, Series};
 use fabricbench::result::{PhaseResult, RunResult};
 use fabricbench::transport::Side;
 use fabricbench::{hostfile, plan, scenario};
@@ -230,7 +230,7 @@ pub fn rank_messages(phase: &Phase, ranks: usize, boundaries: u32) -> Vec<Vec<To
     reports
         .into_iter()
         .map(|report| {
-            let ends = vec![(1_000_000_000, 7_630); report.flows.len()];
+            let ends = vec![Moved { bytes: 1_000_000_000, messages: 7_630 }; report.flows.len()];
             let interval = |interval| ToCoordinator::Interval {
                 phase: phase.index,
                 interval,
