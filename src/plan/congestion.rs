@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::shuffle::permutation;
 use super::{phases_of, Phase};
 use crate::scenario::congestion::{CongestionSpec, Role};
-use crate::scenario::{Field, GroupSpec, Pattern, RankSet, Scenario, Table};
+use crate::scenario::{Field, GroupSpec, Pattern, RankSet, Scenario, Section};
 
 /// Which measurement of which canary group a phase is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,8 +107,8 @@ fn assign(g: &mut GroupSpec, ranks: &[usize]) {
 
 /// A field of the phase's own group list, renamed to the scenario's group.
 fn renumber(field: Field, kept: &[usize]) -> Field {
-    match field.table {
-        Table::Group(i) => Field::group(kept.get(i).copied().unwrap_or(i), field.key),
+    match field.section {
+        Section::Group(i) => Field::group(kept.get(i).copied().unwrap_or(i), field.key),
         _ => field,
     }
 }

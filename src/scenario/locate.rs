@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 /// or at the top level.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
-    pub table: Table,
+    pub section: Section,
     pub key: &'static str,
 }
 
+/// Which table of the scenario file a field is in (named apart from
+/// `report::table::Table`, a rendered table).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Table {
+pub enum Section {
     Top,
     Run,
     Check,
@@ -26,28 +28,28 @@ pub enum Table {
 
 impl Field {
     pub fn top(key: &'static str) -> Field {
-        Field { table: Table::Top, key }
+        Field { section: Section::Top, key }
     }
     pub fn run(key: &'static str) -> Field {
-        Field { table: Table::Run, key }
+        Field { section: Section::Run, key }
     }
     pub fn check(key: &'static str) -> Field {
-        Field { table: Table::Check, key }
+        Field { section: Section::Check, key }
     }
     pub fn group(index: usize, key: &'static str) -> Field {
-        Field { table: Table::Group(index), key }
+        Field { section: Section::Group(index), key }
     }
     pub fn group_rdma(index: usize, key: &'static str) -> Field {
-        Field { table: Table::GroupRdma(index), key }
+        Field { section: Section::GroupRdma(index), key }
     }
     pub fn sweep(key: &'static str) -> Field {
-        Field { table: Table::Sweep, key }
+        Field { section: Section::Sweep, key }
     }
     pub fn stress(index: usize, key: &'static str) -> Field {
-        Field { table: Table::Stress(index), key }
+        Field { section: Section::Stress(index), key }
     }
     pub fn congestion(key: &'static str) -> Field {
-        Field { table: Table::Congestion, key }
+        Field { section: Section::Congestion, key }
     }
 }
 
@@ -80,7 +82,7 @@ impl Source {
     /// default). Text this reader could not parse counts as giving it: the
     /// file's value is then kept, as it always was.
     pub fn sets(&self, field: &Field) -> bool {
-        match self.table(&field.table) {
+        match self.table(&field.section) {
             Some(table) => table.contains_key(field.key),
             None => self.doc.is_none(),
         }
@@ -89,52 +91,52 @@ impl Source {
     /// `file:line: group "name": field `key`: message`.
     pub fn describe(&self, field: &Field, message: &str) -> String {
         let line = self.line_of(field).unwrap_or(1);
-        let place = match field.table {
-            Table::Top => String::new(),
-            Table::Run => "[run]: ".to_string(),
-            Table::Check => "[check]: ".to_string(),
-            Table::Group(i) | Table::GroupRdma(i) => match self.group_name(i) {
+        let place = match field.section {
+            Section::Top => String::new(),
+            Section::Run => "[run]: ".to_string(),
+            Section::Check => "[check]: ".to_string(),
+            Section::Group(i) | Section::GroupRdma(i) => match self.group_name(i) {
                 // Escaped: the name is the file's text, bound for a terminal.
                 Some(name) => format!("group \"{}\": ", name.escape_debug()),
                 None => format!("group {i}: "),
             },
-            Table::Stress(i) => format!("stress {i}: "),
-            Table::Sweep => "[sweep]: ".to_string(),
-            Table::Congestion => "[congestion]: ".to_string(),
+            Section::Stress(i) => format!("stress {i}: "),
+            Section::Sweep => "[sweep]: ".to_string(),
+            Section::Congestion => "[congestion]: ".to_string(),
         };
-        let within = if let Table::GroupRdma(_) = field.table { "rdma." } else { "" };
+        let within = if let Section::GroupRdma(_) = field.section { "rdma." } else { "" };
         format!("{}:{line}: {place}field `{within}{}`: {message}", self.path.display(), field.key)
     }
 
-    fn table(&self, table: &Table) -> Option<&toml_edit::Table> {
+    fn table(&self, table: &Section) -> Option<&toml_edit::Table> {
         let doc = self.doc.as_ref()?;
         match table {
-            Table::Top => Some(doc.as_table()),
-            Table::Run => doc.get("run")?.as_table(),
-            Table::Check => doc.get("check")?.as_table(),
-            Table::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
-            Table::GroupRdma(i) => self.table(&Table::Group(*i))?.get("rdma")?.as_table(),
-            Table::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
-            Table::Sweep => doc.get("sweep")?.as_table(),
-            Table::Congestion => doc.get("congestion")?.as_table(),
+            Section::Top => Some(doc.as_table()),
+            Section::Run => doc.get("run")?.as_table(),
+            Section::Check => doc.get("check")?.as_table(),
+            Section::Group(i) => doc.get("group")?.as_array_of_tables()?.get(*i),
+            Section::GroupRdma(i) => self.table(&Section::Group(*i))?.get("rdma")?.as_table(),
+            Section::Stress(i) => doc.get("stress")?.as_array_of_tables()?.get(*i),
+            Section::Sweep => doc.get("sweep")?.as_table(),
+            Section::Congestion => doc.get("congestion")?.as_table(),
         }
     }
 
     /// A key of group `index`'s `[group.rdma]` table as written (`"read"`),
     /// if the table gives it.
     pub fn group_rdma_value(&self, index: usize, key: &str) -> Option<String> {
-        let item = self.table(&Table::Group(index))?.get("rdma")?.as_table_like()?.get(key)?;
+        let item = self.table(&Section::Group(index))?.get("rdma")?.as_table_like()?.get(key)?;
         Some(item.as_value().map_or_else(|| item.to_string(), |v| v.to_string()).trim().to_string())
     }
 
     fn group_name(&self, index: usize) -> Option<&str> {
-        self.table(&Table::Group(index))?.get("name")?.as_str()
+        self.table(&Section::Group(index))?.get("name")?.as_str()
     }
 
     fn line_of(&self, field: &Field) -> Option<usize> {
-        let Some(table) = self.table(&field.table) else {
+        let Some(table) = self.table(&field.section) else {
             // An inline `rdma = { … }`: the line of the group's `rdma` key.
-            let Table::GroupRdma(i) = field.table else { return None };
+            let Section::GroupRdma(i) = field.section else { return None };
             return self.line_of(&Field::group(i, "rdma"));
         };
         let span = table
@@ -148,14 +150,14 @@ impl Source {
     /// A key missing from its table points at the table's header.
     fn top_level_span(&self, field: &Field) -> Option<std::ops::Range<usize>> {
         let doc = self.doc.as_ref()?;
-        match field.table {
-            Table::Group(_) | Table::GroupRdma(_) => doc.as_table().key("group")?.span(),
-            Table::Stress(_) => doc.as_table().key("stress")?.span(),
-            Table::Sweep => doc.as_table().key("sweep")?.span(),
-            Table::Run => doc.as_table().key("run")?.span(),
-            Table::Check => doc.as_table().key("check")?.span(),
-            Table::Congestion => doc.as_table().key("congestion")?.span(),
-            Table::Top => Some(0..0),
+        match field.section {
+            Section::Group(_) | Section::GroupRdma(_) => doc.as_table().key("group")?.span(),
+            Section::Stress(_) => doc.as_table().key("stress")?.span(),
+            Section::Sweep => doc.as_table().key("sweep")?.span(),
+            Section::Run => doc.as_table().key("run")?.span(),
+            Section::Check => doc.as_table().key("check")?.span(),
+            Section::Congestion => doc.as_table().key("congestion")?.span(),
+            Section::Top => Some(0..0),
         }
     }
 }
