@@ -88,7 +88,7 @@ pub enum Command {
     #[command(after_help = with_exit_codes(EXAMPLES))]
     Run(Box<RunArgs>),
     /// Print the flows a scenario makes on a hostfile, without running
-    Plan(Inputs),
+    Plan(PlanArgs),
     /// Check every host of a hostfile as `run` would reach it (here when every host is an address of this machine, else over ssh): reachable, same fabricbench version, clock offset, and what each host is (`fabricbench facts` there)
     Hosts(HostsArgs),
     /// Re-render a results folder (report.html, summary.md, CSVs, junit.xml) from its run.json
@@ -139,6 +139,22 @@ pub struct Inputs {
     /// Inside a Slurm allocation the default is its nodes (SLURM_JOB_NODELIST)
     #[arg(short = 'H', long = "hostfile")]
     pub hostfile: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub inputs: Inputs,
+    /// The fabric's switches and where each host is cabled (docs/TOPOLOGY.md):
+    /// a TOML file, ibnetdiscover's output, or a folder of `lldpctl -f json`
+    /// files; printed as a tree of spines, leaves and hosts after checking
+    /// that it places every host of the hostfile
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// The form of --topology (default: a folder or `.json` is LLDP, `.toml`
+    /// TOML, anything else ibnetdiscover's text)
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "topology")]
+    pub topology_format: Option<crate::topology::Format>,
 }
 
 #[derive(Debug, Args)]

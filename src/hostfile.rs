@@ -186,6 +186,13 @@ fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, Problem)> {
     Ok(out)
 }
 
+/// The host names a Slurm hostlist expression (`node[01-16]`) names, in its
+/// order, at most [`MAX_HOSTS`]; other inputs that list hosts (a topology
+/// file) expand them exactly as a hostfile line does.
+pub fn expand(expr: &str) -> Result<Vec<String>, Problem> {
+    expand_hostlist(expr.trim(), MAX_HOSTS)
+}
+
 /// Warnings for hosts that run more than CROWDED_SLOTS ranks without
 /// `devices=`, one line each (hosts appear once).
 pub fn crowded(ranks: &[Host]) -> Vec<String> {

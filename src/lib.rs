@@ -24,6 +24,7 @@ pub mod result;
 pub mod run;
 pub mod scenario;
 pub mod sysfs;
+pub mod topology;
 pub mod transport;
 pub mod units;
 pub mod worker;

@@ -80,7 +80,7 @@ pub fn dispatch(command: Command) -> Result<(), Failure> {
             };
             crate::worker::main(args.rank, starter).map_err(Failure::RunFailed)
         }
-        Command::Plan(inputs) => run::plan(&inputs),
+        Command::Plan(args) => run::plan(&args),
         Command::Run(args) => run::run(&args),
         Command::Pair(args) => pair::pair(&args),
         Command::Hosts(args) => hosts::hosts(&args),

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::bail;
 use clap::ValueEnum;
 
-use crate::cli::{Inputs, RunArgs};
+use crate::cli::{Inputs, PlanArgs, RunArgs};
 use crate::commands::launching::{launch_for, this_exe, LaunchFlags};
 use crate::commands::output::{self, Output};
 use crate::commands::{estimate, runtime, Failure};
@@ -20,10 +20,17 @@ use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, Ma
 use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
+use crate::topology;
 use crate::worker::{mpi, JobSpec};
 
-pub fn plan(inputs: &Inputs) -> Result<(), Failure> {
-    let (prepared, ..) = prepare(inputs, &run::Overrides::default()).map_err(Failure::BadInput)?;
+pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
+    let (prepared, ..) = prepare(&args.inputs, &run::Overrides::default()).map_err(Failure::BadInput)?;
+    if let Some(path) = &args.topology {
+        let topology = topology::read(path, args.topology_format).map_err(Failure::bad_input)?;
+        topology.check_placed(prepared.hosts.iter().map(|h| h.name.as_str()), path).map_err(Failure::bad_input)?;
+        println!("topology {}:", path.display());
+        print!("{}", topology.render());
+    }
     // Hosts of several ranks: where each rank runs and on which device.
     if prepared.plan.ranks.iter().any(|r| r.slots > 1) {
         for r in &prepared.plan.ranks {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// rooms of one layer are peers and do not use each other.
 const STACK: &[&[&str]] = &[
     &["units", "hostfile", "fdlimit", "histogram", "sysfs", "exit"],
+    &["topology"],
     &["scenario"],
     &["plan"],
     &["transport", "load"],

@@ -39,5 +39,6 @@ mod testbed_mpirun;
 mod testbed_scenarios;
 mod testbed_slurm;
 mod testbed_ssh;
+mod topology;
 mod traffic_class;
 mod wire;

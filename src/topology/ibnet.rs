@@ -1,0 +1,171 @@
+//! `ibnetdiscover`'s text: a `Switch` block per switch and a `Ca` block per
+//! HCA, each port line naming its peer by GUID (`"S-…"`, `"H-…"`) with the
+//! peer's node description after `#`. A switch is named by its node
+//! description (`MF0;leaf1:MSB7700/U1` → `leaf1`); a host by the first word
+//! of its HCA's (`node01 mlx5_0`: host node01, NIC mlx5_0).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{Builder, Problem, TopologyError};
+
+/// One node block's header.
+struct Node<'a> {
+    guid: &'a str,
+    switch: bool,
+    description: &'a str,
+}
+
+/// Parses ibnetdiscover's text into switches, hosts and links.
+pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
+    let at = |line, detail: String| TopologyError::Line {
+        path: path.to_path_buf(),
+        line,
+        problem: Problem::Form { detail },
+    };
+    let mut builder = Builder::default();
+    let mut names = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(node) = header(line).map_err(|d| at(i + 1, d))? {
+            if node.switch {
+                let name = switch_name(node.description, node.guid);
+                builder.switch(&name, i + 1).map_err(|p| TopologyError::Line {
+                    path: path.into(),
+                    line: i + 1,
+                    problem: p,
+                })?;
+                names.insert(node.guid, name);
+            }
+        }
+    }
+    let mut current: Option<Node> = None;
+    for (i, line) in text.lines().enumerate() {
+        if let Some(node) = header(line).map_err(|d| at(i + 1, d))? {
+            current = Some(node);
+            continue;
+        }
+        if !line.starts_with('[') {
+            continue;
+        }
+        let Some(node) = current.as_ref().filter(|n| n.switch) else { continue };
+        let port = port_line(line).map_err(|d| at(i + 1, d))?;
+        let me = &names[node.guid];
+        if let Some(peer) = port.peer.strip_prefix("S-") {
+            let Some(other) = names.get(peer) else {
+                return Err(at(
+                    i + 1,
+                    format!("port [{}] names switch S-{peer}, which has no Switch block", port.port),
+                ));
+            };
+            // Both ends print the link: count it from its lower end only.
+            if (node.guid, port.port) < (peer, port.peer_port) {
+                builder.link(me, other, i + 1);
+            }
+        } else if port.peer.starts_with("H-") {
+            let mut words = port.description.split_whitespace();
+            let Some(host) = words.next() else {
+                return Err(at(
+                    i + 1,
+                    format!(
+                        "port [{}]: the HCA has no node description (`# \"host mlx5_0\"`); its host cannot be named",
+                        port.port
+                    ),
+                ));
+            };
+            builder.attach(host, me, words.next());
+        }
+    }
+    Ok(builder)
+}
+
+/// `Switch 36 "S-7cfe…" # "leaf1" …` or `Ca 1 "H-0002…" # "node01 mlx5_0"`;
+/// `None` for any other line.
+fn header(line: &str) -> Result<Option<Node<'_>>, String> {
+    let switch = line.starts_with("Switch");
+    if !switch && !line.starts_with("Ca") && !line.starts_with("Rt") {
+        return Ok(None);
+    }
+    let (head, comment) = line.split_once('#').unwrap_or((line, ""));
+    let id = quoted(head).ok_or_else(|| expected("a node header", "Switch 36 \"S-7cfe900300a5a2a0\" # \"leaf1\""))?;
+    let guid = id
+        .get(2..)
+        .filter(|_| id.get(1..2) == Some("-"))
+        .ok_or_else(|| format!("`{id}` is not a node id like \"S-7cfe900300a5a2a0\""))?;
+    Ok(Some(Node { guid, switch, description: quoted(comment).unwrap_or("") }))
+}
+
+/// One port line: `[35] "S-7cfe…"[1] # "spine1" lid 2 4xEDR`.
+struct Port<'a> {
+    port: u32,
+    peer: &'a str,
+    peer_port: u32,
+    description: &'a str,
+}
+
+fn port_line(line: &str) -> Result<Port<'_>, String> {
+    let bad =
+        || expected("a port line", "[1] \"H-0002c90300a1b2c0\"[1](2c90300a1b2c1) # \"node01 mlx5_0\" lid 4 4xEDR");
+    let (head, comment) = line.split_once('#').unwrap_or((line, ""));
+    let (port, rest) = bracketed(head).ok_or_else(bad)?;
+    let peer = quoted(rest).ok_or_else(bad)?;
+    let after = &rest[rest.find(peer).map_or(0, |at| at + peer.len() + 1)..];
+    let (peer_port, _) = bracketed(after).ok_or_else(bad)?;
+    Ok(Port { port, peer, peer_port, description: quoted(comment).unwrap_or("") })
+}
+
+/// The number in the first `[N]` of `text`, and what follows it.
+fn bracketed(text: &str) -> Option<(u32, &str)> {
+    let open = text.find('[')?;
+    let close = open + text[open..].find(']')?;
+    Some((text[open + 1..close].trim().parse().ok()?, &text[close + 1..]))
+}
+
+/// The first `"…"` of `text`, without its quotes.
+fn quoted(text: &str) -> Option<&str> {
+    let open = text.find('"')?;
+    let len = text[open + 1..].find('"')?;
+    Some(&text[open + 1..open + 1 + len])
+}
+
+fn expected(what: &str, example: &str) -> String {
+    format!("not {what} of ibnetdiscover's output; valid: `{example}`")
+}
+
+/// Mellanox switches describe themselves as `MF0;NAME:MODEL/U1`: the name
+/// is between `;` and `:`. Any other description is the name; none, the GUID.
+fn switch_name(description: &str, guid: &str) -> String {
+    let inner = description.split_once(';').and_then(|(_, rest)| rest.split_once(':')).map(|(name, _)| name);
+    match inner.unwrap_or(description).trim() {
+        "" => format!("S-{guid}"),
+        name => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(text: &str) -> String {
+        let path = Path::new("f.txt");
+        parse(text, path).and_then(|b| b.finish(path)).map(|_| ()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn switch_names_come_from_their_descriptions() {
+        assert_eq!(switch_name("MF0;leaf1:MSB7700/U1", "7c"), "leaf1");
+        assert_eq!(switch_name("spine1", "7c"), "spine1");
+        assert_eq!(switch_name("", "7c"), "S-7c");
+    }
+
+    #[test]
+    fn bad_lines_name_the_line_and_the_valid_form() {
+        let e = error("Switch 36 \"S-01\" # \"leaf1\"\n[1] H-02\n");
+        assert!(e.starts_with("f.txt:2: not a port line of ibnetdiscover's output; valid: `[1] \"H-"), "{e}");
+        let e = error("\nSwitch 36 S-01\n");
+        assert!(e.starts_with("f.txt:2: not a node header"), "{e}");
+        let e = error("Switch 36 \"S-01\" # \"leaf1\"\n[1] \"S-09\"[1] # \"x\"\n");
+        assert_eq!(e, "f.txt:2: port [1] names switch S-09, which has no Switch block");
+        let e = error("Switch 36 \"S-01\" # \"leaf1\"\n[1] \"H-02\"[1](03) # \"\" lid 4\n");
+        assert!(e.starts_with("f.txt:2: port [1]: the HCA has no node description"), "{e}");
+    }
+}
