@@ -19,15 +19,11 @@
 //! 65 536 simulated ranks through the lifecycle in < 5 s, memory linear in
 //! flows.
 
-// Shared with the tests, which use all of it.
-#[allow(dead_code)]
-#[path = "../tests/it/common/ranks.rs"]
-mod ranks;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fabricbench::control::coordinator::Event;
+use fabricbench::control::sim;
 use fabricbench::metrics::clock::now_ns;
 use fabricbench::report::results_dir::ResultsDir;
 use fabricbench::result::RunResult;
@@ -120,15 +116,15 @@ fn scenario(pattern: &str) -> &'static str {
 /// One case: prints its row.
 fn one(mode: &str, pattern: &str, n: usize) {
     let started = Instant::now();
-    let run = ranks::make_run(n, scenario(pattern));
+    let run = sim::make_run(n, scenario(pattern));
     let flows = run.plan.phases[0].flows.len();
     let plan_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
     let mut after = None;
     let max_bytes = match mode {
         "sim" | "life" => {
-            let mut c = ranks::coordinator(run.plan.clone(), 0);
-            let traffic = ranks::bootstrap(&mut c, n);
+            let mut c = sim::coordinator(run.plan.clone(), 0);
+            let traffic = sim::bootstrap(&mut c, n);
             assert!(traffic.started, "the ranks did not reach the barrier");
             if mode == "life" {
                 after = Some(lifecycle(&mut c, run, started.elapsed()));
@@ -183,7 +179,7 @@ fn lifecycle(
     bootstrap: Duration,
 ) -> AfterBarrier {
     let started = Instant::now();
-    let gathered = ranks::report_phase(c, &run.plan, 3);
+    let gathered = sim::report_phase(c, &run.plan, 3);
     let phase = gathered.phase.expect("the coordinator aggregated the phase");
     let gather = started.elapsed();
     let parent = tempfile::tempdir().expect("a temporary folder");
@@ -248,7 +244,7 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> (u64, Duration) {
         };
         // On a thread of its own, as rank 0 runs it (`worker::serve`).
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let coordinator = ranks::coordinator(plan, now_ns());
+        let coordinator = sim::coordinator(plan, now_ns());
         let instructions = tokio::sync::mpsc::unbounded_channel().1;
         let driver = fabricbench::control::driver::spawn(listener, coordinator, instructions, stopped, on_event)
             .expect("the coordinator's thread");
@@ -282,7 +278,7 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> (u64, Duration) {
 fn clients(addr: std::net::SocketAddr, n: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
-        let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(ranks::tcp_rank(addr, rank))).collect();
+        let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(sim::tcp_rank(addr, rank))).collect();
         let mut started = Vec::with_capacity(n);
         for rank in ranks {
             started.push(rank.await.unwrap().unwrap_or_else(|e| panic!("{e}")));

@@ -1,65 +1,30 @@
 //! What a joined rank sends rank 0: frames decoded as `ToCoordinator` (as
 //! `control::framing` does after `Output::Admit`) and handed to a real
 //! coordinator of three ranks, where rank 1 speaks the input and ranks 0
-//! and 2 answer as honest workers do. Whatever rank 1 says, the
+//! and 2 answer as honest workers do (`control::sim`). Whatever rank 1 says, the
 //! coordinator must not panic, and once everyone falls silent it must end
 //! the run: a rank can fail a run, not hang it.
 #![no_main]
 
-use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use fabricbench::control::coordinator::{Coordinator, Output, Timeouts};
-use fabricbench::control::wire::{
-    Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
-};
-use fabricbench::plan::{self, Plan};
-use fabricbench::transport::Side;
-use fabricbench::{histogram, hostfile, scenario};
+use fabricbench::control::sim::{answer, hello, make_plan, window, JOB, TOKEN};
+use fabricbench::control::wire::ToCoordinator;
+use fabricbench::histogram;
+use fabricbench::plan::Plan;
 use fabricbench_fuzz::{frames, round_trips};
 use libfuzzer_sys::fuzz_target;
 
-const TOKEN: &str = "fuzz";
-const JOB: u64 = 1;
 const HOSTILE: u64 = 1;
 const MS: i64 = 1_000_000;
-const SECOND: Duration = Duration::from_secs(1);
 
 fn plan() -> &'static Plan {
     static PLAN: OnceLock<Plan> = OnceLock::new();
     PLAN.get_or_init(|| {
-        let hosts = hostfile::parse("h1\nh2\nh3\n", Path::new("hosts")).expect("hosts");
         let text = "[run]\nduration = \"2s\"\nwarmup = \"1s\"\n[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n";
-        let (s, _) = scenario::parse(text, Path::new("s.toml")).expect("scenario");
-        plan::build(&hosts, &s).expect("plan")
+        make_plan(3, text)
     })
-}
-
-fn hello(rank: usize) -> Hello {
-    let tool_version = env!("CARGO_PKG_VERSION").to_string();
-    let host = format!("h{}", rank + 1);
-    Hello { magic: MAGIC, token: TOKEN.into(), version: PROTOCOL_VERSION, tool_version, job: JOB, rank, host, pid: 1 }
-}
-
-fn tcp(flow: u32) -> Endpoint {
-    Endpoint::Tcp { addr: std::net::SocketAddr::from(([127, 0, 0, 1], 1024 + (flow % 60_000) as u16)) }
-}
-
-/// What an honest worker answers, if anything.
-fn answer(msg: &ToWorker) -> Option<ToCoordinator> {
-    match msg {
-        ToWorker::Setup { phase, flows, .. } => {
-            let endpoints = flows
-                .iter()
-                .filter(|f| f.side == Side::Receiver)
-                .map(|f| FlowEndpoint { flow: f.flow.id, side: f.side, endpoint: tcp(f.flow.id) })
-                .collect();
-            Some(ToCoordinator::Endpoints { phase: *phase, endpoints })
-        }
-        ToWorker::Peers { phase, .. } => Some(ToCoordinator::Ready { phase: *phase }),
-        _ => None,
-    }
 }
 
 /// Drains the coordinator's outputs; the honest ranks answer theirs.
@@ -74,9 +39,8 @@ fn pump(c: &mut Coordinator, now: i64, honest: bool) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let window = Window { warmup: SECOND, duration: 2 * SECOND, interval: SECOND };
     let mut now = 0;
-    let mut c = Coordinator::new(JOB, TOKEN.into(), plan().clone(), window, Timeouts::default(), now);
+    let mut c = Coordinator::new(JOB, TOKEN.into(), plan().clone(), window(), Timeouts::default(), now);
     for rank in 0..3 {
         c.connected(rank as u64, now);
         c.received(rank as u64, ToCoordinator::Hello(hello(rank)), now);

@@ -8,6 +8,8 @@ mod gather;
 pub mod instruction;
 pub mod proofs;
 pub mod report_parts;
+#[cfg(any(test, feature = "testing"))]
+pub mod sim;
 pub mod wire;
 
 /// Text from the network as it may be shown (a stranger's Hello, what a

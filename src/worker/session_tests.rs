@@ -3,12 +3,12 @@
 //! when the test moves it. No sockets, no threads, no processes.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::control::coordinator::{Coordinator, Event, Output, Timeouts};
-use crate::control::wire::{Endpoint, MAGIC, PROTOCOL_VERSION};
+use crate::control::sim::{hello, make_plan, window, JOB, TOKEN};
+use crate::control::wire::Endpoint;
 use crate::transport::Side;
 
 /// Stand-ins for a phase's opened and connected flow ends: the session
@@ -23,23 +23,6 @@ type Done = Work<Opened, Linked>;
 
 const HELLO_NS: i64 = 1_000_000_000;
 const COORDINATOR_NS: i64 = 7_000_000_000;
-
-fn hello(rank: usize) -> Hello {
-    Hello {
-        magic: MAGIC,
-        token: "secret".into(),
-        version: PROTOCOL_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        job: 7,
-        rank,
-        host: format!("h{}", rank + 1),
-        pid: 1,
-    }
-}
-
-fn window() -> Window {
-    Window { warmup: Duration::from_secs(1), duration: Duration::from_secs(2), interval: Duration::from_secs(1) }
-}
 
 fn endpoints(phase: usize) -> Vec<FlowEndpoint> {
     let addr = SocketAddr::from(([10, 0, 0, 1], 4000 + phase as u16));
@@ -433,12 +416,10 @@ struct Job {
 impl Job {
     /// Two ranks of a fan-in swept over two stream counts: two phases.
     fn new(report: bool) -> Job {
-        let hosts = crate::hostfile::parse("h1\nh2\n", Path::new("hosts")).unwrap();
         let text = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n[sweep]\nparameter = \"streams\"\nvalues = [1, 2]\n";
-        let (scenario, _) = crate::scenario::parse(text, Path::new("s.toml")).unwrap();
-        let plan = crate::plan::build(&hosts, &scenario).unwrap();
+        let plan = make_plan(2, text);
         assert_eq!(plan.phases.len(), 2);
-        let mut coordinator = Coordinator::new(7, "secret".into(), plan, window(), Timeouts::default(), 0);
+        let mut coordinator = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0);
         for conn in 0..2 {
             coordinator.connected(conn, 0);
         }

@@ -1,13 +1,11 @@
 //! The coordinator state machine driven by simulated ranks: no sockets, no
 //! clocks but the ones we pass in.
 
-use crate::common;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use common::ranks::{hello, make_plan, window, JOB, TOKEN};
 use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
+use fabricbench::control::sim::{hello, make_plan, window, JOB, TOKEN};
 use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, PROTOCOL_VERSION};
 use fabricbench::histogram::Histogram;
 use fabricbench::hostfacts::HostFacts;

@@ -8,8 +8,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::ranks::{bootstrap, coordinator, make_plan, report_phase, tcp_rank};
 use fabricbench::control::coordinator::Event;
+use fabricbench::control::sim::{bootstrap, coordinator, make_plan, report_phase, tcp_rank};
 use fabricbench::metrics::clock::now_ns;
 use fabricbench::plan::Plan;
 
@@ -177,7 +177,7 @@ fn strangers_on_the_port_cannot_hurt_a_job() {
         let body: Vec<u8> = std::iter::once(4).chain(std::iter::repeat_n(0xFF, HELLO_MAX - 1)).collect();
         report.write_all(&(body.len() as u32).to_be_bytes()).await.unwrap();
         report.write_all(&body).await.unwrap();
-        let mut stranger = common::ranks::hello(1);
+        let mut stranger = fabricbench::control::sim::hello(1);
         stranger.token = "guess".into();
         stranger.host = "\u{1b}[31mred".into();
         let frame = postcard::to_stdvec(&ToCoordinator::Hello(stranger)).unwrap();
@@ -286,9 +286,9 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
                 let bytes = postcard::to_stdvec(msg).unwrap();
                 [(bytes.len() as u32).to_be_bytes().to_vec(), bytes].concat()
             };
-            write.write_all(&send(&ToCoordinator::Hello(common::ranks::hello(rank)))).await.unwrap();
+            write.write_all(&send(&ToCoordinator::Hello(fabricbench::control::sim::hello(rank)))).await.unwrap();
             while let Some(Ok(msg)) = reader.next().await {
-                if let Some(reply) = common::ranks::answer(&msg) {
+                if let Some(reply) = fabricbench::control::sim::answer(&msg) {
                     write.write_all(&send(&reply)).await.unwrap();
                 }
                 if matches!(msg, ToWorker::Start { .. }) {
@@ -330,7 +330,7 @@ fn a_large_job_spreads_its_heartbeats_out() {
     let n = 16_384;
     let mut c = coordinator(make_plan(n, FAN_IN), 0);
     c.connected(0, 0);
-    c.received(0, fabricbench::control::wire::ToCoordinator::Hello(common::ranks::hello(0)), 0);
+    c.received(0, fabricbench::control::wire::ToCoordinator::Hello(fabricbench::control::sim::hello(0)), 0);
     let sent: Vec<Output> = std::iter::from_fn(|| c.poll()).collect();
     let welcome = sent.iter().find_map(|o| match o {
         Output::Send(0, ToWorker::Welcome { heartbeat, .. }) => Some(*heartbeat),

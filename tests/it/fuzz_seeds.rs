@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use crate::common::ranks::{answer, coordinator, hello, make_plan, JOB, TOKEN};
 use fabricbench::control::coordinator::Output;
 use fabricbench::control::instruction::Instruction;
+use fabricbench::control::sim::{answer, coordinator, hello, make_plan, JOB, TOKEN};
 use fabricbench::control::wire::{ToCoordinator, ToWorker};
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::transport::rdma::RdmaInventory;

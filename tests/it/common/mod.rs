@@ -240,7 +240,6 @@ pub fn fan_in(duration: &str) -> String {
     )
 }
 
-pub mod ranks;
 pub mod testbed;
 
 /// The numbers of a `fabricbench pair` table's rows, one Vec per row, between the column titles and the closing line.

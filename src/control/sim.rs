@@ -1,24 +1,24 @@
 //! Simulated ranks around the sans-IO coordinator, in one process and
 //! without sockets: they join, answer Setup with endpoints and Peers with
-//! Ready, until the coordinator starts the phase, and then report it. Used
-//! by the scale tests and by the control-plane benchmark
-//! (benches/control_plane.rs).
+//! Ready, until the coordinator starts the phase, and then report it. One
+//! harness for every consumer: the worker session's unit tests, the
+//! integration tests, the control-plane benchmark (benches/control_plane.rs)
+//! and the fuzz targets. Compiled for the crate's own tests and behind the
+//! `testing` feature, never into the tool.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
-use fabricbench::control::wire::{
-    Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION,
-};
-use fabricbench::metrics::{FlowSamples, RankReport};
-use fabricbench::plan::{Phase, Plan};
-use fabricbench::result::intervals::{Moved, Series};
-use fabricbench::result::{PhaseResult, RunResult};
-use fabricbench::transport::Side;
-use fabricbench::{hostfile, plan, scenario};
+use crate::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
+use crate::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION};
+use crate::metrics::{FlowSamples, RankReport};
+use crate::plan::{Phase, Plan};
+use crate::result::intervals::{Moved, Series};
+use crate::result::{PhaseResult, RunResult};
+use crate::transport::Side;
+use crate::{hostfile, plan, scenario};
 
 pub const TOKEN: &str = "secret";
 pub const JOB: u64 = 7;
@@ -128,7 +128,7 @@ pub fn bootstrap(c: &mut Coordinator, ranks: usize) -> Traffic {
 pub struct Started {
     pub messages: u64,
     pub bytes: u64,
-    _reader: fabricbench::control::framing::FrameReader<tokio::net::tcp::OwnedReadHalf, ToWorker>,
+    _reader: crate::control::framing::FrameReader<tokio::net::tcp::OwnedReadHalf, ToWorker>,
     writer: tokio::task::JoinHandle<()>,
 }
 
@@ -138,12 +138,23 @@ impl Drop for Started {
     }
 }
 
+/// Why a simulated rank over TCP did not reach the barrier.
+#[derive(Debug, thiserror::Error)]
+pub enum RankError {
+    #[error("rank {rank}: connect: {source}")]
+    Connect { rank: usize, source: std::io::Error },
+    #[error("rank {rank}: {source}")]
+    Frame { rank: usize, source: crate::control::framing::FrameError },
+    #[error("rank {rank}: the coordinator closed the connection")]
+    Closed { rank: usize },
+}
+
 /// One rank over real TCP and real framing: connects to the coordinator at
 /// `addr`, says Hello, heartbeats as Welcome asks (as a worker does: not in
 /// a round that carried another message), answers until Start.
-pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<Started, String> {
-    use fabricbench::control::framing::{pump, FrameReader, FrameWriter};
-    let stream = connect_from_own_address(addr, rank).await.map_err(|e| format!("rank {rank}: connect: {e}"))?;
+pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<Started, RankError> {
+    use crate::control::framing::{pump, FrameReader, FrameWriter};
+    let stream = connect_from_own_address(addr, rank).await.map_err(|source| RankError::Connect { rank, source })?;
     let _ = stream.set_nodelay(true);
     let (read, write) = stream.into_split();
     let mut reader: FrameReader<_, ToWorker> = FrameReader::new(read);
@@ -166,8 +177,8 @@ pub async fn tcp_rank(addr: SocketAddr, rank: usize) -> Result<Started, String> 
         };
         let msg = match msg {
             Some(Ok(msg)) => msg,
-            Some(Err(e)) => break Err(format!("rank {rank}: {e}")),
-            None => break Err(format!("rank {rank}: the coordinator closed the connection")),
+            Some(Err(source)) => break Err(RankError::Frame { rank, source }),
+            None => break Err(RankError::Closed { rank }),
         };
         if msg == ToWorker::Heartbeat {
             continue;
