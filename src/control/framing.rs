@@ -29,6 +29,20 @@ fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec()
 }
 
+/// `body` as one frame on the wire, length prefix first: for a peer that
+/// writes raw bytes (a stranger in a test, a fuzz seed), not a [`FrameWriter`].
+#[cfg(any(test, feature = "testing"))]
+pub fn prefixed(body: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+    [&len.to_be_bytes()[..], body].concat()
+}
+
+/// `msg` as one frame on the wire, as [`FrameWriter`] writes it.
+#[cfg(any(test, feature = "testing"))]
+pub fn frame<M: Serialize>(msg: &M) -> Result<Vec<u8>, FrameError> {
+    Ok(prefixed(&postcard::to_stdvec(msg).map_err(FrameError::Decode)?))
+}
+
 /// Reads typed messages from a byte stream.
 pub struct FrameReader<R, M> {
     inner: FramedRead<R, LengthDelimitedCodec>,

@@ -9,6 +9,7 @@ use crate::common;
 use std::time::Duration;
 
 use fabricbench::control::coordinator::Event;
+use fabricbench::control::framing;
 use fabricbench::control::sim::{bootstrap, coordinator, make_plan, report_phase, tcp_rank};
 use fabricbench::metrics::clock::now_ns;
 use fabricbench::plan::Plan;
@@ -175,15 +176,12 @@ fn strangers_on_the_port_cannot_hurt_a_job() {
         // A Report (variant 4) as a first frame, as large as a Hello may be.
         let mut report = from(4, addr).await;
         let body: Vec<u8> = std::iter::once(4).chain(std::iter::repeat_n(0xFF, HELLO_MAX - 1)).collect();
-        report.write_all(&(body.len() as u32).to_be_bytes()).await.unwrap();
-        report.write_all(&body).await.unwrap();
+        report.write_all(&framing::prefixed(&body)).await.unwrap();
         let mut stranger = fabricbench::control::sim::hello(1);
         stranger.token = "guess".into();
         stranger.host = "\u{1b}[31mred".into();
-        let frame = postcard::to_stdvec(&ToCoordinator::Hello(stranger)).unwrap();
         let mut wrong = from(5, addr).await;
-        wrong.write_all(&(frame.len() as u32).to_be_bytes()).await.unwrap();
-        wrong.write_all(&frame).await.unwrap();
+        wrong.write_all(&framing::frame(&ToCoordinator::Hello(stranger)).unwrap()).await.unwrap();
 
         let ranks: Vec<_> = (0..n).map(|rank| tokio::spawn(tcp_rank(addr, rank))).collect();
         for (rank, joined) in futures::future::join_all(ranks).await.into_iter().enumerate() {
@@ -282,10 +280,7 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
             let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
             let (read, mut write) = stream.into_split();
             let mut reader: FrameReader<_, ToWorker> = FrameReader::new(read);
-            let send = |msg: &ToCoordinator| {
-                let bytes = postcard::to_stdvec(msg).unwrap();
-                [(bytes.len() as u32).to_be_bytes().to_vec(), bytes].concat()
-            };
+            let send = |msg: &ToCoordinator| framing::frame(msg).unwrap();
             write.write_all(&send(&ToCoordinator::Hello(fabricbench::control::sim::hello(rank)))).await.unwrap();
             while let Some(Ok(msg)) = reader.next().await {
                 if let Some(reply) = fabricbench::control::sim::answer(&msg) {
@@ -293,8 +288,7 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
                 }
                 if matches!(msg, ToWorker::Start { .. }) {
                     if let Some(frame) = &after_start {
-                        write.write_all(&(frame.len() as u32).to_be_bytes()).await.unwrap();
-                        write.write_all(frame).await.unwrap();
+                        write.write_all(&framing::prefixed(frame)).await.unwrap();
                     }
                 }
             }

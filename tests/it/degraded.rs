@@ -4,18 +4,19 @@
 
 use std::time::Duration;
 
-use crate::common::{self, read_json, text, Bench, LOCAL_HOSTS};
+use crate::common::{self, read_json, text, Bench, FanIn, LOCAL_HOSTS};
 
 /// Four ranks, a fan-in into rank 0; a 1 s warm-up leaves time to freeze a
 /// rank between Start and the window's opening.
-const FAN_IN: &str = "[run]\nname = \"frozen\"\nduration = \"2s\"\nwarmup = \"1s\"\ninterval = \"500ms\"\n\n\
-    [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n";
+fn fan_in() -> String {
+    FanIn::new("frozen", "2s").warmup("1s").senders("1-3").text()
+}
 
-/// Runs FAN_IN; with `freeze`, stops rank 2's worker (SIGSTOP) for that
+/// Runs fan_in(); with `freeze`, stops rank 2's worker (SIGSTOP) for that
 /// long as soon as the phase has started. The exit code and run.json.
 fn run(bench: &Bench, freeze: Option<Duration>) -> (Option<i32>, String, serde_json::Value) {
     let hosts = bench.write("hosts", LOCAL_HOSTS);
-    let scenario = bench.write("frozen.toml", FAN_IN);
+    let scenario = bench.write("frozen.toml", &fan_in());
     // Progress as plain lines (stderr is a pipe): the phase says when it starts.
     let mut child = bench.spawn(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
     let (heard, reader) = common::follow_stderr(&mut child);

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use fabricbench::control::coordinator::Output;
+use fabricbench::control::framing::frame;
 use fabricbench::control::instruction::Instruction;
 use fabricbench::control::sim::{answer, coordinator, hello, make_plan, JOB, TOKEN};
 use fabricbench::control::wire::{ToCoordinator, ToWorker};
@@ -27,13 +28,8 @@ fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("serializes")
 }
 
-/// A length-prefixed frame, as `control::framing` writes it.
-fn frame(bytes: &[u8]) -> Vec<u8> {
-    [&(bytes.len() as u32).to_be_bytes()[..], bytes].concat()
-}
-
 fn framed<M: serde::Serialize>(messages: &[M]) -> Vec<u8> {
-    messages.iter().flat_map(|m| frame(&postcard::to_stdvec(m).expect("encodes"))).collect()
+    messages.iter().flat_map(|m| frame(m).expect("encodes")).collect()
 }
 
 /// A report of three boundaries for each of the rank's flow ends.

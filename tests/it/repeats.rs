@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{self, fan_in, read_json, text, Bench, LOCAL_HOSTS};
+use crate::common::{self, fan_in, read_json, text, Bench, FanIn, LOCAL_HOSTS};
 use crate::run_local::stop_after_in;
 use fabricbench::{hostfile, plan, scenario};
 
@@ -166,8 +166,8 @@ fn five_repeats_of_a_local_fan_in_give_intervals_around_their_repeats() {
 fn a_stopped_run_keeps_its_finished_repeats() {
     let _machine = common::busy_machine();
     let bench = Bench::new();
-    let repeated = "[run]\nname = \"rep\"\nduration = \"2s\"\nwarmup = \"200ms\"\ninterval = \"250ms\"\nrepeat = 3\n\n\
-                [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n";
+    let repeated =
+        &FanIn::new("rep", "2s").warmup("200ms").interval("250ms").run_line("repeat = 3").senders("1-3").text();
     let (child, dir) = stop_after_in(&bench, repeated, 1);
     common::signal(child.id(), "-TERM");
     let out = child.wait_with_output().unwrap();

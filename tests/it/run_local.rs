@@ -4,7 +4,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{fan_in, read_json, text, Bench, LOCAL_HOSTS};
+use common::{fan_in, read_json, text, Bench, FanIn, LOCAL_HOSTS};
 
 #[test]
 fn four_rank_fan_in_end_to_end() {
@@ -206,14 +206,19 @@ fn latency_probe_beside_an_incast() {
 
 /// Three 2 s phases (a sweep of the message size): long enough to stop in
 /// the middle, short enough for a test.
-const THREE_PHASES: &str = "[run]\nname = \"three\"\nduration = \"2s\"\nwarmup = \"200ms\"\ninterval = \"250ms\"\n\n\
-    [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n\
-    [sweep]\nparameter = \"message_size\"\nvalues = [\"16K\", \"32K\", \"64K\"]\n";
+fn three_phases() -> String {
+    FanIn::new("three", "2s")
+        .warmup("200ms")
+        .interval("250ms")
+        .senders("1-3")
+        .then("\n[sweep]\nparameter = \"message_size\"\nvalues = [\"16K\", \"32K\", \"64K\"]\n")
+        .text()
+}
 
-/// Starts THREE_PHASES and waits until its journal holds `phases` phases;
+/// Starts three_phases() and waits until its journal holds `phases` phases;
 /// the run's results folder with it.
 fn stop_after(bench: &Bench, phases: usize) -> (std::process::Child, std::path::PathBuf) {
-    stop_after_in(bench, THREE_PHASES, phases)
+    stop_after_in(bench, &three_phases(), phases)
 }
 
 /// Starts the scenario `text` on LOCAL_HOSTS and waits until its journal

@@ -8,15 +8,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::testbed::Bed;
-use common::{read_json, text, Bench};
+use common::{read_json, text, Bench, FanIn};
 
 /// Senders 1 and 2 into rank 0: with `h slots=2` first, rank 1 is rank 0's
 /// neighbour on the same host, rank 2 another host.
 fn fan_in(duration: &str) -> String {
-    format!(
-        "[run]\nname = \"slots\"\nduration = \"{duration}\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
-         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\nreceivers = 0\nsenders = \"1-2\"\n"
-    )
+    FanIn::new("slots", duration).message_size("64K").senders("1-2").text()
 }
 
 /// What a run on `first slots=2` + `second` must show: three ranks, two on

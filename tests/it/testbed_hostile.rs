@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::testbed::Bed;
-use common::{read_json, text, Bench};
+use common::{read_json, text, Bench, FanIn};
 use fabricbench::control::coordinator::STRANGERS_FD_SHARE;
+use fabricbench::control::framing;
 use fabricbench::control::wire::{Hello, ToCoordinator, HELLO_MAX, MAGIC, PROTOCOL_VERSION};
 
 /// Rank 0 (h1) on the bed, and the coordinator port the runs here pin.
@@ -44,8 +45,9 @@ const CUT_SHORT: usize = 300;
 /// links, not h1's, so the strangers' packets to h1 queue behind no one):
 /// long enough for the Hello deadline of the strangers opened after the
 /// phase started to pass inside it.
-const FAN_IN: &str = "[run]\nname = \"bed-hostile\"\nduration = \"14s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
-    [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"128K\"\nreceivers = 0\nsenders = \"1-2\"\n";
+fn fan_in() -> String {
+    FanIn::new("bed-hostile", "14s").message_size("128K").senders("1-2").text()
+}
 
 fn coordinator() -> SocketAddr {
     format!("{RANK0}:{PORT}").parse().unwrap()
@@ -55,16 +57,9 @@ fn connect() -> TcpStream {
     TcpStream::connect_timeout(&coordinator(), Duration::from_secs(5)).expect("connect to rank 0's coordinator port")
 }
 
-fn frame(msg: &ToCoordinator) -> Vec<u8> {
-    let body = postcard::to_stdvec(msg).unwrap();
-    let mut bytes = (body.len() as u32).to_be_bytes().to_vec();
-    bytes.extend(body);
-    bytes
-}
-
 /// A Hello that is right in every field a stranger can know.
 fn wrong_token_hello() -> Vec<u8> {
-    frame(&ToCoordinator::Hello(Hello {
+    framing::frame(&ToCoordinator::Hello(Hello {
         magic: MAGIC,
         token: "0".repeat(64),
         version: PROTOCOL_VERSION,
@@ -74,14 +69,13 @@ fn wrong_token_hello() -> Vec<u8> {
         host: "h2".into(),
         pid: 1,
     }))
+    .unwrap()
 }
 
 /// A Report (message 4) as the first frame, as long as a first frame may be.
 fn near_limit_report() -> Vec<u8> {
     let body: Vec<u8> = std::iter::once(4).chain(std::iter::repeat_n(0xA5, HELLO_MAX - 1)).collect();
-    let mut bytes = (body.len() as u32).to_be_bytes().to_vec();
-    bytes.extend(body);
-    bytes
+    framing::prefixed(&body)
 }
 
 /// Bytes of a fixed xorshift sequence (the same every run).
@@ -151,7 +145,7 @@ struct Measured<T> {
 /// Runs the fan-in over the bed; once its phase runs, `attack` is thrown
 /// at rank 0 while rank 0's peak memory is watched until it exits.
 fn run_measured<T: Send>(bed: &Bed, bench: &Bench, name: &str, attack: impl FnOnce() -> T + Send) -> Measured<T> {
-    let scenario = bench.write("fan.toml", FAN_IN);
+    let scenario = bench.write("fan.toml", &fan_in());
     let json = bench.dir.path().join(format!("{name}.json"));
     let mut args = vec!["run".to_string(), scenario.display().to_string(), "-H".into()];
     args.push(bed.hostfile.display().to_string());
@@ -323,10 +317,12 @@ fn hostile_inputs_on_the_coordinator_port_leave_a_bed_run_unharmed() {
 
 /// Two phases, so that the second one's setup (listening sockets, the
 /// streams' connections) and both phases' reports happen under the flood.
-const TWO_PHASES: &str =
-    "[run]\nname = \"bed-fd-flood\"\nduration = \"5s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
-    [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-2\"\n\n\
-    [sweep]\nparameter = \"message_size\"\nvalues = [\"64K\", \"128K\"]\n";
+fn two_phases() -> String {
+    FanIn::new("bed-fd-flood", "5s")
+        .senders("1-2")
+        .then("\n[sweep]\nparameter = \"message_size\"\nvalues = [\"64K\", \"128K\"]\n")
+        .text()
+}
 
 /// Descriptors rank 0 may open beyond those it holds when its limit is
 /// lowered: a quarter of the new limit for strangers, the rest for the
@@ -340,7 +336,7 @@ const FLOOD: usize = 400;
 fn fd_flood_past_rank0s_open_files_limit_stops_no_heartbeat() {
     let Some(bed) = Bed::up(3, SHAPE) else { return };
     let bench = Bench::new();
-    let scenario = bench.write("two.toml", TWO_PHASES);
+    let scenario = bench.write("two.toml", &two_phases());
     let mut args = vec!["run".to_string(), scenario.display().to_string(), "-H".into()];
     args.push(bed.hostfile.display().to_string());
     args.extend(bed.ssh_args());

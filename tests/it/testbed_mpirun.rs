@@ -10,13 +10,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::testbed::{assert_fan_in_on_each_host, Bed, HOSTS4};
-use common::{read_json, text, Bench};
+use common::{read_json, text, Bench, FanIn};
 
 fn fan_in(duration: &str, sweep: &str) -> String {
-    format!(
-        "[run]\nname = \"mpi-fan\"\nduration = \"{duration}\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
-         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\n{sweep}"
-    )
+    FanIn::new("mpi-fan", duration).message_size("64K").then(sweep).text()
 }
 
 /// Installs openmpi-bin when missing (the test-setup convention of scripts/lib/deps.sh).
@@ -50,20 +47,10 @@ fn mpirun_run(bench: &Bench, bed: &Bed, scenario: &str, extra: &[&str]) -> Comma
 
 /// Waits (bounded) until no host runs a fabricbench process or an orted; returns what is left.
 fn left_on(bed: &Bed, within: Duration) -> Vec<String> {
-    let deadline = Instant::now() + within;
-    loop {
-        let left: Vec<String> = HOSTS4
-            .iter()
-            .flat_map(|h| {
-                let out = bed.exec(h, &["pgrep", "-a", "-f", "fabricbench (run|worker)|orted"]);
-                text(&out.stdout).lines().map(|l| format!("{h}: {l}")).collect::<Vec<_>>()
-            })
-            .collect();
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    bed.left_on(&HOSTS4, within, |bed, h| {
+        let out = bed.exec(h, &["pgrep", "-a", "-f", "fabricbench (run|worker)|orted"]);
+        text(&out.stdout).lines().map(str::to_string).collect()
+    })
 }
 
 #[test]

@@ -48,20 +48,10 @@ fn long_fan_in_under_salloc(bench: &Bench, bed: &Bed) -> std::process::Child {
 
 /// Waits (bounded) until no host runs a worker or a job step; returns what is left.
 fn left_on(bed: &Bed, hosts: &[&str], within: Duration) -> Vec<String> {
-    let deadline = Instant::now() + within;
-    loop {
-        let left: Vec<String> = hosts
-            .iter()
-            .flat_map(|h| {
-                let workers = bed.workers(h).into_iter().map(move |pid| format!("{h}: worker {pid}"));
-                workers.chain(bed.slurmstepds(h).into_iter().map(move |pid| format!("{h}: slurmstepd {pid}")))
-            })
-            .collect();
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    bed.left_on(hosts, within, |bed, h| {
+        let workers = bed.workers(h).into_iter().map(|pid| format!("worker {pid}"));
+        workers.chain(bed.slurmstepds(h).into_iter().map(|pid| format!("slurmstepd {pid}"))).collect()
+    })
 }
 
 #[test]

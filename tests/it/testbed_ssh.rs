@@ -10,16 +10,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::testbed::Bed;
-use common::{read_json, text, Bench};
+use common::{read_json, text, Bench, FanIn};
+use fabricbench::control::framing::frame;
 use fabricbench::control::wire::{Hello, ToCoordinator, MAGIC, PROTOCOL_VERSION};
 
 const HOSTS4: [&str; 4] = ["h1", "h2", "h3", "h4"];
 
 fn fan_in(duration: &str) -> String {
-    format!(
-        "[run]\nname = \"bed-fan\"\nduration = \"{duration}\"\nwarmup = \"1s\"\ninterval = \"500ms\"\n\n\
-         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"128K\"\nreceivers = 0\nsenders = \"1-3\"\n"
-    )
+    FanIn::new("bed-fan", duration).warmup("1s").message_size("128K").senders("1-3").text()
 }
 
 fn run_args<'a>(bed: &'a [String], scenario: &'a str, hostfile: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
@@ -184,13 +182,6 @@ fn ctrl_c_on_the_launcher_cleans_every_host() {
     assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "local ssh processes left");
 }
 
-fn frame(msg: &ToCoordinator) -> Vec<u8> {
-    let body = postcard::to_stdvec(msg).unwrap();
-    let mut bytes = (body.len() as u32).to_be_bytes().to_vec();
-    bytes.extend(body);
-    bytes
-}
-
 #[test]
 fn strangers_on_the_coordinator_port_do_not_disturb_the_run() {
     let Some(bed) = Bed::up(3, &[]) else { return };
@@ -215,10 +206,10 @@ fn strangers_on_the_coordinator_port_do_not_disturb_the_run() {
         pid: 1,
     };
     let attempts: Vec<Vec<u8>> = vec![
-        frame(&ToCoordinator::Hello(hello("guessed-token", PROTOCOL_VERSION))),
+        frame(&ToCoordinator::Hello(hello("guessed-token", PROTOCOL_VERSION))).unwrap(),
         b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
         u32::MAX.to_be_bytes().to_vec(),
-        frame(&ToCoordinator::Hello(hello("guessed-token", PROTOCOL_VERSION - 1))),
+        frame(&ToCoordinator::Hello(hello("guessed-token", PROTOCOL_VERSION - 1))).unwrap(),
     ];
     for bytes in &attempts {
         let mut s = TcpStream::connect_timeout(&"10.199.0.1:17777".parse().unwrap(), Duration::from_secs(2)).unwrap();
@@ -355,15 +346,16 @@ fn tree_launch_names_a_host_its_subtree_cannot_reach() {
 #[test]
 fn a_stopped_launcher_keeps_its_phases_and_leaves_nothing_anywhere() {
     let Some(bed) = Bed::up(4, &[]) else { return };
-    let three = "[run]\nname = \"bed-three\"\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
-        [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n\
-        [sweep]\nparameter = \"message_size\"\nvalues = [\"32K\", \"64K\", \"128K\"]\n";
+    let three = FanIn::new("bed-three", "2s")
+        .senders("1-3")
+        .then("\n[sweep]\nparameter = \"message_size\"\nvalues = [\"32K\", \"64K\", \"128K\"]\n")
+        .text();
     // Ctrl-C twice: the second shortens the grace, and still saves.
     for (signal, times, code) in
         [("-TERM", 1, Some(143)), ("-HUP", 1, Some(129)), ("-INT", 2, Some(130)), ("-KILL", 1, None)]
     {
         let bench = Bench::new();
-        let scenario = bench.write("three.toml", three);
+        let scenario = bench.write("three.toml", &three);
         let results = bench.results();
         let ssh = bed.ssh_args();
         let extra = ["--no-progress", "--results", results.to_str().unwrap()];

@@ -233,11 +233,87 @@ pub fn text(bytes: &[u8]) -> String {
 
 pub const LOCAL_HOSTS: &str = "127.0.0.1\n127.0.0.2\n127.0.0.3\n127.0.0.4\n";
 
+/// The usual local fan-in: three senders into rank 0, 64 KiB messages.
 pub fn fan_in(duration: &str) -> String {
-    format!(
-        "[run]\nname = \"fan\"\nduration = \"{duration}\"\nwarmup = \"300ms\"\ninterval = \"500ms\"\n\n\
-         [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\nreceivers = 0\nsenders = \"1-3\"\n"
-    )
+    FanIn::new("fan", duration).warmup("300ms").message_size("64K").senders("1-3").text()
+}
+
+/// A fan-in scenario into rank 0, the run every end-to-end test starts
+/// from: `[run]` with its window, one `incast` group, then what a test adds.
+pub struct FanIn {
+    name: String,
+    duration: String,
+    warmup: String,
+    interval: String,
+    run_extra: String,
+    message_size: Option<String>,
+    senders: Option<String>,
+    after: String,
+}
+
+impl FanIn {
+    /// Warm-up and interval 500 ms; every rank sends unless `senders` says which.
+    pub fn new(name: &str, duration: &str) -> FanIn {
+        FanIn {
+            name: name.into(),
+            duration: duration.into(),
+            warmup: "500ms".into(),
+            interval: "500ms".into(),
+            run_extra: String::new(),
+            message_size: None,
+            senders: None,
+            after: String::new(),
+        }
+    }
+
+    pub fn warmup(mut self, warmup: &str) -> FanIn {
+        self.warmup = warmup.into();
+        self
+    }
+
+    pub fn interval(mut self, interval: &str) -> FanIn {
+        self.interval = interval.into();
+        self
+    }
+
+    /// A `[run]` line more, e.g. `repeat = 3`.
+    pub fn run_line(mut self, line: &str) -> FanIn {
+        self.run_extra.push_str(line);
+        self.run_extra.push('\n');
+        self
+    }
+
+    pub fn message_size(mut self, size: &str) -> FanIn {
+        self.message_size = Some(size.into());
+        self
+    }
+
+    /// Rank 0 receives from these ranks (`"1-3"`).
+    pub fn senders(mut self, ranks: &str) -> FanIn {
+        self.senders = Some(ranks.into());
+        self
+    }
+
+    /// Text after the group, e.g. a `[sweep]`.
+    pub fn then(mut self, text: &str) -> FanIn {
+        self.after.push_str(text);
+        self
+    }
+
+    pub fn text(&self) -> String {
+        let FanIn { name, duration, warmup, interval, run_extra, .. } = self;
+        let mut text = format!(
+            "[run]\nname = \"{name}\"\nduration = \"{duration}\"\nwarmup = \"{warmup}\"\ninterval = \"{interval}\"\n\
+             {run_extra}\n[[group]]\nname = \"incast\"\npattern = \"fan-in\"\n"
+        );
+        if let Some(size) = &self.message_size {
+            text.push_str(&format!("message_size = \"{size}\"\n"));
+        }
+        if let Some(senders) = &self.senders {
+            text.push_str(&format!("receivers = 0\nsenders = \"{senders}\"\n"));
+        }
+        text + &self.after
+    }
 }
 
 pub mod testbed;
@@ -264,4 +340,15 @@ pub fn root_or_skip(what: &str) -> bool {
         eprintln!("SKIP: {what} needs root");
     }
     is_root
+}
+
+#[test]
+fn a_fan_in_is_the_scenario_text_the_tests_wrote_out() {
+    let text = FanIn::new("rep", "2s").warmup("200ms").run_line("repeat = 3").senders("1-3").then("\n[sweep]\n").text();
+    let written = "[run]\nname = \"rep\"\nduration = \"2s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\nrepeat = 3\n\n\
+                   [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\n\n[sweep]\n";
+    assert_eq!(text, written);
+    let sized = "[run]\nname = \"fan\"\nduration = \"1s\"\nwarmup = \"300ms\"\ninterval = \"500ms\"\n\n\
+                 [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\nreceivers = 0\nsenders = \"1-3\"\n";
+    assert_eq!(fan_in("1s"), sized);
 }

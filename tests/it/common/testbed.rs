@@ -141,6 +141,20 @@ impl Bed {
         }
     }
 
+    /// Waits (bounded) until `found` finds nothing on any host of `hosts`;
+    /// returns what it still finds there, each line `host: what`.
+    pub fn left_on(&self, hosts: &[&str], within: Duration, found: impl Fn(&Bed, &str) -> Vec<String>) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left: Vec<String> =
+                hosts.iter().flat_map(|h| found(self, h).into_iter().map(move |what| format!("{h}: {what}"))).collect();
+            if left.is_empty() || Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// `fabricbench` arguments that reach the bed.
     pub fn ssh_args(&self) -> Vec<String> {
         vec!["--launcher".into(), "ssh".into(), "--ssh-config".into(), self.ssh_config.display().to_string()]
