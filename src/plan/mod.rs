@@ -1,8 +1,10 @@
-//! Expanding a scenario's patterns over the job's ranks into flows. Pure and
+//! The plan's types, and a scenario's groups over the job's ranks made into
+//! phases of numbered flows (each pattern's pairs: `patterns`). Pure and
 //! deterministic: the same hosts and scenario give the same plan, so every
 //! rank and every re-rendered report agree on flow ids.
 
 mod congestion;
+mod patterns;
 mod rounds;
 mod shuffle;
 
@@ -18,6 +20,8 @@ use crate::scenario::rdma::RdmaParams;
 use crate::scenario::stress::StressSpec;
 use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
 use crate::units::ByteSize;
+
+use patterns::{expand, select, with_reverse, Pairs};
 
 /// Index of a flow within its phase; also its id on the wire.
 pub type FlowId = u32;
@@ -395,16 +399,6 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
     }
 }
 
-/// A selector's ranks, or its default's, in a job of `n`.
-fn select(
-    key: &'static str,
-    set: &Option<RankSet>,
-    default: RankSet,
-    n: usize,
-) -> Result<Vec<usize>, (&'static str, String)> {
-    set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
-}
-
 /// Each `[[stress]]` table's ranks; a rank may be in one table only.
 fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, String)> {
     let mut out: Vec<(usize, RankStress)> = Vec::new();
@@ -428,109 +422,4 @@ fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, S
         }
     }
     Ok(out.into_iter().map(|(_, s)| s).collect())
-}
-
-type Pairs = Vec<(usize, usize)>;
-
-/// A pattern's `(src, dst)` pairs; errors carry the offending field.
-fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
-    let select = |key, set, default| select(key, set, default, n);
-    let pairs = match g.pattern {
-        Pattern::FanIn => {
-            let receivers = select("receivers", &g.receivers, RankSet::one(0))?;
-            let senders = select("senders", &g.senders, RankSet::All)?;
-            cross(&senders, &receivers, g.allow_self)
-        }
-        Pattern::OneToAll => {
-            let senders = select("senders", &g.senders, RankSet::one(0))?;
-            let receivers = select("receivers", &g.receivers, RankSet::All)?;
-            cross(&senders, &receivers, g.allow_self)
-        }
-        Pattern::AllToAll => {
-            let ranks = select("ranks", &g.ranks, RankSet::All)?;
-            cross(&ranks, &ranks, g.allow_self)
-        }
-        Pattern::Ring => {
-            let ranks = select("ranks", &g.ranks, RankSet::All)?;
-            with_reverse(dedup(ring_of(&ranks)), g.bidirectional)
-        }
-        Pattern::RandomRing => {
-            let ranks = shuffle::permutation(&select("ranks", &g.ranks, RankSet::All)?, g.seed.unwrap_or(0));
-            with_reverse(dedup(ring_of(&ranks)), g.bidirectional)
-        }
-        Pattern::Pairwise => {
-            let pairs = match &g.flows {
-                Some(list) => explicit(list, n, g.allow_self)?,
-                None => {
-                    let ranks = select("ranks", &g.ranks, RankSet::All)?;
-                    if ranks.len() % 2 == 1 {
-                        return Err(("ranks", format!("pairwise needs an even number of ranks, got {}", ranks.len())));
-                    }
-                    let half = ranks.len() / 2;
-                    (0..half).map(|i| (ranks[i], ranks[i + half])).collect()
-                }
-            };
-            with_reverse(pairs, g.bidirectional)
-        }
-        Pattern::Explicit => explicit(g.flows.as_deref().unwrap_or_default(), n, g.allow_self)?,
-        // Scenario validation keeps all-pairs alone in its scenario, where `build` makes its rounds.
-        Pattern::AllPairs => return Err(("pattern", "`all-pairs` cannot share a phase with other groups".into())),
-    };
-    Ok(pairs)
-}
-
-/// Each rank to the next in `ranks`, the last back to the first (none for fewer than 2).
-fn ring_of(ranks: &[usize]) -> Pairs {
-    if ranks.len() < 2 {
-        return Vec::new();
-    }
-    (0..ranks.len()).map(|i| (ranks[i], ranks[(i + 1) % ranks.len()])).collect()
-}
-
-fn cross(srcs: &[usize], dsts: &[usize], allow_self: bool) -> Pairs {
-    let mut out = Vec::new();
-    for &dst in dsts {
-        for &src in srcs {
-            if src != dst || allow_self {
-                out.push((src, dst));
-            }
-        }
-    }
-    out
-}
-
-fn explicit(list: &[[usize; 2]], n: usize, allow_self: bool) -> Result<Pairs, (&'static str, String)> {
-    let mut out = Vec::new();
-    for (i, &[src, dst]) in list.iter().enumerate() {
-        for rank in [src, dst] {
-            RankSet::one(rank).resolve(n).map_err(|m| ("flows", format!("flow {i} [{src}, {dst}]: {m}")))?;
-        }
-        if src == dst && !allow_self {
-            return Err((
-                "flows",
-                format!(
-                    "flow {i} [{src}, {dst}] goes from a rank to itself; set allow_self = true to measure loopback"
-                ),
-            ));
-        }
-        if out.contains(&(src, dst)) {
-            return Err(("flows", format!("flow {i} [{src}, {dst}] is listed twice")));
-        }
-        out.push((src, dst));
-    }
-    Ok(out)
-}
-
-fn with_reverse(pairs: Pairs, bidirectional: bool) -> Pairs {
-    if !bidirectional {
-        return pairs;
-    }
-    let reversed: Pairs = pairs.iter().map(|&(a, b)| (b, a)).collect();
-    dedup(pairs.into_iter().chain(reversed).collect())
-}
-
-/// Drops repeated pairs (a 2-rank ring is one pair each way), keeping order.
-fn dedup(pairs: Pairs) -> Pairs {
-    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
-    pairs.into_iter().filter(|p| seen.insert(*p)).collect()
 }
