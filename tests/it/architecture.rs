@@ -354,3 +354,209 @@ fn a_room_outside_the_stack_is_named() {
         ["room `gadgets` is not in the stack (tests/it/architecture.rs STACK)"]
     );
 }
+
+/// Longest a file outside tests may be, in lines.
+const FILE_LINES: usize = 450;
+/// Longest a function outside tests and src/transport may be, in lines
+/// from its signature to its closing brace: one screen.
+const FN_LINES: usize = 80;
+
+/// `text` with comments, and the insides of string and character literals,
+/// made blanks (line breaks kept): braces and `fn` left are code.
+fn blanked(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let ident_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        let end = if c == '/' && next == Some('/') {
+            chars[i..].iter().position(|&c| c == '\n').map_or(chars.len(), |n| i + n)
+        } else if c == '/' && next == Some('*') {
+            block_comment_end(&chars, i)
+        } else if c == '"' {
+            string_end(&chars, i + 1, 0)
+        } else if (c == 'r' || (c == 'b' && next == Some('r'))) && !ident_before {
+            let open = i + if c == 'b' { 2 } else { 1 };
+            let hashes = chars[open..].iter().take_while(|&&c| c == '#').count();
+            if chars.get(open + hashes) == Some(&'"') {
+                string_end(&chars, open + hashes + 1, hashes)
+            } else {
+                i + 1
+            }
+        } else if c == '\'' && next == Some('\\') {
+            chars[i + 2..].iter().position(|&c| c == '\'').map_or(chars.len(), |n| i + 3 + n)
+        } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+            i + 3
+        } else {
+            i + 1
+        };
+        if end == i + 1 {
+            out.push(c);
+        } else {
+            out.extend(chars[i..end].iter().map(|&c| blank(c)));
+        }
+        i = end;
+    }
+    out
+}
+
+/// Just past the `*/` that closes the (nested) block comment opening at `at`.
+fn block_comment_end(chars: &[char], at: usize) -> usize {
+    let (mut depth, mut i) = (0, at);
+    while i + 1 < chars.len() {
+        match (chars[i], chars[i + 1]) {
+            ('/', '*') => (depth, i) = (depth + 1, i + 2),
+            ('*', '/') if depth == 1 => return i + 2,
+            ('*', '/') => (depth, i) = (depth - 1, i + 2),
+            _ => i += 1,
+        }
+    }
+    chars.len()
+}
+
+/// Just past the quote (and `hashes` #s) that closes a string whose text starts at `from`.
+fn string_end(chars: &[char], from: usize, hashes: usize) -> usize {
+    let mut i = from;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if hashes == 0 => i += 2,
+            '"' if chars[i + 1..].iter().take(hashes).filter(|&&c| c == '#').count() == hashes => {
+                return i + 1 + hashes
+            }
+            _ => i += 1,
+        }
+    }
+    chars.len()
+}
+
+/// The index of the brace that closes the one at `open` in blanked code.
+fn matching_brace(code: &[u8], open: usize) -> usize {
+    let mut depth = 0;
+    for (i, &b) in code.iter().enumerate().skip(open) {
+        match b {
+            b'{' => depth += 1,
+            b'}' if depth == 1 => return i,
+            b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+fn line_at(code: &[u8], at: usize) -> usize {
+    code[..at].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// Where the inline `#[cfg(test)]` modules of blanked code are (byte ranges).
+fn test_modules(code: &str) -> Vec<(usize, usize)> {
+    let mut tests = Vec::new();
+    for (at, _) in code.match_indices("#[cfg(test)]") {
+        let rest = code[at..].trim_start_matches("#[cfg(test)]").trim_start();
+        if rest.starts_with("mod ") || rest.starts_with("pub mod ") {
+            if let Some(open) = code[at..].find(['{', ';']).map(|n| at + n).filter(|&o| code.as_bytes()[o] == b'{') {
+                tests.push((at, matching_brace(code.as_bytes(), open)));
+            }
+        }
+    }
+    tests
+}
+
+/// The lines of `text` that are not inside an inline test module.
+fn lines_outside_tests(text: &str) -> usize {
+    let code = blanked(text);
+    let inside: usize = test_modules(&code)
+        .into_iter()
+        .map(|(from, to)| line_at(code.as_bytes(), to) - line_at(code.as_bytes(), from) + 1)
+        .sum();
+    text.lines().count() - inside
+}
+
+/// Every function with a body in `text`: its name, its first line and how many
+/// lines it spans. Functions inside a `#[cfg(test)]` module are left out.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let code = blanked(text);
+    let bytes = code.as_bytes();
+    let tests = test_modules(&code);
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("fn ") {
+        let ident_before = at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+        let name: String = code[at + 3..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if ident_before || name.is_empty() || tests.iter().any(|&(from, to)| (from..=to).contains(&at)) {
+            continue;
+        }
+        // The body opens at the first `{` outside parentheses and brackets; a `;` first means none.
+        let mut depth = 0i32;
+        let body = bytes[at..].iter().enumerate().find_map(|(n, &b)| {
+            match b {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b'{' if depth == 0 => return Some(Some(at + n)),
+                b';' if depth == 0 => return Some(None),
+                _ => {}
+            }
+            None
+        });
+        if let Some(Some(open)) = body {
+            let first = line_at(bytes, at);
+            found.push((name, first, line_at(bytes, matching_brace(bytes, open)) - first + 1));
+        }
+    }
+    found
+}
+
+/// Files over FILE_LINES, and functions over FN_LINES (src/transport's
+/// aside), not counting test files and test modules; one line each.
+fn oversized(sources: &[Source]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for source in sources.iter().filter(|s| !s.path.ends_with("tests.rs")) {
+        let lines = lines_outside_tests(&source.text);
+        if lines > FILE_LINES {
+            problems.push(format!("src/{} has {lines} lines outside tests (at most {FILE_LINES})", source.path));
+        }
+        if source.path.starts_with("transport/") {
+            continue;
+        }
+        for (name, line, length) in functions(&source.text) {
+            if length > FN_LINES {
+                problems.push(format!("src/{}:{line}: fn {name} has {length} lines (at most {FN_LINES})", source.path));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn files_and_functions_fit_on_a_screen() {
+    let sources = read_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let problems = oversized(&sources);
+    assert!(problems.is_empty(), "split these:\n  {}", problems.join("\n  "));
+}
+
+/// A function of `body` lines between its signature and its closing brace.
+fn function_of(name: &str, body: usize) -> String {
+    format!("pub fn {name}(x: [u8; 2]) -> usize {{\n{}}}\n", "    let _ = x;\n".repeat(body))
+}
+
+#[test]
+fn a_planted_long_function_and_long_file_are_named() {
+    let tricky = "fn tricky() {\n    let s = \"}}}\"; let c = '}'; let r = r#\"}\"#; // }\n    /* } /* } */ } */\n}\n";
+    let long = format!("{}{}{tricky}", function_of("fits", 78), function_of("long", 79));
+    let tests = format!("#[cfg(test)]\nmod tests {{\n{}}}\n", function_of("long_test", 100));
+    let file = format!("{long}{tests}{}", "\n".repeat(300));
+    let sources = [
+        source("run/mod.rs", &file),
+        source("transport/tcp.rs", &function_of("hot_loop", 100)),
+        source("worker/session_tests.rs", &function_of("scripted", 100)),
+    ];
+    assert_eq!(
+        oversized(&sources),
+        [
+            "src/run/mod.rs has 465 lines outside tests (at most 450)",
+            "src/run/mod.rs:81: fn long has 81 lines (at most 80)"
+        ]
+    );
+    assert_eq!(functions(tricky), [("tricky".to_string(), 1, 4)]);
+}
