@@ -10,6 +10,7 @@ mod node_file;
 pub mod slurm;
 pub mod ssh;
 pub mod stage;
+pub mod start;
 pub mod tree;
 pub mod workers;
 

@@ -21,13 +21,11 @@ use crate::control::coordinator::Event;
 use crate::control::instruction::Instruction;
 use crate::control::wire::Window;
 use crate::hostfile::Host;
-use crate::launch::local::LocalLauncher;
-use crate::launch::mpirun::MpirunLauncher;
-use crate::launch::slurm::SlurmLauncher;
 use crate::launch::ssh::SshOptions;
-use crate::launch::tree::{self, Subtree};
+use crate::launch::start;
+use crate::launch::tree::Subtree;
 use crate::launch::workers::Workers;
-use crate::launch::{BoxRead, Launch, Launcher};
+use crate::launch::{BoxRead, Launch};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::intervals::Series;
@@ -155,19 +153,7 @@ async fn drive(
     let host0 = &prepared.hosts[0];
     let signals = &opts.signals;
     let mut seen = signals.received();
-    let started = async {
-        match launch {
-            Launch::PerHost(launcher) => {
-                start_per_host(prepared, launcher.as_ref(), None, opts, workers, job, &token).await
-            }
-            Launch::Tree { ssh, radix } => {
-                start_per_host(prepared, ssh, Some((*radix, ssh.options())), opts, workers, job, &token).await
-            }
-            Launch::Srun(slurm) => start_step(prepared, slurm, opts, workers, job, &token).await,
-            Launch::Mpirun(mpirun) => start_mpirun(prepared, mpirun, opts, workers, job, &token).await,
-            Launch::Joined { local, .. } => start_alone(prepared, local, opts, workers, job, &token).await,
-        }
-    };
+    let started = start_workers(prepared, launch, opts, workers, job, &token);
     let mut events = tokio::select! {
         events = started => events?,
         stop = signals.reach(seen + 1) => bail!("stopped by {stop} while the workers started: every worker was stopped"),
@@ -253,49 +239,70 @@ async fn drive(
 
 type Events = tokio::io::Lines<BufReader<BoxRead>>;
 
-/// One process per host, all started at once: rank 0 gets its spec, the
-/// others theirs without rank 0's address, which follows on their stdin
-/// once rank 0 listens, so a launch costs one remote start, not two in a
-/// row. In a tree launch (`tree`: radix and the SSH options the workers
-/// use) the launcher starts only the roots of the subtrees below rank 0.
-async fn start_per_host(
+/// Starts every worker as `launch` does, each handed its first line, and
+/// waits until rank 0 listens; the others learn its address on their
+/// stdin where the launch started them before it listened.
+async fn start_workers(
     prepared: &Prepared,
-    launcher: &dyn Launcher,
-    tree: Option<(usize, &SshOptions)>,
+    launch: &Launch,
     opts: &RunOptions,
     workers: &mut Workers,
     job: u64,
     token: &str,
 ) -> anyhow::Result<Events> {
-    let others: Vec<(usize, Host)> = prepared.hosts.iter().cloned().enumerate().skip(1).collect();
-    let direct = match tree {
-        Some((radix, _)) => tree::split(&others, radix),
-        None => others.into_iter().map(|(rank, host)| Subtree { rank, host, below: Vec::new() }).collect(),
+    let hosts = &prepared.hosts;
+    let rank0 = || serde_json::to_string(&rank0_spec(prepared, opts.port, job, token));
+    let member = |subtree: &Subtree, ssh: Option<&SshOptions>| {
+        serde_json::to_string(&member_spec(job, token, None, subtree, ssh))
     };
-    let host0 = &prepared.hosts[0];
-    let spec0 = rank0_spec(prepared, opts.port, job, token);
-    // Every start opens its host's connection (at most --fanout at once).
-    let (started0, others) = tokio::join!(
-        launcher.start(0, host0),
-        futures::future::join_all(direct.iter().map(|s| launcher.start(s.rank, &s.host)))
-    );
-    let line = serde_json::to_string(&spec0)?;
-    let stdout0 = workers.adopt(0, &host0.name, started0?, &line).await.context("sending rank 0 its job spec")?;
-    for (subtree, started) in direct.iter().zip(others) {
-        let (rank, host) = (subtree.rank, &subtree.host);
-        let spec = member_spec(job, token, None, subtree, tree.map(|(_, ssh)| ssh));
-        workers
-            .adopt(rank, &host.name, started?, &serde_json::to_string(&spec)?)
-            .await
-            .with_context(|| format!("sending rank {rank} ({}) its job spec", host.name))?;
-    }
+    let (stdout0, tell) = match launch {
+        Launch::PerHost(launcher) => {
+            (start::per_host(launcher.as_ref(), hosts, None, workers, &rank0()?, &member).await?, Tell::Members)
+        }
+        Launch::Tree { ssh, radix } => {
+            let tree = Some((*radix, ssh.options()));
+            (start::per_host(ssh, hosts, tree, workers, &rank0()?, &member).await?, Tell::Members)
+        }
+        Launch::Srun(slurm) => {
+            let listed = (!slurm.is_allocation(hosts)).then(|| hosts.clone());
+            let line = serde_json::to_string(&step_spec(prepared, opts.port, job, token, listed))?;
+            (start::srun(slurm, hosts, workers, &line).await?, Tell::Step)
+        }
+        Launch::Mpirun(mpirun) => {
+            // The members connect before rank 0 could tell them a port it chose.
+            let port = match opts.port {
+                0 => rand::thread_rng().gen_range(mpi::PORTS),
+                port => port,
+            };
+            let shared = serde_json::to_string(&MpiJob { job, token: token.to_string(), hosts: hosts.clone(), port })?;
+            let line = serde_json::to_string(&step_spec(prepared, port, job, token, Some(hosts.clone())))?;
+            (start::mpirun(mpirun, hosts, workers, (mpi::JOB_VAR, &shared), &line).await?, Tell::Nobody)
+        }
+        Launch::Joined { local, .. } => (start::alone(local, &hosts[0], workers, &rank0()?).await?, Tell::Nobody),
+    };
     let mut events = BufReader::new(stdout0).lines();
-    let coordinator = listening(&mut events, workers, host0).await?;
+    let coordinator = listening(&mut events, workers, &hosts[0]).await?;
     let line = serde_json::to_string(&CoordinatorAt { coordinator })?;
-    if let Err((rank, e)) = workers.send_to_members(&line).await {
-        bail!("sending rank {rank} ({}) rank 0's address: {e}", workers.host(rank));
+    match tell {
+        Tell::Members => {
+            if let Err((rank, e)) = workers.send_to_members(&line).await {
+                bail!("sending rank {rank} ({}) rank 0's address: {e}", workers.host(rank));
+            }
+        }
+        Tell::Step => workers.send_to_last(&line).await.context("sending the srun step rank 0's address")?,
+        Tell::Nobody => {}
     }
     Ok(events)
+}
+
+/// Who is told rank 0's address once it listens.
+enum Tell {
+    /// Every worker started beside rank 0, on its own stdin.
+    Members,
+    /// The srun step, on the stdin its tasks share.
+    Step,
+    /// No one: mpirun's ranks know the port from the start.
+    Nobody,
 }
 
 /// Rank 0's job spec: serve the coordinator on `port` (0: any).
@@ -317,51 +324,6 @@ fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec 
     }
 }
 
-/// Rank 0 only, on this machine: mpirun started the others, which join it
-/// on the port they all know (`opts.port`).
-async fn start_alone(
-    prepared: &Prepared,
-    local: &LocalLauncher,
-    opts: &RunOptions,
-    workers: &mut Workers,
-    job: u64,
-    token: &str,
-) -> anyhow::Result<Events> {
-    let host0 = &prepared.hosts[0];
-    let line = serde_json::to_string(&rank0_spec(prepared, opts.port, job, token))?;
-    let stdout0 = workers.adopt(0, &host0.name, local.start(0, host0).await?, &line).await?;
-    let mut events = BufReader::new(stdout0).lines();
-    listening(&mut events, workers, host0).await?;
-    Ok(events)
-}
-
-/// One mpirun job for every rank: rank 0 reads the spec on mpirun's stdin
-/// (the only rank that has it); every rank reads the job's identity, the
-/// hosts and rank 0's port from the environment.
-async fn start_mpirun(
-    prepared: &Prepared,
-    mpirun: &MpirunLauncher,
-    opts: &RunOptions,
-    workers: &mut Workers,
-    job: u64,
-    token: &str,
-) -> anyhow::Result<Events> {
-    // The members connect before rank 0 could tell them a port it chose.
-    let port = match opts.port {
-        0 => rand::thread_rng().gen_range(mpi::PORTS),
-        port => port,
-    };
-    let shared = MpiJob { job, token: token.to_string(), hosts: prepared.hosts.clone(), port };
-    let spec = step_spec(prepared, port, job, token, Some(prepared.hosts.clone()));
-    let step = mpirun.start_step(&prepared.hosts, (mpi::JOB_VAR, &serde_json::to_string(&shared)?))?;
-    let names: Vec<String> = prepared.hosts.iter().map(|h| h.name.clone()).collect();
-    let line = serde_json::to_string(&spec)?;
-    let stdout0 = workers.adopt_step(&names, step, &line).await.context("sending mpirun's rank 0 its job spec")?;
-    let mut events = BufReader::new(stdout0).lines();
-    listening(&mut events, workers, &prepared.hosts[0]).await?;
-    Ok(events)
-}
-
 /// What rank 0 of a step (srun, mpirun) reads first: it plans from the
 /// scenario unless this plan is another (a retest).
 fn step_spec(prepared: &Prepared, port: u16, job: u64, token: &str, hosts: Option<Vec<Host>>) -> SrunSpec {
@@ -374,30 +336,6 @@ fn step_spec(prepared: &Prepared, port: u16, job: u64, token: &str, hosts: Optio
             .then(|| prepared.plan.phases.clone()),
         port,
     }
-}
-
-/// One srun step for every rank: each task reads the same broadcast spec;
-/// rank 0's address follows on the same stdin once it listens, so the
-/// others join without a second launch.
-async fn start_step(
-    prepared: &Prepared,
-    slurm: &SlurmLauncher,
-    opts: &RunOptions,
-    workers: &mut Workers,
-    job: u64,
-    token: &str,
-) -> anyhow::Result<Events> {
-    let hosts = (!slurm.is_allocation(&prepared.hosts)).then(|| prepared.hosts.clone());
-    let spec = step_spec(prepared, opts.port, job, token, hosts);
-    let step = slurm.start_step(&prepared.hosts)?;
-    let names: Vec<String> = prepared.hosts.iter().map(|h| h.name.clone()).collect();
-    let line = serde_json::to_string(&spec)?;
-    let stdout0 = workers.adopt_step(&names, step, &line).await.context("sending the srun step its job spec")?;
-    let mut events = BufReader::new(stdout0).lines();
-    let coordinator = listening(&mut events, workers, &prepared.hosts[0]).await?;
-    let line = serde_json::to_string(&CoordinatorAt { coordinator })?;
-    workers.send_to_last(&line).await.context("sending the srun step rank 0's address")?;
-    Ok(events)
 }
 
 /// Waits for rank 0 to say where its coordinator listens.
