@@ -7,23 +7,19 @@ mod judge;
 mod overrides;
 pub mod record;
 pub mod signals;
+mod starting;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use rand::Rng;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 
 use crate::control::coordinator::Event;
 use crate::control::instruction::Instruction;
-use crate::control::wire::Window;
 use crate::hostfile::Host;
-use crate::launch::ssh::SshOptions;
-use crate::launch::start;
-use crate::launch::tree::Subtree;
 use crate::launch::workers::Workers;
 use crate::launch::{BoxRead, Launch};
 use crate::plan::{self, Plan};
@@ -31,17 +27,12 @@ use crate::progress::Progress;
 use crate::result::intervals::Series;
 use crate::result::{RunResult, RunStatus};
 use crate::scenario::{self, Scenario};
-use crate::worker::mpi::{self, MpiJob};
-use crate::worker::relay::member_spec;
-use crate::worker::srun::{CoordinatorAt, SrunSpec};
-use crate::worker::{JobSpec, Role, WorkerOutput};
+use crate::worker::WorkerOutput;
 pub use judge::{run_and_judge, JudgeOptions};
 pub use overrides::Overrides;
 use record::{Recorded, Recorder};
 use signals::{Signals, Stop};
 
-/// How long rank 0 may take to start listening.
-const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
 /// After a worker dies, how long rank 0 has to report it before we do.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 /// How long rank 0 has to end the run (gathering the partial reports of the
@@ -153,15 +144,14 @@ async fn drive(
     let host0 = &prepared.hosts[0];
     let signals = &opts.signals;
     let mut seen = signals.received();
-    let started = start_workers(prepared, launch, opts, workers, job, &token);
+    let started = starting::start_workers(prepared, launch, opts, workers, job, &token);
     let mut events = tokio::select! {
         events = started => events?,
         stop = signals.reach(seen + 1) => bail!("stopped by {stop} while the workers started: every worker was stopped"),
     };
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;
-    // The running phase's intervals, put back into its result when it ends.
-    let mut series = Series::default();
+    let mut sink = Sink { progress, series: Series::default(), result, recorder };
     // A stop signal asks rank 0 to end the run, so that the running phase
     // keeps its partial reports; another signal, or no end within
     // STOP_GRACE, stops everything at once.
@@ -180,36 +170,11 @@ async fn drive(
             }
         };
         tokio::select! {
-            output = next_output(&mut events) => match output? {
-                Some(WorkerOutput::Event(event)) => {
-                    if let Event::Joined { joined, total, .. } = &event {
-                        if joined == total {
-                            result.launch_s = Some(launched.elapsed().as_secs_f64());
-                        }
-                    }
-                    let finished = match &event {
-                        Event::PhaseDone(phase) => Some(phase.index),
-                        _ => None,
-                    };
-                    if let Some(done) = follow(event, progress, &mut series, result, recorder)? {
-                        return done;
-                    }
-                    // Journaled now: rank 0 starts the next phase only after
-                    // this; the files are rendered while it sets up.
-                    if let Some(phase) = finished {
-                        let line = serde_json::to_string(&Instruction::Saved { phase })?;
-                        if let Err(e) = workers.send_to_first(&line).await {
-                            tracing::debug!("could not tell rank 0 that phase {phase} is saved: {e}");
-                        }
-                        recorder.render(result);
-                    }
+            output = next_output(&mut events) => {
+                if let Some(done) = on_output(output?, launched, host0, workers, &mut sink).await? {
+                    return done;
                 }
-                Some(WorkerOutput::Listening { .. }) => {}
-                None => {
-                    let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
-                    bail!("rank 0 ({}) exited during the run{}", host0.name, workers.stderr_tail(0));
-                }
-            },
+            }
             Some(exit) = workers.exits.recv() => {
                 if lost.is_none() {
                     lost = Some((exit.rank, exit.how, tokio::time::Instant::now()));
@@ -226,7 +191,7 @@ async fn drive(
                 if stopping.is_some() || workers.send_to_first(&line).await.is_err() {
                     bail!("stopped by {stop}: every worker was stopped");
                 }
-                recorder.record(result, Recorded::Stopping { reason: &reason });
+                sink.recorder.record(sink.result, Recorded::Stopping { reason: &reason });
                 stopping = Some((stop, tokio::time::Instant::now() + STOP_GRACE));
             }
             () = stop_over => {
@@ -239,155 +204,88 @@ async fn drive(
 
 type Events = tokio::io::Lines<BufReader<BoxRead>>;
 
-/// Starts every worker as `launch` does, each handed its first line, and
-/// waits until rank 0 listens; the others learn its address on their
-/// stdin where the launch started them before it listened.
-async fn start_workers(
-    prepared: &Prepared,
-    launch: &Launch,
-    opts: &RunOptions,
+/// Handles one line of rank 0's output (`None`: it ended); `Some` when
+/// the run is over.
+async fn on_output(
+    output: Option<WorkerOutput>,
+    launched: Instant,
+    host0: &Host,
     workers: &mut Workers,
-    job: u64,
-    token: &str,
-) -> anyhow::Result<Events> {
-    let hosts = &prepared.hosts;
-    let rank0 = || serde_json::to_string(&rank0_spec(prepared, opts.port, job, token));
-    let member = |subtree: &Subtree, ssh: Option<&SshOptions>| {
-        serde_json::to_string(&member_spec(job, token, None, subtree, ssh))
-    };
-    let (stdout0, tell) = match launch {
-        Launch::PerHost(launcher) => {
-            (start::per_host(launcher.as_ref(), hosts, None, workers, &rank0()?, &member).await?, Tell::Members)
-        }
-        Launch::Tree { ssh, radix } => {
-            let tree = Some((*radix, ssh.options()));
-            (start::per_host(ssh, hosts, tree, workers, &rank0()?, &member).await?, Tell::Members)
-        }
-        Launch::Srun(slurm) => {
-            let listed = (!slurm.is_allocation(hosts)).then(|| hosts.clone());
-            let line = serde_json::to_string(&step_spec(prepared, opts.port, job, token, listed))?;
-            (start::srun(slurm, hosts, workers, &line).await?, Tell::Step)
-        }
-        Launch::Mpirun(mpirun) => {
-            // The members connect before rank 0 could tell them a port it chose.
-            let port = match opts.port {
-                0 => rand::thread_rng().gen_range(mpi::PORTS),
-                port => port,
-            };
-            let shared = serde_json::to_string(&MpiJob { job, token: token.to_string(), hosts: hosts.clone(), port })?;
-            let line = serde_json::to_string(&step_spec(prepared, port, job, token, Some(hosts.clone())))?;
-            (start::mpirun(mpirun, hosts, workers, (mpi::JOB_VAR, &shared), &line).await?, Tell::Nobody)
-        }
-        Launch::Joined { local, .. } => (start::alone(local, &hosts[0], workers, &rank0()?).await?, Tell::Nobody),
-    };
-    let mut events = BufReader::new(stdout0).lines();
-    let coordinator = listening(&mut events, workers, &hosts[0]).await?;
-    let line = serde_json::to_string(&CoordinatorAt { coordinator })?;
-    match tell {
-        Tell::Members => {
-            if let Err((rank, e)) = workers.send_to_members(&line).await {
-                bail!("sending rank {rank} ({}) rank 0's address: {e}", workers.host(rank));
-            }
-        }
-        Tell::Step => workers.send_to_last(&line).await.context("sending the srun step rank 0's address")?,
-        Tell::Nobody => {}
-    }
-    Ok(events)
-}
-
-/// Who is told rank 0's address once it listens.
-enum Tell {
-    /// Every worker started beside rank 0, on its own stdin.
-    Members,
-    /// The srun step, on the stdin its tasks share.
-    Step,
-    /// No one: mpirun's ranks know the port from the start.
-    Nobody,
-}
-
-/// Rank 0's job spec: serve the coordinator on `port` (0: any).
-fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec {
-    let host0 = &prepared.hosts[0];
-    JobSpec {
-        job,
-        token: token.to_string(),
-        rank: 0,
-        host: host0.name.clone(),
-        bind: host0.data_addr().to_string(),
-        role: Role::Coordinator {
-            plan: Box::new(prepared.plan.clone()),
-            window: Window::of(&prepared.scenario.run),
-            port,
-        },
-        relay: None,
-        devices: host0.devices.clone(),
-    }
-}
-
-/// What rank 0 of a step (srun, mpirun) reads first: it plans from the
-/// scenario unless this plan is another (a retest).
-fn step_spec(prepared: &Prepared, port: u16, job: u64, token: &str, hosts: Option<Vec<Host>>) -> SrunSpec {
-    SrunSpec {
-        job,
-        token: token.to_string(),
-        hosts,
-        scenario: prepared.scenario.clone(),
-        phases: (plan::build(&prepared.hosts, &prepared.scenario).as_ref() != Ok(&prepared.plan))
-            .then(|| prepared.plan.phases.clone()),
-        port,
-    }
-}
-
-/// Waits for rank 0 to say where its coordinator listens.
-async fn listening(events: &mut Events, workers: &mut Workers, host0: &Host) -> anyhow::Result<SocketAddr> {
-    match tokio::time::timeout(LISTEN_TIMEOUT, next_output(events)).await {
-        Ok(Ok(Some(WorkerOutput::Listening { addr, version }))) if version == env!("CARGO_PKG_VERSION") => Ok(addr),
-        Ok(Ok(Some(WorkerOutput::Listening { version, .. }))) => bail!(
-            "rank 0 ({}) runs fabricbench {version}, this launcher is fabricbench {}; install one version everywhere (or use --remote-exe)",
-            host0.name,
-            env!("CARGO_PKG_VERSION")
-        ),
-        Ok(Ok(_)) | Ok(Err(_)) => {
-            let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
-            bail!("rank 0 ({}) exited before its coordinator listened{}", host0.name, workers.stderr_tail(0))
-        }
-        Err(_) => bail!("rank 0 ({}) did not start its coordinator within {LISTEN_TIMEOUT:?}", host0.name),
-    }
-}
-
-/// Applies one coordinator event; `Some` when the run is over.
-fn follow(
-    event: Event,
-    progress: &Mutex<Progress>,
-    series: &mut Series,
-    result: &mut RunResult,
-    recorder: &mut dyn Recorder,
+    sink: &mut Sink<'_>,
 ) -> anyhow::Result<Option<anyhow::Result<()>>> {
-    let mut p = progress.lock().map_err(|_| anyhow!("progress display poisoned"))?;
-    match event {
-        Event::Rejected { reason, .. } => p.note(&format!("fabricbench: coordinator rejected a connection: {reason}")),
-        Event::Joined { rank, host, joined, total } => p.joined(rank, &host, joined, total),
-        Event::PhaseStarted { phase, name, window } => p.phase_started(phase, &name, window),
-        Event::Progress { phase, interval, gbps, flows } => {
-            p.interval(phase, interval, gbps);
-            recorder.record(result, Recorded::Interval { phase, interval, gbps });
-            series.push(phase, gbps, &flows);
+    let event = match output {
+        Some(WorkerOutput::Event(event)) => event,
+        Some(WorkerOutput::Listening { .. }) => return Ok(None),
+        None => {
+            let _ = tokio::time::timeout(EXIT_GRACE, workers.exits.recv()).await;
+            bail!("rank 0 ({}) exited during the run{}", host0.name, workers.stderr_tail(0));
         }
-        Event::Probed(probe) => {
-            let at = result.probes.partition_point(|p| p.rank < probe.rank);
-            recorder.record(result, Recorded::Probe(&probe));
-            result.probes.insert(at, probe);
+    };
+    if let Event::Joined { joined, total, .. } = &event {
+        if joined == total {
+            sink.result.launch_s = Some(launched.elapsed().as_secs_f64());
         }
-        Event::PhaseDone(mut phase) => {
-            p.phase_done(phase.index, phase.aggregate_gbps);
-            series.fill(&mut phase);
-            result.phases.push(*phase);
-            recorder.record(result, Recorded::Phase(result.phases.last().expect("just pushed")));
+    }
+    let finished = match &event {
+        Event::PhaseDone(phase) => Some(phase.index),
+        _ => None,
+    };
+    if let Some(done) = sink.follow(event)? {
+        return Ok(Some(done));
+    }
+    // Journaled now: rank 0 starts the next phase only after this; the
+    // files are rendered while it sets up.
+    if let Some(phase) = finished {
+        let line = serde_json::to_string(&Instruction::Saved { phase })?;
+        if let Err(e) = workers.send_to_first(&line).await {
+            tracing::debug!("could not tell rank 0 that phase {phase} is saved: {e}");
         }
-        Event::Finished => return Ok(Some(Ok(()))),
-        Event::Failed(failure) => return Ok(Some(Err(anyhow!("{failure}")))),
+        sink.recorder.render(sink.result);
     }
     Ok(None)
+}
+
+/// Where rank 0's events go.
+struct Sink<'a> {
+    progress: &'a Mutex<Progress>,
+    /// The running phase's intervals, put back into its result when it ends.
+    series: Series,
+    result: &'a mut RunResult,
+    recorder: &'a mut dyn Recorder,
+}
+
+impl Sink<'_> {
+    /// Applies one coordinator event; `Some` when the run is over.
+    fn follow(&mut self, event: Event) -> anyhow::Result<Option<anyhow::Result<()>>> {
+        let Sink { progress, series, result, recorder } = self;
+        let mut p = progress.lock().map_err(|_| anyhow!("progress display poisoned"))?;
+        match event {
+            Event::Rejected { reason, .. } => {
+                p.note(&format!("fabricbench: coordinator rejected a connection: {reason}"))
+            }
+            Event::Joined { rank, host, joined, total } => p.joined(rank, &host, joined, total),
+            Event::PhaseStarted { phase, name, window } => p.phase_started(phase, &name, window),
+            Event::Progress { phase, interval, gbps, flows } => {
+                p.interval(phase, interval, gbps);
+                recorder.record(result, Recorded::Interval { phase, interval, gbps });
+                series.push(phase, gbps, &flows);
+            }
+            Event::Probed(probe) => {
+                let at = result.probes.partition_point(|p| p.rank < probe.rank);
+                recorder.record(result, Recorded::Probe(&probe));
+                result.probes.insert(at, probe);
+            }
+            Event::PhaseDone(mut phase) => {
+                p.phase_done(phase.index, phase.aggregate_gbps);
+                series.fill(&mut phase);
+                result.phases.push(*phase);
+                recorder.record(result, Recorded::Phase(result.phases.last().expect("just pushed")));
+            }
+            Event::Finished => return Ok(Some(Ok(()))),
+            Event::Failed(failure) => return Ok(Some(Err(anyhow!("{failure}")))),
+        }
+        Ok(None)
+    }
 }
 
 async fn next_output(lines: &mut Events) -> anyhow::Result<Option<WorkerOutput>> {
