@@ -3,11 +3,11 @@
 //! clock. Nothing here decides anything.
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -112,89 +112,114 @@ pub async fn drive(
         }
     };
     let (inbound_tx, mut inbound) = mpsc::unbounded_channel();
-    let mut conns: HashMap<ConnId, Conn> = HashMap::new();
-    let mut writers = Vec::new();
-    let mut next_id: ConnId = 0;
+    let mut d = Driver {
+        coordinator,
+        conns: HashMap::new(),
+        writers: Vec::new(),
+        next_id: 0,
+        accept_paused: None,
+        logged: HashSet::new(),
+        inbound: inbound_tx,
+    };
     let mut tick = tokio::time::interval(TICK);
-    let mut accept_paused: Option<tokio::time::Instant> = None;
-    let mut logged = HashSet::new();
-    while !coordinator.is_done() {
-        let accepting = accept_paused.is_none_or(|until| tokio::time::Instant::now() >= until);
+    while !d.coordinator.is_done() {
+        let accepting = d.accept_paused.is_none_or(|until| tokio::time::Instant::now() >= until);
         tokio::select! {
             // What arrived is heard before the clock judges anyone silent.
             biased;
-            Some(input) = inbound.recv() => match input {
-                Inbound::Frame(id, msg) => coordinator.received(id, msg, now_ns()),
-                Inbound::Garbage(id, reason) => coordinator.protocol_error(id, &reason, now_ns()),
-                Inbound::Closed(id) => {
-                    conns.remove(&id);
-                    coordinator.closed(id, now_ns());
-                }
-            },
-            accepted = listener.accept(), if accepting => {
-                let (stream, peer) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        if accept_paused.is_none() {
-                            tracing::warn!("cannot accept control connections ({e}); pausing {ACCEPT_BACKOFF:?} at a time");
-                        }
-                        accept_paused = Some(tokio::time::Instant::now() + ACCEPT_BACKOFF);
-                        continue;
-                    }
-                };
-                accept_paused = None;
-                // Read each time: an administrator may lower it under a running process.
-                let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
-                if !coordinator.accepts_more(open_files) {
-                    if logged.len() < LOGGED_PEERS && logged.insert(peer.ip()) {
-                        tracing::warn!("control connection from {peer} closed: too many have not said Hello yet");
-                    }
-                    continue;
-                }
-                let _ = stream.set_nodelay(true);
-                let id = next_id;
-                next_id += 1;
-                let (read, write) = stream.into_split();
-                let (admit, admitted) = oneshot::channel();
-                let reader = tokio::spawn(read_frames(id, FrameReader::with_limit(read, HELLO_MAX), admitted, inbound_tx.clone()));
-                conns.insert(id, Conn { peer, write: Some(write), writer: None, reader, admit: Some(admit) });
-                coordinator.connected(id, now_ns());
-            }
+            Some(input) = inbound.recv() => d.heard(input),
+            accepted = listener.accept(), if accepting => d.accepted(accepted),
             () = tokio::time::sleep(ACCEPT_BACKOFF), if !accepting => {}
-            _ = tick.tick() => coordinator.tick(now_ns()),
+            _ = tick.tick() => d.coordinator.tick(now_ns()),
             Some(instruction) = instructions.recv() => match instruction {
-                Instruction::Stop { reason } => coordinator.stop(&reason, now_ns()),
-                Instruction::Saved { phase } => coordinator.saved(phase, now_ns()),
+                Instruction::Stop { reason } => d.coordinator.stop(&reason, now_ns()),
+                Instruction::Saved { phase } => d.coordinator.saved(phase, now_ns()),
             },
         }
-        while let Some(output) = coordinator.poll() {
+        d.carry_outputs(&mut on_event);
+    }
+    d.close().await;
+}
+
+/// The sockets around the coordinator while [`drive`] runs it.
+struct Driver {
+    coordinator: Coordinator,
+    conns: HashMap<ConnId, Conn>,
+    writers: Vec<JoinHandle<()>>,
+    next_id: ConnId,
+    /// Accepting waits until then after the kernel refused a connection.
+    accept_paused: Option<tokio::time::Instant>,
+    /// Addresses whose strangers were reported.
+    logged: HashSet<IpAddr>,
+    inbound: mpsc::UnboundedSender<Inbound>,
+}
+
+impl Driver {
+    /// What a connection's reader passed on.
+    fn heard(&mut self, input: Inbound) {
+        match input {
+            Inbound::Frame(id, msg) => self.coordinator.received(id, msg, now_ns()),
+            Inbound::Garbage(id, reason) => self.coordinator.protocol_error(id, &reason, now_ns()),
+            Inbound::Closed(id) => {
+                self.conns.remove(&id);
+                self.coordinator.closed(id, now_ns());
+            }
+        }
+    }
+
+    /// A new connection, unless the kernel refused it (accepting pauses) or
+    /// too many strangers are waiting (it is closed at once).
+    fn accepted(&mut self, accepted: std::io::Result<(TcpStream, SocketAddr)>) {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                if self.accept_paused.is_none() {
+                    tracing::warn!("cannot accept control connections ({e}); pausing {ACCEPT_BACKOFF:?} at a time");
+                }
+                self.accept_paused = Some(tokio::time::Instant::now() + ACCEPT_BACKOFF);
+                return;
+            }
+        };
+        self.accept_paused = None;
+        // Read each time: an administrator may lower it under a running process.
+        let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
+        if !self.coordinator.accepts_more(open_files) {
+            if self.logged.len() < LOGGED_PEERS && self.logged.insert(peer.ip()) {
+                tracing::warn!("control connection from {peer} closed: too many have not said Hello yet");
+            }
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let id = self.next_id;
+        self.next_id += 1;
+        let (read, write) = stream.into_split();
+        let (admit, admitted) = oneshot::channel();
+        let frames = FrameReader::with_limit(read, HELLO_MAX);
+        let reader = tokio::spawn(read_frames(id, frames, admitted, self.inbound.clone()));
+        self.conns.insert(id, Conn { peer, write: Some(write), writer: None, reader, admit: Some(admit) });
+        self.coordinator.connected(id, now_ns());
+    }
+
+    /// Carries every output of the coordinator to its socket or to `on_event`.
+    fn carry_outputs(&mut self, on_event: &mut impl FnMut(Event)) {
+        while let Some(output) = self.coordinator.poll() {
             match output {
                 Output::Send(id, msg) => {
-                    if let Some(w) = conns.get(&id).and_then(|c| c.writer.as_ref()) {
+                    if let Some(w) = self.conns.get(&id).and_then(|c| c.writer.as_ref()) {
                         let _ = w.send(msg);
                     }
                 }
-                Output::Admit(id) => {
-                    let Some(conn) = conns.get_mut(&id) else { continue };
-                    if let Some(write) = conn.write.take() {
-                        let (writer, queue) = mpsc::unbounded_channel();
-                        writers.push(tokio::spawn(pump(FrameWriter::new(write), queue)));
-                        conn.writer = Some(writer);
-                    }
-                    if let Some(admit) = conn.admit.take() {
-                        let _ = admit.send(coordinator.histogram_budget(id));
-                    }
-                }
+                Output::Admit(id) => self.admit(id),
                 Output::Close(id) => {
-                    if let Some(conn) = conns.remove(&id) {
+                    if let Some(conn) = self.conns.remove(&id) {
                         conn.reader.abort();
                     }
                 }
                 // A stranger is reported once per address: a flood of them
                 // must not flood the operator's terminal.
                 Output::Event(Event::Rejected { conn, reason }) => {
-                    let Some(peer) = conns.get(&conn).map(|c| c.peer) else { continue };
-                    if logged.len() < LOGGED_PEERS && logged.insert(peer.ip()) {
+                    let Some(peer) = self.conns.get(&conn).map(|c| c.peer) else { continue };
+                    if self.logged.len() < LOGGED_PEERS && self.logged.insert(peer.ip()) {
                         let reason = format!("{reason} (from {peer}; later ones from its address are not shown)");
                         on_event(Event::Rejected { conn, reason });
                     }
@@ -203,13 +228,30 @@ pub async fn drive(
             }
         }
     }
-    // Close every queue so the writers flush what is left (Bye) and end.
-    for conn in conns.values_mut() {
-        conn.writer = None;
+
+    /// The connection said a valid Hello: it gets a writer, and its reader
+    /// takes frames of every size.
+    fn admit(&mut self, id: ConnId) {
+        let Some(conn) = self.conns.get_mut(&id) else { return };
+        if let Some(write) = conn.write.take() {
+            let (writer, queue) = mpsc::unbounded_channel();
+            self.writers.push(tokio::spawn(pump(FrameWriter::new(write), queue)));
+            conn.writer = Some(writer);
+        }
+        if let Some(admit) = conn.admit.take() {
+            let _ = admit.send(self.coordinator.histogram_budget(id));
+        }
     }
-    let _ = tokio::time::timeout(FLUSH, futures::future::join_all(writers)).await;
-    for conn in conns.into_values() {
-        conn.reader.abort();
+
+    /// Closes every queue so the writers flush what is left (Bye) and end.
+    async fn close(mut self) {
+        for conn in self.conns.values_mut() {
+            conn.writer = None;
+        }
+        let _ = tokio::time::timeout(FLUSH, futures::future::join_all(self.writers)).await;
+        for conn in self.conns.into_values() {
+            conn.reader.abort();
+        }
     }
 }
 
