@@ -216,6 +216,21 @@ pub enum ToWorker {
     Heartbeat,
 }
 
+impl ToWorker {
+    /// The message's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToWorker::Welcome { .. } => "Welcome",
+            ToWorker::Setup { .. } => "Setup",
+            ToWorker::Peers { .. } => "Peers",
+            ToWorker::Start { .. } => "Start",
+            ToWorker::Abort { .. } => "Abort",
+            ToWorker::Bye => "Bye",
+            ToWorker::Heartbeat => "a heartbeat",
+        }
+    }
+}
+
 /// A `Duration` on the wire as serde writes one (seconds, then
 /// nanoseconds: the same bytes), read strictly: nanoseconds of a second or
 /// more are refused, where serde would carry them into the seconds. Every

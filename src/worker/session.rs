@@ -240,7 +240,7 @@ impl<O, C> Session<O, C> {
                     // Once per run: opening every device takes a while.
                     self.out.push_back(Action::Probe);
                 }
-                other => self.exit(Err(SessionError::NotWelcomed(name(&other)))),
+                other => self.exit(Err(SessionError::NotWelcomed(other.name()))),
             }
             return;
         }
@@ -430,18 +430,6 @@ fn phase_of<O, C>(stage: &Stage<O, C>) -> usize {
         | Stage::Running { phase }
         | Stage::Stopping { phase }
         | Stage::Halted { phase } => phase,
-    }
-}
-
-fn name(msg: &ToWorker) -> &'static str {
-    match msg {
-        ToWorker::Welcome { .. } => "Welcome",
-        ToWorker::Setup { .. } => "Setup",
-        ToWorker::Peers { .. } => "Peers",
-        ToWorker::Start { .. } => "Start",
-        ToWorker::Abort { .. } => "Abort",
-        ToWorker::Bye => "Bye",
-        ToWorker::Heartbeat => "a heartbeat",
     }
 }
 
