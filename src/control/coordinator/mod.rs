@@ -4,18 +4,20 @@
 //! lives here, so it is tested with simulated ranks and no sockets.
 
 mod checks;
+mod events;
 mod failing;
 mod phases;
+mod timeouts;
 mod wiring;
+
+pub use events::{Event, Failure, Output};
+pub use timeouts::Timeouts;
 
 use failing::list;
 use wiring::Wiring;
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use crate::control::gather::Gather;
 use crate::control::proofs::FlowProofs;
@@ -23,128 +25,10 @@ use crate::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::Plan;
 use crate::result::intervals::PhaseIntervals;
-use crate::result::{PhaseResult, RankProbe};
+use crate::result::RankProbe;
 
 /// A control connection, numbered by the driver.
 pub type ConnId = u64;
-
-/// Time limits of the control plane.
-#[derive(Clone, Copy, Debug)]
-pub struct Timeouts {
-    /// How often the coordinator sends heartbeats.
-    pub heartbeat: Duration,
-    /// A rank not heard from for this long is declared lost.
-    pub silence: Duration,
-    /// All ranks must have said Hello within this.
-    pub join: Duration,
-    /// Endpoints, connect and the final report must each arrive within this.
-    pub stage: Duration,
-    /// t0 is this far after the barrier, so Start reaches every rank first.
-    pub start_delay: Duration,
-    /// After an abort, how long to wait for the partial reports.
-    pub abort_grace: Duration,
-    /// A connection that has not said a valid Hello within this is closed.
-    pub hello: Duration,
-}
-
-/// Heartbeats per second the coordinator sends (and, from the workers,
-/// hears) at most, all ranks together. Beyond this many ranks at the usual
-/// interval the interval grows with the job: at 16 384 ranks, 500 ms
-/// heartbeats both ways were 80 % of the frames of a bootstrap, and a
-/// slower bootstrap paid more of them (docs/SCALING.md).
-const HEARTBEATS_PER_SECOND: u32 = 8192;
-/// A rank is lost after this many heartbeat intervals of silence.
-const SILENT_INTERVALS: u32 = 6;
-
-impl Timeouts {
-    /// The defaults for a job of `ranks`: heartbeats within
-    /// [`HEARTBEATS_PER_SECOND`], and a silence limit of at least
-    /// [`SILENT_INTERVALS`] of them.
-    pub fn for_ranks(ranks: usize) -> Timeouts {
-        let usual = Timeouts::default();
-        let spread = Duration::from_secs(1) * u32::try_from(ranks).unwrap_or(u32::MAX) / HEARTBEATS_PER_SECOND;
-        let heartbeat = usual.heartbeat.max(spread);
-        Timeouts { heartbeat, silence: usual.silence.max(heartbeat * SILENT_INTERVALS), ..usual }
-    }
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            heartbeat: Duration::from_millis(500),
-            silence: Duration::from_secs(3),
-            join: Duration::from_secs(30),
-            stage: Duration::from_secs(30),
-            start_delay: Duration::from_millis(200),
-            abort_grace: Duration::from_secs(2),
-            hello: Duration::from_secs(5),
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Output {
-    Send(ConnId, ToWorker),
-    /// The connection said a valid Hello: read frames of every size from
-    /// it now (until then, one Hello-sized frame).
-    Admit(ConnId),
-    /// Drop the connection (after sending what was queued to it).
-    Close(ConnId),
-    Event(Event),
-}
-
-/// What the launcher is told, as it happens.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Event {
-    /// A connection was refused; the run goes on.
-    Rejected {
-        conn: ConnId,
-        reason: String,
-    },
-    Joined {
-        rank: usize,
-        host: String,
-        joined: usize,
-        total: usize,
-    },
-    PhaseStarted {
-        phase: usize,
-        name: String,
-        window: Window,
-    },
-    /// One interval every rank has sent (they come in order, from 1): the
-    /// bandwidth flows' sum and each flow's own, in the phase's flow
-    /// order, Gb/s. Rank 0 keeps none of them.
-    Progress {
-        phase: usize,
-        interval: u32,
-        gbps: f64,
-        flows: Vec<f64>,
-    },
-    /// A rank's RDMA inventory arrived (once per rank, soon after it joined).
-    Probed(RankProbe),
-    PhaseDone(Box<PhaseResult>),
-    Finished,
-    Failed(Failure),
-}
-
-/// Why a run ended early, naming the rank and host where one is to blame.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    pub rank: Option<usize>,
-    pub host: Option<String>,
-    pub message: String,
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.rank, &self.host) {
-            (Some(rank), Some(host)) => write!(f, "rank {rank} ({host}): {}", self.message),
-            (Some(rank), None) => write!(f, "rank {rank}: {}", self.message),
-            _ => f.write_str(&self.message),
-        }
-    }
-}
 
 struct Slot {
     host: String,
