@@ -267,7 +267,7 @@ async fn read_frames(
     let first = match reader.next_frame().await {
         Some(Ok(frame)) => match decode_hello(&frame) {
             Ok(hello) => Inbound::Frame(id, ToCoordinator::Hello(hello)),
-            Err(reason) => Inbound::Garbage(id, reason),
+            Err(reason) => Inbound::Garbage(id, reason.to_string()),
         },
         Some(Err(e)) => Inbound::Garbage(id, e.to_string()),
         None => Inbound::Closed(id),

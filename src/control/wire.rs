@@ -36,12 +36,24 @@ pub const HELLO_MAX: usize = 4096;
 /// A connection's first frame, read as a Hello and as nothing else (so a
 /// stranger's first frame can never be a message that grows in memory).
 /// Hello is `ToCoordinator`'s first variant: tag 0, then the struct.
-pub fn decode_hello(frame: &[u8]) -> Result<Hello, String> {
+pub fn decode_hello(frame: &[u8]) -> Result<Hello, HelloError> {
     match frame.split_first() {
-        Some((0, hello)) => postcard::from_bytes(hello).map_err(|e| format!("not a Hello: {e}")),
-        Some((tag, _)) => Err(format!("the first frame must be a Hello, not message {tag}")),
-        None => Err("an empty first frame".to_string()),
+        Some((0, hello)) => postcard::from_bytes(hello).map_err(HelloError::Undecodable),
+        Some((tag, _)) => Err(HelloError::NotHello(*tag)),
+        None => Err(HelloError::Empty),
     }
+}
+
+/// Why a connection's first frame is not a Hello.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HelloError {
+    #[error("not a Hello: {0}")]
+    Undecodable(postcard::Error),
+    /// The tag of the message it is instead.
+    #[error("the first frame must be a Hello, not message {0}")]
+    NotHello(u8),
+    #[error("an empty first frame")]
+    Empty,
 }
 
 /// A worker's first frame. The token is checked before anything else.

@@ -43,7 +43,7 @@ pub struct Piped {
 /// Starts `cmd` with its three pipes, off the terminal's process group
 /// (Ctrl-C reaches the launcher, which ends the step in order, not `tool`
 /// behind its back), killed if dropped. The error names `tool`.
-pub fn spawn_piped(cmd: &mut Command, tool: &str) -> Result<Piped, String> {
+pub fn spawn_piped(cmd: &mut Command, tool: &str) -> Result<Piped, SpawnError> {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -51,11 +51,20 @@ pub fn spawn_piped(cmd: &mut Command, tool: &str) -> Result<Piped, String> {
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot run {tool}: {e}"))?;
+        .map_err(|source| SpawnError::Run { tool: tool.to_string(), source })?;
     match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
         (Some(stdin), Some(stdout), Some(stderr)) => Ok(Piped { child, stdin, stdout, stderr }),
-        _ => Err(format!("no pipes to {tool}")),
+        _ => Err(SpawnError::NoPipes { tool: tool.to_string() }),
     }
+}
+
+/// Why a launcher's tool (srun, mpirun) did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot run {tool}: {source}")]
+    Run { tool: String, source: std::io::Error },
+    #[error("no pipes to {tool}")]
+    NoPipes { tool: String },
 }
 
 impl ChildProcess {

@@ -110,7 +110,8 @@ impl MpirunLauncher {
             .args(["-x", env.0])
             .arg(&self.exe)
             .args(["worker", "--mpi"]);
-        let Piped { child, stdin, stdout, stderr } = spawn_piped(&mut mpirun, MPIRUN).map_err(fail)?;
+        let Piped { child, stdin, stdout, stderr } =
+            spawn_piped(&mut mpirun, MPIRUN).map_err(|e| fail(e.to_string()))?;
         if let Ok(mut slot) = self.node_file.lock() {
             *slot = Some(node_file);
         }

@@ -155,7 +155,7 @@ impl SlurmLauncher {
             .args(["--input=all", "--label", "--mpi=none"])
             .arg(&self.exe)
             .args(["worker", "--slurm"]);
-        let Piped { child, stdin, stdout, stderr } = spawn_piped(&mut srun, "srun").map_err(fail)?;
+        let Piped { child, stdin, stdout, stderr } = spawn_piped(&mut srun, "srun").map_err(|e| fail(e.to_string()))?;
         if let Ok(mut slot) = self.node_file.lock() {
             *slot = Some(node_file);
         }

@@ -191,7 +191,7 @@ fn report_with_every_optional_part() {
 
 #[test]
 fn a_first_frame_is_read_as_a_hello_and_nothing_else() {
-    use fabricbench::control::wire::{decode_hello, Hello, HELLO_MAX, MAGIC, PROTOCOL_VERSION};
+    use fabricbench::control::wire::{decode_hello, Hello, HelloError, HELLO_MAX, MAGIC, PROTOCOL_VERSION};
     let hello = Hello {
         magic: MAGIC,
         token: "t".repeat(64),
@@ -206,7 +206,8 @@ fn a_first_frame_is_read_as_a_hello_and_nothing_else() {
     assert!(frame.len() < HELLO_MAX / 8, "a Hello is {} bytes", frame.len());
     assert_eq!(decode_hello(&frame), Ok(hello));
     let heartbeat = postcard::to_stdvec(&ToCoordinator::Heartbeat).unwrap();
-    assert_eq!(decode_hello(&heartbeat), Err("the first frame must be a Hello, not message 6".to_string()));
-    assert_eq!(decode_hello(&[]), Err("an empty first frame".to_string()));
-    assert!(decode_hello(&frame[..frame.len() / 2]).unwrap_err().starts_with("not a Hello"));
+    assert_eq!(decode_hello(&heartbeat), Err(HelloError::NotHello(6)));
+    assert_eq!(decode_hello(&heartbeat).unwrap_err().to_string(), "the first frame must be a Hello, not message 6");
+    assert_eq!(decode_hello(&[]).unwrap_err().to_string(), "an empty first frame");
+    assert!(decode_hello(&frame[..frame.len() / 2]).unwrap_err().to_string().starts_with("not a Hello"));
 }

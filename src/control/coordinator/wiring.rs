@@ -101,9 +101,9 @@ impl Wiring {
 
     /// `rank` connected its flows: whether every rank has now; an error if
     /// it was never sent its peers.
-    pub fn ready(&mut self, rank: usize) -> Result<bool, String> {
+    pub fn ready(&mut self, rank: usize) -> Result<bool, EarlyReady> {
         if !self.sent[rank] {
-            return Err("said Ready before it was sent its peers".to_string());
+            return Err(EarlyReady);
         }
         Ok(self.ready.put(rank, ()))
     }
@@ -140,3 +140,8 @@ fn side_index(side: Side) -> usize {
         Side::Receiver => 1,
     }
 }
+
+/// A rank said Ready before it was sent its peers.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("said Ready before it was sent its peers")]
+pub struct EarlyReady;

@@ -390,7 +390,7 @@ fn connect(res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, Rdm
 /// to the peer's QP of the same index.
 fn connect_ud(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
     let to = ud::peer_address(&local_port(&res), res.params.qps as usize, res.params.effective_message_size(), peer)
-        .map_err(|reason| RdmaError::PeerMismatch { flow: res.label.clone(), reason })?;
+        .map_err(|e| RdmaError::PeerMismatch { flow: res.label.clone(), reason: e.to_string() })?;
     let label = res.label.clone();
     let psns = res.psns.clone();
     for shard in &mut res.shards {
@@ -430,7 +430,7 @@ fn connect_rc(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFl
     let mtu = mtu_from(res.dev.active_mtu.min(peer.mtu).max(1));
     let local = local_port(&res);
     let (sl, tclass) = (local.service_level, local.traffic_class);
-    let path = address_path(&local, peer).map_err(mismatch)?;
+    let path = address_path(&local, peer).map_err(|e| mismatch(e.to_string()))?;
     let use_grh = path.grh.is_some();
     let ah = path.to_ah();
     let max_rd = res.dev.max_rd_atomic;

@@ -47,17 +47,16 @@ pub(crate) struct AddressPath {
 /// The path to `peer`: RoCE always routes by GID (a GRH; the LID is 0);
 /// InfiniBand routes by LID and adds a GRH only when a GID index was asked
 /// for or the peer has no LID. Errors say why the peer cannot be reached.
-pub(crate) fn address_path(local: &LocalPort, peer: &RdmaEndpoint) -> Result<AddressPath, String> {
+pub(crate) fn address_path(local: &LocalPort, peer: &RdmaEndpoint) -> Result<AddressPath, PathError> {
     let roce = local.link_layer == LINK_LAYER_ETHERNET;
     let use_grh = roce || local.gid_index_asked || peer.lid == 0;
     if roce && peer.gid == [0; 16] {
-        return Err("peer GID is all zero on a RoCE port".into());
+        return Err(PathError::ZeroGidOnRoce);
     }
     if use_grh && peer.gid == [0; 16] {
-        return Err(format!("peer has LID {} and an all-zero GID: a GRH path needs its GID", peer.lid));
+        return Err(PathError::ZeroGid { lid: peer.lid });
     }
-    let sgid_index = u8::try_from(local.gid_index)
-        .map_err(|_| format!("local gid_index {} does not fit the GRH's 8-bit sgid_index", local.gid_index))?;
+    let sgid_index = u8::try_from(local.gid_index).map_err(|_| PathError::WideGidIndex(local.gid_index))?;
     Ok(AddressPath {
         dlid: peer.lid,
         port: local.port,
@@ -69,6 +68,17 @@ pub(crate) fn address_path(local: &LocalPort, peer: &RdmaEndpoint) -> Result<Add
             traffic_class: local.traffic_class,
         }),
     })
+}
+
+/// Why the path to a peer cannot be built.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PathError {
+    #[error("peer GID is all zero on a RoCE port")]
+    ZeroGidOnRoce,
+    #[error("peer has LID {lid} and an all-zero GID: a GRH path needs its GID")]
+    ZeroGid { lid: u16 },
+    #[error("local gid_index {0} does not fit the GRH's 8-bit sgid_index")]
+    WideGidIndex(u32),
 }
 
 impl AddressPath {
@@ -120,7 +130,8 @@ mod tests {
         let local = IB_PORT_1;
         assert!(address_path(&local, &peer(0, ib_gid())).unwrap().grh.is_some());
         let e = address_path(&local, &peer(0, [0; 16])).unwrap_err();
-        assert!(e.contains("all-zero GID"), "{e}");
+        assert_eq!(e, PathError::ZeroGid { lid: 0 });
+        assert!(e.to_string().contains("all-zero GID"), "{e}");
     }
 
     #[test]
@@ -145,7 +156,7 @@ mod tests {
             }
         );
         let e = address_path(&local, &peer(0, [0; 16])).unwrap_err();
-        assert_eq!(e, "peer GID is all zero on a RoCE port");
+        assert_eq!(e.to_string(), "peer GID is all zero on a RoCE port");
     }
 
     #[test]
@@ -159,6 +170,7 @@ mod tests {
             traffic_class: 0,
         };
         let e = address_path(&local, &peer(0, ib_gid())).unwrap_err();
-        assert!(e.contains("gid_index 300"), "{e}");
+        assert_eq!(e, PathError::WideGidIndex(300));
+        assert!(e.to_string().contains("gid_index 300"), "{e}");
     }
 }

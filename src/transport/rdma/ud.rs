@@ -8,7 +8,7 @@ use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 use super::endpoint::RdmaEndpoint;
 use super::error::RdmaError;
 use super::ffi::Qp;
-use super::path::{address_path, AddressPath, LocalPort};
+use super::path::{address_path, AddressPath, LocalPort, PathError};
 
 /// UD's RESET → INIT: the port and the Q_Key its receives accept.
 pub(crate) fn init(qp: &mut Qp, port: u8, qkey: u32) -> Result<(), (String, String)> {
@@ -38,21 +38,32 @@ pub(crate) fn peer_address(
     qps: usize,
     size: u64,
     peer: &RdmaEndpoint,
-) -> Result<AddressPath, String> {
+) -> Result<AddressPath, UdPeerError> {
     if peer.qpns.len() != qps {
-        return Err(format!("peer has {} QPs, this flow {qps}", peer.qpns.len()));
+        return Err(UdPeerError::QpCount { peer: peer.qpns.len(), flow: qps });
     }
     if peer.qkey == 0 {
-        return Err("peer sent no UD Q_Key (is it an RC flow, or an older fabricbench?)".into());
+        return Err(UdPeerError::NoQkey);
     }
     let peer_mtu = u64::from(super::probe::mtu_bytes(peer.mtu));
     if size > peer_mtu {
-        return Err(format!(
-            "UD message_size {size} B is above the peer port's active MTU ({peer_mtu} B); give at most {peer_mtu}"
-        ));
+        return Err(UdPeerError::AboveMtu { size, mtu: peer_mtu });
     }
     // The same path as RC's (LID or GRH, class and level), in an address handle.
-    address_path(local, peer)
+    Ok(address_path(local, peer)?)
+}
+
+/// Why a peer cannot take a UD flow's datagrams.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum UdPeerError {
+    #[error("peer has {peer} QPs, this flow {flow}")]
+    QpCount { peer: usize, flow: usize },
+    #[error("peer sent no UD Q_Key (is it an RC flow, or an older fabricbench?)")]
+    NoQkey,
+    #[error("UD message_size {size} B is above the peer port's active MTU ({mtu} B); give at most {mtu}")]
+    AboveMtu { size: u64, mtu: u64 },
+    #[error(transparent)]
+    Path(#[from] PathError),
 }
 
 /// One UD QP: INIT → RTR → RTS (no peer in the QP), then its sends go to
@@ -139,12 +150,14 @@ mod tests {
         let to = peer_address(&ib, 1, 2048, &RdmaEndpoint { lid: 9, ..endpoint() }).unwrap();
         assert_eq!(to, AddressPath { dlid: 9, port: 2, service_level: 3, grh: None });
         let small_mtu = RdmaEndpoint { mtu: 3, ..endpoint() };
-        let e = peer_address(&roce, 1, 2048, &small_mtu).unwrap_err();
+        let e = peer_address(&roce, 1, 2048, &small_mtu).unwrap_err().to_string();
         assert_eq!(e, "UD message_size 2048 B is above the peer port's active MTU (1024 B); give at most 1024");
         let e = peer_address(&roce, 1, 64, &RdmaEndpoint { qkey: 0, ..endpoint() }).unwrap_err();
-        assert!(e.starts_with("peer sent no UD Q_Key"), "{e}");
-        assert_eq!(peer_address(&roce, 2, 64, &endpoint()).unwrap_err(), "peer has 1 QPs, this flow 2");
+        assert_eq!(e, UdPeerError::NoQkey);
+        assert!(e.to_string().starts_with("peer sent no UD Q_Key"), "{e}");
+        let e = peer_address(&roce, 2, 64, &endpoint()).unwrap_err().to_string();
+        assert_eq!(e, "peer has 1 QPs, this flow 2");
         let e = peer_address(&roce, 1, 64, &RdmaEndpoint { gid: [0; 16], ..endpoint() }).unwrap_err();
-        assert_eq!(e, "peer GID is all zero on a RoCE port");
+        assert_eq!(e, UdPeerError::Path(PathError::ZeroGidOnRoce));
     }
 }
