@@ -218,20 +218,16 @@ async fn connect_from_own_address(addr: SocketAddr, rank: usize) -> std::io::Res
     socket.connect(addr).await
 }
 
+/// A flow end's report part: it started at 0 and nothing went wrong.
+pub fn samples(flow: u32, side: Side) -> FlowSamples {
+    FlowSamples { flow, side, start_ns: Some(0), error: None, rtts: None, refused: 0, lanes: Vec::new() }
+}
+
 /// What every rank of `phase` sends through and after the window: its
 /// intervals (`boundaries` sample times 1 s apart, 1 GB/s on every flow),
 /// then its report with each flow end it plays. One pass over the flows,
 /// so that 65 536 ranks are quick to make.
 pub fn rank_messages(phase: &Phase, ranks: usize, boundaries: u32) -> Vec<Vec<ToCoordinator>> {
-    let samples = |flow: u32, side| FlowSamples {
-        flow,
-        side,
-        start_ns: Some(0),
-        error: None,
-        rtts: None,
-        refused: 0,
-        lanes: Vec::new(),
-    };
     let mut reports: Vec<RankReport> =
         (0..ranks).map(|rank| RankReport { phase: phase.index, rank, boundaries, ..Default::default() }).collect();
     for f in &phase.flows {

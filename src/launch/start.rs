@@ -8,7 +8,7 @@ use crate::hostfile::Host;
 
 use super::local::LocalLauncher;
 use super::mpirun::MpirunLauncher;
-use super::slurm::SlurmLauncher;
+use super::slurm::{SlurmLauncher, SrunStep};
 use super::ssh::SshOptions;
 use super::tree::{self, Subtree};
 use super::workers::Workers;
@@ -95,11 +95,7 @@ pub async fn mpirun(
     line: &str,
 ) -> Result<BoxRead, StartError> {
     let step = mpirun.start_step(hosts, env)?;
-    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
-    workers
-        .adopt_step(&names, step, line)
-        .await
-        .map_err(|source| StartError::Send { to: "mpirun's rank 0".into(), source })
+    adopt_step(workers, hosts, step, line, "mpirun's rank 0").await
 }
 
 /// One srun step for every rank: each task reads the same broadcast `line`;
@@ -112,9 +108,18 @@ pub async fn srun(
     line: &str,
 ) -> Result<BoxRead, StartError> {
     let step = slurm.start_step(hosts)?;
+    adopt_step(workers, hosts, step, line, "the srun step").await
+}
+
+/// Hands `step` (one rank per host of `hosts`) to `workers`, `line` on the
+/// stdin of `to`; returns rank 0's stdout.
+async fn adopt_step(
+    workers: &mut Workers,
+    hosts: &[Host],
+    step: SrunStep,
+    line: &str,
+    to: &str,
+) -> Result<BoxRead, StartError> {
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
-    workers
-        .adopt_step(&names, step, line)
-        .await
-        .map_err(|source| StartError::Send { to: "the srun step".into(), source })
+    workers.adopt_step(&names, step, line).await.map_err(|source| StartError::Send { to: to.into(), source })
 }

@@ -11,9 +11,9 @@ use std::path::Path;
 use fabricbench::control::coordinator::Output;
 use fabricbench::control::framing::frame;
 use fabricbench::control::instruction::Instruction;
-use fabricbench::control::sim::{answer, coordinator, hello, make_plan, JOB, TOKEN};
+use fabricbench::control::sim::{answer, coordinator, hello, make_plan, samples, JOB, TOKEN};
 use fabricbench::control::wire::{ToCoordinator, ToWorker};
-use fabricbench::metrics::{FlowSamples, RankReport};
+use fabricbench::metrics::RankReport;
 use fabricbench::transport::rdma::RdmaInventory;
 use fabricbench::transport::Side;
 use fabricbench::worker::srun::{CoordinatorAt, SrunSpec};
@@ -34,18 +34,7 @@ fn framed<M: serde::Serialize>(messages: &[M]) -> Vec<u8> {
 
 /// A report of three boundaries for each of the rank's flow ends.
 fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
-    let flows = ends
-        .iter()
-        .map(|&(flow, side)| FlowSamples {
-            flow,
-            side,
-            start_ns: Some(0),
-            error: None,
-            rtts: None,
-            refused: 0,
-            lanes: Vec::new(),
-        })
-        .collect();
+    let flows = ends.iter().map(|&(flow, side)| samples(flow, side)).collect();
     RankReport { phase, rank: RANK, boundaries: 3, flows, ..Default::default() }
 }
 
