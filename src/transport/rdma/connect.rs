@@ -16,7 +16,6 @@ use super::device::{self, OpenDevice};
 use super::endpoint::RdmaEndpoint;
 use super::error::{panic_message, RdmaError};
 use super::ffi::{Arena, Cq, Qp};
-use super::path::{address_path, LocalPort};
 use super::ud;
 use crate::scenario::rdma::{Connection, PollStrategy, RdmaParams, UD_GRH};
 use crate::scenario::{Mode, Op};
@@ -24,10 +23,10 @@ use crate::transport::Side;
 
 /// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
 /// infinite RNR retries with a 0.64 ms RNR timer.
-const QP_TIMEOUT: u8 = 14;
-const QP_RETRY_CNT: u8 = 7;
-const QP_RNR_RETRY: u8 = 7;
-const QP_MIN_RNR_TIMER: u8 = 12;
+pub(super) const QP_TIMEOUT: u8 = 14;
+pub(super) const QP_RETRY_CNT: u8 = 7;
+pub(super) const QP_RNR_RETRY: u8 = 7;
+pub(super) const QP_MIN_RNR_TIMER: u8 = 12;
 
 /// wr_id layout: bit 63 = receive, bits 32..48 = QP index in the flow,
 /// bits 0..32 = how many send WRs this (signaled) completion accounts for.
@@ -96,7 +95,11 @@ pub struct ConnectedFlow {
     pub(crate) res: FlowResources,
 }
 
-fn guard<T>(flow: &str, what: &'static str, f: impl FnOnce() -> Result<T, RdmaError>) -> Result<T, RdmaError> {
+pub(super) fn guard<T>(
+    flow: &str,
+    what: &'static str,
+    f: impl FnOnce() -> Result<T, RdmaError>,
+) -> Result<T, RdmaError> {
     catch_unwind(AssertUnwindSafe(f))
         .unwrap_or_else(|p| Err(RdmaError::Panicked { flow: flow.to_string(), what, message: panic_message(&*p) }))
 }
@@ -133,7 +136,7 @@ fn random_psns(n: usize) -> Vec<u32> {
         .collect()
 }
 
-fn mtu_from(v: u32) -> Mtu {
+pub(super) fn mtu_from(v: u32) -> Mtu {
     match v {
         1 => Mtu::Mtu256,
         2 => Mtu::Mtu512,
@@ -200,16 +203,6 @@ impl PreparedFlow {
             Side::Sender => super::cm::dialer(&r.label, local)?,
         });
         Ok(self)
-    }
-
-    /// Moves every QP to RTR then RTS against `peer` (through rdma_cm when
-    /// the flow was given [`Self::with_rdma_cm`]).
-    pub fn connect(mut self, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-        let label = self.res.label.clone();
-        guard(&label, "connect", move || match self.res.cm.take() {
-            None => connect(self.res, peer),
-            Some(cm) => connect_cm(self.res, cm, peer),
-        })
     }
 }
 
@@ -364,165 +357,6 @@ fn init_rc(qp: &mut Qp, port: u8, access: AccessFlags) -> Result<(), (String, St
     qp.modify(&attr).map_err(|reason| {
         (format!("port={port}, pkey_index=0, access=local_write|remote_write|remote_read|remote_atomic"), reason)
     })
-}
-
-/// The peer's endpoint has this flow's QPs and room for its messages.
-fn check_peer(res: &FlowResources, peer: &RdmaEndpoint) -> Result<(), RdmaError> {
-    let qps = res.params.qps as usize;
-    let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
-    if peer.qpns.len() != qps || peer.psns.len() != qps {
-        return Err(mismatch(format!("peer has {} QPs / {} PSNs, this flow {qps}", peer.qpns.len(), peer.psns.len())));
-    }
-    if peer.slot_len() < res.slot_len as u64 {
-        return Err(mismatch(format!("peer buffer {} B per QP < {} B needed", peer.slot_len(), res.slot_len)));
-    }
-    Ok(())
-}
-
-fn connect(res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-    match res.params.connection {
-        Connection::Rc => connect_rc(res, peer),
-        Connection::Ud => connect_ud(res, peer),
-    }
-}
-
-/// UD: the peer's address checked and built once, then each QP connected
-/// to the peer's QP of the same index.
-fn connect_ud(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-    let to = ud::peer_address(&local_port(&res), res.params.qps as usize, res.params.effective_message_size(), peer)
-        .map_err(|e| RdmaError::PeerMismatch { flow: res.label.clone(), reason: e.to_string() })?;
-    let label = res.label.clone();
-    let psns = res.psns.clone();
-    for shard in &mut res.shards {
-        for q in &mut shard.qps {
-            let (i, qpn) = (q.index, q.qp.qpn());
-            ud::connect_qp(&mut q.qp, psns[i], &to, peer.qpns[i], peer.qkey).map_err(
-                |(transition, attrs, reason)| RdmaError::Connect {
-                    flow: label.clone(),
-                    qp: i,
-                    qpn,
-                    transition,
-                    attrs,
-                    reason,
-                },
-            )?;
-        }
-    }
-    Ok(ConnectedFlow { res })
-}
-
-/// This side's port as the path to a peer needs it (RC and UD alike).
-fn local_port(res: &FlowResources) -> LocalPort {
-    LocalPort {
-        port: res.dev.port,
-        link_layer: res.dev.link_layer,
-        gid_index: res.dev.gid_index,
-        gid_index_asked: res.params.gid_index.is_some(),
-        // validate() bounds both: service level 0..=15, traffic class 0..=255.
-        service_level: res.params.service_level as u8,
-        traffic_class: res.params.traffic_class as u8,
-    }
-}
-
-fn connect_rc(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-    check_peer(&res, peer)?;
-    let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
-    let mtu = mtu_from(res.dev.active_mtu.min(peer.mtu).max(1));
-    let local = local_port(&res);
-    let (sl, tclass) = (local.service_level, local.traffic_class);
-    let path = address_path(&local, peer).map_err(|e| mismatch(e.to_string()))?;
-    let use_grh = path.grh.is_some();
-    let ah = path.to_ah();
-    let max_rd = res.dev.max_rd_atomic;
-    let label = res.label.clone();
-    let psns = res.psns.clone();
-    let slot = peer.slot_len();
-    for shard in &mut res.shards {
-        for q in &mut shard.qps {
-            let i = q.index;
-            let mut rtr = QueuePairAttribute::new();
-            rtr.setup_state(QueuePairState::ReadyToReceive)
-                .setup_path_mtu(mtu)
-                .setup_dest_qp_num(peer.qpns[i])
-                .setup_rq_psn(peer.psns[i])
-                .setup_max_dest_read_atomic(max_rd)
-                .setup_min_rnr_timer(QP_MIN_RNR_TIMER)
-                .setup_address_vector(&ah);
-            q.qp.modify(&rtr).map_err(|reason| RdmaError::Connect {
-                flow: label.clone(),
-                qp: i,
-                qpn: q.qp.qpn(),
-                transition: "INIT->RTR",
-                attrs: format!(
-                    "path_mtu={}, dest_qpn={:#x}, rq_psn={:#x}, max_dest_rd_atomic={max_rd}, dlid={}, sl={sl}, grh={}, sgid_index={}, traffic_class={tclass}, dgid={}",
-                    super::probe::mtu_bytes(mtu as u32),
-                    peer.qpns[i],
-                    peer.psns[i],
-                    peer.lid,
-                    use_grh,
-                    res.dev.gid_index,
-                    std::net::Ipv6Addr::from(peer.gid)
-                ),
-                reason,
-            })?;
-            let mut rts = QueuePairAttribute::new();
-            rts.setup_state(QueuePairState::ReadyToSend)
-                .setup_sq_psn(psns[i])
-                .setup_timeout(QP_TIMEOUT)
-                .setup_retry_cnt(QP_RETRY_CNT)
-                .setup_rnr_retry(QP_RNR_RETRY)
-                .setup_max_read_atomic(max_rd);
-            q.qp.modify(&rts).map_err(|reason| RdmaError::Connect {
-                flow: label.clone(),
-                qp: i,
-                qpn: q.qp.qpn(),
-                transition: "RTR->RTS",
-                attrs: format!(
-                    "sq_psn={:#x}, timeout={QP_TIMEOUT}, retry_cnt={QP_RETRY_CNT}, rnr_retry={QP_RNR_RETRY}, max_rd_atomic={max_rd}",
-                    psns[i]
-                ),
-                reason,
-            })?;
-            q.remote_addr = peer.addr + slot * i as u64;
-        }
-    }
-    res.peer_rkey = peer.rkey;
-    Ok(ConnectedFlow { res })
-}
-
-/// The QPs connected through rdma_cm, each moved to RTR and RTS with
-/// rdma_cm's attributes and the flow's RC timers; the peer's buffer as the
-/// endpoint says.
-fn connect_cm(mut res: FlowResources, mut cm: super::cm::Cm, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-    check_peer(&res, peer)?;
-    let (label, max_rd) = (res.label.clone(), res.dev.max_rd_atomic);
-    let mut slots: Vec<&mut QpSlot> = res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()).collect();
-    let qps: Vec<(usize, u32)> = slots.iter().map(|q| (q.index, q.qp.qpn())).collect();
-    let mut ready = |i: usize, mut rtr: QueuePairAttribute, mut rts: QueuePairAttribute| {
-        let q = slots.iter_mut().find(|q| q.index == i).expect("rdma_cm connects the flow's own QPs");
-        let qpn = q.qp.qpn();
-        let failed = |transition, attrs: String| {
-            let flow = label.clone();
-            move |reason| RdmaError::Connect { flow, qp: i, qpn, transition, attrs, reason }
-        };
-        rtr.setup_max_dest_read_atomic(max_rd).setup_min_rnr_timer(QP_MIN_RNR_TIMER);
-        let rtr_attrs = format!("rdma_cm's path, dest_qpn={:#x}, max_dest_rd_atomic={max_rd}", rtr.dest_qp_num());
-        q.qp.modify(&rtr).map_err(failed("INIT->RTR", rtr_attrs))?;
-        rts.setup_timeout(QP_TIMEOUT)
-            .setup_retry_cnt(QP_RETRY_CNT)
-            .setup_rnr_retry(QP_RNR_RETRY)
-            .setup_max_read_atomic(max_rd);
-        let rts_attrs = format!("rdma_cm's sq_psn, timeout={QP_TIMEOUT}, max_rd_atomic={max_rd}");
-        q.qp.modify(&rts).map_err(failed("RTR->RTS", rts_attrs))
-    };
-    cm.connect(&label, &res.dev, &qps, peer, &mut ready)?;
-    res.cm = Some(cm);
-    let slot = peer.slot_len();
-    for q in res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()) {
-        q.remote_addr = peer.addr + slot * q.index as u64;
-    }
-    res.peer_rkey = peer.rkey;
-    Ok(ConnectedFlow { res })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //!   .run(&counters, &stop) -> FlowOutcome  (blocking; returns when done or promptly after `stop`)
 //! ```
 //! Module map: `params` (knobs), `device` (device/port/GID choice, quirks),
-//! `connect` (resources, QP state machine), `cm` (the same through rdma_cm), `ud` (UD's Q_Key,
+//! `connect` (resources in INIT), `peering` (INIT → RTR → RTS against the peer), `cm` (the same through rdma_cm), `ud` (UD's Q_Key,
 //! size check and connection), `path` (the address vector), `stream` (bandwidth loops),
 //! `latency` (ping-pong), `open_loop` (probes on a schedule), `probe` (inventory), `gids` (GID entries, the auto-choice, a port's
 //! table from sysfs), `inventory` (the probe's
@@ -28,6 +28,7 @@ pub mod inventory;
 mod latency;
 mod open_loop;
 mod path;
+mod peering;
 pub mod probe;
 mod stream;
 mod ud;
