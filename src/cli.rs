@@ -104,9 +104,28 @@ pub enum Command {
     Probe(ProbeArgs),
     /// What this host is, as run.json records it: kernel, OS, CPU model, cores, NUMA nodes, rdma-core, and each RDMA device's driver, firmware, model and port rates (from sysfs)
     Facts(ProbeArgs),
+    /// Print a shell completion script, e.g. `fabricbench completions bash > /etc/bash_completion.d/fabricbench`
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `fabricbench man | man -l -`
+    Man,
     /// The per-host worker (started by the launcher; reads its job on stdin)
     #[command(hide = true)]
     Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+/// The shells `completions` writes for (what the packages install).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Debug, Args)]
@@ -268,9 +287,16 @@ pub struct SshArgs {
     #[arg(long, value_name = "PATH")]
     pub remote_exe: Option<String>,
     /// Copy this binary to ~/.cache/fabricbench/ on hosts where it is missing
-    /// or differs (by checksum) and run that copy
+    /// or differs (by checksum) and run that copy. Each host gets the binary
+    /// of its architecture (`uname -m`): this one for its own, and the
+    /// release binaries (fabricbench-<version>-<arch>-linux-gnu) beside it
+    /// or in --dist for the others
     #[arg(long, conflicts_with = "remote_exe")]
     pub stage: bool,
+    /// With --stage: take every host's binary from this folder of release
+    /// binaries (`scripts/dist` makes dist/), e.g. --dist dist
+    #[arg(long, value_name = "DIR", requires = "stage")]
+    pub dist: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -1,7 +1,9 @@
 //! `fabricbench hosts`: before a long run, check every host in parallel:
 //! reachable (over ssh, or here for local ranks, as `run` would start
-//! them), fabricbench present at the same version, clock offset, and what
-//! the host is (its own `fabricbench facts`).
+//! them), fabricbench present at the same version, clock offset, what the
+//! host is (its own `fabricbench facts`), and its architecture, kernel and
+//! glibc, asked with the shell before fabricbench runs there, so a host
+//! whose glibc is too old for the binary says so.
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -21,6 +23,10 @@ use crate::transport::rdma::ProbeReport;
 pub struct HostCheck {
     pub host: String,
     pub reachable: bool,
+    /// `uname -m`, `uname -r` and the C library, read with the shell.
+    pub platform: Option<Platform>,
+    /// Whether the binary this host would run starts there (`--version`).
+    pub starts: Option<bool>,
     /// `fabricbench --version` on the host.
     pub version: Option<String>,
     /// RDMA ports as `device:port state rate` (`fabricbench probe` on the
@@ -35,6 +41,54 @@ pub struct HostCheck {
     /// Time to connect and run the checks, ms.
     pub elapsed_ms: f64,
     pub problem: Option<String>,
+}
+
+/// What a binary needs of a host, read before any fabricbench runs there.
+#[derive(Clone, Debug, Serialize)]
+pub struct Platform {
+    /// `uname -m`, e.g. x86_64, aarch64.
+    pub machine: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// The glibc version (`getconf GNU_LIBC_VERSION`, else `ldd --version`);
+    /// `None` on a host without glibc.
+    pub glibc: Option<String>,
+}
+
+/// One shell round trip: three lines, the last empty without glibc.
+const PLATFORM_SCRIPT: &str = "uname -m; uname -r; \
+    { getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>/dev/null | head -n 1; } | grep -o '[0-9][0-9.]*$'; true";
+
+impl Platform {
+    fn parse(text: &str) -> Option<Platform> {
+        let mut lines = text.lines().map(str::trim);
+        let machine = lines.next().filter(|m| !m.is_empty())?.to_string();
+        let kernel = lines.next()?.to_string();
+        let glibc = lines.next().filter(|g| !g.is_empty()).map(str::to_string);
+        Some(Platform { machine, kernel, glibc })
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let glibc = self.glibc.as_deref().unwrap_or("none");
+        write!(f, "{} · {} · glibc {glibc}", self.machine, self.kernel)
+    }
+}
+
+/// Why a binary did not start, in words: the loader's "version
+/// `GLIBC_2.34' not found" becomes the host's glibc being too old.
+fn why_not_started(exe: &str, platform: Option<&Platform>, stderr: &str) -> String {
+    let needed = stderr.split('`').filter_map(|s| s.strip_prefix("GLIBC_")?.split('\'').next()).next_back();
+    match needed {
+        Some(needed) => {
+            let have = platform.and_then(|p| p.glibc.as_deref()).unwrap_or("unknown");
+            format!(
+                "glibc {have} is too old: {exe} needs glibc {needed}; stage the release binary (scripts/dist builds it for glibc 2.17)"
+            )
+        }
+        None => format!("{exe} does not run there: {stderr}"),
+    }
 }
 
 impl HostCheck {
@@ -74,7 +128,7 @@ impl Reach<'_> {
         match self {
             Reach::Ssh(launcher) => {
                 let session = launcher.session(&host.name).await.map_err(Unreached::Connect)?;
-                let exe = launcher.remote_exe(&host.name, &session).await.map_err(Unreached::Exe)?;
+                let exe = launcher.remote_exe(&host.name, &session).await.map_err(|e| Unreached::Exe(e.to_string()))?;
                 Ok((Shell::Ssh(session), exe))
             }
             Reach::Here { exe } => Ok((Shell::Here, exe.display().to_string())),
@@ -100,6 +154,8 @@ async fn check(reach: &Reach<'_>, host: &Host) -> HostCheck {
     let mut result = HostCheck {
         host: host.name.clone(),
         reachable: false,
+        platform: None,
+        starts: None,
         version: None,
         rdma: None,
         facts: None,
@@ -121,9 +177,13 @@ async fn check(reach: &Reach<'_>, host: &Host) -> HostCheck {
         }
     };
     result.reachable = true;
+    if let Ok(out) = shell.output("sh", &["-c", PLATFORM_SCRIPT]).await {
+        result.platform = Platform::parse(&String::from_utf8_lossy(&out.stdout));
+    }
     let ours = format!("fabricbench {}", env!("CARGO_PKG_VERSION"));
     match shell.output(&exe, &["--version"]).await {
         Ok(out) if out.status.success() => {
+            result.starts = Some(true);
             let theirs = String::from_utf8_lossy(&out.stdout).trim().to_string();
             if theirs != ours {
                 result.problem = Some(format!("version mismatch: the host has `{theirs}`, this launcher is `{ours}`"));
@@ -131,8 +191,9 @@ async fn check(reach: &Reach<'_>, host: &Host) -> HostCheck {
             result.version = Some(theirs);
         }
         Ok(out) => {
+            result.starts = Some(false);
             let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            result.problem = Some(format!("{exe} does not run there ({}): {err}", out.status));
+            result.problem = Some(why_not_started(&exe, result.platform.as_ref(), &format!("({}) {err}", out.status)));
         }
         Err(e) => result.problem = Some(format!("cannot run {exe}: {e}")),
     }
@@ -173,4 +234,33 @@ async fn rdma_ports(shell: &Shell, exe: &str) -> Option<Vec<String>> {
         .flat_map(|d| d.ports.iter().map(move |p| format!("{}:{} {} {}", d.name, p.port, p.state, p.rate)))
         .collect();
     (!ports.is_empty()).then_some(ports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platform_lines_from_the_shell() {
+        let p = Platform::parse("aarch64\n5.14.0-362.el9.aarch64\n2.34\n").unwrap();
+        assert_eq!(
+            (p.machine.as_str(), p.kernel.as_str(), p.glibc.as_deref()),
+            ("aarch64", "5.14.0-362.el9.aarch64", Some("2.34"))
+        );
+        let musl = Platform::parse("x86_64\n6.6.7\n").unwrap();
+        assert_eq!(musl.glibc, None);
+        assert_eq!(musl.to_string(), "x86_64 · 6.6.7 · glibc none");
+        assert!(Platform::parse("").is_none());
+    }
+
+    #[test]
+    fn an_old_glibc_is_named_too_old() {
+        let old = Platform { machine: "x86_64".into(), kernel: "3.10.0".into(), glibc: Some("2.12".into()) };
+        let stderr =
+            "(exit status: 1) /root/fb: /lib64/libc.so.6: version `GLIBC_2.34' not found (required by /root/fb)";
+        let why = why_not_started("/root/fb", Some(&old), stderr);
+        assert!(why.starts_with("glibc 2.12 is too old: /root/fb needs glibc 2.34"), "{why}");
+        let other = why_not_started("/root/fb", Some(&old), "(exit status: 126) Exec format error");
+        assert!(other.contains("does not run there: (exit status: 126) Exec format error"), "{other}");
+    }
 }

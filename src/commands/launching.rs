@@ -4,13 +4,14 @@
 use anyhow::Context;
 
 use crate::cli::SshArgs;
+use crate::commands::Failure;
 use crate::hostfile::Host;
+use crate::launch::arch::Binaries;
 use crate::launch::choose::{self, Choice, LauncherKind};
 use crate::launch::local::LocalLauncher;
 use crate::launch::mpirun::MpirunLauncher;
 use crate::launch::slurm::{Allocation, SlurmLauncher};
 use crate::launch::ssh::{SshLauncher, SshOptions};
-use crate::launch::stage::LocalBinary;
 use crate::launch::Launch;
 
 /// The flags that choose how workers start (`run`, `pair`).
@@ -36,14 +37,27 @@ pub fn launch_for(flags: &LaunchFlags, hosts: &[Host], allocation: Option<Alloca
     })
 }
 
+/// Readies every host before any worker starts (with `--stage`, each host's
+/// binary is in place): a host with no binary for its architecture is
+/// refused as bad input (exit 2), naming it.
+pub fn ready(runtime: &tokio::runtime::Runtime, launch: &Launch, hosts: &[Host]) -> Result<(), Failure> {
+    let Err(e) = runtime.block_on(launch.prepare(hosts)) else { return Ok(()) };
+    runtime.block_on(launch.close());
+    Err(match e.is_refusal() {
+        true => Failure::bad_input(e),
+        false => Failure::run_failed(e),
+    })
+}
+
 pub fn ssh_launcher(ssh: &SshArgs) -> anyhow::Result<SshLauncher> {
     let remote_exe = match &ssh.remote_exe {
         Some(path) => path.clone(),
         None => this_exe()?.display().to_string(),
     };
-    let stage = match ssh.stage {
-        true => Some(LocalBinary::of(&this_exe()?).context("reading this binary to stage it")?),
-        false => None,
+    let stage = match (ssh.stage, &ssh.dist) {
+        (false, _) => None,
+        (true, Some(dir)) => Some(Binaries::from_dist(dir)?),
+        (true, None) => Some(Binaries::beside(&this_exe()?).context("reading the binaries to stage")?),
     };
     Ok(SshLauncher::new(SshOptions {
         config: ssh.ssh_config.clone(),

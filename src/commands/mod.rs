@@ -6,6 +6,7 @@
 mod estimate;
 mod hosts;
 mod launching;
+mod manual;
 mod output;
 mod pair;
 mod pair_scenario;
@@ -88,6 +89,8 @@ pub fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Facts(args) => hosts::facts(&args),
         Command::Report(args) => results::report(&args),
         Command::Compare(args) => results::compare(&args),
+        Command::Completions(args) => manual::completions(&args),
+        Command::Man => manual::man(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! other (same results folder); then perftest's table.
 
 use crate::cli::pair::PairArgs;
-use crate::commands::launching::{launch_for, LaunchFlags};
+use crate::commands::launching::{launch_for, ready, LaunchFlags};
 use crate::commands::output::{self, Output};
 use crate::commands::{pair_scenario, runtime, Failure};
 use crate::launch::slurm::Allocation;
@@ -13,13 +13,15 @@ use crate::run::{self, RunOptions};
 
 pub fn pair(args: &PairArgs) -> Result<(), Failure> {
     let (prepared, launch) = prepare(args).map_err(Failure::BadInput)?;
+    let runtime = runtime()?;
+    ready(&runtime, &launch, &prepared.hosts)?;
     let json: &dyn Exporter = &JsonExporter;
     let mut output = Output {
         folder: output::folder(&args.save, &prepared.scenario.run.name, &[("command.txt", output::command_line())])?,
         exports: args.export_json.as_deref().map(|target| (target, json)).into_iter().collect(),
         summary: true,
     };
-    runtime()?.block_on(async {
+    runtime.block_on(async {
         let signals = Signals::listen().map_err(Failure::run_failed)?;
         let opts = RunOptions {
             scenario: prepared.scenario_file.clone(),

@@ -8,7 +8,7 @@ use anyhow::bail;
 use clap::ValueEnum;
 
 use crate::cli::{Inputs, PlanArgs, RunArgs};
-use crate::commands::launching::{launch_for, this_exe, LaunchFlags};
+use crate::commands::launching::{launch_for, ready, this_exe, LaunchFlags};
 use crate::commands::output::{self, Output};
 use crate::commands::{estimate, runtime, Failure};
 use crate::hostfile::{self, Host};
@@ -83,6 +83,8 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             launch_for(&flags, &prepared.hosts, allocation).map_err(Failure::BadInput)?
         }
     };
+    let runtime = runtime()?;
+    ready(&runtime, &launch, &prepared.hosts)?;
     let checks = checks(args, &prepared.scenario.check)?;
     let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
     let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
@@ -106,7 +108,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         summary: !args.quiet,
     };
 
-    runtime()?.block_on(async {
+    runtime.block_on(async {
         let signals = Signals::listen().map_err(Failure::run_failed)?;
         let opts = RunOptions {
             scenario: args.inputs.scenario.clone(),

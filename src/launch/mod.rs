@@ -2,6 +2,7 @@
 //! `fabricbench worker` on a host with a given stdin, and nothing of the
 //! protocol spoken over it.
 
+pub mod arch;
 mod child;
 pub mod choose;
 pub mod local;
@@ -29,6 +30,18 @@ pub type BoxRead = Pin<Box<dyn AsyncRead + Send>>;
 pub enum LaunchError {
     #[error("cannot start the worker for rank {rank} on {host}: {reason}")]
     Start { rank: usize, host: String, reason: String },
+    #[error("cannot reach {host}: {reason}")]
+    Unreachable { host: String, reason: String },
+    #[error("cannot stage fabricbench on {host}: {source}")]
+    Stage { host: String, source: stage::StageError },
+}
+
+impl LaunchError {
+    /// A host the hostfile names cannot run any binary there is: the
+    /// input's mistake, found before any worker starts.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, LaunchError::Stage { source: stage::StageError::Dist(arch::DistError::NoBinary { .. }), .. })
+    }
 }
 
 /// A running worker: its pipes and a handle to wait for or kill it.
@@ -50,6 +63,12 @@ pub trait Process: Send {
 /// Starts one worker per rank (per entry of the hostfile's rank list).
 pub trait Launcher: Send + Sync {
     fn start(&self, rank: usize, host: &Host) -> BoxFuture<'_, Result<Started, LaunchError>>;
+
+    /// What must hold on every host before the first worker starts (with
+    /// `--stage`: each host's binary is in place).
+    fn prepare<'a>(&'a self, _hosts: &'a [Host]) -> BoxFuture<'a, Result<(), LaunchError>> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// Releases what the launcher holds once every worker is gone.
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -81,6 +100,14 @@ pub enum Launch {
 }
 
 impl Launch {
+    /// Readies every host before any worker starts (see `Launcher::prepare`).
+    pub async fn prepare(&self, hosts: &[Host]) -> Result<(), LaunchError> {
+        match self {
+            Launch::PerHost(launcher) => launcher.prepare(hosts).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Releases what the launcher holds once every worker is gone.
     pub async fn close(&self) {
         match self {

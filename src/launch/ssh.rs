@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Mutex, OnceCell, Semaphore};
 
 use crate::hostfile::Host;
-use crate::launch::stage::{self, LocalBinary};
+use crate::launch::arch::Binaries;
+use crate::launch::stage::{self, StageError};
 use crate::launch::{LaunchError, Launcher, Process, Started};
 
 /// A master with no session left exits after this long by itself. The
@@ -36,9 +37,10 @@ pub struct SshOptions {
     pub fanout: usize,
     /// The fabricbench binary on the remote hosts.
     pub remote_exe: String,
-    /// Copy this binary to each host's cache first, and run that copy.
+    /// Copy the binary of each host's architecture to its cache first, and
+    /// run that copy.
     #[serde(skip)]
-    pub stage: Option<LocalBinary>,
+    pub stage: Option<Binaries>,
 }
 
 type SessionCell = Arc<OnceCell<Result<Arc<Session>, String>>>;
@@ -100,17 +102,39 @@ impl SshLauncher {
     }
 
     /// The path of fabricbench on `host`: staged there first with `--stage`.
-    pub async fn remote_exe(&self, host: &str, session: &Session) -> Result<String, String> {
-        let Some(binary) = &self.opts.stage else { return Ok(self.opts.remote_exe.clone()) };
+    pub async fn remote_exe(&self, host: &str, session: &Session) -> Result<String, StageError> {
+        let Some(binaries) = &self.opts.stage else { return Ok(self.opts.remote_exe.clone()) };
         if let Some(path) = self.staged.lock().await.get(host) {
             return Ok(path.clone());
         }
-        let staged = stage::stage(session, binary).await.map_err(|e| format!("staging the binary: {e}"))?;
+        let staged = stage::stage(session, host, binaries).await?;
         if staged.copied {
             tracing::info!("staged fabricbench to {host}:{}", staged.remote_path);
         }
         self.staged.lock().await.insert(host.to_string(), staged.remote_path.clone());
         Ok(staged.remote_path)
+    }
+
+    /// With `--stage`, stages every host's binary before any worker starts,
+    /// so a host without a binary for its architecture stops the run early.
+    async fn stage_all(&self, hosts: &[Host]) -> Result<(), LaunchError> {
+        if self.opts.stage.is_none() {
+            return Ok(());
+        }
+        let mut names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let staged = futures::future::join_all(names.into_iter().map(|host| async move {
+            let session = self
+                .session(host)
+                .await
+                .map_err(|reason| LaunchError::Unreachable { host: host.to_string(), reason })?;
+            self.remote_exe(host, &session)
+                .await
+                .map_err(|source| LaunchError::Stage { host: host.to_string(), source })
+        }))
+        .await;
+        staged.into_iter().find_map(Result::err).map_or(Ok(()), Err)
     }
 }
 
@@ -131,7 +155,7 @@ impl Launcher for SshLauncher {
         async move {
             let fail = |reason: String| LaunchError::Start { rank, host: name.clone(), reason };
             let session = self.session(&name).await.map_err(&fail)?;
-            let exe = self.remote_exe(&name, &session).await.map_err(&fail)?;
+            let exe = self.remote_exe(&name, &session).await.map_err(|e| fail(e.to_string()))?;
             let mut child = Session::to_command(session, exe.clone())
                 .args(["worker", "--rank", &rank.to_string()])
                 .stdin(Stdio::piped())
@@ -153,6 +177,10 @@ impl Launcher for SshLauncher {
             })
         }
         .boxed()
+    }
+
+    fn prepare<'a>(&'a self, hosts: &'a [Host]) -> BoxFuture<'a, Result<(), LaunchError>> {
+        self.stage_all(hosts).boxed()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

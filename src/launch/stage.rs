@@ -1,30 +1,24 @@
 //! `--stage`: copy this binary to a per-user cache on hosts where it is
 //! missing or differs, the way pdcp does, named by version and checksum so
-//! different builds never overwrite each other.
-
-use std::path::Path;
+//! different builds never overwrite each other. Each host gets the binary
+//! of its own architecture (`launch::arch`), asked in the same session.
 
 use openssh::{Session, Stdio};
-use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-/// The local binary to stage: its bytes' checksum names the remote copy.
-#[derive(Clone, Debug)]
-pub struct LocalBinary {
-    path: std::path::PathBuf,
-    sha256: String,
-}
+use crate::launch::arch::{Binaries, DistError};
 
-impl LocalBinary {
-    pub fn of(path: &Path) -> std::io::Result<LocalBinary> {
-        let bytes = std::fs::read(path)?;
-        let sha256 = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
-        Ok(LocalBinary { path: path.to_path_buf(), sha256 })
-    }
-
-    fn file_name(&self) -> String {
-        format!("fabricbench-{}-{}", env!("CARGO_PKG_VERSION"), &self.sha256[..16])
-    }
+/// Why a binary could not be staged on a host.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error(transparent)]
+    Dist(#[from] DistError),
+    #[error("`{script}` failed on the host: {reason}")]
+    Remote { script: String, reason: String },
+    #[error("copy to {path} failed: {reason}")]
+    Copy { path: String, reason: String },
+    #[error("{path} has checksum {found:?} after the copy, expected {expected}")]
+    Checksum { path: String, found: Option<String>, expected: String },
 }
 
 /// What staging did on one host.
@@ -33,16 +27,21 @@ pub struct Staged {
     pub copied: bool,
 }
 
-/// Makes sure the host has the binary in `~/.cache/fabricbench/`; returns its path.
-pub async fn stage(session: &Session, binary: &LocalBinary) -> Result<Staged, String> {
-    let home = run(session, "printf %s \"$HOME\"").await?;
+/// Makes sure `host` has the binary of its architecture in
+/// `~/.cache/fabricbench/`; returns its path.
+pub async fn stage(session: &Session, host: &str, binaries: &Binaries) -> Result<Staged, StageError> {
+    // One round trip: the architecture picks the binary, the home its place.
+    let answer = run(session, "uname -m && printf %s \"$HOME\"").await?;
+    let (machine, home) = answer.split_once('\n').unwrap_or((answer.as_str(), ""));
+    let binary = binaries.for_host(host, machine)?;
     let dir = format!("{home}/.cache/fabricbench");
     let remote_path = format!("{dir}/{}", binary.file_name());
-    if remote_sha256(session, &remote_path).await.as_deref() == Some(binary.sha256.as_str()) {
+    if remote_sha256(session, &remote_path).await.as_deref() == Some(binary.sha256()) {
         return Ok(Staged { remote_path, copied: false });
     }
-    let bytes =
-        tokio::fs::read(&binary.path).await.map_err(|e| format!("cannot read {}: {e}", binary.path.display()))?;
+    let bytes = tokio::fs::read(binary.path())
+        .await
+        .map_err(|source| DistError::ReadLocal { path: binary.path().to_path_buf(), source })?;
     // Write to a temporary name and rename, so a concurrent stage or a
     // running worker never sees half a binary. The name comes from mktemp,
     // not the shell's pid: hosts that share a home directory (NFS, or the
@@ -53,6 +52,7 @@ pub async fn stage(session: &Session, binary: &LocalBinary) -> Result<Staged, St
         "mkdir -p {qdir} && t=$(mktemp {qpath}.tmp.XXXXXXXX) && \
          {{ cat > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" {qpath} || {{ rm -f \"$t\"; false; }}; }}"
     );
+    let copy_failed = |reason: String| StageError::Copy { path: remote_path.clone(), reason };
     let mut child = session
         .shell(script)
         .stdin(Stdio::piped())
@@ -60,18 +60,18 @@ pub async fn stage(session: &Session, binary: &LocalBinary) -> Result<Staged, St
         .stderr(Stdio::piped())
         .spawn()
         .await
-        .map_err(|e| format!("cannot start the copy: {e}"))?;
-    let mut stdin = child.stdin().take().ok_or("no stdin for the copy")?;
-    stdin.write_all(&bytes).await.map_err(|e| format!("copy interrupted: {e}"))?;
-    stdin.shutdown().await.map_err(|e| format!("copy interrupted: {e}"))?;
+        .map_err(|e| copy_failed(format!("cannot start the copy: {e}")))?;
+    let mut stdin = child.stdin().take().ok_or_else(|| copy_failed("no stdin for the copy".into()))?;
+    stdin.write_all(&bytes).await.map_err(|e| copy_failed(format!("interrupted: {e}")))?;
+    stdin.shutdown().await.map_err(|e| copy_failed(format!("interrupted: {e}")))?;
     drop(stdin);
-    let out = child.wait_with_output().await.map_err(|e| format!("copy failed: {e}"))?;
+    let out = child.wait_with_output().await.map_err(|e| copy_failed(e.to_string()))?;
     if !out.status.success() {
-        return Err(format!("copy to {remote_path} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(copy_failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
     }
     match remote_sha256(session, &remote_path).await {
-        Some(sum) if sum == binary.sha256 => Ok(Staged { remote_path, copied: true }),
-        other => Err(format!("{remote_path} has checksum {other:?} after the copy, expected {}", binary.sha256)),
+        Some(sum) if sum == binary.sha256() => Ok(Staged { remote_path, copied: true }),
+        found => Err(StageError::Checksum { path: remote_path, found, expected: binary.sha256().to_string() }),
     }
 }
 
@@ -80,10 +80,11 @@ async fn remote_sha256(session: &Session, path: &str) -> Option<String> {
     line.split_whitespace().next().map(str::to_string)
 }
 
-async fn run(session: &Session, script: &str) -> Result<String, String> {
-    let out = session.shell(script).output().await.map_err(|e| format!("`{script}` failed: {e}"))?;
+async fn run(session: &Session, script: &str) -> Result<String, StageError> {
+    let failed = |reason: String| StageError::Remote { script: script.to_string(), reason };
+    let out = session.shell(script).output().await.map_err(|e| failed(e.to_string()))?;
     if !out.status.success() {
-        return Err(format!("`{script}` failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -100,12 +101,5 @@ mod tests {
     #[test]
     fn quoting_survives_quotes() {
         assert_eq!(quote("/home/o'neil/x"), "'/home/o'\\''neil/x'");
-    }
-
-    #[test]
-    fn name_carries_version_and_checksum() {
-        let b = LocalBinary::of(Path::new("/bin/sh")).unwrap();
-        assert!(b.file_name().starts_with(&format!("fabricbench-{}-", env!("CARGO_PKG_VERSION"))));
-        assert_eq!(b.file_name().len(), "fabricbench-".len() + env!("CARGO_PKG_VERSION").len() + 1 + 16);
     }
 }

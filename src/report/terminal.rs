@@ -94,7 +94,17 @@ fn fill(comfy: &mut Comfy, header: &[String], rows: impl Iterator<Item = Vec<Str
 pub fn render_host_checks(checks: &[HostCheck]) -> String {
     let mut comfy = Comfy::new();
     comfy.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    comfy.set_header(["host", "ok", "fabricbench", "RDMA ports", "clock offset ms", "check ms", "problem"]);
+    comfy.set_header([
+        "host",
+        "ok",
+        "arch · kernel · glibc",
+        "starts",
+        "fabricbench",
+        "RDMA ports",
+        "clock offset ms",
+        "check ms",
+        "problem",
+    ]);
     let mut facts = String::new();
     for c in checks {
         let offset = match (c.clock_offset_ms, c.rtt_ms) {
@@ -104,6 +114,12 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
         comfy.add_row([
             c.host.clone(),
             if c.ok() { "yes".into() } else { "NO".into() },
+            c.platform.as_ref().map(ToString::to_string).unwrap_or_default(),
+            match c.starts {
+                Some(true) => "yes".into(),
+                Some(false) => "NO".into(),
+                None => String::new(),
+            },
             c.version.clone().unwrap_or_default(),
             c.rdma.as_ref().map_or_else(|| "none".to_string(), |ports| ports.join("\n")),
             offset,

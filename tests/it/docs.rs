@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::BIN;
+use crate::common::bin;
 use fabricbench::exit;
 use fabricbench::report::results_dir;
 
@@ -75,7 +75,7 @@ fn the_exit_codes_of_the_docs_are_the_codes_of_the_code() {
         exit::markdown_table(),
         "docs/RESULTS.md's exit code table differs from src/exit.rs's: paste exit::markdown_table() between the markers"
     );
-    let help = Command::new(BIN).arg("run").arg("--help").output().unwrap();
+    let help = Command::new(bin()).arg("run").arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(help.contains(&exit::help_text()), "`run --help` lacks the exit code table:\n{help}");
 }

@@ -6,12 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::BIN;
+use crate::common::bin;
 
 fn hardware_check(out: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/hardware-check");
     let mut cmd = Command::new(script);
-    cmd.args(["--bin", BIN, "--out"]).arg(out).args(args);
+    cmd.args(["--bin", bin(), "--out"]).arg(out).args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -176,7 +176,7 @@ fn numa_placement_picks_the_devices_node() {
 #[test]
 fn facts_read_the_tree_fabricbench_sysfs_root_names() {
     let run = |root: &std::path::Path, command: &str| {
-        std::process::Command::new(crate::common::BIN)
+        std::process::Command::new(crate::common::bin())
             .args([command, "--json"])
             .env(fabricbench::sysfs::ROOT_ENV, root)
             .output()

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::BIN;
+use crate::common::bin;
 use fabricbench::report::{perftest, results_dir};
 
 fn fixture(name: &str) -> PathBuf {
@@ -29,7 +29,7 @@ fn report(name: &str) -> Vec<String> {
 fn report_and_page(name: &str) -> (Vec<String>, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(fixture(name), dir.path().join("run.json")).unwrap();
-    let out = Command::new(BIN).arg("report").arg(dir.path()).output().unwrap();
+    let out = Command::new(bin()).arg("report").arg(dir.path()).output().unwrap();
     assert!(out.status.success(), "report {name}: {}", String::from_utf8_lossy(&out.stderr));
     insta::assert_snapshot!(format!("{name}.terminal"), String::from_utf8(out.stdout).unwrap());
     let mut written = Vec::new();
@@ -168,7 +168,7 @@ fn v3_runs_as_perftest_tables() {
 
 /// `compare`'s stdout, stderr (paths left out) and exit code.
 fn compare(base: &str, new: &str, tolerance: &str) -> String {
-    let out: Output = Command::new(BIN)
+    let out: Output = Command::new(bin())
         .args(["compare", "--tolerance", tolerance])
         .arg(fixture(base))
         .arg(fixture(new))

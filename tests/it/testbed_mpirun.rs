@@ -36,7 +36,7 @@ fn mpi_env(cmd: &mut Command, bed: &Bed) {
 fn mpirun_run(bench: &Bench, bed: &Bed, scenario: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new("mpirun");
     let hostfile = bench.write("hosts", &HOSTS4.map(|h| format!("{h} slots=1\n")).concat()).display().to_string();
-    cmd.args(["-np", "4", "--hostfile", &hostfile, "--map-by", "slot", "--bind-to", "none", common::BIN, "run"])
+    cmd.args(["-np", "4", "--hostfile", &hostfile, "--map-by", "slot", "--bind-to", "none", common::bin(), "run"])
         .args([scenario, "-H", &hostfile, "--no-progress"])
         .args(extra)
         .env("FABRICBENCH_TEST_TAG", &bench.tag)
@@ -92,7 +92,7 @@ fn mpirun_started_run_makes_rank_0_the_launcher() {
     // cores, so h1 takes rank 1 too): the misplaced ranks say so.
     let mut cmd = Command::new("mpirun");
     let plain = bed.hostfile.display().to_string();
-    cmd.args(["-np", "4", "--hostfile", &plain, common::BIN, "run", "fan.toml", "-H", &plain, "--no-save"])
+    cmd.args(["-np", "4", "--hostfile", &plain, common::bin(), "run", "fan.toml", "-H", &plain, "--no-save"])
         .env("FABRICBENCH_TEST_TAG", &bench.tag)
         .current_dir(bench.dir.path());
     mpi_env(&mut cmd, &bed);

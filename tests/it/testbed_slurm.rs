@@ -33,7 +33,7 @@ fn slurm(bench: &Bench, bed: &Bed, program: &str, args: &[&str]) -> Command {
 /// fault is injected into.
 fn long_fan_in_under_salloc(bench: &Bench, bed: &Bed) -> std::process::Child {
     bench.write("fan.toml", &fan_in("30s"));
-    let child = slurm(bench, bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
+    let child = slurm(bench, bed, "salloc", &["-N", "4", common::bin(), "run", "fan.toml", "--results", "results"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -59,7 +59,7 @@ fn fan_in_under_salloc_runs_one_worker_per_node() {
     let Some(bed) = Bed::up(4, &["--slurm"]) else { return };
     let bench = Bench::new();
     bench.write("fan.toml", &fan_in("2s"));
-    let out = slurm(&bench, &bed, "salloc", &["-N", "4", common::BIN, "run", "fan.toml", "--results", "results"])
+    let out = slurm(&bench, &bed, "salloc", &["-N", "4", common::bin(), "run", "fan.toml", "--results", "results"])
         .output()
         .expect("salloc");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -80,8 +80,10 @@ fn sbatch_with_a_hostfile_runs_those_nodes_in_its_order() {
     bench.write("fan.toml", &fan_in("1s"));
     // Two of the three allocated nodes, rank 0 on the later one.
     bench.write("two", "h3 addr=10.199.0.3\nh1\n");
-    let script =
-        format!("#!/bin/sh\nexec {} run fan.toml -H two --no-save --no-progress --export-json out.json\n", common::BIN);
+    let script = format!(
+        "#!/bin/sh\nexec {} run fan.toml -H two --no-save --no-progress --export-json out.json\n",
+        common::bin()
+    );
     bench.write("job.sh", &script);
     let out = slurm(&bench, &bed, "sbatch", &["-N", "3", "-w", "h1,h2,h3", "--wait", "-o", "job.out", "job.sh"])
         .output()
@@ -185,7 +187,7 @@ fn a_run_past_its_time_limit_keeps_its_finished_phases() {
          [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\n\n\
          [sweep]\nparameter = \"streams\"\nvalues = [1, 2, 3]\n",
     );
-    let script = format!("#!/bin/sh\nexec {} run three.toml --results results --no-progress\n", common::BIN);
+    let script = format!("#!/bin/sh\nexec {} run three.toml --results results --no-progress\n", common::bin());
     bench.write("job.sh", &script);
     let started = Instant::now();
     let out = slurm(&bench, &bed, "sbatch", &["-N", "4", "--time=1", "--wait", "-o", "job.out", "job.sh"])
@@ -219,7 +221,7 @@ fn two_tasks_per_node_are_two_ranks_on_each() {
         "[run]\nname = \"slurm-slots\"\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
          [[group]]\nname = \"incast\"\npattern = \"fan-in\"\nmessage_size = \"64K\"\n",
     );
-    let args = ["-N", "2", "--ntasks-per-node=2", common::BIN, "run", "fan.toml", "--results", "results"];
+    let args = ["-N", "2", "--ntasks-per-node=2", common::bin(), "run", "fan.toml", "--results", "results"];
     let out = slurm(&bench, &bed, "salloc", &args).output().expect("salloc");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");

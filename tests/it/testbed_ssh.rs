@@ -98,6 +98,11 @@ fn hosts_command_checks_every_host() {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
         assert_eq!(c["facts"]["kernel"], kernel.trim(), "{c}");
         assert!(c["facts"]["cores"].as_u64().unwrap() > 0, "{c}");
+        // Read with the shell before fabricbench runs there, and it starts.
+        assert_eq!(c["platform"]["machine"], std::env::consts::ARCH, "{c}");
+        assert_eq!(c["platform"]["kernel"], kernel.trim(), "{c}");
+        assert!(c["platform"]["glibc"].as_str().is_some_and(|g| g.starts_with("2.")), "{c}");
+        assert_eq!(c["starts"], true, "{c}");
         // Same clock underneath: the offset is within the (possibly slow) round trip.
         let (offset, rtt) = (c["clock_offset_ms"].as_f64().unwrap(), c["rtt_ms"].as_f64().unwrap());
         assert!(offset.abs() <= rtt / 2.0 + 50.0, "{c}");
@@ -236,7 +241,7 @@ fn stage_copies_the_binary_where_it_is_missing() {
         let out = Command::new("sha256sum").arg(path).output().unwrap();
         text(&out.stdout).split_whitespace().next().unwrap_or_default().to_string()
     };
-    let ours = sum(std::path::Path::new(common::BIN));
+    let ours = sum(std::path::Path::new(common::bin()));
     let staged = cache.join(format!("fabricbench-{}-{}", env!("CARGO_PKG_VERSION"), &ours[..16]));
     let _ = std::fs::remove_file(&staged);
     let scenario = bench.write("pair.toml", "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\n");

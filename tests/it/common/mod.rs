@@ -6,7 +6,12 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_fabricbench");
+/// The binary under test: this build's, or the one FABRICBENCH_BIN names
+/// (scripts/test-rdma runs a VM's tests on the dist binary that way).
+pub fn bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| std::env::var("FABRICBENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fabricbench").into()))
+}
 
 const MACHINE_LOCK: &str = "/var/tmp/fabricbench-tests.machine.lock";
 
@@ -59,7 +64,7 @@ impl Bench {
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin());
         cmd.args(args).env("FABRICBENCH_TEST_TAG", &self.tag).current_dir(self.dir.path());
         cmd
     }
