@@ -105,7 +105,7 @@ minbase_template() {
 # dpkg -i in a fresh copy of the minbase root: the package's dependencies
 # are what a bare Debian has, and man finds the page it installs.
 check_deb_install() {
-    local deb=$1 root out
+    local deb=$1 root out page
     minbase_template
     root=$(mktemp -d)
     cp -a "$MINBASE/." "$root/"
@@ -113,23 +113,27 @@ check_deb_install() {
     chroot "$root" dpkg -i "/tmp/$(basename "$deb")" >/dev/null || fail "dpkg -i $deb in a minbase root failed"
     out=$(chroot "$root" fabricbench --version) || fail "fabricbench --version in the minbase root failed"
     echo "dist --check: installed $(basename "$deb") in a minbase root: $out" >&2
-    chroot "$root" env MANPAGER=cat MANWIDTH=80 man fabricbench 2>&1 | grep -q 'fabricbench - Benchmark' \
+    page=$(chroot "$root" env MANPAGER=cat MANWIDTH=80 man fabricbench 2>&1) || true
+    grep -q 'fabricbench - Benchmark' <<<"$page" \
         || fail "man fabricbench in the minbase root: $(chroot "$root" env MANPAGER=cat man fabricbench 2>&1 | head -n 5)"
     rm -rf "$root"
 }
 
 check_packages() {
-    local dist=$1 version=$2 arch rpmarch name
+    local dist=$1 version=$2 arch rpmarch name listing
     for arch in x86_64 aarch64; do
         name=fabricbench-$version-$arch-linux-gnu
-        tar -tzf "$dist/$name.tar.gz" | grep -qx "$name/fabricbench" || fail "$name.tar.gz holds no $name/fabricbench"
-        for want in README.md LICENSE-MIT LICENSE-APACHE scenarios/fan-in.toml hostfiles/local fabricbench.1; do
-            tar -tzf "$dist/$name.tar.gz" | grep -qx "$name/$want" || fail "$name.tar.gz holds no $want"
+        # Listings are read whole first: `tar | grep -q` under pipefail
+        # fails when grep stops reading at its first match (SIGPIPE).
+        listing=$(tar -tzf "$dist/$name.tar.gz") || fail "$name.tar.gz cannot be read"
+        for want in fabricbench README.md LICENSE-MIT LICENSE-APACHE scenarios/fan-in.toml hostfiles/local fabricbench.1; do
+            grep -qx "$name/$want" <<<"$listing" || fail "$name.tar.gz holds no $name/$want"
         done
         rpmarch=$arch
         rpm -qp --qf '%{ARCH}\n' "$dist/fabricbench-$version-1.$rpmarch.rpm" 2>/dev/null | grep -qx "$rpmarch" \
             || fail "fabricbench-$version-1.$rpmarch.rpm is not $rpmarch"
-        rpm -qpl "$dist/fabricbench-$version-1.$rpmarch.rpm" 2>/dev/null | grep -qx /usr/bin/fabricbench \
+        listing=$(rpm -qpl "$dist/fabricbench-$version-1.$rpmarch.rpm" 2>/dev/null) || listing=
+        grep -qx /usr/bin/fabricbench <<<"$listing" \
             || fail "fabricbench-$version-1.$rpmarch.rpm installs no /usr/bin/fabricbench"
     done
     dpkg-deb -f "$dist/fabricbench_${version}-1_arm64.deb" Architecture | grep -qx arm64 || fail "the arm64 .deb is not arm64"
