@@ -57,15 +57,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
     if latency && args.bidirectional {
         return bad("-b/--bidirectional", "latency ping-pong already goes both ways; drop -b");
     }
-    let duration = args.duration.unwrap_or(DEFAULT_DURATION);
-    let week = humantime::format_duration(MAX_WINDOW);
-    if duration < MIN_DURATION || duration > MAX_WINDOW {
-        let shortest = humantime::format_duration(MIN_DURATION);
-        return bad("-D/--duration", format!("must be between {shortest} and {week}"));
-    }
-    if args.warmup > MAX_WINDOW {
-        return bad("--warmup", format!("must be at most {week}"));
-    }
+    let duration = window(args)?;
     let sizes = sizes(args, op)?;
     let mode = if latency { Mode::Latency } else { Mode::Bandwidth };
     let (rdma, streams) = match args.transport {
@@ -73,17 +65,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         Transport::Tcp => (None, tcp_streams(args, op, latency)?),
     };
     if let Some(knobs) = &rdma {
-        // Without -s: the size the group defaults to (perftest's: 2 B for latency).
-        let default = [if latency { mode.default_message_size() } else { ByteSize(knobs.message_size) }];
-        for size in if sizes.is_empty() { &default[..] } else { &sizes[..] } {
-            let point = RdmaParams {
-                op,
-                mode: if latency { Mode::Latency } else { Mode::Bandwidth },
-                message_size: size.bytes(),
-                ..knobs.clone()
-            };
-            point.validate().map_err(flag_of)?;
-        }
+        check_rdma_sizes(knobs, op, mode, &sizes)?;
     }
     let name = format!("pair-{}{}", op.name(), if latency { "_lat" } else { "" });
     let group = GroupSpec {
@@ -127,6 +109,34 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         soak: Default::default(),
     };
     Ok(PairJob { scenario, hosts: hosts(&args.host_a, &args.host_b)? })
+}
+
+/// -D (the window of each size) and --warmup, checked against their bounds.
+fn window(args: &PairArgs) -> Result<Duration, PairError> {
+    let duration = args.duration.unwrap_or(DEFAULT_DURATION);
+    let week = humantime::format_duration(MAX_WINDOW);
+    if duration < MIN_DURATION || duration > MAX_WINDOW {
+        let shortest = humantime::format_duration(MIN_DURATION);
+        return bad("-D/--duration", format!("must be between {shortest} and {week}"));
+    }
+    if args.warmup > MAX_WINDOW {
+        return bad("--warmup", format!("must be at most {week}"));
+    }
+    Ok(duration)
+}
+
+/// Checks the RDMA knobs at every size asked for (without -s: the size the
+/// group defaults to, perftest's 2 B for latency).
+fn check_rdma_sizes(knobs: &RdmaParams, op: Op, mode: Mode, sizes: &[ByteSize]) -> Result<(), PairError> {
+    let default = [match mode {
+        Mode::Latency => mode.default_message_size(),
+        Mode::Bandwidth => ByteSize(knobs.message_size),
+    }];
+    for size in if sizes.is_empty() { &default[..] } else { sizes } {
+        let point = RdmaParams { op, mode, message_size: size.bytes(), ..knobs.clone() };
+        point.validate().map_err(flag_of)?;
+    }
+    Ok(())
 }
 
 /// OP with -A applied.

@@ -16,6 +16,8 @@ use crate::units::ByteSize;
 
 const FONT: &str = "sans-serif";
 const MESH: RGBColor = RGBColor(0xee, 0xee, 0xee);
+/// A matrix cell with no value.
+const NO_VALUE: RGBColor = RGBColor(0xee, 0xee, 0xee);
 /// Tableau 10: tells lines apart, also for the colour-blind.
 const PALETTE: [RGBColor; 10] = [
     RGBColor(0x4e, 0x79, 0xa7),
@@ -205,6 +207,53 @@ fn shade(share: f64) -> HSLColor {
     HSLColor(t * 120.0 / 360.0, 0.62, 0.62)
 }
 
+/// A matrix slot: sender row and receiver column, as plotters addresses it.
+type Slot = (SegmentValue<u32>, SegmentValue<u32>);
+
+/// How a matrix cell compares with the best pair of the matrix.
+struct Shading {
+    mode: Mode,
+    /// The best cell: highest Gb/s, or lowest latency.
+    best: f64,
+}
+
+impl Shading {
+    fn of(m: &PairMatrix) -> Self {
+        let cells = || m.values.iter().flatten().flatten().copied();
+        let best = match m.mode {
+            Mode::Bandwidth => cells().fold(0.0, f64::max),
+            Mode::Latency => cells().fold(f64::INFINITY, f64::min),
+        };
+        Shading { mode: m.mode, best }
+    }
+
+    /// The cell's fill: its share of the best, grey where it has no value.
+    fn fill(&self, v: Option<f64>) -> ShapeStyle {
+        match v {
+            Some(g) if self.best > 0.0 && g > 0.0 => shade(match self.mode {
+                Mode::Bandwidth => g / self.best,
+                Mode::Latency => self.best / g,
+            })
+            .filled(),
+            _ => NO_VALUE.filled(),
+        }
+    }
+}
+
+/// The square of the cell that `src` sends to `dst`: row 0 at the top, y = n − 1 − row.
+fn cell_square(n: u32, src: u32, dst: u32, style: ShapeStyle) -> Rectangle<Slot> {
+    let y = n - 1 - src;
+    let mut r = Rectangle::new(
+        [
+            (SegmentValue::Exact(dst), SegmentValue::Exact(y)),
+            (SegmentValue::Exact(dst + 1), SegmentValue::Exact(y + 1)),
+        ],
+        style,
+    );
+    r.set_margin(1, 1, 1, 1);
+    r
+}
+
 /// The all-pairs matrix: rows send, columns receive, each cell coloured by
 /// how close it is to the best pair (highest Gb/s, lowest latency) and
 /// labelled with its value. Hosts in `marked` (the suspects) get a `*`.
@@ -213,15 +262,7 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
     let cell = (640 / n.max(1)).clamp(14, 72);
     let label_area = 16 + 8 * m.hosts.iter().map(|h| h.len()).max().unwrap_or(2).min(24) as u32;
     let side = (cell * n + label_area + 30).max(560);
-    let cells_of = || m.values.iter().flatten().flatten().copied();
-    let best = match m.mode {
-        Mode::Bandwidth => cells_of().fold(0.0, f64::max),
-        Mode::Latency => cells_of().fold(f64::INFINITY, f64::min),
-    };
-    let share = |v: f64| match m.mode {
-        Mode::Bandwidth => v / best,
-        Mode::Latency => best / v,
-    };
+    let shading = Shading::of(m);
     let name = |i: u32| {
         let host = m.hosts.get(i as usize).cloned().unwrap_or_default();
         if marked.contains(&(i as usize)) {
@@ -234,8 +275,12 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
     {
         let root = SVGBackend::with_string(&mut svg, (side + 20, side + 50)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
-        let title =
-            format!("All pairs `{}`: {}, row sends → column receives (best {best:.2})", m.group, matrix_unit(m));
+        let title = format!(
+            "All pairs `{}`: {}, row sends → column receives (best {:.2})",
+            m.group,
+            matrix_unit(m),
+            shading.best
+        );
         let mut chart = ChartBuilder::on(&root)
             .caption(title, (FONT, 18))
             .margin(10)
@@ -269,35 +314,17 @@ pub fn heatmap(m: &PairMatrix, marked: &[usize]) -> Result<String, ReportError> 
             .iter()
             .enumerate()
             .flat_map(|(src, row)| row.iter().enumerate().map(move |(dst, v)| (src as u32, dst as u32, *v)));
-        let grey = RGBColor(0xee, 0xee, 0xee);
         chart
-            .draw_series(cells.clone().map(|(src, dst, v)| {
-                let y = n - 1 - src;
-                let style = match v {
-                    Some(g) if best > 0.0 && g > 0.0 => shade(share(g)).filled(),
-                    _ => grey.filled(),
-                };
-                let mut r = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(dst), SegmentValue::Exact(y)),
-                        (SegmentValue::Exact(dst + 1), SegmentValue::Exact(y + 1)),
-                    ],
-                    style,
-                );
-                r.set_margin(1, 1, 1, 1);
-                r
-            }))
+            .draw_series(cells.clone().map(|(src, dst, v)| cell_square(n, src, dst, shading.fill(v))))
             .map_err(failed)?;
         if cell >= 30 {
-            let size = if cell >= 48 { 16 } else { 12 };
+            let style = (FONT, if cell >= 48 { 16 } else { 12 }).into_font().into_text_style(&root);
+            let style = style.pos(Pos::new(HPos::Center, VPos::Center));
             chart
                 .draw_series(cells.filter_map(|(src, dst, v)| {
                     let g = v?;
-                    Some(Text::new(
-                        number(g, if g >= 100.0 { 0 } else { 2 }),
-                        (SegmentValue::CenterOf(dst), SegmentValue::CenterOf(n - 1 - src)),
-                        (FONT, size).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Center)),
-                    ))
+                    let at = (SegmentValue::CenterOf(dst), SegmentValue::CenterOf(n - 1 - src));
+                    Some(Text::new(number(g, if g >= 100.0 { 0 } else { 2 }), at, style.clone()))
                 }))
                 .map_err(failed)?;
         }

@@ -14,7 +14,7 @@ use crate::report::{escape, Exporter, ReportError};
 use crate::result::congestion::CanaryImpact;
 use crate::result::repeats::RepeatedPhase;
 use crate::result::sweep::SweepResult;
-use crate::result::{FlowResult, Metric, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
+use crate::result::{FlowResult, Metric, PairMatrix, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
 
 /// Flows drawn one by one in a phase's time series; more are left to the tables.
 const SERIES_MAX_FLOWS: usize = 12;
@@ -28,36 +28,8 @@ pub struct HtmlExporter;
 
 impl Exporter for HtmlExporter {
     fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
-        let name = escape(&run.scenario.run.name);
-        let mut page = format!(
-            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-             <title>fabricbench: {name}</title><style>{CSS}</style></head><body>\n<h1>fabricbench: {name}</h1>\n"
-        );
-        page += &format!(
-            "<p class=\"meta\">Started {} · {} host(s) · scenario <code>{}</code> · fabricbench {} · \
-             bandwidth in Gb/s = 10<sup>9</sup> bit/s</p>\n",
-            escape(&run.started_at),
-            run.plan.ranks.len(),
-            escape(&run.scenario_file),
-            escape(&run.tool_version)
-        );
-        match &run.status {
-            RunStatus::Failed { error } => {
-                page += &format!("<div class=\"banner fail\">Run FAILED: {}</div>\n", escape(error));
-            }
-            RunStatus::Degraded { reasons } => {
-                page += "<div class=\"banner fail\">Run DEGRADED: not a valid measurement</div>\n<ul>";
-                page += &reasons.iter().map(|r| format!("<li>{}</li>", escape(r))).collect::<String>();
-                page += "</ul>\n";
-            }
-            RunStatus::Running { note } => {
-                page += &format!("<div class=\"banner\">Run still going: {}</div>\n", escape(note));
-                if let Some(live) = live::line(run) {
-                    page += &format!("<p>{}</p>\n", escape(&live));
-                }
-            }
-            RunStatus::Ok => {}
-        }
+        let mut page = head(run);
+        page += &status_banner(run);
         if let Some(a) = &run.acceptance {
             let class = if a.passed { "pass" } else { "fail" };
             page += &format!("<div class=\"banner {class}\">{}</div>\n", escape(&tables::verdict_line(a)));
@@ -66,23 +38,7 @@ impl Exporter for HtmlExporter {
             }
         }
         if let Some(m) = &run.matrix {
-            let marked: Vec<usize> = run
-                .acceptance
-                .iter()
-                .flat_map(|a| &a.suspects)
-                .filter_map(|s| match s.kind {
-                    SuspectKind::Host { rank, .. } => Some(rank),
-                    _ => None,
-                })
-                .collect();
-            page += "<h2>All pairs</h2>\n<p>Each cell is one pair measured alone in its round; colour is how close \
-                     it comes to the best pair (green 100 %, yellow 75 %, red 50 % and below; grey: not measured). \
-                     <code>*</code> marks a suspect host.</p>\n";
-            page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
-            page += &format!(
-                "<details><summary>The matrix as a table</summary>{}</details>\n",
-                html_table(&tables::matrix(m))
-            );
+            page += &matrix_section(run, m)?;
         }
         if let Some(sweep) = &run.sweep {
             page += &sweep_section(run, sweep)?;
@@ -96,24 +52,92 @@ impl Exporter for HtmlExporter {
         if let Some(svg) = sizes_chart(run)? {
             page += &format!("<h2>Bandwidth vs message size</h2>\n<figure>{svg}</figure>\n");
         }
-        page += "<h2>Phases</h2>\n";
-        // All-pairs rounds are summed up by the heatmap, repeats by their tables: fold them away.
-        let fold = run.phases.len() > 1 && (run.matrix.is_some() || run.repeats.is_some());
-        for p in &run.phases {
-            page += &phase_section(run, p, fold)?;
-        }
-        if let Some(a) = run.acceptance.as_ref().filter(|a| !a.retest_phases.is_empty()) {
-            page += "<h2>Retests (each suspect alone)</h2>\n";
-            for p in &a.retest_phases {
-                page += &phase_section(run, p, true)?;
-            }
-        }
+        page += &phases(run)?;
         if let Some(ports) = tables::ports(run) {
             page += &format!("<h2>Hosts</h2>\n{}", html_table(&ports));
         }
         page += &format!("<p class=\"meta\">{}</p>\n</body></html>\n", escape(&tables::status_line(run)));
         Ok(page.into_bytes())
     }
+}
+
+/// The page up to its first heading's line of facts: title, style, when, how many hosts, what ran.
+fn head(run: &RunResult) -> String {
+    let name = escape(&run.scenario.run.name);
+    let mut page = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>fabricbench: {name}</title><style>{CSS}</style></head><body>\n<h1>fabricbench: {name}</h1>\n"
+    );
+    page += &format!(
+        "<p class=\"meta\">Started {} · {} host(s) · scenario <code>{}</code> · fabricbench {} · \
+         bandwidth in Gb/s = 10<sup>9</sup> bit/s</p>\n",
+        escape(&run.started_at),
+        run.plan.ranks.len(),
+        escape(&run.scenario_file),
+        escape(&run.tool_version)
+    );
+    page
+}
+
+/// The banner of a run that failed, is degraded or still going; nothing for one that is fine.
+fn status_banner(run: &RunResult) -> String {
+    let mut page = String::new();
+    match &run.status {
+        RunStatus::Failed { error } => {
+            page += &format!("<div class=\"banner fail\">Run FAILED: {}</div>\n", escape(error));
+        }
+        RunStatus::Degraded { reasons } => {
+            page += "<div class=\"banner fail\">Run DEGRADED: not a valid measurement</div>\n<ul>";
+            page += &reasons.iter().map(|r| format!("<li>{}</li>", escape(r))).collect::<String>();
+            page += "</ul>\n";
+        }
+        RunStatus::Running { note } => {
+            page += &format!("<div class=\"banner\">Run still going: {}</div>\n", escape(note));
+            if let Some(live) = live::line(run) {
+                page += &format!("<p>{}</p>\n", escape(&live));
+            }
+        }
+        RunStatus::Ok => {}
+    }
+    page
+}
+
+/// The all-pairs heatmap, suspect hosts marked, and the matrix as a table.
+fn matrix_section(run: &RunResult, m: &PairMatrix) -> Result<String, ReportError> {
+    let marked: Vec<usize> = run
+        .acceptance
+        .iter()
+        .flat_map(|a| &a.suspects)
+        .filter_map(|s| match s.kind {
+            SuspectKind::Host { rank, .. } => Some(rank),
+            _ => None,
+        })
+        .collect();
+    let mut page = String::from(
+        "<h2>All pairs</h2>\n<p>Each cell is one pair measured alone in its round; colour is how close \
+         it comes to the best pair (green 100 %, yellow 75 %, red 50 % and below; grey: not measured). \
+         <code>*</code> marks a suspect host.</p>\n",
+    );
+    page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
+    page += &format!("<details><summary>The matrix as a table</summary>{}</details>\n", html_table(&tables::matrix(m)));
+    Ok(page)
+}
+
+/// Every phase, then the retests of the suspects.
+fn phases(run: &RunResult) -> Result<String, ReportError> {
+    let mut page = String::from("<h2>Phases</h2>\n");
+    // All-pairs rounds are summed up by the heatmap, repeats by their tables: fold them away.
+    let fold = run.phases.len() > 1 && (run.matrix.is_some() || run.repeats.is_some());
+    for p in &run.phases {
+        page += &phase_section(run, p, fold)?;
+    }
+    if let Some(a) = run.acceptance.as_ref().filter(|a| !a.retest_phases.is_empty()) {
+        page += "<h2>Retests (each suspect alone)</h2>\n";
+        for p in &a.retest_phases {
+            page += &phase_section(run, p, true)?;
+        }
+    }
+    Ok(page)
 }
 
 fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String, ReportError> {

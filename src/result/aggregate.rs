@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::histogram::Histogram;
 use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
-use crate::result::degraded::{self, AskedWindow, Observed, ObservedFlow};
+use crate::result::degraded::{self, AskedWindow, Degradation, Observed, ObservedFlow};
 use crate::result::intervals::{Moved, PhaseIntervals};
 use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::rdma::Connection;
@@ -32,97 +32,18 @@ pub fn aggregate_phase(
     asked: AskedWindow,
 ) -> PhaseResult {
     let arrived: Vec<&RankReport> = reports.iter().flatten().collect();
-    // The common window: the intervals every reporting rank took.
-    let taken = intervals.closed();
-    let spans: Vec<(usize, f64)> = match taken {
-        0 => Vec::new(),
-        _ => arrived.iter().map(|r| (r.rank, intervals.span_s(r.rank))).collect(),
-    };
+    let spans = rank_windows(&arrived, intervals);
     let window_s = stats::mean(&spans.iter().map(|s| s.1).collect::<Vec<_>>()).unwrap_or(0.0);
-    // Each rank's samples by flow and side (the first, should one come twice).
-    let mut by_end: HashMap<(usize, u32, Side), (&RankReport, &FlowSamples)> = HashMap::new();
-    for (rank, report) in reports.iter().enumerate() {
-        let Some(report) = report else { continue };
-        for s in &report.flows {
-            by_end.entry((rank, s.flow, s.side)).or_insert((report, s));
-        }
-    }
-    // An end that reported, with what it moved in the common window.
-    let samples = |rank: usize, i: usize, flow: &Flow, side: Side| -> Option<(&RankReport, &FlowSamples, Moved)> {
-        let (report, s) = by_end.get(&(rank, flow.id, side)).copied()?;
-        Some((report, s, intervals.moved(i, side).filter(|_| taken > 0)?))
-    };
-
-    let mut flows = Vec::with_capacity(phase.flows.len());
-    // Each group's round trips, every flow's merged: its latency over all of them.
-    let mut round_trips: Vec<Option<Histogram>> = vec![None; phase.groups.len()];
-    for (i, flow) in phase.flows.iter().enumerate() {
-        let group = &phase.groups[flow.group];
-        let tx = samples(flow.src, i, flow, Side::Sender);
-        if let (Some(h), Some(merged)) = (tx.and_then(|(_, s, _)| s.rtts.as_ref()), round_trips.get_mut(flow.group)) {
-            merged.get_or_insert_with(Histogram::default).merge(h);
-        }
-        let rx = samples(flow.dst, i, flow, Side::Receiver);
-        let counted = if group.counted_at_receiver() { rx.or(tx) } else { tx.or(rx) };
-        let Moved { bytes, messages } = counted.map_or(Moved::default(), |c| c.2);
-        let error = [tx, rx].into_iter().flatten().find_map(|(_, s, _)| s.error.clone());
-        flows.push(FlowResult {
-            id: flow.id,
-            group: group.name.clone(),
-            mode: group.mode,
-            src: flow.src,
-            dst: flow.dst,
-            src_host: ranks[flow.src].label(),
-            dst_host: ranks[flow.dst].label(),
-            streams: group.streams,
-            message_size: group.message_size.bytes(),
-            tx_bytes: tx.map(|(_, _, moved)| moved.bytes),
-            rx_bytes: rx.map(|(_, _, moved)| moved.bytes),
-            bytes,
-            gbps: gbps(bytes, window_s),
-            msgs_per_s: if window_s > 0.0 { messages as f64 / window_s } else { 0.0 },
-            interval_gbps: Vec::new(),
-            latency: tx.and_then(|(_, s, _)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
-            error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
-            refused: rx.map_or(0, |(_, s, _)| s.refused),
-            lanes: counted.map_or_else(Vec::new, |(r, s, _)| lanes(r, s, taken, window_s)),
-            offered: None,
-            datagrams: match (tx, rx) {
-                (Some((_, _, t)), Some((_, _, r))) if is_ud(group) => Some(Datagrams::new(t.messages, r.messages)),
-                _ => None,
-            },
-        });
-        let flow = flows.last_mut().expect("just pushed");
-        flow.offered = offered(group, &[(flow.gbps, flow.msgs_per_s)]);
-    }
-
+    let ends = Ends::new(reports, intervals);
+    let (flows, round_trips) = flow_results(phase, ranks, &ends, window_s);
     let aggregate_gbps = stats::total(flows.iter().filter(|f| f.mode == Mode::Bandwidth).map(|f| f.gbps));
-    let flow_starts: Vec<(u32, i64)> = arrived
-        .iter()
-        .flat_map(|r| r.flows.iter())
-        .filter(|s| s.side == Side::Sender)
-        .filter_map(|s| Some((s.flow, s.start_ns?)))
-        .collect();
+    let flow_starts = flow_starts(&arrived);
     let starts: Vec<f64> = flow_starts.iter().map(|&(_, ns)| ns as f64 / 1e3).collect();
     let start_skew_us = match (stats::min(&starts), stats::max(&starts)) {
         (Some(lo), Some(hi)) => hi - lo,
         _ => 0.0,
     };
-    let observed = Observed {
-        flows: flows
-            .iter()
-            .map(|f| ObservedFlow {
-                id: f.id,
-                bandwidth: f.mode == Mode::Bandwidth,
-                bytes: f.bytes,
-                error: f.error.as_deref(),
-            })
-            .collect(),
-        rank_windows: spans,
-        starts: flow_starts.into_iter().map(|(flow, ns)| (flow, ns as f64 / 1e9)).collect(),
-        start_skew_s: start_skew_us / 1e6,
-    };
-    let degraded = degraded::judge(&observed, asked);
+    let degraded = judge(&flows, spans, flow_starts, start_skew_us, asked);
 
     PhaseResult {
         index: phase.index,
@@ -138,6 +59,148 @@ pub fn aggregate_phase(
         ranks: rank_results(ranks, reports, &flows, window_s),
         flows,
     }
+}
+
+/// Each reporting rank's span of the common window (the intervals every
+/// reporting rank took); none when no interval closed.
+fn rank_windows(arrived: &[&RankReport], intervals: &PhaseIntervals) -> Vec<(usize, f64)> {
+    match intervals.closed() {
+        0 => Vec::new(),
+        _ => arrived.iter().map(|r| (r.rank, intervals.span_s(r.rank))).collect(),
+    }
+}
+
+/// One end of a flow that reported: its rank's report, its samples, and
+/// what it moved in the common window.
+type End<'a> = (&'a RankReport, &'a FlowSamples, Moved);
+
+/// Every rank's samples by flow and side, with the intervals that say what
+/// each end moved in the common window.
+struct Ends<'a> {
+    by_end: HashMap<(usize, u32, Side), (&'a RankReport, &'a FlowSamples)>,
+    intervals: &'a PhaseIntervals,
+    taken: u32,
+}
+
+impl<'a> Ends<'a> {
+    fn new(reports: &'a [Option<RankReport>], intervals: &'a PhaseIntervals) -> Self {
+        // The first samples of a flow's side, should one come twice.
+        let mut by_end = HashMap::new();
+        for (rank, report) in reports.iter().enumerate() {
+            let Some(report) = report else { continue };
+            for s in &report.flows {
+                by_end.entry((rank, s.flow, s.side)).or_insert((report, s));
+            }
+        }
+        Ends { by_end, intervals, taken: intervals.closed() }
+    }
+
+    /// The end of flow `flow` (the `i`th of the phase) on `rank`, if it reported.
+    fn get(&self, rank: usize, i: usize, flow: &Flow, side: Side) -> Option<End<'a>> {
+        let (report, s) = self.by_end.get(&(rank, flow.id, side)).copied()?;
+        Some((report, s, self.intervals.moved(i, side).filter(|_| self.taken > 0)?))
+    }
+}
+
+/// Every flow's result, and each group's round trips with every flow's
+/// merged: its latency over all of them.
+fn flow_results(
+    phase: &Phase,
+    ranks: &[RankInfo],
+    ends: &Ends,
+    window_s: f64,
+) -> (Vec<FlowResult>, Vec<Option<Histogram>>) {
+    let mut flows = Vec::with_capacity(phase.flows.len());
+    let mut round_trips: Vec<Option<Histogram>> = vec![None; phase.groups.len()];
+    for (i, flow) in phase.flows.iter().enumerate() {
+        let group = &phase.groups[flow.group];
+        let tx = ends.get(flow.src, i, flow, Side::Sender);
+        if let (Some(h), Some(merged)) = (tx.and_then(|(_, s, _)| s.rtts.as_ref()), round_trips.get_mut(flow.group)) {
+            merged.get_or_insert_with(Histogram::default).merge(h);
+        }
+        let rx = ends.get(flow.dst, i, flow, Side::Receiver);
+        flows.push(flow_result(flow, group, ranks, tx, rx, ends.taken, window_s));
+    }
+    (flows, round_trips)
+}
+
+/// One flow's result from its two ends (either may be missing): counted
+/// where its group counts, over the common window.
+fn flow_result(
+    flow: &Flow,
+    group: &GroupPlan,
+    ranks: &[RankInfo],
+    tx: Option<End>,
+    rx: Option<End>,
+    taken: u32,
+    window_s: f64,
+) -> FlowResult {
+    let counted = if group.counted_at_receiver() { rx.or(tx) } else { tx.or(rx) };
+    let Moved { bytes, messages } = counted.map_or(Moved::default(), |c| c.2);
+    let error = [tx, rx].into_iter().flatten().find_map(|(_, s, _)| s.error.clone());
+    let mut result = FlowResult {
+        id: flow.id,
+        group: group.name.clone(),
+        mode: group.mode,
+        src: flow.src,
+        dst: flow.dst,
+        src_host: ranks[flow.src].label(),
+        dst_host: ranks[flow.dst].label(),
+        streams: group.streams,
+        message_size: group.message_size.bytes(),
+        tx_bytes: tx.map(|(_, _, moved)| moved.bytes),
+        rx_bytes: rx.map(|(_, _, moved)| moved.bytes),
+        bytes,
+        gbps: gbps(bytes, window_s),
+        msgs_per_s: if window_s > 0.0 { messages as f64 / window_s } else { 0.0 },
+        interval_gbps: Vec::new(),
+        latency: tx.and_then(|(_, s, _)| s.rtts.as_ref()).and_then(|h| h.summary(reported_share(group))),
+        error: error.or_else(|| counted.is_none().then(|| "no report from either end".to_string())),
+        refused: rx.map_or(0, |(_, s, _)| s.refused),
+        lanes: counted.map_or_else(Vec::new, |(r, s, _)| lanes(r, s, taken, window_s)),
+        offered: None,
+        datagrams: match (tx, rx) {
+            (Some((_, _, t)), Some((_, _, r))) if is_ud(group) => Some(Datagrams::new(t.messages, r.messages)),
+            _ => None,
+        },
+    };
+    result.offered = offered(group, &[(result.gbps, result.msgs_per_s)]);
+    result
+}
+
+/// When each flow's sender started (flow id, ns from t0), where it said.
+fn flow_starts(arrived: &[&RankReport]) -> Vec<(u32, i64)> {
+    arrived
+        .iter()
+        .flat_map(|r| r.flows.iter())
+        .filter(|s| s.side == Side::Sender)
+        .filter_map(|s| Some((s.flow, s.start_ns?)))
+        .collect()
+}
+
+/// Whether the phase's window can be trusted, from what was observed.
+fn judge(
+    flows: &[FlowResult],
+    rank_windows: Vec<(usize, f64)>,
+    flow_starts: Vec<(u32, i64)>,
+    start_skew_us: f64,
+    asked: AskedWindow,
+) -> Vec<Degradation> {
+    let observed = Observed {
+        flows: flows
+            .iter()
+            .map(|f| ObservedFlow {
+                id: f.id,
+                bandwidth: f.mode == Mode::Bandwidth,
+                bytes: f.bytes,
+                error: f.error.as_deref(),
+            })
+            .collect(),
+        rank_windows,
+        starts: flow_starts.into_iter().map(|(flow, ns)| (flow, ns as f64 / 1e9)).collect(),
+        start_skew_s: start_skew_us / 1e6,
+    };
+    degraded::judge(&observed, asked)
 }
 
 /// Each lane's bytes over the common window: only when the end's last

@@ -6,6 +6,7 @@
 //! the sweep summary.
 
 mod aggregate;
+mod checks;
 pub mod congestion;
 pub mod degraded;
 pub mod flaps;
@@ -18,6 +19,7 @@ pub mod sweep;
 use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
+pub use checks::{Acceptance, CheckOutcome, Checked, Direction, Retest, Suspect, SuspectKind, Verdict};
 pub use matrix::pair_matrix;
 pub use metric::Metric;
 
@@ -30,7 +32,7 @@ use crate::metrics::links::LinkEvent;
 use crate::metrics::netdev::NetdevDelta;
 use crate::metrics::GroupPlacement;
 use crate::plan::{FlowId, Plan};
-use crate::scenario::{Mode, Op, Pattern, Rule, Scenario, Transport};
+use crate::scenario::{Mode, Op, Pattern, Scenario, Transport};
 use crate::transport::rdma::{CounterDelta, InventoryDevice};
 
 /// 2: `matrix` (all-pairs) and `acceptance` (checks, suspects, retests).
@@ -218,115 +220,6 @@ pub struct PairMatrix {
     pub values: Vec<Vec<Option<f64>>>,
 }
 
-/// How the run measured up to its checks.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Acceptance {
-    /// True when every check passed (or failed only in the run and passed when retested alone).
-    pub passed: bool,
-    pub rules: Vec<Rule>,
-    /// The ports' line rate used by `% of line rate`, Gb/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line_rate_gbps: Option<f64>,
-    /// One outcome per rule and item checked.
-    pub checks: Vec<CheckOutcome>,
-    /// Hosts and links to blame, worst first.
-    pub suspects: Vec<Suspect>,
-    /// The phases that retested suspects alone, after the run.
-    pub retest_phases: Vec<PhaseResult>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CheckOutcome {
-    pub rule: Rule,
-    #[serde(flatten)]
-    pub item: Checked,
-    /// The measured value: Gb/s (µs for latency); `null` when there is none.
-    pub value: Option<f64>,
-    /// The limit it had to reach, in the same unit; `null` when unknown.
-    pub limit: Option<f64>,
-    pub verdict: Verdict,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// What one outcome is about.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "item", rename_all = "snake_case")]
-pub enum Checked {
-    Flow {
-        phase: usize,
-        flow: FlowId,
-        src: usize,
-        dst: usize,
-    },
-    /// A rank's sending (`tx`) or receiving (`rx`) rate in one phase.
-    Host {
-        phase: usize,
-        rank: usize,
-        direction: Direction,
-    },
-    Receiver {
-        phase: usize,
-        rank: usize,
-    },
-    Group {
-        phase: usize,
-        group: String,
-    },
-    /// The rule as a whole, when it could not be checked on anything.
-    Rule,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    Tx,
-    Rx,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Pass,
-    Fail,
-    /// Failed in the run, passed when its suspect was retested alone.
-    Cleared,
-    /// Could not be evaluated (the note says why); counts as not passed.
-    Unknown,
-}
-
-/// A host or link blamed for failing flow checks.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Suspect {
-    #[serde(flatten)]
-    pub kind: SuspectKind,
-    /// Why it is suspected, in words.
-    pub evidence: String,
-    pub retest: Retest,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "suspect", rename_all = "snake_case")]
-pub enum SuspectKind {
-    /// Every link of this host failed.
-    Host { rank: usize, host: String },
-    /// This link failed while both its hosts passed elsewhere.
-    Link { a: usize, b: usize, a_host: String, b_host: String },
-    /// Every link failed: no one host or link stands out (the threshold, or the whole fabric).
-    Fabric,
-}
-
-/// What retesting a suspect alone showed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum Retest {
-    /// Not retested; says why (`--no-retest`, no healthy partner, the run failed).
-    NotRun { reason: String },
-    /// Failed again alone, in `retest_phases[phase]`: it is bad.
-    Confirmed { phase: usize, gbps: f64 },
-    /// Passed alone, in `retest_phases[phase]`: the run's failure did not repeat.
-    Cleared { phase: usize, gbps: f64 },
-}
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum RunStatus {

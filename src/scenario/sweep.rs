@@ -11,7 +11,7 @@ use crate::scenario::placement::Numa;
 use crate::scenario::rate::Rate;
 use crate::scenario::rdma::{CompletionMode, RdmaParams};
 use crate::scenario::stress::Threads;
-use crate::scenario::{Pattern, RankSet, Scenario, Transport};
+use crate::scenario::{GroupSpec, Pattern, RankSet, Scenario, Transport};
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -226,121 +226,154 @@ fn apply(
     ranks: usize,
 ) -> Result<Scenario, String> {
     let mut s = scenario.clone();
-    let wanted = |name: &str| group.is_none_or(|g| g == name);
-    let number = || match value {
-        Value::Number(n) => Ok(*n),
-        Value::Text(t) => t.parse().map_err(|_| format!("`{t}` is not a whole number")),
-    };
+    let wanted = |g: &&mut GroupSpec| group.is_none_or(|name| name == g.name);
+    let number = || whole_number(value);
     match parameter {
         Parameter::MessageSize => {
-            let size = match value {
-                Value::Number(n) => ByteSize(*n),
-                Value::Text(t) => ByteSize::parse(t)?,
-            };
-            if size.bytes() == 0 {
-                return Err("a message size must be at least 1 byte".into());
-            }
-            s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.message_size = Some(size));
+            let size = message_size(value)?;
+            s.groups.iter_mut().filter(wanted).for_each(|g| g.message_size = Some(size));
         }
         Parameter::Streams => {
             let n = u32::try_from(number()?).ok().filter(|&n| n >= 1).ok_or("streams must be 1 or more")?;
-            s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.streams = n);
+            s.groups.iter_mut().filter(wanted).for_each(|g| g.streams = n);
         }
         Parameter::Senders => {
             let k = usize::try_from(number()?).ok().filter(|&k| k >= 1).ok_or("senders must be 1 or more")?;
-            for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
-                if g.pattern != Pattern::FanIn {
-                    return Err(format!(
-                        "sweeping `senders` needs a fan-in group; `{}` is {}",
-                        g.name,
-                        g.pattern.name()
-                    ));
-                }
-                if ranks == usize::MAX {
-                    continue; // checked again when the plan knows the job size
-                }
-                let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks)?;
-                let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks)?;
-                let senders: Vec<usize> = all.into_iter().filter(|r| !receivers.contains(r)).take(k).collect();
-                if senders.len() < k {
-                    return Err(format!("{k} senders asked, but group `{}` has only {}", g.name, senders.len()));
-                }
-                g.senders = Some(RankSet::Ranges(senders.into_iter().map(|r| (r, r)).collect()));
-            }
+            s.groups.iter_mut().filter(wanted).try_for_each(|g| set_senders(g, k, ranks))?;
         }
-        Parameter::StressThreads => match value {
-            Value::Text(t) if t == "all" => s.stress.iter_mut().for_each(|st| st.threads = Threads::All),
-            _ => match number()? {
-                0 => s.stress.clear(),
-                n => s.stress.iter_mut().for_each(|st| st.threads = Threads::Count(n as usize)),
-            },
-        },
-        Parameter::StressLoad => match u8::try_from(number()?).ok().filter(|&l| l <= 100) {
-            Some(0) => s.stress.clear(),
-            Some(load) => s.stress.iter_mut().for_each(|st| st.load = load),
-            None => return Err(format!("`{value}` is not a load; use 0 to 100 (percent)")),
-        },
+        Parameter::StressThreads => set_stress_threads(&mut s, value)?,
+        Parameter::StressLoad => set_stress_load(&mut s, value)?,
         Parameter::Transport => {
             let transport: Transport = from_text(value, "a transport (valid: tcp, rdma)")?;
-            for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
-                g.transport = transport;
-                if transport == Transport::Tcp {
-                    // TCP streams send: the RDMA op and knobs stay with the RDMA points.
-                    g.op = None;
-                    g.rdma = None;
-                }
-            }
+            s.groups.iter_mut().filter(wanted).for_each(|g| set_transport(g, transport));
         }
         Parameter::Rate => {
-            let rate = match value {
-                Value::Text(t) => Rate::parse(t)?,
-                Value::Number(n) => {
-                    return Err(format!("`{n}` has no unit; write a rate, e.g. \"2 Gb/s\" or \"10k msg/s\""))
-                }
-            };
-            s.groups.iter_mut().filter(|g| wanted(&g.name)).for_each(|g| g.rate = Some(rate));
+            let rate = rate(value)?;
+            s.groups.iter_mut().filter(wanted).for_each(|g| g.rate = Some(rate));
         }
         Parameter::Numa => {
             let numa: Numa = from_text(value, "a NUMA placement (valid: near, far, any)")?;
-            for g in s.groups.iter_mut().filter(|g| wanted(&g.name)) {
+            for g in s.groups.iter_mut().filter(wanted) {
                 g.numa = numa;
                 g.cores = None;
             }
         }
-        Parameter::Enabled => match value.to_string().as_str() {
-            "on" | "1" | "true" => {}
-            "off" | "0" | "false" => {
-                s.groups.retain(|g| !wanted(&g.name));
-                if s.groups.is_empty() {
-                    return Err("turning the group off leaves no group to run".into());
-                }
-            }
-            other => return Err(format!("`{other}` is not on or off")),
-        },
+        Parameter::Enabled => set_enabled(&mut s, group, value)?,
         knob => {
             let mut rdma_groups =
-                s.groups.iter_mut().filter(|g| wanted(&g.name) && g.transport == Transport::Rdma).peekable();
+                s.groups.iter_mut().filter(wanted).filter(|g| g.transport == Transport::Rdma).peekable();
             if rdma_groups.peek().is_none() {
                 return Err(format!("sweeping `{}` needs an RDMA group (transport = \"rdma\")", knob.name()));
             }
-            for g in rdma_groups {
-                set_knob(knob, g.rdma.get_or_insert_with(RdmaParams::default), value, number)?;
-                let params = g.rdma_params().unwrap_or_default();
-                params.validate().map_err(|e| format!("group `{}` at {}={value}: {e}", g.name, knob.name()))?;
-            }
+            rdma_groups.try_for_each(|g| set_group_knob(g, knob, value))?;
         }
     }
     Ok(s)
 }
 
+/// The value read as a whole number.
+fn whole_number(value: &Value) -> Result<u64, String> {
+    match value {
+        Value::Number(n) => Ok(*n),
+        Value::Text(t) => t.parse().map_err(|_| format!("`{t}` is not a whole number")),
+    }
+}
+
+/// The value read as a message size (a number of bytes, or "64KiB").
+fn message_size(value: &Value) -> Result<ByteSize, String> {
+    let size = match value {
+        Value::Number(n) => ByteSize(*n),
+        Value::Text(t) => ByteSize::parse(t)?,
+    };
+    if size.bytes() == 0 {
+        return Err("a message size must be at least 1 byte".into());
+    }
+    Ok(size)
+}
+
+/// The value read as a rate, which needs its unit.
+fn rate(value: &Value) -> Result<Rate, String> {
+    match value {
+        Value::Text(t) => Rate::parse(t),
+        Value::Number(n) => Err(format!("`{n}` has no unit; write a rate, e.g. \"2 Gb/s\" or \"10k msg/s\"")),
+    }
+}
+
+/// Keeps `k` senders of fan-in group `g` in a job of `ranks` (`usize::MAX`
+/// while the job size is not known: checked again when the plan knows it).
+fn set_senders(g: &mut GroupSpec, k: usize, ranks: usize) -> Result<(), String> {
+    if g.pattern != Pattern::FanIn {
+        return Err(format!("sweeping `senders` needs a fan-in group; `{}` is {}", g.name, g.pattern.name()));
+    }
+    if ranks == usize::MAX {
+        return Ok(());
+    }
+    let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks)?;
+    let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks)?;
+    let senders: Vec<usize> = all.into_iter().filter(|r| !receivers.contains(r)).take(k).collect();
+    if senders.len() < k {
+        return Err(format!("{k} senders asked, but group `{}` has only {}", g.name, senders.len()));
+    }
+    g.senders = Some(RankSet::Ranges(senders.into_iter().map(|r| (r, r)).collect()));
+    Ok(())
+}
+
+/// Every stress table's threads ("all" or a count; 0 drops the stress).
+fn set_stress_threads(s: &mut Scenario, value: &Value) -> Result<(), String> {
+    match value {
+        Value::Text(t) if t == "all" => s.stress.iter_mut().for_each(|st| st.threads = Threads::All),
+        _ => match whole_number(value)? {
+            0 => s.stress.clear(),
+            n => s.stress.iter_mut().for_each(|st| st.threads = Threads::Count(n as usize)),
+        },
+    }
+    Ok(())
+}
+
+/// Every stress table's load in percent (0 drops the stress).
+fn set_stress_load(s: &mut Scenario, value: &Value) -> Result<(), String> {
+    match u8::try_from(whole_number(value)?).ok().filter(|&l| l <= 100) {
+        Some(0) => s.stress.clear(),
+        Some(load) => s.stress.iter_mut().for_each(|st| st.load = load),
+        None => return Err(format!("`{value}` is not a load; use 0 to 100 (percent)")),
+    }
+    Ok(())
+}
+
+fn set_transport(g: &mut GroupSpec, transport: Transport) {
+    g.transport = transport;
+    if transport == Transport::Tcp {
+        // TCP streams send: the RDMA op and knobs stay with the RDMA points.
+        g.op = None;
+        g.rdma = None;
+    }
+}
+
+/// Keeps or drops `group` (every group when none is named).
+fn set_enabled(s: &mut Scenario, group: Option<&str>, value: &Value) -> Result<(), String> {
+    match value.to_string().as_str() {
+        "on" | "1" | "true" => {}
+        "off" | "0" | "false" => {
+            s.groups.retain(|g| group.is_some_and(|name| name != g.name));
+            if s.groups.is_empty() {
+                return Err("turning the group off leaves no group to run".into());
+            }
+        }
+        other => return Err(format!("`{other}` is not on or off")),
+    }
+    Ok(())
+}
+
+/// Sets one [group.rdma] knob of RDMA group `g`, and checks the knobs it ends with.
+fn set_group_knob(g: &mut GroupSpec, knob: Parameter, value: &Value) -> Result<(), String> {
+    set_knob(knob, g.rdma.get_or_insert_with(RdmaParams::default), value)?;
+    let params = g.rdma_params().unwrap_or_default();
+    params.validate().map_err(|e| format!("group `{}` at {}={value}: {e}", g.name, knob.name()))
+}
+
 /// Sets one [group.rdma] knob; `number` reads the value as a whole number.
-fn set_knob(
-    knob: Parameter,
-    rdma: &mut RdmaParams,
-    value: &Value,
-    number: impl Fn() -> Result<u64, String>,
-) -> Result<(), String> {
-    let n = || u32::try_from(number()?).map_err(|_| format!("`{value}` is too large"));
+fn set_knob(knob: Parameter, rdma: &mut RdmaParams, value: &Value) -> Result<(), String> {
+    let n = || u32::try_from(whole_number(value)?).map_err(|_| format!("`{value}` is too large"));
     match knob {
         Parameter::Qps => rdma.qps = n()?,
         Parameter::PostList => rdma.post_list = n()?,
