@@ -9,7 +9,7 @@ use crate::report::charts::{self, Series};
 use crate::report::live;
 use crate::report::load_latency;
 use crate::report::table::Table;
-use crate::report::{congestion, sweeps, tables};
+use crate::report::{congestion, summary_tables, sweeps};
 use crate::report::{escape, Exporter, ReportError};
 use crate::result::congestion::CanaryImpact;
 use crate::result::repeats::RepeatedPhase;
@@ -32,8 +32,8 @@ impl Exporter for HtmlExporter {
         page += &status_banner(run);
         if let Some(a) = &run.acceptance {
             let class = if a.passed { "pass" } else { "fail" };
-            page += &format!("<div class=\"banner {class}\">{}</div>\n", escape(&tables::verdict_line(a)));
-            for table in tables::acceptance(run, a) {
+            page += &format!("<div class=\"banner {class}\">{}</div>\n", escape(&summary_tables::verdict_line(a)));
+            for table in summary_tables::acceptance(run, a) {
                 page += &html_table(&table);
             }
         }
@@ -53,10 +53,10 @@ impl Exporter for HtmlExporter {
             page += &format!("<h2>Bandwidth vs message size</h2>\n<figure>{svg}</figure>\n");
         }
         page += &phases(run)?;
-        if let Some(ports) = tables::ports(run) {
+        if let Some(ports) = summary_tables::ports(run) {
             page += &format!("<h2>Hosts</h2>\n{}", html_table(&ports));
         }
-        page += &format!("<p class=\"meta\">{}</p>\n</body></html>\n", escape(&tables::status_line(run)));
+        page += &format!("<p class=\"meta\">{}</p>\n</body></html>\n", escape(&summary_tables::status_line(run)));
         Ok(page.into_bytes())
     }
 }
@@ -119,7 +119,10 @@ fn matrix_section(run: &RunResult, m: &PairMatrix) -> Result<String, ReportError
          <code>*</code> marks a suspect host.</p>\n",
     );
     page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
-    page += &format!("<details><summary>The matrix as a table</summary>{}</details>\n", html_table(&tables::matrix(m)));
+    page += &format!(
+        "<details><summary>The matrix as a table</summary>{}</details>\n",
+        html_table(&summary_tables::matrix(m))
+    );
     Ok(page)
 }
 
@@ -141,7 +144,7 @@ fn phases(run: &RunResult) -> Result<String, ReportError> {
 }
 
 fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String, ReportError> {
-    let summary = tables::phase_summary(run, p);
+    let summary = summary_tables::phase_summary(run, p);
     let mut body = String::from("<div class=\"charts\">");
     let mut incast: Vec<&ReceiverResult> = p.receivers.iter().filter(|r| r.senders >= 2).collect();
     let uncharted = incast.len().saturating_sub(CHARTED_RECEIVERS);

@@ -21,9 +21,9 @@ mod rdma_counters;
 mod refused;
 mod repeats;
 pub mod results_dir;
+mod summary_tables;
 mod sweeps;
 mod table;
-mod tables;
 mod terminal;
 
 use std::io::Write;
@@ -33,7 +33,7 @@ use crate::result::RunResult;
 
 pub use html::HtmlExporter;
 pub use junit::JunitExporter;
-pub use tables::{status_line, verdict_line};
+pub use summary_tables::{status_line, verdict_line};
 pub use terminal::{render as render_terminal, render_host_checks, table_text, terminal_width};
 
 #[derive(Debug, thiserror::Error)]
@@ -87,15 +87,15 @@ impl Exporter for MarkdownExporter {
         );
         // Suspects and failed checks first: what a reader of an acceptance run wants.
         if let Some(a) = &run.acceptance {
-            out += &format!("## {}\n\n", tables::verdict_line(a));
-            for table in tables::acceptance(run, a) {
+            out += &format!("## {}\n\n", summary_tables::verdict_line(a));
+            for table in summary_tables::acceptance(run, a) {
                 out += &markdown_table(&table);
             }
         }
         if let Some(m) = &run.matrix {
-            out += &markdown_table(&tables::matrix(m));
+            out += &markdown_table(&summary_tables::matrix(m));
         }
-        for phase in tables::summarize(run) {
+        for phase in summary_tables::summarize(run) {
             out += &format!("## {}\n\n", phase.headline);
             for warning in &phase.warnings {
                 out += &format!("{warning}\n\n");
@@ -107,7 +107,7 @@ impl Exporter for MarkdownExporter {
         for table in sweeps::tables(run).into_iter().chain(congestion::tables(run)).chain(repeats::tables(run)) {
             out += &markdown_table(&table);
         }
-        if let Some(ports) = tables::ports(run) {
+        if let Some(ports) = summary_tables::ports(run) {
             out += &markdown_table(&ports);
         }
         if let Some(live) = live::line(run) {

@@ -7,8 +7,8 @@ use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 use crate::hostcheck::HostCheck;
 use crate::hostfacts::{self, HostFacts};
 use crate::report::fit::{fit, wrap};
+use crate::report::summary_tables::{self, status_line, summarize};
 use crate::report::table::Table;
-use crate::report::tables::{self, status_line, summarize};
 use crate::report::{congestion, live, repeats, sweeps};
 use crate::result::RunResult;
 
@@ -41,17 +41,17 @@ pub fn render(run: &RunResult, width: Option<u16>) -> String {
     }
     if let Some(m) = &run.matrix {
         if m.hosts.len() <= MATRIX_MAX_HOSTS {
-            out += &format!("\n{}", table_text(&tables::matrix(m), width));
+            out += &format!("\n{}", table_text(&summary_tables::matrix(m), width));
         } else {
             out += &format!("\n{}", line(&format!("All pairs: {} hosts, the matrix is in report.html", m.hosts.len())));
         }
     }
     if let Some(a) = &run.acceptance {
         out.push('\n');
-        for table in tables::acceptance(run, a).iter().filter(|t| !t.rows.is_empty()) {
+        for table in summary_tables::acceptance(run, a).iter().filter(|t| !t.rows.is_empty()) {
             out += &table_text(table, width);
         }
-        out += &line(&tables::verdict_line(a));
+        out += &line(&summary_tables::verdict_line(a));
     }
     if let Some(live) = live::line(run) {
         out += &format!("\n{}", line(&live));

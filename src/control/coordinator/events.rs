@@ -53,18 +53,18 @@ pub enum Event {
     Probed(RankProbe),
     PhaseDone(Box<PhaseResult>),
     Finished,
-    Failed(Failure),
+    Failed(RunFailure),
 }
 
 /// Why a run ended early, naming the rank and host where one is to blame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
+pub struct RunFailure {
     pub rank: Option<usize>,
     pub host: Option<String>,
     pub message: String,
 }
 
-impl fmt::Display for Failure {
+impl fmt::Display for RunFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.rank, &self.host) {
             (Some(rank), Some(host)) => write!(f, "rank {rank} ({host}): {}", self.message),

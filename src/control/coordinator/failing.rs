@@ -1,14 +1,14 @@
 //! Ending a run that went wrong: a failure names the rank, its host and
 //! its flows; a phase that was running collects the partial reports first.
 
-use super::{ns, ConnId, Coordinator, Event, Failure, Output, Stage};
+use super::{ns, ConnId, Coordinator, Event, Output, RunFailure, Stage};
 use crate::control::wire::ToWorker;
 use crate::result::aggregate_phase;
 
 impl Coordinator {
     /// Ends the run: a phase that was running collects partial reports first.
     pub(super) fn fail(&mut self, rank: Option<usize>, message: String, now_ns: i64) {
-        let failure = Failure { rank, host: rank.map(|r| self.slots[r].host.clone()), message };
+        let failure = RunFailure { rank, host: rank.map(|r| self.slots[r].host.clone()), message };
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Running { phase, reports, intervals, .. } => {
                 let reason = failure.to_string();

@@ -10,7 +10,7 @@ mod phases;
 mod timeouts;
 mod wiring;
 
-pub use events::{Event, Failure, Output};
+pub use events::{Event, Output, RunFailure};
 pub use timeouts::Timeouts;
 
 use failing::list;
@@ -83,7 +83,7 @@ enum Stage {
         phase: usize,
         reports: Gather<RankReport>,
         intervals: Box<PhaseIntervals>,
-        failure: Failure,
+        failure: RunFailure,
         deadline_ns: i64,
     },
     Done,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
 
-use super::{checks, ns, ConnId, Coordinator, Event, Failure, Output, Stage, Wiring};
+use super::{checks, ns, ConnId, Coordinator, Event, Output, RunFailure, Stage, Wiring};
 use crate::control::gather::Gather;
 use crate::control::printable;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTOCOL_VERSION};
@@ -46,7 +46,7 @@ impl Coordinator {
                 "runs fabricbench {} (protocol {}) but rank 0 runs fabricbench {} (protocol {}); install one version everywhere",
                 hello.tool_version, hello.version, self.tool_version, PROTOCOL_VERSION
             );
-            let failure = Failure { rank: Some(hello.rank), host: Some(hello.host), message };
+            let failure = RunFailure { rank: Some(hello.rank), host: Some(hello.host), message };
             self.broadcast(|| ToWorker::Abort { reason: failure.to_string() });
             self.broadcast(|| ToWorker::Bye);
             self.event(Event::Failed(failure));

@@ -128,7 +128,7 @@ impl ConnectedFlow {
         let mut shards = std::mem::take(&mut self.res.shards);
         let res = &self.res;
         let label = res.label.clone();
-        let shard_stop = stream::Stop { ext: stop, abort: AtomicBool::new(false) };
+        let shard_stop = stream::ShardStop { ext: stop, abort: AtomicBool::new(false) };
         let shard_stop = &shard_stop;
         let pace = res.pace.map(|per_s| per_s / shards.len().max(1) as f64);
         let caught = |shard: usize, r: std::thread::Result<Result<stream::ShardResult, RdmaError>>| {

@@ -27,12 +27,12 @@ const PACED_NAP: Duration = Duration::from_millis(1);
 const EVENT_WAIT_MS: i32 = 10;
 
 /// The caller's stop flag, plus an abort raised by a failing sibling shard.
-pub(crate) struct Stop<'a> {
+pub(crate) struct ShardStop<'a> {
     pub ext: &'a AtomicBool,
     pub abort: AtomicBool,
 }
 
-impl Stop<'_> {
+impl ShardStop<'_> {
     pub(crate) fn load(&self, o: Ordering) -> bool {
         self.ext.load(o) || self.abort.load(o)
     }
@@ -90,7 +90,7 @@ pub(crate) fn run_shard(
     res: &FlowResources,
     shard: &mut Shard,
     counters: &FlowCounters,
-    stop: &Stop,
+    stop: &ShardStop,
     pace: Option<f64>,
 ) -> Result<ShardResult, RdmaError> {
     let r = match res.side {
@@ -118,7 +118,7 @@ fn send_loop(
     res: &FlowResources,
     shard: &mut Shard,
     counters: &FlowCounters,
-    stop: &Stop,
+    stop: &ShardStop,
     mut pacer: Option<Pacer>,
 ) -> Result<ShardResult, RdmaError> {
     let p = &res.params;
@@ -310,7 +310,7 @@ fn recv_loop(
     res: &FlowResources,
     shard: &mut Shard,
     counters: &FlowCounters,
-    stop: &Stop,
+    stop: &ShardStop,
 ) -> Result<ShardResult, RdmaError> {
     let p = &res.params;
     let msg = p.effective_message_size();
@@ -371,7 +371,7 @@ fn recv_loop(
 
 /// Receiver of one-sided ops: nothing to do but keep the memory registered
 /// until told to stop.
-fn passive_wait(res: &FlowResources, shard: &mut Shard, stop: &Stop) -> Result<ShardResult, RdmaError> {
+fn passive_wait(res: &FlowResources, shard: &mut Shard, stop: &ShardStop) -> Result<ShardResult, RdmaError> {
     while !stop.load(Relaxed) {
         std::thread::sleep(PASSIVE_NAP);
     }
