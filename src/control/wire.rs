@@ -13,7 +13,7 @@ use crate::plan::{Flow, FlowId, GroupPlan};
 use crate::result::degraded::AskedWindow;
 use crate::result::intervals::Moved;
 use crate::scenario::stress::StressSpec;
-use crate::scenario::{check_run, RunSpec};
+use crate::scenario::{check_run, BadKey, RunSpec};
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
 use crate::transport::tcp::FlowProof;
 use crate::transport::Side;
@@ -122,7 +122,7 @@ impl Window {
     /// Whether the window keeps the limits of a scenario's `[run]`: a rank
     /// takes a window from rank 0 only if it does (a hostile one of 2³²
     /// samples would have the sampler reserve tens of GiB).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub fn check(&self) -> Result<(), BadKey> {
         let run = RunSpec {
             name: "window".into(),
             warmup: self.warmup,

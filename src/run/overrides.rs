@@ -32,8 +32,7 @@ impl Overrides {
         }
         if self.duration.is_some() || self.warmup.is_some() {
             // The window the flags make is held to the file's bounds (samples, overflow).
-            scenario::check_run(run)
-                .map_err(|(key, message)| anyhow!("with --duration/--warmup, [run] {key}: {message}"))?;
+            scenario::check_run(run).map_err(|e| anyhow!("with --duration/--warmup, [run] {e}"))?;
         }
         Ok(())
     }

@@ -7,6 +7,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::BadKey;
+
 /// What a rule is checked on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subject {
@@ -221,9 +223,9 @@ impl CheckSpec {
     }
 
     /// Each threshold fits its subject; errors carry the key.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), BadKey> {
         for rule in self.rules() {
-            rule.subject.accepts(rule.threshold).map_err(|m| (rule.subject.name(), m))?;
+            rule.subject.accepts(rule.threshold).map_err(|m| BadKey::new(rule.subject.name(), m))?;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Field, GroupSpec, Pattern, Scenario};
+use super::{BadKey, Field, GroupSpec, Pattern, Scenario};
 
 /// `[congestion]`: turns the run into isolated/congested pairs of phases.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -81,23 +81,23 @@ pub(super) fn check(s: &Scenario) -> Result<(), (Field, String)> {
     }
     if spec.split.is_some() {
         for (i, g) in s.groups.iter().enumerate() {
-            check_split_group(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+            check_split_group(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
         }
     }
     Ok(())
 }
 
 /// A role group whose ranks the split chooses names none itself.
-fn check_split_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+fn check_split_group(g: &GroupSpec) -> Result<(), BadKey> {
     if g.pattern == Pattern::Explicit {
-        return Err((
+        return Err(BadKey::new(
             "pattern",
             "`explicit` lists its own ranks, but [congestion] split chooses them: use fan-in, one-to-all, all-to-all, ring, random-ring or pairwise".into(),
         ));
     }
     let given = [g.ranks.is_some(), g.senders.is_some(), g.receivers.is_some(), g.flows.is_some()];
     match SPLIT_FILLS.iter().zip(given).find(|(_, given)| *given) {
-        Some((key, _)) => Err((key, "[congestion] split chooses the ranks of every role group: remove it, or remove `split` to name the ranks yourself".into())),
+        Some((key, _)) => Err(BadKey::new(key, "[congestion] split chooses the ranks of every role group: remove it, or remove `split` to name the ranks yourself".into())),
         None => Ok(()),
     }
 }

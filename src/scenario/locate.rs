@@ -11,6 +11,21 @@ pub struct Field {
     pub key: &'static str,
 }
 
+/// A bad value of one key of a scenario table, and why; the caller names
+/// the table (`Field`) and the line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct BadKey {
+    pub key: &'static str,
+    pub reason: String,
+}
+
+impl BadKey {
+    pub fn new(key: &'static str, reason: String) -> BadKey {
+        BadKey { key, reason }
+    }
+}
+
 /// Which table of the scenario file a field is in (named apart from
 /// `report::table::Table`, a rendered table).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
-pub use locate::{Field, Section, Source};
+pub use locate::{BadKey, Field, Section, Source};
 pub use op::{Mode, Op};
 pub use ranks::RankSet;
 pub use validate::check_run;

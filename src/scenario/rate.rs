@@ -8,7 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::rdma::Connection;
-use super::{GroupSpec, Mode, Op, Transport};
+use super::{BadKey, GroupSpec, Mode, Op, Transport};
 
 /// The slowest bit rate a flow may ask for: 1 Mb/s.
 pub const MIN_BITS_PER_S: f64 = 1e6;
@@ -126,10 +126,10 @@ impl<'de> Deserialize<'de> for Rate {
 
 /// `rate` and `schedule`: a message rate the pacer can keep, and a
 /// schedule only where probes go open-loop.
-pub(super) fn check_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+pub(super) fn check_group(g: &GroupSpec) -> Result<(), BadKey> {
     if g.schedule.is_some() {
         if g.mode != Mode::Latency {
-            return Err((
+            return Err(BadKey::new(
                 "schedule",
                 "`schedule` is for open-loop latency groups (mode = \"latency\" with a rate); a bandwidth group \
                  paces itself to its `rate` alone"
@@ -137,7 +137,7 @@ pub(super) fn check_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
             ));
         }
         if g.rate.is_none() {
-            return Err((
+            return Err(BadKey::new(
                 "schedule",
                 "open-loop latency needs a `rate`, e.g. rate = \"10k msg/s\" (without one, latency is ping-pong)"
                     .into(),
@@ -149,7 +149,7 @@ pub(super) fn check_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
         // The k-th echo answers the k-th probe: the initiator needs
         // messages the target echoes, delivered in order.
         if g.effective_op() != Op::Send {
-            return Err((
+            return Err(BadKey::new(
                 "rate",
                 format!(
                     "open-loop RDMA latency (a latency group with a rate) sends probes the target echoes: set op = \
@@ -159,7 +159,7 @@ pub(super) fn check_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
             ));
         }
         if g.rdma.as_ref().is_some_and(|r| r.connection == Connection::Ud) {
-            return Err((
+            return Err(BadKey::new(
                 "rate",
                 "open-loop RDMA latency needs RC (echoes matched to probes by order; UD may drop or reorder): \
                  drop connection = \"UD\", or drop `rate` for ping-pong"
@@ -170,7 +170,7 @@ pub(super) fn check_group(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     let size = g.effective_message_size().bytes();
     let per_s = rate.messages_per_s(size);
     if !(MIN_MSGS_PER_S..=MAX_MSGS_PER_S).contains(&per_s) {
-        return Err((
+        return Err(BadKey::new(
             "rate",
             format!(
                 "{rate} in messages of {size} B is {} msg/s; a flow's message rate is 1 to 100M msg/s: change \

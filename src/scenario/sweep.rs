@@ -11,7 +11,7 @@ use crate::scenario::placement::Numa;
 use crate::scenario::rate::Rate;
 use crate::scenario::rdma::{CompletionMode, RdmaParams};
 use crate::scenario::stress::Threads;
-use crate::scenario::{GroupSpec, Pattern, RankSet, Scenario, Transport};
+use crate::scenario::{BadKey, GroupSpec, Pattern, RankSet, Scenario, Transport};
 use crate::units::ByteSize;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -135,10 +135,10 @@ impl Parameter {
 
 impl SweepSpec {
     /// Problems visible without a hostfile: (key, message).
-    pub fn check(&self, scenario: &Scenario) -> Result<(), (&'static str, String)> {
+    pub fn check(&self, scenario: &Scenario) -> Result<(), BadKey> {
         let points = self.values.len().saturating_mul(self.by.as_ref().map_or(1, |by| by.values.len()));
         if points > MAX_SWEEP_POINTS {
-            return Err((
+            return Err(BadKey::new(
                 "values",
                 format!("give {points} points (one phase each); a sweep takes at most {MAX_SWEEP_POINTS}"),
             ));
@@ -146,20 +146,20 @@ impl SweepSpec {
         check_axis(scenario, self.parameter, &self.values, self.group.as_deref())?;
         if let Some(b) = &self.baseline {
             if !self.values.contains(b) {
-                return Err(("baseline", format!("`{b}` is not one of the values")));
+                return Err(BadKey::new("baseline", format!("`{b}` is not one of the values")));
             }
         }
         if let Some(by) = &self.by {
             check_axis(scenario, by.parameter, &by.values, by.group.as_deref())
-                .map_err(|(key, m)| ("by", format!("{key}: {m}")))?;
+                .map_err(|e| BadKey::new("by", e.to_string()))?;
             if by.parameter == self.parameter {
-                return Err((
+                return Err(BadKey::new(
                     "by",
                     format!("sweeps `{}` twice; give the columns another parameter", by.parameter.name()),
                 ));
             }
         }
-        self.points(scenario, usize::MAX).map(drop).map_err(|m| ("values", m))
+        self.points(scenario, usize::MAX).map(drop).map_err(|m| BadKey::new("values", m))
     }
 
     pub fn baseline(&self) -> &Value {
@@ -189,29 +189,27 @@ impl SweepSpec {
 }
 
 /// One axis' own problems: values present, group known, parameter applicable.
-fn check_axis(
-    scenario: &Scenario,
-    parameter: Parameter,
-    values: &[Value],
-    group: Option<&str>,
-) -> Result<(), (&'static str, String)> {
+fn check_axis(scenario: &Scenario, parameter: Parameter, values: &[Value], group: Option<&str>) -> Result<(), BadKey> {
     if values.is_empty() {
-        return Err(("values", "needs at least one value".into()));
+        return Err(BadKey::new("values", "needs at least one value".into()));
     }
     if let Some(group) = group {
         if !scenario.groups.iter().any(|g| g.name == group) {
             let names: Vec<&str> = scenario.groups.iter().map(|g| g.name.as_str()).collect();
-            return Err(("group", format!("no group is named `{group}` (groups: {})", names.join(", "))));
+            return Err(BadKey::new("group", format!("no group is named `{group}` (groups: {})", names.join(", "))));
         }
     }
     if parameter == Parameter::Enabled && group.is_none() {
-        return Err(("group", "sweeping `enabled` turns one group on and off; name it with group = \"...\"".into()));
+        return Err(BadKey::new(
+            "group",
+            "sweeping `enabled` turns one group on and off; name it with group = \"...\"".into(),
+        ));
     }
     if matches!(parameter, Parameter::StressThreads | Parameter::StressLoad) && scenario.stress.is_empty() {
-        return Err(("parameter", format!("`{}` needs a [[stress]] table to vary", parameter.name())));
+        return Err(BadKey::new("parameter", format!("`{}` needs a [[stress]] table to vary", parameter.name())));
     }
     for value in values {
-        apply(parameter, group, scenario, value, usize::MAX).map_err(|m| ("values", m))?;
+        apply(parameter, group, scenario, value, usize::MAX).map_err(|m| BadKey::new("values", m))?;
     }
     Ok(())
 }

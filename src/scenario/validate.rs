@@ -10,7 +10,7 @@ use super::limits::{
 use super::rdma::{atomic_size_error, ATOMIC_SIZE, GROUP_KEYS};
 use super::stress::Threads;
 use super::sweep::SweepSpec;
-use super::{Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Source, StressTable, Transport};
+use super::{BadKey, Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Source, StressTable, Transport};
 
 /// Checks what a single file can tell on its own, before any hostfile is
 /// read; `machine` stands in for the ranks' hosts in the stress bounds.
@@ -35,7 +35,7 @@ pub(super) fn check_rdma_tables(s: &Scenario, source: &Source) -> Result<(), (Fi
 }
 
 pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, String)> {
-    check_run(&s.run).map_err(|(key, m)| (Field::run(key), m))?;
+    check_run(&s.run).map_err(|e| (Field::run(e.key), e.reason))?;
     if s.groups.is_empty() {
         return Err((Field::top("group"), "a scenario needs at least one [[group]]".into()));
     }
@@ -43,9 +43,9 @@ pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, St
         if let Some(j) = s.groups[..i].iter().position(|other| other.name == g.name) {
             return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
         }
-        check_sizes(g).map_err(|(key, m)| (Field::group(i, key), m))?;
-        check_streams(g).map_err(|(key, m)| (Field::group(i, key), m))?;
-        check_selectors(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+        check_sizes(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
+        check_streams(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
+        check_selectors(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
         if g.pattern == Pattern::AllPairs && s.groups.len() > 1 {
             return Err((
                 Field::group(i, "pattern"),
@@ -56,51 +56,51 @@ pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, St
         if g.cores.is_some() && g.numa.is_asked() {
             return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
         }
-        check_transport(g).map_err(|(key, m)| (Field::group(i, key), m))?;
-        super::rate::check_group(g).map_err(|(key, m)| (Field::group(i, key), m))?;
+        check_transport(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
+        super::rate::check_group(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
     }
     for (i, st) in s.stress.iter().enumerate() {
-        check_stress(st, machine).map_err(|(key, m)| (Field::stress(i, key), m))?;
+        check_stress(st, machine).map_err(|e| (Field::stress(i, e.key), e.reason))?;
     }
     // Before the sweep's own checks: a congestion run takes no sweep at all.
     super::congestion::check(s)?;
     if let Some(sw) = &s.sweep {
-        sw.check(s).map_err(|(key, m)| (Field::sweep(key), m))?;
+        sw.check(s).map_err(|e| (Field::sweep(e.key), e.reason))?;
         check_points(sw, s, machine).map_err(|m| (Field::sweep("values"), m))?;
     }
-    s.check.validate().map_err(|(key, m)| (Field::check(key), m))
+    s.check.validate().map_err(|e| (Field::check(e.key), e.reason))
 }
 
 /// `[run]`: a name fit for a folder, and a window long enough to sample
 /// and short enough that its arithmetic cannot overflow. Public so that a
 /// window changed after parsing (`run --duration`) is held to the same.
-pub fn check_run(run: &RunSpec) -> Result<(), (&'static str, String)> {
+pub fn check_run(run: &RunSpec) -> Result<(), BadKey> {
     let name_ok = run.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
     if run.name.is_empty() || run.name.len() > MAX_NAME || !name_ok {
         let shown: String = run.name.chars().take(MAX_NAME).flat_map(char::escape_default).collect();
-        return Err((
+        return Err(BadKey::new(
             "name",
             format!("`{shown}` cannot name a results folder: use 1 to {MAX_NAME} of A-Z a-z 0-9 . _ -"),
         ));
     }
     let week = humantime::format_duration(MAX_WINDOW);
     if run.duration.is_zero() {
-        return Err(("duration", "must be longer than 0s, e.g. \"10s\"".into()));
+        return Err(BadKey::new("duration", "must be longer than 0s, e.g. \"10s\"".into()));
     }
     if run.duration > MAX_WINDOW {
-        return Err(("duration", format!("must be at most {week}; run a longer soak as several runs")));
+        return Err(BadKey::new("duration", format!("must be at most {week}; run a longer soak as several runs")));
     }
     if run.warmup > MAX_WINDOW {
-        return Err(("warmup", format!("must be at most {week}")));
+        return Err(BadKey::new("warmup", format!("must be at most {week}")));
     }
     if run.interval < MIN_INTERVAL || run.interval > run.duration {
-        return Err((
+        return Err(BadKey::new(
             "interval",
             format!("must be between 1ms and the duration ({})", humantime::format_duration(run.duration)),
         ));
     }
     if !(1..=MAX_REPEATS).contains(&run.repeat) {
-        return Err((
+        return Err(BadKey::new(
             "repeat",
             format!("{} repeats asked; give 1 to {MAX_REPEATS} (each phase runs that many times)", run.repeat),
         ));
@@ -108,7 +108,7 @@ pub fn check_run(run: &RunSpec) -> Result<(), (&'static str, String)> {
     let samples = run.duration.as_nanos().div_ceil(run.interval.as_nanos());
     if samples > MAX_SAMPLES {
         let shortest = Duration::from_nanos((run.duration.as_nanos().div_ceil(MAX_SAMPLES)) as u64);
-        return Err((
+        return Err(BadKey::new(
             "interval",
             format!(
                 "gives {samples} samples of the {} window; a phase takes at most {MAX_SAMPLES}: use an interval of at least {}",
@@ -121,41 +121,47 @@ pub fn check_run(run: &RunSpec) -> Result<(), (&'static str, String)> {
 }
 
 /// A group's sizes: what its transport sends as asked, and what a rank can hold.
-fn check_sizes(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+fn check_sizes(g: &GroupSpec) -> Result<(), BadKey> {
     if g.name.is_empty() || g.name.chars().count() > MAX_NAME || g.name.chars().any(char::is_control) {
-        return Err(("name", format!("must be 1 to {MAX_NAME} characters, none of them control characters")));
+        return Err(BadKey::new(
+            "name",
+            format!("must be 1 to {MAX_NAME} characters, none of them control characters"),
+        ));
     }
     if g.message_size.is_some_and(|m| m.bytes() == 0) {
-        return Err(("message_size", "must be at least 1 byte".into()));
+        return Err(BadKey::new("message_size", "must be at least 1 byte".into()));
     }
     if let Some(m) = g.message_size.filter(|m| m.bytes() != ATOMIC_SIZE && g.effective_op().is_atomic()) {
-        return Err(("message_size", atomic_size_error(m)));
+        return Err(BadKey::new("message_size", atomic_size_error(m)));
     }
     let size = g.effective_message_size();
     let (largest, valid) = limits::message_sizes(g.transport);
     if size.bytes() > largest {
-        return Err(("message_size", format!("{size} is too large: {valid}")));
+        return Err(BadKey::new("message_size", format!("{size} is too large: {valid}")));
     }
     if g.streams == 0 || g.streams > MAX_STREAMS {
-        return Err(("streams", format!("{} is outside 1..={MAX_STREAMS} (connections per flow)", g.streams)));
+        return Err(BadKey::new(
+            "streams",
+            format!("{} is outside 1..={MAX_STREAMS} (connections per flow)", g.streams),
+        ));
     }
     if let Some(flows) = g.flows.as_ref().filter(|f| f.len() > MAX_FLOWS) {
-        return Err(("flows", format!("lists {} flows; a group takes at most {MAX_FLOWS}", flows.len())));
+        return Err(BadKey::new("flows", format!("lists {} flows; a group takes at most {MAX_FLOWS}", flows.len())));
     }
     Ok(())
 }
 
 /// `streams` is TCP's parallel connections of a bandwidth flow: refused
 /// where nothing would apply it, rather than shown in results it did not shape.
-fn check_streams(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+fn check_streams(g: &GroupSpec) -> Result<(), BadKey> {
     if g.streams == 1 {
         return Ok(());
     }
     if g.mode == Mode::Latency {
-        return Err(("streams", "latency ping-pong runs one stream per flow; set streams = 1".into()));
+        return Err(BadKey::new("streams", "latency ping-pong runs one stream per flow; set streams = 1".into()));
     }
     if g.transport == Transport::Rdma {
-        return Err((
+        return Err(BadKey::new(
             "streams",
             format!(
                 "is {}, but an RDMA flow has no streams (they are TCP connections); set streams = 1 and ask \
@@ -168,15 +174,15 @@ fn check_streams(g: &GroupSpec) -> Result<(), (&'static str, String)> {
 }
 
 /// `[[stress]]`: a duty cycle, and burners the machine can hold.
-fn check_stress(st: &StressTable, machine: &Machine) -> Result<(), (&'static str, String)> {
+fn check_stress(st: &StressTable, machine: &Machine) -> Result<(), BadKey> {
     if !(1..=100).contains(&st.load) {
-        return Err(("load", format!("{} is not a duty cycle; use 1 to 100 (percent)", st.load)));
+        return Err(BadKey::new("load", format!("{} is not a duty cycle; use 1 to 100 (percent)", st.load)));
     }
     let most = THREADS_PER_CORE * machine.cores;
     let burners = match st.threads {
-        Threads::Count(0) => return Err(("threads", "must be at least 1, or \"all\"".into())),
+        Threads::Count(0) => return Err(BadKey::new("threads", "must be at least 1, or \"all\"".into())),
         Threads::Count(n) if n > most => {
-            return Err((
+            return Err(BadKey::new(
                 "threads",
                 format!(
                     "{n} burners are more than {THREADS_PER_CORE} per core of this machine ({} cores: at most {most}); \"all\" runs one per core of each rank",
@@ -188,11 +194,11 @@ fn check_stress(st: &StressTable, machine: &Machine) -> Result<(), (&'static str
         Threads::All => machine.cores,
     };
     if st.cores.is_some() && st.numa.is_asked() {
-        return Err(("numa", "give either `cores` or `numa`, not both".into()));
+        return Err(BadKey::new("numa", "give either `cores` or `numa`, not both".into()));
     }
     let (Some(memory), Some(total)) = (st.memory, machine.memory) else { return Ok(()) };
     if (burners as u128) * u128::from(memory.bytes()) > u128::from(total / 2) {
-        return Err((
+        return Err(BadKey::new(
             "memory",
             format!(
                 "{burners} burner(s) × {memory} is more than half of this machine's memory ({:.1} GiB); lower `memory` or `threads`",
@@ -220,17 +226,17 @@ fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<()
             check_sizes(g)
                 .and_then(|()| check_streams(g))
                 .and_then(|()| super::rate::check_group(g))
-                .map_err(|(key, m)| format!("at {at}, group `{}`: `{key}` {m}", g.name))?;
+                .map_err(|e| format!("at {at}, group `{}`: `{}` {}", g.name, e.key, e.reason))?;
         }
         for st in &point.scenario.stress {
-            check_stress(st, machine).map_err(|(key, m)| format!("at {at}, stress `{key}`: {m}"))?;
+            check_stress(st, machine).map_err(|e| format!("at {at}, stress `{}`: {}", e.key, e.reason))?;
         }
     }
     Ok(())
 }
 
 /// Each pattern takes its own selectors; a selector it ignores is a mistake.
-fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+fn check_selectors(g: &GroupSpec) -> Result<(), BadKey> {
     let allowed: &[&str] = match g.pattern {
         Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
         Pattern::Pairwise => &["ranks", "flows"],
@@ -245,37 +251,43 @@ fn check_selectors(g: &GroupSpec) -> Result<(), (&'static str, String)> {
     ];
     for (key, present) in given {
         if present && !allowed.contains(&key) {
-            return Err((
+            return Err(BadKey::new(
                 key,
                 format!("does not apply to pattern `{}` (it takes: {})", g.pattern.name(), allowed.join(", ")),
             ));
         }
     }
     if g.seed.is_some() && g.pattern != Pattern::RandomRing {
-        return Err(("seed", format!("only `random-ring` takes a seed; `{}` has no random order", g.pattern.name())));
+        return Err(BadKey::new(
+            "seed",
+            format!("only `random-ring` takes a seed; `{}` has no random order", g.pattern.name()),
+        ));
     }
     if g.pattern == Pattern::Explicit && g.flows.as_ref().is_none_or(Vec::is_empty) {
-        return Err(("flows", "pattern `explicit` needs flows = [[src, dst], ...]".into()));
+        return Err(BadKey::new("flows", "pattern `explicit` needs flows = [[src, dst], ...]".into()));
     }
     if g.pattern == Pattern::Pairwise && g.flows.is_some() && g.ranks.is_some() {
-        return Err(("flows", "give either `ranks` or explicit `flows`, not both".into()));
+        return Err(BadKey::new("flows", "give either `ranks` or explicit `flows`, not both".into()));
     }
     Ok(())
 }
 
 /// Ops and knobs the group's transport has.
-fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
+fn check_transport(g: &GroupSpec) -> Result<(), BadKey> {
     match g.transport {
         Transport::Tcp => {
             if g.op.is_some_and(|op| op != Op::Send) {
-                return Err(("op", "tcp streams only `send`; write, read and atomics are RDMA operations".into()));
+                return Err(BadKey::new(
+                    "op",
+                    "tcp streams only `send`; write, read and atomics are RDMA operations".into(),
+                ));
             }
             if g.rdma.is_some() {
-                return Err(("rdma", "RDMA knobs need transport = \"rdma\"".into()));
+                return Err(BadKey::new("rdma", "RDMA knobs need transport = \"rdma\"".into()));
             }
             let max = u32::from(limits::MAX_DSCP);
             if let Some(dscp) = g.dscp.filter(|&d| d > max) {
-                return Err((
+                return Err(BadKey::new(
                     "dscp",
                     format!("{dscp} is outside 0..={max} (the 6-bit DSCP; e.g. 46 for EF, 26 for AF31)"),
                 ));
@@ -283,7 +295,7 @@ fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
         }
         Transport::Rdma => {
             if g.dscp.is_some() {
-                return Err((
+                return Err(BadKey::new(
                     "dscp",
                     "is for TCP groups; an RDMA group sets rdma.traffic_class (RoCE sends traffic_class >> 2 \
                      as the DSCP, so DSCP 26 is traffic_class = 104)"
@@ -292,7 +304,7 @@ fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
             }
             if let Some(knobs) = &g.rdma {
                 if knobs.iterations.is_some() {
-                    return Err((
+                    return Err(BadKey::new(
                         "rdma",
                         "`iterations` (perftest's -n) does not apply to a run: every flow is measured over the \
                          phase's common window; set `duration` in [run]"
@@ -302,7 +314,7 @@ fn check_transport(g: &GroupSpec) -> Result<(), (&'static str, String)> {
             }
             // The knobs together with the group's op, mode and size (latency takes one QP).
             if let Some(params) = g.rdma_params() {
-                params.validate().map_err(|e| ("rdma", e.to_string()))?;
+                params.validate().map_err(|e| BadKey::new("rdma", e.to_string()))?;
             }
         }
     }

@@ -35,6 +35,7 @@ use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
 use crate::result::intervals::Moved;
 use crate::scenario::stress::StressSpec;
+use crate::scenario::BadKey;
 use crate::transport::rdma::RdmaInventory;
 
 /// A coordinator silent this long is gone: the worker stops and exits
@@ -268,7 +269,7 @@ impl<O, C> Session<O, C> {
             },
             ToWorker::Start { phase, t0_ns, window } => {
                 // Rank 0 sends a scenario's validated window; any other is refused.
-                if let Err((field, message)) = window.check() {
+                if let Err(BadKey { key: field, reason: message }) = window.check() {
                     return self.unexpected(format!("Start for phase {phase} with a window whose `{field}` {message}"));
                 }
                 match std::mem::replace(&mut self.stage, Stage::Running { phase }) {
