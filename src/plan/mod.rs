@@ -249,7 +249,7 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
         (None, Some(spec)) => phases.extend(congestion::phases(scenario, spec, n)?),
         (None, None) => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
         (Some(sweep), _) => {
-            for point in sweep.points(scenario, n).map_err(|m| (Field::sweep("values"), m))? {
+            for point in sweep.points(scenario, n).map_err(|e| (Field::sweep("values"), e.to_string()))? {
                 let mut name = format!("{}={}", sweep.parameter.name(), point.value);
                 let by = sweep.by.as_ref().zip(point.by).map(|(axis, value)| {
                     name += &format!(" {}={value}", axis.parameter.name());

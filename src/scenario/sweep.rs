@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::scenario::limits::MAX_SWEEP_POINTS;
 use crate::scenario::placement::Numa;
 use crate::scenario::rate::Rate;
-use crate::scenario::rdma::{CompletionMode, RdmaParams};
+use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaParams};
 use crate::scenario::stress::Threads;
 use crate::scenario::{BadKey, GroupSpec, Pattern, RankSet, Scenario, Transport};
 use crate::units::ByteSize;
@@ -159,7 +159,7 @@ impl SweepSpec {
                 ));
             }
         }
-        self.points(scenario, usize::MAX).map(drop).map_err(|m| BadKey::new("values", m))
+        self.points(scenario, usize::MAX).map(drop).map_err(|e| BadKey::new("values", e.to_string()))
     }
 
     pub fn baseline(&self) -> &Value {
@@ -168,7 +168,7 @@ impl SweepSpec {
 
     /// Every point in run order (row by row); `ranks` is the job size (for
     /// `senders`; `usize::MAX` when not known yet).
-    pub fn points<'a>(&'a self, scenario: &Scenario, ranks: usize) -> Result<Vec<Point<'a>>, String> {
+    pub fn points<'a>(&'a self, scenario: &Scenario, ranks: usize) -> Result<Vec<Point<'a>>, PointError> {
         let mut out = Vec::new();
         for value in &self.values {
             let row = apply(self.parameter, self.group.as_deref(), scenario, value, ranks)?;
@@ -176,8 +176,14 @@ impl SweepSpec {
                 None => out.push(Point { value, by: None, scenario: row }),
                 Some(by) => {
                     for column in &by.values {
-                        let scenario = apply(by.parameter, by.group.as_deref(), &row, column, ranks).map_err(|m| {
-                            format!("at {}={value}, {}={column}: {m}", self.parameter.name(), by.parameter.name())
+                        let scenario = apply(by.parameter, by.group.as_deref(), &row, column, ranks).map_err(|e| {
+                            PointError::At {
+                                parameter: self.parameter.name(),
+                                value: value.to_string(),
+                                by: by.parameter.name(),
+                                column: column.to_string(),
+                                error: Box::new(e),
+                            }
                         })?;
                         out.push(Point { value, by: Some(column), scenario });
                     }
@@ -209,9 +215,54 @@ fn check_axis(scenario: &Scenario, parameter: Parameter, values: &[Value], group
         return Err(BadKey::new("parameter", format!("`{}` needs a [[stress]] table to vary", parameter.name())));
     }
     for value in values {
-        apply(parameter, group, scenario, value, usize::MAX).map_err(|m| BadKey::new("values", m))?;
+        apply(parameter, group, scenario, value, usize::MAX).map_err(|e| BadKey::new("values", e.to_string()))?;
     }
     Ok(())
+}
+
+/// Why a sweep's value cannot be set in the scenario (the caller names
+/// `values` and the point).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PointError {
+    #[error("`{0}` is not a whole number")]
+    NotWhole(String),
+    #[error("{0}")]
+    Size(String),
+    #[error("a message size must be at least 1 byte")]
+    EmptyMessage,
+    #[error("streams must be 1 or more")]
+    NoStreams,
+    #[error("senders must be 1 or more")]
+    NoSenders,
+    #[error("sweeping `senders` needs a fan-in group; `{group}` is {pattern}")]
+    SendersNeedFanIn { group: String, pattern: &'static str },
+    #[error("{0}")]
+    Ranks(String),
+    #[error("{asked} senders asked, but group `{group}` has only {has}")]
+    TooFewSenders { asked: usize, group: String, has: usize },
+    #[error("`{0}` is not a load; use 0 to 100 (percent)")]
+    NotALoad(String),
+    #[error("`{value}` is not {what}")]
+    NotA { value: String, what: &'static str },
+    #[error("{0}")]
+    Rate(String),
+    #[error("`{0}` has no unit; write a rate, e.g. \"2 Gb/s\" or \"10k msg/s\"")]
+    RateWithoutUnit(u64),
+    #[error("turning the group off leaves no group to run")]
+    NoGroupLeft,
+    #[error("`{0}` is not on or off")]
+    NotOnOrOff(String),
+    #[error("sweeping `{0}` needs an RDMA group (transport = \"rdma\")")]
+    NeedsRdma(&'static str),
+    #[error("group `{group}` at {knob}={value}: {error}")]
+    Knob { group: String, knob: &'static str, value: String, error: InvalidParam },
+    #[error("`{0}` is too large")]
+    TooLarge(String),
+    #[error("`{0}` is not a [group.rdma] knob")]
+    NotAKnob(&'static str),
+    /// A point of a two-axis sweep: the row's and the column's value.
+    #[error("at {parameter}={value}, {by}={column}: {error}")]
+    At { parameter: &'static str, value: String, by: &'static str, column: String, error: Box<PointError> },
 }
 
 /// The scenario with `parameter` set to `value` in `group` (default: every
@@ -222,7 +273,7 @@ fn apply(
     scenario: &Scenario,
     value: &Value,
     ranks: usize,
-) -> Result<Scenario, String> {
+) -> Result<Scenario, PointError> {
     let mut s = scenario.clone();
     let wanted = |g: &&mut GroupSpec| group.is_none_or(|name| name == g.name);
     let number = || whole_number(value);
@@ -232,11 +283,11 @@ fn apply(
             s.groups.iter_mut().filter(wanted).for_each(|g| g.message_size = Some(size));
         }
         Parameter::Streams => {
-            let n = u32::try_from(number()?).ok().filter(|&n| n >= 1).ok_or("streams must be 1 or more")?;
+            let n = u32::try_from(number()?).ok().filter(|&n| n >= 1).ok_or(PointError::NoStreams)?;
             s.groups.iter_mut().filter(wanted).for_each(|g| g.streams = n);
         }
         Parameter::Senders => {
-            let k = usize::try_from(number()?).ok().filter(|&k| k >= 1).ok_or("senders must be 1 or more")?;
+            let k = usize::try_from(number()?).ok().filter(|&k| k >= 1).ok_or(PointError::NoSenders)?;
             s.groups.iter_mut().filter(wanted).try_for_each(|g| set_senders(g, k, ranks))?;
         }
         Parameter::StressThreads => set_stress_threads(&mut s, value)?,
@@ -261,7 +312,7 @@ fn apply(
             let mut rdma_groups =
                 s.groups.iter_mut().filter(wanted).filter(|g| g.transport == Transport::Rdma).peekable();
             if rdma_groups.peek().is_none() {
-                return Err(format!("sweeping `{}` needs an RDMA group (transport = \"rdma\")", knob.name()));
+                return Err(PointError::NeedsRdma(knob.name()));
             }
             rdma_groups.try_for_each(|g| set_group_knob(g, knob, value))?;
         }
@@ -270,54 +321,54 @@ fn apply(
 }
 
 /// The value read as a whole number.
-fn whole_number(value: &Value) -> Result<u64, String> {
+fn whole_number(value: &Value) -> Result<u64, PointError> {
     match value {
         Value::Number(n) => Ok(*n),
-        Value::Text(t) => t.parse().map_err(|_| format!("`{t}` is not a whole number")),
+        Value::Text(t) => t.parse().map_err(|_| PointError::NotWhole(t.clone())),
     }
 }
 
 /// The value read as a message size (a number of bytes, or "64KiB").
-fn message_size(value: &Value) -> Result<ByteSize, String> {
+fn message_size(value: &Value) -> Result<ByteSize, PointError> {
     let size = match value {
         Value::Number(n) => ByteSize(*n),
-        Value::Text(t) => ByteSize::parse(t)?,
+        Value::Text(t) => ByteSize::parse(t).map_err(PointError::Size)?,
     };
     if size.bytes() == 0 {
-        return Err("a message size must be at least 1 byte".into());
+        return Err(PointError::EmptyMessage);
     }
     Ok(size)
 }
 
 /// The value read as a rate, which needs its unit.
-fn rate(value: &Value) -> Result<Rate, String> {
+fn rate(value: &Value) -> Result<Rate, PointError> {
     match value {
-        Value::Text(t) => Rate::parse(t),
-        Value::Number(n) => Err(format!("`{n}` has no unit; write a rate, e.g. \"2 Gb/s\" or \"10k msg/s\"")),
+        Value::Text(t) => Rate::parse(t).map_err(PointError::Rate),
+        Value::Number(n) => Err(PointError::RateWithoutUnit(*n)),
     }
 }
 
 /// Keeps `k` senders of fan-in group `g` in a job of `ranks` (`usize::MAX`
 /// while the job size is not known: checked again when the plan knows it).
-fn set_senders(g: &mut GroupSpec, k: usize, ranks: usize) -> Result<(), String> {
+fn set_senders(g: &mut GroupSpec, k: usize, ranks: usize) -> Result<(), PointError> {
     if g.pattern != Pattern::FanIn {
-        return Err(format!("sweeping `senders` needs a fan-in group; `{}` is {}", g.name, g.pattern.name()));
+        return Err(PointError::SendersNeedFanIn { group: g.name.clone(), pattern: g.pattern.name() });
     }
     if ranks == usize::MAX {
         return Ok(());
     }
-    let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks)?;
-    let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks)?;
+    let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks).map_err(PointError::Ranks)?;
+    let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks).map_err(PointError::Ranks)?;
     let senders: Vec<usize> = all.into_iter().filter(|r| !receivers.contains(r)).take(k).collect();
     if senders.len() < k {
-        return Err(format!("{k} senders asked, but group `{}` has only {}", g.name, senders.len()));
+        return Err(PointError::TooFewSenders { asked: k, group: g.name.clone(), has: senders.len() });
     }
     g.senders = Some(RankSet::Ranges(senders.into_iter().map(|r| (r, r)).collect()));
     Ok(())
 }
 
 /// Every stress table's threads ("all" or a count; 0 drops the stress).
-fn set_stress_threads(s: &mut Scenario, value: &Value) -> Result<(), String> {
+fn set_stress_threads(s: &mut Scenario, value: &Value) -> Result<(), PointError> {
     match value {
         Value::Text(t) if t == "all" => s.stress.iter_mut().for_each(|st| st.threads = Threads::All),
         _ => match whole_number(value)? {
@@ -329,11 +380,11 @@ fn set_stress_threads(s: &mut Scenario, value: &Value) -> Result<(), String> {
 }
 
 /// Every stress table's load in percent (0 drops the stress).
-fn set_stress_load(s: &mut Scenario, value: &Value) -> Result<(), String> {
+fn set_stress_load(s: &mut Scenario, value: &Value) -> Result<(), PointError> {
     match u8::try_from(whole_number(value)?).ok().filter(|&l| l <= 100) {
         Some(0) => s.stress.clear(),
         Some(load) => s.stress.iter_mut().for_each(|st| st.load = load),
-        None => return Err(format!("`{value}` is not a load; use 0 to 100 (percent)")),
+        None => return Err(PointError::NotALoad(value.to_string())),
     }
     Ok(())
 }
@@ -348,30 +399,35 @@ fn set_transport(g: &mut GroupSpec, transport: Transport) {
 }
 
 /// Keeps or drops `group` (every group when none is named).
-fn set_enabled(s: &mut Scenario, group: Option<&str>, value: &Value) -> Result<(), String> {
+fn set_enabled(s: &mut Scenario, group: Option<&str>, value: &Value) -> Result<(), PointError> {
     match value.to_string().as_str() {
         "on" | "1" | "true" => {}
         "off" | "0" | "false" => {
             s.groups.retain(|g| group.is_some_and(|name| name != g.name));
             if s.groups.is_empty() {
-                return Err("turning the group off leaves no group to run".into());
+                return Err(PointError::NoGroupLeft);
             }
         }
-        other => return Err(format!("`{other}` is not on or off")),
+        other => return Err(PointError::NotOnOrOff(other.to_string())),
     }
     Ok(())
 }
 
 /// Sets one [group.rdma] knob of RDMA group `g`, and checks the knobs it ends with.
-fn set_group_knob(g: &mut GroupSpec, knob: Parameter, value: &Value) -> Result<(), String> {
+fn set_group_knob(g: &mut GroupSpec, knob: Parameter, value: &Value) -> Result<(), PointError> {
     set_knob(knob, g.rdma.get_or_insert_with(RdmaParams::default), value)?;
     let params = g.rdma_params().unwrap_or_default();
-    params.validate().map_err(|e| format!("group `{}` at {}={value}: {e}", g.name, knob.name()))
+    params.validate().map_err(|error| PointError::Knob {
+        group: g.name.clone(),
+        knob: knob.name(),
+        value: value.to_string(),
+        error,
+    })
 }
 
 /// Sets one [group.rdma] knob; `number` reads the value as a whole number.
-fn set_knob(knob: Parameter, rdma: &mut RdmaParams, value: &Value) -> Result<(), String> {
-    let n = || u32::try_from(whole_number(value)?).map_err(|_| format!("`{value}` is too large"));
+fn set_knob(knob: Parameter, rdma: &mut RdmaParams, value: &Value) -> Result<(), PointError> {
+    let n = || u32::try_from(whole_number(value)?).map_err(|_| PointError::TooLarge(value.to_string()));
     match knob {
         Parameter::Qps => rdma.qps = n()?,
         Parameter::PostList => rdma.post_list = n()?,
@@ -381,12 +437,13 @@ fn set_knob(knob: Parameter, rdma: &mut RdmaParams, value: &Value) -> Result<(),
         Parameter::Completion => {
             rdma.completion = from_text::<CompletionMode>(value, "a completion mode (valid: busy, event)")?
         }
-        other => return Err(format!("`{}` is not a [group.rdma] knob", other.name())),
+        other => return Err(PointError::NotAKnob(other.name())),
     }
     Ok(())
 }
 
 /// Reads a kebab-case enum the way the scenario file spells it.
-fn from_text<T: serde::de::DeserializeOwned>(value: &Value, what: &str) -> Result<T, String> {
-    serde_json::from_value(serde_json::Value::String(value.to_string())).map_err(|_| format!("`{value}` is not {what}"))
+fn from_text<T: serde::de::DeserializeOwned>(value: &Value, what: &'static str) -> Result<T, PointError> {
+    serde_json::from_value(serde_json::Value::String(value.to_string()))
+        .map_err(|_| PointError::NotA { value: value.to_string(), what })
 }

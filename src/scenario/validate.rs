@@ -212,7 +212,7 @@ fn check_stress(st: &StressTable, machine: &Machine) -> Result<(), BadKey> {
 /// Every sweep point within the same bounds as the scenario itself (a
 /// point may change a size, a transport or the stress).
 fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<(), String> {
-    for point in sweep.points(s, usize::MAX)? {
+    for point in sweep.points(s, usize::MAX).map_err(|e| e.to_string())? {
         let at = match point.by {
             None => format!("{}={}", sweep.parameter.name(), point.value),
             Some(by) => format!(
