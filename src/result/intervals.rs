@@ -17,6 +17,21 @@ use crate::scenario::Mode;
 use crate::transport::Side;
 use crate::units::gbps;
 
+/// What is wrong with a rank's reading of an interval (the caller names the rank and phase).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadReading {
+    #[error("rank {rank} is not in the job")]
+    NotInJob { rank: usize },
+    #[error("sent interval {interval} where {next} was next")]
+    OutOfOrder { interval: u32, next: u32 },
+    #[error("sent interval {interval} of a window of {last}")]
+    PastWindow { interval: u32, last: u32 },
+    #[error("sent {sent} readings for interval {interval}, but has {has} flow ends")]
+    WrongEnds { sent: usize, interval: u32, has: usize },
+    #[error("sent interval {interval} lasting {span_ns} ns")]
+    NegativeSpan { interval: u32, span_ns: i64 },
+}
+
 /// What one flow end moved (in one interval, or over several).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Moved {
@@ -128,20 +143,26 @@ impl PhaseIntervals {
 
     /// Takes `rank`'s reading of `interval`; the intervals it closes, in
     /// order. An error names what is wrong with the reading.
-    pub fn take(&mut self, rank: usize, interval: u32, span_ns: i64, ends: Vec<Moved>) -> Result<Vec<Closed>, String> {
-        let Some(&next) = self.next.get(rank) else { return Err(format!("rank {rank} is not in the job")) };
+    pub fn take(
+        &mut self,
+        rank: usize,
+        interval: u32,
+        span_ns: i64,
+        ends: Vec<Moved>,
+    ) -> Result<Vec<Closed>, BadReading> {
+        let Some(&next) = self.next.get(rank) else { return Err(BadReading::NotInJob { rank }) };
         let has = self.ends[rank];
         if interval != next {
-            return Err(format!("sent interval {interval} where {next} was next"));
+            return Err(BadReading::OutOfOrder { interval, next });
         }
         if interval > self.last {
-            return Err(format!("sent interval {interval} of a window of {}", self.last));
+            return Err(BadReading::PastWindow { interval, last: self.last });
         }
         if ends.len() != has {
-            return Err(format!("sent {} readings for interval {interval}, but has {has} flow ends", ends.len()));
+            return Err(BadReading::WrongEnds { sent: ends.len(), interval, has });
         }
         if span_ns < 0 {
-            return Err(format!("sent interval {interval} lasting {span_ns} ns"));
+            return Err(BadReading::NegativeSpan { interval, span_ns });
         }
         self.next[rank] += 1;
         let at = (interval - self.closed - 1) as usize;
