@@ -1,6 +1,6 @@
 //! Checking rules on a run's results: one outcome per rule and item.
 
-use crate::acceptance::line_rate::LineRates;
+use crate::acceptance::line_rate::{LineRates, NoLineRate};
 use crate::result::degraded;
 use crate::result::{CheckOutcome, Checked, Direction, FlowResult, RunResult, Verdict};
 use crate::scenario::{Mode, Rule, Subject, Threshold};
@@ -46,7 +46,7 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<Chec
     }
     // The limit of one item, and what it was derived from when that is
     // not the rule alone (the port a line rate came from).
-    let limit_of = |item: &Item| -> Result<(f64, Option<String>), String> {
+    let limit_of = |item: &Item| -> Result<(f64, Option<String>), NoLineRate> {
         let among = || items.iter().filter(|i| i.peers == item.peers && i.degraded.is_none()).map(|i| i.value);
         match rule.threshold {
             Threshold::Gbps(g) => Ok((g, None)),
@@ -66,7 +66,7 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<Chec
                     let verdict = if passes(rule, item.value, limit) { Verdict::Pass } else { Verdict::Fail };
                     (verdict, Some(limit), derived)
                 }
-                (Err(why), None) => (Verdict::Unknown, None, Some(why)),
+                (Err(why), None) => (Verdict::Unknown, None, Some(why.to_string())),
             };
             let note = match (item.note.clone(), derived) {
                 (Some(error), Some(d)) => Some(format!("{error}; {d}")),

@@ -3,9 +3,34 @@
 //! rate of the port each rank's RDMA group uses, from that rank's own probe
 //! (`probes` in run.json). TCP groups have no probed port.
 
+use crate::plan::FlowId;
 use crate::result::{Checked, PhaseResult, RankProbe, RunResult};
 use crate::scenario::Transport;
 use crate::transport::rdma::inventory::port_used;
+
+/// Why an item has no line rate to be held to (the check's note says it).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum NoLineRate {
+    #[error("phase {index} has no result")]
+    NoPhase { index: usize },
+    #[error("flow {flow} has no result")]
+    NoFlow { flow: FlowId },
+    #[error("rank {rank} took part in no flow")]
+    NoFlowOfRank { rank: usize },
+    #[error("a group or a rule has no single port")]
+    NoSinglePort,
+    #[error("group `{group}` is not RDMA, so no port was probed for it: set `line_rate` in [check] or --line-rate")]
+    NotRdma { group: String },
+    #[error("rank {rank} sent no probe of its RDMA devices")]
+    NoProbe { rank: usize },
+    #[error("{host} (rank {rank}): {why}")]
+    ProbeFailed { host: String, rank: usize, why: String },
+    /// `device`: "RDMA device" or "device NAME"; `port`: "with an ACTIVE port" or "port N".
+    #[error("{host} (rank {rank}) has no {device} {port}")]
+    NoPort { host: String, rank: usize, device: String, port: String },
+    #[error("{host} (rank {rank}): {device} port {port} reports an unknown speed")]
+    UnknownSpeed { host: String, rank: usize, device: String, port: u8 },
+}
 
 /// One port's line rate and where it came from, for the check's note.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,13 +57,12 @@ impl<'a> LineRates<'a> {
 
     /// The line rate of an item: a flow is held to the slower of its two
     /// ends, a host or receiver to the port its groups use.
-    pub fn of(&self, checked: &Checked) -> Result<LineRate, String> {
+    pub fn of(&self, checked: &Checked) -> Result<LineRate, NoLineRate> {
         if let Some(gbps) = self.given {
             return Ok(LineRate { gbps, source: "line_rate given".into() });
         }
-        let phase_of = |index: usize| {
-            self.run.phases.iter().find(|p| p.index == index).ok_or_else(|| format!("phase {index} has no result"))
-        };
+        let phase_of =
+            |index: usize| self.run.phases.iter().find(|p| p.index == index).ok_or(NoLineRate::NoPhase { index });
         match checked {
             Checked::Flow { phase, flow, src, dst } => {
                 let phase = phase_of(*phase)?;
@@ -47,7 +71,7 @@ impl<'a> LineRates<'a> {
                     .iter()
                     .find(|f| f.id == *flow)
                     .map(|f| f.group.as_str())
-                    .ok_or_else(|| format!("flow {flow} has no result"))?;
+                    .ok_or(NoLineRate::NoFlow { flow: *flow })?;
                 let (a, b) = (self.port(phase, *src, group)?, self.port(phase, *dst, group)?);
                 Ok(if b.gbps < a.gbps { b } else { a })
             }
@@ -58,7 +82,7 @@ impl<'a> LineRates<'a> {
                 groups.sort_unstable();
                 groups.dedup();
                 // A rank in several groups is held to the fastest port it used.
-                let (mut best, mut why): (Option<LineRate>, Option<String>) = (None, None);
+                let (mut best, mut why): (Option<LineRate>, Option<NoLineRate>) = (None, None);
                 for group in groups {
                     match self.port(phase, *rank, group) {
                         Ok(p) if best.as_ref().is_none_or(|b| p.gbps > b.gbps) => best = Some(p),
@@ -66,29 +90,22 @@ impl<'a> LineRates<'a> {
                         Err(e) => _ = why.get_or_insert(e),
                     }
                 }
-                best.ok_or_else(|| why.unwrap_or_else(|| format!("rank {rank} took part in no flow")))
+                best.ok_or_else(|| why.unwrap_or(NoLineRate::NoFlowOfRank { rank: *rank }))
             }
-            Checked::Group { .. } | Checked::Rule => Err("a group or a rule has no single port".into()),
+            Checked::Group { .. } | Checked::Rule => Err(NoLineRate::NoSinglePort),
         }
     }
 
     /// The probed port `rank` uses for `group` (its `device`/`port`, or as
     /// the transport picks them).
-    fn port(&self, phase: &PhaseResult, rank: usize, group: &str) -> Result<LineRate, String> {
+    fn port(&self, phase: &PhaseResult, rank: usize, group: &str) -> Result<LineRate, NoLineRate> {
         let transport = phase.groups.iter().find(|g| g.name == group).map(|g| g.transport);
         if transport != Some(Transport::Rdma) {
-            return Err(format!(
-                "group `{group}` is not RDMA, so no port was probed for it: set `line_rate` in [check] or --line-rate"
-            ));
+            return Err(NoLineRate::NotRdma { group: group.to_string() });
         }
-        let probe: &RankProbe = self
-            .run
-            .probes
-            .iter()
-            .find(|p| p.rank == rank)
-            .ok_or_else(|| format!("rank {rank} sent no probe of its RDMA devices"))?;
+        let probe: &RankProbe = self.run.probes.iter().find(|p| p.rank == rank).ok_or(NoLineRate::NoProbe { rank })?;
         if let Some(why) = &probe.error {
-            return Err(format!("{} (rank {rank}): {why}", probe.host));
+            return Err(NoLineRate::ProbeFailed { host: probe.host.clone(), rank, why: why.clone() });
         }
         let rdma = self.run.scenario.groups.iter().find(|g| g.name == group).and_then(|g| g.rdma.as_ref());
         let port = rdma.and_then(|r| r.port);
@@ -102,16 +119,17 @@ impl<'a> LineRates<'a> {
         };
         let mut rate = LineRate { gbps: 0.0, source: String::new() };
         for device in devices {
-            let (d, p) = port_used(&probe.devices, device, port).ok_or_else(|| {
-                format!(
-                    "{} (rank {rank}) has no {} {}",
-                    probe.host,
-                    device.map_or("RDMA device".to_string(), |n| format!("device {n}")),
-                    port.map_or("with an ACTIVE port".to_string(), |n| format!("port {n}"))
-                )
+            let (d, p) = port_used(&probe.devices, device, port).ok_or_else(|| NoLineRate::NoPort {
+                host: probe.host.clone(),
+                rank,
+                device: device.map_or("RDMA device".to_string(), |n| format!("device {n}")),
+                port: port.map_or("with an ACTIVE port".to_string(), |n| format!("port {n}")),
             })?;
-            let gbps = p.rate_gbps.ok_or_else(|| {
-                format!("{} (rank {rank}): {} port {} reports an unknown speed", probe.host, d.name, p.port)
+            let gbps = p.rate_gbps.ok_or_else(|| NoLineRate::UnknownSpeed {
+                host: probe.host.clone(),
+                rank,
+                device: d.name.clone(),
+                port: p.port,
             })?;
             let and = if rate.source.is_empty() { "" } else { " + " };
             rate.source += &format!("{and}{} port {}", d.name, p.port);
