@@ -18,7 +18,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::time::Instant;
 
-use hdrhistogram::serialization::{Deserializer as V2Deserializer, Serializer as _, V2Serializer};
+use hdrhistogram::serialization::{DeserializeError, Deserializer as V2Deserializer, Serializer as _, V2Serializer};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The smallest round trip told apart from zero, in ns.
@@ -101,11 +101,29 @@ impl Serialize for Histogram {
 impl<'de> Deserialize<'de> for Histogram {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let bytes = Vec::<u8>::deserialize(d)?;
-        let error = |what: String| serde::de::Error::custom(format!("latency histogram: {what}"));
+        let error = |what: BadHistogram| serde::de::Error::custom(format!("latency histogram: {what}"));
         check_v2_header(&bytes).map_err(error)?;
         take_from_budget().map_err(error)?;
-        V2Deserializer::new().deserialize(&mut bytes.as_slice()).map(Histogram).map_err(|e| error(e.to_string()))
+        V2Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map(Histogram)
+            .map_err(|e| error(BadHistogram::Decode(e)))
     }
+}
+
+/// Why a latency histogram from the wire is refused before (or while) it is decoded.
+#[derive(Debug, thiserror::Error)]
+enum BadHistogram {
+    #[error("{len} bytes, shorter than its header")]
+    Short { len: usize },
+    #[error("payload of {payload} bytes in {len} bytes")]
+    Payload { payload: usize, len: usize },
+    #[error("over {low}..{high} ns at {digits} digits, expected {LOWEST_NS}..{HIGHEST_NS} ns at {SIGNIFICANT_DIGITS}")]
+    Bounds { low: u64, high: u64, digits: u32 },
+    #[error("more histograms than this frame may carry")]
+    OverBudget,
+    #[error("{0}")]
+    Decode(#[from] DeserializeError),
 }
 
 /// What the decode running on this thread may still allocate.
@@ -141,14 +159,14 @@ pub fn decode_within<T>(histograms: usize, decode: impl FnOnce() -> T) -> (T, bo
     (decoded, overdrawn)
 }
 
-fn take_from_budget() -> Result<(), String> {
+fn take_from_budget() -> Result<(), BadHistogram> {
     BUDGET.with(|cell| {
         let mut budget = cell.get();
         let result = match budget.left {
             None => Ok(()),
             Some(0) => {
                 budget.overdrawn = true;
-                Err("more histograms than this frame may carry".to_string())
+                Err(BadHistogram::OverBudget)
             }
             Some(n) => {
                 budget.left = Some(n - 1);
@@ -167,19 +185,17 @@ const V2_HEADER_LEN: usize = 40;
 /// Checks what the decoder would allocate by before it runs: the payload
 /// length against the bytes there are, the bounds against ours (so that
 /// histograms from every rank merge).
-fn check_v2_header(bytes: &[u8]) -> Result<(), String> {
-    let header = bytes.get(..V2_HEADER_LEN).ok_or_else(|| format!("{} bytes, shorter than its header", bytes.len()))?;
+fn check_v2_header(bytes: &[u8]) -> Result<(), BadHistogram> {
+    let header = bytes.get(..V2_HEADER_LEN).ok_or(BadHistogram::Short { len: bytes.len() })?;
     let be32 = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
     let be64 = |at: usize| u64::from_be_bytes(header[at..at + 8].try_into().expect("8 bytes"));
     let payload = be32(4) as usize;
     if payload > bytes.len() - V2_HEADER_LEN {
-        return Err(format!("payload of {payload} bytes in {} bytes", bytes.len()));
+        return Err(BadHistogram::Payload { payload, len: bytes.len() });
     }
     let (digits, low, high) = (be32(12), be64(16), be64(24));
     if (digits, low, high) != (u32::from(SIGNIFICANT_DIGITS), LOWEST_NS, HIGHEST_NS) {
-        return Err(format!(
-            "over {low}..{high} ns at {digits} digits, expected {LOWEST_NS}..{HIGHEST_NS} ns at {SIGNIFICANT_DIGITS}"
-        ));
+        return Err(BadHistogram::Bounds { low, high, digits });
     }
     Ok(())
 }
