@@ -300,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn the_issue_example_maps_every_flag() {
+    fn a_perftest_command_line_maps_every_flag() {
         let j = job("pair node01 node02 write -a -q 4 -l 16 -d mlx5_0 -x 3 --report-gbits -F -c RC").unwrap();
         assert_eq!(j.hosts, vec![Host::named("node01"), Host::named("node02")]);
         let s = &j.scenario;
