@@ -11,6 +11,7 @@ use crate::launch::choose::LauncherKind;
 use crate::report::compare::Tolerances;
 use crate::scenario::limits::MAX_REPEATS;
 use crate::scenario::soak::FlapShare;
+use crate::scenario::topology::TopologyTable;
 use crate::scenario::{parse_rate, Rule};
 
 const EXAMPLES: &str = "\
@@ -164,10 +165,17 @@ pub struct Inputs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub inputs: Inputs,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TopologyArgs {
     /// The fabric's switches and where each host is cabled (docs/TOPOLOGY.md):
     /// a TOML file, ibnetdiscover's output, or a folder of `lldpctl -f json`
-    /// files; printed as a tree of spines, leaves and hosts after checking
-    /// that it places every host of the hostfile
+    /// files, in place of the scenario's [topology]. Every host of the
+    /// hostfile must be placed; `plan` prints it as a tree of spines, leaves
+    /// and hosts, and `within`, `across`, `hops` and `bisection` choose pairs by it
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
     /// The form of --topology (default: a folder or `.json` is LLDP, `.toml`
@@ -176,10 +184,20 @@ pub struct PlanArgs {
     pub topology_format: Option<crate::topology::Format>,
 }
 
+impl TopologyArgs {
+    /// The flags as the scenario's table would give them.
+    pub fn table(&self) -> Option<TopologyTable> {
+        let file = self.topology.clone()?;
+        Some(TopologyTable { file, format: self.topology_format })
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub inputs: Inputs,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
     /// Override the scenario's [run] duration (e.g. a short smoke run). A
     /// scenario that gives no [run] interval samples every min(1s, DURATION);
     /// one whose interval is longer than DURATION is refused

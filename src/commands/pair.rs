@@ -48,6 +48,7 @@ fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
         hosts: job.hosts,
         plan,
         hostfile_text: None,
+        topology: None,
     };
     let flags = LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[], mpirun_args: &[] };
     let launch = launch_for(&flags, &prepared.hosts, Allocation::from_env()?)?;

@@ -90,6 +90,9 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         numa: Numa::default(), // as a scenario that does not say
         role: None,
         seed: None,
+        within: None,
+        across: None,
+        hops: None,
     };
     let sweep = (sizes.len() > 1).then(|| SweepSpec {
         parameter: Parameter::MessageSize,
@@ -107,6 +110,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         sweep,
         congestion: None,
         soak: Default::default(),
+        topology: None,
     };
     Ok(PairJob { scenario, hosts: hosts(&args.host_a, &args.host_b)? })
 }

@@ -20,16 +20,14 @@ use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, Ma
 use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
-use crate::topology;
 use crate::worker::{mpi, JobSpec};
 
 pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
-    let (prepared, ..) = prepare(&args.inputs, &run::Overrides::default()).map_err(Failure::BadInput)?;
-    if let Some(path) = &args.topology {
-        let topology = topology::read(path, args.topology_format).map_err(Failure::bad_input)?;
-        topology.check_placed(prepared.hosts.iter().map(|h| h.name.as_str()), path).map_err(Failure::bad_input)?;
-        println!("topology {}:", path.display());
-        print!("{}", topology.render());
+    let overrides = run::Overrides { topology: args.topology.table(), ..Default::default() };
+    let (prepared, ..) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
+    if let Some(topology) = &prepared.topology {
+        println!("topology {}:", topology.path.display());
+        print!("{}", topology.topology.render());
     }
     // Hosts of several ranks: where each rank runs and on which device.
     if prepared.plan.ranks.iter().any(|r| r.slots > 1) {
@@ -60,7 +58,12 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
 }
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
-    let overrides = run::Overrides { duration: args.duration, warmup: args.warmup, repeat: args.repeat };
+    let overrides = run::Overrides {
+        duration: args.duration,
+        warmup: args.warmup,
+        repeat: args.repeat,
+        topology: args.topology.table(),
+    };
     let (mut prepared, allocation, origin) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
     if args.flap.is_some() {
         prepared.scenario.soak.flap = args.flap;

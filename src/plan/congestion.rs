@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::shuffle::permutation;
-use super::{phases_of, Phase};
+use super::{phases_of, Fabric, Phase};
 use crate::scenario::congestion::{CongestionSpec, Role};
 use crate::scenario::{Field, GroupSpec, Pattern, RankSet, Scenario, Section};
 
@@ -54,7 +54,12 @@ pub fn split(n: usize, fraction: f64, seed: u64) -> Result<Split, String> {
 }
 
 /// The phases of a congestion scenario of `n` ranks, numbered from 0.
-pub(super) fn phases(scenario: &Scenario, spec: &CongestionSpec, n: usize) -> Result<Vec<Phase>, (Field, String)> {
+pub(super) fn phases(
+    scenario: &Scenario,
+    spec: &CongestionSpec,
+    n: usize,
+    fabric: Option<&Fabric>,
+) -> Result<Vec<Phase>, (Field, String)> {
     let mut whole = scenario.clone();
     if let Some(fraction) = spec.split {
         let split = split(n, fraction, spec.seed).map_err(|m| (Field::congestion("split"), m))?;
@@ -79,8 +84,8 @@ pub(super) fn phases(scenario: &Scenario, spec: &CongestionSpec, n: usize) -> Re
             part.groups = kept.iter().map(|&i| whole.groups[i].clone()).collect();
             let name = whole.groups[canary].name.clone();
             let title = format!("{name} {}", if congested { "congested" } else { "isolated" });
-            let mut phase =
-                phases_of(&part, &title, n, None, out.len()).map_err(|(field, m)| (renumber(field, &kept), m))?;
+            let mut phase = phases_of(&part, &title, (n, fabric), None, out.len())
+                .map_err(|(field, m)| (renumber(field, &kept), m))?;
             phase.iter_mut().for_each(|p| p.congestion = Some(CongestionPoint { canary: name.clone(), congested }));
             out.extend(phase);
         }

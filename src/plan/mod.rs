@@ -7,8 +7,10 @@ mod congestion;
 mod patterns;
 mod rounds;
 mod shuffle;
+mod topology;
 
 pub use congestion::{split, CongestionPoint, Split};
+pub use topology::Fabric;
 
 use serde::{Deserialize, Serialize};
 
@@ -239,15 +241,21 @@ pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
         .collect()
 }
 
-/// Builds the plan; an error names the scenario field that cannot be met.
+/// Builds the plan without a topology (keys that need one are refused);
+/// an error names the scenario field that cannot be met.
 pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String)> {
+    build_on(hosts, scenario, None)
+}
+
+/// Builds the plan, choosing pairs by `fabric` where the scenario asks.
+pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) -> Result<Plan, (Field, String)> {
     let n = hosts.len();
     let ranks = ranks_of(hosts);
     let mut phases = Vec::new();
     match (&scenario.sweep, &scenario.congestion) {
         // Validation keeps the two apart: a congestion run makes its own pairs of phases.
-        (None, Some(spec)) => phases.extend(congestion::phases(scenario, spec, n)?),
-        (None, None) => phases.extend(phases_of(scenario, &scenario.run.name, n, None, 0)?),
+        (None, Some(spec)) => phases.extend(congestion::phases(scenario, spec, n, fabric)?),
+        (None, None) => phases.extend(phases_of(scenario, &scenario.run.name, (n, fabric), None, 0)?),
         (Some(sweep), _) => {
             for point in sweep.points(scenario, n).map_err(|e| (Field::sweep("values"), e.to_string()))? {
                 let mut name = format!("{}={}", sweep.parameter.name(), point.value);
@@ -262,7 +270,7 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
                     baseline: point.value == sweep.baseline(),
                 };
                 let first = phases.len();
-                phases.extend(phases_of(&point.scenario, &name, n, Some(at), first)?);
+                phases.extend(phases_of(&point.scenario, &name, (n, fabric), Some(at), first)?);
             }
         }
     }
@@ -305,7 +313,7 @@ fn repeated(once: Vec<Phase>, count: u32) -> Vec<Phase> {
 pub(super) fn phases_of(
     scenario: &Scenario,
     name: &str,
-    n: usize,
+    (n, fabric): (usize, Option<&Fabric>),
     sweep: Option<SweepPoint>,
     first: usize,
 ) -> Result<Vec<Phase>, (Field, String)> {
@@ -318,7 +326,8 @@ pub(super) fn phases_of(
     if let [spec] = &scenario.groups[..] {
         if spec.pattern == Pattern::AllPairs {
             let members = select("ranks", &spec.ranks, RankSet::All, n).map_err(|(k, m)| (Field::group(0, k), m))?;
-            let rounds = rounds::circle(&members);
+            let rounds = topology::restrict_rounds(spec, rounds::circle(&members), fabric)
+                .map_err(|(k, m)| (Field::group(0, k), m))?;
             if rounds.is_empty() {
                 return Err(no_flows(0, spec.pattern));
             }
@@ -343,7 +352,11 @@ pub(super) fn phases_of(
     }
     let mut per_group = Vec::new();
     for (index, spec) in scenario.groups.iter().enumerate() {
-        let pairs = expand(spec, n).map_err(|(key, m)| (Field::group(index, key), m))?;
+        let pairs = match spec.pattern {
+            Pattern::Bisection => topology::bisection(spec, n, fabric),
+            _ => expand(spec, n).and_then(|pairs| topology::restrict(spec, pairs, fabric)),
+        };
+        let pairs = pairs.map_err(|(key, m)| (Field::group(index, key), m))?;
         if pairs.is_empty() {
             return Err(no_flows(index, spec.pattern));
         }

@@ -61,6 +61,8 @@ pub(super) fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, St
         Pattern::Explicit => explicit(g.flows.as_deref().unwrap_or_default(), n, g.allow_self)?,
         // Scenario validation keeps all-pairs alone in its scenario, where `build` makes its rounds.
         Pattern::AllPairs => return Err(("pattern", "`all-pairs` cannot share a phase with other groups".into())),
+        // `plan` asks the topology for these (plan::topology::bisection).
+        Pattern::Bisection => return Err(("pattern", "`bisection` is chosen from the topology".into())),
     };
     Ok(pairs)
 }

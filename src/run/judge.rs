@@ -38,8 +38,13 @@ pub async fn run_and_judge(
         if opts.progress {
             eprintln!("retesting {} suspect(s) alone", owners.len());
         }
-        let retest =
-            run(Prepared { scenario_file, scenario, hosts, plan, hostfile_text: None }, launch, opts, &mut ()).await?;
+        let retest = run(
+            Prepared { scenario_file, scenario, hosts, plan, hostfile_text: None, topology: None },
+            launch,
+            opts,
+            &mut (),
+        )
+        .await?;
         // A degraded retest measured nothing valid: it clears no one.
         let degraded = match &retest.status {
             RunStatus::Degraded { reasons } => Some(format!("the retest was degraded: {}", reasons.join(" | "))),

@@ -26,6 +26,7 @@ use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::intervals::Series;
 use crate::result::{RunResult, RunStatus};
+use crate::scenario::topology::RunTopology;
 use crate::scenario::{self, Scenario};
 use crate::worker::WorkerOutput;
 pub use judge::{run_and_judge, JudgeOptions};
@@ -59,6 +60,8 @@ pub struct Prepared {
     pub plan: Plan,
     /// The hostfile's text, for run.json (`None`: the hosts came from elsewhere).
     pub hostfile_text: Option<String>,
+    /// `--topology` or the scenario's `[topology]`, placing every host.
+    pub topology: Option<RunTopology>,
 }
 
 /// Loads and checks the scenario against `hosts`, which came from `origin`
@@ -71,9 +74,19 @@ pub fn prepare(
 ) -> anyhow::Result<Prepared> {
     let (mut scenario, source) = scenario::read(scenario_file)?;
     overrides.apply(&mut scenario.run, &source)?;
-    let plan = plan::build(&hosts, &scenario)
+    // The flag's path is the working directory's; the table's, the scenario file's folder's.
+    let names = || hosts.iter().map(|h| h.name.as_str());
+    let topology = match (&overrides.topology, &scenario.topology) {
+        (Some(flag), _) => Some(flag.load(names())?),
+        (None, Some(table)) => Some(table.beside(scenario_file).load(names()).map_err(|e| {
+            anyhow!("{} (with {origin})", source.describe(&scenario::Field::top("topology"), &e.to_string()))
+        })?),
+        (None, None) => None,
+    };
+    let fabric = topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &hosts));
+    let plan = plan::build_on(&hosts, &scenario, fabric.as_ref())
         .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
-    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan, hostfile_text: None })
+    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan, hostfile_text: None, topology })
 }
 
 /// Runs the job, telling `recorder` of each probe and phase as it comes.

@@ -1,5 +1,5 @@
 //! Command-line values that replace the scenario's own (`--duration`,
-//! `--warmup`, `--repeat`), held to the bounds the file is held to.
+//! `--warmup`, `--repeat`, `--topology`), held to the bounds the file is held to.
 
 use std::time::Duration;
 
@@ -8,12 +8,14 @@ use anyhow::{anyhow, bail};
 use crate::scenario::{self, Field, RunSpec, Source};
 
 /// Command-line values that replace the scenario's own.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub duration: Option<Duration>,
     pub warmup: Option<Duration>,
     /// `--repeat`: clap has bounded it.
     pub repeat: Option<u32>,
+    /// `--topology` (and `--topology-format`), in place of `[topology]`.
+    pub topology: Option<scenario::topology::TopologyTable>,
 }
 
 impl Overrides {

@@ -16,6 +16,7 @@ pub mod rdma;
 pub mod soak;
 pub mod stress;
 pub mod sweep;
+pub mod topology;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -58,6 +59,9 @@ pub struct Scenario {
     /// `[soak]`: the flap detector's threshold.
     #[serde(default, skip_serializing_if = "soak::SoakSpec::is_default")]
     pub soak: soak::SoakSpec,
+    /// `[topology]`: the fabric's shape, for the patterns that choose pairs by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<topology::TopologyTable>,
 }
 
 /// `[[stress]]`: busy threads on some ranks, from t0 to the window's end.
@@ -201,6 +205,15 @@ pub struct GroupSpec {
     /// `[congestion]` seed, else 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// All-pairs, pairwise: only pairs under one `leaf` (needs a topology).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<topology::SwitchLevel>,
+    /// All-pairs, pairwise: only pairs under different leaves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub across: Option<topology::SwitchLevel>,
+    /// All-pairs, pairwise: only pairs whose route has these hop counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hops: Option<topology::HopRange>,
 }
 
 fn default_streams() -> u32 {
@@ -228,6 +241,8 @@ pub enum Pattern {
     AllPairs,
     /// Exactly the `flows` listed.
     Explicit,
+    /// Pairs across the spine, as many per leaf as it has uplinks (needs a topology).
+    Bisection,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -287,6 +302,7 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
     }
     validate::check_rdma_tables(&scenario, &source)
         .and_then(|()| validate::validate(&scenario, &limits::Machine::this()))
+        .and_then(|()| topology::check(&scenario))
         .map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
     Ok((scenario, source))
 }
@@ -345,6 +361,7 @@ impl Pattern {
             Pattern::RandomRing => "random-ring",
             Pattern::AllPairs => "all-pairs",
             Pattern::Explicit => "explicit",
+            Pattern::Bisection => "bisection",
         }
     }
 }

@@ -240,7 +240,7 @@ fn check_selectors(g: &GroupSpec) -> Result<(), BadKey> {
     let allowed: &[&str] = match g.pattern {
         Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
         Pattern::Pairwise => &["ranks", "flows"],
-        Pattern::AllToAll | Pattern::Ring | Pattern::RandomRing | Pattern::AllPairs => &["ranks"],
+        Pattern::AllToAll | Pattern::Ring | Pattern::RandomRing | Pattern::AllPairs | Pattern::Bisection => &["ranks"],
         Pattern::Explicit => &["flows"],
     };
     let given = [

@@ -79,7 +79,8 @@ pub struct Route {
 }
 
 /// Which input form a topology file is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     /// `[switch.NAME]` tables with `hosts` and `links`.
     Toml,

@@ -42,5 +42,6 @@ mod testbed_scenarios;
 mod testbed_slurm;
 mod testbed_ssh;
 mod topology;
+mod topology_patterns;
 mod traffic_class;
 mod wire;
