@@ -13,6 +13,7 @@ pub mod journal;
 mod junit;
 mod labels;
 mod lanes;
+mod leaf_pairs;
 mod live;
 mod load_latency;
 mod offered;
@@ -94,6 +95,9 @@ impl Exporter for MarkdownExporter {
         }
         if let Some(m) = &run.matrix {
             out += &markdown_table(&summary_tables::matrix(m));
+        }
+        if let Some(leaves) = run.leaf_pairs.as_ref().filter(|l| !l.rows.is_empty()) {
+            out += &markdown_table(&leaf_pairs::table(leaves));
         }
         for phase in summary_tables::summarize(run) {
             out += &format!("## {}\n\n", phase.headline);

@@ -11,6 +11,7 @@ pub mod congestion;
 pub mod degraded;
 pub mod flaps;
 pub mod intervals;
+pub mod leaf_pairs;
 mod matrix;
 pub mod metric;
 pub mod repeats;
@@ -100,6 +101,9 @@ pub struct RunResult {
     /// aggregate Gb/s per interval so far, from the journal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LivePhase>,
+    /// With a topology: bandwidth flows by their ends' leaves (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_pairs: Option<leaf_pairs::LeafPairs>,
 }
 
 /// The phase a live run is measuring, as far as its journal goes.
@@ -137,6 +141,7 @@ impl RunResult {
             congestion_repeats: None,
             flaps: Vec::new(),
             live: None,
+            leaf_pairs: None,
         }
     }
 
@@ -150,7 +155,8 @@ impl RunResult {
     }
 
     /// Recomputes what is derived from the phases: the sweep summary, the
-    /// repeats' statistics, the all-pairs matrix and the congestion impact.
+    /// repeats' statistics, the all-pairs matrix, the congestion impact and
+    /// the leaf pairs.
     pub fn summarize_phases(&mut self) {
         self.sweep = sweep::summarize(&self.plan, &self.phases);
         self.repeats = repeats::summarize(&self.plan, &self.phases);
@@ -158,6 +164,9 @@ impl RunResult {
         self.congestion = congestion::summarize(&self.plan, &self.phases);
         self.congestion_repeats = self.congestion.as_deref().and_then(congestion::over_repeats);
         self.flaps = flaps::of_run(self);
+        if let Some(leaf_pairs) = &mut self.leaf_pairs {
+            leaf_pairs.summarize(&self.plan, &self.phases);
+        }
     }
 }
 

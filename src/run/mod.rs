@@ -25,6 +25,7 @@ use crate::launch::{BoxRead, Launch};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::result::intervals::Series;
+use crate::result::leaf_pairs::LeafPairs;
 use crate::result::{RunResult, RunStatus};
 use crate::scenario::topology::RunTopology;
 use crate::scenario::{self, Scenario};
@@ -105,6 +106,7 @@ pub async fn run(
         prepared.plan.clone(),
     );
     result.hostfile_text = prepared.hostfile_text.clone();
+    result.leaf_pairs = prepared.topology.as_ref().map(|t| LeafPairs::new(&t.path, &prepared.plan, &t.topology));
     let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
     let echo = {
         let progress = progress.clone();

@@ -1,17 +1,20 @@
 //! Pairs chosen by the topology: `within`, `across` and `hops` on the fat
 //! tree of tests/fixtures/topology (leaf1: node01-04 = ranks 0-3, leaf2:
-//! node05-08 = ranks 4-7), `bisection`, the errors of each key, and
-//! `plan`/`run` reading `[topology]` or `--topology`.
+//! node05-08 = ranks 4-7), `bisection`, the errors of each key,
+//! `plan`/`run` reading `[topology]` or `--topology`, and the results by
+//! leaf pair.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use fabricbench::hostfile::Host;
 use fabricbench::plan::{self, Fabric, Plan};
+use fabricbench::result::leaf_pairs::LeafPairs;
+use fabricbench::result::RunResult;
 use fabricbench::scenario;
 use fabricbench::topology::{self, Topology};
 
-use crate::common::{text, Bench};
+use crate::common::{run_json, text, Bench};
 
 fn fat_tree() -> Topology {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/fat-tree.toml");
@@ -204,4 +207,59 @@ fn a_missing_topology_file_is_bad_input_named_with_the_file() {
     let scenario = bench.write("t.toml", &group("all-pairs", "within = \"leaf\""));
     let e = plan_flows(&bench, &scenario, &[]).unwrap_err();
     assert!(e.starts_with("exit Some(2)") && e.contains("field `within`: `within` needs the fabric's topology"), "{e}");
+}
+
+/// The v2 all-pairs fixture (ranks 127.0.0.1-3) with 127.0.0.3 under a
+/// leaf of its own: the table's rows, and the terminal summary with it.
+#[test]
+fn the_leaf_pair_table_groups_an_all_pairs_run() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2-all-pairs.json");
+    let mut run: RunResult = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(run.leaf_pairs, None, "a run.json from before leaf pairs loads without them");
+    let bench = Bench::new();
+    let fabric = "[switch.leaf1]\nhosts = \"127.0.0.[1-2]\"\n[switch.leaf2]\nhosts = \"127.0.0.3\"\n";
+    let file = bench.write("fabric.toml", fabric);
+    let t = topology::read(&file, None).unwrap();
+    run.leaf_pairs = Some(LeafPairs::new(Path::new("fabric.toml"), &run.plan, &t));
+    run.summarize_phases();
+    let leaves = run.leaf_pairs.as_ref().unwrap();
+    assert_eq!(leaves.rank_leaves, ["leaf1", "leaf1", "leaf2"]);
+    let rows: Vec<(&str, &str, usize)> =
+        leaves.rows.iter().map(|r| (r.leaf_a.as_str(), r.leaf_b.as_str(), r.flows)).collect();
+    assert_eq!(rows, [("leaf1", "leaf1", 1), ("leaf1", "leaf2", 2)]);
+    let cross = &leaves.rows[1];
+    assert!(cross.min_gbps < cross.median_gbps && cross.median_gbps < cross.max_gbps, "{cross:?}");
+    assert_eq!(cross.median_gbps, (cross.min_gbps + cross.max_gbps) / 2.0, "the median of two");
+    let summary = fabricbench::report::render_terminal(&run, None);
+    let table = summary.split_once("Leaf pairs").map(|(_, t)| format!("Leaf pairs{t}")).unwrap_or_default();
+    let table = table.split("\n\n").next().unwrap_or_default().to_string();
+    insta::assert_snapshot!("leaf_pairs.v2-all-pairs.terminal", table);
+}
+
+/// A real run of all-pairs on the four local ranks, two under each leaf:
+/// run.json groups its six pairs by leaf pair.
+#[test]
+fn a_local_run_with_a_topology_groups_its_flows_by_leaf_pair() {
+    let bench = Bench::new();
+    bench.write("fabric.toml", LOCAL);
+    let text = format!("[topology]\nfile = \"fabric.toml\"\n\n{}", group("all-pairs", "message_size = \"64K\""));
+    let scenario = bench.write("s.toml", &text);
+    let run = run_json(&bench, &scenario, &local_hosts(), &["--duration", "300ms", "--warmup", "100ms"]);
+    let leaves = &run["leaf_pairs"];
+    assert_eq!(leaves["rank_leaves"], serde_json::json!(["leaf1", "leaf1", "leaf2", "leaf2"]), "{leaves}");
+    let rows: Vec<(String, String, u64)> = leaves["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (r["leaf_a"].as_str().unwrap().into(), r["leaf_b"].as_str().unwrap().into(), r["flows"].as_u64().unwrap())
+        })
+        .collect();
+    let expected = [("leaf1", "leaf1", 1), ("leaf1", "leaf2", 4), ("leaf2", "leaf2", 1)];
+    assert_eq!(rows, expected.map(|(a, b, n)| (a.to_string(), b.to_string(), n)));
+    for row in leaves["rows"].as_array().unwrap() {
+        let gbps = |key: &str| row[key].as_f64().unwrap();
+        assert!(0.0 < gbps("min_gbps") && gbps("min_gbps") <= gbps("median_gbps"), "{row}");
+        assert!(gbps("median_gbps") <= gbps("max_gbps"), "{row}");
+    }
 }
