@@ -57,6 +57,11 @@ Examples:
   # each phase 5 times, sweep points interleaved: mean ± 95 % confidence interval
   fabricbench run scenarios/fan-in.toml -H hostfiles/local --repeat 5
 
+  # pairs by the fabric's shape (TOML, ibnetdiscover output or lldpctl JSON): a group with
+  # pattern = \"all-pairs\" and across = \"leaf\" measures every pair under two leaves, and
+  # the summary adds Gb/s per pair of leaves; or [topology] in the scenario (docs/SCENARIOS.md)
+  fabricbench run cross-leaf.toml -H rack1 --topology fabric.toml
+
   # re-render a results folder (report.html, summary.md, CSVs) from its run.json
   fabricbench report results/2026-11-30T08-24-42Z-fan-in
 

@@ -14,7 +14,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::shuffle::permutation;
-use super::{phases_of, Fabric, Phase};
+use super::topology::Job;
+use super::{phases_of, Phase};
 use crate::scenario::congestion::{CongestionSpec, Role};
 use crate::scenario::{Field, GroupSpec, Pattern, RankSet, Scenario, Section};
 
@@ -53,13 +54,9 @@ pub fn split(n: usize, fraction: f64, seed: u64) -> Result<Split, String> {
     Ok(Split { congestors: congestors.to_vec(), canaries: canaries.to_vec() })
 }
 
-/// The phases of a congestion scenario of `n` ranks, numbered from 0.
-pub(super) fn phases(
-    scenario: &Scenario,
-    spec: &CongestionSpec,
-    n: usize,
-    fabric: Option<&Fabric>,
-) -> Result<Vec<Phase>, (Field, String)> {
+/// The phases of a congestion scenario of `job.n` ranks, numbered from 0.
+pub(super) fn phases(scenario: &Scenario, spec: &CongestionSpec, job: Job) -> Result<Vec<Phase>, (Field, String)> {
+    let n = job.n;
     let mut whole = scenario.clone();
     if let Some(fraction) = spec.split {
         let split = split(n, fraction, spec.seed).map_err(|m| (Field::congestion("split"), m))?;
@@ -84,8 +81,8 @@ pub(super) fn phases(
             part.groups = kept.iter().map(|&i| whole.groups[i].clone()).collect();
             let name = whole.groups[canary].name.clone();
             let title = format!("{name} {}", if congested { "congested" } else { "isolated" });
-            let mut phase = phases_of(&part, &title, (n, fabric), None, out.len())
-                .map_err(|(field, m)| (renumber(field, &kept), m))?;
+            let mut phase =
+                phases_of(&part, &title, job, None, out.len()).map_err(|(field, m)| (renumber(field, &kept), m))?;
             phase.iter_mut().for_each(|p| p.congestion = Some(CongestionPoint { canary: name.clone(), congested }));
             out.extend(phase);
         }

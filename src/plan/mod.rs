@@ -11,6 +11,7 @@ mod topology;
 
 pub use congestion::{split, CongestionPoint, Split};
 pub use topology::Fabric;
+use topology::Job;
 
 use serde::{Deserialize, Serialize};
 
@@ -250,12 +251,13 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String
 /// Builds the plan, choosing pairs by `fabric` where the scenario asks.
 pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) -> Result<Plan, (Field, String)> {
     let n = hosts.len();
+    let job = Job { n, fabric };
     let ranks = ranks_of(hosts);
     let mut phases = Vec::new();
     match (&scenario.sweep, &scenario.congestion) {
         // Validation keeps the two apart: a congestion run makes its own pairs of phases.
-        (None, Some(spec)) => phases.extend(congestion::phases(scenario, spec, n, fabric)?),
-        (None, None) => phases.extend(phases_of(scenario, &scenario.run.name, (n, fabric), None, 0)?),
+        (None, Some(spec)) => phases.extend(congestion::phases(scenario, spec, job)?),
+        (None, None) => phases.extend(phases_of(scenario, &scenario.run.name, job, None, 0)?),
         (Some(sweep), _) => {
             for point in sweep.points(scenario, n).map_err(|e| (Field::sweep("values"), e.to_string()))? {
                 let mut name = format!("{}={}", sweep.parameter.name(), point.value);
@@ -270,7 +272,7 @@ pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) ->
                     baseline: point.value == sweep.baseline(),
                 };
                 let first = phases.len();
-                phases.extend(phases_of(&point.scenario, &name, (n, fabric), Some(at), first)?);
+                phases.extend(phases_of(&point.scenario, &name, job, Some(at), first)?);
             }
         }
     }
@@ -313,7 +315,7 @@ fn repeated(once: Vec<Phase>, count: u32) -> Vec<Phase> {
 pub(super) fn phases_of(
     scenario: &Scenario,
     name: &str,
-    (n, fabric): (usize, Option<&Fabric>),
+    Job { n, fabric }: Job,
     sweep: Option<SweepPoint>,
     first: usize,
 ) -> Result<Vec<Phase>, (Field, String)> {

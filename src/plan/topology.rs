@@ -15,6 +15,14 @@ use crate::topology::{SwitchName, Topology};
 const NEEDS: &str = "needs the fabric's topology: add a [topology] table with file = \"fabric.toml\" to the \
                      scenario, or give --topology FILE (docs/TOPOLOGY.md)";
 
+/// The ranks a scenario is planned on: how many, and where they are cabled
+/// when the run has a topology.
+#[derive(Clone, Copy)]
+pub(crate) struct Job<'a> {
+    pub n: usize,
+    pub fabric: Option<&'a Fabric<'a>>,
+}
+
 /// The job's ranks on the topology, which places every rank's host.
 pub struct Fabric<'a> {
     topology: &'a Topology,

@@ -244,7 +244,7 @@ fn a_local_run_with_a_topology_groups_its_flows_by_leaf_pair() {
     bench.write("fabric.toml", LOCAL);
     let text = format!("[topology]\nfile = \"fabric.toml\"\n\n{}", group("all-pairs", "message_size = \"64K\""));
     let scenario = bench.write("s.toml", &text);
-    let run = run_json(&bench, &scenario, &local_hosts(), &["--duration", "300ms", "--warmup", "100ms"]);
+    let run = run_json(&bench, &scenario, &local_hosts(), &["--warmup", "300ms"]);
     let leaves = &run["leaf_pairs"];
     assert_eq!(leaves["rank_leaves"], serde_json::json!(["leaf1", "leaf1", "leaf2", "leaf2"]), "{leaves}");
     let rows: Vec<(String, String, u64)> = leaves["rows"]
