@@ -1,11 +1,14 @@
 //! What a host is, for the record of a run and for `fabricbench hosts`:
 //! kernel, OS, CPU model, cores, NUMA nodes, rdma-core, and every RDMA
-//! device's driver, firmware, model and port rates. Everything is read
+//! device's driver, firmware, model and port rates, and its NVIDIA GPUs with
+//! their PCIe affinity to those devices. Everything is read
 //! from files under a root (`/` on a real host), so recorded device trees
 //! (tests/fixtures/hosts/) stand in for hardware this machine lacks. A fact
 //! that cannot be read is `None`, never an error: a host is recorded as far
 //! as it can be.
 
+mod gpu;
+mod pci;
 mod rdma;
 
 use std::fmt;
@@ -16,6 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::load::topology::parse_cpu_list;
 use crate::transport::rdma::libibverbs_release;
 
+pub use gpu::{dma_buf_possible, GpuDevice, GpuFacts, NicAffinity};
+pub use pci::{PciLink, PciPlace};
 pub use rdma::{PortFacts, RdmaDeviceFacts};
 
 /// Library folders (under the root) searched for libibverbs, in the order
@@ -54,6 +59,10 @@ pub struct HostFacts {
     pub libibverbs: Option<String>,
     /// Every device of /sys/class/infiniband, by name.
     pub rdma_devices: Vec<RdmaDeviceFacts>,
+    /// NVIDIA GPUs and each RDMA NIC's PCIe class to them; `None` on a
+    /// host without one (and in records made before GPUs were read).
+    #[serde(default)]
+    pub gpus: Option<Box<GpuFacts>>,
 }
 
 impl HostFacts {
@@ -77,8 +86,10 @@ impl HostFacts {
             std::fs::read_to_string(sys.join(path)).ok().and_then(|t| parse_cpu_list(&t)).map(|list| list.len())
         };
         let library = libibverbs(root);
+        let kernel = read("proc/sys/kernel/osrelease").map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
         HostFacts {
-            kernel: read("proc/sys/kernel/osrelease").map(|t| t.trim().to_string()).filter(|t| !t.is_empty()),
+            gpus: GpuFacts::read(root, sys, kernel.as_deref()).map(Box::new),
+            kernel,
             os: read("etc/os-release").or_else(|| read("usr/lib/os-release")).and_then(|t| pretty_name(&t)),
             cpu_model: read("proc/cpuinfo").and_then(|t| cpu_model(&t)),
             cores: count("devices/system/cpu/online").filter(|&n| n > 0),
@@ -113,6 +124,7 @@ pub fn differences(hosts: &[(&str, &HostFacts)]) -> Vec<String> {
         add("cores".into(), f.cores.map(|n| n.to_string()));
         add("NUMA nodes".into(), f.numa_nodes.map(|n| n.to_string()));
         add("rdma-core".into(), f.rdma_core.map(|n| n.to_string()));
+        add("NVIDIA driver".into(), f.gpus.as_ref().and_then(|g| g.driver.clone()));
         for d in &f.rdma_devices {
             let chip = d.hca_type.clone().unwrap_or_else(|| d.name.clone());
             add(format!("{chip} firmware"), d.firmware.clone());
@@ -192,6 +204,9 @@ impl fmt::Display for HostFacts {
         }
         for d in &self.rdma_devices {
             writeln!(f, "{d}")?;
+        }
+        if let Some(gpus) = &self.gpus {
+            write!(f, "{gpus}")?;
         }
         Ok(())
     }

@@ -108,14 +108,14 @@ fn port(dir: &Path, port: u8) -> Option<PortFacts> {
 }
 
 /// A sysfs attribute, trimmed; `None` when unreadable or empty.
-fn text(path: &Path) -> Option<String> {
+pub(super) fn text(path: &Path) -> Option<String> {
     let t = std::fs::read_to_string(path).ok()?;
     let t = t.trim();
     (!t.is_empty()).then(|| t.to_string())
 }
 
 /// The names in a folder; none when it is missing.
-fn entries(dir: &Path) -> Vec<String> {
+pub(super) fn entries(dir: &Path) -> Vec<String> {
     let Ok(list) = std::fs::read_dir(dir) else { return Vec::new() };
     list.flatten().filter_map(|e| e.file_name().into_string().ok()).collect()
 }

@@ -16,6 +16,7 @@ mod coordinator_scale;
 mod degraded;
 mod docs;
 mod fuzz_seeds;
+mod gpu_facts;
 mod hardware_check;
 mod host_facts;
 mod load_scenarios;
