@@ -1,6 +1,7 @@
 //! Data-path transports: endpoints, connecting, the hot loops and their
 //! counters. A transport knows nothing of hosts or scenarios.
 
+pub mod memory;
 pub mod pace;
 pub mod rdma;
 pub mod tcp;

@@ -17,6 +17,7 @@ mod degraded;
 mod docs;
 mod fuzz_seeds;
 mod gpu_facts;
+mod gpu_memory;
 mod hardware_check;
 mod host_facts;
 mod load_scenarios;

@@ -1,0 +1,104 @@
+//! GPU memory through the CUDA provider, loaded against a test double of
+//! the driver API (tests/doubles/libcuda-double.c, built here with cc):
+//! every entry point resolved by its real name, bytes moved, every failure
+//! named. The double is host memory; it cannot prove anything about a real
+//! GPU (see its header).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fabricbench::transport::memory::{CudaMemory, CudaMemoryType, HostMemory, MemoryError, MemoryProvider};
+
+/// The double built with `defines` (once per set, shared by the tests).
+fn double(name: &str, defines: &[&str]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda-double");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("libcuda-{name}.so"));
+    // Built to a file of this process's own, then renamed: tests run at once.
+    let building = dir.join(format!(".libcuda-{name}.{}.so", std::process::id()));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/libcuda-double.c");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&building)
+        .args(defines)
+        .arg(&source)
+        .status()
+        .expect("cc (gcc) builds the CUDA double");
+    assert!(status.success(), "cc failed on {}", source.display());
+    std::fs::rename(&building, &out).unwrap();
+    out
+}
+
+fn gpu(library: &Path, index: usize, placement: CudaMemoryType) -> CudaMemory {
+    CudaMemory::open_at(library, index, placement).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn cuda_memory_allocates_copies_fills_checks_and_frees_through_the_driver_api() {
+    let library = double("two", &[]);
+    for placement in [CudaMemoryType::Device, CudaMemoryType::Managed, CudaMemoryType::HostPinned] {
+        let cuda = gpu(&library, 1, placement);
+        assert_eq!((cuda.bus_id(), cuda.name()), ("0000:1C:00.0", "CUDA test double"));
+        // Over 1 MiB: the check reads back in pieces.
+        let len = (1 << 20) + 3;
+        let mut b = cuda.allocate(len).unwrap();
+        assert_eq!(b.len(), len);
+        cuda.fill(&mut b, 0x5a).unwrap();
+        cuda.check(&b, 0x5a).unwrap();
+        cuda.copy_from_host(&mut b, len - 2, b"ok").unwrap();
+        let mut back = [0u8; 3];
+        cuda.copy_to_host(&b, len - 3, &mut back).unwrap();
+        assert_eq!(&back, b"\x5aok", "{placement:?}");
+        let e = cuda.check(&b, 0x5a).unwrap_err();
+        assert_eq!(e.to_string(), format!("buffer check failed at byte {}: 0x6f, expected 0x5a", len - 2));
+        let e = cuda.copy_to_host(&b, len - 2, &mut back).unwrap_err();
+        assert_eq!(e.to_string(), format!("3 bytes at offset {} do not fit a buffer of {len} bytes", len - 2));
+        cuda.free(b).unwrap();
+    }
+}
+
+#[test]
+fn driver_failures_name_the_call_the_gpu_and_the_fix() {
+    let library = double("two", &[]);
+    let e = CudaMemory::open_at(&library, 3, CudaMemoryType::Device).unwrap_err();
+    assert_eq!(e.to_string(), "GPU 3 not on this host (it has 2; GPUs are numbered from 0 as CUDA counts them)");
+    let none = double("none", &["-DGPUS=0"]);
+    let e = CudaMemory::open_at(&none, 0, CudaMemoryType::Device).unwrap_err();
+    assert!(matches!(e, MemoryError::NoSuchGpu { gpu: 0, count: 0 }), "cuInit's CUDA_ERROR_NO_DEVICE: {e}");
+
+    let cuda = gpu(&library, 0, CudaMemoryType::Device);
+    let e = cuda.allocate(0).unwrap_err();
+    assert_eq!(e.to_string(), "cuMemAlloc on GPU 0 failed: invalid argument (CUresult 1)");
+    let b = cuda.allocate(4096).unwrap();
+    let e = cuda.dma_buf(&b).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "cannot be exported as dma-buf: cuMemGetHandleForAddressRange: the GPU or driver does not support dma-buf"
+        ),
+        "{e}"
+    );
+    // A buffer goes back to the provider that made it only.
+    let other = gpu(&library, 1, CudaMemoryType::Device);
+    let e = other.free(b).unwrap_err();
+    assert!(matches!(e, MemoryError::Foreign { .. }), "{e}");
+    let mut host = HostMemory.allocate(16).unwrap();
+    let e = cuda.fill(&mut host, 1).unwrap_err();
+    assert!(e.to_string().starts_with("a buffer of host memory was given to the CUDA GPU 0 ("), "{e}");
+}
+
+#[test]
+fn a_driver_without_an_entry_point_is_named() {
+    let library = double("no-memset", &["-DOMIT_MEMSET"]);
+    let e = CudaMemory::open_at(&library, 0, CudaMemoryType::Device).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, MemoryError::NoSymbol { symbol: "cuMemsetD8_v2", .. }), "{text}");
+    assert!(text.contains("has no cuMemsetD8_v2 (") && text.contains("the NVIDIA driver is too old"), "{text}");
+}
+
+#[test]
+fn without_libcuda_the_error_says_there_is_no_driver() {
+    let e = CudaMemory::open_at(Path::new("libcuda-not-installed.so.1"), 0, CudaMemoryType::Device).unwrap_err();
+    let text = e.to_string();
+    assert!(text.starts_with("no NVIDIA driver: libcuda-not-installed.so.1 not found ("), "{text}");
+    assert!(text.ends_with("install the NVIDIA driver, or name the library with FABRICBENCH_LIBCUDA"), "{text}");
+}
