@@ -22,6 +22,7 @@
  *
  * Built by tests/it/gpu_memory.rs: cc -shared -fPIC [-DGPUS=N] [-DOMIT_MEMSET].
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,8 @@ enum {
 #define MAX_ALLOCATIONS 256
 
 static int initialised;
+/* Guards the table: tests run in threads of one process under cargo test. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     char *start;
     size_t len;
@@ -142,7 +145,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
     return CUDA_ERROR_INVALID_CONTEXT;
 }
 
-static CUresult allocate(void **out, size_t len)
+static CUresult allocate_locked(void **out, size_t len)
 {
     if (!initialised)
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -172,14 +175,43 @@ static int holding(const char *p, size_t len)
     return -1;
 }
 
+static CUresult allocate(void **out, size_t len)
+{
+    pthread_mutex_lock(&lock);
+    CUresult r = allocate_locked(out, len);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 static CUresult release(char *p)
 {
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
     int i = holding(p, 0);
-    if (i < 0 || live[i].start != p)
-        return CUDA_ERROR_INVALID_VALUE;
-    free(p);
-    live[i].start = NULL;
-    return CUDA_SUCCESS;
+    if (i >= 0 && live[i].start == p) {
+        free(p);
+        live[i].start = NULL;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Copies len bytes from src to dst once `inside` lies in a live allocation
+   (memset when src is NULL, with value). */
+static CUresult move_bytes(const char *inside, char *dst, const char *src, unsigned char value, size_t len)
+{
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (holding(inside, len) >= 0) {
+        if (src != NULL)
+            memcpy(dst, src, len);
+        else
+            memset(dst, value, len);
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t len)
@@ -215,29 +247,20 @@ CUresult cuMemFreeHost(void *p)
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t len)
 {
     char *d = (char *)(uintptr_t)dst;
-    if (holding(d, len) < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(d, src, len);
-    return CUDA_SUCCESS;
+    return move_bytes(d, d, src, 0, len);
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len)
 {
     const char *s = (const char *)(uintptr_t)src;
-    if (holding(s, len) < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(dst, s, len);
-    return CUDA_SUCCESS;
+    return move_bytes(s, dst, s, 0, len);
 }
 
 #ifndef OMIT_MEMSET /* -DOMIT_MEMSET: a driver without one entry point */
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t len)
 {
     char *d = (char *)(uintptr_t)dst;
-    if (holding(d, len) < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    memset(d, value, len);
-    return CUDA_SUCCESS;
+    return move_bytes(d, d, NULL, value, len);
 }
 #endif
 
