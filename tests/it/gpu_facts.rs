@@ -122,3 +122,13 @@ fn facts_shows_the_matrix_of_the_tree_fabricbench_sysfs_root_names() {
     assert!(text.contains("GPUs: 8 · NVIDIA driver 550.54.15 · peer memory: nvidia_peermem"), "{text}");
     assert!(text.contains("  mlx5_1 PXB   PXB   PHB   PHB   SYS   SYS   SYS   SYS   GPU0\n"), "{text}");
 }
+
+/// `fabricbench hosts` warns of hosts on different NVIDIA drivers.
+#[test]
+fn a_different_nvidia_driver_is_named_among_the_differences() {
+    let (dgx, across) = (facts("gpu-dgx"), facts("gpu-across"));
+    let differ = fabricbench::hostfacts::differences(&[("a", &dgx), ("b", &across), ("c", &dgx)]);
+    assert!(differ.contains(&"NVIDIA driver: 550.54.15 on a, c; 470.223.02 on b".to_string()), "{differ:?}");
+    let alike = fabricbench::hostfacts::differences(&[("a", &dgx), ("c", &dgx)]);
+    assert!(alike.is_empty(), "{alike:?}");
+}
