@@ -188,7 +188,7 @@ pub enum OpName {
 
 impl PairOp {
     /// `write`, `write_lat`, `write-lat`, `atomic`, `fetch_add`, …
-    pub fn parse(text: &str) -> Result<PairOp, String> {
+    pub fn parse(text: &str) -> Result<PairOp, NotAnOp> {
         let (name, latency) = match text.strip_suffix("_lat").or_else(|| text.strip_suffix("-lat")) {
             Some(name) => (name, true),
             None => (text, false),
@@ -196,15 +196,19 @@ impl PairOp {
         let op = match Op::named(name) {
             Some(op) => OpName::Op(op),
             None if name == "atomic" => OpName::Atomic,
-            None => {
-                return Err(format!(
-                    "`{text}` is not an operation; use write, read, send, write_imm, send_imm, atomic, fetch_add, cmp_swap (add _lat for latency: write_lat, read_lat, send_lat, atomic_lat)"
-                ))
-            }
+            None => return Err(NotAnOp(text.to_string())),
         };
         Ok(PairOp { op, latency })
     }
 }
+
+/// An OP argument that names no operation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not an operation; use write, read, send, write_imm, send_imm, atomic, fetch_add, cmp_swap (add _lat \
+     for latency: write_lat, read_lat, send_lat, atomic_lat)"
+)]
+pub struct NotAnOp(pub String);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AtomicType {
@@ -215,18 +219,23 @@ pub enum AtomicType {
 }
 
 /// perftest's -D is whole seconds; fractions and humantime ("500ms") work too.
-fn parse_seconds(text: &str) -> Result<Duration, String> {
+fn parse_seconds(text: &str) -> Result<Duration, NotSeconds> {
     let parsed = match text.trim().parse::<f64>() {
         // try_: a number of seconds too large for a Duration is refused, not a panic.
-        Ok(s) if s > 0.0 => Duration::try_from_secs_f64(s).map_err(|e| e.to_string()),
-        Ok(_) => Err(String::new()),
-        Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string()),
+        Ok(s) if s > 0.0 => Duration::try_from_secs_f64(s).ok(),
+        Ok(_) => None,
+        Err(_) => humantime::parse_duration(text).ok(),
     };
     match parsed {
-        Ok(d) if !d.is_zero() => Ok(d),
-        _ => Err(format!("`{text}` is not a duration; give seconds (e.g. 2, 0.5) or e.g. 500ms")),
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(NotSeconds(text.to_string())),
     }
 }
+
+/// A -D argument that is no positive duration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a duration; give seconds (e.g. 2, 0.5) or e.g. 500ms")]
+pub struct NotSeconds(pub String);
 
 #[cfg(test)]
 mod tests {
@@ -239,7 +248,7 @@ mod tests {
         assert_eq!(PairOp::parse("send-lat").unwrap(), PairOp { op: OpName::Op(Op::Send), latency: true });
         assert_eq!(PairOp::parse("write-imm").unwrap().op, OpName::Op(Op::WriteImm));
         assert_eq!(PairOp::parse("atomic").unwrap().op, OpName::Atomic);
-        assert!(PairOp::parse("wirte").unwrap_err().contains("not an operation"));
+        assert!(PairOp::parse("wirte").unwrap_err().to_string().starts_with("`wirte` is not an operation; use write,"));
     }
 
     #[test]
@@ -248,7 +257,10 @@ mod tests {
         assert_eq!(parse_seconds("0.5").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_seconds("300ms").unwrap(), Duration::from_millis(300));
         assert!(parse_seconds("0").is_err());
-        assert!(parse_seconds("soon").is_err());
+        assert_eq!(
+            parse_seconds("soon").unwrap_err().to_string(),
+            "`soon` is not a duration; give seconds (e.g. 2, 0.5) or e.g. 500ms"
+        );
         assert!(parse_seconds("1e30").is_err() && parse_seconds("inf").is_err() && parse_seconds("NaN").is_err());
     }
 }
