@@ -9,7 +9,7 @@ use super::limits::{
 };
 use super::rdma::{atomic_size_error, ATOMIC_SIZE, GROUP_KEYS};
 use super::stress::Threads;
-use super::sweep::SweepSpec;
+use super::sweep::{PointError, SweepSpec};
 use super::{BadKey, Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Source, StressTable, Transport};
 
 /// Checks what a single file can tell on its own, before any hostfile is
@@ -66,7 +66,7 @@ pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, St
     super::congestion::check(s)?;
     if let Some(sw) = &s.sweep {
         sw.check(s).map_err(|e| (Field::sweep(e.key), e.reason))?;
-        check_points(sw, s, machine).map_err(|m| (Field::sweep("values"), m))?;
+        check_points(sw, s, machine).map_err(|e| (Field::sweep("values"), e.to_string()))?;
     }
     s.check.validate().map_err(|e| (Field::check(e.key), e.reason))
 }
@@ -211,8 +211,8 @@ fn check_stress(st: &StressTable, machine: &Machine) -> Result<(), BadKey> {
 
 /// Every sweep point within the same bounds as the scenario itself (a
 /// point may change a size, a transport or the stress).
-fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<(), String> {
-    for point in sweep.points(s, usize::MAX).map_err(|e| e.to_string())? {
+fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<(), BadPoint> {
+    for point in sweep.points(s, usize::MAX)? {
         let at = match point.by {
             None => format!("{}={}", sweep.parameter.name(), point.value),
             Some(by) => format!(
@@ -226,13 +226,25 @@ fn check_points(sweep: &SweepSpec, s: &Scenario, machine: &Machine) -> Result<()
             check_sizes(g)
                 .and_then(|()| check_streams(g))
                 .and_then(|()| super::rate::check_group(g))
-                .map_err(|e| format!("at {at}, group `{}`: `{}` {}", g.name, e.key, e.reason))?;
+                .map_err(|error| BadPoint::Group { at: at.clone(), group: g.name.clone(), error })?;
         }
         for st in &point.scenario.stress {
-            check_stress(st, machine).map_err(|e| format!("at {at}, stress `{}`: {}", e.key, e.reason))?;
+            check_stress(st, machine).map_err(|error| BadPoint::Stress { at: at.clone(), error })?;
         }
     }
     Ok(())
+}
+
+/// A sweep point the scenario's own bounds refuse: where (`at`: the
+/// parameters' values) and which key.
+#[derive(Debug, thiserror::Error)]
+enum BadPoint {
+    #[error(transparent)]
+    Point(#[from] PointError),
+    #[error("at {at}, group `{group}`: `{}` {}", .error.key, .error.reason)]
+    Group { at: String, group: String, error: BadKey },
+    #[error("at {at}, stress `{}`: {}", .error.key, .error.reason)]
+    Stress { at: String, error: BadKey },
 }
 
 /// Each pattern takes its own selectors; a selector it ignores is a mistake.
