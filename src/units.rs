@@ -10,17 +10,25 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct ByteSize(pub u64);
 
 impl ByteSize {
-    pub fn parse(text: &str) -> Result<ByteSize, String> {
+    pub fn parse(text: &str) -> Result<ByteSize, BadSize> {
         parse_size::Config::new()
             .with_binary()
             .parse_size(text.trim())
             .map(ByteSize)
-            .map_err(|e| format!("`{text}` is not a size ({e}); use bytes or K/M/G, e.g. 65536, 64K, 1M"))
+            .map_err(|reason| BadSize { text: text.to_string(), reason })
     }
 
     pub fn bytes(self) -> u64 {
         self.0
     }
+}
+
+/// A size that does not read: the text as given and the parser's reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a size ({reason}); use bytes or K/M/G, e.g. 65536, 64K, 1M")]
+pub struct BadSize {
+    pub text: String,
+    pub reason: parse_size::Error,
 }
 
 impl fmt::Display for ByteSize {
@@ -98,7 +106,10 @@ mod tests {
         assert_eq!(ByteSize::parse("64KiB").unwrap(), ByteSize(65536));
         assert_eq!(ByteSize::parse("1M").unwrap(), ByteSize(1 << 20));
         assert_eq!(ByteSize::parse("123").unwrap(), ByteSize(123));
-        assert!(ByteSize::parse("lots").unwrap_err().contains("`lots` is not a size"));
+        assert_eq!(
+            ByteSize::parse("lots").unwrap_err().to_string(),
+            "`lots` is not a size (invalid digit found in string); use bytes or K/M/G, e.g. 65536, 64K, 1M"
+        );
     }
 
     #[test]

@@ -418,8 +418,12 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
 fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, String)> {
     let mut out: Vec<(usize, RankStress)> = Vec::new();
     for (i, table) in scenario.stress.iter().enumerate() {
-        let ranks =
-            table.ranks.as_ref().unwrap_or(&RankSet::All).resolve(n).map_err(|m| (Field::stress(i, "ranks"), m))?;
+        let ranks = table
+            .ranks
+            .as_ref()
+            .unwrap_or(&RankSet::All)
+            .resolve(n)
+            .map_err(|e| (Field::stress(i, "ranks"), e.to_string()))?;
         for rank in ranks {
             if let Some((first, _)) = out.iter().find(|(_, s)| s.rank == rank) {
                 return Err((

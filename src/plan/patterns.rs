@@ -13,7 +13,7 @@ pub(super) fn select(
     default: RankSet,
     n: usize,
 ) -> Result<Vec<usize>, (&'static str, String)> {
-    set.as_ref().unwrap_or(&default).resolve(n).map_err(|m| (key, m))
+    set.as_ref().unwrap_or(&default).resolve(n).map_err(|e| (key, e.to_string()))
 }
 
 pub(super) type Pairs = Vec<(usize, usize)>;

@@ -79,14 +79,14 @@ impl Subject {
         }
     }
 
-    fn parse(text: &str) -> Result<Subject, String> {
+    fn parse(text: &str) -> Result<Subject, BadRule> {
         Ok(match text {
             "flow" | "pair" => Subject::Flow,
             "host" => Subject::Host,
             "receiver" => Subject::Receiver,
             "group" => Subject::Group,
             "latency" => Subject::Latency,
-            _ => return Err(format!("`{text}` is not a check subject; use one of {SUBJECTS}")),
+            _ => return Err(BadRule::NotASubject(text.to_string())),
         })
     }
 
@@ -100,7 +100,7 @@ impl Subject {
     }
 
     /// Whether `threshold` means something for this subject.
-    fn accepts(self, threshold: Threshold) -> Result<(), String> {
+    fn accepts(self, threshold: Threshold) -> Result<(), BadRule> {
         let ok = match (self, threshold) {
             (Subject::Latency, t) => matches!(t, Threshold::TimesMin(_)),
             (_, Threshold::TimesMin(_)) => false,
@@ -110,24 +110,28 @@ impl Subject {
         if ok {
             return Ok(());
         }
-        let takes = match self {
+        Err(BadRule::DoesNotApply { subject: self, threshold })
+    }
+
+    /// The thresholds this subject takes, for the error that refuses another.
+    fn takes(self) -> &'static str {
+        match self {
             Subject::Latency => "a multiple of the smallest latency, e.g. \"1.5x min\"",
             Subject::Group => "a rate (\"40 Gb/s\") or a share of the best (\"93% of best\")",
             _ => "a rate (\"9 Gb/s\"), \"93% of best\" or \"90% of line rate\"",
-        };
-        Err(format!("`{threshold}` does not apply to `{}` (it takes {takes})", self.name()))
+        }
     }
 }
 
 impl Threshold {
-    pub fn parse(text: &str) -> Result<Threshold, String> {
+    pub fn parse(text: &str) -> Result<Threshold, BadThreshold> {
         let text = text.trim();
-        let bad = || format!("`{text}` is not a threshold; use {THRESHOLDS}");
+        let bad = || BadThreshold::NotAThreshold(text.to_string());
         let t = text.trim().to_ascii_lowercase();
-        let percent = |p: &str| -> Result<f64, String> {
+        let percent = |p: &str| -> Result<f64, BadThreshold> {
             let n = p.trim().strip_suffix('%').ok_or_else(bad)?.trim().parse::<f64>().map_err(|_| bad())?;
             if !(n > 0.0 && n <= 100.0) {
-                return Err(format!("`{text}`: the percentage must be above 0 and at most 100"));
+                return Err(BadThreshold::Percentage(text.to_string()));
             }
             Ok(n)
         };
@@ -139,7 +143,7 @@ impl Threshold {
             let m = m.trim().trim_end_matches(['x', '×']).trim();
             let n: f64 = m.parse().map_err(|_| bad())?;
             if !(n >= 1.0 && n.is_finite()) {
-                return Err(format!("`{text}`: the multiple must be at least 1"));
+                return Err(BadThreshold::Multiple(text.to_string()));
             }
             Threshold::TimesMin(n)
         } else {
@@ -150,40 +154,37 @@ impl Threshold {
 }
 
 /// A rate with its unit: `9 Gb/s`, `9Gbps`, `400 Mb/s`, `400mbit`; in Gb/s.
-pub fn parse_rate(text: &str) -> Result<f64, String> {
+pub fn parse_rate(text: &str) -> Result<f64, BadGbps> {
     let t = text.trim().to_ascii_lowercase();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a rate; write e.g. \"25 Gb/s\""))?;
+    let value: f64 = number.parse().map_err(|_| BadGbps::NotARate(text.to_string()))?;
     let gbps = match unit.trim() {
         "gb/s" | "gbps" | "gbit/s" | "gbit" => value,
         "mb/s" | "mbps" | "mbit/s" | "mbit" => value / 1e3,
         "tb/s" | "tbps" | "tbit/s" | "tbit" => value * 1e3,
-        _ => return Err(format!("`{text}` has no rate unit; write e.g. \"25 Gb/s\" or \"400 Mb/s\"")),
+        _ => return Err(BadGbps::NoUnit(text.to_string())),
     };
     if gbps <= 0.0 {
-        return Err(format!("`{text}`: a rate must be above 0"));
+        return Err(BadGbps::NotAboveZero(text.to_string()));
     }
     // Hundreds of digits overflow to infinity, which prints as `inf Gb/s`:
     // run.json could not be read back.
     if !gbps.is_finite() {
-        return Err(format!("`{}…` is too large a rate", text.chars().take(20).collect::<String>()));
+        return Err(BadGbps::TooLarge { start: text.chars().take(20).collect() });
     }
     Ok(gbps)
 }
 
 impl Rule {
     /// `SUBJECT >= THRESHOLD` (`<=` for latency), e.g. `flow >= 93% of best`.
-    pub fn parse(text: &str) -> Result<Rule, String> {
+    pub fn parse(text: &str) -> Result<Rule, BadRule> {
         let Some((at, op)) = [">=", "<="].iter().find_map(|op| text.find(op).map(|at| (at, *op))) else {
-            return Err(format!(
-                "`{text}` is not a check; write SUBJECT >= THRESHOLD, e.g. \"flow >= 93% of best\", \
-                 \"receiver >= 40 Gb/s\", \"latency <= 1.5x min\""
-            ));
+            return Err(BadRule::NotACheck(text.to_string()));
         };
         let subject = Subject::parse(text[..at].trim())?;
         if op != subject.operator() {
-            return Err(format!("`{text}`: `{}` checks are written with `{}`", subject.name(), subject.operator()));
+            return Err(BadRule::WrongOperator { text: text.to_string(), subject });
         }
         let threshold = Threshold::parse(&text[at + 2..])?;
         subject.accepts(threshold)?;
@@ -225,10 +226,54 @@ impl CheckSpec {
     /// Each threshold fits its subject; errors carry the key.
     pub fn validate(&self) -> Result<(), BadKey> {
         for rule in self.rules() {
-            rule.subject.accepts(rule.threshold).map_err(|m| BadKey::new(rule.subject.name(), m))?;
+            rule.subject.accepts(rule.threshold).map_err(|e| BadKey::new(rule.subject.name(), e.to_string()))?;
         }
         Ok(())
     }
+}
+
+/// Why a check (`SUBJECT >= THRESHOLD`) does not read, or pairs a subject
+/// with a threshold it cannot take.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BadRule {
+    #[error(
+        "`{0}` is not a check; write SUBJECT >= THRESHOLD, e.g. \"flow >= 93% of best\", \"receiver >= 40 Gb/s\", \
+         \"latency <= 1.5x min\""
+    )]
+    NotACheck(String),
+    #[error("`{0}` is not a check subject; use one of {SUBJECTS}")]
+    NotASubject(String),
+    #[error("`{text}`: `{}` checks are written with `{}`", .subject.name(), .subject.operator())]
+    WrongOperator { text: String, subject: Subject },
+    #[error("`{threshold}` does not apply to `{}` (it takes {})", .subject.name(), .subject.takes())]
+    DoesNotApply { subject: Subject, threshold: Threshold },
+    #[error(transparent)]
+    Threshold(#[from] BadThreshold),
+}
+
+/// Why a threshold does not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadThreshold {
+    #[error("`{0}` is not a threshold; use {THRESHOLDS}")]
+    NotAThreshold(String),
+    #[error("`{0}`: the percentage must be above 0 and at most 100")]
+    Percentage(String),
+    #[error("`{0}`: the multiple must be at least 1")]
+    Multiple(String),
+}
+
+/// Why a rate in Gb/s (`line_rate`, `--line-rate`) does not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadGbps {
+    #[error("`{0}` is not a rate; write e.g. \"25 Gb/s\"")]
+    NotARate(String),
+    #[error("`{0}` has no rate unit; write e.g. \"25 Gb/s\" or \"400 Mb/s\"")]
+    NoUnit(String),
+    #[error("`{0}`: a rate must be above 0")]
+    NotAboveZero(String),
+    /// Only its first 20 characters are shown.
+    #[error("`{start}…` is too large a rate")]
+    TooLarge { start: String },
 }
 
 impl fmt::Display for Threshold {
@@ -331,29 +376,34 @@ mod tests {
     fn an_infinite_rate_is_refused() {
         // Found by fuzzing (fuzz/corpus/check/infinite): it printed as `inf Gb/s`.
         let huge = format!("1{} Tb/s", "0".repeat(400));
-        assert_eq!(parse_rate(&huge).unwrap_err(), "`10000000000000000000…` is too large a rate");
-        assert!(Rule::parse(&format!("flow >= {huge}")).unwrap_err().contains("is not a threshold"));
+        assert_eq!(parse_rate(&huge).unwrap_err().to_string(), "`10000000000000000000…` is too large a rate");
+        assert!(Rule::parse(&format!("flow >= {huge}")).unwrap_err().to_string().contains("is not a threshold"));
     }
 
     #[test]
     fn bad_rules_say_what_is_valid() {
-        assert!(Rule::parse("flow 9").unwrap_err().contains("write SUBJECT >= THRESHOLD"));
+        let rule_err = |text: &str| Rule::parse(text).unwrap_err().to_string();
+        assert!(rule_err("flow 9").contains("write SUBJECT >= THRESHOLD"));
         assert_eq!(
-            Rule::parse("link >= 9 Gb/s").unwrap_err(),
+            rule_err("link >= 9 Gb/s"),
             "`link` is not a check subject; use one of flow, host, receiver, group, latency"
         );
-        assert_eq!(Rule::parse("flow <= 9 Gb/s").unwrap_err(), "`flow <= 9 Gb/s`: `flow` checks are written with `>=`");
+        assert_eq!(rule_err("flow <= 9 Gb/s"), "`flow <= 9 Gb/s`: `flow` checks are written with `>=`");
         assert_eq!(
-            Rule::parse("latency <= 9 Gb/s").unwrap_err(),
+            rule_err("latency <= 9 Gb/s"),
             "`9 Gb/s` does not apply to `latency` (it takes a multiple of the smallest latency, e.g. \"1.5x min\")"
         );
-        assert!(Rule::parse("group >= 90% of line rate").unwrap_err().contains("does not apply to `group`"));
-        assert!(Rule::parse("flow >= 9").unwrap_err().contains("`9` is not a threshold; use a rate"));
+        assert!(rule_err("group >= 90% of line rate").contains("does not apply to `group`"));
+        assert!(rule_err("flow >= 9").contains("`9` is not a threshold; use a rate"));
         assert_eq!(
-            Threshold::parse("120% of best").unwrap_err(),
+            Threshold::parse("120% of best").unwrap_err().to_string(),
             "`120% of best`: the percentage must be above 0 and at most 100"
         );
-        assert_eq!(Threshold::parse("0.5x min").unwrap_err(), "`0.5x min`: the multiple must be at least 1");
+        assert_eq!(Threshold::parse("0.5x min").unwrap_err(), BadThreshold::Multiple("0.5x min".into()));
+        assert_eq!(
+            Threshold::parse("0.5x min").unwrap_err().to_string(),
+            "`0.5x min`: the multiple must be at least 1"
+        );
     }
 
     #[test]

@@ -24,10 +24,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use check::{parse_rate, CheckSpec, Rule, Subject, Threshold};
+pub use check::{parse_rate, BadGbps, BadRule, BadThreshold, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{BadKey, Field, Section, Source};
 pub use op::{Mode, Op};
-pub use ranks::RankSet;
+pub use ranks::{BadRanks, RankSet};
 pub use validate::check_run;
 
 use crate::units::ByteSize;

@@ -17,12 +17,12 @@ impl RankSet {
         RankSet::Ranges(vec![(rank, rank)])
     }
 
-    pub fn parse(text: &str) -> Result<RankSet, String> {
+    pub fn parse(text: &str) -> Result<RankSet, BadRanks> {
         let text = text.trim();
         if text == "all" || text == "*" {
             return Ok(RankSet::All);
         }
-        let bad = || format!("`{text}` is not a rank selector; use \"all\", 3, \"1-3,5\" or [1, 2]");
+        let bad = || BadRanks::NotASelector(text.to_string());
         let mut ranges = Vec::new();
         for part in text.split(',') {
             let part = part.trim();
@@ -30,7 +30,7 @@ impl RankSet {
             let lo: usize = lo.trim().parse().map_err(|_| bad())?;
             let hi: usize = hi.trim().parse().map_err(|_| bad())?;
             if lo > hi {
-                return Err(format!("rank range `{part}` runs backwards"));
+                return Err(BadRanks::Backwards(part.to_string()));
             }
             ranges.push((lo, hi));
         }
@@ -39,7 +39,7 @@ impl RankSet {
 
     /// The ranks of this set in a job of `n` ranks, in order, without repeats.
     /// Errors name the first rank that does not exist.
-    pub fn resolve(&self, n: usize) -> Result<Vec<usize>, String> {
+    pub fn resolve(&self, n: usize) -> Result<Vec<usize>, BadRanks> {
         match self {
             RankSet::All => Ok((0..n).collect()),
             RankSet::Ranges(ranges) => {
@@ -47,10 +47,7 @@ impl RankSet {
                 let mut seen = vec![false; n];
                 for &(lo, hi) in ranges {
                     if hi >= n {
-                        return Err(format!(
-                            "rank {hi} does not exist: the hostfile has {n} host(s), ranks 0-{}",
-                            n.saturating_sub(1)
-                        ));
+                        return Err(BadRanks::NoSuchRank { rank: hi, ranks: n });
                     }
                     out.extend((lo..=hi).filter(|&r| !std::mem::replace(&mut seen[r], true)));
                 }
@@ -58,6 +55,17 @@ impl RankSet {
             }
         }
     }
+}
+
+/// Why a rank selector does not read, or names a rank the job lacks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadRanks {
+    #[error("`{0}` is not a rank selector; use \"all\", 3, \"1-3,5\" or [1, 2]")]
+    NotASelector(String),
+    #[error("rank range `{0}` runs backwards")]
+    Backwards(String),
+    #[error("rank {rank} does not exist: the hostfile has {ranks} host(s), ranks 0-{}", .ranks.saturating_sub(1))]
+    NoSuchRank { rank: usize, ranks: usize },
 }
 
 impl fmt::Display for RankSet {
@@ -113,12 +121,12 @@ mod tests {
     #[test]
     fn errors_say_what_is_valid() {
         assert_eq!(
-            RankSet::parse("one").unwrap_err(),
+            RankSet::parse("one").unwrap_err().to_string(),
             "`one` is not a rank selector; use \"all\", 3, \"1-3,5\" or [1, 2]"
         );
-        assert_eq!(RankSet::parse("3-1").unwrap_err(), "rank range `3-1` runs backwards");
+        assert_eq!(RankSet::parse("3-1").unwrap_err().to_string(), "rank range `3-1` runs backwards");
         assert_eq!(
-            RankSet::one(4).resolve(4).unwrap_err(),
+            RankSet::one(4).resolve(4).unwrap_err().to_string(),
             "rank 4 does not exist: the hostfile has 4 host(s), ranks 0-3"
         );
     }

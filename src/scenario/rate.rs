@@ -43,11 +43,11 @@ const EXAMPLES: &str = "e.g. \"2 Gb/s\", \"400 Mb/s\", \"100k msg/s\"";
 
 impl Rate {
     /// `2 Gb/s`, `400 Mb/s`, `500 kb/s`, `100k msg/s`, `1M msg/s`, `2500 msg/s`.
-    pub fn parse(text: &str) -> Result<Rate, String> {
+    pub fn parse(text: &str) -> Result<Rate, BadRate> {
         let t = text.trim().to_ascii_lowercase();
         let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
         let (number, unit) = t.split_at(split);
-        let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a rate; write {EXAMPLES}"))?;
+        let value: f64 = number.parse().map_err(|_| BadRate::NotARate(text.to_string()))?;
         let unit = unit.trim();
         let bits = |scale: f64| Rate::Bits(value * scale);
         let rate = match unit {
@@ -63,29 +63,24 @@ impl Rate {
                 };
                 match rest.trim() {
                     "msg/s" | "msgs/s" | "messages/s" => Rate::Messages(value * prefix),
-                    _ => {
-                        return Err(format!(
-                            "`{text}` has no known rate unit (Tb/s, Gb/s, Mb/s, kb/s, or msg/s with k or M); \
-                             write {EXAMPLES}"
-                        ))
-                    }
+                    _ => return Err(BadRate::NoUnit(text.to_string())),
                 }
             }
         };
-        rate.check().map(|()| rate).map_err(|m| format!("`{text}`: {m}"))
+        rate.check().map(|()| rate).map_err(|why| BadRate::Bounds { text: text.to_string(), why })
     }
 
     /// Within the bounds above.
-    fn check(self) -> Result<(), String> {
+    fn check(self) -> Result<(), OutOfBounds> {
         let (value, lo, hi, shown) = match self {
             Rate::Bits(b) => (b, MIN_BITS_PER_S, MAX_BITS_PER_S, "bit rate is 1 Mb/s to 10 Tb/s"),
             Rate::Messages(m) => (m, MIN_MSGS_PER_S, MAX_MSGS_PER_S, "message rate is 1 to 100M msg/s"),
         };
         if value <= 0.0 {
-            return Err(format!("a rate must be above 0 (a flow's {shown})"));
+            return Err(OutOfBounds::NotAboveZero { shown });
         }
         if !(lo..=hi).contains(&value) {
-            return Err(format!("out of bounds: a flow's {shown}"));
+            return Err(OutOfBounds::Outside { shown });
         }
         Ok(())
     }
@@ -97,6 +92,26 @@ impl Rate {
             Rate::Messages(m) => m,
         }
     }
+}
+
+/// Why a group's `rate` does not read, or lies outside a flow's bounds.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadRate {
+    #[error("`{0}` is not a rate; write {EXAMPLES}")]
+    NotARate(String),
+    #[error("`{0}` has no known rate unit (Tb/s, Gb/s, Mb/s, kb/s, or msg/s with k or M); write {EXAMPLES}")]
+    NoUnit(String),
+    #[error("`{text}`: {why}")]
+    Bounds { text: String, why: OutOfBounds },
+}
+
+/// A rate outside a flow's bounds; `shown` says the bounds of its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OutOfBounds {
+    #[error("a rate must be above 0 (a flow's {shown})")]
+    NotAboveZero { shown: &'static str },
+    #[error("out of bounds: a flow's {shown}")]
+    Outside { shown: &'static str },
 }
 
 impl fmt::Display for Rate {
@@ -207,17 +222,17 @@ mod tests {
 
     #[test]
     fn bad_rates_say_what_is_valid() {
-        let e = Rate::parse("0 Gb/s").unwrap_err();
+        let e = Rate::parse("0 Gb/s").unwrap_err().to_string();
         assert!(e.contains("a rate must be above 0 (a flow's bit rate is 1 Mb/s to 10 Tb/s)"), "{e}");
-        let e = Rate::parse("5 furlongs").unwrap_err();
+        let e = Rate::parse("5 furlongs").unwrap_err().to_string();
         assert!(e.contains("`5 furlongs` has no known rate unit (Tb/s, Gb/s, Mb/s, kb/s, or msg/s"), "{e}");
-        let e = Rate::parse("fast").unwrap_err();
+        let e = Rate::parse("fast").unwrap_err().to_string();
         assert!(e.contains("`fast` is not a rate; write e.g. \"2 Gb/s\""), "{e}");
-        let e = Rate::parse("20 Tb/s").unwrap_err();
+        let e = Rate::parse("20 Tb/s").unwrap_err().to_string();
         assert!(e.contains("`20 Tb/s`: out of bounds: a flow's bit rate is 1 Mb/s to 10 Tb/s"), "{e}");
-        let e = Rate::parse("500M msg/s").unwrap_err();
+        let e = Rate::parse("500M msg/s").unwrap_err().to_string();
         assert!(e.contains("out of bounds: a flow's message rate is 1 to 100M msg/s"), "{e}");
-        let e = Rate::parse("100 kb/s").unwrap_err();
+        let e = Rate::parse("100 kb/s").unwrap_err().to_string();
         assert!(e.contains("out of bounds"), "{e}");
     }
 

@@ -37,15 +37,27 @@ impl Default for FlapShare {
 }
 
 impl FlapShare {
-    pub fn parse(text: &str) -> Result<FlapShare, String> {
-        let expected = "write a share of the flow's median between 1% and 99%, e.g. \"50%\"";
-        let number = text.trim().strip_suffix('%').ok_or_else(|| format!("`{text}` is not a share: {expected}"))?;
-        let pct: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a share: {expected}"))?;
+    pub fn parse(text: &str) -> Result<FlapShare, BadFlapShare> {
+        let not_a_share = || BadFlapShare::NotAShare(text.to_string());
+        let number = text.trim().strip_suffix('%').ok_or_else(not_a_share)?;
+        let pct: f64 = number.trim().parse().map_err(|_| not_a_share())?;
         if !(1.0..=99.0).contains(&pct) {
-            return Err(format!("`{text}` is out of range: {expected}"));
+            return Err(BadFlapShare::OutOfRange(text.to_string()));
         }
         Ok(FlapShare(pct))
     }
+}
+
+/// What a `flap` share takes, said by every error about one.
+const EXPECTED_SHARE: &str = "write a share of the flow's median between 1% and 99%, e.g. \"50%\"";
+
+/// Why a `flap` share (`[soak]`, `--flap`) does not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadFlapShare {
+    #[error("`{0}` is not a share: {EXPECTED_SHARE}")]
+    NotAShare(String),
+    #[error("`{0}` is out of range: {EXPECTED_SHARE}")]
+    OutOfRange(String),
 }
 
 impl Serialize for FlapShare {

@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::scenario::limits::MAX_SWEEP_POINTS;
 use crate::scenario::placement::Numa;
-use crate::scenario::rate::Rate;
+use crate::scenario::rate::{BadRate, Rate};
 use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaParams};
 use crate::scenario::stress::Threads;
-use crate::scenario::{BadKey, GroupSpec, Pattern, RankSet, Scenario, Transport};
-use crate::units::ByteSize;
+use crate::scenario::{BadKey, BadRanks, GroupSpec, Pattern, RankSet, Scenario, Transport};
+use crate::units::{BadSize, ByteSize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -226,8 +226,8 @@ fn check_axis(scenario: &Scenario, parameter: Parameter, values: &[Value], group
 pub enum PointError {
     #[error("`{0}` is not a whole number")]
     NotWhole(String),
-    #[error("{0}")]
-    Size(String),
+    #[error(transparent)]
+    Size(#[from] BadSize),
     #[error("a message size must be at least 1 byte")]
     EmptyMessage,
     #[error("streams must be 1 or more")]
@@ -236,16 +236,16 @@ pub enum PointError {
     NoSenders,
     #[error("sweeping `senders` needs a fan-in group; `{group}` is {pattern}")]
     SendersNeedFanIn { group: String, pattern: &'static str },
-    #[error("{0}")]
-    Ranks(String),
+    #[error(transparent)]
+    Ranks(#[from] BadRanks),
     #[error("{asked} senders asked, but group `{group}` has only {has}")]
     TooFewSenders { asked: usize, group: String, has: usize },
     #[error("`{0}` is not a load; use 0 to 100 (percent)")]
     NotALoad(String),
     #[error("`{value}` is not {what}")]
     NotA { value: String, what: &'static str },
-    #[error("{0}")]
-    Rate(String),
+    #[error(transparent)]
+    Rate(#[from] BadRate),
     #[error("`{0}` has no unit; write a rate, e.g. \"2 Gb/s\" or \"10k msg/s\"")]
     RateWithoutUnit(u64),
     #[error("turning the group off leaves no group to run")]
@@ -332,7 +332,7 @@ fn whole_number(value: &Value) -> Result<u64, PointError> {
 fn message_size(value: &Value) -> Result<ByteSize, PointError> {
     let size = match value {
         Value::Number(n) => ByteSize(*n),
-        Value::Text(t) => ByteSize::parse(t).map_err(PointError::Size)?,
+        Value::Text(t) => ByteSize::parse(t)?,
     };
     if size.bytes() == 0 {
         return Err(PointError::EmptyMessage);
@@ -343,7 +343,7 @@ fn message_size(value: &Value) -> Result<ByteSize, PointError> {
 /// The value read as a rate, which needs its unit.
 fn rate(value: &Value) -> Result<Rate, PointError> {
     match value {
-        Value::Text(t) => Rate::parse(t).map_err(PointError::Rate),
+        Value::Text(t) => Ok(Rate::parse(t)?),
         Value::Number(n) => Err(PointError::RateWithoutUnit(*n)),
     }
 }
@@ -357,8 +357,8 @@ fn set_senders(g: &mut GroupSpec, k: usize, ranks: usize) -> Result<(), PointErr
     if ranks == usize::MAX {
         return Ok(());
     }
-    let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks).map_err(PointError::Ranks)?;
-    let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks).map_err(PointError::Ranks)?;
+    let receivers = g.receivers.clone().unwrap_or(RankSet::one(0)).resolve(ranks)?;
+    let all = g.senders.clone().unwrap_or(RankSet::All).resolve(ranks)?;
     let senders: Vec<usize> = all.into_iter().filter(|r| !receivers.contains(r)).take(k).collect();
     if senders.len() < k {
         return Err(PointError::TooFewSenders { asked: k, group: g.name.clone(), has: senders.len() });
