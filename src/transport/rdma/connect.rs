@@ -14,7 +14,7 @@ use sideway::ibverbs::AccessFlags;
 
 use super::device::{self, OpenDevice};
 use super::endpoint::RdmaEndpoint;
-use super::error::{panic_message, RdmaError};
+use super::error::{panic_message, RdmaError, Refused};
 use super::ffi::{Arena, Cq, Qp};
 use super::ud;
 use crate::scenario::rdma::{Connection, PollStrategy, RdmaParams, UD_GRH};
@@ -303,14 +303,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
                 if send_inline { params.effective_message_size() as usize } else { 0 },
             );
             let init = if ud { ud::init(&mut qp, dev.port, qkey) } else { init_rc(&mut qp, dev.port, access) };
-            init.map_err(|(attrs, reason)| RdmaError::Connect {
-                flow: flow.into(),
-                qp: i,
-                qpn: qp.qpn(),
-                transition: "RESET->INIT",
-                attrs,
-                reason,
-            })?;
+            init.map_err(|refused| refused.at(flow.into(), i, qp.qpn()))?;
             let local_off = i * slot;
             if recv {
                 // Receives scatter into the slot's receive half (all of it in
@@ -351,11 +344,13 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
 }
 
 /// RC's RESET → INIT: the port and what the peer may do to our memory.
-fn init_rc(qp: &mut Qp, port: u8, access: AccessFlags) -> Result<(), (String, String)> {
+fn init_rc(qp: &mut Qp, port: u8, access: AccessFlags) -> Result<(), Refused> {
     let mut attr = QueuePairAttribute::new();
     attr.setup_state(QueuePairState::Init).setup_pkey_index(0).setup_port(port).setup_access_flags(access);
-    qp.modify(&attr).map_err(|reason| {
-        (format!("port={port}, pkey_index=0, access=local_write|remote_write|remote_read|remote_atomic"), reason)
+    qp.modify(&attr).map_err(|e| Refused {
+        transition: "RESET->INIT",
+        attrs: format!("port={port}, pkey_index=0, access=local_write|remote_write|remote_read|remote_atomic"),
+        reason: e.into(),
     })
 }
 

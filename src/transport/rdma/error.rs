@@ -5,6 +5,7 @@ use std::io;
 
 use rdma_mummy_sys::ibv_wc_status as st;
 
+use super::ffi::QpModifyError;
 use crate::scenario::rdma::InvalidParam;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +42,7 @@ pub enum RdmaError {
 
     /// A QP state transition failed; `attr` names the transition and the attributes set.
     #[error("{flow}: QP {qp} (qpn {qpn:#x}) {transition} failed ({attrs}): {reason}")]
-    Connect { flow: String, qp: usize, qpn: u32, transition: &'static str, attrs: String, reason: String },
+    Connect { flow: String, qp: usize, qpn: u32, transition: &'static str, attrs: String, reason: TransitionFailure },
 
     /// Connecting through rdma_cm failed; `step` names the call or the event awaited.
     #[error("{flow}: rdma_cm {step}: {reason}")]
@@ -146,6 +147,33 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "non-string panic payload".to_string()
+    }
+}
+
+/// Why a QP state transition failed: the modify itself, or the verbs call
+/// made with it (UD's init with its Q_Key, the peer's address handle).
+#[derive(Debug, thiserror::Error)]
+pub enum TransitionFailure {
+    #[error(transparent)]
+    Modify(#[from] QpModifyError),
+    #[error(transparent)]
+    Verbs(#[from] io::Error),
+}
+
+/// A transition one QP refused, before the flow and the QP that name it
+/// are added (`at`).
+#[derive(Debug)]
+pub(crate) struct Refused {
+    pub transition: &'static str,
+    /// The attributes set, as `name=value` pairs.
+    pub attrs: String,
+    pub reason: TransitionFailure,
+}
+
+impl Refused {
+    pub(crate) fn at(self, flow: String, qp: usize, qpn: u32) -> RdmaError {
+        let Refused { transition, attrs, reason } = self;
+        RdmaError::Connect { flow, qp, qpn, transition, attrs, reason }
     }
 }
 

@@ -10,6 +10,7 @@ use super::connect::{
 };
 use super::endpoint::RdmaEndpoint;
 use super::error::RdmaError;
+use super::ffi::QpModifyError;
 use super::path::{address_path, LocalPort};
 use super::ud;
 use crate::scenario::rdma::Connection;
@@ -56,16 +57,8 @@ fn connect_ud(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFl
     for shard in &mut res.shards {
         for q in &mut shard.qps {
             let (i, qpn) = (q.index, q.qp.qpn());
-            ud::connect_qp(&mut q.qp, psns[i], &to, peer.qpns[i], peer.qkey).map_err(
-                |(transition, attrs, reason)| RdmaError::Connect {
-                    flow: label.clone(),
-                    qp: i,
-                    qpn,
-                    transition,
-                    attrs,
-                    reason,
-                },
-            )?;
+            ud::connect_qp(&mut q.qp, psns[i], &to, peer.qpns[i], peer.qkey)
+                .map_err(|refused| refused.at(label.clone(), i, qpn))?;
         }
     }
     Ok(ConnectedFlow { res })
@@ -123,7 +116,7 @@ fn connect_rc(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFl
                     res.dev.gid_index,
                     std::net::Ipv6Addr::from(peer.gid)
                 ),
-                reason,
+                reason: reason.into(),
             })?;
             let mut rts = QueuePairAttribute::new();
             rts.setup_state(QueuePairState::ReadyToSend)
@@ -141,7 +134,7 @@ fn connect_rc(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFl
                     "sq_psn={:#x}, timeout={QP_TIMEOUT}, retry_cnt={QP_RETRY_CNT}, rnr_retry={QP_RNR_RETRY}, max_rd_atomic={max_rd}",
                     psns[i]
                 ),
-                reason,
+                reason: reason.into(),
             })?;
             q.remote_addr = peer.addr + slot * i as u64;
         }
@@ -163,7 +156,14 @@ fn connect_cm(mut res: FlowResources, mut cm: super::cm::Cm, peer: &RdmaEndpoint
         let qpn = q.qp.qpn();
         let failed = |transition, attrs: String| {
             let flow = label.clone();
-            move |reason| RdmaError::Connect { flow, qp: i, qpn, transition, attrs, reason }
+            move |reason: QpModifyError| RdmaError::Connect {
+                flow,
+                qp: i,
+                qpn,
+                transition,
+                attrs,
+                reason: reason.into(),
+            }
         };
         rtr.setup_max_dest_read_atomic(max_rd).setup_min_rnr_timer(QP_MIN_RNR_TIMER);
         let rtr_attrs = format!("rdma_cm's path, dest_qpn={:#x}, max_dest_rd_atomic={max_rd}", rtr.dest_qp_num());

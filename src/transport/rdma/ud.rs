@@ -6,13 +6,17 @@
 use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 
 use super::endpoint::RdmaEndpoint;
-use super::error::RdmaError;
-use super::ffi::Qp;
+use super::error::{RdmaError, Refused};
+use super::ffi::{Qp, QpModifyError};
 use super::path::{address_path, AddressPath, LocalPort, PathError};
 
 /// UD's RESET → INIT: the port and the Q_Key its receives accept.
-pub(crate) fn init(qp: &mut Qp, port: u8, qkey: u32) -> Result<(), (String, String)> {
-    qp.init_ud(port, qkey).map_err(|e| (format!("port={port}, pkey_index=0, qkey={qkey:#x}"), e.to_string()))
+pub(crate) fn init(qp: &mut Qp, port: u8, qkey: u32) -> Result<(), Refused> {
+    qp.init_ud(port, qkey).map_err(|e| Refused {
+        transition: "RESET->INIT",
+        attrs: format!("port={port}, pkey_index=0, qkey={qkey:#x}"),
+        reason: e.into(),
+    })
 }
 
 /// A UD flow's Q_Key from 24 random bits: bit 24 set (never 0) and bit 31,
@@ -67,21 +71,21 @@ pub(crate) enum UdPeerError {
 }
 
 /// One UD QP: INIT → RTR → RTS (no peer in the QP), then its sends go to
-/// QP `peer_qpn` (accepting `peer_qkey`) at `to`. Errors: (transition,
-/// attributes, reason).
+/// QP `peer_qpn` (accepting `peer_qkey`) at `to`.
 pub(crate) fn connect_qp(
     qp: &mut Qp,
     psn: u32,
     to: &AddressPath,
     peer_qpn: u32,
     peer_qkey: u32,
-) -> Result<(), (&'static str, String, String)> {
+) -> Result<(), Refused> {
+    let refused = |transition, attrs| move |e: QpModifyError| Refused { transition, attrs, reason: e.into() };
     let mut rtr = QueuePairAttribute::new();
     rtr.setup_state(QueuePairState::ReadyToReceive);
-    qp.modify(&rtr).map_err(|r| ("INIT->RTR", String::new(), r))?;
+    qp.modify(&rtr).map_err(refused("INIT->RTR", String::new()))?;
     let mut rts = QueuePairAttribute::new();
     rts.setup_state(QueuePairState::ReadyToSend).setup_sq_psn(psn);
-    qp.modify(&rts).map_err(|r| ("RTR->RTS", format!("sq_psn={psn:#x}"), r))?;
+    qp.modify(&rts).map_err(refused("RTR->RTS", format!("sq_psn={psn:#x}")))?;
     qp.set_ud_target(to, peer_qpn, peer_qkey).map_err(|e| {
         let (dgid, sgid_index) = to.grh.map_or(([0; 16], 0), |g| (g.dgid, g.sgid_index));
         let attrs = format!(
@@ -90,7 +94,7 @@ pub(crate) fn connect_qp(
             to.grh.is_some(),
             std::net::Ipv6Addr::from(dgid)
         );
-        ("address handle", attrs, e.to_string())
+        Refused { transition: "address handle", attrs, reason: e.into() }
     })
 }
 

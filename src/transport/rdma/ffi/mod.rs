@@ -22,4 +22,4 @@ mod ud;
 pub(crate) use arena::Arena;
 pub(crate) use cq::{Cq, Wc};
 pub(crate) use port::query_port;
-pub(crate) use qp::{Qp, SendSpec, WrKind};
+pub(crate) use qp::{Qp, QpModifyError, SendSpec, WrKind};

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use rdma_mummy_sys::{ibv_post_recv, ibv_qp_to_qp_ex, ibv_recv_wr, ibv_sge, ibv_wr_set_ud_addr};
 use sideway::ibverbs::queue_pair::{
-    ExtendedQueuePair, PostSendError, PostSendGuard, QueuePair, QueuePairAttribute, SetInlineData,
-    SetScatterGatherEntry, WorkRequestFlags,
+    ExtendedQueuePair, ModifyQueuePairError, PostSendError, PostSendGuard, QueuePair, QueuePairAttribute,
+    SetInlineData, SetScatterGatherEntry, WorkRequestFlags,
 };
 
 use super::ud::{self, Ah};
@@ -23,6 +23,23 @@ struct UdTarget {
     ah: Ah,
     qpn: u32,
     qkey: u32,
+}
+
+/// A QP state change the device refused: sideway's error, shown with every
+/// cause beneath it (its own text hides the errno, which is the innermost).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", with_causes(.0))]
+pub struct QpModifyError(ModifyQueuePairError);
+
+fn with_causes(e: &ModifyQueuePairError) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
 }
 
 /// What one send WR does (the remote side of it).
@@ -97,17 +114,8 @@ impl Qp {
         self.qp.qp_number()
     }
 
-    pub(crate) fn modify(&mut self, attr: &QueuePairAttribute) -> Result<(), String> {
-        self.qp.modify(attr).map_err(|e| {
-            let mut s = e.to_string();
-            let mut src = std::error::Error::source(&e);
-            while let Some(inner) = src {
-                s.push_str(": ");
-                s.push_str(&inner.to_string());
-                src = inner.source();
-            }
-            s
-        })
+    pub(crate) fn modify(&mut self, attr: &QueuePairAttribute) -> Result<(), QpModifyError> {
+        self.qp.modify(attr).map_err(QpModifyError)
     }
 
     /// Sets the last payload byte of `spec`'s message (the byte a write-latency
@@ -215,5 +223,28 @@ impl Qp {
 
     pub(crate) fn arena(&self) -> &Arena {
         &self.arena
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sideway::ibverbs::queue_pair::ModifyQueuePairErrorKind;
+
+    use super::*;
+    use crate::transport::rdma::error::Refused;
+
+    #[test]
+    fn a_refused_transition_shows_the_errno_beneath_sideways_text() {
+        let errno = io::Error::from_raw_os_error(22);
+        let refused = Refused {
+            transition: "INIT->RTR",
+            attrs: "path_mtu=1024".into(),
+            reason: QpModifyError(ModifyQueuePairErrorKind::Ibverbs(errno).into()).into(),
+        };
+        assert_eq!(
+            refused.at("flow 1->0".into(), 2, 0x11).to_string(),
+            "flow 1->0: QP 2 (qpn 0x11) INIT->RTR failed (path_mtu=1024): modify queue pair failed: Invalid argument \
+             (os error 22)"
+        );
     }
 }
