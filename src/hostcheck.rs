@@ -15,7 +15,8 @@ use serde::Serialize;
 
 use crate::hostfacts::HostFacts;
 use crate::hostfile::Host;
-use crate::launch::ssh::SshLauncher;
+use crate::launch::ssh::{SshLauncher, Unconnected};
+use crate::launch::stage::StageError;
 use crate::metrics::clock::now_ns;
 use crate::transport::rdma::ProbeReport;
 
@@ -114,12 +115,21 @@ enum Shell {
 }
 
 impl Shell {
-    async fn output(&self, program: &str, args: &[&str]) -> Result<Output, String> {
+    async fn output(&self, program: &str, args: &[&str]) -> Result<Output, NotRun> {
         match self {
-            Shell::Ssh(session) => session.command(program).args(args).output().await.map_err(|e| e.to_string()),
-            Shell::Here => tokio::process::Command::new(program).args(args).output().await.map_err(|e| e.to_string()),
+            Shell::Ssh(session) => Ok(session.command(program).args(args).output().await?),
+            Shell::Here => Ok(tokio::process::Command::new(program).args(args).output().await?),
         }
     }
+}
+
+/// Why a command on a host did not run (not: why it failed).
+#[derive(Debug, thiserror::Error)]
+enum NotRun {
+    #[error(transparent)]
+    Ssh(#[from] openssh::Error),
+    #[error(transparent)]
+    Here(#[from] std::io::Error),
 }
 
 impl Reach<'_> {
@@ -128,7 +138,7 @@ impl Reach<'_> {
         match self {
             Reach::Ssh(launcher) => {
                 let session = launcher.session(&host.name).await.map_err(Unreached::Connect)?;
-                let exe = launcher.remote_exe(&host.name, &session).await.map_err(|e| Unreached::Exe(e.to_string()))?;
+                let exe = launcher.remote_exe(&host.name, &session).await.map_err(Unreached::Exe)?;
                 Ok((Shell::Ssh(session), exe))
             }
             Reach::Here { exe } => Ok((Shell::Here, exe.display().to_string())),
@@ -139,9 +149,9 @@ impl Reach<'_> {
 /// Why a host's checks could not start.
 enum Unreached {
     /// Not reached at all.
-    Connect(String),
+    Connect(Unconnected),
     /// Reached, but no fabricbench to run there.
-    Exe(String),
+    Exe(StageError),
 }
 
 /// Checks every host at once.
@@ -170,7 +180,7 @@ async fn check(reach: &Reach<'_>, host: &Host) -> HostCheck {
             result.reachable = matches!(unreached, Unreached::Exe(_));
             result.problem = Some(match unreached {
                 Unreached::Connect(e) => format!("unreachable: {e}"),
-                Unreached::Exe(e) => e,
+                Unreached::Exe(e) => e.to_string(),
             });
             result.elapsed_ms = ms(started.elapsed());
             return result;

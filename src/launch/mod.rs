@@ -31,7 +31,7 @@ pub enum LaunchError {
     #[error("cannot start the worker for rank {rank} on {host}: {reason}")]
     Start { rank: usize, host: String, reason: String },
     #[error("cannot reach {host}: {reason}")]
-    Unreachable { host: String, reason: String },
+    Unreachable { host: String, reason: ssh::Unconnected },
     #[error("cannot stage fabricbench on {host}: {source}")]
     Stage { host: String, source: stage::StageError },
 }

@@ -43,7 +43,22 @@ pub struct SshOptions {
     pub stage: Option<Binaries>,
 }
 
-type SessionCell = Arc<OnceCell<Result<Arc<Session>, String>>>;
+type SessionCell = Arc<OnceCell<Result<Arc<Session>, Unconnected>>>;
+
+/// Why no master connection to a host opened; kept per host, so every
+/// caller for that host is told the same.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Unconnected {
+    /// ssh's own error, with every cause beneath it.
+    #[error("{}", describe(.0))]
+    Ssh(Arc<openssh::Error>),
+    /// ssh's ConnectTimeout bounds the TCP connect only; this, the handshake.
+    #[error("ssh did not connect within {0:?}")]
+    Timeout(Duration),
+    /// The launcher closed its connection permits while this one waited.
+    #[error("the launcher is closing: no new ssh connection")]
+    Closing,
+}
 
 pub struct SshLauncher {
     opts: SshOptions,
@@ -65,13 +80,13 @@ impl SshLauncher {
 
     /// The master connection to `host`, opened on first use; concurrent
     /// callers share one attempt, and a failure is remembered.
-    pub async fn session(&self, host: &str) -> Result<Arc<Session>, String> {
+    pub async fn session(&self, host: &str) -> Result<Arc<Session>, Unconnected> {
         let cell = self.sessions.lock().await.entry(host.to_string()).or_default().clone();
         cell.get_or_init(|| self.connect(host)).await.clone()
     }
 
-    async fn connect(&self, host: &str) -> Result<Arc<Session>, String> {
-        let _permit = self.connecting.acquire().await.map_err(|e| e.to_string())?;
+    async fn connect(&self, host: &str) -> Result<Arc<Session>, Unconnected> {
+        let _permit = self.connecting.acquire().await.map_err(|_| Unconnected::Closing)?;
         let mut builder = SessionBuilder::default();
         builder
             .connect_timeout(self.opts.connect_timeout)
@@ -85,8 +100,8 @@ impl SshLauncher {
         let limit = self.opts.connect_timeout + Duration::from_secs(5);
         match tokio::time::timeout(limit, builder.connect_mux(host)).await {
             Ok(Ok(session)) => Ok(Arc::new(session)),
-            Ok(Err(e)) => Err(describe(&e)),
-            Err(_) => Err(format!("ssh did not connect within {limit:?}")),
+            Ok(Err(e)) => Err(Unconnected::Ssh(Arc::new(e))),
+            Err(_) => Err(Unconnected::Timeout(limit)),
         }
     }
 
@@ -154,7 +169,7 @@ impl Launcher for SshLauncher {
         let name = host.name.clone();
         async move {
             let fail = |reason: String| LaunchError::Start { rank, host: name.clone(), reason };
-            let session = self.session(&name).await.map_err(&fail)?;
+            let session = self.session(&name).await.map_err(|e| fail(e.to_string()))?;
             let exe = self.remote_exe(&name, &session).await.map_err(|e| fail(e.to_string()))?;
             let mut child = Session::to_command(session, exe.clone())
                 .args(["worker", "--rank", &rank.to_string()])
