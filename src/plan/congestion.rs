@@ -37,21 +37,31 @@ pub struct Split {
 
 /// Splits ranks 0..n: the first round(`fraction` × n) of the seed's
 /// permutation congest, the rest are canaries.
-pub fn split(n: usize, fraction: f64, seed: u64) -> Result<Split, String> {
+pub fn split(n: usize, fraction: f64, seed: u64) -> Result<Split, ShortRole> {
     let order = permutation(&(0..n).collect::<Vec<_>>(), seed);
     let k = (fraction * n as f64).round() as usize;
     let (congestors, canaries) = order.split_at(k.min(n));
     // Every pattern needs two ranks to make a flow: a role of one rank would measure nothing.
     let short = [("congestors", congestors.len()), ("canaries", canaries.len())].into_iter().find(|&(_, k)| k < 2);
     if let Some((roles, _)) = short {
-        return Err(format!(
-            "split = {fraction} of {n} rank(s) makes {} congestor(s) and {} canary rank(s): the {roles} need at least 2 ranks; \
-             give more ranks or a split nearer 0.5",
-            congestors.len(),
-            canaries.len()
-        ));
+        return Err(ShortRole { fraction, ranks: n, congestors: congestors.len(), canaries: canaries.len(), roles });
     }
     Ok(Split { congestors: congestors.to_vec(), canaries: canaries.to_vec() })
+}
+
+/// A split that leaves one role (`roles`: "congestors" or "canaries") fewer
+/// than the two ranks a flow needs.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "split = {fraction} of {ranks} rank(s) makes {congestors} congestor(s) and {canaries} canary rank(s): the {roles} \
+     need at least 2 ranks; give more ranks or a split nearer 0.5"
+)]
+pub struct ShortRole {
+    pub fraction: f64,
+    pub ranks: usize,
+    pub congestors: usize,
+    pub canaries: usize,
+    pub roles: &'static str,
 }
 
 /// The phases of a congestion scenario of `job.n` ranks, numbered from 0.
@@ -59,7 +69,7 @@ pub(super) fn phases(scenario: &Scenario, spec: &CongestionSpec, job: Job) -> Re
     let n = job.n;
     let mut whole = scenario.clone();
     if let Some(fraction) = spec.split {
-        let split = split(n, fraction, spec.seed).map_err(|m| (Field::congestion("split"), m))?;
+        let split = split(n, fraction, spec.seed).map_err(|e| (Field::congestion("split"), e.to_string()))?;
         for g in &mut whole.groups {
             let ranks = if g.role == Some(Role::Canary) { &split.canaries } else { &split.congestors };
             assign(g, ranks);
@@ -133,14 +143,14 @@ mod tests {
 
     #[test]
     fn a_split_that_leaves_a_role_empty_says_so() {
-        let e = split(4, 0.9, 1).unwrap_err();
+        let e = split(4, 0.9, 1).unwrap_err().to_string();
         assert!(
             e.contains("makes 4 congestor(s) and 0 canary") && e.contains("the canaries need at least 2 ranks"),
             "{e}"
         );
-        let e = split(5, 0.8, 1).unwrap_err();
+        let e = split(5, 0.8, 1).unwrap_err().to_string();
         assert!(e.contains("makes 4 congestor(s) and 1 canary rank(s): the canaries need at least 2 ranks"), "{e}");
-        let e = split(4, 0.3, 1).unwrap_err();
+        let e = split(4, 0.3, 1).unwrap_err().to_string();
         assert!(e.contains("makes 1 congestor(s) and 3 canary rank(s): the congestors need at least 2 ranks"), "{e}");
         assert!(split(4, 0.5, 1).is_ok(), "two of each");
     }
