@@ -327,9 +327,10 @@ pub(super) fn phases_of(
     };
     if let [spec] = &scenario.groups[..] {
         if spec.pattern == Pattern::AllPairs {
-            let members = select("ranks", &spec.ranks, RankSet::All, n).map_err(|(k, m)| (Field::group(0, k), m))?;
+            let members =
+                select("ranks", &spec.ranks, RankSet::All, n).map_err(|e| (Field::group(0, e.key), e.reason))?;
             let rounds = topology::restrict_rounds(spec, rounds::circle(&members), fabric)
-                .map_err(|(k, m)| (Field::group(0, k), m))?;
+                .map_err(|e| (Field::group(0, e.key), e.reason))?;
             if rounds.is_empty() {
                 return Err(no_flows(0, spec.pattern));
             }
@@ -358,7 +359,7 @@ pub(super) fn phases_of(
             Pattern::Bisection => topology::bisection(spec, n, fabric),
             _ => expand(spec, n).and_then(|pairs| topology::restrict(spec, pairs, fabric)),
         };
-        let pairs = pairs.map_err(|(key, m)| (Field::group(index, key), m))?;
+        let pairs = pairs.map_err(|e| (Field::group(index, e.key), e.reason))?;
         if pairs.is_empty() {
             return Err(no_flows(index, spec.pattern));
         }

@@ -2,7 +2,7 @@
 //! one-to-all, all-to-all, rings, pairwise and explicit lists. Pure; the
 //! phases they go into are built in `plan`.
 
-use crate::scenario::{GroupSpec, Pattern, RankSet};
+use crate::scenario::{BadKey, GroupSpec, Pattern, RankSet};
 
 use super::shuffle;
 
@@ -12,14 +12,14 @@ pub(super) fn select(
     set: &Option<RankSet>,
     default: RankSet,
     n: usize,
-) -> Result<Vec<usize>, (&'static str, String)> {
-    set.as_ref().unwrap_or(&default).resolve(n).map_err(|e| (key, e.to_string()))
+) -> Result<Vec<usize>, BadKey> {
+    set.as_ref().unwrap_or(&default).resolve(n).map_err(|e| BadKey::new(key, e.to_string()))
 }
 
 pub(super) type Pairs = Vec<(usize, usize)>;
 
 /// A pattern's `(src, dst)` pairs; errors carry the offending field.
-pub(super) fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, String)> {
+pub(super) fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, BadKey> {
     let select = |key, set, default| select(key, set, default, n);
     let pairs = match g.pattern {
         Pattern::FanIn => {
@@ -50,7 +50,10 @@ pub(super) fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, St
                 None => {
                     let ranks = select("ranks", &g.ranks, RankSet::All)?;
                     if ranks.len() % 2 == 1 {
-                        return Err(("ranks", format!("pairwise needs an even number of ranks, got {}", ranks.len())));
+                        return Err(BadKey::new(
+                            "ranks",
+                            format!("pairwise needs an even number of ranks, got {}", ranks.len()),
+                        ));
                     }
                     let half = ranks.len() / 2;
                     (0..half).map(|i| (ranks[i], ranks[i + half])).collect()
@@ -60,9 +63,11 @@ pub(super) fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, (&'static str, St
         }
         Pattern::Explicit => explicit(g.flows.as_deref().unwrap_or_default(), n, g.allow_self)?,
         // Scenario validation keeps all-pairs alone in its scenario, where `build` makes its rounds.
-        Pattern::AllPairs => return Err(("pattern", "`all-pairs` cannot share a phase with other groups".into())),
+        Pattern::AllPairs => {
+            return Err(BadKey::new("pattern", "`all-pairs` cannot share a phase with other groups".into()))
+        }
         // `plan` asks the topology for these (plan::topology::bisection).
-        Pattern::Bisection => return Err(("pattern", "`bisection` is chosen from the topology".into())),
+        Pattern::Bisection => return Err(BadKey::new("pattern", "`bisection` is chosen from the topology".into())),
     };
     Ok(pairs)
 }
@@ -87,14 +92,14 @@ fn cross(srcs: &[usize], dsts: &[usize], allow_self: bool) -> Pairs {
     out
 }
 
-fn explicit(list: &[[usize; 2]], n: usize, allow_self: bool) -> Result<Pairs, (&'static str, String)> {
+fn explicit(list: &[[usize; 2]], n: usize, allow_self: bool) -> Result<Pairs, BadKey> {
     let mut out = Vec::new();
     for (i, &[src, dst]) in list.iter().enumerate() {
         for rank in [src, dst] {
-            RankSet::one(rank).resolve(n).map_err(|m| ("flows", format!("flow {i} [{src}, {dst}]: {m}")))?;
+            RankSet::one(rank).resolve(n).map_err(|e| BadKey::new("flows", format!("flow {i} [{src}, {dst}]: {e}")))?;
         }
         if src == dst && !allow_self {
-            return Err((
+            return Err(BadKey::new(
                 "flows",
                 format!(
                     "flow {i} [{src}, {dst}] goes from a rank to itself; set allow_self = true to measure loopback"
@@ -102,7 +107,7 @@ fn explicit(list: &[[usize; 2]], n: usize, allow_self: bool) -> Result<Pairs, (&
             ));
         }
         if out.contains(&(src, dst)) {
-            return Err(("flows", format!("flow {i} [{src}, {dst}] is listed twice")));
+            return Err(BadKey::new("flows", format!("flow {i} [{src}, {dst}] is listed twice")));
         }
         out.push((src, dst));
     }

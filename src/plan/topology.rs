@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::patterns::{select, with_reverse, Pairs};
 use crate::hostfile::Host;
 use crate::scenario::topology::restrictions;
-use crate::scenario::{GroupSpec, RankSet};
+use crate::scenario::{BadKey, GroupSpec, RankSet};
 use crate::topology::{SwitchName, Topology};
 
 /// What a key that chooses pairs by the topology asks for when there is none.
@@ -64,9 +64,9 @@ impl<'a> Fabric<'a> {
 
 /// The pairs of `pairs` that the group's `within`, `across` and `hops`
 /// allow; all of them when it gives none of these keys.
-pub(super) fn restrict(g: &GroupSpec, pairs: Pairs, fabric: Option<&Fabric>) -> Result<Pairs, (&'static str, String)> {
+pub(super) fn restrict(g: &GroupSpec, pairs: Pairs, fabric: Option<&Fabric>) -> Result<Pairs, BadKey> {
     let Some((key, _)) = restrictions(g).into_iter().find(|&(_, given)| given) else { return Ok(pairs) };
-    let fabric = fabric.ok_or_else(|| (key, format!("`{key}` {NEEDS}")))?;
+    let fabric = fabric.ok_or_else(|| BadKey::new(key, format!("`{key}` {NEEDS}")))?;
     Ok(pairs.into_iter().filter(|&pair| fabric.allows(g, pair)).collect())
 }
 
@@ -75,7 +75,7 @@ pub(super) fn restrict_rounds(
     g: &GroupSpec,
     rounds: Vec<Pairs>,
     fabric: Option<&Fabric>,
-) -> Result<Vec<Pairs>, (&'static str, String)> {
+) -> Result<Vec<Pairs>, BadKey> {
     let mut kept = Vec::with_capacity(rounds.len());
     for round in rounds {
         kept.push(restrict(g, round, fabric)?);
@@ -109,8 +109,8 @@ impl Side {
 /// leaves allow. Again and again the leaf with the most room is paired
 /// with the next leaf by room that a spine joins it to (ties by name),
 /// each giving its lowest free rank; a leaf that no other can take goes.
-pub(super) fn bisection(g: &GroupSpec, n: usize, fabric: Option<&Fabric>) -> Result<Pairs, (&'static str, String)> {
-    let fabric = fabric.ok_or_else(|| ("pattern", format!("`bisection` {NEEDS}")))?;
+pub(super) fn bisection(g: &GroupSpec, n: usize, fabric: Option<&Fabric>) -> Result<Pairs, BadKey> {
+    let fabric = fabric.ok_or_else(|| BadKey::new("pattern", format!("`bisection` {NEEDS}")))?;
     let mut sides: BTreeMap<&SwitchName, Side> = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
     for rank in select("ranks", &g.ranks, RankSet::All, n)? {
