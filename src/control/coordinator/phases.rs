@@ -15,27 +15,50 @@ use crate::result::aggregate_phase;
 use crate::result::intervals::{Moved, PhaseIntervals};
 use crate::transport::Side;
 
+/// Why a Hello is refused before its rank takes part; `host` as the
+/// stranger wrote it, escaped and cut short.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("not a fabricbench worker (bad magic)")]
+    BadMagic,
+    #[error("wrong job token from `{host}` claiming rank {rank}")]
+    WrongToken { host: String, rank: usize },
+    #[error("rank {rank} on {host} belongs to job {theirs:x}, not {ours:x}")]
+    OtherJob { host: String, rank: usize, theirs: u64, ours: u64 },
+    #[error("rank {rank} does not exist in a job of {ranks} ranks")]
+    NoSuchRank { rank: usize, ranks: usize },
+    #[error("rank {rank} joined twice (second Hello from {host})")]
+    Twice { host: String, rank: usize },
+    #[error("rank {rank} said Hello after the run began")]
+    Late { rank: usize },
+}
+
 impl Coordinator {
-    pub(super) fn hello(&mut self, conn: ConnId, hello: Hello, now_ns: i64) {
-        // Whatever a stranger wrote is shown escaped and cut short.
-        let host = printable(&hello.host);
-        let verdict = if hello.magic != MAGIC {
-            Err("not a fabricbench worker (bad magic)".to_string())
+    /// Whether `hello` may join: this job's token and id, a rank of the
+    /// job not yet joined, before the run began.
+    fn admits(&self, hello: &Hello) -> Result<(), Refusal> {
+        let (host, rank) = (printable(&hello.host), hello.rank);
+        if hello.magic != MAGIC {
+            Err(Refusal::BadMagic)
         } else if !bool::from(hello.token.as_bytes().ct_eq(self.token.as_bytes())) {
-            Err(format!("wrong job token from `{host}` claiming rank {}", hello.rank))
+            Err(Refusal::WrongToken { host, rank })
         } else if hello.job != self.job {
-            Err(format!("rank {} on {host} belongs to job {:x}, not {:x}", hello.rank, hello.job, self.job))
-        } else if hello.rank >= self.slots.len() {
-            Err(format!("rank {} does not exist in a job of {} ranks", hello.rank, self.slots.len()))
-        } else if self.slots[hello.rank].joined {
-            Err(format!("rank {} joined twice (second Hello from {host})", hello.rank))
+            Err(Refusal::OtherJob { host, rank, theirs: hello.job, ours: self.job })
+        } else if rank >= self.slots.len() {
+            Err(Refusal::NoSuchRank { rank, ranks: self.slots.len() })
+        } else if self.slots[rank].joined {
+            Err(Refusal::Twice { host, rank })
         } else if !matches!(self.stage, Stage::Joining { .. }) {
-            Err(format!("rank {} said Hello after the run began", hello.rank))
+            Err(Refusal::Late { rank })
         } else {
             Ok(())
-        };
-        if let Err(reason) = verdict {
-            self.reject(conn, reason);
+        }
+    }
+
+    pub(super) fn hello(&mut self, conn: ConnId, hello: Hello, now_ns: i64) {
+        // Whatever a stranger wrote is shown escaped and cut short.
+        if let Err(refusal) = self.admits(&hello) {
+            self.reject(conn, refusal.to_string());
             return;
         }
         // A rank of this very job (it has the token) built from another
