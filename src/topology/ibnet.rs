@@ -18,10 +18,10 @@ struct Node<'a> {
 
 /// Parses ibnetdiscover's text into switches, hosts and links.
 pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
-    let at = |line, detail: String| TopologyError::Line {
+    let at = |line, bad: BadLine| TopologyError::Line {
         path: path.to_path_buf(),
         line,
-        problem: Problem::Form { detail },
+        problem: Problem::Form { detail: bad.to_string() },
     };
     let mut builder = Builder::default();
     let mut names = BTreeMap::new();
@@ -52,10 +52,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
         let me = &names[node.guid];
         if let Some(peer) = port.peer.strip_prefix("S-") {
             let Some(other) = names.get(peer) else {
-                return Err(at(
-                    i + 1,
-                    format!("port [{}] names switch S-{peer}, which has no Switch block", port.port),
-                ));
+                return Err(at(i + 1, BadLine::UnknownSwitch { port: port.port, peer: peer.to_string() }));
             };
             // Both ends print the link: count it from its lower end only.
             if (node.guid, port.port) < (peer, port.peer_port) {
@@ -64,13 +61,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
         } else if port.peer.starts_with("H-") {
             let mut words = port.description.split_whitespace();
             let Some(host) = words.next() else {
-                return Err(at(
-                    i + 1,
-                    format!(
-                        "port [{}]: the HCA has no node description (`# \"host mlx5_0\"`); its host cannot be named",
-                        port.port
-                    ),
-                ));
+                return Err(at(i + 1, BadLine::NoDescription { port: port.port }));
             };
             builder.attach(host, me, words.next());
         }
@@ -80,17 +71,14 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
 
 /// `Switch 36 "S-7cfe…" # "leaf1" …` or `Ca 1 "H-0002…" # "node01 mlx5_0"`;
 /// `None` for any other line.
-fn header(line: &str) -> Result<Option<Node<'_>>, String> {
+fn header(line: &str) -> Result<Option<Node<'_>>, BadLine> {
     let switch = line.starts_with("Switch");
     if !switch && !line.starts_with("Ca") && !line.starts_with("Rt") {
         return Ok(None);
     }
     let (head, comment) = line.split_once('#').unwrap_or((line, ""));
-    let id = quoted(head).ok_or_else(|| expected("a node header", "Switch 36 \"S-7cfe900300a5a2a0\" # \"leaf1\""))?;
-    let guid = id
-        .get(2..)
-        .filter(|_| id.get(1..2) == Some("-"))
-        .ok_or_else(|| format!("`{id}` is not a node id like \"S-7cfe900300a5a2a0\""))?;
+    let id = quoted(head).ok_or(BadLine::NotA { what: "a node header", example: NODE_HEADER })?;
+    let guid = id.get(2..).filter(|_| id.get(1..2) == Some("-")).ok_or_else(|| BadLine::NodeId(id.to_string()))?;
     Ok(Some(Node { guid, switch, description: quoted(comment).unwrap_or("") }))
 }
 
@@ -102,9 +90,8 @@ struct Port<'a> {
     description: &'a str,
 }
 
-fn port_line(line: &str) -> Result<Port<'_>, String> {
-    let bad =
-        || expected("a port line", "[1] \"H-0002c90300a1b2c0\"[1](2c90300a1b2c1) # \"node01 mlx5_0\" lid 4 4xEDR");
+fn port_line(line: &str) -> Result<Port<'_>, BadLine> {
+    let bad = || BadLine::NotA { what: "a port line", example: PORT_LINE };
     let (head, comment) = line.split_once('#').unwrap_or((line, ""));
     let (port, rest) = bracketed(head).ok_or_else(bad)?;
     let peer = quoted(rest).ok_or_else(bad)?;
@@ -127,8 +114,20 @@ fn quoted(text: &str) -> Option<&str> {
     Some(&text[open + 1..open + 1 + len])
 }
 
-fn expected(what: &str, example: &str) -> String {
-    format!("not {what} of ibnetdiscover's output; valid: `{example}`")
+const NODE_HEADER: &str = "Switch 36 \"S-7cfe900300a5a2a0\" # \"leaf1\"";
+const PORT_LINE: &str = "[1] \"H-0002c90300a1b2c0\"[1](2c90300a1b2c1) # \"node01 mlx5_0\" lid 4 4xEDR";
+
+/// What is wrong with one line of ibnetdiscover's output.
+#[derive(Debug, thiserror::Error)]
+enum BadLine {
+    #[error("not {what} of ibnetdiscover's output; valid: `{example}`")]
+    NotA { what: &'static str, example: &'static str },
+    #[error("`{0}` is not a node id like \"S-7cfe900300a5a2a0\"")]
+    NodeId(String),
+    #[error("port [{port}] names switch S-{peer}, which has no Switch block")]
+    UnknownSwitch { port: u32, peer: String },
+    #[error("port [{port}]: the HCA has no node description (`# \"host mlx5_0\"`); its host cannot be named")]
+    NoDescription { port: u32 },
 }
 
 /// Mellanox switches describe themselves as `MF0;NAME:MODEL/U1`: the name

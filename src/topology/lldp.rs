@@ -54,23 +54,18 @@ fn host_files(dir: &Path) -> Result<Vec<PathBuf>, TopologyError> {
 /// Attaches the host a file is named after to each interface's chassis.
 fn add_host(file: &Path, builder: &mut Builder) -> Result<(), TopologyError> {
     let text = read_text(file)?;
-    let at = |line, detail: String| TopologyError::Line {
+    let at = |line, bad: BadLldp| TopologyError::Line {
         path: file.to_path_buf(),
         line,
-        problem: Problem::Form { detail },
+        problem: Problem::Form { detail: bad.to_string() },
     };
     let host = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-    let json: Value = serde_json::from_str(&text).map_err(|e| at(e.line(), format!("not valid JSON: {e}")))?;
+    let json: Value = serde_json::from_str(&text).map_err(|e| at(e.line(), BadLldp::Json(e)))?;
     for (nic, neighbour) in interfaces(&json).map_err(|d| at(1, d))? {
         let line = text.lines().position(|l| l.contains(&format!("\"{nic}\""))).map_or(1, |i| i + 1);
         let chassis = neighbour.get("chassis").and_then(Value::as_object).and_then(|c| c.keys().next());
         let Some(chassis) = chassis else {
-            return Err(at(
-                line,
-                format!(
-                    "interface `{nic}` has no `chassis` object naming its switch (`\"chassis\": {{\"leaf1\": {{…}}}}`)"
-                ),
-            ));
+            return Err(at(line, BadLldp::NoChassis(nic.to_string())));
         };
         builder.switch(chassis, line).map_err(|problem| TopologyError::Line { path: file.into(), line, problem })?;
         builder.attach(host, chassis, Some(nic));
@@ -80,19 +75,35 @@ fn add_host(file: &Path, builder: &mut Builder) -> Result<(), TopologyError> {
 
 /// `lldp.interface` is an object of one interface, or a list of such
 /// objects when there are several (as lldpctl prints them).
-fn interfaces(json: &Value) -> Result<Vec<(&str, &Value)>, String> {
-    let valid = "valid: the output of `lldpctl -f json`, `{\"lldp\": {\"interface\": {\"eth0\": {\"chassis\": …, \"port\": …}}}}`";
-    let interface = json.pointer("/lldp/interface").ok_or_else(|| format!("no `lldp.interface`; {valid}"))?;
+fn interfaces(json: &Value) -> Result<Vec<(&str, &Value)>, BadLldp> {
+    let interface = json.pointer("/lldp/interface").ok_or(BadLldp::NoInterface)?;
     let objects: Vec<&Value> = match interface {
         Value::Array(list) => list.iter().collect(),
         one => vec![one],
     };
     let mut found = Vec::new();
     for object in objects {
-        let map = object.as_object().ok_or_else(|| format!("`lldp.interface` holds a non-object; {valid}"))?;
+        let map = object.as_object().ok_or(BadLldp::NotAnObject)?;
         found.extend(map.iter().map(|(nic, v)| (nic.as_str(), v)));
     }
     Ok(found)
+}
+
+/// What `lldpctl -f json` looks like, said by the errors about its shape.
+const VALID: &str =
+    "valid: the output of `lldpctl -f json`, `{\"lldp\": {\"interface\": {\"eth0\": {\"chassis\": …, \"port\": …}}}}`";
+
+/// What is wrong with one host's `lldpctl -f json` output.
+#[derive(Debug, thiserror::Error)]
+enum BadLldp {
+    #[error("not valid JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("no `lldp.interface`; {VALID}")]
+    NoInterface,
+    #[error("`lldp.interface` holds a non-object; {VALID}")]
+    NotAnObject,
+    #[error("interface `{0}` has no `chassis` object naming its switch (`\"chassis\": {{\"leaf1\": {{…}}}}`)")]
+    NoChassis(String),
 }
 
 #[cfg(test)]
@@ -106,7 +117,13 @@ mod tests {
         let two: Value = serde_json::from_str(r#"{"lldp":{"interface":[{"eth0":{}},{"eth1":{}}]}}"#).unwrap();
         let nics: Vec<&str> = interfaces(&two).unwrap().into_iter().map(|(n, _)| n).collect();
         assert_eq!(nics, ["eth0", "eth1"]);
-        let e = interfaces(&serde_json::json!({"lldp": {}})).unwrap_err();
+        let e = interfaces(&serde_json::json!({"lldp": {}})).unwrap_err().to_string();
         assert!(e.starts_with("no `lldp.interface`; valid: the output of `lldpctl -f json`"), "{e}");
+        let e = interfaces(&serde_json::json!({"lldp": {"interface": [3]}})).unwrap_err().to_string();
+        assert!(e.starts_with("`lldp.interface` holds a non-object; valid: "), "{e}");
+        assert_eq!(
+            BadLldp::NoChassis("eth0".into()).to_string(),
+            "interface `eth0` has no `chassis` object naming its switch (`\"chassis\": {\"leaf1\": {…}}`)"
+        );
     }
 }
