@@ -3,6 +3,7 @@
 //! suspects alone. Pure: the retest run itself is started by `run`.
 
 mod evaluate;
+pub mod gate;
 mod line_rate;
 mod localise;
 mod retest;

@@ -10,6 +10,7 @@ mod checks;
 pub mod congestion;
 pub mod degraded;
 pub mod flaps;
+pub mod gate;
 pub mod intervals;
 pub mod leaf_pairs;
 mod matrix;
@@ -86,6 +87,9 @@ pub struct RunResult {
     /// The checks of `[check]` and `--check`, what failed, and who is to blame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<Acceptance>,
+    /// The node gate's verdict per host, when one ran (`--gate`, `[gate]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<gate::GateResult>,
     /// With `[congestion]`: each canary group's impact (congested vs isolated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<Vec<congestion::CanaryImpact>>,
@@ -137,6 +141,7 @@ impl RunResult {
             status: RunStatus::Ok,
             matrix: None,
             acceptance: None,
+            gate: None,
             congestion: None,
             congestion_repeats: None,
             flaps: Vec::new(),

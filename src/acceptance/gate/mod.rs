@@ -1,0 +1,156 @@
+//! The node gate: every host alone, before any pair runs — its ports up at
+//! the profile's rate and width, its error counters still, its loopback at
+//! the profile's share of line rate. A host that fails is left out of the
+//! pairs, named for its own fault. The verdicts here are pure functions of
+//! the profile and what was read; `plan` builds the loopback phases and
+//! `judge_run` reads a gate run's result.
+
+mod plan;
+mod profile;
+
+use crate::hostfacts::PortFacts;
+use crate::result::gate::HostGate;
+use crate::transport::rdma::counters::CounterDelta;
+pub use plan::{judge_run, plan};
+pub use profile::{load, parse, LoopbackMin, Profile, ProfileError, DEFAULT_COUNTERS};
+
+/// Why one host fails the gate; its text is the reason run.json keeps.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum GateFault {
+    #[error("{port} is {state}, expected ACTIVE")]
+    NotActive { port: String, state: String },
+    #[error("{port} at {}, expected {}", gbps_text(*gbps), gbps_text(*expected))]
+    WrongRate { port: String, gbps: f64, expected: f64 },
+    #[error("{port} reports no rate, expected {}", gbps_text(*expected))]
+    NoRate { port: String, expected: f64 },
+    #[error("{port} is {}, expected {expected}X", width.map_or("of unknown width".to_string(), |w| format!("{w}X")))]
+    WrongWidth { port: String, width: Option<u8>, expected: u8 },
+    #[error("no RDMA device {device} on the host")]
+    NoDevice { device: String },
+    #[error("its ports are unknown: {why}")]
+    NoFacts { why: String },
+    #[error("{port}: {counter} rose by {by} during the gate")]
+    CounterMoved { port: String, counter: String, by: u64 },
+    #[error("loopback at {}, below {} ({why})", gbps_text(*gbps), gbps_text(*min))]
+    LoopbackSlow { gbps: f64, min: f64, why: String },
+    #[error("loopback not measured: {why}")]
+    NoLoopback { why: String },
+    #[error("loopback_min is a share of line rate, but no line rate is known: set `rate` in the profile")]
+    NoLineRate,
+}
+
+/// `376 Gb/s`, `187.5 Gb/s`: to 0.01 Gb/s, no trailing zeros.
+fn gbps_text(gbps: f64) -> String {
+    format!("{} Gb/s", (gbps * 100.0).round() / 100.0)
+}
+
+/// What was read of one host for the gate.
+#[derive(Clone, Debug, Default)]
+pub struct HostReadings<'a> {
+    pub host: String,
+    /// The ports the run uses, with their device's name.
+    pub ports: Vec<(&'a str, &'a PortFacts)>,
+    /// Devices the run names that the host lacks.
+    pub missing: Vec<String>,
+    /// Why the host's ports could not be read, when they could not.
+    pub unknown_ports: Option<String>,
+    /// The counters that moved during the gate, per port.
+    pub moved: Vec<CounterDelta>,
+    /// The slowest loopback flow, Gb/s, or why none was measured
+    /// (`None`: the profile asks for no loopback).
+    pub loopback: Option<Result<f64, String>>,
+}
+
+/// The port's width from its rate text: `200 Gb/sec (4X HDR)` → 4.
+pub fn width_of(rate: &str) -> Option<u8> {
+    let inside = rate.split_once('(')?.1;
+    inside.split_whitespace().next()?.strip_suffix(['X', 'x'])?.parse().ok()
+}
+
+/// A port's state, rate and width held to the profile.
+pub fn port_faults(profile: &Profile, device: &str, port: &PortFacts) -> Vec<GateFault> {
+    let name = format!("{device} port {}", port.port);
+    let mut faults = Vec::new();
+    let state = port.state.clone().unwrap_or_else(|| "of unknown state".into());
+    if state != "ACTIVE" {
+        faults.push(GateFault::NotActive { port: name.clone(), state });
+    }
+    if let Some(expected) = profile.rate_gbps {
+        match port.rate_gbps {
+            Some(gbps) if (gbps - expected).abs() <= expected * 1e-3 => {}
+            Some(gbps) => faults.push(GateFault::WrongRate { port: name.clone(), gbps, expected }),
+            None => faults.push(GateFault::NoRate { port: name.clone(), expected }),
+        }
+    }
+    if let Some(expected) = profile.width {
+        let width = port.rate.as_deref().and_then(width_of);
+        if width != Some(expected) {
+            faults.push(GateFault::WrongWidth { port: name, width, expected });
+        }
+    }
+    faults
+}
+
+/// The watched counters that moved.
+pub fn counter_faults(profile: &Profile, moved: &[CounterDelta]) -> Vec<GateFault> {
+    moved
+        .iter()
+        .flat_map(|d| {
+            d.counters.iter().filter(|(key, by)| **by > 0 && profile.watches(key)).map(|(key, &by)| {
+                GateFault::CounterMoved { port: format!("{} port {}", d.device, d.port), counter: key.clone(), by }
+            })
+        })
+        .collect()
+}
+
+/// What the loopback must reach, Gb/s, and why (for the fault's text).
+/// The line rate is the profile's `rate` when it names one (a port that
+/// came up slow is held to what it should be), else the ports' own.
+pub fn loopback_min(profile: &Profile, ports: &[(&str, &PortFacts)]) -> Result<Option<(f64, String)>, GateFault> {
+    let Some(min) = profile.loopback_min else { return Ok(None) };
+    match min {
+        LoopbackMin::Gbps(g) => Ok(Some((g, "the profile's loopback_min".into()))),
+        LoopbackMin::OfLineRate(percent) => {
+            let seen = ports
+                .iter()
+                .filter_map(|(_, p)| p.rate_gbps)
+                .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+            let line = profile.rate_gbps.or(seen).ok_or(GateFault::NoLineRate)?;
+            Ok(Some((line * percent / 100.0, format!("{percent}% of line rate {}", gbps_text(line)))))
+        }
+    }
+}
+
+/// One host's verdict.
+pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
+    let mut faults: Vec<GateFault> =
+        readings.missing.iter().map(|d| GateFault::NoDevice { device: d.clone() }).collect();
+    faults.extend(readings.unknown_ports.iter().map(|why| GateFault::NoFacts { why: why.clone() }));
+    for (device, port) in &readings.ports {
+        faults.extend(port_faults(profile, device, port));
+    }
+    faults.extend(counter_faults(profile, &readings.moved));
+    let mut min_gbps = None;
+    match (loopback_min(profile, &readings.ports), &readings.loopback) {
+        (Err(fault), _) => faults.push(fault),
+        (Ok(None), _) | (Ok(Some(_)), None) => {}
+        (Ok(Some(_)), Some(Err(why))) => faults.push(GateFault::NoLoopback { why: why.clone() }),
+        (Ok(Some((min, why))), Some(Ok(gbps))) => {
+            min_gbps = Some(min);
+            if *gbps < min {
+                faults.push(GateFault::LoopbackSlow { gbps: *gbps, min, why });
+            }
+        }
+    }
+    HostGate {
+        host: readings.host.clone(),
+        passed: faults.is_empty(),
+        ports: readings.ports.iter().map(|(d, p)| format!("{d}/{}", p.port)).collect(),
+        loopback_gbps: readings.loopback.as_ref().and_then(|l| l.as_ref().ok().copied()),
+        loopback_min_gbps: min_gbps,
+        reasons: faults.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,141 @@
+//! The gate as a run: one loopback phase per transport the run uses, in
+//! which each host's ranks send to themselves (RDMA: loopback on the same
+//! device; TCP: to the rank's own data address), all hosts at once; and the
+//! verdict per host read back from that run's result (its probes' port
+//! facts, its ranks' counters, its flows' rates).
+
+use std::collections::BTreeSet;
+
+use crate::acceptance::gate::{judge_host, HostReadings, Profile};
+use crate::hostfacts::RdmaDeviceFacts;
+use crate::plan::{Flow, GroupPlan, Phase, Plan};
+use crate::result::gate::{GateResult, HostGate};
+use crate::result::{RunResult, RunStatus};
+use crate::scenario::{Mode, Pattern, Transport};
+
+/// The gate's plan over the main plan's ranks: per transport, the first
+/// bandwidth group of that transport, unpaced, looping on every host's
+/// first rank (and on every rank bound to its own devices). `None` when
+/// the run has no bandwidth group to loop back.
+pub fn plan(main: &Plan) -> Option<Plan> {
+    let looping: Vec<usize> =
+        main.ranks.iter().filter(|r| r.slot == 0 || !r.devices.is_empty()).map(|r| r.rank).collect();
+    let mut groups: Vec<GroupPlan> = Vec::new();
+    for g in main.phases.iter().flat_map(|p| &p.groups) {
+        if g.mode == Mode::Bandwidth && !groups.iter().any(|h| h.transport == g.transport) {
+            let name = match g.transport {
+                Transport::Tcp => "gate-tcp",
+                Transport::Rdma => "gate-rdma",
+            };
+            let pattern = Pattern::Explicit;
+            groups.push(GroupPlan { index: 0, name: name.into(), pattern, rate: None, schedule: None, ..g.clone() });
+        }
+    }
+    let phases: Vec<Phase> = groups
+        .into_iter()
+        .enumerate()
+        .map(|(index, group)| Phase {
+            index,
+            name: format!("{} loopback", group.name),
+            flows: looping
+                .iter()
+                .enumerate()
+                .map(|(id, &r)| Flow { id: id as u32, group: 0, src: r, dst: r })
+                .collect(),
+            groups: vec![group],
+            stress: Vec::new(),
+            sweep: None,
+            congestion: None,
+            repeat: None,
+        })
+        .collect();
+    (!phases.is_empty()).then(|| Plan { ranks: main.ranks.clone(), phases })
+}
+
+/// Each host's verdict from the gate run's result, in the hostfile's order.
+pub fn judge_run(profile: &Profile, gate: &RunResult) -> GateResult {
+    let mut hosts: Vec<&str> = Vec::new();
+    for r in &gate.plan.ranks {
+        if !hosts.contains(&r.host.as_str()) {
+            hosts.push(&r.host);
+        }
+    }
+    GateResult {
+        profile: profile.name.clone(),
+        hosts: hosts.into_iter().map(|h| judge_one(profile, gate, h)).collect(),
+    }
+}
+
+fn judge_one(profile: &Profile, gate: &RunResult, host: &str) -> HostGate {
+    let ranks: BTreeSet<usize> = gate.plan.ranks.iter().filter(|r| r.host == host).map(|r| r.rank).collect();
+    let facts = gate.probes.iter().filter(|p| ranks.contains(&p.rank)).find_map(|p| p.facts.as_ref());
+    let groups: Vec<&GroupPlan> = gate.plan.phases.iter().flat_map(|p| &p.groups).collect();
+    let mut readings = HostReadings { host: host.to_string(), ..HostReadings::default() };
+    let named = named_devices(gate, &ranks, &groups);
+    let wants_ports = !named.is_empty()
+        || groups.iter().any(|g| g.transport == Transport::Rdma)
+        || profile.rate_gbps.is_some()
+        || profile.width.is_some();
+    match facts {
+        Some(f) => ports_of(&f.rdma_devices, &named, &groups, &mut readings),
+        None if wants_ports => readings.unknown_ports = Some("the host sent no facts of its devices".into()),
+        None => {}
+    }
+    if !wants_ports {
+        readings.ports.clear();
+    }
+    readings.moved = gate
+        .phases
+        .iter()
+        .flat_map(|p| &p.ranks)
+        .filter(|r| ranks.contains(&r.rank))
+        .flat_map(|r| r.rdma_counters.iter().cloned())
+        .collect();
+    readings.loopback = profile.loopback_min.map(|_| loopback(gate, &ranks));
+    judge_host(profile, &readings)
+}
+
+/// The devices the run names for these ranks: the hostfile's `devices=`,
+/// else the RDMA groups' `device`/`devices`.
+fn named_devices(gate: &RunResult, ranks: &BTreeSet<usize>, groups: &[&GroupPlan]) -> BTreeSet<String> {
+    let mut named: BTreeSet<String> =
+        gate.plan.ranks.iter().filter(|r| ranks.contains(&r.rank)).flat_map(|r| r.devices.iter().cloned()).collect();
+    if named.is_empty() {
+        for rdma in groups.iter().filter_map(|g| g.rdma.as_ref()) {
+            named.extend(rdma.device.iter().chain(&rdma.devices).cloned());
+        }
+    }
+    named
+}
+
+/// The ports held to the profile: those of the named devices (every
+/// device when none is named), only the groups' `port` when one is set.
+fn ports_of<'a>(
+    devices: &'a [RdmaDeviceFacts],
+    named: &BTreeSet<String>,
+    groups: &[&GroupPlan],
+    readings: &mut HostReadings<'a>,
+) {
+    let only_port = groups.iter().find_map(|g| g.rdma.as_ref()?.port);
+    readings.missing.extend(named.iter().filter(|n| !devices.iter().any(|d| &d.name == *n)).cloned());
+    for d in devices.iter().filter(|d| named.is_empty() || named.contains(&d.name)) {
+        for p in d.ports.iter().filter(|p| only_port.is_none_or(|n| n == p.port)) {
+            readings.ports.push((d.name.as_str(), p));
+        }
+    }
+}
+
+/// The slowest loopback flow of these ranks, or why there is none.
+fn loopback(gate: &RunResult, ranks: &BTreeSet<usize>) -> Result<f64, String> {
+    let flows: Vec<_> = gate.phases.iter().flat_map(|p| &p.flows).filter(|f| ranks.contains(&f.src)).collect();
+    if let Some(error) = flows.iter().find_map(|f| f.error.as_deref()) {
+        return Err(error.to_string());
+    }
+    match flows.iter().map(|f| f.gbps).reduce(f64::min) {
+        Some(gbps) => Ok(gbps),
+        None => Err(match &gate.status {
+            RunStatus::Failed { error } => format!("the gate run failed: {error}"),
+            _ => "no loopback flow of this host completed".into(),
+        }),
+    }
+}

@@ -1,0 +1,232 @@
+//! A gate profile: what every node of one type must show before it joins
+//! the pairs — its ports' rate and width, the counters that must stay still
+//! and the share of line rate its loopback must reach. One small TOML file
+//! per node type; `profiles/` ships a few.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::scenario::{parse_rate, Threshold};
+
+/// The counters a profile watches when it names none: IBA PortCounters
+/// errors and the link's own recoveries; a key matches a counter by its
+/// file name (`symbol_error`) or its path (`counters/symbol_error`).
+pub const DEFAULT_COUNTERS: &[&str] = &[
+    "symbol_error",
+    "link_error_recovery",
+    "link_downed",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "port_xmit_discards",
+];
+
+/// Port widths InfiniBand and its Ethernet cousins report (`4X`).
+const WIDTHS: &[u8] = &[1, 2, 4, 8, 12];
+
+/// What the gate holds each host of one node type to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    /// The name it was asked by (`ndr-ib`, or the file's path).
+    pub name: String,
+    pub description: Option<String>,
+    /// Every port's expected rate, Gb/s (`None`: any).
+    pub rate_gbps: Option<f64>,
+    /// Every port's expected width, lanes (`None`: any).
+    pub width: Option<u8>,
+    /// What the loopback test must reach (`None`: no loopback test).
+    pub loopback_min: Option<LoopbackMin>,
+    /// Counters that must not move during the gate.
+    pub counters: Vec<String>,
+    /// How long the loopback runs (warm-up apart).
+    pub duration: std::time::Duration,
+}
+
+/// `loopback_min`: an absolute rate or a share of the line rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoopbackMin {
+    Gbps(f64),
+    /// Percent of the port's line rate (the profile's `rate` when given).
+    OfLineRate(f64),
+}
+
+/// The file as written; `deny_unknown_fields` names a misspelt key.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    description: Option<String>,
+    rate: Option<String>,
+    width: Option<i64>,
+    loopback_min: Option<String>,
+    counters: Option<Vec<String>>,
+    #[serde(default, with = "humantime_serde")]
+    duration: Option<std::time::Duration>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("gate profile `{name}` not found: it is neither a file nor one of {known} (searched {searched})")]
+    Unknown { name: String, known: String, searched: String },
+    #[error("cannot read gate profile {path}: {cause}")]
+    Read { path: PathBuf, cause: std::io::Error },
+    #[error("{path}:{line}: {message}")]
+    Syntax { path: PathBuf, line: usize, message: String },
+    #[error("{path}: `{key}`: {message}")]
+    Key { path: PathBuf, key: &'static str, message: String },
+}
+
+/// The profile `name` names: a file path, or the stem of a file in one of
+/// `dirs` (`ndr-ib` → `profiles/ndr-ib.toml`).
+pub fn load(name: &str, dirs: &[PathBuf]) -> Result<Profile, ProfileError> {
+    let given = Path::new(name);
+    let path = if given.is_file() {
+        given.to_path_buf()
+    } else {
+        let found = dirs.iter().map(|d| d.join(format!("{name}.toml"))).find(|p| p.is_file());
+        found.ok_or_else(|| unknown(name, dirs))?
+    };
+    let text = std::fs::read_to_string(&path).map_err(|cause| ProfileError::Read { path: path.clone(), cause })?;
+    parse(name, &path, &text)
+}
+
+fn unknown(name: &str, dirs: &[PathBuf]) -> ProfileError {
+    let mut known: Vec<String> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|list| list.flatten())
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".toml").map(str::to_string))
+        .collect();
+    known.sort();
+    known.dedup();
+    let known = if known.is_empty() { "no shipped profile".into() } else { known.join(", ") };
+    let searched = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+    ProfileError::Unknown { name: name.to_string(), known, searched }
+}
+
+/// A profile's text, from `path` (named in every error).
+pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileError> {
+    let file: ProfileFile = toml::from_str(text).map_err(|e| ProfileError::Syntax {
+        path: path.to_path_buf(),
+        line: e.span().map_or(1, |s| text[..s.start].lines().count().max(1)),
+        message: e.message().to_string(),
+    })?;
+    let key = |key: &'static str, message: String| ProfileError::Key { path: path.to_path_buf(), key, message };
+    let rate_gbps = file.rate.as_deref().map(|r| parse_rate(r).map_err(|e| key("rate", e.to_string()))).transpose()?;
+    let width = match file.width {
+        Some(w) => Some(
+            u8::try_from(w)
+                .ok()
+                .filter(|w| WIDTHS.contains(w))
+                .ok_or_else(|| key("width", format!("{w} is not a port width; use one of 1, 2, 4, 8, 12 (lanes)")))?,
+        ),
+        None => None,
+    };
+    let loopback_min =
+        file.loopback_min.as_deref().map(|t| loopback(t).map_err(|e| key("loopback_min", e))).transpose()?;
+    let counters = file.counters.unwrap_or_else(|| DEFAULT_COUNTERS.iter().map(|c| c.to_string()).collect());
+    if let Some(bad) = counters.iter().find(|c| c.is_empty() || c.contains(char::is_whitespace)) {
+        return Err(key("counters", format!("`{bad}` is not a counter name (e.g. \"symbol_error\")")));
+    }
+    let duration = file.duration.unwrap_or(std::time::Duration::from_secs(3));
+    if duration.is_zero() || duration > std::time::Duration::from_secs(600) {
+        return Err(key("duration", "must be above 0 and at most 10m (e.g. \"3s\")".into()));
+    }
+    Ok(Profile {
+        name: name.to_string(),
+        description: file.description,
+        rate_gbps,
+        width,
+        loopback_min,
+        counters,
+        duration,
+    })
+}
+
+fn loopback(text: &str) -> Result<LoopbackMin, String> {
+    match Threshold::parse(text).map_err(|e| e.to_string())? {
+        Threshold::Gbps(g) => Ok(LoopbackMin::Gbps(g)),
+        Threshold::OfLineRate(p) => Ok(LoopbackMin::OfLineRate(p)),
+        _ => Err(format!("`{text}`: use a rate (\"90 Gb/s\") or a share of line rate (\"94% of line rate\")")),
+    }
+}
+
+impl Profile {
+    /// Whether the counter under `key` (`counters/symbol_error`) is watched.
+    pub fn watches(&self, key: &str) -> bool {
+        let file = key.rsplit('/').next().unwrap_or(key);
+        self.counters.iter().any(|c| c == key || c == file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<Profile, String> {
+        parse("p", Path::new("profiles/p.toml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_every_key() {
+        let p = parsed(
+            "description = \"NDR\"\nrate = \"400 Gb/s\"\nwidth = 4\nloopback_min = \"94% of line rate\"\n\
+             counters = [\"symbol_error\", \"hw_counters/out_of_sequence\"]\nduration = \"5s\"\n",
+        )
+        .unwrap();
+        assert_eq!((p.rate_gbps, p.width, p.loopback_min), (Some(400.0), Some(4), Some(LoopbackMin::OfLineRate(94.0))));
+        assert_eq!(p.duration, std::time::Duration::from_secs(5));
+        assert!(p.watches("counters/symbol_error"));
+        assert!(p.watches("hw_counters/out_of_sequence"));
+        assert!(!p.watches("counters/port_xmit_data"));
+        let bare = parsed("loopback_min = \"5 Gb/s\"").unwrap();
+        assert_eq!((bare.rate_gbps, bare.loopback_min), (None, Some(LoopbackMin::Gbps(5.0))));
+        assert!(bare.watches("counters/link_downed"), "the default counters are watched");
+    }
+
+    #[test]
+    fn every_bad_key_is_named_with_the_file() {
+        let cases = [
+            ("rate = \"fast\"", "profiles/p.toml: `rate`: `fast` is not a rate"),
+            ("width = 3", "profiles/p.toml: `width`: 3 is not a port width"),
+            ("loopback_min = \"94% of best\"", "profiles/p.toml: `loopback_min`: `94% of best`: use a rate"),
+            (
+                "loopback_min = \"140% of line rate\"",
+                "profiles/p.toml: `loopback_min`: `140% of line rate`: the percentage",
+            ),
+            ("counters = [\"\"]", "profiles/p.toml: `counters`: `` is not a counter name"),
+            ("duration = \"0s\"", "profiles/p.toml: `duration`: must be above 0"),
+            ("rat = \"400 Gb/s\"", "profiles/p.toml:1: unknown field `rat`"),
+            ("width = \"4\"", "profiles/p.toml:1: invalid type"),
+        ];
+        for (text, start) in cases {
+            let e = parsed(text).unwrap_err();
+            assert!(e.starts_with(start), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_shipped_ones() {
+        let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles");
+        let e = load("no-such-fabric", std::slice::from_ref(&shipped)).unwrap_err().to_string();
+        assert!(e.starts_with("gate profile `no-such-fabric` not found"), "{e}");
+        assert!(e.contains("ndr-ib") && e.contains("tcp-loopback"), "{e}");
+    }
+
+    #[test]
+    fn every_shipped_profile_loads() {
+        let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles");
+        let mut names: Vec<String> = std::fs::read_dir(&shipped)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".toml").map(str::to_string))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["hdr-ib", "ndr-ib", "roce-100g", "roce-200g", "roce-400g", "tcp-loopback"]);
+        for name in names {
+            let p = load(&name, std::slice::from_ref(&shipped)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(p.loopback_min.is_some(), "{name} tests loopback");
+        }
+    }
+}

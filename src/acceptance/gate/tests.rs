@@ -1,0 +1,105 @@
+//! The gate's verdicts on the recorded host trees (tests/fixtures/hosts):
+//! a port at the wrong rate, a port down, an error counter moving.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::hostfacts::{HostFacts, RdmaDeviceFacts};
+use crate::transport::rdma::counters::snapshot_at;
+
+fn tree(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts").join(name)
+}
+
+fn shipped(name: &str) -> Profile {
+    load(name, &[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("profiles")]).unwrap()
+}
+
+fn readings<'a>(host: &str, devices: &'a [RdmaDeviceFacts], loopback: f64) -> HostReadings<'a> {
+    let ports = devices.iter().flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p))).collect();
+    HostReadings { host: host.into(), ports, loopback: Some(Ok(loopback)), ..HostReadings::default() }
+}
+
+#[test]
+fn a_port_at_the_wrong_rate_fails_with_its_rate() {
+    let facts = HostFacts::under(&tree("mlx5-ib"));
+    let hdr = judge_host(&shipped("hdr-ib"), &readings("node17", &facts.rdma_devices, 195.0));
+    assert!(hdr.passed, "{:?}", hdr.reasons);
+    assert_eq!((hdr.ports.as_slice(), hdr.loopback_min_gbps), (&["mlx5_0/1".to_string()][..], Some(188.0)));
+    let ndr = judge_host(&shipped("ndr-ib"), &readings("node17", &facts.rdma_devices, 195.0));
+    assert!(!ndr.passed);
+    assert_eq!(
+        ndr.reasons,
+        [
+            "mlx5_0 port 1 at 200 Gb/s, expected 400 Gb/s",
+            "loopback at 195 Gb/s, below 376 Gb/s (94% of line rate 400 Gb/s)"
+        ]
+    );
+}
+
+#[test]
+fn a_port_down_fails_naming_the_device() {
+    let facts = HostFacts::under(&tree("two-nics"));
+    let gate = judge_host(&shipped("ndr-ib"), &readings("node03", &facts.rdma_devices, 390.0));
+    assert!(!gate.passed);
+    assert_eq!(gate.ports, ["mlx5_0/1", "mlx5_1/1"]);
+    assert!(gate.reasons.iter().any(|r| r.starts_with("mlx5_1 port 1 is DOWN")), "{:?}", gate.reasons);
+    assert!(gate.reasons.iter().all(|r| !r.starts_with("mlx5_0")), "{:?}", gate.reasons);
+}
+
+#[test]
+fn a_moving_error_counter_fails_and_a_data_counter_does_not() {
+    let dir = std::env::temp_dir().join(format!("fb-gate-{}", std::process::id()));
+    let class = dir.join("class/infiniband");
+    copy(&tree("mlx5-ib").join("sys/class/infiniband/mlx5_0"), &class.join("mlx5_0"));
+    let counters = class.join("mlx5_0/ports/1/counters");
+    let before = snapshot_at(&class, "mlx5_0", 1).unwrap();
+    std::fs::write(counters.join("symbol_error"), "12\n").unwrap();
+    std::fs::write(counters.join("port_xmit_data"), "999999999\n").unwrap();
+    let moved = before.moved_until(&snapshot_at(&class, "mlx5_0", 1).unwrap());
+    let devices = HostFacts::under(&tree("mlx5-ib")).rdma_devices;
+    let mut r = readings("node09", &devices, 195.0);
+    r.moved = vec![moved];
+    let gate = judge_host(&shipped("hdr-ib"), &r);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(gate.reasons, ["mlx5_0 port 1: counters/symbol_error rose by 12 during the gate"]);
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let (path, target) = (entry.path(), to.join(entry.file_name()));
+        match entry.file_type().unwrap() {
+            t if t.is_dir() => copy(&path, &target),
+            t if t.is_file() => _ = std::fs::copy(&path, &target).unwrap(),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn width_comes_from_the_rate_text() {
+    assert_eq!(width_of("200 Gb/sec (4X HDR)"), Some(4));
+    assert_eq!(width_of("2.5 Gb/sec (1X SDR)"), Some(1));
+    assert_eq!(width_of("100 Gb/sec"), None);
+    let mut port = HostFacts::under(&tree("mlx5-ib")).rdma_devices[0].ports[0].clone();
+    port.rate = Some("200 Gb/sec (2X NDR)".into());
+    let p = Profile { width: Some(4), ..shipped("hdr-ib") };
+    assert_eq!(
+        port_faults(&p, "mlx5_0", &port),
+        [GateFault::WrongWidth { port: "mlx5_0 port 1".into(), width: Some(2), expected: 4 }]
+    );
+}
+
+#[test]
+fn an_unmeasured_loopback_or_unknown_line_rate_fails() {
+    let p = shipped("tcp-loopback");
+    let none =
+        HostReadings { host: "h".into(), loopback: Some(Err("connection refused".into())), ..HostReadings::default() };
+    assert_eq!(judge_host(&p, &none).reasons, ["loopback not measured: connection refused"]);
+    let fast = HostReadings { loopback: Some(Ok(20.0)), ..none.clone() };
+    let gate = judge_host(&p, &fast);
+    assert!(gate.passed && gate.loopback_gbps == Some(20.0) && gate.loopback_min_gbps == Some(1.0), "{gate:?}");
+    let share = Profile { loopback_min: Some(LoopbackMin::OfLineRate(94.0)), ..p };
+    assert_eq!(judge_host(&share, &fast).reasons, [GateFault::NoLineRate.to_string()]);
+}
