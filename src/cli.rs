@@ -42,6 +42,11 @@ Examples:
   # suspects are retested alone, a JUnit file for CI
   fabricbench run scenarios/all-pairs.toml -H rack1 --check 'flow >= 93% of best' --export-junit checks.xml
 
+  # the node gate first: each NDR host alone (ports at 400 Gb/s 4X, error counters still,
+  # loopback >= 94 % of line rate); hosts that fail are left out of the pairs (exit 3)
+  fabricbench run scenarios/all-pairs.toml -H rack1 --gate ndr-ib
+  fabricbench run scenarios/fan-in.toml -H hostfiles/local --gate tcp-loopback --gate-only
+
   # offered load: a background paced by `rate = \"300 Mb/s\"` (per flow; also \"2 Gb/s\",
   # \"100k msg/s\") swept over its rate beside an open-loop latency probe (mode =
   # \"latency\", rate = \"1k msg/s\", schedule = \"poisson\" | \"constant\"): latency vs load
@@ -252,7 +257,8 @@ pub struct RunArgs {
     /// Write the summary tables as Markdown to FILE, `-` for stdout
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
-    /// Write the checks as JUnit XML to FILE, `-` for stdout (needs checks)
+    /// Write the checks (and the gate, one case per host) as JUnit XML to
+    /// FILE, `-` for stdout (needs checks or a gate)
     #[arg(long, value_name = "FILE")]
     pub export_junit: Option<PathBuf>,
     /// A check, added to the scenario's [check]: SUBJECT >= THRESHOLD
@@ -268,6 +274,16 @@ pub struct RunArgs {
     /// Do not retest suspect hosts and links alone before declaring them bad
     #[arg(long)]
     pub no_retest: bool,
+    /// Run the node gate before everything else: every host alone, held to
+    /// PROFILE (a file, or a shipped one: hdr-ib, ndr-ib, roce-100g,
+    /// roce-200g, roce-400g, tcp-loopback); hosts that fail are left out of
+    /// the pairs and the run exits with 3. Overrides the scenario's [gate],
+    /// e.g. --gate ndr-ib
+    #[arg(long, value_name = "PROFILE")]
+    pub gate: Option<String>,
+    /// Run only the node gate (needs --gate or the scenario's [gate])
+    #[arg(long)]
+    pub gate_only: bool,
     /// Mark every interval where a flow falls below this share of its own
     /// median Gb/s as a dip (the Flaps tables, run.json `flaps`), instead of
     /// the scenario's [soak] flap (default 50%); 1% to 99%, e.g. --flap 70%

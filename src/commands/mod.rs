@@ -4,6 +4,7 @@
 //! code table (`crate::exit`).
 
 mod estimate;
+mod gate;
 mod hosts;
 mod launching;
 mod manual;

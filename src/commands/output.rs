@@ -88,6 +88,12 @@ pub fn verdict(result: &RunResult, signals: &Signals) -> Result<(), Failure> {
             reasons.len(),
             reasons.join(" | ")
         ))),
+        (RunStatus::Ok, _) if result.gate.as_ref().is_some_and(|g| g.failed().next().is_some()) => {
+            let gate = result.gate.as_ref().expect("guarded");
+            let checks = result.acceptance.as_ref().filter(|a| !a.passed).map(report::verdict_line);
+            let line = report::gate_verdict_line(gate);
+            Err(Failure::CheckFailed(checks.map_or(line.clone(), |c| format!("{line}; {c}"))))
+        }
         (RunStatus::Ok, Some(a)) if !a.passed => Err(Failure::CheckFailed(report::verdict_line(a))),
         (RunStatus::Ok, _) => Ok(()),
         // Only a folder read back while its run goes says so, never a run that ended.

@@ -111,6 +111,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         congestion: None,
         soak: Default::default(),
         topology: None,
+        gate: None,
     };
     Ok(PairJob { scenario, hosts: hosts(&args.host_a, &args.host_b)? })
 }

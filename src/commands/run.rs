@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use crate::cli::{Inputs, PlanArgs, RunArgs};
 use crate::commands::launching::{launch_for, ready, this_exe, LaunchFlags};
 use crate::commands::output::{self, Output};
-use crate::commands::{estimate, runtime, Failure};
+use crate::commands::{estimate, gate, runtime, Failure};
 use crate::hostfile::{self, Host};
 use crate::launch::choose::{is_this_machine, LauncherKind};
 use crate::launch::local::LocalLauncher;
@@ -88,7 +88,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     };
     let runtime = runtime()?;
     ready(&runtime, &launch, &prepared.hosts)?;
-    let checks = checks(args, &prepared.scenario.check)?;
+    let gate =
+        gate::options(args.gate.as_deref(), args.gate_only, &args.inputs.scenario, prepared.scenario.gate.as_ref())?;
+    let checks = checks(args, &prepared.scenario.check, gate.is_some())?;
     let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
     let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
     for note in estimate::notes(&prepared.plan, window, open_files) {
@@ -119,7 +121,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             progress: !args.quiet && !args.no_progress,
             signals: signals.clone(),
         };
-        let accept = JudgeOptions { checks, retest: !args.no_retest };
+        let accept = JudgeOptions { checks, retest: !args.no_retest, gate };
         let result = run::run_and_judge(prepared, &launch, &opts, &accept, output.recorder())
             .await
             .map_err(Failure::RunFailed)?;
@@ -172,7 +174,7 @@ fn inputs(inputs: &Inputs) -> Result<Vec<(&'static str, Vec<u8>)>, Failure> {
 }
 
 /// The scenario's [check] with the command line's added.
-fn checks(args: &RunArgs, scenario: &CheckSpec) -> Result<CheckSpec, Failure> {
+fn checks(args: &RunArgs, scenario: &CheckSpec, gated: bool) -> Result<CheckSpec, Failure> {
     let mut checks = scenario.clone();
     for &rule in &args.checks {
         checks.push(rule);
@@ -180,8 +182,10 @@ fn checks(args: &RunArgs, scenario: &CheckSpec) -> Result<CheckSpec, Failure> {
     if args.line_rate.is_some() {
         checks.line_rate = args.line_rate;
     }
-    if args.export_junit.is_some() && checks.rules().is_empty() {
-        let e = anyhow::anyhow!("--export-junit needs checks: add [check] to the scenario or --check EXPR");
+    if args.export_junit.is_some() && checks.rules().is_empty() && !gated {
+        let e = anyhow::anyhow!(
+            "--export-junit needs checks or a gate: add [check] to the scenario, --check EXPR or --gate PROFILE"
+        );
         return Err(Failure::BadInput(e));
     }
     Ok(checks)

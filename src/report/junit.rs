@@ -1,7 +1,7 @@
 //! The checks as JUnit XML, for CI systems: one test suite per rule, one
 //! test case per item checked.
 
-use crate::report::{escape as xml, labels, Exporter, ReportError};
+use crate::report::{escape as xml, gate, labels, Exporter, ReportError};
 use crate::result::{CheckOutcome, RunResult, Verdict};
 use crate::units::number;
 
@@ -9,22 +9,29 @@ pub struct JunitExporter;
 
 impl Exporter for JunitExporter {
     fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
-        let acceptance = run.acceptance.as_ref().ok_or(ReportError::Encode {
-            what: "JUnit XML",
-            reason: "this run has no checks (add [check] to the scenario or --check EXPR)".into(),
-        })?;
+        if run.acceptance.is_none() && run.gate.is_none() {
+            return Err(ReportError::Encode {
+                what: "JUnit XML",
+                reason: "this run has no checks (add [check] to the scenario or --check EXPR) and no gate".into(),
+            });
+        }
+        let checks: &[CheckOutcome] = run.acceptance.as_ref().map_or(&[], |a| &a.checks);
         let name = &run.scenario.run.name;
-        let count = |v: Verdict| acceptance.checks.iter().filter(|c| c.verdict == v).count();
+        let count = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
+        let gated = run.gate.as_ref().map_or((0, 0), |g| (g.hosts.len(), g.failed().count()));
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         out += &format!(
             "<testsuites name=\"fabricbench {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
             xml(name),
-            acceptance.checks.len(),
-            count(Verdict::Fail),
+            checks.len() + gated.0,
+            count(Verdict::Fail) + gated.1,
             count(Verdict::Unknown)
         );
-        for rule in &acceptance.rules {
-            let cases: Vec<&CheckOutcome> = acceptance.checks.iter().filter(|c| c.rule == *rule).collect();
+        if let Some(g) = &run.gate {
+            out += &gate::junit_suite(g, name);
+        }
+        for rule in run.acceptance.iter().flat_map(|a| &a.rules) {
+            let cases: Vec<&CheckOutcome> = checks.iter().filter(|c| c.rule == *rule).collect();
             let failures = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
             let errors = cases.iter().filter(|c| c.verdict == Verdict::Unknown).count();
             out += &format!(

@@ -8,6 +8,7 @@ mod csv_files;
 mod datagrams;
 mod fit;
 mod flaps;
+mod gate;
 mod html;
 pub mod journal;
 mod junit;
@@ -32,6 +33,7 @@ use std::path::Path;
 
 use crate::result::RunResult;
 
+pub use gate::verdict_line as gate_verdict_line;
 pub use html::HtmlExporter;
 pub use junit::JunitExporter;
 pub use summary_tables::{status_line, verdict_line};

@@ -9,7 +9,7 @@ use crate::hostfacts::{self, HostFacts};
 use crate::report::fit::{fit, wrap};
 use crate::report::summary_tables::{self, status_line, summarize};
 use crate::report::table::Table;
-use crate::report::{congestion, leaf_pairs, live, repeats, sweeps};
+use crate::report::{congestion, gate, leaf_pairs, live, repeats, sweeps};
 use crate::result::RunResult;
 
 /// Matrices wider than this many hosts are left to report.html.
@@ -48,6 +48,10 @@ pub fn render(run: &RunResult, width: Option<u16>) -> String {
     }
     if let Some(leaves) = run.leaf_pairs.as_ref().filter(|l| !l.rows.is_empty()) {
         out += &format!("\n{}", table_text(&leaf_pairs::table(leaves), width));
+    }
+    if let Some(g) = &run.gate {
+        out += &format!("\n{}", table_text(&gate::table(g), width));
+        out += &line(&gate::verdict_line(g));
     }
     if let Some(a) = &run.acceptance {
         out.push('\n');

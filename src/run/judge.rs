@@ -4,6 +4,7 @@
 use crate::acceptance;
 use crate::launch::Launch;
 use crate::result::{Acceptance, Retest, RunResult, RunStatus};
+use crate::run::gate::{gate, GateOptions, Gated};
 use crate::run::record::Recorder;
 use crate::run::{run, Prepared, RunOptions};
 use crate::scenario::CheckSpec;
@@ -13,10 +14,32 @@ pub struct JudgeOptions {
     pub checks: CheckSpec,
     /// Retest suspects alone before declaring them bad.
     pub retest: bool,
+    /// The node gate to run before everything else.
+    pub gate: Option<GateOptions>,
 }
 
 /// Runs the job and judges it; `acceptance` is set when there are rules.
 pub async fn run_and_judge(
+    prepared: Prepared,
+    launch: &Launch,
+    opts: &RunOptions,
+    accept: &JudgeOptions,
+    recorder: &mut dyn Recorder,
+) -> anyhow::Result<RunResult> {
+    let (prepared, gated) = match &accept.gate {
+        None => (prepared, None),
+        Some(options) => match gate(prepared, launch, opts, options).await? {
+            Gated::Go(prepared, verdict) => (*prepared, Some(verdict)),
+            Gated::Stop(result) => return Ok(*result),
+        },
+    };
+    let mut result = judged(prepared, launch, opts, accept, recorder).await?;
+    result.gate = gated;
+    Ok(result)
+}
+
+/// The run, its checks and the retest of its suspects.
+async fn judged(
     prepared: Prepared,
     launch: &Launch,
     opts: &RunOptions,

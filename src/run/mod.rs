@@ -3,6 +3,7 @@
 //! srun step), follow the run through rank 0's event stream, stop every
 //! worker, and keep every result measured, also when the run fails half-way.
 
+mod gate;
 mod judge;
 mod overrides;
 pub mod record;
@@ -30,6 +31,7 @@ use crate::result::{RunResult, RunStatus};
 use crate::scenario::topology::RunTopology;
 use crate::scenario::{self, Scenario};
 use crate::worker::WorkerOutput;
+pub use gate::GateOptions;
 pub use judge::{run_and_judge, JudgeOptions};
 pub use overrides::Overrides;
 use record::{Recorded, Recorder};

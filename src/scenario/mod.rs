@@ -6,6 +6,7 @@
 
 mod check;
 pub mod congestion;
+pub mod gate;
 pub mod limits;
 mod locate;
 mod op;
@@ -62,6 +63,9 @@ pub struct Scenario {
     /// `[topology]`: the fabric's shape, for the patterns that choose pairs by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<topology::TopologyTable>,
+    /// `[gate]`: the node gate that runs before everything else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<gate::GateSpec>,
 }
 
 /// `[[stress]]`: busy threads on some ranks, from t0 to the window's end.

@@ -16,6 +16,7 @@ mod coordinator_scale;
 mod degraded;
 mod docs;
 mod fuzz_seeds;
+mod gate;
 mod gpu_facts;
 mod gpu_memory;
 mod hardware_check;

@@ -109,7 +109,7 @@ fn unknown(name: &str, dirs: &[PathBuf]) -> ProfileError {
 pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileError> {
     let file: ProfileFile = toml::from_str(text).map_err(|e| ProfileError::Syntax {
         path: path.to_path_buf(),
-        line: e.span().map_or(1, |s| text[..s.start].lines().count().max(1)),
+        line: e.span().map_or(1, |s| text[..s.start].matches('\n').count() + 1),
         message: e.message().to_string(),
     })?;
     let key = |key: &'static str, message: String| ProfileError::Key { path: path.to_path_buf(), key, message };

@@ -1,0 +1,110 @@
+//! The node gate in the summary (one row per host) and its verdict line,
+//! and the gate as a JUnit suite (one case per host).
+
+use crate::report::escape as xml;
+use crate::report::table::Table;
+use crate::result::gate::GateResult;
+use crate::units::number;
+
+/// `Gate (ndr-ib)`: host, verdict, ports held, loopback and its minimum (Gb/s), reasons.
+pub fn table(gate: &GateResult) -> Table {
+    let mut table = Table::new(
+        format!("Gate ({}): each host alone before the pairs", gate.profile),
+        &["host", "verdict", "ports", "loopback Gb/s", "min Gb/s", "reasons"],
+    );
+    let gbps = |v: Option<f64>| v.map_or("-".to_string(), |v| number(v, 2));
+    for h in &gate.hosts {
+        table.rows.push(vec![
+            h.host.clone(),
+            if h.passed { "PASS" } else { "EXCLUDED" }.to_string(),
+            if h.ports.is_empty() { "-".to_string() } else { h.ports.join(" ") },
+            gbps(h.loopback_gbps),
+            gbps(h.loopback_min_gbps),
+            h.reasons.join("; "),
+        ]);
+    }
+    table
+}
+
+/// `gate: 1 of 4 host(s) failed and were left out: node17 (mlx5_2 port 1 at 200 Gb/s, expected 400 Gb/s)`.
+pub fn verdict_line(gate: &GateResult) -> String {
+    let failed: Vec<String> = gate.failed().map(|h| format!("{} ({})", h.host, h.reasons.join("; "))).collect();
+    if failed.is_empty() {
+        return format!("gate ({}): all {} host(s) passed", gate.profile, gate.hosts.len());
+    }
+    format!(
+        "gate ({}): {} of {} host(s) failed and were left out: {}",
+        gate.profile,
+        failed.len(),
+        gate.hosts.len(),
+        failed.join(", ")
+    )
+}
+
+/// The gate as one JUnit test suite, a failing case per excluded host.
+pub fn junit_suite(gate: &GateResult, run_name: &str) -> String {
+    let failures = gate.failed().count();
+    let mut out = format!(
+        "  <testsuite name=\"gate {}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">\n",
+        xml(&gate.profile),
+        gate.hosts.len()
+    );
+    let classname = xml(&format!("fabricbench.{run_name}.gate"));
+    for h in &gate.hosts {
+        let open = format!("    <testcase classname=\"{classname}\" name=\"{}\"", xml(&h.host));
+        if h.passed {
+            out += &format!("{open}/>\n");
+        } else {
+            let reasons = h.reasons.join("; ");
+            out += &format!(
+                "{open}>\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
+                xml(&format!("excluded by the gate: {reasons}")),
+                xml(&reasons)
+            );
+        }
+    }
+    out + "  </testsuite>\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::gate::HostGate;
+
+    fn gate() -> GateResult {
+        let host = |name: &str, reasons: &[&str]| HostGate {
+            host: name.into(),
+            passed: reasons.is_empty(),
+            ports: vec!["mlx5_0/1".into()],
+            loopback_gbps: Some(390.5),
+            loopback_min_gbps: Some(376.0),
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        };
+        GateResult {
+            profile: "ndr-ib".into(),
+            hosts: vec![host("node01", &[]), host("node17", &["mlx5_0 port 1 at 200 Gb/s, expected 400 Gb/s"])],
+        }
+    }
+
+    #[test]
+    fn the_line_names_each_excluded_host_and_why() {
+        assert_eq!(
+            verdict_line(&gate()),
+            "gate (ndr-ib): 1 of 2 host(s) failed and were left out: node17 (mlx5_0 port 1 at 200 Gb/s, expected 400 Gb/s)"
+        );
+        let t = table(&gate());
+        assert_eq!(t.rows[1][..2], ["node17".to_string(), "EXCLUDED".to_string()]);
+        assert_eq!(t.rows[0][3], "390.50");
+    }
+
+    #[test]
+    fn junit_has_a_failing_case_per_excluded_host() {
+        let xml = junit_suite(&gate(), "acc");
+        assert!(xml.starts_with("  <testsuite name=\"gate ndr-ib\" tests=\"2\" failures=\"1\""), "{xml}");
+        assert!(xml.contains("<testcase classname=\"fabricbench.acc.gate\" name=\"node01\"/>"), "{xml}");
+        assert!(
+            xml.contains("name=\"node17\">\n      <failure message=\"excluded by the gate: mlx5_0 port 1 at 200 Gb/s"),
+            "{xml}"
+        );
+    }
+}

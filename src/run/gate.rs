@@ -1,0 +1,121 @@
+//! The node gate before the pairs: a short run of its own in which every
+//! host loops back alone (all hosts at once), judged per host against the
+//! profile; the hosts that fail are left out of the run that follows.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::anyhow;
+
+use crate::acceptance::gate::{self, Profile};
+use crate::hostfile::Host;
+use crate::launch::Launch;
+use crate::plan;
+use crate::result::gate::GateResult;
+use crate::result::{RunResult, RunStatus};
+use crate::run::{run, Prepared, RunOptions};
+use crate::scenario::RunSpec;
+
+/// `--gate PROFILE` / `[gate]`, and `--gate-only`.
+pub struct GateOptions {
+    pub profile: Profile,
+    /// Run the gate and stop: no pairs.
+    pub only: bool,
+}
+
+/// What follows the gate.
+pub enum Gated {
+    /// The run goes on with the hosts that passed (the gate's verdict rides along).
+    Go(Box<Prepared>, GateResult),
+    /// Nothing more runs: `--gate-only`, no host passed, or the gate run failed.
+    Stop(Box<RunResult>),
+}
+
+/// Runs the gate over the prepared run's hosts and decides what follows.
+pub async fn gate(
+    prepared: Prepared,
+    launch: &Launch,
+    opts: &RunOptions,
+    gate_opts: &GateOptions,
+) -> anyhow::Result<Gated> {
+    if matches!(launch, Launch::Joined { .. }) {
+        anyhow::bail!("--gate needs two runs, and mpirun started the ranks for one: use --launcher mpirun");
+    }
+    let plan = gate::plan(&prepared.plan).ok_or_else(|| {
+        anyhow!("the gate loops back the run's bandwidth groups, and {} has none", prepared.scenario_file.display())
+    })?;
+    let profile = &gate_opts.profile;
+    let mut scenario = prepared.scenario.clone();
+    scenario.run.duration = profile.duration;
+    scenario.run.warmup = scenario.run.warmup.min(Duration::from_secs(1));
+    scenario.run.interval = RunSpec::default_interval(profile.duration);
+    scenario.run.repeat = 1;
+    let gate_run = Prepared {
+        scenario_file: prepared.scenario_file.clone(),
+        scenario,
+        hosts: prepared.hosts.clone(),
+        plan,
+        hostfile_text: prepared.hostfile_text.clone(),
+        // Loopbacks cross no leaf: the gate's result has no leaf pairs.
+        topology: None,
+    };
+    let mut measured = run(gate_run, launch, opts, &mut ()).await?;
+    let verdict = gate::judge_run(profile, &measured);
+    let all_failed = verdict.failed().count() == verdict.hosts.len();
+    if gate_opts.only || all_failed || !matches!(measured.status, RunStatus::Ok) {
+        measured.gate = Some(verdict);
+        return Ok(Gated::Stop(Box::new(measured)));
+    }
+    Ok(Gated::Go(Box::new(without_failed(prepared, &verdict)?), verdict))
+}
+
+/// The run without the hosts that failed the gate, planned again over
+/// the rest (ranks renumbered in the hostfile's order).
+fn without_failed(prepared: Prepared, verdict: &GateResult) -> anyhow::Result<Prepared> {
+    let failed: BTreeSet<&str> = verdict.failed().map(|h| h.host.as_str()).collect();
+    if failed.is_empty() {
+        return Ok(prepared);
+    }
+    let passed: Vec<Host> = prepared.hosts.iter().filter(|h| !failed.contains(h.name.as_str())).cloned().collect();
+    let fabric = prepared.topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &passed));
+    let plan = plan::build_on(&passed, &prepared.scenario, fabric.as_ref()).map_err(|(field, message)| {
+        anyhow!(
+            "with the {} host(s) that passed the gate the scenario cannot be planned: `{}`: {message}",
+            passed.len(),
+            field.key
+        )
+    })?;
+    Ok(Prepared { hosts: passed, plan, ..prepared })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::gate::HostGate;
+
+    #[test]
+    fn the_hosts_that_failed_are_left_out_and_the_rest_planned_again() {
+        let hosts: Vec<Host> = ["node01", "node02", "node03", "node04"].map(Host::named).to_vec();
+        let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/all-pairs.toml");
+        let prepared = crate::run::prepare(&scenario, hosts, "a test", &Default::default()).unwrap();
+        let host = |name: &str, passed: bool| HostGate {
+            host: name.into(),
+            passed,
+            ports: Vec::new(),
+            loopback_gbps: None,
+            loopback_min_gbps: None,
+            reasons: if passed { Vec::new() } else { vec!["mlx5_0 port 1 is DOWN, expected ACTIVE".into()] },
+        };
+        let verdict = GateResult {
+            profile: "ndr-ib".into(),
+            hosts: vec![host("node01", true), host("node02", false), host("node03", true), host("node04", true)],
+        };
+        let kept = without_failed(prepared, &verdict).unwrap();
+        let names: Vec<&str> = kept.plan.ranks.iter().map(|r| r.host.as_str()).collect();
+        assert_eq!(names, ["node01", "node03", "node04"]);
+        assert_eq!(kept.hosts.len(), 3);
+        // Three hosts: three rounds of one pair, each host idle in one.
+        assert_eq!(kept.plan.phases.len(), 3);
+        assert!(kept.plan.phases.iter().flat_map(|p| &p.flows).all(|f| f.src < 3 && f.dst < 3));
+    }
+}

@@ -1,0 +1,86 @@
+//! The node gate end to end on local TCP ranks: each host's loopback to its
+//! own address before the pairs; a host that fails is named with its reason
+//! (summary, run.json, JUnit) and the run exits 3; bad profiles are bad
+//! input (exit 2) named with their file and key.
+
+use crate::common::{fan_in, run_json, text, Bench, LOCAL_HOSTS};
+
+const QUICK: &str = "loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
+
+#[test]
+fn local_hosts_pass_the_gate_and_the_pairs_run() {
+    let bench = Bench::new();
+    let (hosts, scenario) = (bench.write("hosts", LOCAL_HOSTS), bench.write("fan.toml", &fan_in("1s")));
+    let profile = bench.write("quick.toml", QUICK);
+    let run = run_json(&bench, &scenario, &hosts, &["--gate", profile.to_str().unwrap()]);
+    let gate = &run["gate"];
+    assert_eq!(gate["profile"], profile.to_str().unwrap());
+    let hosts = gate["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 4, "{gate}");
+    for h in hosts {
+        assert_eq!(h["passed"], true, "{h}");
+        assert!(h["loopback_gbps"].as_f64().unwrap() > 0.1, "{h}");
+        assert_eq!(h["loopback_min_gbps"], 0.1);
+    }
+    let phases = run["phases"].as_array().unwrap();
+    assert_eq!(phases.iter().map(|p| p["name"].as_str().unwrap()).collect::<Vec<_>>(), ["fan"]);
+    assert_eq!(phases[0]["flows"].as_array().unwrap().len(), 3, "the pairs kept every host");
+}
+
+#[test]
+fn a_failing_gate_names_every_host_and_exits_3() {
+    let bench = Bench::new();
+    let (hosts, scenario) = (bench.write("hosts", LOCAL_HOSTS), bench.write("fan.toml", &fan_in("1s")));
+    bench.write("fast.toml", "loopback_min = \"10 Tb/s\"\nduration = \"1s\"\n");
+    let junit = bench.dir.path().join("gate.xml");
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--gate", "fast.toml"];
+    let out =
+        bench.run(&[&args[..], &["--no-save", "--no-progress", "--export-junit", junit.to_str().unwrap()]].concat());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("gate (fast.toml): 4 of 4 host(s) failed and were left out: 127.0.0.1 (loopback at "),
+        "{err}"
+    );
+    assert!(err.contains("Gb/s, below 10000 Gb/s (the profile's loopback_min))"), "{err}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<testsuite name=\"gate fast.toml\" tests=\"4\" failures=\"4\""), "{xml}");
+    assert_eq!(xml.matches("<failure message=\"excluded by the gate: loopback at ").count(), 4, "{xml}");
+}
+
+#[test]
+fn gate_only_runs_just_the_gate_from_the_scenario() {
+    let bench = Bench::new();
+    bench.write("quick.toml", QUICK);
+    let (hosts, scenario) = (
+        bench.write("hosts", LOCAL_HOSTS),
+        bench.write("fan.toml", &(fan_in("1s") + "\n[gate]\nprofile = \"quick.toml\"\n")),
+    );
+    let run = run_json(&bench, &scenario, &hosts, &["--gate-only"]);
+    let phases: Vec<&str> = run["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["gate-tcp loopback"]);
+    let flows = run["phases"][0]["flows"].as_array().unwrap();
+    assert!(flows.iter().all(|f| f["src"] == f["dst"]), "every flow loops back: {flows:?}");
+    assert_eq!(run["gate"]["hosts"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn bad_gates_are_input_errors() {
+    let bench = Bench::new();
+    let (hosts, scenario) = (bench.write("hosts", LOCAL_HOSTS), bench.write("fan.toml", &fan_in("1s")));
+    let (s, h) = (scenario.to_str().unwrap(), hosts.to_str().unwrap());
+    bench.write("typo.toml", "loopback_min = \"1 Gb/s\"\nwidht = 4\n");
+    bench.write("share.toml", "loopback_min = \"94% of best\"\n");
+    let cases: [(&[&str], &str); 4] = [
+        (&["--gate", "no-such-fabric"], "gate profile `no-such-fabric` not found: it is neither a file nor one of"),
+        (&["--gate", "typo.toml"], "typo.toml:2: unknown field `widht`, expected one of"),
+        (&["--gate", "share.toml"], "share.toml: `loopback_min`: `94% of best`: use a rate"),
+        (&["--gate-only"], "--gate-only needs a gate: --gate PROFILE or [gate] in the scenario"),
+    ];
+    for (extra, message) in cases {
+        let out = bench.run(&[&["run", s, "-H", h, "--no-save"][..], extra].concat());
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(message), "{extra:?}: {}", text(&out.stderr));
+    }
+    assert!(!bench.results().exists(), "nothing ran");
+}
