@@ -14,7 +14,8 @@ pub enum Exit {
     RunFailed,
     /// Bad input: nothing ran.
     BadInput,
-    /// A check failed or could not be evaluated (`compare`: a regression).
+    /// A check failed or could not be evaluated, or a host failed the
+    /// node gate (`compare`: a regression).
     CheckFailed,
     /// The run completed but a phase is not a valid measurement.
     Degraded,
@@ -67,7 +68,10 @@ impl Exit {
             Exit::BadInput => {
                 "bad input, nothing ran: the message names the file, line and field, the flag or the host"
             }
-            Exit::CheckFailed => "a check failed or could not be evaluated (UNKNOWN); `compare`: a regression",
+            Exit::CheckFailed => {
+                "a check failed or could not be evaluated (UNKNOWN), or a host failed the node gate \
+                 (`--gate`) and was left out; `compare`: a regression"
+            }
             Exit::Degraded => {
                 "the run completed but is degraded: a phase is not a valid measurement (a flow failed or \
                  moved nothing, a window came out short, the flows did not start together) and its checks \

@@ -126,7 +126,7 @@ check_packages() {
         # Listings are read whole first: `tar | grep -q` under pipefail
         # fails when grep stops reading at its first match (SIGPIPE).
         listing=$(tar -tzf "$dist/$name.tar.gz") || fail "$name.tar.gz cannot be read"
-        for want in fabricbench README.md LICENSE-MIT LICENSE-APACHE scenarios/fan-in.toml hostfiles/local fabricbench.1; do
+        for want in fabricbench README.md LICENSE-MIT LICENSE-APACHE scenarios/fan-in.toml hostfiles/local profiles/tcp-loopback.toml fabricbench.1; do
             grep -qx "$name/$want" <<<"$listing" || fail "$name.tar.gz holds no $name/$want"
         done
         rpmarch=$arch

@@ -166,7 +166,7 @@ pub fn write_into(run: &RunResult, dir: &Path, with_json: bool) -> Result<(), Re
     if with_json {
         files.push(("run.json", JsonExporter.render(run)?));
     }
-    if run.acceptance.is_some() {
+    if run.acceptance.is_some() || run.gate.is_some() {
         files.push(("junit.xml", JunitExporter.render(run)?));
     }
     if run.repeats.is_some() {
