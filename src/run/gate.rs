@@ -50,6 +50,8 @@ pub async fn gate(
     scenario.run.warmup = scenario.run.warmup.min(Duration::from_secs(1));
     scenario.run.interval = RunSpec::default_interval(profile.duration);
     scenario.run.repeat = 1;
+    // The gate's phases are none of these: its result must not be read as a sweep or a congestion run.
+    (scenario.sweep, scenario.congestion, scenario.stress) = (None, None, Vec::new());
     let gate_run = Prepared {
         scenario_file: prepared.scenario_file.clone(),
         scenario,
