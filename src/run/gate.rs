@@ -41,10 +41,38 @@ pub async fn gate(
     if matches!(launch, Launch::Joined { .. }) {
         anyhow::bail!("--gate needs two runs, and mpirun started the ranks for one: use --launcher mpirun");
     }
+    let profile = &gate_opts.profile;
+    let (mut measured, mut verdict) = gate_run(&prepared, launch, opts, profile).await?;
+    if let RunStatus::Failed { .. } = measured.status {
+        // A host failing for its own ports (a port down breaks its loopback's
+        // connect) fails the whole gate run: once more without those hosts,
+        // so that the others are judged on their own loopback.
+        let alone = gate::judge_run(&Profile { loopback_min: None, ..profile.clone() }, &measured);
+        let culprits = alone.failed().count();
+        if culprits > 0 && culprits < alone.hosts.len() {
+            let (again, second) = gate_run(&gate_without(&prepared, &alone), launch, opts, profile).await?;
+            verdict = merged(&alone, &verdict, second);
+            measured = again;
+        }
+    }
+    let all_failed = verdict.failed().count() == verdict.hosts.len();
+    if gate_opts.only || all_failed || !matches!(measured.status, RunStatus::Ok) {
+        measured.gate = Some(verdict);
+        return Ok(Gated::Stop(Box::new(measured)));
+    }
+    Ok(Gated::Go(Box::new(without_failed(prepared, &verdict)?), verdict))
+}
+
+/// One gate run over the prepared run's hosts, and its verdict.
+async fn gate_run(
+    prepared: &Prepared,
+    launch: &Launch,
+    opts: &RunOptions,
+    profile: &Profile,
+) -> anyhow::Result<(RunResult, GateResult)> {
     let plan = gate::plan(&prepared.plan).ok_or_else(|| {
         anyhow!("the gate loops back the run's bandwidth groups, and {} has none", prepared.scenario_file.display())
     })?;
-    let profile = &gate_opts.profile;
     let mut scenario = prepared.scenario.clone();
     scenario.run.duration = profile.duration;
     scenario.run.warmup = scenario.run.warmup.min(Duration::from_secs(1));
@@ -52,23 +80,43 @@ pub async fn gate(
     scenario.run.repeat = 1;
     // The gate's phases are none of these: its result must not be read as a sweep or a congestion run.
     (scenario.sweep, scenario.congestion, scenario.stress) = (None, None, Vec::new());
-    let gate_run = Prepared {
-        scenario_file: prepared.scenario_file.clone(),
-        scenario,
-        hosts: prepared.hosts.clone(),
-        plan,
-        hostfile_text: prepared.hostfile_text.clone(),
-        // Loopbacks cross no leaf: the gate's result has no leaf pairs.
-        topology: None,
-    };
-    let mut measured = run(gate_run, launch, opts, &mut ()).await?;
+    // Loopbacks cross no leaf: the gate's result has no leaf pairs.
+    let gate_run = Prepared { scenario, plan, topology: None, ..prepared.clone() };
+    let measured = run(gate_run, launch, opts, &mut ()).await?;
     let verdict = gate::judge_run(profile, &measured);
-    let all_failed = verdict.failed().count() == verdict.hosts.len();
-    if gate_opts.only || all_failed || !matches!(measured.status, RunStatus::Ok) {
-        measured.gate = Some(verdict);
-        return Ok(Gated::Stop(Box::new(measured)));
+    Ok((measured, verdict))
+}
+
+/// The gate's run without the hosts that failed: the same ranks less
+/// theirs, numbered again (the gate makes its own flows, so only the
+/// ranks and the groups matter; the scenario need not fit fewer hosts).
+fn gate_without(prepared: &Prepared, verdict: &GateResult) -> Prepared {
+    let failed: BTreeSet<&str> = verdict.failed().map(|h| h.host.as_str()).collect();
+    let hosts = prepared.hosts.iter().filter(|h| !failed.contains(h.name.as_str())).cloned().collect();
+    let mut plan = prepared.plan.clone();
+    plan.ranks.retain(|r| !failed.contains(r.host.as_str()));
+    for (rank, info) in plan.ranks.iter_mut().enumerate() {
+        info.rank = rank;
     }
-    Ok(Gated::Go(Box::new(without_failed(prepared, &verdict)?), verdict))
+    for phase in &mut plan.phases {
+        phase.flows.clear();
+    }
+    Prepared { hosts, plan, ..prepared.clone() }
+}
+
+/// The verdict after a second gate run: the hosts that failed alone keep
+/// their first verdict, the rest take the second run's.
+fn merged(alone: &GateResult, first: &GateResult, second: GateResult) -> GateResult {
+    let culprits: BTreeSet<&str> = alone.failed().map(|h| h.host.as_str()).collect();
+    let hosts = first
+        .hosts
+        .iter()
+        .map(|h| match culprits.contains(h.host.as_str()) {
+            true => h.clone(),
+            false => second.hosts.iter().find(|s| s.host == h.host).cloned().unwrap_or_else(|| h.clone()),
+        })
+        .collect();
+    GateResult { profile: first.profile.clone(), hosts }
 }
 
 /// The run without the hosts that failed the gate, planned again over
@@ -95,23 +143,47 @@ mod tests {
     use super::*;
     use crate::result::gate::HostGate;
 
-    #[test]
-    fn the_hosts_that_failed_are_left_out_and_the_rest_planned_again() {
-        let hosts: Vec<Host> = ["node01", "node02", "node03", "node04"].map(Host::named).to_vec();
-        let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/all-pairs.toml");
-        let prepared = crate::run::prepare(&scenario, hosts, "a test", &Default::default()).unwrap();
-        let host = |name: &str, passed: bool| HostGate {
+    fn host(name: &str, passed: bool) -> HostGate {
+        HostGate {
             host: name.into(),
             passed,
             ports: Vec::new(),
             loopback_gbps: None,
             loopback_min_gbps: None,
             reasons: if passed { Vec::new() } else { vec!["mlx5_0 port 1 is DOWN, expected ACTIVE".into()] },
-        };
+        }
+    }
+
+    fn four_hosts_node02_failed() -> (Prepared, GateResult) {
+        let hosts: Vec<Host> = ["node01", "node02", "node03", "node04"].map(Host::named).to_vec();
+        let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/all-pairs.toml");
+        let prepared = crate::run::prepare(&scenario, hosts, "a test", &Default::default()).unwrap();
         let verdict = GateResult {
             profile: "ndr-ib".into(),
             hosts: vec![host("node01", true), host("node02", false), host("node03", true), host("node04", true)],
         };
+        (prepared, verdict)
+    }
+
+    #[test]
+    fn the_gate_runs_again_without_the_hosts_that_failed_alone() {
+        let (prepared, alone) = four_hosts_node02_failed();
+        let again = gate_without(&prepared, &alone);
+        let ranks: Vec<(usize, &str)> = again.plan.ranks.iter().map(|r| (r.rank, r.host.as_str())).collect();
+        assert_eq!(ranks, [(0, "node01"), (1, "node03"), (2, "node04")]);
+        assert_eq!(again.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["node01", "node03", "node04"]);
+        let loops = gate::plan(&again.plan).unwrap();
+        assert!(loops.phases[0].flows.iter().map(|f| (f.src, f.dst)).eq([(0, 0), (1, 1), (2, 2)]));
+        // The second run's verdict for the others; the first one's for node02.
+        let second = GateResult { profile: "ndr-ib".into(), hosts: vec![host("node01", true), host("node03", false)] };
+        let first = GateResult { hosts: alone.hosts.iter().map(|h| host(&h.host, false)).collect(), ..alone.clone() };
+        let passed: Vec<bool> = merged(&alone, &first, second).hosts.iter().map(|h| h.passed).collect();
+        assert_eq!(passed, [true, false, false, false], "node04 was not in the second run: its first verdict stays");
+    }
+
+    #[test]
+    fn the_hosts_that_failed_are_left_out_and_the_rest_planned_again() {
+        let (prepared, verdict) = four_hosts_node02_failed();
         let kept = without_failed(prepared, &verdict).unwrap();
         let names: Vec<&str> = kept.plan.ranks.iter().map(|r| r.host.as_str()).collect();
         assert_eq!(names, ["node01", "node03", "node04"]);

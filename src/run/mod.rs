@@ -56,6 +56,7 @@ pub struct RunOptions {
 }
 
 /// Everything needed before any process starts; all input errors surface here.
+#[derive(Clone)]
 pub struct Prepared {
     pub scenario_file: PathBuf,
     pub scenario: Scenario,

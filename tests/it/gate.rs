@@ -3,7 +3,7 @@
 //! (summary, run.json, JUnit) and the run exits 3; bad profiles are bad
 //! input (exit 2) named with their file and key.
 
-use crate::common::{fan_in, run_json, text, Bench, LOCAL_HOSTS};
+use crate::common::{fan_in, run_json, text, Bench, FanIn, LOCAL_HOSTS};
 
 const QUICK: &str = "loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
 
@@ -83,4 +83,42 @@ fn bad_gates_are_input_errors() {
         assert!(text(&out.stderr).contains(message), "{extra:?}: {}", text(&out.stderr));
     }
     assert!(!bench.results().exists(), "nothing ran");
+}
+
+/// A host whose own devices fail the gate (here: `devices=` names one its
+/// recorded sysfs tree lacks, so its worker refuses the loopback and fails
+/// the whole gate run) is left out; the gate runs again without it, the
+/// others pass on their own loopback, and the pairs run over them.
+#[test]
+fn a_host_that_fails_alone_is_left_out_and_the_rest_run() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2 devices=mlx5_9\n127.0.0.3\n127.0.0.4\n");
+    let scenario = bench.write("fan.toml", &FanIn::new("fan", "1s").warmup("300ms").message_size("64K").text());
+    bench.write("quick.toml", QUICK);
+    let tree = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/mlx5-ib/sys");
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--gate", "quick.toml"];
+    let out = bench
+        .command(&[&args[..], &["--no-save", "--quiet", "--export-json", "-"]].concat())
+        .env("FABRICBENCH_SYSFS_ROOT", &tree)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("gate (quick.toml): 1 of 4 host(s) failed and were left out: 127.0.0.2 (no RDMA device mlx5_9"),
+        "{err}"
+    );
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let verdicts: Vec<(&str, bool)> = run["gate"]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["host"].as_str().unwrap(), h["passed"] == true))
+        .collect();
+    assert_eq!(verdicts, [("127.0.0.1", true), ("127.0.0.2", false), ("127.0.0.3", true), ("127.0.0.4", true)]);
+    let mut senders: Vec<&str> =
+        run["phases"][0]["flows"].as_array().unwrap().iter().map(|f| f["src_host"].as_str().unwrap()).collect();
+    senders.sort();
+    assert_eq!(senders, ["127.0.0.3", "127.0.0.4"], "the fan-in ran without 127.0.0.2");
+    assert!(bench.leftovers(std::time::Duration::from_secs(2)).is_empty(), "processes left");
 }
