@@ -6,6 +6,7 @@
 //! the sweep summary.
 
 mod aggregate;
+mod build;
 mod checks;
 pub mod congestion;
 pub mod degraded;
@@ -21,6 +22,7 @@ pub mod sweep;
 use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
+pub use build::Build;
 pub use checks::{Acceptance, CheckOutcome, Checked, Direction, Retest, Suspect, SuspectKind, Verdict};
 pub use matrix::pair_matrix;
 pub use metric::Metric;
@@ -171,34 +173,6 @@ impl RunResult {
         self.flaps = flaps::of_run(self);
         if let Some(leaf_pairs) = &mut self.leaf_pairs {
             leaf_pairs.summarize(&self.plan, &self.phases);
-        }
-    }
-}
-
-/// The source a binary was built from, embedded by build.rs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Build {
-    /// The crate's version (as `tool_version`).
-    pub version: String,
-    /// `git rev-parse HEAD` at build time; "unknown" when built outside a
-    /// git checkout.
-    pub commit: String,
-    /// The checkout had changes to tracked files not in `commit`; `None`
-    /// when unknown (no git).
-    pub dirty: Option<bool>,
-}
-
-impl Build {
-    pub fn of_this_binary() -> Build {
-        let dirty = match env!("FABRICBENCH_GIT_DIRTY") {
-            "true" => Some(true),
-            "false" => Some(false),
-            _ => None,
-        };
-        Build {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            commit: env!("FABRICBENCH_GIT_COMMIT").to_string(),
-            dirty,
         }
     }
 }
