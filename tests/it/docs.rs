@@ -68,6 +68,18 @@ fn readme_sample_is_what_the_code_renders() {
     );
 }
 
+/// The README teaches by example in a few screens; reference belongs in docs/.
+const README_MOST_LINES: usize = 200;
+
+#[test]
+fn the_readme_stays_a_few_screens() {
+    let lines = read("README.md").lines().count();
+    assert!(
+        lines <= README_MOST_LINES,
+        "README.md has {lines} lines, over {README_MOST_LINES}: move reference text into docs/ and link it"
+    );
+}
+
 #[test]
 fn the_exit_codes_of_the_docs_are_the_codes_of_the_code() {
     assert_eq!(
