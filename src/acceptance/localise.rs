@@ -12,6 +12,9 @@ pub struct Link {
     pub failed: bool,
 }
 
+/// Whether a flow between two ranks is on a suspect.
+pub(crate) type OnLink = Box<dyn Fn(usize, usize) -> bool>;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Finding {
     /// Every link of this rank failed (and it has at least two).
@@ -20,6 +23,11 @@ pub enum Finding {
     Link(usize, usize),
     /// Every link failed: no host or link stands out.
     Fabric,
+    /// With a topology (`switches`): failing links no host explains all may
+    /// cross this uplink, or one of these; `links` are those failing links.
+    Uplinks { uplinks: Vec<crate::topology::Uplink>, links: Vec<(usize, usize)> },
+    /// With a topology: every host on this leaf (`ranks`) is a suspect host.
+    Leaf { leaf: crate::topology::SwitchName, ranks: Vec<usize> },
 }
 
 pub fn localise(links: &[Link]) -> Vec<Finding> {

@@ -7,124 +7,29 @@ pub mod gate;
 mod line_rate;
 mod localise;
 mod retest;
-
-use std::collections::BTreeMap;
+mod suspects;
+mod switches;
 
 use line_rate::LineRates;
 pub use localise::{localise, Finding, Link};
 pub use retest::{apply as apply_retest, plan as retest_plan};
+pub use switches::Paths;
 
-use crate::result::{Acceptance, CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, Verdict};
-use crate::scenario::{CheckSpec, Pattern};
+use crate::result::{Acceptance, CheckOutcome, RunResult, Verdict};
+use crate::scenario::CheckSpec;
 
-/// Checks every rule; `None` when there are no rules.
-pub fn judge(run: &RunResult, spec: &CheckSpec) -> Option<Acceptance> {
+/// Checks every rule; `None` when there are no rules. With `paths` (the
+/// run's topology) suspects may be switches as well as hosts and links.
+pub fn judge(run: &RunResult, spec: &CheckSpec, paths: Option<&dyn Paths>) -> Option<Acceptance> {
     let rules = spec.rules();
     if rules.is_empty() {
         return None;
     }
     let line_rates = LineRates::new(run, spec.line_rate);
     let checks: Vec<CheckOutcome> = rules.iter().flat_map(|&rule| evaluate::evaluate(run, rule, &line_rates)).collect();
-    let suspects = suspects(run, &checks);
+    let suspects = suspects::suspects(run, &checks, paths);
     let passed = checks.iter().all(|c| c.verdict == Verdict::Pass);
     Some(Acceptance { passed, rules, line_rate_gbps: spec.line_rate, checks, suspects, retest_phases: Vec::new() })
-}
-
-/// Suspects from the flow checks of patterns that measure links alone
-/// (all-pairs, pairwise): hosts first, then links, each worst first.
-fn suspects(run: &RunResult, checks: &[CheckOutcome]) -> Vec<Suspect> {
-    let isolating = |phase: usize, flow: u32| -> bool {
-        run.plan.phases.get(phase).is_some_and(|p| {
-            p.flows
-                .iter()
-                .find(|f| f.id == flow)
-                .is_some_and(|f| matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise))
-        })
-    };
-    // link -> (failed, the worst failing flow's share of its limit, rules failed)
-    let mut links: BTreeMap<(usize, usize), (bool, f64, Vec<String>)> = BTreeMap::new();
-    for c in checks.iter().filter(|c| retest::is_flow_rule(c.rule)) {
-        let Checked::Flow { phase, flow, src, dst } = c.item else { continue };
-        if !isolating(phase, flow) {
-            continue;
-        }
-        let entry = links.entry(retest::link_of(src, dst)).or_insert((false, f64::INFINITY, Vec::new()));
-        if c.verdict == Verdict::Fail {
-            entry.0 = true;
-            entry.1 = entry.1.min(share_of_limit(c));
-            let rule = c.rule.to_string();
-            if !entry.2.contains(&rule) {
-                entry.2.push(rule);
-            }
-        }
-    }
-    let measured: Vec<Link> = links.iter().map(|(&(a, b), &(failed, ..))| Link { a, b, failed }).collect();
-    let host = |r: usize| run.plan.ranks.get(r).map_or_else(|| format!("rank {r}"), |i| i.host.clone());
-    let worst_share = |pred: &dyn Fn(usize, usize) -> bool| {
-        links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).map(|(_, v)| v.1).fold(f64::INFINITY, f64::min)
-    };
-    let rules_of = |pred: &dyn Fn(usize, usize) -> bool| {
-        let mut all: Vec<String> =
-            links.iter().filter(|(&(a, b), v)| v.0 && pred(a, b)).flat_map(|(_, v)| v.2.clone()).collect();
-        all.sort();
-        all.dedup();
-        all.join(", ")
-    };
-    let not_run = || Retest::NotRun { reason: "not retested".into() };
-    // (fabric, then hosts, then links; each slowest first)
-    let mut found: Vec<((u8, f64), Suspect)> = localise(&measured)
-        .into_iter()
-        .map(|finding| match finding {
-            Finding::Host(rank) => {
-                let on = |a: usize, b: usize| a == rank || b == rank;
-                let count = measured.iter().filter(|l| l.a == rank || l.b == rank).count();
-                let worst = worst_share(&on);
-                let evidence = format!(
-                    "all {count} of its links failed {}; the worst reached {:.0}% of its limit",
-                    rules_of(&on),
-                    worst * 100.0
-                );
-                ((1, worst), Suspect { kind: SuspectKind::Host { rank, host: host(rank) }, evidence, retest: not_run() })
-            }
-            Finding::Link(a, b) => {
-                let on = |x: usize, y: usize| (x, y) == (a, b);
-                let worst = worst_share(&on);
-                let evidence = format!(
-                    "this link failed {} (at {:.0}% of its limit) while both hosts passed on other links",
-                    rules_of(&on),
-                    worst * 100.0
-                );
-                let kind = SuspectKind::Link { a, b, a_host: host(a), b_host: host(b) };
-                ((2, worst), Suspect { kind, evidence, retest: not_run() })
-            }
-            Finding::Fabric => {
-                let evidence = format!(
-                    "all {} links failed {}: no single host or link stands out (check the threshold, or the fabric as a whole)",
-                    measured.len(),
-                    rules_of(&|_, _| true)
-                );
-                ((0, 0.0), Suspect { kind: SuspectKind::Fabric, evidence, retest: not_run() })
-            }
-        })
-        .collect();
-    found.sort_by(|x, y| x.0 .0.cmp(&y.0 .0).then(x.0 .1.total_cmp(&y.0 .1)));
-    found.into_iter().map(|(_, s)| s).collect()
-}
-
-/// How much of its limit an outcome reached: below 1 when it failed
-/// (bandwidth under its floor, latency over its ceiling).
-fn share_of_limit(c: &CheckOutcome) -> f64 {
-    match (c.value, c.limit) {
-        (Some(v), Some(l)) if retest::is_latency(c.rule) => {
-            if v > 0.0 {
-                l / v
-            } else {
-                1.0
-            }
-        }
-        (Some(v), Some(l)) if l > 0.0 => v / l,
-        _ => 0.0,
-    }
 }
 
 #[cfg(test)]
@@ -133,7 +38,7 @@ mod tests {
 
     use super::*;
     use crate::result::degraded::Degradation;
-    use crate::result::{FlowResult, GroupResult, PhaseResult, RankProbe};
+    use crate::result::{Checked, FlowResult, GroupResult, PhaseResult, RankProbe, Retest, Suspect, SuspectKind};
     use crate::scenario::{Rule, Subject};
     use crate::transport::rdma::{InventoryDevice, InventoryPort};
     use crate::{hostfile, plan, scenario};
@@ -212,7 +117,7 @@ mod tests {
     #[test]
     fn share_of_best_blames_the_slow_host() {
         let run = all_pairs(6, |a, b| if a == 2 || b == 2 { 5.0 } else { 10.0 - 0.01 * (a + b) as f64 });
-        let a = judge(&run, &spec(&["flow >= 93% of best"], None)).unwrap();
+        let a = judge(&run, &spec(&["flow >= 93% of best"], None), None).unwrap();
         assert!(!a.passed);
         assert_eq!(a.checks.len(), 30);
         assert_eq!(count(&a, Verdict::Fail), 10, "h3's 5 links, both ways");
@@ -230,28 +135,28 @@ mod tests {
     #[test]
     fn absolute_rates_pass_and_fail_at_the_limit() {
         let run = all_pairs(4, |a, b| if (a, b) == (1, 3) { 8.999 } else { 9.0 });
-        let a = judge(&run, &spec(&["flow >= 9 Gb/s"], None)).unwrap();
+        let a = judge(&run, &spec(&["flow >= 9 Gb/s"], None), None).unwrap();
         assert_eq!((count(&a, Verdict::Pass), count(&a, Verdict::Fail)), (11, 1));
         // One direction of one link: the link is the suspect, not a host.
         assert!(matches!(a.suspects[..], [Suspect { kind: SuspectKind::Link { a: 1, b: 3, .. }, .. }]));
-        let a = judge(&run, &spec(&["flow >= 8.5 Gb/s"], None)).unwrap();
+        let a = judge(&run, &spec(&["flow >= 8.5 Gb/s"], None), None).unwrap();
         assert!(a.passed && a.suspects.is_empty());
-        assert!(judge(&run, &CheckSpec::default()).is_none(), "no rules, no acceptance");
+        assert!(judge(&run, &CheckSpec::default(), None).is_none(), "no rules, no acceptance");
     }
 
     #[test]
     fn what_cannot_be_evaluated_does_not_pass() {
         let run = all_pairs(2, |_, _| 10.0);
-        let a = judge(&run, &spec(&["flow >= 90% of line rate", "latency <= 2x min"], None)).unwrap();
+        let a = judge(&run, &spec(&["flow >= 90% of line rate", "latency <= 2x min"], None), None).unwrap();
         assert!(!a.passed);
         assert_eq!(count(&a, Verdict::Unknown), 2);
         assert!(a.checks.iter().all(|c| c.item == Checked::Rule && c.value.is_none()));
         assert!(a.checks[0].note.as_deref().unwrap().contains("line rate is unknown"));
         assert!(a.checks[1].note.as_deref().unwrap().contains("measured no latency"));
         // With the rate known, the same rule is checked flow by flow.
-        let a = judge(&run, &spec(&["flow >= 90% of line rate"], Some(12.5))).unwrap();
+        let a = judge(&run, &spec(&["flow >= 90% of line rate"], Some(12.5)), None).unwrap();
         assert_eq!(count(&a, Verdict::Fail), 2, "10 Gb/s < 90 % of 12.5");
-        let a = judge(&run, &spec(&["flow >= 80% of line rate"], Some(12.5))).unwrap();
+        let a = judge(&run, &spec(&["flow >= 80% of line rate"], Some(12.5)), None).unwrap();
         assert!(a.passed);
     }
 
@@ -261,7 +166,7 @@ mod tests {
         let why = Degradation::StartSkew { skew_s: 2.87, limit_s: 0.2 };
         run.phases[1].degraded = vec![why];
         run.phases[1].flows.iter_mut().for_each(|f| f.gbps = 100.0);
-        let a = judge(&run, &spec(&["flow >= 93% of best", "flow >= 1 Gb/s"], None)).unwrap();
+        let a = judge(&run, &spec(&["flow >= 93% of best", "flow >= 1 Gb/s"], None), None).unwrap();
         assert!(!a.passed, "a degraded phase never passes");
         let in_phase = |c: &&CheckOutcome, n: usize| matches!(c.item, Checked::Flow { phase, .. } if phase == n);
         let degraded: Vec<_> = a.checks.iter().filter(|c| in_phase(c, 1)).collect();
@@ -325,7 +230,7 @@ mod tests {
             probe(1, vec![device("mlx5_0", vec![port("ACTIVE", 12.5)])]),
             probe(2, vec![device("mlx5_0", vec![port("DOWN", 100.0)]), device("mlx5_1", vec![port("ACTIVE", 10.0)])]),
         ];
-        let a = judge(&run, &spec(&["flow >= 90% of line rate"], None)).unwrap();
+        let a = judge(&run, &spec(&["flow >= 90% of line rate"], None), None).unwrap();
         let limit = |src: usize, dst: usize| {
             let c = a
                 .checks
@@ -345,7 +250,7 @@ mod tests {
                 vec![device("mlx5_0", vec![port("ACTIVE", 12.5)]), device("mlx5_1", vec![port("ACTIVE", 12.5)])];
             rails.plan.ranks[rank].devices = vec!["mlx5_0".into(), "mlx5_1".into()];
         }
-        let a = judge(&rails, &spec(&["flow >= 90% of line rate"], None)).unwrap();
+        let a = judge(&rails, &spec(&["flow >= 90% of line rate"], None), None).unwrap();
         let c = a.checks.iter().find(|c| matches!(c.item, Checked::Flow { src: 0, dst: 1, .. })).unwrap();
         assert_eq!(c.limit, Some(22.5));
         assert_eq!(c.note.as_deref(), Some("mlx5_0 port 1 + mlx5_1 port 1 of h1 at 25 Gb/s"));
@@ -353,13 +258,13 @@ mod tests {
         // A host whose probe found no RDMA leaves its items unknown, never passed.
         run.probes[1] =
             RankProbe { devices: Vec::new(), error: Some("no RDMA devices".into()), ..probe(1, Vec::new()) };
-        let a = judge(&run, &spec(&["flow >= 90% of line rate"], None)).unwrap();
+        let a = judge(&run, &spec(&["flow >= 90% of line rate"], None), None).unwrap();
         assert!(!a.passed);
         let unknown: Vec<&CheckOutcome> = a.checks.iter().filter(|c| c.verdict == Verdict::Unknown).collect();
         assert_eq!(unknown.len(), 4, "the flows to and from h2");
         assert_eq!(unknown[0].note.as_deref(), Some("h2 (rank 1): no RDMA devices"));
         // A rate given in [check] overrides the probes.
-        assert!(judge(&run, &spec(&["flow >= 90% of line rate"], Some(10.0))).unwrap().passed);
+        assert!(judge(&run, &spec(&["flow >= 90% of line rate"], Some(10.0)), None).unwrap().passed);
     }
 
     #[test]
@@ -382,7 +287,7 @@ mod tests {
                 p999_us: typical_us,
             });
         }
-        let a = judge(&run, &spec(&["latency <= 2x min", "flow >= 1 Gb/s"], None)).unwrap();
+        let a = judge(&run, &spec(&["latency <= 2x min", "flow >= 1 Gb/s"], None), None).unwrap();
         let latency: Vec<&CheckOutcome> = a.checks.iter().filter(|c| c.rule.subject == Subject::Latency).collect();
         assert_eq!(latency.len(), 12);
         assert!(latency.iter().all(|c| c.limit == Some(20.0)), "2 × the smallest typical latency, 10 µs");
@@ -400,8 +305,8 @@ mod tests {
     #[test]
     fn retest_pairs_a_host_with_a_healthy_partner_and_clears_or_confirms() {
         let run = all_pairs(4, |a, b| if a == 3 || b == 3 { 2.0 } else { 10.0 });
-        let mut a = judge(&run, &spec(&["flow >= 93% of best"], None)).unwrap();
-        let (plan, owners) = retest_plan(&run, &mut a).unwrap();
+        let mut a = judge(&run, &spec(&["flow >= 93% of best"], None), None).unwrap();
+        let (plan, owners) = retest_plan(&run, &mut a, None).unwrap();
         assert_eq!(owners, [0]);
         assert_eq!(plan.phases.len(), 1);
         assert_eq!(plan.phases[0].name, "retest host h4 with h1");
@@ -427,8 +332,8 @@ mod tests {
     #[test]
     fn a_failed_retest_run_leaves_the_suspect_unretested() {
         let run = all_pairs(4, |a, b| if (a, b) == (0, 1) { 1.0 } else { 10.0 });
-        let mut a = judge(&run, &spec(&["flow >= 5 Gb/s"], None)).unwrap();
-        let (plan, owners) = retest_plan(&run, &mut a).unwrap();
+        let mut a = judge(&run, &spec(&["flow >= 5 Gb/s"], None), None).unwrap();
+        let (plan, owners) = retest_plan(&run, &mut a, None).unwrap();
         assert_eq!(plan.phases[0].name, "retest link h1 - h2");
         apply_retest(&mut a, &owners, Vec::new(), Some("rank 1 (h2) exited"));
         assert_eq!(a.suspects[0].retest, Retest::NotRun { reason: "the retest run failed: rank 1 (h2) exited".into() });

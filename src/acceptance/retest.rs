@@ -5,52 +5,33 @@
 use std::collections::BTreeSet;
 
 use crate::acceptance::evaluate;
+use crate::acceptance::localise::{Link, OnLink};
+use crate::acceptance::switches::{self, Paths};
 use crate::plan::{Flow, Phase, Plan};
-use crate::result::{Acceptance, Checked, PhaseResult, Retest, RunResult, Suspect, SuspectKind, Verdict};
+use crate::result::{Acceptance, Checked, FlowResult, PhaseResult, Retest, RunResult, Suspect, SuspectKind, Verdict};
 use crate::scenario::{Rule, Subject};
 
 /// The retest plan and, per phase, the index of the suspect it retests.
 /// Suspects that cannot be retested get a reason in their `retest`.
-pub fn plan(run: &RunResult, acceptance: &mut Acceptance) -> Option<(Plan, Vec<usize>)> {
+/// `paths` (the run's topology) chooses the links that retest an uplink.
+pub fn plan(run: &RunResult, acceptance: &mut Acceptance, paths: Option<&dyn Paths>) -> Option<(Plan, Vec<usize>)> {
     let first = run.plan.phases.first()?;
     let (groups, stress) = (first.groups.clone(), first.stress.clone());
-    let measured: Vec<(usize, Flow)> =
-        run.plan.phases.iter().flat_map(|p| p.flows.iter().map(move |f| (p.index, *f))).collect();
-    let suspect_hosts: BTreeSet<usize> = acceptance
-        .suspects
-        .iter()
-        .filter_map(|s| match s.kind {
-            SuspectKind::Host { rank, .. } => Some(rank),
-            _ => None,
-        })
-        .collect();
+    let measured: Vec<Flow> = run.plan.phases.iter().flat_map(|p| p.flows.iter().copied()).collect();
     let failed = failed_links(acceptance);
     let mut phases = Vec::new();
     let mut owners = Vec::new();
+    let suspects = acceptance.suspects.clone();
     for (index, suspect) in acceptance.suspects.iter_mut().enumerate() {
-        let (a, b, name) = match &suspect.kind {
-            SuspectKind::Host { rank, host } => {
-                // A partner whose own links passed (apart from those to suspect hosts).
-                let partner = run.plan.ranks.iter().map(|r| r.rank).find(|&r| {
-                    r != *rank
-                        && !suspect_hosts.contains(&r)
-                        && measured.iter().any(|(_, f)| link(f) == link_of(*rank, r))
-                        && failed.iter().all(|&(x, y)| (x != r && y != r) || suspect_hosts.contains(&(x + y - r)))
-                });
-                let Some(partner) = partner else {
-                    suspect.retest = Retest::NotRun { reason: "no healthy partner to retest it with".into() };
-                    continue;
-                };
-                (*rank, partner, format!("retest host {host} with {}", run.plan.ranks[partner].host))
-            }
-            SuspectKind::Link { a, b, a_host, b_host } => (*a, *b, format!("retest link {a_host} - {b_host}")),
-            SuspectKind::Fabric => {
-                suspect.retest = Retest::NotRun { reason: "every link failed: nothing to retest alone".into() };
+        let (name, links) = match links_of(run, &suspects, suspect, &measured, &failed, paths) {
+            Ok(chosen) => chosen,
+            Err(reason) => {
+                suspect.retest = Retest::NotRun { reason };
                 continue;
             }
         };
         let mut flows: Vec<Flow> = Vec::new();
-        for (_, f) in measured.iter().filter(|(_, f)| link(f) == link_of(a, b)) {
+        for f in measured.iter().filter(|f| links.contains(&link(f))) {
             if !flows.iter().any(|g| (g.src, g.dst) == (f.src, f.dst)) {
                 flows.push(Flow { id: flows.len() as u32, ..*f });
             }
@@ -71,6 +52,59 @@ pub fn plan(run: &RunResult, acceptance: &mut Acceptance) -> Option<(Plan, Vec<u
     (!phases.is_empty()).then(|| (Plan { ranks: run.plan.ranks.clone(), phases }, owners))
 }
 
+/// The retest phase's name and the links it measures, or why there is none.
+fn links_of(
+    run: &RunResult,
+    suspects: &[Suspect],
+    suspect: &Suspect,
+    measured: &[Flow],
+    failed: &BTreeSet<(usize, usize)>,
+    paths: Option<&dyn Paths>,
+) -> Result<(String, Vec<(usize, usize)>), String> {
+    let suspect_hosts: BTreeSet<usize> = suspects
+        .iter()
+        .filter_map(|s| match s.kind {
+            SuspectKind::Host { rank, .. } => Some(rank),
+            _ => None,
+        })
+        .collect();
+    match &suspect.kind {
+        SuspectKind::Host { rank, host } => {
+            // A partner whose own links passed (apart from those to suspect hosts).
+            let partner = run.plan.ranks.iter().map(|r| r.rank).find(|&r| {
+                r != *rank
+                    && !suspect_hosts.contains(&r)
+                    && measured.iter().any(|f| link(f) == link_of(*rank, r))
+                    && failed.iter().all(|&(x, y)| (x != r && y != r) || suspect_hosts.contains(&(x + y - r)))
+            });
+            let partner = partner.ok_or("no healthy partner to retest it with")?;
+            Ok((format!("retest host {host} with {}", run.plan.ranks[partner].host), vec![link_of(*rank, partner)]))
+        }
+        SuspectKind::Link { a, b, a_host, b_host } => {
+            Ok((format!("retest link {a_host} - {b_host}"), vec![link_of(*a, *b)]))
+        }
+        SuspectKind::Uplink { uplinks, pairs } => {
+            let paths = paths.ok_or("the retest has no topology")?;
+            let explained: Vec<(usize, usize)> = pairs.iter().map(|&[a, b]| link_of(a, b)).collect();
+            let mut links: Vec<Link> = Vec::new();
+            for l in measured.iter().map(link) {
+                if !links.iter().any(|m| (m.a, m.b) == l) {
+                    links.push(Link { a: l.0, b: l.1, failed: failed.contains(&l) });
+                }
+            }
+            let switches::RetestLinks { crossing, avoiding } =
+                switches::retest_links(uplinks, &explained, &links, paths);
+            if avoiding.is_empty() {
+                return Err("no passing pair avoids it to retest it against".into());
+            }
+            let names: Vec<String> = uplinks.iter().map(ToString::to_string).collect();
+            Ok((format!("retest uplink {}", names.join(" / ")), crossing.into_iter().chain(avoiding).collect()))
+        }
+        SuspectKind::Leaf { .. } => Err("a leaf switch is not retested alone: every link of its hosts failed".into()),
+        SuspectKind::Fabric => Err("every link failed: nothing to retest alone".into()),
+    }
+}
+
 /// Records the retest phases and clears what passed alone.
 pub fn apply(acceptance: &mut Acceptance, owners: &[usize], phases: Vec<PhaseResult>, failure: Option<&str>) {
     for (k, &index) in owners.iter().enumerate() {
@@ -82,27 +116,37 @@ pub fn apply(acceptance: &mut Acceptance, owners: &[usize], phases: Vec<PhaseRes
             acceptance.suspects[index].retest = Retest::NotRun { reason };
             continue;
         };
-        let ends = ends(&acceptance.suspects[index]);
+        let on = on(&acceptance.suspects[index]);
+        let touches = |item: &Checked| matches!(*item, Checked::Flow { src, dst, .. } if on(src, dst));
         // The rules the suspect's flows failed in the run, with their limits
         // (the same for every flow of a rule and group).
         let failed: Vec<(Rule, f64)> = acceptance
             .checks
             .iter()
-            .filter(|c| c.verdict == Verdict::Fail && is_flow_rule(c.rule) && touches(&c.item, &ends))
+            .filter(|c| c.verdict == Verdict::Fail && is_flow_rule(c.rule) && touches(&c.item))
             .filter_map(|c| Some((c.rule, c.limit?)))
             .collect();
-        let gbps = phase.flows.iter().map(|f| f.gbps).fold(f64::INFINITY, f64::min);
-        let passed = phase.flows.iter().all(|f| {
+        let passes = |f: &&FlowResult| {
             f.error.is_none()
                 && failed.iter().all(|&(rule, limit)| {
                     evaluate::flow_value(rule.subject, f).is_none_or(|v| evaluate::passes(rule, v, limit))
                 })
-        });
-        acceptance.suspects[index].retest =
-            if passed { Retest::Cleared { phase: k, gbps } } else { Retest::Confirmed { phase: k, gbps } };
+        };
+        // An uplink's retest also measures links avoiding it, which should pass.
+        let (own, avoiding): (Vec<&FlowResult>, Vec<&FlowResult>) = phase.flows.iter().partition(|f| on(f.src, f.dst));
+        let gbps = own.iter().map(|f| f.gbps).fold(f64::INFINITY, f64::min);
+        let passed = own.iter().all(passes);
+        acceptance.suspects[index].retest = match (passed, avoiding.iter().all(passes)) {
+            (true, _) => Retest::Cleared { phase: k, gbps },
+            (false, true) => Retest::Confirmed { phase: k, gbps },
+            (false, false) => Retest::Inconclusive {
+                phase: k,
+                reason: "the pairs avoiding it failed too: it does not explain the failures alone".into(),
+            },
+        };
         if passed {
             for c in acceptance.checks.iter_mut().filter(|c| c.verdict == Verdict::Fail) {
-                if is_flow_rule(c.rule) && touches(&c.item, &ends) {
+                if is_flow_rule(c.rule) && touches(&c.item) {
                     c.verdict = Verdict::Cleared;
                     c.note = Some(format!("passed when retested alone: {gbps:.3} Gb/s"));
                 }
@@ -122,22 +166,15 @@ pub(crate) fn is_latency(rule: Rule) -> bool {
     rule.subject == Subject::Latency
 }
 
-/// The ranks a suspect stands for: a host (any of its flows), or a link's two ends.
-fn ends(suspect: &Suspect) -> Vec<usize> {
-    match suspect.kind {
-        SuspectKind::Host { rank, .. } => vec![rank],
-        SuspectKind::Link { a, b, .. } => vec![a, b],
-        SuspectKind::Fabric => Vec::new(),
-    }
-}
-
-/// Whether a flow outcome is on the suspect: one end for a host, both for a link.
-fn touches(item: &Checked, ends: &[usize]) -> bool {
-    let Checked::Flow { src, dst, .. } = item else { return false };
-    match ends {
-        [host] => src == host || dst == host,
-        [a, b] => link_of(*src, *dst) == link_of(*a, *b),
-        _ => false,
+/// Whether a flow between two ranks is on the suspect: any of a host's
+/// or a leaf's hosts' flows, a link's, the links an uplink explains.
+fn on(suspect: &Suspect) -> OnLink {
+    match suspect.kind.clone() {
+        SuspectKind::Host { rank, .. } => Box::new(move |a, b| a == rank || b == rank),
+        SuspectKind::Link { a, b, .. } => Box::new(move |x, y| link_of(x, y) == link_of(a, b)),
+        SuspectKind::Uplink { pairs, .. } => Box::new(move |x, y| pairs.contains(&[x.min(y), x.max(y)])),
+        SuspectKind::Leaf { ranks, .. } => Box::new(move |a, b| ranks.contains(&a) || ranks.contains(&b)),
+        SuspectKind::Fabric => Box::new(|_, _| false),
     }
 }
 

@@ -9,7 +9,7 @@ use super::patterns::{select, with_reverse, Pairs};
 use crate::hostfile::Host;
 use crate::scenario::topology::restrictions;
 use crate::scenario::{BadKey, GroupSpec, RankSet};
-use crate::topology::{SwitchName, Topology};
+use crate::topology::{Route, SwitchName, Topology};
 
 /// What a key that chooses pairs by the topology asks for when there is none.
 const NEEDS: &str = "needs the fabric's topology: add a [topology] table with file = \"fabric.toml\" to the \
@@ -35,8 +35,8 @@ impl<'a> Fabric<'a> {
         Fabric { topology, hosts: hosts.iter().map(|h| h.name.as_str()).collect() }
     }
 
-    fn leaves(&self, rank: usize) -> impl Iterator<Item = &SwitchName> {
-        self.topology.hosts.get(self.hosts[rank]).into_iter().flatten().map(|a| &a.leaf)
+    pub(crate) fn leaves(&self, rank: usize) -> impl Iterator<Item = &SwitchName> {
+        self.hosts.get(rank).and_then(|h| self.topology.hosts.get(*h)).into_iter().flatten().map(|a| &a.leaf)
     }
 
     /// Whether two ranks' hosts have a NIC on one leaf.
@@ -45,7 +45,12 @@ impl<'a> Fabric<'a> {
     }
 
     fn hops(&self, a: usize, b: usize) -> Option<u32> {
-        self.topology.route(self.hosts[a], self.hosts[b]).map(|route| route.hops)
+        self.route(a, b).map(|route| route.hops)
+    }
+
+    /// The path between two ranks' hosts (`None`: no spine joins their leaves).
+    pub(crate) fn route(&self, a: usize, b: usize) -> Option<Route> {
+        self.topology.route(self.hosts.get(a)?, self.hosts.get(b)?)
     }
 
     /// Whether the pair meets the group's `within`, `across` and `hops`.

@@ -39,12 +39,20 @@ pub fn checked(run: &RunResult, item: &Checked) -> String {
     }
 }
 
-/// `host h3`, `link h2 – h5`, `the fabric`.
+/// `host h3`, `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1`, `leaf switch leaf3`.
 pub fn suspect(s: &Suspect) -> String {
     match &s.kind {
         SuspectKind::Host { rank, host } => format!("host {host} (rank {rank})"),
         SuspectKind::Link { a_host, b_host, .. } => format!("link {a_host} – {b_host}"),
         SuspectKind::Fabric => "the fabric".to_string(),
+        SuspectKind::Uplink { uplinks, .. } => match &uplinks[..] {
+            [one] => format!("uplink {one}"),
+            several => {
+                let names: Vec<String> = several.iter().map(ToString::to_string).collect();
+                format!("one of uplinks {}", names.join(", "))
+            }
+        },
+        SuspectKind::Leaf { leaf, .. } => format!("leaf switch {leaf}"),
     }
 }
 
@@ -54,5 +62,6 @@ pub fn retest(r: &Retest) -> String {
         Retest::NotRun { reason } => format!("not retested ({reason})"),
         Retest::Confirmed { gbps, .. } => format!("BAD: failed again alone ({gbps:.3} Gb/s)"),
         Retest::Cleared { gbps, .. } => format!("cleared: passed alone ({gbps:.3} Gb/s)"),
+        Retest::Inconclusive { reason, .. } => format!("inconclusive: {reason}"),
     }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::FlowId;
 use crate::result::PhaseResult;
 use crate::scenario::Rule;
+use crate::topology::{SwitchName, Uplink};
 
 /// How the run measured up to its checks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,6 +104,13 @@ pub enum SuspectKind {
     Link { a: usize, b: usize, a_host: String, b_host: String },
     /// Every link failed: no one host or link stands out (the threshold, or the whole fabric).
     Fabric,
+    /// With a topology: failing links between leaves that all may cross
+    /// this leaf–spine uplink, or one of these when the paths cannot tell
+    /// them apart (`pairs`: the links it explains, by rank).
+    Uplink { uplinks: Vec<Uplink>, pairs: Vec<[usize; 2]> },
+    /// With a topology: every host on this leaf (`ranks`) failed every link,
+    /// their same-leaf links too: the switch, not each host.
+    Leaf { leaf: SwitchName, ranks: Vec<usize> },
 }
 
 /// What retesting a suspect alone showed.
@@ -115,4 +123,7 @@ pub enum Retest {
     Confirmed { phase: usize, gbps: f64 },
     /// Passed alone, in `retest_phases[phase]`: the run's failure did not repeat.
     Cleared { phase: usize, gbps: f64 },
+    /// An uplink's links failed again in `retest_phases[phase]`, but so did
+    /// the links avoiding it: neither confirmed nor cleared (`reason`).
+    Inconclusive { phase: usize, reason: String },
 }

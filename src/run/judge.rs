@@ -3,6 +3,7 @@
 
 use crate::acceptance;
 use crate::launch::Launch;
+use crate::plan;
 use crate::result::{Acceptance, Retest, RunResult, RunStatus};
 use crate::run::gate::{gate, GateOptions, Gated};
 use crate::run::record::Recorder;
@@ -46,10 +47,13 @@ async fn judged(
     accept: &JudgeOptions,
     recorder: &mut dyn Recorder,
 ) -> anyhow::Result<RunResult> {
-    let (scenario_file, scenario, hosts) =
-        (prepared.scenario_file.clone(), prepared.scenario.clone(), prepared.hosts.clone());
+    let (scenario_file, scenario, hosts, topology) =
+        (prepared.scenario_file.clone(), prepared.scenario.clone(), prepared.hosts.clone(), prepared.topology.clone());
     let mut result = run(prepared, launch, opts, recorder).await?;
-    let Some(mut judged) = acceptance::judge(&result, &accept.checks) else { return Ok(result) };
+    // With a topology, suspects may be switches (an uplink, a leaf).
+    let fabric = topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &hosts));
+    let paths = fabric.as_ref().map(|f| f as &dyn acceptance::Paths);
+    let Some(mut judged) = acceptance::judge(&result, &accept.checks, paths) else { return Ok(result) };
     if let RunStatus::Failed { .. } = result.status {
         not_retested(&mut judged, "the run failed");
     } else if !accept.retest {
@@ -57,12 +61,12 @@ async fn judged(
     } else if matches!(launch, Launch::Joined { .. }) {
         // The other ranks ended with the run: nothing could start them again.
         not_retested(&mut judged, "mpirun started the ranks for one run (use --launcher mpirun to retest)");
-    } else if let Some((plan, owners)) = acceptance::retest_plan(&result, &mut judged) {
+    } else if let Some((plan, owners)) = acceptance::retest_plan(&result, &mut judged, paths) {
         if opts.progress {
             eprintln!("retesting {} suspect(s) alone", owners.len());
         }
         let retest = run(
-            Prepared { scenario_file, scenario, hosts, plan, hostfile_text: None, topology: None },
+            Prepared { scenario_file, scenario, hosts: hosts.clone(), plan, hostfile_text: None, topology: None },
             launch,
             opts,
             &mut (),

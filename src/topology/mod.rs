@@ -26,7 +26,8 @@ pub const MAX_TEXT: u64 = 16 << 20;
 pub const MAX_SWITCHES: usize = 4096;
 
 /// A switch's name as the input gives it (`leaf1`, a node description).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct SwitchName(pub String);
 
 impl fmt::Display for SwitchName {
@@ -52,10 +53,16 @@ pub struct Attachment {
 }
 
 /// The links between one leaf and one spine.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Uplink {
     pub leaf: SwitchName,
     pub spine: SwitchName,
+}
+
+impl fmt::Display for Uplink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ↔ {}", self.leaf, self.spine)
+    }
 }
 
 /// A two-level tree of switches and the hosts on its leaves.

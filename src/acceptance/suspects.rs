@@ -1,0 +1,170 @@
+//! Suspects from the flow checks of patterns that measure links alone
+//! (all-pairs, pairwise): the findings of [`localise`] (or, with a
+//! topology, [`localise_on`]) with their evidence in words.
+
+use std::collections::BTreeMap;
+
+use crate::acceptance::localise::{localise, Finding, Link, OnLink};
+use crate::acceptance::retest;
+use crate::acceptance::switches::{localise_on, Paths};
+use crate::result::{CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, Verdict};
+use crate::scenario::Pattern;
+
+/// One measured link's failures.
+struct Tally {
+    failed: bool,
+    /// The worst failing flow's share of its limit.
+    worst: f64,
+    /// The rules it failed.
+    rules: Vec<String>,
+}
+
+/// Fabric, then leaves and hosts, then uplinks, then links; each slowest first.
+pub(super) fn suspects(run: &RunResult, checks: &[CheckOutcome], paths: Option<&dyn Paths>) -> Vec<Suspect> {
+    let links = tally(run, checks);
+    let measured: Vec<Link> = links.iter().map(|(&(a, b), t)| Link { a, b, failed: t.failed }).collect();
+    let findings = match paths {
+        Some(paths) => localise_on(&measured, paths),
+        None => localise(&measured),
+    };
+    let words = Evidence { run, links: &links, measured: &measured };
+    let mut found: Vec<((u8, f64), Suspect)> = findings.into_iter().map(|f| words.suspect(f)).collect();
+    found.sort_by(|x, y| x.0 .0.cmp(&y.0 .0).then(x.0 .1.total_cmp(&y.0 .1)));
+    found.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Each link measured by an isolating pattern, and how it failed.
+fn tally(run: &RunResult, checks: &[CheckOutcome]) -> BTreeMap<(usize, usize), Tally> {
+    let isolating = |phase: usize, flow: u32| -> bool {
+        run.plan.phases.get(phase).is_some_and(|p| {
+            p.flows
+                .iter()
+                .find(|f| f.id == flow)
+                .is_some_and(|f| matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise))
+        })
+    };
+    let mut links: BTreeMap<(usize, usize), Tally> = BTreeMap::new();
+    for c in checks.iter().filter(|c| retest::is_flow_rule(c.rule)) {
+        let Checked::Flow { phase, flow, src, dst } = c.item else { continue };
+        if !isolating(phase, flow) {
+            continue;
+        }
+        let entry = links.entry(retest::link_of(src, dst)).or_insert(Tally {
+            failed: false,
+            worst: f64::INFINITY,
+            rules: Vec::new(),
+        });
+        if c.verdict == Verdict::Fail {
+            entry.failed = true;
+            entry.worst = entry.worst.min(share_of_limit(c));
+            let rule = c.rule.to_string();
+            if !entry.rules.contains(&rule) {
+                entry.rules.push(rule);
+            }
+        }
+    }
+    links
+}
+
+/// What the suspects' evidence is drawn from.
+struct Evidence<'a> {
+    run: &'a RunResult,
+    links: &'a BTreeMap<(usize, usize), Tally>,
+    measured: &'a [Link],
+}
+
+impl Evidence<'_> {
+    fn host(&self, r: usize) -> String {
+        self.run.plan.ranks.get(r).map_or_else(|| format!("rank {r}"), |i| i.host.clone())
+    }
+
+    fn failing<'s>(&'s self, on: &'s dyn Fn(usize, usize) -> bool) -> impl Iterator<Item = &'s Tally> + 's {
+        self.links.iter().filter(move |(&(a, b), t)| t.failed && on(a, b)).map(|(_, t)| t)
+    }
+
+    fn worst_share(&self, on: &dyn Fn(usize, usize) -> bool) -> f64 {
+        self.failing(on).map(|t| t.worst).fold(f64::INFINITY, f64::min)
+    }
+
+    fn rules_of(&self, on: &dyn Fn(usize, usize) -> bool) -> String {
+        let mut all: Vec<String> = self.failing(on).flat_map(|t| t.rules.clone()).collect();
+        all.sort();
+        all.dedup();
+        all.join(", ")
+    }
+
+    /// The suspect of a finding and its sort key.
+    fn suspect(&self, finding: Finding) -> ((u8, f64), Suspect) {
+        let (order, on, kind, evidence): (u8, OnLink, SuspectKind, String) = match finding {
+            Finding::Fabric => {
+                let evidence = format!(
+                    "all {} links failed {}: no single host or link stands out (check the threshold, or the fabric as a whole)",
+                    self.measured.len(),
+                    self.rules_of(&|_, _| true)
+                );
+                return ((0, 0.0), Suspect { kind: SuspectKind::Fabric, evidence, retest: not_run() });
+            }
+            Finding::Host(rank) => {
+                let count = self.measured.iter().filter(|l| l.a == rank || l.b == rank).count();
+                let on = move |a: usize, b: usize| a == rank || b == rank;
+                let evidence = format!("all {count} of its links failed {}", self.rules_of(&on));
+                (1, Box::new(on), SuspectKind::Host { rank, host: self.host(rank) }, evidence)
+            }
+            Finding::Leaf { leaf, ranks } => {
+                let hosts: Vec<String> = ranks.iter().map(|&r| self.host(r)).collect();
+                let kind = SuspectKind::Leaf { leaf, ranks: ranks.clone() };
+                let on = move |a: usize, b: usize| ranks.contains(&a) || ranks.contains(&b);
+                let evidence = format!(
+                    "every link of its {} hosts ({}) failed {}, those under the leaf alone too",
+                    hosts.len(),
+                    hosts.join(", "),
+                    self.rules_of(&on)
+                );
+                (1, Box::new(on), kind, evidence)
+            }
+            Finding::Uplinks { uplinks, links } => {
+                let pairs: Vec<[usize; 2]> = links.iter().map(|&(a, b)| [a, b]).collect();
+                let on = move |a: usize, b: usize| links.contains(&(a, b));
+                let which = match uplinks.len() {
+                    1 => "all may cross this uplink and no host explains them".to_string(),
+                    n => format!("all may cross any of these {n} uplinks, which their paths cannot tell apart"),
+                };
+                let evidence = format!("{} links between leaves failed {}: {which}", pairs.len(), self.rules_of(&on));
+                (2, Box::new(on), SuspectKind::Uplink { uplinks, pairs }, evidence)
+            }
+            Finding::Link(a, b) => {
+                let on = move |x: usize, y: usize| (x, y) == (a, b);
+                let evidence = format!("this link failed {}", self.rules_of(&on));
+                (3, Box::new(on), SuspectKind::Link { a, b, a_host: self.host(a), b_host: self.host(b) }, evidence)
+            }
+        };
+        let worst = self.worst_share(&*on);
+        let evidence = match kind {
+            SuspectKind::Link { .. } => {
+                format!("{evidence} (at {:.0}% of its limit) while both hosts passed on other links", worst * 100.0)
+            }
+            _ => format!("{evidence}; the worst reached {:.0}% of its limit", worst * 100.0),
+        };
+        ((order, worst), Suspect { kind, evidence, retest: not_run() })
+    }
+}
+
+fn not_run() -> Retest {
+    Retest::NotRun { reason: "not retested".into() }
+}
+
+/// How much of its limit an outcome reached: below 1 when it failed
+/// (bandwidth under its floor, latency over its ceiling).
+fn share_of_limit(c: &CheckOutcome) -> f64 {
+    match (c.value, c.limit) {
+        (Some(v), Some(l)) if retest::is_latency(c.rule) => {
+            if v > 0.0 {
+                l / v
+            } else {
+                1.0
+            }
+        }
+        (Some(v), Some(l)) if l > 0.0 => v / l,
+        _ => 0.0,
+    }
+}
