@@ -28,8 +28,17 @@ pub fn judge(run: &RunResult, spec: &CheckSpec, paths: Option<&dyn Paths>) -> Op
     let line_rates = LineRates::new(run, spec.line_rate);
     let checks: Vec<CheckOutcome> = rules.iter().flat_map(|&rule| evaluate::evaluate(run, rule, &line_rates)).collect();
     let suspects = suspects::suspects(run, &checks, paths);
+    let uplinks = paths.map(|paths| suspects::uplinks(run, &checks, paths)).unwrap_or_default();
     let passed = checks.iter().all(|c| c.verdict == Verdict::Pass);
-    Some(Acceptance { passed, rules, line_rate_gbps: spec.line_rate, checks, suspects, retest_phases: Vec::new() })
+    Some(Acceptance {
+        passed,
+        rules,
+        line_rate_gbps: spec.line_rate,
+        checks,
+        suspects,
+        retest_phases: Vec::new(),
+        uplinks,
+    })
 }
 
 #[cfg(test)]
@@ -338,5 +347,48 @@ mod tests {
         apply_retest(&mut a, &owners, Vec::new(), Some("rank 1 (h2) exited"));
         assert_eq!(a.suspects[0].retest, Retest::NotRun { reason: "the retest run failed: rank 1 (h2) exited".into() });
         assert!(!a.passed);
+    }
+
+    #[test]
+    fn with_a_topology_a_slow_uplink_is_named_and_retested_against_links_avoiding_it() {
+        // Ranks 4 and 5 are leaf3's hosts, whose one uplink is slow.
+        let nodes = switches::tests::Nodes::new("uneven.toml");
+        let across = |a: usize, b: usize| (a / 2 == 2) != (b / 2 == 2);
+        let rate = |a, b| if across(a, b) { 4.0 } else { 10.0 };
+        let run = all_pairs(8, rate);
+        let mut a = judge(&run, &spec(&["flow >= 9 Gb/s"], None), Some(&nodes)).unwrap();
+        assert_eq!(a.suspects.len(), 1, "{:?}", a.suspects);
+        let SuspectKind::Uplink { uplinks, pairs } = &a.suspects[0].kind else { panic!("{:?}", a.suspects) };
+        assert_eq!(uplinks, &[switches::tests::up("leaf3", "spine1")]);
+        assert_eq!(pairs.len(), 12);
+        assert_eq!(
+            a.suspects[0].evidence,
+            "12 links between leaves failed flow >= 9 Gb/s: all may cross this uplink and no host explains them; \
+             the worst reached 44% of its limit"
+        );
+        let slow = a.uplinks.iter().find(|u| u.uplink == uplinks[0]).unwrap();
+        assert_eq!((slow.links, slow.failed.len(), slow.min_gbps), (12, 12, Some(4.0)));
+        let fast = a.uplinks.iter().find(|u| u.uplink == switches::tests::up("leaf1", "spine2")).unwrap();
+        assert_eq!((fast.links, fast.failed.len(), fast.min_gbps), (4, 0, Some(10.0)), "leaf1–leaf2's 4 links");
+        // Without the topology the same run blames 12 links.
+        assert_eq!(judge(&run, &spec(&["flow >= 9 Gb/s"], None), None).unwrap().suspects.len(), 12);
+
+        let (plan, owners) = retest_plan(&run, &mut a, Some(&nodes)).unwrap();
+        assert_eq!(plan.phases[0].name, "retest uplink leaf3 ↔ spine1");
+        let flows = &plan.phases[0].flows;
+        assert_eq!(flows.len(), 8, "2 crossing and 2 avoiding links, both ways");
+        assert_eq!(flows.iter().filter(|f| across(f.src, f.dst)).count(), 4);
+        let retest = |a: &mut Acceptance, rate: &dyn Fn(usize, usize) -> f64| {
+            apply_retest(a, &owners, vec![phase(&plan.phases[0], &rate)], None);
+        };
+        let mut confirmed = a.clone();
+        retest(&mut confirmed, &rate);
+        assert!(matches!(confirmed.suspects[0].retest, Retest::Confirmed { gbps, .. } if gbps == 4.0));
+        let mut inconclusive = a.clone();
+        retest(&mut inconclusive, &|_, _| 4.0);
+        assert!(matches!(inconclusive.suspects[0].retest, Retest::Inconclusive { .. }));
+        retest(&mut a, &|_, _| 10.0);
+        assert!(matches!(a.suspects[0].retest, Retest::Cleared { .. }));
+        assert!(a.passed, "its 24 failed checks cleared");
     }
 }

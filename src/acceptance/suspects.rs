@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use crate::acceptance::localise::{localise, Finding, Link, OnLink};
 use crate::acceptance::retest;
 use crate::acceptance::switches::{localise_on, Paths};
-use crate::result::{CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, Verdict};
-use crate::scenario::Pattern;
+use crate::result::{CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, UplinkOutcome, Verdict};
+use crate::scenario::{Mode, Pattern};
+use crate::topology::Uplink;
 
 /// One measured link's failures.
 struct Tally {
@@ -31,6 +32,37 @@ pub(super) fn suspects(run: &RunResult, checks: &[CheckOutcome], paths: Option<&
     let mut found: Vec<((u8, f64), Suspect)> = findings.into_iter().map(|f| words.suspect(f)).collect();
     found.sort_by(|x, y| x.0 .0.cmp(&y.0 .0).then(x.0 .1.total_cmp(&y.0 .1)));
     found.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Each uplink the measured links may cross: how many, which failed, the
+/// lowest Gb/s among their bandwidth flows.
+pub(super) fn uplinks(run: &RunResult, checks: &[CheckOutcome], paths: &dyn Paths) -> Vec<UplinkOutcome> {
+    let mut lowest: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    for f in run.phases.iter().flat_map(|p| &p.flows).filter(|f| f.mode == Mode::Bandwidth) {
+        let gbps = lowest.entry(retest::link_of(f.src, f.dst)).or_insert(f.gbps);
+        *gbps = gbps.min(f.gbps);
+    }
+    let mut by_uplink: BTreeMap<Uplink, UplinkOutcome> = BTreeMap::new();
+    for (&(a, b), t) in &tally(run, checks) {
+        let gbps = lowest.get(&(a, b)).copied();
+        for uplink in paths.uplinks(a, b) {
+            let outcome = by_uplink.entry(uplink.clone()).or_insert_with(|| UplinkOutcome {
+                uplink,
+                links: 0,
+                failed: Vec::new(),
+                min_gbps: None,
+            });
+            outcome.links += 1;
+            if t.failed {
+                outcome.failed.push([a, b]);
+            }
+            outcome.min_gbps = match (outcome.min_gbps, gbps) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+        }
+    }
+    by_uplink.into_values().collect()
 }
 
 /// Each link measured by an isolating pattern, and how it failed.

@@ -1,8 +1,9 @@
 //! The checks as JUnit XML, for CI systems: one test suite per rule, one
-//! test case per item checked.
+//! test case per item checked; with a topology, a suite `uplinks` with a
+//! case per leaf–spine uplink, failed when it is a suspect not cleared.
 
 use crate::report::{escape as xml, gate, labels, Exporter, ReportError};
-use crate::result::{CheckOutcome, RunResult, Verdict};
+use crate::result::{Acceptance, CheckOutcome, Retest, RunResult, SuspectKind, UplinkOutcome, Verdict};
 use crate::units::number;
 
 pub struct JunitExporter;
@@ -19,12 +20,14 @@ impl Exporter for JunitExporter {
         let name = &run.scenario.run.name;
         let count = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
         let gated = run.gate.as_ref().map_or((0, 0), |g| (g.hosts.len(), g.failed().count()));
+        let uplinks = run.acceptance.as_ref().map(|a| uplink_cases(run, a)).unwrap_or_default();
+        let uplink_failures = uplinks.iter().filter(|(failed, _)| *failed).count();
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         out += &format!(
             "<testsuites name=\"fabricbench {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
             xml(name),
-            checks.len() + gated.0,
-            count(Verdict::Fail) + gated.1,
+            checks.len() + gated.0 + uplinks.len(),
+            count(Verdict::Fail) + gated.1 + uplink_failures,
             count(Verdict::Unknown)
         );
         if let Some(g) = &run.gate {
@@ -42,6 +45,14 @@ impl Exporter for JunitExporter {
             for c in cases {
                 out += &case(run, c);
             }
+            out += "  </testsuite>\n";
+        }
+        if !uplinks.is_empty() {
+            out += &format!(
+                "  <testsuite name=\"uplinks\" tests=\"{}\" failures=\"{uplink_failures}\" errors=\"0\">\n",
+                uplinks.len()
+            );
+            uplinks.into_iter().for_each(|(_, case)| out += &case);
             out += "  </testsuite>\n";
         }
         out += "</testsuites>\n";
@@ -70,4 +81,37 @@ fn case(run: &RunResult, c: &CheckOutcome) -> String {
             format!("{open}>\n      <error message=\"cannot be evaluated: {}\"/>\n    </testcase>\n", xml(&note))
         }
     }
+}
+
+/// One case per uplink (whether it failed, the XML): failed when a suspect
+/// names it (alone or as one of several) and its retest did not clear it.
+fn uplink_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)> {
+    let classname = xml(&format!("fabricbench.{}.uplink", run.scenario.run.name));
+    let host = |r: usize| run.plan.ranks.get(r).map_or_else(|| format!("rank {r}"), |i| i.host.clone());
+    let suspected = |u: &UplinkOutcome| {
+        acceptance.suspects.iter().any(|s| {
+            matches!(&s.kind, SuspectKind::Uplink { uplinks, .. } if uplinks.contains(&u.uplink))
+                && !matches!(s.retest, Retest::Cleared { .. })
+        })
+    };
+    acceptance
+        .uplinks
+        .iter()
+        .map(|u| {
+            let lowest = u.min_gbps.map_or(String::new(), |g| format!("; lowest {} Gb/s", number(g, 3)));
+            let tally = format!("{} of the {} links crossing it failed{lowest}", u.failed.len(), u.links);
+            let open =
+                format!("    <testcase classname=\"{classname}\" name=\"{}\"", xml(&format!("uplink {}", u.uplink)));
+            if !suspected(u) {
+                return (false, format!("{open}>\n      <system-out>{}</system-out>\n    </testcase>\n", xml(&tally)));
+            }
+            let pairs: Vec<String> = u.failed.iter().map(|&[a, b]| format!("{} – {}", host(a), host(b))).collect();
+            let case = format!(
+                "{open}>\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
+                xml(&format!("suspect: {tally}")),
+                xml(&pairs.join("\n"))
+            );
+            (true, case)
+        })
+        .collect()
 }

@@ -23,6 +23,25 @@ pub struct Acceptance {
     pub suspects: Vec<Suspect>,
     /// The phases that retested suspects alone, after the run.
     pub retest_phases: Vec<PhaseResult>,
+    /// With a topology: each uplink the measured links' paths may cross
+    /// (absent without one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uplinks: Vec<UplinkOutcome>,
+}
+
+/// One leaf–spine uplink and the links (of all-pairs and pairwise) whose
+/// paths may cross it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UplinkOutcome {
+    #[serde(flatten)]
+    pub uplink: Uplink,
+    /// Links measured whose paths may cross it.
+    pub links: usize,
+    /// Those of them that failed a flow rule, by rank, lower rank first.
+    pub failed: Vec<[usize; 2]>,
+    /// The lowest Gb/s of their bandwidth flows (`None`: none measured bandwidth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_gbps: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

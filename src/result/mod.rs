@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
 pub use build::Build;
-pub use checks::{Acceptance, CheckOutcome, Checked, Direction, Retest, Suspect, SuspectKind, Verdict};
+pub use checks::{Acceptance, CheckOutcome, Checked, Direction, Retest, Suspect, SuspectKind, UplinkOutcome, Verdict};
 pub use matrix::pair_matrix;
 pub use metric::Metric;
 
