@@ -9,6 +9,8 @@ mod localise;
 mod retest;
 mod suspects;
 mod switches;
+#[cfg(test)]
+pub(crate) mod synthetic;
 
 use line_rate::LineRates;
 pub use localise::{localise, Finding, Link};
@@ -43,73 +45,13 @@ pub fn judge(run: &RunResult, spec: &CheckSpec, paths: Option<&dyn Paths>) -> Op
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
 
+    use super::synthetic::{all_pairs, phase};
     use super::*;
     use crate::result::degraded::Degradation;
-    use crate::result::{Checked, FlowResult, GroupResult, PhaseResult, RankProbe, Retest, Suspect, SuspectKind};
+    use crate::result::{Checked, GroupResult, RankProbe, Retest, Suspect, SuspectKind};
     use crate::scenario::{Rule, Subject};
     use crate::transport::rdma::{InventoryDevice, InventoryPort};
-    use crate::{hostfile, plan, scenario};
-
-    /// An all-pairs run on `n` hosts where each flow ran at `rate(src, dst)` Gb/s.
-    fn all_pairs(n: usize, rate: impl Fn(usize, usize) -> f64) -> RunResult {
-        let hosts: String = (1..=n).map(|i| format!("h{i}\n")).collect();
-        let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
-        let text = "[[group]]\nname = \"pairs\"\npattern = \"all-pairs\"\nbidirectional = true\n";
-        let (scenario, _) = scenario::parse(text, Path::new("s.toml")).unwrap();
-        let plan = plan::build(&hosts, &scenario).unwrap();
-        let phases = plan.phases.iter().map(|p| phase(p, &rate)).collect();
-        let mut run = RunResult::new("s.toml".into(), scenario, hosts, plan);
-        run.tool_version = "test".into();
-        run.started_at = "2026-01-01T00:00:00Z".into();
-        run.phases = phases;
-        run
-    }
-
-    fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64) -> PhaseResult {
-        let flows: Vec<FlowResult> = p
-            .flows
-            .iter()
-            .map(|f| FlowResult {
-                id: f.id,
-                group: "pairs".into(),
-                mode: crate::scenario::Mode::Bandwidth,
-                src: f.src,
-                dst: f.dst,
-                src_host: format!("h{}", f.src + 1),
-                dst_host: format!("h{}", f.dst + 1),
-                streams: 1,
-                message_size: 131072,
-                tx_bytes: None,
-                rx_bytes: None,
-                bytes: 0,
-                gbps: rate(f.src, f.dst),
-                msgs_per_s: 0.0,
-                interval_gbps: Vec::new(),
-                latency: None,
-                error: None,
-                refused: 0,
-                lanes: Vec::new(),
-                offered: None,
-                datagrams: None,
-            })
-            .collect();
-        PhaseResult {
-            index: p.index,
-            name: p.name.clone(),
-            complete: true,
-            window_s: 1.0,
-            start_skew_us: 0.0,
-            degraded: Vec::new(),
-            aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
-            interval_gbps: Vec::new(),
-            groups: Vec::new(),
-            flows,
-            receivers: Vec::new(),
-            ranks: Vec::new(),
-        }
-    }
 
     fn spec(rules: &[&str], line_rate: Option<f64>) -> CheckSpec {
         let mut spec = CheckSpec { line_rate, ..CheckSpec::default() };

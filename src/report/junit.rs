@@ -115,3 +115,44 @@ fn uplink_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)>
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::acceptance::{self, synthetic};
+    use crate::plan::Fabric;
+    use crate::report::MarkdownExporter;
+    use crate::scenario::{CheckSpec, Rule};
+
+    /// An all-pairs run on tests/fixtures/topology/uneven.toml whose links
+    /// through leaf3's one uplink ran at 4 Gb/s, judged on `flow >= 9 Gb/s`.
+    fn slow_uplink() -> RunResult {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/uneven.toml");
+        let topology = crate::topology::read(&path, None).unwrap();
+        let hosts: Vec<String> = topology.hosts.keys().cloned().collect();
+        let across = |a: usize, b: usize| (a / 2 == 2) != (b / 2 == 2);
+        let mut run = synthetic::all_pairs_on(&hosts, |a, b| if across(a, b) { 4.0 } else { 10.0 });
+        let mut spec = CheckSpec::default();
+        spec.push(Rule::parse("flow >= 9 Gb/s").unwrap());
+        let fabric = Fabric::new(&topology, &run.hosts);
+        run.acceptance = acceptance::judge(&run, &spec, Some(&fabric));
+        run
+    }
+
+    #[test]
+    fn with_a_topology_each_uplink_is_a_case_and_the_slow_one_fails() {
+        let run = slow_uplink();
+        let xml = String::from_utf8(JunitExporter.render(&run).unwrap()).unwrap();
+        assert!(xml.contains("<testsuite name=\"uplinks\" tests=\"6\" failures=\"1\" errors=\"0\">"), "{xml}");
+        let uplinks = &xml[xml.find("<testsuite name=\"uplinks\"").unwrap()..];
+        insta::assert_snapshot!("uplinks.junit.xml", uplinks);
+        let md = String::from_utf8(MarkdownExporter.render(&run).unwrap()).unwrap();
+        let checks = &md[md.find("checks FAILED").unwrap()..];
+        insta::assert_snapshot!(
+            "uplinks.summary.md",
+            &checks[..checks.find("| flow >= 9 Gb/s |").unwrap_or(checks.len())]
+        );
+    }
+}

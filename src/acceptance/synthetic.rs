@@ -1,0 +1,75 @@
+//! Synthetic all-pairs runs for tests: every flow at a rate the test gives.
+
+use std::path::Path;
+
+use crate::result::{FlowResult, PhaseResult, RunResult};
+use crate::{hostfile, plan, scenario};
+
+/// An all-pairs run on `n` hosts (h1, h2, …) where each flow ran at `rate(src, dst)` Gb/s.
+pub(crate) fn all_pairs(n: usize, rate: impl Fn(usize, usize) -> f64) -> RunResult {
+    let hosts: Vec<String> = (1..=n).map(|i| format!("h{i}")).collect();
+    all_pairs_on(&hosts, rate)
+}
+
+/// An all-pairs run on `hosts`, each flow at `rate(src, dst)` Gb/s.
+pub(crate) fn all_pairs_on(hosts: &[String], rate: impl Fn(usize, usize) -> f64) -> RunResult {
+    let hosts = hostfile::parse(&hosts.join("\n"), Path::new("hosts")).unwrap();
+    let text = "[[group]]\nname = \"pairs\"\npattern = \"all-pairs\"\nbidirectional = true\n";
+    let (scenario, _) = scenario::parse(text, Path::new("s.toml")).unwrap();
+    let plan = plan::build(&hosts, &scenario).unwrap();
+    let phases = plan.phases.iter().map(|p| phase(p, &rate)).collect();
+    let mut run = RunResult::new("s.toml".into(), scenario, hosts, plan);
+    run.tool_version = "test".into();
+    run.started_at = "2026-01-01T00:00:00Z".into();
+    run.phases = phases;
+    for f in run.phases.iter_mut().flat_map(|p| &mut p.flows) {
+        f.src_host.clone_from(&run.plan.ranks[f.src].host);
+        f.dst_host.clone_from(&run.plan.ranks[f.dst].host);
+    }
+    run
+}
+
+/// One phase of `p`'s flows at `rate(src, dst)` Gb/s.
+pub(crate) fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64) -> PhaseResult {
+    let flows: Vec<FlowResult> = p
+        .flows
+        .iter()
+        .map(|f| FlowResult {
+            id: f.id,
+            group: "pairs".into(),
+            mode: crate::scenario::Mode::Bandwidth,
+            src: f.src,
+            dst: f.dst,
+            src_host: String::new(),
+            dst_host: String::new(),
+            streams: 1,
+            message_size: 131072,
+            tx_bytes: None,
+            rx_bytes: None,
+            bytes: 0,
+            gbps: rate(f.src, f.dst),
+            msgs_per_s: 0.0,
+            interval_gbps: Vec::new(),
+            latency: None,
+            error: None,
+            refused: 0,
+            lanes: Vec::new(),
+            offered: None,
+            datagrams: None,
+        })
+        .collect();
+    PhaseResult {
+        index: p.index,
+        name: p.name.clone(),
+        complete: true,
+        window_s: 1.0,
+        start_skew_us: 0.0,
+        degraded: Vec::new(),
+        aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
+        interval_gbps: Vec::new(),
+        groups: Vec::new(),
+        flows,
+        receivers: Vec::new(),
+        ranks: Vec::new(),
+    }
+}
