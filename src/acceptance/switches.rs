@@ -129,36 +129,42 @@ pub struct RetestLinks {
 }
 
 /// The links that retest an uplink suspect: some of the failing links it
-/// explains (`explained`; hosts not yet chosen first), and passing links
-/// whose paths avoid every uplink of the suspect (those with the most ends
-/// on the crossing links' leaves first, so the same leaves where possible).
+/// explains (`explained`), and passing links whose paths avoid every uplink
+/// of the suspect (those with the most ends on the crossing links' leaves
+/// first, so the same leaves where possible); no host in two links.
 pub fn retest_links(
     uplinks: &[Uplink],
     explained: &[(usize, usize)],
     measured: &[Link],
     paths: &dyn Paths,
 ) -> RetestLinks {
-    let mut crossing: Vec<(usize, usize)> = Vec::new();
+    // Each host in one link at most, as in an all-pairs round: a host
+    // shared by two links would slow both.
     let fresh = |chosen: &[(usize, usize)], &(a, b): &(usize, usize)| {
         chosen.iter().all(|&(x, y)| ![x, y].contains(&a) && ![x, y].contains(&b))
     };
-    for pass in [true, false] {
-        for link in explained {
-            if crossing.len() < RETEST_PAIRS && !crossing.contains(link) && (!pass || fresh(&crossing, link)) {
-                crossing.push(*link);
-            }
+    let mut crossing: Vec<(usize, usize)> = Vec::new();
+    for link in explained {
+        if crossing.len() < RETEST_PAIRS && fresh(&crossing, link) {
+            crossing.push(*link);
         }
     }
     let leaves: BTreeSet<&SwitchName> =
         crossing.iter().flat_map(|&(a, b)| [a, b]).filter_map(|r| paths.leaf(r)).collect();
     let near = |r: usize| usize::from(paths.leaf(r).is_some_and(|l| leaves.contains(l)));
-    let mut avoiding: Vec<(usize, usize)> = measured
+    let mut passing: Vec<(usize, usize)> = measured
         .iter()
         .filter(|l| !l.failed && paths.uplinks(l.a, l.b).iter().all(|u| !uplinks.contains(u)))
         .map(|l| (l.a.min(l.b), l.a.max(l.b)))
         .collect();
-    avoiding.sort_by_key(|&(a, b)| std::cmp::Reverse(near(a) + near(b)));
-    avoiding.truncate(RETEST_PAIRS);
+    passing.sort_by_key(|&(a, b)| std::cmp::Reverse(near(a) + near(b)));
+    let mut avoiding: Vec<(usize, usize)> = Vec::new();
+    for link in &passing {
+        let chosen: Vec<(usize, usize)> = crossing.iter().chain(&avoiding).copied().collect();
+        if avoiding.len() < RETEST_PAIRS && fresh(&chosen, link) {
+            avoiding.push(*link);
+        }
+    }
     RetestLinks { crossing, avoiding }
 }
 
@@ -295,15 +301,20 @@ pub(crate) mod tests {
         let RetestLinks { crossing, avoiding } = retest_links(uplinks, explained, &links, &nodes);
         assert_eq!(crossing.len(), 2);
         assert!(crossing.iter().all(|&(a, b)| nodes.uplinks(a, b).contains(&up("leaf3", "spine1"))));
-        let [(a, b), (c, d)] = crossing[..] else { unreachable!() };
-        assert!(![a, b].contains(&c) && ![a, b].contains(&d), "no host in both: {crossing:?}");
         assert_eq!(avoiding.len(), 2);
         for &(a, b) in &avoiding {
             assert!(!nodes.uplinks(a, b).contains(&up("leaf3", "spine1")), "{a}-{b} crosses it");
             assert!(links.iter().any(|l| (l.a, l.b) == (a, b) && !l.failed));
         }
-        // The same leaves first: leaf3's own pair avoids its uplink.
-        assert!(avoiding.contains(&(4, 5)), "{avoiding:?}");
+        let mut ends: Vec<usize> = crossing.iter().chain(&avoiding).flat_map(|&(a, b)| [a, b]).collect();
+        ends.sort();
+        ends.dedup();
+        assert_eq!(ends.len(), 8, "no host in two links: {crossing:?} {avoiding:?}");
+        // The same leaves first: retesting node03–node05 alone, leaf2's free
+        // host (node04) is in the first avoiding link, before node01–node02.
+        let one = retest_links(uplinks, &[(2, 4)], &links, &nodes);
+        assert_eq!(one.crossing, [(2, 4)]);
+        assert!([one.avoiding[0].0, one.avoiding[0].1].contains(&3), "{one:?}");
     }
 
     #[test]
