@@ -56,6 +56,7 @@ pub(crate) fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64)
             lanes: Vec::new(),
             offered: None,
             datagrams: None,
+            engines: None,
         })
         .collect();
     PhaseResult {

@@ -60,6 +60,7 @@ mod tests {
             rtts: None,
             refused: 0,
             lanes: (0..lanes).map(|k| LaneSamples { device: None, opened: k, closed: k * 1_000_003 }).collect(),
+            engines: Vec::new(),
         };
         RankReport { phase: 2, rank: 7, boundaries: 11, flows: (0..flows).map(flow).collect(), ..RankReport::default() }
     }

@@ -220,7 +220,16 @@ async fn connect_from_own_address(addr: SocketAddr, rank: usize) -> std::io::Res
 
 /// A flow end's report part: it started at 0 and nothing went wrong.
 pub fn samples(flow: u32, side: Side) -> FlowSamples {
-    FlowSamples { flow, side, start_ns: Some(0), error: None, rtts: None, refused: 0, lanes: Vec::new() }
+    FlowSamples {
+        flow,
+        side,
+        start_ns: Some(0),
+        error: None,
+        rtts: None,
+        refused: 0,
+        lanes: Vec::new(),
+        engines: Vec::new(),
+    }
 }
 
 /// What every rank of `phase` sends through and after the window: its

@@ -7,6 +7,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::topology;
 use crate::scenario::placement::{Numa, Placement};
+use crate::sysfs::RootError;
+
+/// Why a placement cannot be resolved on this host, or a thread not pinned.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlacementError {
+    #[error("core {core} does not exist on this host (online cores: {online})", online = list(.online))]
+    NoSuchCore { core: usize, online: Vec<usize> },
+    #[error(transparent)]
+    Sysfs(#[from] RootError),
+    #[error("core {core}: {cause}")]
+    BadCore { core: usize, cause: nix::Error },
+    #[error("cannot pin to cores {cores}: {cause}", cores = list(.cores))]
+    Pin { cores: Vec<usize>, cause: nix::Error },
+}
 
 /// The cores chosen on this host (empty: not pinned), and why if the request
 /// could not be met as written.
@@ -18,16 +32,16 @@ pub struct Placed {
 
 /// Resolves a placement on this host; `device_node` is the NUMA node of the
 /// device the rank's traffic uses, when known.
-pub fn resolve(placement: &Placement, device_node: Option<usize>) -> Result<Placed, String> {
-    resolve_at(placement, device_node, &crate::sysfs::root().map_err(|e| e.to_string())?)
+pub fn resolve(placement: &Placement, device_node: Option<usize>) -> Result<Placed, PlacementError> {
+    resolve_at(placement, device_node, &crate::sysfs::root()?)
 }
 
 /// [`resolve`] on the host whose sysfs is under `sys` (a recorded tree in tests).
-pub fn resolve_at(placement: &Placement, device_node: Option<usize>, sys: &Path) -> Result<Placed, String> {
+pub fn resolve_at(placement: &Placement, device_node: Option<usize>, sys: &Path) -> Result<Placed, PlacementError> {
     let online = topology::online_cpus_at(sys);
     if let Some(cores) = &placement.cores {
-        if let Some(bad) = cores.iter().find(|c| !online.contains(c)) {
-            return Err(format!("core {bad} does not exist on this host (online cores: {})", list(&online)));
+        if let Some(&core) = cores.iter().find(|c| !online.contains(c)) {
+            return Err(PlacementError::NoSuchCore { core, online });
         }
         return Ok(Placed { cores: cores.clone(), note: None });
     }
@@ -68,17 +82,31 @@ pub fn near_node(node: Option<i32>) -> Vec<usize> {
     }
 }
 
+/// The cores this process may run on: online, and in the calling
+/// thread's affinity (a job's cgroup or `taskset`); all online ones where
+/// the affinity cannot be read.
+pub fn allowed_cores() -> Vec<usize> {
+    let online = topology::online_cpus();
+    let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else { return online };
+    let allowed: Vec<usize> = online.iter().copied().filter(|&c| set.is_set(c).unwrap_or(false)).collect();
+    if allowed.is_empty() {
+        online
+    } else {
+        allowed
+    }
+}
+
 /// Pins the calling thread to `cores` (no-op for an empty set).
-pub fn pin_current_thread(cores: &[usize]) -> Result<(), String> {
+pub fn pin_current_thread(cores: &[usize]) -> Result<(), PlacementError> {
     if cores.is_empty() {
         return Ok(());
     }
     let mut set = nix::sched::CpuSet::new();
     for &core in cores {
-        set.set(core).map_err(|e| format!("core {core}: {e}"))?;
+        set.set(core).map_err(|cause| PlacementError::BadCore { core, cause })?;
     }
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .map_err(|e| format!("cannot pin to cores {}: {e}", list(cores)))
+        .map_err(|cause| PlacementError::Pin { cores: cores.to_vec(), cause })
 }
 
 pub fn list(cores: &[usize]) -> String {
@@ -94,7 +122,9 @@ mod tests {
         let p = Placement { cores: Some(vec![0]), numa: Numa::Any };
         assert_eq!(resolve(&p, None).unwrap().cores, [0]);
         let p = Placement { cores: Some(vec![4096]), numa: Numa::Any };
-        assert!(resolve(&p, None).unwrap_err().starts_with("core 4096 does not exist on this host (online cores: 0"));
+        let err = resolve(&p, None).unwrap_err();
+        assert!(matches!(err, PlacementError::NoSuchCore { core: 4096, .. }), "{err:?}");
+        assert!(err.to_string().starts_with("core 4096 does not exist on this host (online cores: 0"), "{err}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::load::placement::{self, Placed};
+use crate::load::placement::{self, Placed, PlacementError};
 use crate::scenario::stress::{StressSpec, Threads};
 
 /// The name prefix of burner threads (`fb-burn N`): CPU accounting
@@ -33,6 +33,15 @@ pub struct StressReport {
     pub note: Option<String>,
 }
 
+/// Why the burners did not start (none is left running).
+#[derive(Debug, thiserror::Error)]
+pub enum StressError {
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    #[error("cannot start burner thread {thread}: {cause}")]
+    Spawn { thread: usize, cause: std::io::Error },
+}
+
 pub struct Burners {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -48,7 +57,7 @@ pub fn start<G: 'static>(
     device_node: Option<usize>,
     start: Instant,
     enter: impl Fn() -> G + Clone + Send + 'static,
-) -> Result<Burners, String> {
+) -> Result<Burners, StressError> {
     let placed = placement::resolve(&spec.placement, device_node)?;
     let count = match spec.threads {
         Threads::Count(n) => n,
@@ -74,10 +83,10 @@ pub fn start<G: 'static>(
         });
         match spawned {
             Ok(thread) => threads.push(thread),
-            Err(e) => {
+            Err(cause) => {
                 // None is left running.
                 Burners { stop, threads, placed, count }.stop();
-                return Err(format!("cannot start burner thread {i}: {e}"));
+                return Err(StressError::Spawn { thread: i, cause });
             }
         }
     }

@@ -73,6 +73,18 @@ pub struct FlowSamples {
     /// together with the end's own counters (so they sum to what it moved).
     /// Empty for an end of one lane.
     pub lanes: Vec<LaneSamples>,
+    /// The engines (data-path threads) that ran its TCP streams, each with
+    /// its core; empty where the end's lanes have threads of their own (RDMA).
+    pub engines: Vec<EngineSeat>,
+}
+
+/// An engine of a rank that carried lanes of one flow end: its number on
+/// the rank, the core it was pinned to, and how many of the end's lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineSeat {
+    pub engine: u32,
+    pub core: u32,
+    pub lanes: u32,
 }
 
 /// One lane of a flow end: a TCP stream (in stream order) or an RDMA rail.

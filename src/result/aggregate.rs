@@ -13,7 +13,9 @@ use crate::metrics::{stats, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::degraded::{self, AskedWindow, Degradation, Observed, ObservedFlow};
 use crate::result::intervals::{Moved, PhaseIntervals};
-use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
+use crate::result::{
+    Datagrams, FlowEngines, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult,
+};
 use crate::scenario::rdma::Connection;
 use crate::scenario::{Mode, Op, Transport};
 use crate::transport::Side;
@@ -163,9 +165,17 @@ fn flow_result(
             (Some((_, _, t)), Some((_, _, r))) if is_ud(group) => Some(Datagrams::new(t.messages, r.messages)),
             _ => None,
         },
+        engines: engines(tx, rx),
     };
     result.offered = offered(group, &[(result.gbps, result.msgs_per_s)]);
     result
+}
+
+/// Where a TCP flow's ends ran, where either said.
+fn engines(tx: Option<End>, rx: Option<End>) -> Option<FlowEngines> {
+    let seats = |end: Option<End>| end.map_or_else(Vec::new, |(_, s, _)| s.engines.clone());
+    let engines = FlowEngines { sender: seats(tx), receiver: seats(rx) };
+    (!engines.sender.is_empty() || !engines.receiver.is_empty()).then_some(engines)
 }
 
 /// When each flow's sender started (flow id, ns from t0), where it said.

@@ -34,7 +34,7 @@ use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
 use crate::metrics::links::LinkEvent;
 use crate::metrics::netdev::NetdevDelta;
-use crate::metrics::GroupPlacement;
+use crate::metrics::{EngineSeat, GroupPlacement};
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Scenario, Transport};
 use crate::transport::rdma::{CounterDelta, InventoryDevice};
@@ -295,6 +295,18 @@ pub struct FlowResult {
     /// the receiver got in the window. Absent for RC and TCP, in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datagrams: Option<Datagrams>,
+    /// TCP: the engines (data-path threads) and cores that carried each
+    /// end's streams. Absent for RDMA, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engines: Option<FlowEngines>,
+}
+
+/// Where a TCP flow's ends ran: each end's engines with their cores and
+/// how many of its streams each carried (empty: that end did not report).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowEngines {
+    pub sender: Vec<EngineSeat>,
+    pub receiver: Vec<EngineSeat>,
 }
 
 /// UD's losses over the window, in messages.

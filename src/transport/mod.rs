@@ -4,6 +4,7 @@
 pub mod memory;
 pub mod pace;
 pub mod rdma;
+pub mod task;
 pub mod tcp;
 
 use std::sync::atomic::{AtomicU64, Ordering};

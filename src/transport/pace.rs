@@ -158,20 +158,6 @@ impl Schedule {
     }
 }
 
-/// Sleeps until `at` (in naps, watching `stop`); `false` when stopped first.
-pub fn sleep_until(at: Instant, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= at {
-            return true;
-        }
-        std::thread::sleep((at - now).min(NAP));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,8 @@
 //! under mpirun (`--mpi`) from the environment and, for rank 0, stdin (`mpi`).
 
 mod agent;
+mod assign;
+mod engine;
 pub mod mpi;
 mod phase;
 pub mod relay;

@@ -1,8 +1,10 @@
-//! One phase on one rank: create the rank's ends of its flows, connect them,
-//! then run every stream on its own thread from t0 (`streams`) while the
-//! sampler reads all counters at the common boundaries (`sampler`).
-//! Blocking code on plain threads: the data path never waits on the async
-//! runtime.
+//! One phase on one rank: create the rank's ends of its flows, connect them
+//! (a short-lived thread per end), then run every TCP stream on an engine —
+//! one pinned thread per core the rank's flows may use, each driving many
+//! streams (`engine`, `assign`) — and every RDMA rail on its own thread,
+//! from t0, while the sampler reads all counters at the common boundaries
+//! (`sampler`). Blocking code on plain threads: the data path never waits
+//! on the async runtime, and no engine runs on a control thread.
 
 use std::net::{IpAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,18 +14,23 @@ use std::time::{Duration, Instant};
 
 use crate::control::printable;
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Window};
+use crate::load::placement::{self, Placed};
 use crate::load::stress;
 use crate::load::topology;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{ThreadBook, ThreadClass};
 use crate::metrics::netdev;
+use crate::metrics::EngineSeat;
 use crate::metrics::RankReport;
 use crate::result::intervals::Moved;
+use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{ConnectMethod, RdmaParams};
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
+use crate::worker::assign::{assign, LaneLoad};
+use crate::worker::engine::Engine;
 use crate::worker::sampler::Sampler;
-use crate::worker::streams::{FlowEnd, FlowFailed};
+use crate::worker::streams::{FlowEnd, FlowFailed, Rail, TcpLane};
 
 /// How long connecting a phase's flows may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,18 +51,17 @@ pub enum Opening {
     Listen(tcp::Listener),
     /// TCP sender: dials once the receiver's address is known.
     Dial,
-    /// RDMA: QPs in INIT, waiting for the peer's QP numbers; one flow per
-    /// rail, with its device and that device's NUMA node, when it has one.
-    Rdma(Vec<(rdma::PreparedFlow, String, Option<usize>)>),
+    /// RDMA: QPs in INIT, waiting for the peer's QP numbers; one flow per rail.
+    Rdma(Vec<Rail<rdma::PreparedFlow>>),
 }
 
 /// One end of a flow, connected.
 pub enum Link {
     /// The streams in stream order; `refused`: strangers the receiver closed.
     Tcp { streams: Vec<TcpStream>, refused: u64 },
-    /// One connected flow per rail (device), each on its own thread, with
-    /// its device and the NUMA node its threads are placed near.
-    Rdma(Vec<(rdma::ConnectedFlow, String, Option<usize>)>),
+    /// One connected flow per rail (device), each on its own thread, placed
+    /// near its device's NUMA node.
+    Rdma(Vec<Rail<rdma::ConnectedFlow>>),
 }
 
 /// What the rank's part of a phase keeps beside its flow ends, from
@@ -132,9 +138,9 @@ pub fn prepare(
                 // Each rail's threads go near its own device (rails may sit on different sockets).
                 let rails = prepared
                     .into_iter()
-                    .map(|p| {
-                        let (device, node) = (p.device().0.to_string(), p.numa_node());
-                        (p, device, node.and_then(|n| usize::try_from(n).ok()))
+                    .map(|flow| {
+                        let (device, node) = (flow.device().0.to_string(), flow.numa_node());
+                        Rail { flow, device, node: node.and_then(|n| usize::try_from(n).ok()) }
                     })
                     .collect();
                 Opening::Rdma(rails)
@@ -188,7 +194,9 @@ impl Opened {
                         rails
                             .into_iter()
                             .zip(&peer)
-                            .map(|((rail, device, node), endpoint)| Ok((rail.connect(endpoint)?, device, node)))
+                            .map(|(Rail { flow, device, node }, endpoint)| {
+                                Ok(Rail { flow: flow.connect(endpoint)?, device, node })
+                            })
                             .collect::<Result<Vec<_>, _>>()
                             .map(Link::Rdma)
                             .map_err(|cause| PhaseError::Rdma { flow, side, cause })
@@ -232,40 +240,44 @@ impl Connected {
         // The data-path and burner threads book themselves here: the
         // sampler tells their CPU time from the control plane's.
         let book = ThreadBook::default();
+        let burners = stress_spec.as_ref().map(|spec| {
+            let booked = book.clone();
+            stress::start(spec, device_node, t0, move || booked.enter(ThreadClass::Burner)).map(|b| (spec.load, b))
+        });
+        let busy: &[usize] = match &burners {
+            Some(Ok((_, b))) => &b.placed.cores,
+            _ => &[],
+        };
+        let cores = Cores { host: placement::allowed_cores(), busy, device_node };
         let mut ends = Vec::new();
         let mut threads = Vec::new();
+        let mut lanes = Vec::new();
         for (role, link) in links {
             match link {
                 Link::Tcp { streams, refused } => {
                     let mut end = FlowEnd { refused, ..FlowEnd::new(role, device_node) };
-                    for sock in streams {
-                        threads.push(end.spawn(sock, t0, (open, close), stop.clone(), book.clone()));
-                    }
+                    let usable = cores.for_end(&end);
+                    let made = end.tcp_lanes(streams, t0, (open, close));
+                    lanes.extend(made.into_iter().map(|lane| (ends.len(), usable.clone(), lane)));
                     ends.push(end);
                 }
                 Link::Rdma(rails) => {
-                    let mut end = FlowEnd::new(role, rails.first().and_then(|(_, _, node)| *node));
+                    let mut end = FlowEnd::new(role, rails.first().and_then(|rail| rail.node));
                     // The flow's offered rate, split evenly over its rails.
                     let per_rail = end.role.group.offered_msgs_per_s().map(|per_s| per_s / rails.len() as f64);
-                    for (rail, (flow, device, node)) in rails.into_iter().enumerate() {
-                        let seed = end.poisson_seed(rail as u64);
-                        threads.push(end.spawn_rdma(
-                            (flow.with_pace(per_rail, seed), device, node),
-                            t0,
-                            (open, close),
-                            stop.clone(),
-                            failed.clone(),
-                            book.clone(),
-                        ));
+                    for (k, rail) in rails.into_iter().enumerate() {
+                        let seed = end.poisson_seed(k as u64);
+                        let rail = Rail { flow: rail.flow.with_pace(per_rail, seed), ..rail };
+                        let (stop, failed) = (stop.clone(), failed.clone());
+                        threads.push(end.spawn_rdma(rail, t0, (open, close), stop, failed, book.clone()));
                     }
                     ends.push(end);
                 }
             }
         }
-        let burners = stress_spec.as_ref().map(|spec| {
-            let booked = book.clone();
-            stress::start(spec, device_node, t0, move || booked.enter(ThreadClass::Burner)).map(|b| (spec.load, b))
-        });
+        for engine in engines(lanes, &mut ends) {
+            threads.push(engine.spawn(t0, close, stop.clone(), book.clone()));
+        }
         let stop_for_sampler = stop.clone();
         let sampler = std::thread::Builder::new()
             .name("fb-sampler".into())
@@ -277,6 +289,57 @@ impl Connected {
             .expect("spawning the sampler thread");
         Running { stop, sampler }
     }
+}
+
+/// The cores a rank's engines may use.
+struct Cores<'a> {
+    /// Online and in the process's affinity.
+    host: Vec<usize>,
+    /// The stress burners' cores, left to them where there are others.
+    busy: &'a [usize],
+    device_node: Option<usize>,
+}
+
+impl Cores<'_> {
+    /// The cores for the engines of `end`: its group's placement, or the
+    /// cores near the NIC where the placement is `auto` and the host has a
+    /// choice, else all the host's; less the burners' where that leaves any.
+    fn for_end(&self, end: &FlowEnd) -> Vec<usize> {
+        let near = || match end.role.group.placement.numa {
+            Numa::Auto => placement::near_node(self.device_node.and_then(|n| i32::try_from(n).ok())),
+            _ => Vec::new(),
+        };
+        let asked = match &end.placed {
+            Ok(Placed { cores, .. }) if !cores.is_empty() => cores.clone(),
+            _ => near(),
+        };
+        let asked = if asked.is_empty() { self.host.clone() } else { asked };
+        let free: Vec<usize> = asked.iter().copied().filter(|c| !self.busy.contains(c)).collect();
+        if free.is_empty() {
+            asked
+        } else {
+            free
+        }
+    }
+}
+
+/// The engines that run `lanes` (each with its end's index and cores), and
+/// which engine and core carried each end's streams, told to the end.
+fn engines(lanes: Vec<(usize, Vec<usize>, TcpLane)>, ends: &mut [FlowEnd]) -> Vec<Engine> {
+    let loads: Vec<LaneLoad> =
+        lanes.iter().map(|(_, cores, lane)| LaneLoad { load: lane.load, cores: cores.clone() }).collect();
+    let assignment = assign(&loads);
+    let mut engines: Vec<Engine> =
+        assignment.engines.iter().enumerate().map(|(id, &core)| Engine { id, core, seats: Vec::new() }).collect();
+    for ((end, _, TcpLane { seat, .. }), &e) in lanes.into_iter().zip(&assignment.of_lane) {
+        let seen = &mut ends[end].engines;
+        match seen.iter_mut().find(|s| s.engine as usize == e) {
+            Some(seat) => seat.lanes += 1,
+            None => seen.push(EngineSeat { engine: e as u32, core: engines[e].core as u32, lanes: 1 }),
+        }
+        engines[e].seats.push(seat);
+    }
+    engines
 }
 
 /// Each stranger once per address (the transport keeps the first few),

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::control::wire::Window;
-use crate::load::stress::{Burners, StressReport};
+use crate::load::stress::{Burners, StressError, StressReport};
 use crate::metrics::clock::PeerClock;
 use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
 use crate::metrics::links::{LinkWatch, Watched};
@@ -21,7 +21,8 @@ use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
 use crate::result::intervals::Moved;
 use crate::transport::rdma::counters::{self, CounterSnapshot};
-use crate::worker::streams::{sleep_until, FlowEnd};
+use crate::worker::engine::sleep_until;
+use crate::worker::streams::FlowEnd;
 
 pub struct Sampler {
     pub rank: usize,
@@ -34,7 +35,7 @@ pub struct Sampler {
     pub rdma_ports: Vec<(String, u8)>,
     pub ends: Vec<FlowEnd>,
     /// The rank's stress (its asked load) or why it could not start.
-    pub burners: Option<Result<(u8, Burners), String>>,
+    pub burners: Option<Result<(u8, Burners), StressError>>,
     /// The phase's data-path and burner threads.
     pub book: ThreadBook,
     pub stop: Arc<AtomicBool>,
@@ -177,9 +178,9 @@ impl Sampler {
             .map(|(end, EndReadings { opened, closed, .. })| FlowSamples {
                 flow: end.role.flow.id,
                 side: end.role.side,
-                start_ns: end.started.lock().ok().and_then(|s| *s).map(|at| self.clock.peer_ns_of(at) - t0_ns),
-                error: end.error.lock().ok().and_then(|e| e.clone()),
-                rtts: end.rtts.lock().ok().and_then(|mut h| h.take()),
+                start_ns: end.state.started().map(|at| self.clock.peer_ns_of(at) - t0_ns),
+                error: end.state.error(),
+                rtts: end.state.take_round_trips(),
                 refused: end.refused,
                 lanes: match end.lanes.len() {
                     1 => Vec::new(),
@@ -190,6 +191,7 @@ impl Sampler {
                         .map(|(lane, (opened, closed))| LaneSamples { device: lane.device.clone(), opened, closed })
                         .collect(),
                 },
+                engines: end.engines.clone(),
             })
             .collect();
         let mut placements: Vec<GroupPlacement> = Vec::new();
@@ -197,7 +199,7 @@ impl Sampler {
             if placements.iter().all(|p| p.group != end.role.group.name) {
                 let (cores, note) = match &end.placed {
                     Ok(p) => (p.cores.clone(), p.note.clone()),
-                    Err(e) => (Vec::new(), Some(e.clone())),
+                    Err(e) => (Vec::new(), Some(e.to_string())),
                 };
                 placements.push(GroupPlacement { group: end.role.group.name.clone(), cores, note });
             }
@@ -223,12 +225,12 @@ impl Sampler {
 
 /// Stops the burners and says what load their cores actually carried.
 fn stop_stress(
-    burners: Result<(u8, Burners), String>,
+    burners: Result<(u8, Burners), StressError>,
     first: Option<&HostCounters>,
     last: Option<&HostCounters>,
 ) -> StressReport {
     match burners {
-        Err(note) => StressReport { note: Some(note), ..Default::default() },
+        Err(note) => StressReport { note: Some(note.to_string()), ..Default::default() },
         Ok((load, burners)) => {
             let cores = burners.placed.cores.clone();
             let measured = match (first, last) {

@@ -1,22 +1,27 @@
-//! The streams of one end of one flow: a thread per connection (TCP) or
-//! rail (RDMA) running the transport's loop from t0, pinned where the group
-//! asks, each counting into its own lane; the end's totals are the lanes' sum.
+//! The ends of this rank's flows: their lanes (TCP streams or RDMA
+//! rails), each counting into its own counters; the end's totals are the
+//! lanes' sum. A TCP stream becomes a task for an engine (`engine`); an
+//! RDMA rail still runs its transport's loop on a thread of its own from
+//! t0, pinned where the group asks.
 
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::control::wire::FlowRole;
-use crate::histogram::{Histogram, Recorder};
-use crate::load::placement::{self, Placed};
+use crate::histogram::Recorder;
+use crate::load::placement::{self, Placed, PlacementError};
 use crate::metrics::cpu::{ThreadBook, ThreadClass, DATA_THREAD};
+use crate::metrics::EngineSeat;
 use crate::scenario::limits::TCP_MAX_MESSAGE;
 use crate::scenario::rate::Schedule;
 use crate::scenario::Mode;
-use crate::transport::pace::{Pacer, ProbePlan};
+use crate::transport::pace::ProbePlan;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
+use crate::worker::assign::Load;
+use crate::worker::engine::{sleep_until, EndState, Seat};
 
 /// Told when a flow fails while its phase runs (the error, naming the flow).
 pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
@@ -29,36 +34,40 @@ pub struct Lane {
     pub device: Option<String>,
 }
 
+/// One RDMA rail of a flow end: its flow (prepared or connected), its
+/// device, and that device's NUMA node, when it has one.
+pub struct Rail<F> {
+    pub flow: F,
+    pub device: String,
+    pub node: Option<usize>,
+}
+
 /// One end of one flow on this rank.
 pub struct FlowEnd {
     pub role: FlowRole,
     /// In stream (rail) order.
     pub lanes: Vec<Lane>,
-    /// When the last of its streams began moving data.
-    pub started: Arc<Mutex<Option<Instant>>>,
-    pub error: Arc<Mutex<Option<String>>>,
-    /// Round trips measured in the window by the latency client's end, all
-    /// its streams (TCP) or rails (RDMA) merged.
-    pub rtts: Arc<Mutex<Option<Histogram>>>,
+    /// Its start, error and round trips, shared with what runs its lanes.
+    pub state: Arc<EndState>,
     /// Where its threads run (or why not as asked); several rails: the
     /// union of their cores, each rail near its own device.
-    pub placed: Result<Placed, String>,
+    pub placed: Result<Placed, PlacementError>,
     /// Strangers its TCP receiver closed while connecting.
     pub refused: u64,
+    /// The engines that run its TCP streams.
+    pub engines: Vec<EngineSeat>,
+}
+
+/// One TCP lane of an end, ready for an engine, and what it will cost it.
+pub struct TcpLane {
+    pub seat: Seat,
+    pub load: Load,
 }
 
 impl FlowEnd {
     pub fn new(role: FlowRole, device_node: Option<usize>) -> FlowEnd {
         let placed = placement::resolve(&role.group.placement, device_node);
-        FlowEnd {
-            role,
-            lanes: Vec::new(),
-            started: Arc::default(),
-            error: Arc::default(),
-            rtts: Arc::default(),
-            placed,
-            refused: 0,
-        }
+        FlowEnd { role, lanes: Vec::new(), state: Arc::default(), placed, refused: 0, engines: Vec::new() }
     }
 
     /// The end's totals (bytes, messages) and each lane's bytes into
@@ -80,64 +89,42 @@ impl FlowEnd {
         counters
     }
 
-    /// Runs one connection of this end from `t0` until `stop`, on a
-    /// data-path thread booked in `book`.
-    pub fn spawn(
-        &mut self,
-        sock: TcpStream,
-        t0: Instant,
-        window: (Instant, Instant),
-        stop: Arc<AtomicBool>,
-        book: ThreadBook,
-    ) -> JoinHandle<()> {
-        let stream = self.lanes.len() as u64;
-        let counters = self.add_lane(None);
-        let (started, error, rtts) = (self.started.clone(), self.error.clone(), self.rtts.clone());
+    /// Makes a task of each connection of this end, to run from `t0` in
+    /// `window` on an engine; a stream that cannot be made one is the
+    /// end's error (its lane stays, counting nothing).
+    pub fn tcp_lanes(&mut self, streams: Vec<TcpStream>, t0: Instant, window: (Instant, Instant)) -> Vec<TcpLane> {
         let (side, mode) = (self.role.side, self.role.group.mode);
-        let pace = self.stream_pace(stream, t0);
         let size = self.role.group.message_size.bytes() as usize;
-        let cores = self.placed.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
-        self.data_thread(move || {
-            let _booked = book.enter(ThreadClass::Data);
-            if let Err(e) = placement::pin_current_thread(&cores) {
-                error.lock().expect("error lock").get_or_insert(e);
-            }
-            // Allocate before t0: the loops themselves allocate nothing. One message
-            // per buffer: validation keeps TCP sizes within TCP_MAX_MESSAGE.
-            let mut buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
-            let mut recorder = (mode == Mode::Latency && side == Side::Sender).then(|| Recorder::new(Some(window)));
-            sleep_until(t0, &stop);
-            // A sender that would begin after its window closed (its rank
-            // got Start late) or was told to stop closes cleanly (EOF): its
-            // receiver may be gone, and it would only write into a reset
-            // connection; it is reported late, not broken. A receiver still
-            // reads until its sender closes, which may be sending already:
-            // its rank's window is not this one's.
-            let too_late = stop.load(Ordering::Relaxed) || Instant::now() >= window.1;
-            if too_late && side == Side::Sender {
-                return;
-            }
-            note_start(&started);
-            let outcome = match (mode, side, recorder.as_mut()) {
-                (Mode::Bandwidth, Side::Sender, _) => {
-                    tcp::send_loop(sock, &buf, &counters, &stop, pace.map(|p| Pacer::new(p.per_s)))
+        let mut lanes = Vec::with_capacity(streams.len());
+        for (stream, sock) in streams.into_iter().enumerate() {
+            let counters = self.add_lane(None);
+            let pace = self.stream_pace(stream as u64, t0);
+            let (role, load) = match (mode, side) {
+                (Mode::Bandwidth, Side::Sender) => (tcp::Role::Send { per_s: pace.map(|p| p.per_s) }, pace),
+                (Mode::Bandwidth, Side::Receiver) => {
+                    (tcp::Role::Receive { message_size: size as u64, close: window.1 }, pace)
                 }
-                (Mode::Bandwidth, Side::Receiver, _) => {
-                    tcp::receive_loop(sock, &mut buf, size as u64, &counters, (&stop, window.1))
+                (Mode::Latency, Side::Sender) => {
+                    (tcp::Role::Ping { rtts: Recorder::new(Some(window)), probes: pace }, None)
                 }
-                (Mode::Latency, _, Some(recorder)) => match pace {
-                    Some(plan) => tcp::probe_loop(sock, &mut buf, &counters, &stop, recorder, plan),
-                    None => tcp::ping_loop(sock, &mut buf, &counters, &stop, recorder),
-                },
-                (Mode::Latency, _, None) => tcp::echo_loop(sock, &mut buf, &counters, (&stop, window.1)),
+                (Mode::Latency, Side::Receiver) => (tcp::Role::Echo { close: window.1 }, None),
             };
-            if let Err(e) = outcome {
-                error.lock().expect("error lock").get_or_insert(e.to_string());
+            let load = match (mode, load) {
+                (Mode::Latency, _) => Load::Latency,
+                (_, Some(p)) => Load::Paced { bytes_per_s: p.per_s * size as f64 },
+                (_, None) => Load::Bandwidth,
+            };
+            // One message per buffer: validation keeps TCP sizes within TCP_MAX_MESSAGE.
+            let buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
+            match tcp::task(sock, buf, counters, role) {
+                Ok(task) => {
+                    let seat = Seat { task, end: self.state.clone(), sender: side == Side::Sender };
+                    lanes.push(TcpLane { seat, load });
+                }
+                Err(e) => self.state.fail(e.to_string()),
             }
-            if let Some(recorder) = recorder {
-                keep_round_trips(&rtts, recorder.into_histogram());
-            }
-        })
+        }
+        lanes
     }
 }
 
@@ -164,7 +151,7 @@ impl FlowEnd {
     /// over and the run must not wait for the window to close.
     pub fn spawn_rdma(
         &mut self,
-        (flow, device, device_node): (rdma::ConnectedFlow, String, Option<usize>),
+        Rail { flow, device, node: device_node }: Rail<rdma::ConnectedFlow>,
         t0: Instant,
         window: (Instant, Instant),
         stop: Arc<AtomicBool>,
@@ -175,29 +162,29 @@ impl FlowEnd {
         let cores = rail.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
         self.placed = widen(std::mem::replace(&mut self.placed, Ok(Placed::default())), rail);
         let counters = self.add_lane(Some(device));
-        let (started, error, rtts) = (self.started.clone(), self.error.clone(), self.rtts.clone());
+        let state = self.state.clone();
         let flow = flow.with_latency_window(window.0, window.1);
         self.data_thread(move || {
             let _booked = book.enter(ThreadClass::Data);
             if let Err(e) = placement::pin_current_thread(&cores) {
-                error.lock().expect("error lock").get_or_insert(e);
+                state.fail(e.to_string());
             }
             sleep_until(t0, &stop);
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            note_start(&started);
+            state.note_start();
             match flow.run(&counters, &stop) {
                 Ok(outcome) => {
                     if let Some(round_trips) = outcome.latency {
-                        keep_round_trips(&rtts, round_trips);
+                        state.keep_round_trips(round_trips);
                     }
                 }
                 Err(e) => {
                     if !stop.load(Ordering::Relaxed) {
                         failed(e.to_string());
                     }
-                    error.lock().expect("error lock").get_or_insert(e.to_string());
+                    state.fail(e.to_string());
                 }
             }
         })
@@ -205,8 +192,8 @@ impl FlowEnd {
 }
 
 impl FlowEnd {
-    /// A data-path thread of this end, named `fb-data F` (F: the flow) for
-    /// `top -H` and `ps -L`.
+    /// A data-path thread of this end's RDMA rail, named `fb-data F` (F:
+    /// the flow) for `top -H` and `ps -L`.
     fn data_thread(&self, run: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
         let name = format!("{DATA_THREAD} {}", self.role.flow.id);
         std::thread::Builder::new().name(name).spawn(run).expect("spawning a data-path thread")
@@ -215,39 +202,13 @@ impl FlowEnd {
 
 /// An end's placement with one more rail's: the union of their cores, the
 /// first note; a rail that could not be placed makes the end's an error.
-fn widen(end: Result<Placed, String>, rail: Result<Placed, String>) -> Result<Placed, String> {
+fn widen(end: Result<Placed, PlacementError>, rail: Result<Placed, PlacementError>) -> Result<Placed, PlacementError> {
     let (mut end, rail) = (end?, rail?);
     end.cores.extend(rail.cores);
     end.cores.sort_unstable();
     end.cores.dedup();
     end.note = end.note.or(rail.note);
     Ok(end)
-}
-
-/// Adds one stream's (or rail's) round trips to its end's.
-fn keep_round_trips(rtts: &Mutex<Option<Histogram>>, round_trips: Histogram) {
-    match &mut *rtts.lock().expect("latency lock") {
-        Some(kept) => kept.merge(&round_trips),
-        empty => *empty = Some(round_trips),
-    }
-}
-
-/// Records that one more stream of an end began moving data now.
-fn note_start(started: &Mutex<Option<Instant>>) {
-    let now = Instant::now();
-    let mut latest = started.lock().expect("start lock");
-    *latest = Some(latest.map_or(now, |prev| prev.max(now)));
-}
-
-/// Sleeps until `at`, waking early if `stop` is set.
-pub fn sleep_until(at: Instant, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= at {
-            return;
-        }
-        std::thread::park_timeout((at - now).min(Duration::from_millis(10)));
-    }
 }
 
 #[cfg(test)]
@@ -262,20 +223,8 @@ mod tests {
         assert_eq!(end, Ok(placed(&[0, 1, 2, 3], Some("rail 1"))));
         let end = widen(Ok(placed(&[0], Some("first"))), Ok(placed(&[4], Some("second"))));
         assert_eq!(end.unwrap().note.as_deref(), Some("first"), "the first note stays");
-        let bad = widen(Ok(placed(&[0], None)), Err("core 4096 does not exist".into()));
-        assert_eq!(bad, Err("core 4096 does not exist".to_string()), "a rail that cannot be placed is told");
-    }
-
-    #[test]
-    fn every_stream_keeps_its_round_trips() {
-        let rtts = Mutex::new(None);
-        for ns in [[1_000, 2_000], [3_000, 4_000], [5_000, 6_000]] {
-            let mut h = Histogram::default();
-            ns.into_iter().for_each(|ns| h.record(ns));
-            keep_round_trips(&rtts, h);
-        }
-        let kept = rtts.into_inner().unwrap().unwrap();
-        assert_eq!(kept.count(), 6, "the streams' round trips add up, none replaces another");
-        assert!((kept.summary(1.0).unwrap().max_us - 6.0).abs() < 6e-3);
+        let missing = || PlacementError::NoSuchCore { core: 4096, online: vec![0, 1] };
+        let bad = widen(Ok(placed(&[0], None)), Err(missing()));
+        assert_eq!(bad, Err(missing()), "a rail that cannot be placed is told");
     }
 }

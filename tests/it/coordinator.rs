@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
-use fabricbench::control::sim::{hello, make_plan, window, JOB, TOKEN};
+use fabricbench::control::sim::{hello, make_plan, samples, window, JOB, TOKEN};
 use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, PROTOCOL_VERSION};
 use fabricbench::histogram::Histogram;
 use fabricbench::hostfacts::HostFacts;
@@ -141,10 +141,6 @@ fn intervals(sim: &mut Sim, rank: ConnId, per_second: &[u64], boundaries: u32) {
     for interval in 1..boundaries {
         sim.send(rank, ToCoordinator::Interval { phase: 0, interval, span_ns: 1_000 * MS, ends: ends.clone() });
     }
-}
-
-fn samples(flow: u32, side: Side) -> FlowSamples {
-    FlowSamples { flow, side, start_ns: Some(0), error: None, rtts: None, refused: 0, lanes: Vec::new() }
 }
 
 #[test]

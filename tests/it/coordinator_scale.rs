@@ -237,6 +237,7 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
         rtts: Some(h),
         refused: 0,
         lanes: Vec::new(),
+        engines: Vec::new(),
     };
     let report = |flows| {
         let r = RankReport { phase: 0, rank: 1, boundaries: 2, flows, ..Default::default() };

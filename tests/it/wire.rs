@@ -10,7 +10,7 @@ use fabricbench::load::stress::StressReport;
 use fabricbench::metrics::cpu::{CpuUsage, ThreadsCpu};
 use fabricbench::metrics::links::LinkEvent;
 use fabricbench::metrics::netdev::NetdevDelta;
-use fabricbench::metrics::{FlowSamples, GroupPlacement, RankReport};
+use fabricbench::metrics::{EngineSeat, FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
 use fabricbench::scenario::placement::{Numa, Placement};
 use fabricbench::scenario::rate::{Rate, Schedule};
@@ -95,6 +95,7 @@ fn report_with_every_optional_part() {
                 rtts: Some(rtts.clone()),
                 refused: 3,
                 lanes: Vec::new(),
+                engines: vec![EngineSeat { engine: 1, core: 3, lanes: 2 }],
             }],
             clock_offset_ns: 9,
             rtt_ns: 4,

@@ -1,7 +1,7 @@
 //! Open-loop latency over verbs: the initiator posts a send on a fixed
 //! schedule (constant or Poisson), whatever the echoes do, and times each
 //! echo from the moment its probe was scheduled, so a stall counts in every
-//! probe it delays (no coordinated omission; see `tcp::probe_loop`).
+//! probe it delays (no coordinated omission; see `tcp::latency`).
 //!
 //! The target is the ping-pong responder (`latency::run`): it echoes every
 //! message it receives. An RC QP delivers in order, so the k-th echo answers

@@ -1,18 +1,22 @@
 //! TCP streams: what iperf measures, over loopback, Ethernet or IPoIB.
-//! One flow is `streams` connections; each runs a blocking loop on its own
-//! thread. The loops allocate nothing and poll the stop flag between calls,
-//! with socket timeouts so a dead peer cannot block them forever. Every
-//! stream begins with its flow's preamble (`preamble`), which the receiver
-//! checks before it counts anything (`accept`).
+//! One flow is `streams` connections. In a run each is a nonblocking task
+//! (`tasks`, `latency`) that an engine thread drives with many others; the
+//! blocking loops here run one stream on the caller's thread (the tests'
+//! and benchmarks' reference), polling the stop flag between calls, with
+//! socket timeouts so a dead peer cannot block them forever. Neither
+//! allocates while it moves data. Every stream begins with its flow's
+//! preamble (`preamble`), which the receiver checks before it counts
+//! anything (`accept`).
 
 mod accept;
 pub mod dscp;
-mod open_loop;
+mod latency;
 pub mod preamble;
+mod tasks;
 
 pub use accept::{Accepted, Listener, Stranger};
-pub use open_loop::probe_loop;
 pub use preamble::{FlowAuth, FlowProof, Refusal};
+pub use tasks::{task, Role};
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
@@ -35,7 +39,7 @@ const POLL: Duration = Duration::from_millis(200);
 const DRAIN_SILENCE: Duration = Duration::from_secs(2);
 /// …and after this long in all, whatever the sender does, so a report is
 /// never held by a peer that writes on.
-pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
@@ -152,7 +156,7 @@ pub fn receive_loop(
             Err(e) if is_retry(&e) => false,
             Err(e) => return Err(fail(e)),
         };
-        if drain.over(stop, heard) {
+        if drain.over(Instant::now(), stop.load(Ordering::Relaxed), heard) {
             return Ok(());
         }
     }
@@ -163,28 +167,38 @@ pub fn receive_loop(
 /// sender has been silent for `DRAIN_SILENCE` since the stop, or
 /// `DRAIN_LIMIT` after it (a sender that has not begun yet is late, not
 /// gone). A stop before `close` is an abort: the run is ending, and the
-/// partial report must not wait, so it closes at the first silent poll.
-struct Drain {
+/// partial report must not wait, so it closes once silent for one `POLL`.
+pub(super) struct Drain {
     close: Instant,
+    /// When it was told to stop, and whether that was an abort.
     stopped: Option<(Instant, bool)>,
-    silent_polls: u32,
+    /// The last byte heard after the stop.
+    heard: Option<Instant>,
 }
 
 impl Drain {
-    fn new(close: Instant) -> Drain {
-        Drain { close, stopped: None, silent_polls: 0 }
+    pub(super) fn new(close: Instant) -> Drain {
+        Drain { close, stopped: None, heard: None }
     }
 
-    /// Called after every read (`heard`: it brought bytes).
-    fn over(&mut self, stop: &AtomicBool, heard: bool) -> bool {
-        if !stop.load(Ordering::Relaxed) {
+    /// Called after reading at `now` (`heard`: bytes came since the last call).
+    pub(super) fn over(&mut self, now: Instant, stop: bool, heard: bool) -> bool {
+        if !stop {
             return false;
         }
-        let now = Instant::now();
-        let (stopped, aborted) = *self.stopped.get_or_insert((now, now < self.close));
-        self.silent_polls = if heard { 0 } else { self.silent_polls.saturating_add(1) };
-        let silence = POLL.saturating_mul(self.silent_polls);
-        (aborted && !heard) || now - stopped >= DRAIN_LIMIT || silence >= DRAIN_SILENCE
+        self.stopped.get_or_insert((now, now < self.close));
+        if heard {
+            self.heard = Some(now);
+        }
+        self.deadline().is_some_and(|at| now >= at)
+    }
+
+    /// When it closes if its sender stays silent (none before a stop).
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        let (stopped, aborted) = self.stopped?;
+        let quiet = self.heard.map_or(stopped, |heard| heard.max(stopped));
+        let silence = if aborted { POLL } else { DRAIN_SILENCE };
+        Some((quiet + silence).min(stopped + DRAIN_LIMIT))
     }
 }
 
@@ -225,7 +239,7 @@ pub fn echo_loop(
     let fail = stream_error(&sock, counters);
     prepare_latency(&sock).map_err(&fail)?;
     let mut drain = Drain::new(close);
-    let mut drained = |heard: bool| drain.over(stop, heard);
+    let mut drained = |heard: bool| drain.over(Instant::now(), stop.load(Ordering::Relaxed), heard);
     while transfer(&mut sock, buf, &mut drained, Direction::Read).map_err(&fail)?
         && transfer(&mut sock, buf, &mut drained, Direction::Write).map_err(&fail)?
     {
@@ -234,20 +248,20 @@ pub fn echo_loop(
     Ok(())
 }
 
-pub(super) fn prepare_latency(sock: &TcpStream) -> std::io::Result<()> {
+fn prepare_latency(sock: &TcpStream) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
     sock.set_read_timeout(Some(POLL))?;
     sock.set_write_timeout(Some(POLL))
 }
 
-pub(super) enum Direction {
+enum Direction {
     Read,
     Write,
 }
 
 /// Moves all of `buf` one way; `false` when the peer closed or `give_up`
 /// (told whether the call moved bytes) says so.
-pub(super) fn transfer(
+fn transfer(
     sock: &mut TcpStream,
     buf: &mut [u8],
     give_up: &mut impl FnMut(bool) -> bool,
@@ -276,10 +290,7 @@ pub(super) fn transfer(
 }
 
 /// Wraps a stream's I/O error with its peer and how many bytes it had moved.
-pub(super) fn stream_error<'a>(
-    sock: &TcpStream,
-    counters: &'a FlowCounters,
-) -> impl Fn(std::io::Error) -> TcpError + 'a {
+fn stream_error<'a>(sock: &TcpStream, counters: &'a FlowCounters) -> impl Fn(std::io::Error) -> TcpError + 'a {
     let peer = peer_name(sock);
     move |cause| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause }
 }

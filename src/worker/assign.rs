@@ -1,0 +1,126 @@
+//! Which engine (core) carries each lane of a rank's flow ends.
+//!
+//! One engine per core a lane may use; each lane goes, heaviest first, to
+//! the least loaded engine among its own cores (ties: the lowest core).
+//! With no more lanes than cores every lane therefore gets an engine of its
+//! own, so a single flow's peak rate does not move; with more, the lanes
+//! are spread by their expected load. Deterministic: the same lanes and
+//! cores always give the same engines.
+
+/// What a lane is expected to cost its engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Load {
+    /// An unpaced bandwidth lane: as much as it can get, the heaviest.
+    Bandwidth,
+    /// A paced lane: its offered bytes per second.
+    Paced { bytes_per_s: f64 },
+    /// A latency lane: light, but it should not share with heavy ones.
+    Latency,
+}
+
+/// An unpaced lane weighs a fast NIC's line rate (400 Gb/s, in bytes/s):
+/// no paced lane outweighs it.
+const UNPACED: f64 = 400e9 / 8.0;
+/// A latency lane weighs little (1 Mb/s), so it lands on the least loaded
+/// engine, after the heavy lanes have been spread.
+const LATENCY: f64 = 1e6 / 8.0;
+
+impl Load {
+    fn weight(self) -> f64 {
+        match self {
+            Load::Bandwidth => UNPACED,
+            Load::Paced { bytes_per_s } => bytes_per_s.clamp(0.0, UNPACED),
+            Load::Latency => LATENCY,
+        }
+    }
+}
+
+/// One lane to place: its load and the cores it may run on (never empty).
+#[derive(Clone, Debug)]
+pub struct LaneLoad {
+    pub load: Load,
+    pub cores: Vec<usize>,
+}
+
+/// The engines (their cores, ascending) and each lane's engine (an index
+/// into `engines`), in the lanes' order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub engines: Vec<usize>,
+    pub of_lane: Vec<usize>,
+}
+
+/// Places `lanes` on engines, one engine per core used.
+pub fn assign(lanes: &[LaneLoad]) -> Assignment {
+    let mut order: Vec<usize> = (0..lanes.len()).collect();
+    // Heaviest first; equal weights keep the lanes' order.
+    order.sort_by(|&a, &b| lanes[b].load.weight().total_cmp(&lanes[a].load.weight()).then(a.cmp(&b)));
+    let mut load: std::collections::BTreeMap<usize, (f64, usize)> = Default::default();
+    let mut core_of = vec![0; lanes.len()];
+    for k in order {
+        let lane = &lanes[k];
+        let best = lane
+            .cores
+            .iter()
+            .map(|&core| (load.get(&core).copied().unwrap_or((0.0, 0)), core))
+            .min_by(|((wa, na), ca), ((wb, nb), cb)| wa.total_cmp(wb).then(na.cmp(nb)).then(ca.cmp(cb)))
+            .map_or(0, |(_, core)| core);
+        let entry = load.entry(best).or_insert((0.0, 0));
+        *entry = (entry.0 + lane.load.weight(), entry.1 + 1);
+        core_of[k] = best;
+    }
+    let engines: Vec<usize> = load.into_keys().collect();
+    let of_lane = core_of.iter().map(|core| engines.binary_search(core).expect("a used core")).collect();
+    Assignment { engines, of_lane }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lanes(loads: &[Load], cores: &[usize]) -> Vec<LaneLoad> {
+        loads.iter().map(|&load| LaneLoad { load, cores: cores.to_vec() }).collect()
+    }
+
+    #[test]
+    fn no_more_lanes_than_cores_gives_each_lane_its_own_engine() {
+        let a = assign(&lanes(&[Load::Bandwidth, Load::Latency, Load::Paced { bytes_per_s: 1e6 }], &[0, 1, 2, 3]));
+        assert_eq!(a.engines.len(), 3, "{a:?}");
+        let mut used = a.of_lane.clone();
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used.len(), 3, "every lane alone on its engine: {a:?}");
+        let one = assign(&lanes(&[Load::Bandwidth, Load::Bandwidth], &[5, 7]));
+        assert_eq!(one, Assignment { engines: vec![5, 7], of_lane: vec![0, 1] });
+    }
+
+    #[test]
+    fn more_lanes_than_cores_are_balanced_by_weight() {
+        // Two unpaced lanes and four paced ones on two cores: each core
+        // gets one unpaced lane, and the paced ones split evenly.
+        let paced = Load::Paced { bytes_per_s: 1e9 };
+        let loads = [paced, Load::Bandwidth, paced, paced, Load::Bandwidth, paced];
+        let a = assign(&lanes(&loads, &[0, 1]));
+        assert_eq!(a.engines, [0, 1]);
+        assert_ne!(a.of_lane[1], a.of_lane[4], "the unpaced lanes are apart: {a:?}");
+        let on = |e| (0..6).filter(|&k| a.of_lane[k] == e).count();
+        assert_eq!((on(0), on(1)), (3, 3), "{a:?}");
+        // Latency lanes go where the unpaced ones are not.
+        let a = assign(&lanes(&[Load::Bandwidth, Load::Latency, Load::Latency], &[0, 1]));
+        assert_eq!(a.of_lane, [0, 1, 1], "{a:?}");
+        // A thousand equal lanes on four cores: 250 each.
+        let a = assign(&lanes(&[Load::Bandwidth; 1000], &[0, 1, 2, 3]));
+        assert!((0..4).all(|e| a.of_lane.iter().filter(|&&x| x == e).count() == 250), "{a:?}");
+    }
+
+    #[test]
+    fn lanes_stay_on_their_own_cores_and_the_answer_is_deterministic() {
+        let mut l = lanes(&[Load::Bandwidth; 4], &[0, 1]);
+        l.push(LaneLoad { load: Load::Bandwidth, cores: vec![3] });
+        let a = assign(&l);
+        assert_eq!(a.engines, [0, 1, 3]);
+        assert_eq!(a.engines[a.of_lane[4]], 3, "the lane of core 3 only is on core 3");
+        assert!(a.of_lane[..4].iter().all(|&e| a.engines[e] < 2));
+        assert_eq!(assign(&l), a, "the same lanes, the same engines");
+    }
+}

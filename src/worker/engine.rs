@@ -1,0 +1,319 @@
+//! An engine: one data-path thread, pinned to one core, that drives many
+//! lanes (`transport::task::FlowTask`s) of this rank's flow ends from t0
+//! until each is done. Readiness comes from one epoll set (`mio`,
+//! edge-triggered): a lane that saw `WouldBlock` waits for its socket's
+//! next event or its own deadline; one that stopped at its share of a turn
+//! goes to the back of the ready list, so one busy stream cannot starve the
+//! others. An engine whose lanes all measure latency spins on its poll for
+//! a while after each event instead of sleeping in `epoll_wait`, so a round
+//! trip is not lengthened by a wake-up.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll, Token};
+
+use std::sync::Mutex;
+
+use crate::histogram::Histogram;
+use crate::load::placement;
+use crate::metrics::cpu::{ThreadBook, ThreadClass, DATA_THREAD};
+use crate::transport::task::{FlowTask, Turn};
+
+/// Longest sleep in the poll, so a stop is seen promptly.
+const NAP: Duration = Duration::from_millis(10);
+/// How long a latency engine spins after its last event before it sleeps.
+const SPIN: Duration = Duration::from_millis(1);
+
+/// What the lanes of one flow end share with the sampler, whichever
+/// engines (or threads) run them.
+#[derive(Debug, Default)]
+pub struct EndState {
+    /// When the last of its lanes began moving data.
+    started: Mutex<Option<Instant>>,
+    /// The first error one of its lanes met.
+    error: Mutex<Option<String>>,
+    /// Round trips measured in the window by the latency client's end, all
+    /// its streams (TCP) or rails (RDMA) merged.
+    rtts: Mutex<Option<Histogram>>,
+}
+
+impl EndState {
+    /// Records that one more lane began moving data now.
+    pub fn note_start(&self) {
+        let now = Instant::now();
+        let mut latest = self.started.lock().expect("start lock");
+        *latest = Some(latest.map_or(now, |prev| prev.max(now)));
+    }
+
+    /// Keeps `why` as the end's error, unless one came first.
+    pub fn fail(&self, why: String) {
+        self.error.lock().expect("error lock").get_or_insert(why);
+    }
+
+    /// Adds one lane's round trips to its end's.
+    pub fn keep_round_trips(&self, round_trips: Histogram) {
+        match &mut *self.rtts.lock().expect("latency lock") {
+            Some(kept) => kept.merge(&round_trips),
+            empty => *empty = Some(round_trips),
+        }
+    }
+
+    pub fn started(&self) -> Option<Instant> {
+        *self.started.lock().expect("start lock")
+    }
+
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().expect("error lock").clone()
+    }
+
+    pub fn take_round_trips(&self) -> Option<Histogram> {
+        self.rtts.lock().expect("latency lock").take()
+    }
+}
+
+/// Sleeps until `at`, waking early if `stop` is set.
+pub fn sleep_until(at: Instant, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= at {
+            return;
+        }
+        std::thread::park_timeout((at - now).min(NAP));
+    }
+}
+
+/// One lane on an engine: its task and the flow end it counts for.
+pub struct Seat {
+    pub task: Box<dyn FlowTask>,
+    pub end: Arc<EndState>,
+    /// A sender's lane (it does not begin after its window closed).
+    pub sender: bool,
+}
+
+/// One engine: its number on this rank, its core, its lanes.
+pub struct Engine {
+    pub id: usize,
+    pub core: usize,
+    pub seats: Vec<Seat>,
+}
+
+/// A lane while the engine runs it.
+struct Slot {
+    task: Option<Box<dyn FlowTask>>,
+    end: Arc<EndState>,
+    sender: bool,
+    deadline: Option<Instant>,
+    queued: bool,
+}
+
+/// The engine's running state: its lanes, which are ready, which wait for a time.
+struct Lanes {
+    slots: Vec<Slot>,
+    ready: VecDeque<usize>,
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    live: usize,
+}
+
+impl Engine {
+    /// Runs the engine on a thread of its own (`fb-data eN`), booked as
+    /// data path, from `t0`; a sender's lane that would begin at or after
+    /// `close` (its rank got Start late) or after a stop closes at once.
+    pub fn spawn(self, t0: Instant, close: Instant, stop: Arc<AtomicBool>, book: ThreadBook) -> JoinHandle<()> {
+        let name = format!("{DATA_THREAD} e{}", self.id);
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let _booked = book.enter(ThreadClass::Data);
+                self.run(t0, close, &stop);
+            })
+            .expect("spawning an engine thread")
+    }
+
+    fn run(self, t0: Instant, close: Instant, stop: &AtomicBool) {
+        let spin = self.seats.iter().all(|s| s.task.latency());
+        if let Err(e) = placement::pin_current_thread(&[self.core]) {
+            self.seats.iter().for_each(|s| s.end.fail(e.to_string()));
+        }
+        let mut poll = match Poll::new() {
+            Ok(poll) => poll,
+            Err(e) => {
+                let why = format!("engine {} cannot poll: {e}", self.id);
+                return self.seats.iter().for_each(|s| s.end.fail(why.clone()));
+            }
+        };
+        // Allocated before t0: the loop itself allocates nothing but its timers.
+        let mut events = Events::with_capacity(1024);
+        let mut lanes = Lanes::register(self.seats, poll.registry());
+        sleep_until(t0, stop);
+        lanes.begin(stop.load(Ordering::Relaxed) || Instant::now() >= close);
+        let (mut stopped, mut heard) = (false, Instant::now());
+        while lanes.live > 0 {
+            let stop_now = stop.load(Ordering::Relaxed);
+            if stop_now && !stopped {
+                // Every lane hears the stop at once, ready or not.
+                stopped = true;
+                (0..lanes.slots.len()).for_each(|k| lanes.queue(k));
+            }
+            lanes.turn(stop_now);
+            let now = Instant::now();
+            lanes.wake_due(now);
+            let timeout = match lanes.ready.is_empty() {
+                false => Duration::ZERO,
+                true if spin && now - heard < SPIN => Duration::ZERO,
+                true => lanes.next_deadline().map_or(NAP, |at| at.saturating_duration_since(now).min(NAP)),
+            };
+            if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    let why = format!("engine {} cannot poll: {e}", self.id);
+                    return lanes.fail_all(&why);
+                }
+            }
+            for event in &events {
+                heard = Instant::now();
+                lanes.queue(event.token().0);
+            }
+        }
+    }
+}
+
+impl Lanes {
+    /// Registers every lane's socket; a lane that cannot be registered fails alone.
+    fn register(seats: Vec<Seat>, registry: &mio::Registry) -> Lanes {
+        let mut slots = Vec::with_capacity(seats.len());
+        for (k, Seat { mut task, end, sender }) in seats.into_iter().enumerate() {
+            let task = match task.register(registry, Token(k)) {
+                Ok(()) => Some(task),
+                Err(e) => {
+                    end.fail(format!("cannot poll its stream: {e}"));
+                    None
+                }
+            };
+            slots.push(Slot { task, end, sender, deadline: None, queued: false });
+        }
+        let live = slots.iter().filter(|s| s.task.is_some()).count();
+        let ready = VecDeque::with_capacity(slots.len());
+        Lanes { slots, ready, timers: BinaryHeap::new(), live }
+    }
+
+    /// At t0: every lane starts, but a sender's closes when `too_late`.
+    fn begin(&mut self, too_late: bool) {
+        for k in 0..self.slots.len() {
+            let slot = &mut self.slots[k];
+            if slot.task.is_none() {
+                continue;
+            }
+            if too_late && slot.sender {
+                // Closed cleanly (EOF): its receiver may be gone, and it would
+                // only write into a reset connection; reported late, not broken.
+                slot.task = None;
+                self.live -= 1;
+                continue;
+            }
+            slot.end.note_start();
+            self.queue(k);
+        }
+    }
+
+    fn queue(&mut self, k: usize) {
+        if let Some(slot) = self.slots.get_mut(k) {
+            if slot.task.is_some() && !slot.queued {
+                slot.queued = true;
+                self.ready.push_back(k);
+            }
+        }
+    }
+
+    /// One turn of every lane ready when it begins.
+    fn turn(&mut self, stop: bool) {
+        for _ in 0..self.ready.len() {
+            let Some(k) = self.ready.pop_front() else { break };
+            let slot = &mut self.slots[k];
+            slot.queued = false;
+            let Some(task) = slot.task.as_mut() else { continue };
+            match task.progress(stop) {
+                Turn::Again => self.queue(k),
+                Turn::Wait(deadline) => {
+                    slot.deadline = deadline;
+                    if let Some(at) = deadline {
+                        self.timers.push(Reverse((at, k)));
+                    }
+                }
+                Turn::Done(outcome) => {
+                    if let Err(e) = outcome {
+                        slot.end.fail(e.to_string());
+                    }
+                    self.close(k);
+                }
+            }
+        }
+    }
+
+    /// Ends lane `k`, keeping what it measured with its end's.
+    fn close(&mut self, k: usize) {
+        let slot = &mut self.slots[k];
+        if let Some(task) = slot.task.take() {
+            if let Some(round_trips) = task.close() {
+                slot.end.keep_round_trips(round_trips);
+            }
+            self.live -= 1;
+        }
+    }
+
+    /// Queues the lanes whose deadline has come (stale timers are skipped).
+    fn wake_due(&mut self, now: Instant) {
+        while let Some(&Reverse((at, k))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            if self.slots[k].deadline == Some(at) {
+                self.slots[k].deadline = None;
+                self.queue(k);
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((at, _))| *at)
+    }
+
+    fn fail_all(&mut self, why: &str) {
+        for k in 0..self.slots.len() {
+            if self.slots[k].task.is_some() {
+                self.slots[k].end.fail(why.to_string());
+                self.close(k);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lane_keeps_its_round_trips() {
+        let end = EndState::default();
+        for ns in [[1_000, 2_000], [3_000, 4_000], [5_000, 6_000]] {
+            let mut h = Histogram::default();
+            ns.into_iter().for_each(|ns| h.record(ns));
+            end.keep_round_trips(h);
+        }
+        let kept = end.take_round_trips().unwrap();
+        assert_eq!(kept.count(), 6, "the lanes' round trips add up, none replaces another");
+        assert!((kept.summary(1.0).unwrap().max_us - 6.0).abs() < 6e-3);
+    }
+
+    #[test]
+    fn the_first_error_of_an_end_is_kept() {
+        let end = EndState::default();
+        end.fail("stream 0 reset".into());
+        end.fail("stream 1 reset".into());
+        assert_eq!(end.error().as_deref(), Some("stream 0 reset"));
+    }
+}
