@@ -293,27 +293,5 @@ impl Lanes {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_lane_keeps_its_round_trips() {
-        let end = EndState::default();
-        for ns in [[1_000, 2_000], [3_000, 4_000], [5_000, 6_000]] {
-            let mut h = Histogram::default();
-            ns.into_iter().for_each(|ns| h.record(ns));
-            end.keep_round_trips(h);
-        }
-        let kept = end.take_round_trips().unwrap();
-        assert_eq!(kept.count(), 6, "the lanes' round trips add up, none replaces another");
-        assert!((kept.summary(1.0).unwrap().max_us - 6.0).abs() < 6e-3);
-    }
-
-    #[test]
-    fn the_first_error_of_an_end_is_kept() {
-        let end = EndState::default();
-        end.fail("stream 0 reset".into());
-        end.fail("stream 1 reset".into());
-        assert_eq!(end.error().as_deref(), Some("stream 0 reset"));
-    }
-}
+#[path = "engine_tests.rs"]
+mod tests;
