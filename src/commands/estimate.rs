@@ -3,10 +3,10 @@
 //! rank that needs more sockets than this host may open, and more
 //! data-path threads on this machine than its cores can start together.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::plan::{GroupPlan, Plan};
+use crate::plan::Plan;
 use crate::result::degraded::SKEW_FRACTION;
 
 /// A run longer than this is announced with its length.
@@ -62,13 +62,19 @@ pub fn overload(plan: &Plan, local: &[bool], cores: usize, duration: Duration) -
         .phases
         .iter()
         .map(|p| {
-            let (mut threads, mut ranks) = (0, BTreeSet::new());
+            // Each local rank's TCP streams and RDMA threads.
+            let mut ranks: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
             for f in &p.flows {
                 for end in [f.src, f.dst].into_iter().filter(|&r| local.get(r) == Some(&true)) {
-                    threads += data_threads(&p.groups[f.group]);
-                    ranks.insert(end);
+                    let (streams, rails) = ranks.entry(end).or_default();
+                    match &p.groups[f.group].rdma {
+                        Some(rdma) => *rails += rdma.rails().iter().map(|r| u64::from(r.threads.max(1))).sum::<u64>(),
+                        None => *streams += u64::from(p.groups[f.group].streams),
+                    }
                 }
             }
+            // A rank's TCP streams run on at most one engine per core.
+            let threads = ranks.values().map(|&(streams, rails)| streams.min(cores) + rails).sum::<u64>();
             (p, threads, ranks.len())
         })
         .max_by_key(|&(_, threads, _)| threads)?;
@@ -87,14 +93,6 @@ pub fn overload(plan: &Plan, local: &[bool], cores: usize, duration: Duration) -
         humantime::format_duration(duration),
         humantime::format_duration(Duration::from_secs(turn.div_f64(SKEW_FRACTION).as_secs_f64().ceil() as u64)),
     ))
-}
-
-/// The threads one end of a flow of `group` runs its traffic on.
-fn data_threads(group: &GroupPlan) -> u64 {
-    match &group.rdma {
-        Some(rdma) => rdma.rails().iter().map(|r| u64::from(r.threads.max(1))).sum(),
-        None => u64::from(group.streams),
-    }
 }
 
 #[cfg(test)]
@@ -130,27 +128,30 @@ mod tests {
 
     #[test]
     fn too_many_local_threads_for_the_cores_are_announced_with_what_to_change() {
+        // TCP streams share a rank's engines: 32 ranks of 62 streams are 2 threads each.
         let p = plan(32, "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n");
-        let said = overload(&p, &[true; 32], 2, Duration::from_secs(2)).expect("992 flows on 2 cores");
+        assert_eq!(overload(&p, &[true; 32], 2, Duration::from_secs(2)), None, "64 engines fit 2 cores");
+        let p = plan(600, "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n");
+        let said = overload(&p, &[true; 600], 2, Duration::from_secs(2)).expect("601 engines on 2 cores");
         assert_eq!(
             said,
-            "this machine would run 1984 data-path threads in phase 0 `s` (32 local rank(s), 992 flow(s)) on 2 core(s): each waits about 744ms for a core, more than the 200ms (10 % of the 2s window) the flows may start apart, so the phase will be degraded; run at most 532 threads here (fewer ranks, flows or streams on this machine) or a window of at least 8s"
+            "this machine would run 601 data-path threads in phase 0 `s` (600 local rank(s), 599 flow(s)) on 2 core(s): each waits about 225ms for a core, more than the 200ms (10 % of the 2s window) the flows may start apart, so the phase will be degraded; run at most 532 threads here (fewer ranks, flows or streams on this machine) or a window of at least 3s"
         );
-        let p = plan(16, "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n");
-        assert_eq!(overload(&p, &[true; 16], 2, Duration::from_secs(2)), None, "480 threads fit 2 cores");
     }
 
     #[test]
     fn the_thread_limit_is_cores_times_the_skew_tolerance_in_slices() {
-        // 3 s: 300 ms of tolerated skew is 400 slices of 750 µs for one core.
-        let fan_in =
-            |streams: u32| plan(3, &format!("[[group]]\nname = \"g\"\npattern = \"fan-in\"\nstreams = {streams}\n"));
+        // 3 s: 300 ms of tolerated skew is 400 slices of 750 µs for one core;
+        // a sender of one stream runs one engine; the receiver one a core.
+        let fan_in = |ranks: usize| plan(ranks, "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n");
         let window = Duration::from_secs(3);
-        assert_eq!(overload(&fan_in(100), &[true; 3], 1, window), None, "2 flows x 2 ends x 100 = 400");
-        let said = overload(&fan_in(101), &[true; 3], 1, window).expect("404 > 400");
-        assert!(said.contains("would run 404 data-path threads") && said.contains("at most 400 threads"), "{said}");
-        assert_eq!(overload(&fan_in(101), &[true; 3], 2, window), None, "two cores take 800");
+        assert_eq!(overload(&fan_in(400), &[true; 400], 1, window), None, "400 ranks, one engine each");
+        let said = overload(&fan_in(401), &[true; 401], 1, window).expect("401 > 400");
+        assert!(said.contains("would run 401 data-path threads") && said.contains("at most 400 threads"), "{said}");
+        assert_eq!(overload(&fan_in(401), &[true; 401], 2, window), None, "two cores take 800");
         // Only the ends on this machine count: the remote receiver's are its own host's.
-        assert_eq!(overload(&fan_in(101), &[false, true, true], 1, window), None, "202 sender threads");
+        let mut local = vec![true; 401];
+        local[0] = false;
+        assert_eq!(overload(&fan_in(401), &local, 1, window), None, "400 sender engines");
     }
 }
