@@ -87,6 +87,14 @@ pub struct EngineSeat {
     pub lanes: u32,
 }
 
+/// Where a TCP flow's ends ran (run.json's `flows[].engines`): each end's
+/// engines, from its rank's report (empty: that end did not report).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowEngines {
+    pub sender: Vec<EngineSeat>,
+    pub receiver: Vec<EngineSeat>,
+}
+
 /// One lane of a flow end: a TCP stream (in stream order) or an RDMA rail.
 /// Two readings, not a series: a flow of 1024 streams over 100 000
 /// boundaries must still fit a report.

@@ -9,13 +9,11 @@
 use std::collections::HashMap;
 
 use crate::histogram::Histogram;
-use crate::metrics::{stats, FlowSamples, RankReport};
+use crate::metrics::{stats, FlowEngines, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::degraded::{self, AskedWindow, Degradation, Observed, ObservedFlow};
 use crate::result::intervals::{Moved, PhaseIntervals};
-use crate::result::{
-    Datagrams, FlowEngines, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult,
-};
+use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::rdma::Connection;
 use crate::scenario::{Mode, Op, Transport};
 use crate::transport::Side;

@@ -34,7 +34,7 @@ use crate::load::stress::StressReport;
 use crate::metrics::cpu::CpuUsage;
 use crate::metrics::links::LinkEvent;
 use crate::metrics::netdev::NetdevDelta;
-use crate::metrics::{EngineSeat, GroupPlacement};
+use crate::metrics::{FlowEngines, GroupPlacement};
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Scenario, Transport};
 use crate::transport::rdma::{CounterDelta, InventoryDevice};
@@ -299,14 +299,6 @@ pub struct FlowResult {
     /// end's streams. Absent for RDMA, and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engines: Option<FlowEngines>,
-}
-
-/// Where a TCP flow's ends ran: each end's engines with their cores and
-/// how many of its streams each carried (empty: that end did not report).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlowEngines {
-    pub sender: Vec<EngineSeat>,
-    pub receiver: Vec<EngineSeat>,
 }
 
 /// UD's losses over the window, in messages.

@@ -1,7 +1,9 @@
 //! Which engine (core) carries each lane of a rank's flow ends.
 //!
 //! One engine per core a lane may use; each lane goes, heaviest first, to
-//! the least loaded engine among its own cores (ties: the lowest core).
+//! the least loaded engine among its own cores (ties: the first of its
+//! cores counting from the rank's turn, `rank` modulo their number, so the
+//! ranks of one host do not all begin on its first core).
 //! With no more lanes than cores every lane therefore gets an engine of its
 //! own, so a single flow's peak rate does not move; with more, the lanes
 //! are spread by their expected load. Deterministic: the same lanes and
@@ -50,8 +52,8 @@ pub struct Assignment {
     pub of_lane: Vec<usize>,
 }
 
-/// Places `lanes` on engines, one engine per core used.
-pub fn assign(lanes: &[LaneLoad]) -> Assignment {
+/// Places the lanes of rank `rank` on engines, one engine per core used.
+pub fn assign(lanes: &[LaneLoad], rank: usize) -> Assignment {
     let mut order: Vec<usize> = (0..lanes.len()).collect();
     // Heaviest first; equal weights keep the lanes' order.
     order.sort_by(|&a, &b| lanes[b].load.weight().total_cmp(&lanes[a].load.weight()).then(a.cmp(&b)));
@@ -59,12 +61,15 @@ pub fn assign(lanes: &[LaneLoad]) -> Assignment {
     let mut core_of = vec![0; lanes.len()];
     for k in order {
         let lane = &lanes[k];
+        let n = lane.cores.len().max(1);
+        let turn = |k: usize| (k + n - rank % n) % n;
         let best = lane
             .cores
             .iter()
-            .map(|&core| (load.get(&core).copied().unwrap_or((0.0, 0)), core))
-            .min_by(|((wa, na), ca), ((wb, nb), cb)| wa.total_cmp(wb).then(na.cmp(nb)).then(ca.cmp(cb)))
-            .map_or(0, |(_, core)| core);
+            .enumerate()
+            .map(|(k, &core)| (load.get(&core).copied().unwrap_or((0.0, 0)), turn(k), core))
+            .min_by(|((wa, na), ta, _), ((wb, nb), tb, _)| wa.total_cmp(wb).then(na.cmp(nb)).then(ta.cmp(tb)))
+            .map_or(0, |(_, _, core)| core);
         let entry = load.entry(best).or_insert((0.0, 0));
         *entry = (entry.0 + lane.load.weight(), entry.1 + 1);
         core_of[k] = best;
@@ -84,13 +89,13 @@ mod tests {
 
     #[test]
     fn no_more_lanes_than_cores_gives_each_lane_its_own_engine() {
-        let a = assign(&lanes(&[Load::Bandwidth, Load::Latency, Load::Paced { bytes_per_s: 1e6 }], &[0, 1, 2, 3]));
+        let a = assign(&lanes(&[Load::Bandwidth, Load::Latency, Load::Paced { bytes_per_s: 1e6 }], &[0, 1, 2, 3]), 0);
         assert_eq!(a.engines.len(), 3, "{a:?}");
         let mut used = a.of_lane.clone();
         used.sort_unstable();
         used.dedup();
         assert_eq!(used.len(), 3, "every lane alone on its engine: {a:?}");
-        let one = assign(&lanes(&[Load::Bandwidth, Load::Bandwidth], &[5, 7]));
+        let one = assign(&lanes(&[Load::Bandwidth, Load::Bandwidth], &[5, 7]), 0);
         assert_eq!(one, Assignment { engines: vec![5, 7], of_lane: vec![0, 1] });
     }
 
@@ -100,27 +105,36 @@ mod tests {
         // gets one unpaced lane, and the paced ones split evenly.
         let paced = Load::Paced { bytes_per_s: 1e9 };
         let loads = [paced, Load::Bandwidth, paced, paced, Load::Bandwidth, paced];
-        let a = assign(&lanes(&loads, &[0, 1]));
+        let a = assign(&lanes(&loads, &[0, 1]), 0);
         assert_eq!(a.engines, [0, 1]);
         assert_ne!(a.of_lane[1], a.of_lane[4], "the unpaced lanes are apart: {a:?}");
         let on = |e| (0..6).filter(|&k| a.of_lane[k] == e).count();
         assert_eq!((on(0), on(1)), (3, 3), "{a:?}");
         // Latency lanes go where the unpaced ones are not.
-        let a = assign(&lanes(&[Load::Bandwidth, Load::Latency, Load::Latency], &[0, 1]));
+        let a = assign(&lanes(&[Load::Bandwidth, Load::Latency, Load::Latency], &[0, 1]), 0);
         assert_eq!(a.of_lane, [0, 1, 1], "{a:?}");
         // A thousand equal lanes on four cores: 250 each.
-        let a = assign(&lanes(&[Load::Bandwidth; 1000], &[0, 1, 2, 3]));
+        let a = assign(&lanes(&[Load::Bandwidth; 1000], &[0, 1, 2, 3]), 0);
         assert!((0..4).all(|e| a.of_lane.iter().filter(|&&x| x == e).count() == 250), "{a:?}");
+    }
+
+    #[test]
+    fn the_ranks_of_one_host_begin_on_different_cores() {
+        let one = lanes(&[Load::Bandwidth], &[0, 1, 2]);
+        let cores: Vec<usize> = (0..4).map(|rank| assign(&one, rank).engines[0]).collect();
+        assert_eq!(cores, [0, 1, 2, 0], "rank r's single lane goes to core r mod 3");
+        let two = assign(&lanes(&[Load::Bandwidth; 2], &[0, 1, 2]), 2);
+        assert_eq!(two, Assignment { engines: vec![0, 2], of_lane: vec![1, 0] }, "rank 2: core 2, then core 0");
     }
 
     #[test]
     fn lanes_stay_on_their_own_cores_and_the_answer_is_deterministic() {
         let mut l = lanes(&[Load::Bandwidth; 4], &[0, 1]);
         l.push(LaneLoad { load: Load::Bandwidth, cores: vec![3] });
-        let a = assign(&l);
+        let a = assign(&l, 0);
         assert_eq!(a.engines, [0, 1, 3]);
         assert_eq!(a.engines[a.of_lane[4]], 3, "the lane of core 3 only is on core 3");
         assert!(a.of_lane[..4].iter().all(|&e| a.engines[e] < 2));
-        assert_eq!(assign(&l), a, "the same lanes, the same engines");
+        assert_eq!(assign(&l, 0), a, "the same lanes, the same engines");
     }
 }

@@ -54,7 +54,7 @@ fn seat(sock: TcpStream, role: Role, sender: bool) -> (OneEnd, Seat) {
 fn engines(seats: Vec<Seat>) -> Vec<Engine> {
     let cores: Vec<usize> = crate::load::placement::allowed_cores().into_iter().take(2).collect();
     let loads: Vec<LaneLoad> = seats.iter().map(|_| LaneLoad { load: Load::Bandwidth, cores: cores.clone() }).collect();
-    let a = assign(&loads);
+    let a = assign(&loads, 0);
     let mut engines: Vec<Engine> =
         a.engines.iter().enumerate().map(|(id, &core)| Engine { id, core, seats: Vec::new() }).collect();
     for (seat, &e) in seats.into_iter().zip(&a.of_lane) {

@@ -275,7 +275,7 @@ impl Connected {
                 }
             }
         }
-        for engine in engines(lanes, &mut ends) {
+        for engine in engines(lanes, &mut ends, rank) {
             threads.push(engine.spawn(t0, close, stop.clone(), book.clone()));
         }
         let stop_for_sampler = stop.clone();
@@ -325,10 +325,10 @@ impl Cores<'_> {
 
 /// The engines that run `lanes` (each with its end's index and cores), and
 /// which engine and core carried each end's streams, told to the end.
-fn engines(lanes: Vec<(usize, Vec<usize>, TcpLane)>, ends: &mut [FlowEnd]) -> Vec<Engine> {
+fn engines(lanes: Vec<(usize, Vec<usize>, TcpLane)>, ends: &mut [FlowEnd], rank: usize) -> Vec<Engine> {
     let loads: Vec<LaneLoad> =
         lanes.iter().map(|(_, cores, lane)| LaneLoad { load: lane.load, cores: cores.clone() }).collect();
-    let assignment = assign(&loads);
+    let assignment = assign(&loads, rank);
     let mut engines: Vec<Engine> =
         assignment.engines.iter().enumerate().map(|(id, &core)| Engine { id, core, seats: Vec::new() }).collect();
     for ((end, _, TcpLane { seat, .. }), &e) in lanes.into_iter().zip(&assignment.of_lane) {

@@ -16,17 +16,18 @@ mod tasks;
 
 pub use accept::{Accepted, Listener, Stranger};
 pub use preamble::{FlowAuth, FlowProof, Refusal};
-pub use tasks::{task, Role};
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::histogram::Recorder;
-use crate::transport::pace::Pacer;
+use crate::transport::pace::{Pacer, ProbePlan};
+use crate::transport::task::FlowTask;
 use crate::transport::FlowCounters;
 
 /// How long one blocking socket call may take before the loop looks at the stop flag.
@@ -91,6 +92,40 @@ pub fn connect_marked(
             Ok(sock)
         })
         .collect()
+}
+
+/// What a TCP lane does, and what it needs for it.
+pub enum Role {
+    /// Writes messages back to back, or paced at `Some(msgs/s)`.
+    Send { per_s: Option<f64> },
+    /// Reads until its sender closes, counting whole `message_size` units;
+    /// drains after a stop at or after `close`.
+    Receive { message_size: u64, close: Instant },
+    /// Latency client: ping-pong, or open-loop probes on a plan.
+    Ping { rtts: Recorder, probes: Option<ProbePlan> },
+    /// Latency server: echoes every message; drains as a receiver does.
+    Echo { close: Instant },
+}
+
+/// Makes the lane task of a connected stream (its preamble already
+/// written or checked), with `buf` as its message buffer.
+pub fn task(
+    sock: TcpStream,
+    buf: Vec<u8>,
+    counters: Arc<FlowCounters>,
+    role: Role,
+) -> Result<Box<dyn FlowTask>, TcpError> {
+    let nodelay = matches!(role, Role::Ping { .. } | Role::Echo { .. });
+    let stream = tasks::Stream::new(sock, counters, nodelay)?;
+    Ok(match role {
+        Role::Send { per_s } => Box::new(tasks::Sender::new(stream, buf, per_s)),
+        Role::Receive { message_size, close } => {
+            Box::new(tasks::Receiver::new(stream, buf, message_size, Drain::new(close)))
+        }
+        Role::Ping { rtts, probes: None } => Box::new(latency::Ping::new(stream, buf, rtts)),
+        Role::Ping { rtts, probes: Some(plan) } => Box::new(latency::Probe::new(stream, buf, rtts, plan)),
+        Role::Echo { close } => Box::new(latency::Echo::new(stream, buf, Drain::new(close))),
+    })
 }
 
 /// Sends `buf` repeatedly until `stop`, counting bytes and whole messages;

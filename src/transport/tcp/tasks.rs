@@ -12,26 +12,12 @@ use std::time::Instant;
 use mio::{Interest, Registry, Token};
 
 use super::{Drain, TcpError};
-use crate::histogram::Recorder;
-use crate::transport::pace::{Pacer, ProbePlan};
+use crate::transport::pace::Pacer;
 use crate::transport::task::{FlowTask, Turn};
 use crate::transport::FlowCounters;
 
 /// Socket calls one task makes in one turn at most.
 pub(super) const CALLS_PER_TURN: usize = 16;
-
-/// What a TCP lane does, and what it needs for it.
-pub enum Role {
-    /// Writes messages back to back, or paced at `Some(msgs/s)`.
-    Send { per_s: Option<f64> },
-    /// Reads until its sender closes, counting whole `message_size` units;
-    /// drains after a stop at or after `close`.
-    Receive { message_size: u64, close: Instant },
-    /// Latency client: ping-pong, or open-loop probes on a plan.
-    Ping { rtts: Recorder, probes: Option<ProbePlan> },
-    /// Latency server: echoes every message; drains as a receiver does.
-    Echo { close: Instant },
-}
 
 /// A connected stream with its counters: what every task holds.
 pub(super) struct Stream {
@@ -41,6 +27,17 @@ pub(super) struct Stream {
 }
 
 impl Stream {
+    /// Makes `sock` nonblocking (and, for latency, sends without delay).
+    pub fn new(sock: TcpStream, counters: Arc<FlowCounters>, nodelay: bool) -> Result<Stream, TcpError> {
+        let peer = sock.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+        let fail = |cause| TcpError::Stream { peer: peer.clone(), bytes: 0, cause };
+        sock.set_nonblocking(true).map_err(fail)?;
+        if nodelay {
+            sock.set_nodelay(true).map_err(fail)?;
+        }
+        Ok(Stream { sock: mio::net::TcpStream::from_std(sock), counters, peer })
+    }
+
     pub fn error(&self, cause: std::io::Error) -> TcpError {
         TcpError::Stream { peer: self.peer.clone(), bytes: self.counters.read().0, cause }
     }
@@ -76,32 +73,6 @@ pub(super) fn moved(result: std::io::Result<usize>) -> Moved {
     }
 }
 
-/// Makes the lane task of a connected stream (its preamble already
-/// written or checked), with `buf` as its message buffer.
-pub fn task(
-    sock: TcpStream,
-    buf: Vec<u8>,
-    counters: Arc<FlowCounters>,
-    role: Role,
-) -> Result<Box<dyn FlowTask>, TcpError> {
-    let peer = sock.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let fail = |cause| TcpError::Stream { peer: peer.clone(), bytes: 0, cause };
-    sock.set_nonblocking(true).map_err(fail)?;
-    if matches!(role, Role::Ping { .. } | Role::Echo { .. }) {
-        sock.set_nodelay(true).map_err(fail)?;
-    }
-    let stream = Stream { sock: mio::net::TcpStream::from_std(sock), counters, peer };
-    Ok(match role {
-        Role::Send { per_s } => Box::new(Sender { stream, buf, offset: 0, per_s, pacer: None }),
-        Role::Receive { message_size, close } => {
-            Box::new(Receiver { stream, buf, message_size, partial: 0, drain: Drain::new(close) })
-        }
-        Role::Ping { rtts, probes: None } => Box::new(super::latency::Ping::new(stream, buf, rtts)),
-        Role::Ping { rtts, probes: Some(plan) } => Box::new(super::latency::Probe::new(stream, buf, rtts, plan)),
-        Role::Echo { close } => Box::new(super::latency::Echo::new(stream, buf, Drain::new(close))),
-    })
-}
-
 impl Drain {
     /// What a receiving task wants after its turn's reads: `heard`, they
     /// brought bytes; `blocked`, the last one would have blocked.
@@ -116,12 +87,18 @@ impl Drain {
 
 /// Bandwidth sender: `buf` again and again; with a pace, each message
 /// waits for its token (the pacer starts at the first turn, t0).
-struct Sender {
+pub(super) struct Sender {
     stream: Stream,
     buf: Vec<u8>,
     offset: usize,
     per_s: Option<f64>,
     pacer: Option<Pacer>,
+}
+
+impl Sender {
+    pub fn new(stream: Stream, buf: Vec<u8>, per_s: Option<f64>) -> Sender {
+        Sender { stream, buf, offset: 0, per_s, pacer: None }
+    }
 }
 
 impl FlowTask for Sender {
@@ -172,12 +149,18 @@ impl FlowTask for Sender {
 
 /// Bandwidth receiver: reads until its sender closes; messages are whole
 /// `message_size` units received.
-struct Receiver {
+pub(super) struct Receiver {
     stream: Stream,
     buf: Vec<u8>,
     message_size: u64,
     partial: u64,
     drain: Drain,
+}
+
+impl Receiver {
+    pub fn new(stream: Stream, buf: Vec<u8>, message_size: u64, drain: Drain) -> Receiver {
+        Receiver { stream, buf, message_size, partial: 0, drain }
+    }
 }
 
 impl FlowTask for Receiver {
