@@ -248,7 +248,8 @@ impl Connected {
             Some(Ok((_, b))) => &b.placed.cores,
             _ => &[],
         };
-        let cores = Cores { host: placement::allowed_cores(), busy, device_node };
+        let near = placement::near_node(device_node.and_then(|n| i32::try_from(n).ok()));
+        let cores = Cores { host: placement::allowed_cores(), busy, near };
         let mut ends = Vec::new();
         let mut threads = Vec::new();
         let mut lanes = Vec::new();
@@ -297,7 +298,8 @@ struct Cores<'a> {
     host: Vec<usize>,
     /// The stress burners' cores, left to them where there are others.
     busy: &'a [usize],
-    device_node: Option<usize>,
+    /// The cores near the NIC, where the host has a choice of nodes.
+    near: Vec<usize>,
 }
 
 impl Cores<'_> {
@@ -305,13 +307,10 @@ impl Cores<'_> {
     /// cores near the NIC where the placement is `auto` and the host has a
     /// choice, else all the host's; less the burners' where that leaves any.
     fn for_end(&self, end: &FlowEnd) -> Vec<usize> {
-        let near = || match end.role.group.placement.numa {
-            Numa::Auto => placement::near_node(self.device_node.and_then(|n| i32::try_from(n).ok())),
+        let asked = match (&end.placed, end.role.group.placement.numa) {
+            (Ok(Placed { cores, .. }), _) if !cores.is_empty() => cores.clone(),
+            (_, Numa::Auto) => self.near.clone(),
             _ => Vec::new(),
-        };
-        let asked = match &end.placed {
-            Ok(Placed { cores, .. }) if !cores.is_empty() => cores.clone(),
-            _ => near(),
         };
         let asked = if asked.is_empty() { self.host.clone() } else { asked };
         let free: Vec<usize> = asked.iter().copied().filter(|c| !self.busy.contains(c)).collect();
