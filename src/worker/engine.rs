@@ -26,6 +26,8 @@ use crate::transport::task::{FlowTask, Turn};
 
 /// Longest sleep in the poll, so a stop is seen promptly.
 const NAP: Duration = Duration::from_millis(10);
+/// The poll's own resolution: `epoll_wait` takes whole milliseconds.
+const EPOLL_TICK: Duration = Duration::from_millis(1);
 /// How long a latency engine spins after its last event before it sleeps.
 const SPIN: Duration = Duration::from_millis(1);
 
@@ -166,6 +168,15 @@ impl Engine {
                 false => Duration::ZERO,
                 true if spin && now - heard < SPIN => Duration::ZERO,
                 true => lanes.next_deadline().map_or(NAP, |at| at.saturating_duration_since(now).min(NAP)),
+            };
+            // epoll_wait counts whole milliseconds: a shorter wait (a paced
+            // lane's next token) is slept exactly, then the poll only looks.
+            let timeout = match timeout < EPOLL_TICK {
+                true => {
+                    std::thread::sleep(timeout);
+                    Duration::ZERO
+                }
+                false => timeout,
             };
             if let Err(e) = poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
