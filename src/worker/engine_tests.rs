@@ -164,7 +164,8 @@ fn a_ping_pong_on_engines_records_every_round_trip() {
     threads.into_iter().for_each(|t| t.join().unwrap());
     let (pings, echoes) = (client.counters.read().1, server.counters.read().1);
     assert!(pings > 100, "{pings} round trips in 300 ms");
-    assert_eq!(pings, echoes, "every round trip counted at both ends");
+    // The stop may come after the last echo left and before it arrived.
+    assert!((pings..=pings + 1).contains(&echoes), "{pings} round trips, {echoes} echoes");
     let kept = client.state.take_round_trips().expect("the client keeps its round trips");
     assert!(kept.count() > 0 && kept.count() <= pings, "{} of {pings}", kept.count());
     assert_eq!(client.state.error().or(server.state.error()), None);
