@@ -9,6 +9,7 @@ mod aggregate;
 mod build;
 mod checks;
 pub mod congestion;
+mod datagrams;
 pub mod degraded;
 pub mod flaps;
 pub mod gate;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use aggregate::aggregate_phase;
 pub use build::Build;
 pub use checks::{Acceptance, CheckOutcome, Checked, Direction, Retest, Suspect, SuspectKind, UplinkOutcome, Verdict};
+pub use datagrams::Datagrams;
 pub use matrix::pair_matrix;
 pub use metric::Metric;
 
@@ -299,24 +301,6 @@ pub struct FlowResult {
     /// end's streams. Absent for RDMA, and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engines: Option<FlowEngines>,
-}
-
-/// UD's losses over the window, in messages.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Datagrams {
-    /// Sends the sender completed in the window.
-    pub sent: u64,
-    /// Receives the receiver consumed in the window.
-    pub received: u64,
-    /// max(0, sent − received) / sent (0 with nothing sent).
-    pub lost_ratio: f64,
-}
-
-impl Datagrams {
-    pub fn new(sent: u64, received: u64) -> Datagrams {
-        let lost = sent.saturating_sub(received);
-        Datagrams { sent, received, lost_ratio: if sent == 0 { 0.0 } else { lost as f64 / sent as f64 } }
-    }
 }
 
 /// Offered load against what was delivered in the window.

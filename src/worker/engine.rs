@@ -6,7 +6,8 @@
 //! goes to the back of the ready list, so one busy stream cannot starve the
 //! others. An engine whose lanes all measure latency spins on its poll for
 //! a while after each event instead of sleeping in `epoll_wait`, so a round
-//! trip is not lengthened by a wake-up.
+//! trip is not lengthened by a wake-up; it yields its core between empty
+//! polls, so the threads that wait for that core still run.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -187,6 +188,11 @@ impl Engine {
             for event in &events {
                 heard = Instant::now();
                 lanes.queue(event.token().0);
+            }
+            if spin && events.is_empty() && lanes.ready.is_empty() {
+                // Spinning, but a thread waiting for this core (the sampler, the
+                // control plane, the peer's engine on a small host) goes first.
+                std::thread::yield_now();
             }
         }
     }
