@@ -5,9 +5,10 @@
 //! next event or its own deadline; one that stopped at its share of a turn
 //! goes to the back of the ready list, so one busy stream cannot starve the
 //! others. An engine whose lanes all measure latency spins on its poll for
-//! a while after each event instead of sleeping in `epoll_wait`, so a round
-//! trip is not lengthened by a wake-up; it yields its core between empty
-//! polls, so the threads that wait for that core still run.
+//! a short while after each event instead of sleeping in `epoll_wait`, so
+//! a quick round trip is not lengthened by a wake-up; a slower one sleeps
+//! as a blocking client would, leaving the core to the sampler and the
+//! control plane (and waking with a sleeper's priority on a busy core).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -29,8 +30,10 @@ use crate::transport::task::{FlowTask, Turn};
 const NAP: Duration = Duration::from_millis(10);
 /// The poll's own resolution: `epoll_wait` takes whole milliseconds.
 const EPOLL_TICK: Duration = Duration::from_millis(1);
-/// How long a latency engine spins after its last event before it sleeps.
-const SPIN: Duration = Duration::from_millis(1);
+/// How long a latency engine spins after its last event before it sleeps:
+/// a loopback or RDMA-class round trip, not longer, so a spinning engine
+/// does not hold its core from the sampler or a busy host's other threads.
+const SPIN: Duration = Duration::from_micros(50);
 
 /// What the lanes of one flow end share with the sampler, whichever
 /// engines (or threads) run them.
@@ -188,11 +191,6 @@ impl Engine {
             for event in &events {
                 heard = Instant::now();
                 lanes.queue(event.token().0);
-            }
-            if spin && events.is_empty() && lanes.ready.is_empty() {
-                // Spinning, but a thread waiting for this core (the sampler, the
-                // control plane, the peer's engine on a small host) goes first.
-                std::thread::yield_now();
             }
         }
     }
