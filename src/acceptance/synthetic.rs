@@ -57,6 +57,7 @@ pub(crate) fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64)
             offered: None,
             datagrams: None,
             engines: None,
+            gpu_memory: None,
         })
         .collect();
     PhaseResult {

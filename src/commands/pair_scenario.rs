@@ -85,6 +85,8 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         bidirectional: args.bidirectional,
         allow_self: false,
         rdma,
+        memory: None,
+        gpu: None,
         dscp: None,
         cores: None,
         numa: Numa::default(), // as a scenario that does not say

@@ -59,6 +59,7 @@ mod tests {
             error: None,
             rtts: None,
             refused: 0,
+            gpu_memory: Vec::new(),
             lanes: (0..lanes).map(|k| LaneSamples { device: None, opened: k, closed: k * 1_000_003 }).collect(),
             engines: Vec::new(),
         };

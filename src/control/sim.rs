@@ -229,6 +229,7 @@ pub fn samples(flow: u32, side: Side) -> FlowSamples {
         refused: 0,
         lanes: Vec::new(),
         engines: Vec::new(),
+        gpu_memory: Vec::new(),
     }
 }
 

@@ -71,6 +71,20 @@ impl NicAffinity {
 }
 
 impl GpuFacts {
+    /// `gpu = "auto"` for a flow on `nic` (`None`: the host's first RDMA
+    /// NIC, the one a flow naming no device would open first): the nearest
+    /// GPU's index and why it; `None` when the host tells no affinity.
+    pub fn nearest_to(&self, nic: Option<&str>) -> Option<(usize, String)> {
+        let row = match nic {
+            Some(name) => self.nics.iter().find(|row| row.nic == name)?,
+            None => self.nics.first()?,
+        };
+        let index = row.nearest_gpu()?;
+        let gpu = self.gpus.get(index)?;
+        let link = row.links[index];
+        Some((index, format!("auto: nearest {} ({link}, {}): GPU {index} at {}", row.nic, link.meaning(), gpu.bus_id)))
+    }
+
     /// The GPUs under the sysfs root `sys` (models from `root`'s
     /// /proc/driver/nvidia), given the host's kernel release; `None` on a
     /// host without an NVIDIA GPU.

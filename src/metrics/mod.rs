@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::histogram::Histogram;
 use crate::load::stress::StressReport;
 use crate::plan::FlowId;
-use crate::transport::rdma::CounterDelta;
+use crate::transport::rdma::{CounterDelta, GpuMemoryUse};
 use crate::transport::Side;
 
 /// What one rank measured in one phase, sent to the coordinator at its end.
@@ -76,6 +76,8 @@ pub struct FlowSamples {
     /// The engines (data-path threads) that ran its TCP streams, each with
     /// its core; empty where the end's lanes have threads of their own (RDMA).
     pub engines: Vec<EngineSeat>,
+    /// An RDMA end in GPU memory: what each rail registered, and how.
+    pub gpu_memory: Vec<GpuMemoryUse>,
 }
 
 /// An engine of a rank that carried lanes of one flow end: its number on

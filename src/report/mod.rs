@@ -9,6 +9,7 @@ mod datagrams;
 mod fit;
 mod flaps;
 mod gate;
+mod gpu_memory;
 mod html;
 pub mod journal;
 mod junit;

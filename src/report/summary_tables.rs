@@ -3,7 +3,7 @@
 
 use crate::load::placement;
 use crate::report::table::{failed_then_lower, shown, slower_flow, Table, ROWS_SHOWN};
-use crate::report::{datagrams, flaps, labels, lanes, offered, rdma_counters, refused};
+use crate::report::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused};
 use crate::result::{
     Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
 };
@@ -113,7 +113,11 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     ];
     tables.extend(flaps::tables(run, p));
     let degraded = p.degraded.iter().map(|d| format!("DEGRADED: {d}"));
-    PhaseSummary { headline, warnings: degraded.chain(refused::warning(p)).chain(datagrams::line(p)).collect(), tables }
+    PhaseSummary {
+        headline,
+        warnings: degraded.chain(refused::warning(p)).chain(datagrams::line(p)).chain(gpu_memory::line(p)).collect(),
+        tables,
+    }
 }
 
 fn flows(p: &PhaseResult) -> Table {

@@ -12,6 +12,7 @@ use crate::histogram::Histogram;
 use crate::metrics::{stats, FlowEngines, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::degraded::{self, AskedWindow, Degradation, Observed, ObservedFlow};
+use crate::result::gpu_memory::FlowGpuMemory;
 use crate::result::intervals::{Moved, PhaseIntervals};
 use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::rdma::Connection;
@@ -164,6 +165,7 @@ fn flow_result(
             _ => None,
         },
         engines: engines(tx, rx),
+        gpu_memory: FlowGpuMemory::of_ends(tx.map(|(_, s, _)| s), rx.map(|(_, s, _)| s)),
     };
     result.offered = offered(group, &[(result.gbps, result.msgs_per_s)]);
     result

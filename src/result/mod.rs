@@ -13,6 +13,7 @@ mod datagrams;
 pub mod degraded;
 pub mod flaps;
 pub mod gate;
+pub mod gpu_memory;
 pub mod intervals;
 pub mod leaf_pairs;
 mod matrix;
@@ -301,6 +302,11 @@ pub struct FlowResult {
     /// end's streams. Absent for RDMA, and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engines: Option<FlowEngines>,
+    /// An RDMA flow with GPU memory at either end: what each end's rails
+    /// registered and how (dma-buf or peer memory), and why. Absent when
+    /// both ends use host memory, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory: Option<gpu_memory::FlowGpuMemory>,
 }
 
 /// Offered load against what was delivered in the window.

@@ -9,6 +9,7 @@ pub mod congestion;
 pub mod gate;
 pub mod limits;
 mod locate;
+pub mod memory;
 mod op;
 pub mod placement;
 mod ranks;
@@ -190,6 +191,14 @@ pub struct GroupSpec {
     /// cq_moderation, inline_size, poll_batch, completion, device, gid_index, threads…
     #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "rdma::write_table")]
     pub rdma: Option<RdmaParams>,
+    /// RDMA groups: where each end's buffers live, `"host"` (default),
+    /// `"cuda"`, `"cuda-managed"`, `"cuda-host"`, or `{ sender, receiver }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<memory::MemorySides>,
+    /// RDMA groups with GPU memory: `"auto"` (the GPU nearest the NIC), an
+    /// index or a PCI bus id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<memory::GpuChoice>,
     /// TCP groups: the DSCP (0-63) both ends mark the flows' packets with
     /// (IP_TOS / IPV6_TCLASS = dscp << 2). RDMA groups set rdma.traffic_class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -349,6 +358,8 @@ impl GroupSpec {
             op: self.effective_op(),
             mode: self.mode,
             message_size: self.effective_message_size().bytes(),
+            memory: self.memory.unwrap_or_default(),
+            gpu: self.gpu.clone().unwrap_or_default(),
             ..self.rdma.clone().unwrap_or_default()
         })
     }

@@ -5,6 +5,7 @@
 use serde::ser::Error as _;
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::memory::{GpuChoice, GpuRegistration, MemorySides};
 use super::op::{self, Mode, Op};
 
 /// A knob, or a combination of knobs, that no RDMA flow can run with.
@@ -17,7 +18,7 @@ pub struct InvalidParam {
 
 /// What a group decides for its flows (`[group] op = …`), never its
 /// `[group.rdma]` table.
-pub const GROUP_KEYS: [&str; 3] = ["op", "mode", "message_size"];
+pub const GROUP_KEYS: [&str; 5] = ["op", "mode", "message_size", "memory", "gpu"];
 
 /// Writes a group's `[group.rdma]` table as it may be read back: its knobs,
 /// without the group's op, mode and size (the request's, which the table
@@ -171,6 +172,12 @@ pub struct RdmaParams {
     pub traffic_class: u32,
     /// InfiniBand service level, 0..=15 (perftest `-S/--sl`).
     pub service_level: u32,
+    /// Each end's buffer memory (the group's `memory`).
+    pub memory: MemorySides,
+    /// Which GPU GPU memory is on (the group's `gpu`).
+    pub gpu: GpuChoice,
+    /// How GPU memory is registered with the NIC: dma-buf or peer memory.
+    pub gpu_registration: GpuRegistration,
 }
 
 impl Default for RdmaParams {
@@ -200,6 +207,9 @@ impl Default for RdmaParams {
             connect: ConnectMethod::Verbs,
             traffic_class: 0,
             service_level: 0,
+            memory: MemorySides::default(),
+            gpu: GpuChoice::Auto,
+            gpu_registration: GpuRegistration::Auto,
         }
     }
 }
@@ -305,6 +315,7 @@ impl RdmaParams {
             return bad("devices", format!("{:?} is listed twice", twice.1));
         }
         self.validate_path()?;
+        self.validate_memory()?;
         if self.connection == Connection::Ud {
             if self.connect == ConnectMethod::RdmaCm {
                 return bad(
@@ -337,6 +348,35 @@ impl RdmaParams {
                     format!("latency mode supports write, send, read, fetch_add and cmp_swap, not {}", self.op.name()),
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// GPU memory: bandwidth flows of write, read and send only, since
+    /// latency ping-pong and atomics read the buffer from the CPU.
+    fn validate_memory(&self) -> Result<(), InvalidParam> {
+        if !self.memory.any_gpu() {
+            return Ok(());
+        }
+        let bad = |reason: String| Err(InvalidParam { field: "memory", reason });
+        if self.mode == Mode::Latency {
+            return bad("GPU memory carries bandwidth flows only: latency mode polls the buffer from the CPU; \
+                        use memory = \"host\" for latency"
+                .into());
+        }
+        if self.op.is_atomic() {
+            return bad(format!(
+                "GPU memory carries write, read and send: {} results are read from the buffer by the CPU",
+                self.op.name()
+            ));
+        }
+        if self.sends_inline() {
+            return bad(format!(
+                "inline sends are copied from the buffer by the CPU: with GPU memory keep the message ({} B) above \
+                 inline_size ({})",
+                self.effective_message_size(),
+                self.effective_inline_size()
+            ));
         }
         Ok(())
     }

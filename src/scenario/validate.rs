@@ -297,6 +297,14 @@ fn check_transport(g: &GroupSpec) -> Result<(), BadKey> {
             if g.rdma.is_some() {
                 return Err(BadKey::new("rdma", "RDMA knobs need transport = \"rdma\"".into()));
             }
+            if let Some(key) = g.memory.filter(|m| m.any_gpu()).map(|_| "memory").or(g.gpu.as_ref().map(|_| "gpu")) {
+                return Err(BadKey::new(
+                    key,
+                    "GPU memory is registered with an RDMA NIC: it needs transport = \"rdma\" (TCP streams send \
+                     from host memory)"
+                        .into(),
+                ));
+            }
             let max = u32::from(limits::MAX_DSCP);
             if let Some(dscp) = g.dscp.filter(|&d| d > max) {
                 return Err(BadKey::new(

@@ -8,6 +8,7 @@
 mod agent;
 mod assign;
 mod engine;
+mod gpu;
 pub mod mpi;
 mod phase;
 pub mod relay;

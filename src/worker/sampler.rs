@@ -182,6 +182,7 @@ impl Sampler {
                 error: end.state.error(),
                 rtts: end.state.take_round_trips(),
                 refused: end.refused,
+                gpu_memory: end.gpu_memory.clone(),
                 lanes: match end.lanes.len() {
                     1 => Vec::new(),
                     _ => end

@@ -56,6 +56,8 @@ pub struct FlowEnd {
     pub refused: u64,
     /// The engines that run its TCP streams.
     pub engines: Vec<EngineSeat>,
+    /// RDMA rails in GPU memory: what each registered, and how.
+    pub gpu_memory: Vec<rdma::GpuMemoryUse>,
 }
 
 /// One TCP lane of an end, ready for an engine, and what it will cost it.
@@ -67,7 +69,15 @@ pub struct TcpLane {
 impl FlowEnd {
     pub fn new(role: FlowRole, device_node: Option<usize>) -> FlowEnd {
         let placed = placement::resolve(&role.group.placement, device_node);
-        FlowEnd { role, lanes: Vec::new(), state: Arc::default(), placed, refused: 0, engines: Vec::new() }
+        FlowEnd {
+            role,
+            lanes: Vec::new(),
+            state: Arc::default(),
+            placed,
+            refused: 0,
+            engines: Vec::new(),
+            gpu_memory: Vec::new(),
+        }
     }
 
     /// The end's totals (bytes, messages) and each lane's bytes into
@@ -162,6 +172,7 @@ impl FlowEnd {
         let cores = rail.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
         self.placed = widen(std::mem::replace(&mut self.placed, Ok(Placed::default())), rail);
         let counters = self.add_lane(Some(device));
+        self.gpu_memory.extend(flow.gpu_memory().cloned());
         let state = self.state.clone();
         let flow = flow.with_latency_window(window.0, window.1);
         self.data_thread(move || {

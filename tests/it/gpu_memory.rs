@@ -10,7 +10,7 @@ use std::process::Command;
 use fabricbench::transport::memory::{CudaMemory, CudaMemoryType, HostMemory, MemoryError, MemoryProvider};
 
 /// The double built with `defines` (once per set, shared by the tests).
-fn double(name: &str, defines: &[&str]) -> PathBuf {
+pub(crate) fn double(name: &str, defines: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda-double");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("libcuda-{name}.so"));

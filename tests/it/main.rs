@@ -19,6 +19,7 @@ mod fuzz_seeds;
 mod gate;
 mod gpu_facts;
 mod gpu_memory;
+mod gpu_rdma;
 mod hardware_check;
 mod host_facts;
 mod load_scenarios;

@@ -81,6 +81,8 @@ pub(crate) struct FlowResources {
     pub poisson_seed: Option<u64>,
     /// `connect = "rdma_cm"`: the flow's CM ids (set by `with_rdma_cm`).
     pub cm: Option<super::cm::Cm>,
+    /// GPU memory: what was registered and how (`None`: host memory).
+    pub gpu: Option<super::gpu::GpuMemoryUse>,
     // Last: the device context outlives every object created on it.
     pub dev: OpenDevice,
 }
@@ -93,6 +95,13 @@ pub struct PreparedFlow {
 /// A flow whose QPs are in RTS, ready to run.
 pub struct ConnectedFlow {
     pub(crate) res: FlowResources,
+}
+
+impl ConnectedFlow {
+    /// GPU memory: what this end registered and how (`None`: host memory).
+    pub fn gpu_memory(&self) -> Option<&super::gpu::GpuMemoryUse> {
+        self.res.gpu.as_ref()
+    }
 }
 
 pub(super) fn guard<T>(
@@ -184,6 +193,20 @@ impl PreparedFlow {
         }
     }
 
+    /// GPU memory: what this end registered and how (`None`: host memory).
+    pub fn gpu_memory(&self) -> Option<&super::gpu::GpuMemoryUse> {
+        self.res.gpu.as_ref()
+    }
+
+    /// Why its GPU was chosen, when the caller chose it (`gpu = "auto"`
+    /// resolved from the host's NIC–GPU affinity).
+    pub fn with_gpu_reason(mut self, why: Option<String>) -> Self {
+        if let (Some(gpu), Some(why)) = (self.res.gpu.as_mut(), why) {
+            gpu.chosen = why;
+        }
+        self
+    }
+
     /// NUMA node of the flow's device (for pinning its thread), when known.
     pub fn numa_node(&self) -> Option<i32> {
         super::probe::numa_node(&self.res.dev.name)
@@ -231,7 +254,11 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     let qps = params.qps as usize;
     let access =
         AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
-    let arena = Arc::new(Arena::new(&pd, slot * qps, access).map_err(|e| setup("ibv_reg_mr".into(), &e))?);
+    let (arena, gpu) = match super::gpu::memory_of(params, side).is_gpu() {
+        true => super::gpu::arena(&pd, params, side, slot * qps, access, &dev.name).map(|(a, g)| (a, Some(g)))?,
+        false => (Arena::new(&pd, slot * qps, access).map_err(|e| setup("ibv_reg_mr".into(), &e))?, None),
+    };
+    let arena = Arc::new(arena);
 
     let batched = match params.poll_strategy {
         PollStrategy::Auto if dev.batch_poll_broken => false,
@@ -338,6 +365,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
             pace: None,
             poisson_seed: None,
             cm: None,
+            gpu,
             dev,
         },
     })

@@ -40,6 +40,11 @@ pub enum RdmaError {
         source: io::Error,
     },
 
+    /// GPU memory could not be set up or registered; `reason` says what
+    /// would fix it (the driver, the GPU, nvidia_peermem or dma-buf).
+    #[error("{flow}: GPU memory for the {side} on device {device}: {reason}")]
+    GpuMemory { flow: String, side: &'static str, device: String, reason: String },
+
     /// A QP state transition failed; `attr` names the transition and the attributes set.
     #[error("{flow}: QP {qp} (qpn {qpn:#x}) {transition} failed ({attrs}): {reason}")]
     Connect { flow: String, qp: usize, qpn: u32, transition: &'static str, attrs: String, reason: TransitionFailure },

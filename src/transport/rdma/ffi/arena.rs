@@ -1,9 +1,13 @@
 //! Registered memory for the NIC: page-aligned, zero-initialised, freed only
 //! after deregistration, touched by the CPU only through volatile accesses
-//! (the NIC may be reading or writing it at any time).
+//! (the NIC may be reading or writing it at any time). Or a memory
+//! provider's buffer (a GPU's), registered through its dma-buf or its
+//! address (peer memory), freed through the provider; the CPU never
+//! touches that one.
 
 use std::alloc::{self, Layout};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
@@ -11,12 +15,32 @@ use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::AccessFlags;
 
+use crate::scenario::memory::GpuRegistration;
+use crate::transport::memory::{Buffer, MemoryProvider};
+
 /// Registered, page-aligned, zero-initialised memory.
 pub(crate) struct Arena {
     /// Deregistered in `Drop` before the memory is freed.
     mr: Option<Arc<MemoryRegion>>,
     ptr: NonNull<u8>,
     layout: Layout,
+    /// A provider's buffer instead of `ptr` (which is then dangling and
+    /// never read): freed through its provider after deregistration.
+    provided: Option<Provided>,
+}
+
+struct Provided {
+    provider: Box<dyn MemoryProvider>,
+    buffer: Option<Buffer>,
+    /// The dma-buf the MR was made from, closed after deregistration.
+    _dma_buf: Option<OwnedFd>,
+}
+
+/// How a provider's buffer was registered, and why that way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Registered {
+    pub how: GpuRegistration,
+    pub why: String,
 }
 
 // SAFETY: the arena exclusively owns its allocation; the CPU touches it only
@@ -38,7 +62,7 @@ impl Arena {
         // until `Drop`, which deregisters the MR before freeing it.
         let mr = unsafe { pd.reg_mr(ptr.as_ptr() as usize, layout.size(), access) };
         match mr {
-            Ok(mr) => Ok(Arena { mr: Some(mr), ptr, layout }),
+            Ok(mr) => Ok(Arena { mr: Some(mr), ptr, layout, provided: None }),
             Err(e) => {
                 // SAFETY: allocated above with this layout, never registered.
                 unsafe { alloc::dealloc(ptr.as_ptr(), layout) };
@@ -48,11 +72,96 @@ impl Arena {
         }
     }
 
+    /// `len` bytes of `provider`'s memory, registered as `how` says:
+    /// dma-buf first under `Auto`, then peer memory. The error says what
+    /// each way needs; the buffer is freed when registration fails.
+    pub(crate) fn provided(
+        pd: &Arc<ProtectionDomain>,
+        provider: Box<dyn MemoryProvider>,
+        len: usize,
+        how: GpuRegistration,
+        access: AccessFlags,
+    ) -> Result<(Arena, Registered), String> {
+        let len = len.max(64).next_multiple_of(4096);
+        let what = provider.describe();
+        let buffer = provider.allocate(len).map_err(|e| format!("allocating {len} bytes of {what}: {e}"))?;
+        let addr = buffer.address();
+        let mut dma_buf_failed = String::new();
+        if how != GpuRegistration::Peermem {
+            let tried = provider.dma_buf(&buffer).map_err(|e| e.to_string()).and_then(|dma| {
+                // SAFETY: the fd is the buffer's dma-buf, covering `offset..offset + len`;
+                // the buffer stays allocated until `Drop`, which deregisters first.
+                let mr = unsafe { pd.reg_dmabuf_mr(dma.offset, len, addr, dma.fd.as_raw_fd(), access) };
+                mr.map(|mr| (mr, dma.fd)).map_err(|e| format!("ibv_reg_dmabuf_mr({len} bytes): {}", e.0))
+            });
+            match tried {
+                Ok((mr, fd)) => {
+                    let why = "the driver exported the buffer as dma-buf".to_string();
+                    return Ok((
+                        Arena::holding(mr, provider, buffer, Some(fd)),
+                        Registered { how: GpuRegistration::Dmabuf, why },
+                    ));
+                }
+                Err(why) if how == GpuRegistration::Dmabuf => {
+                    drop(provider.free(buffer));
+                    return Err(format!(
+                        "gpu_registration = \"dmabuf\" on {what}: {why}; dma-buf needs Linux ≥ 5.12 and an NVIDIA \
+                         driver ≥ 515 with the open kernel modules, or use gpu_registration = \"peermem\" with \
+                         nvidia_peermem loaded"
+                    ));
+                }
+                Err(why) => dma_buf_failed = why,
+            }
+        }
+        // SAFETY: `addr..addr + len` is the buffer's, allocated until `Drop`,
+        // which deregisters before freeing it.
+        match unsafe { pd.reg_mr(addr as usize, len, access) } {
+            Ok(mr) => {
+                let why = match how {
+                    GpuRegistration::Peermem => "asked for (gpu_registration = \"peermem\")".to_string(),
+                    _ => format!("no dma-buf ({dma_buf_failed}); the buffer's address registered as peer memory"),
+                };
+                Ok((Arena::holding(mr, provider, buffer, None), Registered { how: GpuRegistration::Peermem, why }))
+            }
+            Err(e) => {
+                drop(provider.free(buffer));
+                let dma = match dma_buf_failed.is_empty() {
+                    true => String::new(),
+                    false => format!(" (dma-buf was tried: {dma_buf_failed})"),
+                };
+                Err(format!(
+                    "ibv_reg_mr on {what} at {addr:#x} ({len} bytes): {}: load nvidia_peermem (modprobe \
+                     nvidia_peermem) so verbs can register GPU memory, or register through dma-buf, which needs \
+                     Linux ≥ 5.12 and an NVIDIA driver ≥ 515 with the open kernel modules{dma}",
+                    e.0
+                ))
+            }
+        }
+    }
+
+    fn holding(
+        mr: Arc<MemoryRegion>,
+        provider: Box<dyn MemoryProvider>,
+        buffer: Buffer,
+        dma_buf: Option<OwnedFd>,
+    ) -> Arena {
+        let layout = Layout::from_size_align(buffer.len(), 4096).expect("a page-aligned length");
+        Arena {
+            mr: Some(mr),
+            ptr: NonNull::dangling(),
+            layout,
+            provided: Some(Provided { provider, buffer: Some(buffer), _dma_buf: dma_buf }),
+        }
+    }
+
     fn mr(&self) -> &MemoryRegion {
         self.mr.as_deref().expect("MR present until drop")
     }
     pub(crate) fn addr(&self) -> u64 {
-        self.ptr.as_ptr() as u64
+        match &self.provided {
+            Some(p) => p.buffer.as_ref().map_or(0, Buffer::address),
+            None => self.ptr.as_ptr() as u64,
+        }
     }
     pub(crate) fn len(&self) -> usize {
         self.layout.size()
@@ -69,19 +178,26 @@ impl Arena {
         assert!(off.checked_add(len).is_some_and(|end| end <= self.len()), "arena access {off}+{len} out of bounds");
     }
 
+    /// Panics on a provider's buffer: scenario validation keeps the flows
+    /// whose CPU reads or writes the buffer (latency, atomics) on host memory.
+    fn cpu_check(&self, off: usize, len: usize) {
+        assert!(self.provided.is_none(), "the CPU does not touch GPU memory");
+        self.check(off, len);
+    }
+
     pub(crate) fn read_u8(&self, off: usize) -> u8 {
-        self.check(off, 1);
+        self.cpu_check(off, 1);
         // SAFETY: in bounds (checked); volatile because the NIC writes it.
         unsafe { ptr::read_volatile(self.ptr.as_ptr().add(off)) }
     }
     pub(crate) fn write_u8(&self, off: usize, v: u8) {
-        self.check(off, 1);
+        self.cpu_check(off, 1);
         // SAFETY: in bounds (checked); volatile because the NIC reads it.
         unsafe { ptr::write_volatile(self.ptr.as_ptr().add(off), v) }
     }
     /// Reads an 8-byte word (atomics targets/results); `off` must be 8-aligned.
     pub(crate) fn read_u64(&self, off: usize) -> u64 {
-        self.check(off, 8);
+        self.cpu_check(off, 8);
         assert!(off.is_multiple_of(8), "unaligned u64 at {off}");
         // SAFETY: in bounds and aligned (base is page-aligned); volatile (DMA).
         unsafe { ptr::read_volatile(self.ptr.as_ptr().add(off).cast::<u64>()) }
@@ -92,6 +208,12 @@ impl Drop for Arena {
     fn drop(&mut self) {
         // Deregister first: the NIC must not touch the memory once it is freed.
         drop(self.mr.take());
+        if let Some(mut p) = self.provided.take() {
+            if let Some(Err(e)) = p.buffer.take().map(|b| p.provider.free(b)) {
+                eprintln!("fabricbench: freeing {}: {e}", p.provider.describe());
+            }
+            return;
+        }
         // SAFETY: allocated in `new` with `self.layout`; the MR is gone and no
         // QP can reference the arena any more (QPs hold an `Arc<Arena>`).
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };

@@ -1,0 +1,285 @@
+//! Where an RDMA group's buffers live (`memory`), which GPU (`gpu`) and how
+//! the NIC is given GPU memory (`[group.rdma] gpu_registration`). The
+//! scenario forms (a string or a table, an index or a bus id) are read only
+//! from human-readable formats; on the postcard wire each is a plain tagged
+//! value, since postcard cannot tell a string from a number by looking.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The memory one end of a flow sends from or receives into.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Memory {
+    /// Page-aligned host memory (the default).
+    #[default]
+    Host,
+    /// GPU device memory (cuMemAlloc).
+    Cuda,
+    /// CUDA managed memory (cuMemAllocManaged).
+    CudaManaged,
+    /// Pinned host memory the GPU maps (cuMemHostAlloc).
+    CudaHost,
+}
+
+impl Memory {
+    pub fn name(self) -> &'static str {
+        match self {
+            Memory::Host => "host",
+            Memory::Cuda => "cuda",
+            Memory::CudaManaged => "cuda-managed",
+            Memory::CudaHost => "cuda-host",
+        }
+    }
+
+    pub fn is_gpu(self) -> bool {
+        self != Memory::Host
+    }
+}
+
+/// Each end's memory: `memory = "cuda"` (both) or
+/// `memory = { sender = "cuda", receiver = "host" }`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MemorySides {
+    pub sender: Memory,
+    pub receiver: Memory,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SidesTable {
+    sender: Memory,
+    receiver: Memory,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SidesForm {
+    Both(Memory),
+    Table(SidesTable),
+}
+
+impl MemorySides {
+    pub fn any_gpu(&self) -> bool {
+        self.sender.is_gpu() || self.receiver.is_gpu()
+    }
+}
+
+impl Serialize for MemorySides {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() && self.sender == self.receiver {
+            return self.sender.serialize(s);
+        }
+        SidesTable { sender: self.sender, receiver: self.receiver }.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemorySides {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let table = match d.is_human_readable() {
+            true => match SidesForm::deserialize(d).map_err(|_| {
+                serde::de::Error::custom(
+                    "expected \"host\", \"cuda\", \"cuda-managed\" or \"cuda-host\", or a table \
+                     { sender = \"cuda\", receiver = \"host\" }",
+                )
+            })? {
+                SidesForm::Both(m) => SidesTable { sender: m, receiver: m },
+                SidesForm::Table(t) => t,
+            },
+            false => SidesTable::deserialize(d)?,
+        };
+        Ok(MemorySides { sender: table.sender, receiver: table.receiver })
+    }
+}
+
+/// Which GPU a rank's GPU memory is on.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum GpuChoice {
+    /// The GPU nearest the rank's NIC (PCIe), from the host's facts; GPU 0
+    /// with a warning when the host tells no affinity.
+    #[default]
+    Auto,
+    /// By CUDA's number (PCI bus order).
+    Index(usize),
+    /// By PCI address, e.g. "0000:1b:00.0".
+    BusId(String),
+}
+
+/// The wire form, and the human-readable one's pieces.
+#[derive(Serialize, Deserialize)]
+enum GpuWire {
+    Auto,
+    Index(usize),
+    BusId(String),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum GpuForm {
+    Index(usize),
+    Text(String),
+}
+
+impl GpuChoice {
+    /// "auto", "3" or the bus id, for messages and the summary.
+    pub fn describe(&self) -> String {
+        match self {
+            GpuChoice::Auto => "auto".into(),
+            GpuChoice::Index(i) => i.to_string(),
+            GpuChoice::BusId(b) => b.clone(),
+        }
+    }
+}
+
+impl Serialize for GpuChoice {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (s.is_human_readable(), self) {
+            (true, GpuChoice::Index(i)) => s.serialize_u64(*i as u64),
+            (true, other) => s.serialize_str(&other.describe()),
+            (false, GpuChoice::Auto) => GpuWire::Auto.serialize(s),
+            (false, GpuChoice::Index(i)) => GpuWire::Index(*i).serialize(s),
+            (false, GpuChoice::BusId(b)) => GpuWire::BusId(b.clone()).serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuChoice {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if !d.is_human_readable() {
+            return Ok(match GpuWire::deserialize(d)? {
+                GpuWire::Auto => GpuChoice::Auto,
+                GpuWire::Index(i) => GpuChoice::Index(i),
+                GpuWire::BusId(b) => GpuChoice::BusId(b),
+            });
+        }
+        let wrong = || {
+            serde::de::Error::custom(
+                "expected \"auto\", a GPU index (0, 1, …) or a PCI bus id such as \"0000:1b:00.0\"",
+            )
+        };
+        match GpuForm::deserialize(d).map_err(|_: D::Error| wrong())? {
+            GpuForm::Index(i) => Ok(GpuChoice::Index(i)),
+            GpuForm::Text(t) if t == "auto" => Ok(GpuChoice::Auto),
+            GpuForm::Text(t) if is_bus_id(&t) => Ok(GpuChoice::BusId(t.to_ascii_lowercase())),
+            GpuForm::Text(_) => Err(wrong()),
+        }
+    }
+}
+
+/// "dddd:bb:dd.f" in hex, as sysfs and nvidia-smi write PCI addresses.
+fn is_bus_id(text: &str) -> bool {
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let mut parts = text.split([':', '.']);
+    let mut next = |n| parts.next().is_some_and(|p| hex(p, n));
+    next(4) && next(2) && next(2) && next(1) && parts.next().is_none()
+}
+
+/// How GPU memory is registered with the NIC.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuRegistration {
+    /// dma-buf when the driver exports the buffer, else peer memory.
+    #[default]
+    Auto,
+    /// `ibv_reg_dmabuf_mr` on the buffer's dma-buf (kernel ≥ 5.12, NVIDIA
+    /// driver ≥ 515 with the open kernel modules); no fallback.
+    Dmabuf,
+    /// `ibv_reg_mr` on the device address (needs nvidia_peermem loaded).
+    Peermem,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::parse;
+    use crate::scenario::tests::{err, FAN_IN};
+
+    /// FAN_IN with `lines` added to its group.
+    fn group(lines: &str) -> String {
+        FAN_IN.replace("senders = \"1-3\"", &format!("senders = \"1-3\"\n{lines}"))
+    }
+
+    #[test]
+    fn gpu_memory_on_a_tcp_group_is_refused_naming_file_group_and_key() {
+        assert_eq!(
+            err(&group("memory = \"cuda\"")),
+            "s.toml:14: group \"incast\": field `memory`: GPU memory is registered with an RDMA NIC: it needs \
+             transport = \"rdma\" (TCP streams send from host memory)"
+        );
+        let e = err(&group("gpu = 1"));
+        assert!(e.starts_with("s.toml:14: group \"incast\": field `gpu`: GPU memory is registered"), "{e}");
+        parse(&group("memory = \"host\""), std::path::Path::new("s.toml")).expect("host memory is TCP's own");
+    }
+
+    #[test]
+    fn an_rdma_group_carries_memory_gpu_and_registration_to_its_flows() {
+        let text = group(
+            "transport = \"rdma\"\nmemory = { sender = \"cuda\", receiver = \"host\" }\ngpu = \"0000:1B:00.0\"\n\
+             [group.rdma]\ngpu_registration = \"peermem\"",
+        );
+        let (s, _) = parse(&text, std::path::Path::new("s.toml")).expect("parses");
+        let p = s.groups[0].rdma_params().expect("an RDMA group");
+        assert_eq!(p.memory, MemorySides { sender: Memory::Cuda, receiver: Memory::Host });
+        assert_eq!(p.gpu, GpuChoice::BusId("0000:1b:00.0".into()));
+        assert_eq!(p.gpu_registration, GpuRegistration::Peermem);
+    }
+
+    #[test]
+    fn gpu_memory_is_for_bandwidth_flows_the_cpu_does_not_touch() {
+        let rdma = |lines: &str| group(&format!("transport = \"rdma\"\nmemory = \"cuda\"\n{lines}"));
+        let e = err(&rdma("mode = \"latency\""));
+        assert!(
+            e.ends_with(
+                "field `rdma`: invalid RDMA parameter memory: GPU memory carries bandwidth flows only: \
+                         latency mode polls the buffer from the CPU; use memory = \"host\" for latency"
+            ),
+            "{e}"
+        );
+        let e = err(&rdma("op = \"fetch_add\"").replace("message_size = \"64K\"\n", ""));
+        assert!(e.contains("invalid RDMA parameter memory: GPU memory carries write, read and send"), "{e}");
+        let e = err(&(rdma("") + "[group.rdma]\ninline_size = 65536\n"));
+        assert!(e.contains("inline sends are copied from the buffer by the CPU"), "{e}");
+        let e = err(&(group("transport = \"rdma\"") + "[group.rdma]\nmemory = \"cuda\"\n"));
+        assert!(e.contains("`memory` is the group's, not a knob of its rdma table"), "{e}");
+        for op in ["write", "read", "send"] {
+            let (s, _) = parse(&rdma(&format!("op = \"{op}\"")), std::path::Path::new("s.toml")).expect("valid");
+            assert!(!s.groups[0].effective_op().is_atomic());
+        }
+    }
+
+    #[derive(Deserialize, Serialize, Debug, PartialEq)]
+    struct Keys {
+        memory: MemorySides,
+        gpu: GpuChoice,
+    }
+
+    #[test]
+    fn scenario_forms_read_and_write_back() {
+        let k: Keys = toml::from_str("memory = \"cuda\"\ngpu = 3").unwrap();
+        assert_eq!(k.memory, MemorySides { sender: Memory::Cuda, receiver: Memory::Cuda });
+        assert_eq!(k.gpu, GpuChoice::Index(3));
+        let k: Keys =
+            toml::from_str("memory = { sender = \"cuda-host\", receiver = \"host\" }\ngpu = \"0000:1B:00.0\"").unwrap();
+        assert_eq!(k.memory, MemorySides { sender: Memory::CudaHost, receiver: Memory::Host });
+        assert_eq!(k.gpu, GpuChoice::BusId("0000:1b:00.0".into()));
+        assert_eq!(toml::from_str::<Keys>(&toml::to_string(&k).unwrap()).unwrap(), k);
+        let k: Keys = toml::from_str("memory = \"host\"\ngpu = \"auto\"").unwrap();
+        assert_eq!((k.memory, k.gpu), (MemorySides::default(), GpuChoice::Auto));
+    }
+
+    #[test]
+    fn wrong_forms_say_what_is_valid() {
+        let e = toml::from_str::<Keys>("memory = \"rocm\"\ngpu = 0").unwrap_err().to_string();
+        assert!(e.contains("expected \"host\", \"cuda\", \"cuda-managed\" or \"cuda-host\""), "{e}");
+        let e = toml::from_str::<Keys>("memory = \"cuda\"\ngpu = \"first\"").unwrap_err().to_string();
+        assert!(e.contains("expected \"auto\", a GPU index (0, 1, …) or a PCI bus id"), "{e}");
+    }
+
+    #[test]
+    fn postcard_carries_every_form() {
+        for gpu in [GpuChoice::Auto, GpuChoice::Index(7), GpuChoice::BusId("0000:1b:00.0".into())] {
+            let k = Keys { memory: MemorySides { sender: Memory::Cuda, receiver: Memory::CudaManaged }, gpu };
+            let bytes = postcard::to_allocvec(&k).unwrap();
+            assert_eq!(postcard::from_bytes::<Keys>(&bytes).unwrap(), k);
+        }
+    }
+}

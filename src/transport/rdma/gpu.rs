@@ -1,0 +1,110 @@
+//! A flow end's buffer in GPU memory: which GPU, which provider, and how
+//! the NIC was given it (dma-buf or peer memory), kept for the record.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use sideway::ibverbs::AccessFlags;
+
+use super::error::RdmaError;
+use super::ffi::Arena;
+use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
+use crate::scenario::rdma::RdmaParams;
+use crate::transport::memory::{self, CudaMemory, CudaMemoryType, MemoryError, MemoryKind};
+use crate::transport::Side;
+
+/// What one end of a flow registered, and why that way.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GpuMemoryUse {
+    pub memory: Memory,
+    /// CUDA's number of the GPU.
+    pub gpu: usize,
+    /// Why that GPU: as asked (`gpu = 1`, a bus id), or `auto`'s choice.
+    pub chosen: String,
+    /// The provider, e.g. "CUDA GPU 0 (NVIDIA H100, 0000:1B:00.0, Device memory)".
+    pub provider: String,
+    /// `dmabuf` or `peermem`.
+    pub registration: GpuRegistration,
+    /// Why that registration (and, under `auto`, why not dma-buf).
+    pub why: String,
+}
+
+/// The memory this side of the flow asks for.
+pub(super) fn memory_of(params: &RdmaParams, side: Side) -> Memory {
+    match side {
+        Side::Sender => params.memory.sender,
+        Side::Receiver => params.memory.receiver,
+    }
+}
+
+/// `len` bytes of `memory` on the GPU `params.gpu` names, registered on `pd`.
+pub(super) fn arena(
+    pd: &Arc<ProtectionDomain>,
+    params: &RdmaParams,
+    side: Side,
+    len: usize,
+    access: AccessFlags,
+    device: &str,
+) -> Result<(Arena, GpuMemoryUse), RdmaError> {
+    let memory = memory_of(params, side);
+    let fail = |reason: String| RdmaError::GpuMemory {
+        flow: "flow".into(),
+        side: side_name(side),
+        device: device.into(),
+        reason,
+    };
+    let placement = match memory {
+        Memory::Cuda | Memory::Host => CudaMemoryType::Device,
+        Memory::CudaManaged => CudaMemoryType::Managed,
+        Memory::CudaHost => CudaMemoryType::HostPinned,
+    };
+    let (gpu, chosen) = gpu_index(&params.gpu, placement).map_err(fail)?;
+    let provider = memory::open(MemoryKind::Cuda { gpu, placement }).map_err(|e| fail(e.to_string()))?;
+    let name = provider.describe();
+    let (arena, registered) = Arena::provided(pd, provider, len, params.gpu_registration, access).map_err(fail)?;
+    Ok((arena, GpuMemoryUse { memory, gpu, chosen, provider: name, registration: registered.how, why: registered.why }))
+}
+
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Sender => "sender",
+        Side::Receiver => "receiver",
+    }
+}
+
+/// The GPU's number. `auto` reaching the transport means the rank's host
+/// told no NIC–GPU affinity (the worker resolves it where it can): GPU 0,
+/// with a warning. A bus id is looked up among the GPUs CUDA counts.
+fn gpu_index(choice: &GpuChoice, placement: CudaMemoryType) -> Result<(usize, String), String> {
+    match choice {
+        GpuChoice::Index(i) => Ok((*i, format!("gpu = {i}"))),
+        GpuChoice::Auto => {
+            let why = "auto: no NIC–GPU affinity known on this host, so GPU 0";
+            eprintln!("fabricbench: warning: gpu = {why}");
+            Ok((0, why.into()))
+        }
+        GpuChoice::BusId(bus) => {
+            let mut seen = Vec::new();
+            for i in 0.. {
+                match CudaMemory::open(i, placement) {
+                    Ok(gpu) if gpu.bus_id().eq_ignore_ascii_case(bus) => return Ok((i, format!("gpu = \"{bus}\""))),
+                    Ok(gpu) => seen.push(gpu.bus_id().to_ascii_lowercase()),
+                    Err(MemoryError::NoSuchGpu { .. }) => break,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Err(format!(
+                "GPU {bus} is not on this host (CUDA sees {}); give one of those or an index",
+                seen_list(&seen)
+            ))
+        }
+    }
+}
+
+fn seen_list(seen: &[String]) -> String {
+    match seen.is_empty() {
+        true => "no GPU".into(),
+        false => seen.join(", "),
+    }
+}

@@ -1,0 +1,77 @@
+//! An RDMA write flow whose buffers are GPU memory, through the real CLI on
+//! real verbs (Soft-RoCE in the project's VM: `scripts/test-rdma`), the
+//! CUDA driver being the test double (tests/doubles/libcuda-double.c) named
+//! by FABRICBENCH_LIBCUDA. Skipped without an RDMA device, unless
+//! FABRICBENCH_REQUIRE_RDMA=1.
+//!
+//! What it proves: `memory`, `gpu` and `gpu_registration` reach each rank's
+//! flow end; the buffer is allocated through the CUDA provider (the double's
+//! cuMemAlloc / cuMemAllocManaged), registered with the NIC, moved by the
+//! NIC, and freed through the provider; under `auto`, dma-buf is tried first
+//! and its failure (the double exports none) leads to peer memory; what
+//! each end used, and why, is in run.json.
+//! What it cannot prove: the double's "device" memory is host memory, so
+//! `ibv_reg_mr` on its address succeeds as it would for any host buffer.
+//! Registering real device memory needs nvidia_peermem (or dma-buf from a
+//! real driver); whether a NIC reaches a GPU needs a host with both.
+
+use std::time::Duration;
+
+use crate::common::{text, Bench};
+use crate::gpu_memory::double;
+use crate::rdma_run::has_rdma;
+
+const SCENARIO: &str = r#"
+[run]
+name = "gpu-write"
+duration = "2s"
+warmup = "500ms"
+interval = "500ms"
+
+[[group]]
+name = "gpu"
+pattern = "pairwise"
+transport = "rdma"
+flows = [[0, 1]]
+message_size = "64K"
+memory = { sender = "cuda", receiver = "cuda-managed" }
+
+[group.rdma]
+gpu_registration = "auto"
+"#;
+
+#[test]
+fn a_write_flow_in_gpu_memory_registers_through_peer_memory_when_dma_buf_fails() {
+    if !has_rdma() {
+        return;
+    }
+    let library = double("rdma", &[]);
+    let bench = Bench::new();
+    let scenario = bench.write("gpu.toml", SCENARIO);
+    let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    // Every rank inherits the coordinator's environment (local launcher).
+    let (scenario, hostfile) = (scenario.to_str().unwrap(), hostfile.to_str().unwrap());
+    let out = bench
+        .command(&["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save", "--quiet"])
+        .env("FABRICBENCH_LIBCUDA", &library)
+        .output()
+        .expect("run fabricbench");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let flow = &run["phases"][0]["flows"][0];
+    assert!(flow["tx_bytes"].as_u64().unwrap() > 0 && flow["gbps"].as_f64().unwrap() > 0.0, "{flow}");
+    let gpu = &flow["gpu_memory"];
+    let (sender, receiver) = (&gpu["sender"][0], &gpu["receiver"][0]);
+    assert_eq!((&sender["memory"], &receiver["memory"]), (&"cuda".into(), &"cuda-managed".into()), "{gpu}");
+    for end in [sender, receiver] {
+        assert_eq!(end["registration"], "peermem", "{end}");
+        // dma-buf was tried first and named why it failed.
+        let why = end["why"].as_str().unwrap();
+        assert!(why.starts_with("no dma-buf (") && why.contains("cuMemGetHandleForAddressRange"), "{why}");
+        // The VM has no NVIDIA GPU in sysfs: auto falls back to GPU 0 and says so.
+        assert_eq!(end["gpu"], 0, "{end}");
+        assert_eq!(end["chosen"], "auto: no NIC–GPU affinity known on this host, so GPU 0", "{end}");
+        assert!(end["provider"].as_str().unwrap().starts_with("CUDA GPU 0 ("), "{end}");
+    }
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
+}
