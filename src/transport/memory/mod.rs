@@ -3,8 +3,8 @@
 //! free, copy to and from the host, fill, check, export as dma-buf), and
 //! one backend per file: `host` and `cuda` (the CUDA driver API opened at
 //! run time, no CUDA needed to build). ROCm is refused with a clear error.
-//! The data path does not use these yet: registering GPU memory for RDMA
-//! flows comes next (docs/RDMA.md, "GPU memory").
+//! RDMA flow ends in GPU memory allocate and free their buffers here
+//! (transport::rdma::gpu; docs/RDMA.md, "GPU memory").
 
 pub mod cuda;
 mod host;
