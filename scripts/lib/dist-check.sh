@@ -133,8 +133,9 @@ check_packages() {
         rpm -qp --qf '%{ARCH}\n' "$dist/fabricbench-$version-1.$rpmarch.rpm" 2>/dev/null | grep -qx "$rpmarch" \
             || fail "fabricbench-$version-1.$rpmarch.rpm is not $rpmarch"
         listing=$(rpm -qpl "$dist/fabricbench-$version-1.$rpmarch.rpm" 2>/dev/null) || listing=
-        grep -qx /usr/bin/fabricbench <<<"$listing" \
-            || fail "fabricbench-$version-1.$rpmarch.rpm installs no /usr/bin/fabricbench"
+        for want in /usr/bin/fabricbench /usr/share/fabricbench/profiles/tcp-loopback.toml; do
+            grep -qx "$want" <<<"$listing" || fail "fabricbench-$version-1.$rpmarch.rpm installs no $want"
+        done
     done
     dpkg-deb -f "$dist/fabricbench_${version}-1_arm64.deb" Architecture | grep -qx arm64 || fail "the arm64 .deb is not arm64"
     (cd "$dist" && sha256sum --quiet -c SHA256SUMS) || fail "SHA256SUMS does not match dist/"
