@@ -30,8 +30,9 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// 10: each flow end's counts go interval by interval (`Interval`), not
 /// in the report; 11: `Probe`'s host facts carry the GPUs; 12: each flow
 /// end's report names the engines that carried its lanes; 13: a group's
-/// RDMA knobs carry each end's `memory`, the `gpu` and `gpu_registration`).
-pub const PROTOCOL_VERSION: u32 = 13;
+/// RDMA knobs carry each end's `memory`, the `gpu` and `gpu_registration`;
+/// 14: an engine's core is optional, none where it was bound to several).
+pub const PROTOCOL_VERSION: u32 = 14;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 

@@ -73,19 +73,20 @@ pub struct FlowSamples {
     /// together with the end's own counters (so they sum to what it moved).
     /// Empty for an end of one lane.
     pub lanes: Vec<LaneSamples>,
-    /// The engines (data-path threads) that ran its TCP streams, each with
-    /// its core; empty where the end's lanes have threads of their own (RDMA).
+    /// The engines (data-path threads) that ran its TCP streams; empty
+    /// where the end's lanes have threads of their own (RDMA).
     pub engines: Vec<EngineSeat>,
     /// An RDMA end in GPU memory: what each rail registered, and how.
     pub gpu_memory: Vec<GpuMemoryUse>,
 }
 
 /// An engine of a rank that carried lanes of one flow end: its number on
-/// the rank, the core it was pinned to, and how many of the end's lanes.
+/// the rank, the core it was bound to (none where it could run on several,
+/// the kernel choosing), and how many of the end's lanes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineSeat {
     pub engine: u32,
-    pub core: u32,
+    pub core: Option<u32>,
     pub lanes: u32,
 }
 

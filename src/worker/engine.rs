@@ -1,4 +1,4 @@
-//! An engine: one data-path thread, pinned to one core, that drives many
+//! An engine: one data-path thread, bound to its lanes' cores, that drives many
 //! lanes (`transport::task::FlowTask`s) of this rank's flow ends from t0
 //! until each is done. Readiness comes from one epoll set (`mio`,
 //! edge-triggered): a lane that saw `WouldBlock` waits for its socket's
@@ -101,10 +101,18 @@ pub struct Seat {
     pub sender: bool,
 }
 
-/// One engine: its number on this rank, its core, its lanes.
+/// One engine: its number on this rank, the cores it may run on (empty:
+/// wherever the process may), its lanes.
+///
+/// An engine is bound to its lanes' cores as a set, never to one core of
+/// them: where other threads share those cores (a host's other ranks, the
+/// stress burners, anything else on the node) the kernel moves it to the
+/// least busy. Pinned one per core, a 3-to-1 fan-in on 4 local ranks of a
+/// 2-core host fell from 52 to 32 Gb/s, and a stressed receiver's flow
+/// could move nothing for a third of a second.
 pub struct Engine {
     pub id: usize,
-    pub core: usize,
+    pub cores: Vec<usize>,
     pub seats: Vec<Seat>,
 }
 
@@ -142,7 +150,7 @@ impl Engine {
 
     fn run(self, t0: Instant, close: Instant, stop: &AtomicBool) {
         let spin = self.seats.iter().all(|s| s.task.latency());
-        if let Err(e) = placement::pin_current_thread(&[self.core]) {
+        if let Err(e) = placement::pin_current_thread(&self.cores) {
             self.seats.iter().for_each(|s| s.end.fail(e.to_string()));
         }
         let mut poll = match Poll::new() {

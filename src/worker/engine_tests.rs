@@ -56,7 +56,7 @@ fn engines(seats: Vec<Seat>) -> Vec<Engine> {
     let loads: Vec<LaneLoad> = seats.iter().map(|_| LaneLoad { load: Load::Bandwidth, cores: cores.clone() }).collect();
     let a = assign(&loads, 0);
     let mut engines: Vec<Engine> =
-        a.engines.iter().enumerate().map(|(id, &core)| Engine { id, core, seats: Vec::new() }).collect();
+        a.engines.iter().enumerate().map(|(id, &core)| Engine { id, cores: vec![core], seats: Vec::new() }).collect();
     for (seat, &e) in seats.into_iter().zip(&a.of_lane) {
         engines[e].seats.push(seat);
     }
@@ -124,7 +124,7 @@ fn a_failing_flow_end_is_named_and_the_others_keep_moving() {
     let (doomed, s) = seat(doomed_tx, Role::Send { per_s: None }, true);
     seats.push(s);
     let stop = Arc::new(AtomicBool::new(false));
-    let engine = Engine { id: 0, core: crate::load::placement::allowed_cores()[0], seats };
+    let engine = Engine { id: 0, cores: vec![crate::load::placement::allowed_cores()[0]], seats };
     let thread = engine.spawn(t0, close, stop.clone(), ThreadBook::default());
     std::thread::sleep(Duration::from_millis(300));
     // Reset the doomed flow's connection under its sender (SO_LINGER 0: RST).
@@ -157,7 +157,7 @@ fn a_ping_pong_on_engines_records_every_round_trip() {
     let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = [(0, ping), (1, echo)]
         .into_iter()
-        .map(|(id, seat)| Engine { id, core: cores[id % cores.len()], seats: vec![seat] })
+        .map(|(id, seat)| Engine { id, cores: vec![cores[id % cores.len()]], seats: vec![seat] })
         .map(|e| e.spawn(t0, close, stop.clone(), ThreadBook::default()))
         .collect();
     std::thread::sleep(close + Duration::from_millis(20) - Instant::now());

@@ -6,6 +6,7 @@
 //! (`sampler`). Blocking code on plain threads: the data path never waits
 //! on the async runtime, and no engine runs on a control thread.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{ConnectMethod, RdmaParams};
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
-use crate::worker::assign::{assign, LaneLoad};
+use crate::worker::assign::{assign, Assignment, LaneLoad};
 use crate::worker::engine::Engine;
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::{FlowEnd, FlowFailed, Rail, TcpLane};
@@ -277,7 +278,7 @@ impl Connected {
                 }
             }
         }
-        for engine in engines(lanes, &mut ends, rank) {
+        for engine in engines(lanes, &mut ends, rank, &cores.host) {
             threads.push(engine.spawn(t0, close, stop.clone(), book.clone()));
         }
         let stop_for_sampler = stop.clone();
@@ -324,22 +325,42 @@ impl Cores<'_> {
 }
 
 /// The engines that run `lanes` (each with its end's index and cores), and
-/// which engine and core carried each end's streams, told to the end.
-fn engines(lanes: Vec<(usize, Vec<usize>, TcpLane)>, ends: &mut [FlowEnd], rank: usize) -> Vec<Engine> {
+/// which engine carried each end's streams, told to the end. Each engine
+/// is bound to the cores of its lanes, unbound where those are all the
+/// process's own (`host`).
+fn engines(lanes: Vec<(usize, Vec<usize>, TcpLane)>, ends: &mut [FlowEnd], rank: usize, host: &[usize]) -> Vec<Engine> {
     let loads: Vec<LaneLoad> =
         lanes.iter().map(|(_, cores, lane)| LaneLoad { load: lane.load, cores: cores.clone() }).collect();
     let assignment = assign(&loads, rank);
-    let mut engines: Vec<Engine> =
-        assignment.engines.iter().enumerate().map(|(id, &core)| Engine { id, core, seats: Vec::new() }).collect();
+    let mut engines: Vec<Engine> = bindings(&loads, &assignment, host)
+        .into_iter()
+        .enumerate()
+        .map(|(id, cores)| Engine { id, cores, seats: Vec::new() })
+        .collect();
     for ((end, _, TcpLane { seat, .. }), &e) in lanes.into_iter().zip(&assignment.of_lane) {
+        let core = match engines[e].cores[..] {
+            [one] => Some(one as u32),
+            _ => None,
+        };
         let seen = &mut ends[end].engines;
         match seen.iter_mut().find(|s| s.engine as usize == e) {
             Some(seat) => seat.lanes += 1,
-            None => seen.push(EngineSeat { engine: e as u32, core: engines[e].core as u32, lanes: 1 }),
+            None => seen.push(EngineSeat { engine: e as u32, core, lanes: 1 }),
         }
         engines[e].seats.push(seat);
     }
     engines
+}
+
+/// The cores each engine is bound to: every core of its lanes, none (the
+/// process's own) where those are all of `host`.
+fn bindings(lanes: &[LaneLoad], assignment: &Assignment, host: &[usize]) -> Vec<Vec<usize>> {
+    let mut bound = vec![BTreeSet::new(); assignment.engines.len()];
+    for (lane, &e) in lanes.iter().zip(&assignment.of_lane) {
+        bound[e].extend(lane.cores.iter().copied());
+    }
+    let host: BTreeSet<usize> = host.iter().copied().collect();
+    bound.into_iter().map(|cores| if cores == host { Vec::new() } else { cores.into_iter().collect() }).collect()
 }
 
 /// Each stranger once per address (the transport keeps the first few),
@@ -374,5 +395,36 @@ impl Running {
     /// Waits for the sampler's report (blocking: call from a blocking context).
     pub fn join(self) -> RankReport {
         self.sampler.join().expect("the sampler does not panic")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::assign::Load;
+
+    fn lane(cores: &[usize]) -> LaneLoad {
+        LaneLoad { load: Load::Bandwidth, cores: cores.to_vec() }
+    }
+
+    #[test]
+    fn an_engine_on_all_the_hosts_cores_is_left_to_the_kernel() {
+        let lanes = [lane(&[0, 1, 2, 3]), lane(&[0, 1, 2, 3])];
+        let a = assign(&lanes, 0);
+        assert_eq!(a.engines.len(), 2, "a lane per core: {a:?}");
+        assert_eq!(bindings(&lanes, &a, &[0, 1, 2, 3]), [Vec::<usize>::new(), Vec::new()]);
+    }
+
+    #[test]
+    fn an_engine_is_bound_to_its_lanes_cores_as_a_set() {
+        // A group placed on cores 2-3 (or the NIC's node): both engines may
+        // use either core, never one alone, and never cores 0-1.
+        let lanes = [lane(&[2, 3]), lane(&[2, 3]), lane(&[1])];
+        let a = assign(&lanes, 0);
+        let bound = bindings(&lanes, &a, &[0, 1, 2, 3]);
+        let of = |k: usize| bound[a.of_lane[k]].clone();
+        assert_eq!(of(0), [2, 3]);
+        assert_eq!(of(1), [2, 3]);
+        assert_eq!(of(2), [1], "a lane placed on one core is bound to it");
     }
 }

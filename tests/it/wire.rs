@@ -95,7 +95,7 @@ fn report_with_every_optional_part() {
                 rtts: Some(rtts.clone()),
                 refused: 3,
                 lanes: Vec::new(),
-                engines: vec![EngineSeat { engine: 1, core: 3, lanes: 2 }],
+                engines: vec![EngineSeat { engine: 1, core: Some(3), lanes: 2 }],
                 gpu_memory: Vec::new(),
             }],
             clock_offset_ns: 9,
