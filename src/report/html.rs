@@ -9,7 +9,7 @@ use crate::report::charts::{self, Series};
 use crate::report::live;
 use crate::report::load_latency;
 use crate::report::table::Table;
-use crate::report::{congestion, summary_tables, sweeps};
+use crate::report::{congestion, gate, summary_tables, sweeps};
 use crate::report::{escape, Exporter, ReportError};
 use crate::result::congestion::CanaryImpact;
 use crate::result::repeats::RepeatedPhase;
@@ -30,9 +30,13 @@ impl Exporter for HtmlExporter {
     fn render(&self, run: &RunResult) -> Result<Vec<u8>, ReportError> {
         let mut page = head(run);
         page += &status_banner(run);
+        // The gate ran first: who was left out, and why, before what the rest measured.
+        if let Some(g) = &run.gate {
+            page += &verdict_banner(g.failed().next().is_none(), &gate::verdict_line(g));
+            page += &html_table(&gate::table(g));
+        }
         if let Some(a) = &run.acceptance {
-            let class = if a.passed { "pass" } else { "fail" };
-            page += &format!("<div class=\"banner {class}\">{}</div>\n", escape(&summary_tables::verdict_line(a)));
+            page += &verdict_banner(a.passed, &summary_tables::verdict_line(a));
             for table in summary_tables::acceptance(run, a) {
                 page += &html_table(&table);
             }
@@ -77,6 +81,12 @@ fn head(run: &RunResult) -> String {
         escape(&run.tool_version)
     );
     page
+}
+
+/// A verdict's line as a banner, green when it passed.
+fn verdict_banner(passed: bool, line: &str) -> String {
+    let class = if passed { "pass" } else { "fail" };
+    format!("<div class=\"banner {class}\">{}</div>\n", escape(line))
 }
 
 /// The banner of a run that failed, is degraded or still going; nothing for one that is fine.
@@ -356,7 +366,7 @@ fn html_table(table: &Table) -> String {
         let mut tr = String::from("<tr>");
         for c in cells {
             let class = match c.as_str() {
-                "FAIL" | "UNKNOWN" => " class=\"bad\"",
+                "FAIL" | "UNKNOWN" | "EXCLUDED" => " class=\"bad\"",
                 "CLEARED" => " class=\"warn\"",
                 _ if c.starts_with("BAD") => " class=\"bad\"",
                 _ if c.trim().parse::<f64>().is_ok() => " class=\"num\"",

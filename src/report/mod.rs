@@ -89,7 +89,12 @@ impl Exporter for MarkdownExporter {
             run.scenario_file,
             run.tool_version
         );
-        // Suspects and failed checks first: what a reader of an acceptance run wants.
+        // The hosts the gate left out, then suspects and failed checks: what
+        // a reader of an acceptance run wants first.
+        if let Some(g) = &run.gate {
+            out += &format!("## {}\n\n", gate::verdict_line(g));
+            out += &markdown_table(&gate::table(g));
+        }
         if let Some(a) = &run.acceptance {
             out += &format!("## {}\n\n", summary_tables::verdict_line(a));
             for table in summary_tables::acceptance(run, a) {

@@ -155,6 +155,22 @@ fn v3_degraded_with_its_checks_unknown() {
     assert_eq!(report("v3-degraded"), with_junit);
 }
 
+/// A run behind the node gate, one host left out for a device it lacks:
+/// the gate's verdict line and table (profile, each host PASS or EXCLUDED
+/// with its reasons, its loopback and the minimum in Gb/s) in the
+/// terminal summary, summary.md, junit.xml, and at the top of report.html.
+#[test]
+fn v3_gate_with_a_host_left_out() {
+    let mut with_junit = WITHOUT_CHECKS.to_vec();
+    with_junit.push("junit.xml");
+    let (written, html) = report_and_page("v3-gate");
+    assert_eq!(written, with_junit);
+    // The gate comes before the phases: the page from its first banner to them.
+    let start = html.find("<div class=\"banner").expect("a verdict banner");
+    let end = html.find("<h2>Phases</h2>").expect("the phases");
+    insta::assert_snapshot!("v3-gate.report.html-gate", &html[start..end]);
+}
+
 /// The TCP pairs, and the RDMA run for the header perftest prints from a
 /// probed port (device, link type, MTU).
 #[test]
