@@ -49,6 +49,7 @@ fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
         plan,
         hostfile_text: None,
         topology: None,
+        gate: None,
     };
     let flags = LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[], mpirun_args: &[] };
     let launch = launch_for(&flags, &prepared.hosts, Allocation::from_env()?)?;

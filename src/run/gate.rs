@@ -25,8 +25,8 @@ pub struct GateOptions {
 
 /// What follows the gate.
 pub enum Gated {
-    /// The run goes on with the hosts that passed (the gate's verdict rides along).
-    Go(Box<Prepared>, GateResult),
+    /// The run goes on with the hosts that passed (the gate's verdict rides along in it).
+    Go(Box<Prepared>),
     /// Nothing more runs: `--gate-only`, no host passed, or the gate run failed.
     Stop(Box<RunResult>),
 }
@@ -60,7 +60,8 @@ pub async fn gate(
         measured.gate = Some(verdict);
         return Ok(Gated::Stop(Box::new(measured)));
     }
-    Ok(Gated::Go(Box::new(without_failed(prepared, &verdict)?), verdict))
+    let passed = without_failed(prepared, &verdict)?;
+    Ok(Gated::Go(Box::new(Prepared { gate: Some(verdict), ..passed })))
 }
 
 /// One gate run over the prepared run's hosts, and its verdict.

@@ -6,7 +6,7 @@ use crate::launch::Launch;
 use crate::plan;
 use crate::result::{Acceptance, Retest, RunResult, RunStatus};
 use crate::run::gate::{gate, GateOptions, Gated};
-use crate::run::record::Recorder;
+use crate::run::record::{record_whole, Recorder};
 use crate::run::{run, Prepared, RunOptions};
 use crate::scenario::CheckSpec;
 
@@ -27,16 +27,17 @@ pub async fn run_and_judge(
     accept: &JudgeOptions,
     recorder: &mut dyn Recorder,
 ) -> anyhow::Result<RunResult> {
-    let (prepared, gated) = match &accept.gate {
-        None => (prepared, None),
+    let prepared = match &accept.gate {
+        None => prepared,
         Some(options) => match gate(prepared, launch, opts, options).await? {
-            Gated::Go(prepared, verdict) => (*prepared, Some(verdict)),
-            Gated::Stop(result) => return Ok(*result),
+            Gated::Go(prepared) => *prepared,
+            Gated::Stop(result) => {
+                record_whole(recorder, &result);
+                return Ok(*result);
+            }
         },
     };
-    let mut result = judged(prepared, launch, opts, accept, recorder).await?;
-    result.gate = gated;
-    Ok(result)
+    judged(prepared, launch, opts, accept, recorder).await
 }
 
 /// The run, its checks and the retest of its suspects.
@@ -66,7 +67,15 @@ async fn judged(
             eprintln!("retesting {} suspect(s) alone", owners.len());
         }
         let retest = run(
-            Prepared { scenario_file, scenario, hosts: hosts.clone(), plan, hostfile_text: None, topology: None },
+            Prepared {
+                scenario_file,
+                scenario,
+                hosts: hosts.clone(),
+                plan,
+                hostfile_text: None,
+                topology: None,
+                gate: None,
+            },
             launch,
             opts,
             &mut (),

@@ -25,6 +25,7 @@ use crate::launch::workers::Workers;
 use crate::launch::{BoxRead, Launch};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
+use crate::result::gate::GateResult;
 use crate::result::intervals::Series;
 use crate::result::leaf_pairs::LeafPairs;
 use crate::result::{RunResult, RunStatus};
@@ -66,6 +67,10 @@ pub struct Prepared {
     pub hostfile_text: Option<String>,
     /// `--topology` or the scenario's `[topology]`, placing every host.
     pub topology: Option<RunTopology>,
+    /// The node gate's verdict when one ran before this run (whose hosts
+    /// are those that passed it): the result holds it from its start, so
+    /// the journal's first line keeps it.
+    pub gate: Option<GateResult>,
 }
 
 /// Loads and checks the scenario against `hosts`, which came from `origin`
@@ -90,7 +95,15 @@ pub fn prepare(
     let fabric = topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &hosts));
     let plan = plan::build_on(&hosts, &scenario, fabric.as_ref())
         .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
-    Ok(Prepared { scenario_file: scenario_file.to_path_buf(), scenario, hosts, plan, hostfile_text: None, topology })
+    Ok(Prepared {
+        scenario_file: scenario_file.to_path_buf(),
+        scenario,
+        hosts,
+        plan,
+        hostfile_text: None,
+        topology,
+        gate: None,
+    })
 }
 
 /// Runs the job, telling `recorder` of each probe and phase as it comes.
@@ -109,6 +122,7 @@ pub async fn run(
         prepared.plan.clone(),
     );
     result.hostfile_text = prepared.hostfile_text.clone();
+    result.gate = prepared.gate.clone();
     result.leaf_pairs = prepared.topology.as_ref().map(|t| LeafPairs::new(&t.path, &prepared.plan, &t.topology));
     let progress = Arc::new(Mutex::new(Progress::new(opts.progress, prepared.hosts.len())));
     let echo = {

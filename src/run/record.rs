@@ -30,6 +30,22 @@ pub trait Recorder {
     fn render(&mut self, run: &RunResult);
 }
 
+/// Records a finished run that went unrecorded while it ran, once it is
+/// what the command delivers: the node gate's own run (with `--gate-only`,
+/// or when nothing runs after it), kept off the record as it went because a
+/// second gate run may take its place. Its start, each probe, each phase;
+/// the end is the keeper's to write.
+pub fn record_whole(recorder: &mut dyn Recorder, run: &RunResult) {
+    let start = RunResult { probes: Vec::new(), phases: Vec::new(), ..run.clone() };
+    recorder.record(&start, Recorded::Started);
+    for probe in &run.probes {
+        recorder.record(run, Recorded::Probe(probe));
+    }
+    for phase in &run.phases {
+        recorder.record(run, Recorded::Phase(phase));
+    }
+}
+
 /// Keeps nothing: the retest run (its verdicts are kept with the checks).
 impl Recorder for () {
     fn record(&mut self, _: &RunResult, _: Recorded<'_>) {}

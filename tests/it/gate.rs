@@ -122,3 +122,40 @@ fn a_host_that_fails_alone_is_left_out_and_the_rest_run() {
     assert_eq!(senders, ["127.0.0.3", "127.0.0.4"], "the fan-in ran without 127.0.0.2");
     assert!(bench.leftovers(std::time::Duration::from_secs(2)).is_empty(), "processes left");
 }
+
+/// The journal keeps the gate: with the pairs, in the run's first line (a
+/// run stopped later still has it); with `--gate-only`, the gate's own run,
+/// recorded whole once it ends. `fabricbench report` rebuilds the folder
+/// from the journal alone, the gate in summary.md and report.html.
+#[test]
+fn the_journal_keeps_the_gate_for_report_to_render() {
+    let bench = Bench::new();
+    let (hosts, scenario) = (bench.write("hosts", LOCAL_HOSTS), bench.write("fan.toml", &fan_in("1s")));
+    bench.write("quick.toml", QUICK);
+    for (results, only, phase) in [("pairs", false, "fan"), ("only", true, "gate-tcp loopback")] {
+        let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--gate", "quick.toml"];
+        let only_flag: &[&str] = if only { &["--gate-only"] } else { &[] };
+        let out = bench.run(&[&args[..], only_flag, &["--results", results, "--quiet"]].concat());
+        assert!(out.status.success(), "{results}: {}", text(&out.stderr));
+        let dir = std::fs::read_dir(bench.dir.path().join(results)).unwrap().next().unwrap().unwrap().path();
+        let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+        let first: serde_json::Value = serde_json::from_str(journal.lines().next().unwrap()).unwrap();
+        assert_eq!(first["started"]["gate"]["profile"], "quick.toml", "{results}: {first}");
+        for file in ["run.json", "summary.md", "report.html"] {
+            std::fs::remove_file(dir.join(file)).unwrap();
+        }
+        let out = bench.run(&["report", dir.to_str().unwrap()]);
+        assert!(out.status.success(), "{results}: {}", text(&out.stderr));
+        let run = fabricbench::report::results_dir::read(&dir).unwrap();
+        let gate = run.gate.unwrap_or_else(|| panic!("{results}: no gate in the journal"));
+        assert_eq!((gate.hosts.len(), gate.failed().count()), (4, 0), "{results}: {gate:?}");
+        let names: Vec<&str> = run.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, [phase], "{results}");
+        let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+        assert!(summary.contains("## gate (quick.toml): all 4 host(s) passed\n"), "{results}: {summary}");
+        assert!(summary.contains("| host | verdict | ports | loopback Gb/s | min Gb/s | reasons |"), "{summary}");
+        let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(page.contains("<div class=\"banner pass\">gate (quick.toml): all 4 host(s) passed</div>"), "{results}");
+    }
+    assert!(bench.leftovers(std::time::Duration::from_secs(2)).is_empty(), "processes left");
+}
