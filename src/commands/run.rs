@@ -152,6 +152,16 @@ fn under_mpirun(args: &RunArgs, prepared: &run::Prepared, origin: &str) -> anyho
             args.launcher.to_possible_value().map_or(String::new(), |v| v.get_name().to_string())
         );
     }
+    // Every rank refuses alike, before any joins: the members could not
+    // take part in the gate's run and then the pairs' without the hosts it left out.
+    if args.gate.is_some() || args.gate_only || prepared.scenario.gate.is_some() {
+        bail!(
+            "this is rank {} of an MPI job, where mpirun has started every rank for one run, and the node gate \
+             (--gate, --gate-only, [gate]) is a run of its own before the pairs: run `fabricbench run … --launcher \
+             mpirun` instead, which starts an mpirun job for the gate and another for the pairs",
+            me.rank
+        );
+    }
     mpi::check(me, &prepared.hosts, origin, |ip| is_this_machine(&Host::named(&ip.to_string())))?;
     let (job, token, port) = mpi::shared_identity(&env, args.port)?;
     Ok(Some(match me.rank {

@@ -39,7 +39,10 @@ pub async fn gate(
     gate_opts: &GateOptions,
 ) -> anyhow::Result<Gated> {
     if matches!(launch, Launch::Joined { .. }) {
-        anyhow::bail!("--gate needs two runs, and mpirun started the ranks for one: use --launcher mpirun");
+        // `fabricbench run` refuses this on every rank first (bad input); here for any other caller.
+        anyhow::bail!(
+            "the node gate needs runs of its own, and mpirun started the ranks for one: use --launcher mpirun"
+        );
     }
     let profile = &gate_opts.profile;
     let (mut measured, mut verdict) = gate_run(&prepared, launch, opts, profile).await?;

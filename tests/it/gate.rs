@@ -159,3 +159,38 @@ fn the_journal_keeps_the_gate_for_report_to_render() {
     }
     assert!(bench.leftovers(std::time::Duration::from_secs(2)).is_empty(), "processes left");
 }
+
+/// Started by mpirun for one run (`mpirun … fabricbench run --gate`), the
+/// ranks cannot take part in the gate's run and then the pairs': every
+/// rank refuses it as bad input (exit 2) before any joins, pointing to
+/// `--launcher mpirun`, as the other launchers refuse what cannot run.
+#[test]
+fn under_mpirun_every_rank_refuses_the_gate_as_bad_input() {
+    let bench = Bench::new();
+    bench.write("quick.toml", QUICK);
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let plain = bench.write("fan.toml", &fan_in("1s"));
+    let gated = bench.write("gated.toml", &(fan_in("1s") + "\n[gate]\nprofile = \"quick.toml\"\n"));
+    let cases: [(&str, &std::path::Path, &[&str]); 4] = [
+        ("0", &plain, &["--gate", "quick.toml"]),
+        ("3", &plain, &["--gate", "quick.toml"]),
+        ("0", &gated, &[]),
+        ("2", &gated, &["--gate-only"]),
+    ];
+    for (rank, scenario, extra) in cases {
+        let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--results", "results"];
+        let out = bench
+            .command(&[&args[..], extra].concat())
+            .env("OMPI_COMM_WORLD_RANK", rank)
+            .env("OMPI_COMM_WORLD_SIZE", "4")
+            .env("FABRICBENCH_MPI_SECRET", "0123456789abcdef0123456789abcdef")
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "rank {rank} {extra:?}: {err}");
+        assert!(err.contains(&format!("this is rank {rank} of an MPI job")), "{err}");
+        assert!(err.contains("the node gate (--gate, --gate-only, [gate]) is a run of its own"), "{err}");
+        assert!(err.contains("run `fabricbench run … --launcher mpirun` instead"), "{err}");
+    }
+    assert!(!bench.results().exists(), "nothing ran");
+}
