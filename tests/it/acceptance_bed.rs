@@ -1,7 +1,8 @@
 //! Cluster acceptance on the test bed: all-pairs rounds over real sshd hosts
 //! with links shaped by tc, checks with exit codes, the blamed host or link
 //! retested alone, and the HTML report. Every port runs at 1 Gbit/s (tbf);
-//! the fault under test is one host or one pair at 300 Mbit/s.
+//! the fault under test is one host or one pair at 300 Mbit/s, or on the bed
+//! as a two-level fabric (`--leaves`) one leaf's uplink at 250 Mbit/s.
 
 use crate::common;
 
@@ -24,14 +25,16 @@ const ALL_PAIRS: &str = "[run]\nname = \"accept\"\nduration = \"1s\"\nwarmup = \
      [[group]]\nname = \"pairs\"\npattern = \"all-pairs\"\nbidirectional = true\n\n\
      [check]\nflow = \"70% of best\"\n";
 
-/// Runs the all-pairs acceptance on the bed; returns the exit code, stderr and run.json.
-fn accept(bed: &Bed, bench: &Bench) -> (Option<i32>, String, serde_json::Value) {
+/// Runs the all-pairs acceptance on the bed with `extra` arguments; returns
+/// the exit code, stderr and run.json.
+fn accept(bed: &Bed, bench: &Bench, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let scenario = bench.write("accept.toml", ALL_PAIRS);
     let junit = bench.dir.path().join("junit.xml");
     let mut args =
         vec!["run".to_string(), scenario.display().to_string(), "-H".into(), bed.hostfile.display().to_string()];
     args.extend(bed.ssh_args());
     args.extend(["--no-progress".into(), "--export-junit".into(), junit.display().to_string()]);
+    args.extend(extra.iter().map(|a| a.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = bench.run(&args);
     let dir = bench.result_dir();
@@ -70,7 +73,7 @@ fn a_slow_host_is_named_and_confirmed_alone() {
     let shaped = shapes(6, Some(4));
     let Some(bed) = Bed::up(6, &shaped.iter().map(String::as_str).collect::<Vec<_>>()) else { return };
     let bench = Bench::new();
-    let (code, output, run) = accept(&bed, &bench);
+    let (code, output, run) = accept(&bed, &bench, &[]);
     assert_eq!(code, Some(3), "a failed check exits with 3:\n{output}");
     let found = blamed(&run);
     assert_eq!(found.len(), 1, "exactly one suspect: {found:?}\n{output}");
@@ -124,7 +127,7 @@ fn a_slow_pair_is_named_as_the_link() {
         tc(&format!("filter add dev {port} parent 1: protocol ip prio 1 u32 match ip src {peer}/32 flowid 1:20"));
     }
     let bench = Bench::new();
-    let (code, output, run) = accept(&bed, &bench);
+    let (code, output, run) = accept(&bed, &bench, &[]);
     assert_eq!(code, Some(3), "{output}");
     let found = blamed(&run);
     assert_eq!(found.len(), 1, "exactly one suspect: {found:?}\n{output}");
@@ -140,7 +143,7 @@ fn a_healthy_cluster_passes_and_the_report_shows_it() {
     let shaped = shapes(4, None);
     let Some(bed) = Bed::up(4, &shaped.iter().map(String::as_str).collect::<Vec<_>>()) else { return };
     let bench = Bench::new();
-    let (code, output, run) = accept(&bed, &bench);
+    let (code, output, run) = accept(&bed, &bench, &[]);
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(run["schema_version"], 3);
     assert_eq!(run["acceptance"]["passed"], true);
@@ -168,5 +171,87 @@ fn a_healthy_cluster_passes_and_the_report_shows_it() {
     let fetches = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
     for needle in ["http", "<script", "<link", "src="] {
         assert!(!fetches.contains(needle), "report.html refers to `{needle}`");
+    }
+}
+
+/// The bed of `Bed::up_fabric(6, 3, …)` as fabricbench's topology: two hosts
+/// per leaf, every leaf on the one spine, so a path between two leaves has
+/// one way through and a passing pair between leaf2 and leaf3 clears their
+/// uplinks, leaving leaf1's the only one its failing pairs can blame.
+const THREE_LEAVES: &str = "[switch.leaf1]\nhosts = \"h[1-2]\"\n\n[switch.leaf2]\nhosts = \"h[3-4]\"\n\n\
+     [switch.leaf3]\nhosts = \"h[5-6]\"\n\n[switch.spine1]\nlinks = [\"leaf1\", \"leaf2\", \"leaf3\"]\n";
+
+/// The `uplinks` test suite of the JUnit file `accept` wrote.
+fn junit_uplinks(bench: &Bench) -> String {
+    let xml = std::fs::read_to_string(bench.dir.path().join("junit.xml")).expect("junit.xml");
+    let start = xml.find("<testsuite name=\"uplinks\"").unwrap_or_else(|| panic!("no uplinks suite: {xml}"));
+    let suite = &xml[start..];
+    suite[..suite.find("</testsuite>").expect("the suite ends")].to_string()
+}
+
+/// The acceptance.uplinks entry of `leaf`'s uplink to spine1.
+fn uplink_outcome<'a>(run: &'a serde_json::Value, leaf: &str) -> &'a serde_json::Value {
+    let all = run["acceptance"]["uplinks"].as_array().expect("acceptance.uplinks");
+    all.iter().find(|u| u["leaf"] == leaf && u["spine"] == "spine1").unwrap_or_else(|| panic!("{leaf}: {all:?}"))
+}
+
+#[test]
+fn a_slow_uplink_on_a_two_level_bed_is_named_and_confirmed() {
+    let shaped = shapes(6, None);
+    let Some(bed) = Bed::up_fabric(6, 3, &shaped.iter().map(String::as_str).collect::<Vec<_>>()) else { return };
+    let healthy = Bench::new();
+    let topology = healthy.write("fabric.toml", THREE_LEAVES);
+    let with_topology = ["--topology", topology.to_str().unwrap()];
+
+    // Unshaped uplinks: nothing named, every uplink's case passes.
+    let (code, output, run) = accept(&bed, &healthy, &with_topology);
+    assert_eq!(code, Some(0), "{output}");
+    assert_eq!(blamed(&run), Vec::<serde_json::Value>::new(), "{output}");
+    for leaf in ["leaf1", "leaf2", "leaf3"] {
+        let outcome = uplink_outcome(&run, leaf);
+        assert_eq!(outcome["links"], 8, "2 hosts on it with the 4 on the other leaves: {outcome}");
+        assert_eq!(outcome["failed"], serde_json::json!([]), "{outcome}");
+    }
+    let suite = junit_uplinks(&healthy);
+    assert!(suite.starts_with("<testsuite name=\"uplinks\" tests=\"3\" failures=\"0\""), "{suite}");
+
+    // leaf1's uplink at a quarter of the hosts' rate, both ways.
+    bed.shape_uplink("leaf1", "250mbit");
+    let bench = Bench::new();
+    let (code, output, run) = accept(&bed, &bench, &with_topology);
+    assert_eq!(code, Some(3), "a failed check exits with 3:\n{output}");
+    let found = blamed(&run);
+    assert_eq!(found.len(), 1, "exactly one suspect: {found:?}\n{output}");
+    assert_eq!(found[0]["suspect"], "uplink", "the uplink, not a host: {found:?}");
+    assert_eq!(found[0]["uplinks"], serde_json::json!([{"leaf": "leaf1", "spine": "spine1"}]), "{found:?}");
+    let leaf1_to_others: Vec<[u64; 2]> = (0..2).flat_map(|a| (2..6).map(move |b| [a, b])).collect();
+    assert_eq!(found[0]["pairs"], serde_json::json!(leaf1_to_others), "{found:?}");
+    assert_eq!(found[0]["retest"]["state"], "confirmed", "{found:?}");
+    // Two pairs crossing it share its 250 Mbit/s each way in the retest.
+    let retest_gbps = found[0]["retest"]["gbps"].as_f64().unwrap();
+    assert!(retest_gbps < 0.26, "the uplink's pairs retested at {retest_gbps} Gb/s, it runs at 250 Mbit/s");
+    assert!(output.contains("suspect(s): uplink leaf1 ↔ spine1"), "{output}");
+
+    // Every flow between leaf1 and the other leaves failed, and nothing else.
+    let crossing: Vec<(u64, u64)> = {
+        let mut flows: Vec<(u64, u64)> = leaf1_to_others.iter().flat_map(|&[a, b]| [(a, b), (b, a)]).collect();
+        flows.sort();
+        flows
+    };
+    assert_eq!(failed_flows(&run), crossing);
+    let slow = uplink_outcome(&run, "leaf1");
+    assert_eq!((&slow["links"], slow["failed"].as_array().unwrap().len()), (&8.into(), 8), "{slow}");
+    assert!(slow["min_gbps"].as_f64().unwrap() < 0.26, "{slow}");
+
+    let suite = junit_uplinks(&bench);
+    assert!(suite.starts_with("<testsuite name=\"uplinks\" tests=\"3\" failures=\"1\""), "{suite}");
+    let case = &suite[suite.find("name=\"uplink leaf1 ↔ spine1\"").expect("leaf1's case")..];
+    assert!(
+        case[..case.find("</testcase>").unwrap()].contains("<failure message=\"suspect: 8 of the 8 links"),
+        "{suite}"
+    );
+    for other in ["leaf2", "leaf3"] {
+        let case = &suite[suite.find(&format!("name=\"uplink {other} ↔ spine1\"")).expect("its case")..];
+        assert!(!case[..case.find("</testcase>").unwrap()].contains("<failure"), "{other} passes: {suite}");
     }
 }

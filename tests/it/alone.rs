@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// What a test that takes the quiet machine lock calls.
 const QUIET: &[&str] = &["quiet_machine()", "up_quiet("];
 /// What a test on the shared (not quiet) test bed calls.
-const BED: &[&str] = &["Bed::up("];
+const BED: &[&str] = &["Bed::up(", "Bed::up_fabric("];
 
 /// `module::test` for every function in tests/it/*.rs whose body contains
 /// one of `calls` (the function the line belongs to is the last `fn` above

@@ -65,6 +65,15 @@ impl Bed {
         Bed::start(n, extra, super::quiet_machine)
     }
 
+    /// Like [`Bed::up`], as a two-level fabric: the hosts on `leaves` leaf
+    /// bridges leaf1.. in blocks as even as can be (h1, h2 | h3, h4 | … for
+    /// 6 on 3), each leaf joined to one spine by an uplink that
+    /// [`Bed::shape_uplink`] narrows.
+    pub fn up_fabric(n: usize, leaves: usize, extra: &[&str]) -> Option<Bed> {
+        let leaves = leaves.to_string();
+        Bed::start(n, &[&["--leaves", leaves.as_str()], extra].concat(), super::busy_machine)
+    }
+
     fn start(n: usize, extra: &[&str], machine_lock: fn() -> File) -> Option<Bed> {
         if !super::root_or_skip("the multi-host test bed") {
             return None;
@@ -98,6 +107,12 @@ impl Bed {
     pub fn shape(&self, spec: &str) {
         let out = Command::new(&self.script).arg("shape").arg(spec).output().expect("testbed shape");
         assert!(out.status.success(), "testbed shape {spec}: {}", super::text(&out.stderr));
+    }
+
+    /// Shapes a leaf's uplink to the spine, both ways (`leaf1`, `250mbit`).
+    pub fn shape_uplink(&self, leaf: &str, rate: &str) {
+        let out = Command::new(&self.script).args(["shape-uplink", leaf, rate]).output().expect("testbed shape-uplink");
+        assert!(out.status.success(), "testbed shape-uplink {leaf} {rate}: {}", super::text(&out.stderr));
     }
 
     /// Crashes `host` whole: kills its pid namespace's init from outside (an
