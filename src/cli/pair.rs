@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 
 use super::{SaveArgs, SshArgs};
 use crate::launch::choose::LauncherKind;
+use crate::scenario::memory::GpuChoice;
 use crate::scenario::rdma::Connection;
 use crate::scenario::{Op, Transport};
 use crate::units::ByteSize;
@@ -36,6 +37,9 @@ Examples:
   # the QPs connected through rdma_cm to node02's address, like ib_write_bw -R
   fabricbench pair node01 node02 write -R
 
+  # ib_write_bw --use_cuda=0 --use_cuda_dmabuf: both ends in GPU 0's memory, registered through dma-buf
+  fabricbench pair node01 node02 write -s 1M --use_cuda=0 --use_cuda_dmabuf
+
   # node01 -> node02 over TCP sockets, for comparison (-q = parallel connections)
   fabricbench pair node01 node02 send -s 1M --transport tcp -q 4
 
@@ -53,6 +57,9 @@ Deviations from perftest:
   * -c is RC or UD (UD: send only; BW is what the receiver got, and the lost
     messages are noted under the table); -F is accepted; -b runs both directions
     at once and reports the sum.
+  * --use_cuda and --use_cuda_bus_id put both hosts' buffers on that GPU (bandwidth of
+    write, read and send); without --use_cuda_dmabuf the memory is registered through
+    dma-buf where the driver exports it, else peer memory (perftest: peer memory only).
 
 The full result (run.json, CSVs, report.html) goes to results/<UTC time>-pair-<op>/
 as for any run (--no-save: none).";
@@ -141,6 +148,8 @@ pub struct PairArgs {
     /// Threads the QPs are sharded over (perftest has one)
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
+    #[command(flatten)]
+    pub gpu: PairGpuArgs,
     /// Connection type (perftest -c): RC, or UD for send (messages up to the
     /// path MTU, losses counted), e.g. `send -c UD -s 1024`
     #[arg(short = 'c', long = "connection", value_enum, default_value = "RC")]
@@ -171,6 +180,47 @@ pub struct PairArgs {
     #[arg(long)]
     pub no_progress: bool,
 }
+
+/// perftest's GPUDirect flags: both hosts' buffers in GPU memory, as a
+/// scenario's `memory = "cuda"`, `gpu` and `[group.rdma] gpu_registration`.
+#[derive(Debug, Default, Args)]
+pub struct PairGpuArgs {
+    /// Buffers in memory of CUDA's GPU N on both hosts (perftest --use_cuda=N;
+    /// scenario `memory = "cuda"`, `gpu = N`); bandwidth of write, read, send
+    #[arg(long = "use_cuda", alias = "use-cuda", value_name = "GPU", value_parser = parse_gpu_index)]
+    pub use_cuda: Option<GpuChoice>,
+    /// As --use_cuda, the GPU by PCI address, e.g. 0000:1b:00.0 or nvidia-smi's
+    /// 00000000:1B:00.0 (perftest --use_cuda_bus_id; scenario `gpu = "0000:1b:00.0"`)
+    #[arg(long = "use_cuda_bus_id", alias = "use-cuda-bus-id", value_name = "BUS_ID", value_parser = parse_gpu_bus_id)]
+    pub use_cuda_bus_id: Option<GpuChoice>,
+    /// Register the GPU memory with the NIC through dma-buf, no fallback
+    /// (perftest --use_cuda_dmabuf; scenario `gpu_registration = "dmabuf"`).
+    /// Without it: dma-buf when the driver exports the buffer, else peer memory
+    #[arg(long = "use_cuda_dmabuf", alias = "use-cuda-dmabuf")]
+    pub use_cuda_dmabuf: bool,
+}
+
+/// --use_cuda's GPU: CUDA's number.
+fn parse_gpu_index(text: &str) -> Result<GpuChoice, NotAGpu> {
+    text.trim().parse().map(GpuChoice::Index).map_err(|_| {
+        NotAGpu(format!("`{text}` is not a GPU index: give CUDA's number of the GPU (0, 1, …), or its PCI address with --use_cuda_bus_id"))
+    })
+}
+
+/// --use_cuda_bus_id's GPU: a PCI address.
+fn parse_gpu_bus_id(text: &str) -> Result<GpuChoice, NotAGpu> {
+    GpuChoice::bus_id(text.trim()).ok_or_else(|| {
+        NotAGpu(format!(
+            "`{text}` is not a PCI bus id: give the GPU's address as `nvidia-smi --query-gpu=pci.bus_id --format=csv` \
+             prints it, e.g. 0000:1b:00.0 or 00000000:1B:00.0"
+        ))
+    })
+}
+
+/// A GPU flag's value that names no GPU.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotAGpu(String);
 
 /// The OP argument: an operation, and whether it names a latency test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::cli::pair::{AtomicType, OpName, PairArgs};
 use crate::hostfile::Host;
 use crate::scenario::limits::{self, MAX_SWEEP_POINTS, MAX_WINDOW};
+use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory, MemorySides};
 use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{
     atomic_size_error, CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaParams, ATOMIC_SIZE, UD_MAX_MESSAGE,
@@ -64,8 +65,13 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         Transport::Rdma => (Some(rdma_knobs(args)?), 1),
         Transport::Tcp => (None, tcp_streams(args, op, latency)?),
     };
+    let gpu = gpu_memory(args, latency)?;
     if let Some(knobs) = &rdma {
-        check_rdma_sizes(knobs, op, mode, &sizes)?;
+        let memory = gpu.as_ref().map(|_| GPU_SIDES).unwrap_or_default();
+        check_rdma_sizes(&RdmaParams { memory, ..knobs.clone() }, op, mode, &sizes).map_err(|e| match &gpu {
+            Some(g) if e.flag == "memory" => PairError { flag: g.flag, ..e },
+            _ => e,
+        })?;
     }
     let name = format!("pair-{}{}", op.name(), if latency { "_lat" } else { "" });
     let group = GroupSpec {
@@ -85,8 +91,8 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         bidirectional: args.bidirectional,
         allow_self: false,
         rdma,
-        memory: None,
-        gpu: None,
+        memory: gpu.as_ref().map(|_| GPU_SIDES),
+        gpu: gpu.map(|g| g.gpu),
         dscp: None,
         cores: None,
         numa: Numa::default(), // as a scenario that does not say
@@ -213,8 +219,45 @@ fn rdma_knobs(args: &PairArgs) -> Result<RdmaParams, PairError> {
         connect: if args.rdma_cm { ConnectMethod::RdmaCm } else { ConnectMethod::Verbs },
         traffic_class: args.tclass.unwrap_or(d.traffic_class),
         service_level: args.sl.unwrap_or(d.service_level),
+        gpu_registration: if args.gpu.use_cuda_dmabuf { GpuRegistration::Dmabuf } else { d.gpu_registration },
         ..d
     })
+}
+
+/// Both ends' buffers in GPU memory, as perftest puts them with --use_cuda.
+const GPU_SIDES: MemorySides = MemorySides { sender: Memory::Cuda, receiver: Memory::Cuda };
+
+/// The GPU the buffers are on, and the flag that named it (for errors).
+struct PairGpu {
+    gpu: GpuChoice,
+    flag: &'static str,
+}
+
+/// --use_cuda or --use_cuda_bus_id (one of them); --use_cuda_dmabuf needs
+/// one. GPU memory carries bandwidth only: latency polls the buffer from the CPU.
+fn gpu_memory(args: &PairArgs, latency: bool) -> Result<Option<PairGpu>, PairError> {
+    let gpu = match (&args.gpu.use_cuda, &args.gpu.use_cuda_bus_id) {
+        (Some(_), Some(_)) => {
+            return bad("--use_cuda_bus_id", "names a GPU and so does --use_cuda; give one of them");
+        }
+        (Some(gpu), None) => PairGpu { gpu: gpu.clone(), flag: "--use_cuda" },
+        (None, Some(gpu)) => PairGpu { gpu: gpu.clone(), flag: "--use_cuda_bus_id" },
+        (None, None) if args.gpu.use_cuda_dmabuf => {
+            return bad(
+                "--use_cuda_dmabuf",
+                "registers GPU memory: name the GPU too, --use_cuda=N or --use_cuda_bus_id=BUS_ID",
+            );
+        }
+        (None, None) => return Ok(None),
+    };
+    if latency {
+        return bad(
+            gpu.flag,
+            "GPU memory carries bandwidth tests only (write, read, send): latency ping-pong polls the buffer from \
+             the CPU; drop the flag, or measure bandwidth",
+        );
+    }
+    Ok(Some(gpu))
 }
 
 /// TCP streams `send` only; -q is its parallel connections; verbs knobs are errors.
@@ -237,6 +280,9 @@ fn tcp_streams(args: &PairArgs, op: Op, latency: bool) -> Result<u32, PairError>
         ("-S/--sl", args.sl.is_some()),
         ("-R/--rdma_cm", args.rdma_cm),
         ("-c/--connection", args.connection != Connection::Rc),
+        ("--use_cuda", args.gpu.use_cuda.is_some()),
+        ("--use_cuda_bus_id", args.gpu.use_cuda_bus_id.is_some()),
+        ("--use_cuda_dmabuf", args.gpu.use_cuda_dmabuf),
     ];
     if let Some((flag, _)) = verbs_only.iter().find(|(_, given)| *given) {
         return bad(flag, "is an RDMA knob; it does not apply to --transport tcp");
@@ -432,6 +478,56 @@ mod tests {
         assert!(e.flag == "--tclass" && e.reason.contains("pair without -R"), "{e}");
         assert_eq!(job("pair a b send --transport tcp --tclass 8").unwrap_err().flag, "--tclass");
         assert_eq!(job("pair a b send --transport tcp -R").unwrap_err().flag, "-R/--rdma_cm");
+    }
+
+    #[test]
+    fn perftest_gpu_flags_are_the_scenario_gpu_keys() {
+        let g = job("pair a b write -s 1M --use_cuda=1").unwrap().scenario.groups[0].clone();
+        assert_eq!((g.memory, g.gpu.clone()), (Some(GPU_SIDES), Some(GpuChoice::Index(1))));
+        assert_eq!(g.rdma.as_ref().unwrap().gpu_registration, GpuRegistration::Auto);
+        let g = job("pair a b read --use_cuda_bus_id 00000000:1B:00.0 --use_cuda_dmabuf").unwrap().scenario.groups[0]
+            .clone();
+        assert_eq!(g.gpu, Some(GpuChoice::BusId("0000:1b:00.0".into())));
+        assert_eq!(g.rdma.as_ref().unwrap().gpu_registration, GpuRegistration::Dmabuf);
+        // The knobs the flows get are what the same scenario file gives them.
+        let r = g.rdma_params().unwrap();
+        assert_eq!((r.memory, r.gpu, r.op), (GPU_SIDES, GpuChoice::BusId("0000:1b:00.0".into()), Op::Read));
+        let plain = job("pair a b write").unwrap().scenario.groups[0].clone();
+        assert_eq!((plain.memory, plain.gpu), (None, None), "host memory unless asked");
+    }
+
+    #[test]
+    fn gpu_flags_refuse_what_gpu_memory_cannot_carry() {
+        let e = job("pair a b write_lat --use_cuda=0").unwrap_err();
+        assert!(e.flag == "--use_cuda" && e.reason.starts_with("GPU memory carries bandwidth tests only"), "{e}");
+        let e = job("pair a b atomic --use_cuda_bus_id=0000:1b:00.0").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--use_cuda_bus_id: GPU memory carries write, read and send: fetch_add results are read from the buffer by the CPU"
+        );
+        let e = job("pair a b send -s 64 -I 128 --use_cuda=0").unwrap_err();
+        assert!(e.flag == "--use_cuda" && e.reason.starts_with("inline sends are copied"), "{e}");
+        let e = job("pair a b write --use_cuda_dmabuf").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--use_cuda_dmabuf: registers GPU memory: name the GPU too, --use_cuda=N or --use_cuda_bus_id=BUS_ID"
+        );
+        let e = job("pair a b write --use_cuda=0 --use_cuda_bus_id=0000:1b:00.0").unwrap_err();
+        assert_eq!(e.flag, "--use_cuda_bus_id");
+        assert_eq!(job("pair a b send --transport tcp --use_cuda=0").unwrap_err().flag, "--use_cuda");
+        assert_eq!(job("pair a b send --transport tcp --use_cuda_dmabuf").unwrap_err().flag, "--use_cuda_dmabuf");
+    }
+
+    #[test]
+    fn gpu_flag_values_that_name_no_gpu_are_refused_by_the_parser() {
+        let parse = |line: &str| {
+            let argv = std::iter::once("fabricbench").chain(line.split_whitespace());
+            Cli::try_parse_from(argv).map(|_| ()).unwrap_err().to_string()
+        };
+        let e = parse("pair a b write --use_cuda=first");
+        assert!(e.contains("`first` is not a GPU index: give CUDA's number of the GPU (0, 1, …)"), "{e}");
+        let e = parse("pair a b write --use_cuda_bus_id=1b:00.0");
+        assert!(e.contains("`1b:00.0` is not a PCI bus id: give the GPU's address"), "{e}");
     }
 
     #[test]

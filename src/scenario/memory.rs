@@ -159,18 +159,27 @@ impl<'de> Deserialize<'de> for GpuChoice {
         match GpuForm::deserialize(d).map_err(|_: D::Error| wrong())? {
             GpuForm::Index(i) => Ok(GpuChoice::Index(i)),
             GpuForm::Text(t) if t == "auto" => Ok(GpuChoice::Auto),
-            GpuForm::Text(t) if is_bus_id(&t) => Ok(GpuChoice::BusId(t.to_ascii_lowercase())),
-            GpuForm::Text(_) => Err(wrong()),
+            GpuForm::Text(t) => GpuChoice::bus_id(&t).ok_or_else(wrong),
         }
     }
 }
 
-/// "dddd:bb:dd.f" in hex, as sysfs and nvidia-smi write PCI addresses.
-fn is_bus_id(text: &str) -> bool {
-    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
-    let mut parts = text.split([':', '.']);
-    let mut next = |n| parts.next().is_some_and(|p| hex(p, n));
-    next(4) && next(2) && next(2) && next(1) && parts.next().is_none()
+impl GpuChoice {
+    /// A GPU by PCI address: "dddd:bb:dd.f" in hex as sysfs writes it, or
+    /// with the 8-digit domain nvidia-smi prints ("00000000:1B:00.0");
+    /// kept lowercase with a 4-digit domain, the form CUDA's bus id is
+    /// compared in.
+    pub fn bus_id(text: &str) -> Option<GpuChoice> {
+        let text = match text.split_once(':') {
+            Some((domain, _)) if domain.len() == 8 && domain.starts_with("0000") => &text[4..],
+            _ => text,
+        };
+        let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+        let mut parts = text.split([':', '.']);
+        let mut next = |n| parts.next().is_some_and(|p| hex(p, n));
+        let valid = next(4) && next(2) && next(2) && next(1) && parts.next().is_none();
+        valid.then(|| GpuChoice::BusId(text.to_ascii_lowercase()))
+    }
 }
 
 /// How GPU memory is registered with the NIC.
@@ -272,6 +281,20 @@ mod tests {
         assert!(e.contains("expected \"host\", \"cuda\", \"cuda-managed\" or \"cuda-host\""), "{e}");
         let e = toml::from_str::<Keys>("memory = \"cuda\"\ngpu = \"first\"").unwrap_err().to_string();
         assert!(e.contains("expected \"auto\", a GPU index (0, 1, …) or a PCI bus id"), "{e}");
+    }
+
+    #[test]
+    fn bus_ids_as_sysfs_or_nvidia_smi_write_them() {
+        let bus = |t: &str| GpuChoice::bus_id(t);
+        assert_eq!(bus("0000:1B:00.0"), Some(GpuChoice::BusId("0000:1b:00.0".into())));
+        assert_eq!(bus("00000000:1B:00.0"), Some(GpuChoice::BusId("0000:1b:00.0".into())), "nvidia-smi's domain");
+        for wrong in
+            ["1b:00.0", "0000:1b:00", "0000:1b:00.0.1", "0001000:1b:00.0", "00010000:1b:00.0", "0000:zz:00.0", ""]
+        {
+            assert_eq!(bus(wrong), None, "{wrong}");
+        }
+        let k: Keys = toml::from_str("memory = \"cuda\"\ngpu = \"00000000:C2:00.0\"").unwrap();
+        assert_eq!(k.gpu, GpuChoice::BusId("0000:c2:00.0".into()));
     }
 
     #[test]
