@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
-use crate::plan::{Flow, FlowId, GroupPlan};
+use crate::plan::{Flow, FlowId, GpuAsk, GroupPlan};
 use crate::result::degraded::AskedWindow;
 use crate::result::intervals::Moved;
 use crate::scenario::stress::StressSpec;
@@ -31,8 +31,9 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// in the report; 11: `Probe`'s host facts carry the GPUs; 12: each flow
 /// end's report names the engines that carried its lanes; 13: a group's
 /// RDMA knobs carry each end's `memory`, the `gpu` and `gpu_registration`;
-/// 14: an engine's core is optional, none where it was bound to several).
-pub const PROTOCOL_VERSION: u32 = 14;
+/// 14: an engine's core is optional, none where it was bound to several;
+/// 15: Welcome carries the GPUs the rank's ends use, for its preflight).
+pub const PROTOCOL_VERSION: u32 = 15;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -198,11 +199,14 @@ pub enum ToCoordinator {
 pub enum ToWorker {
     /// Hello accepted; `now_ns` is the coordinator's clock, for the offset.
     /// `heartbeat`: how often the rank is to send one (it grows with the
-    /// job's size), from which the rank also derives its lease.
+    /// job's size), from which the rank also derives its lease. `gpus`:
+    /// the GPUs the rank's ends use in any phase, checked before it makes
+    /// any end (the GPU preflight); empty when all are in host memory.
     Welcome {
         now_ns: i64,
         #[serde(with = "strict_duration")]
         heartbeat: Duration,
+        gpus: Vec<GpuAsk>,
     },
     /// The rank's flows in a phase: create their endpoints.
     /// `stress`: the burners to run beside them.
@@ -285,9 +289,9 @@ mod tests {
         let e = postcard::from_bytes::<ToWorker>(&frame).unwrap_err();
         assert!(matches!(e, postcard::Error::SerdeDeCustom), "{e:?}");
         // The same bytes as serde's own encoding of a Duration, both ways.
-        let welcome = ToWorker::Welcome { now_ns: -5, heartbeat: Duration::new(126, 999_999_999) };
+        let welcome = ToWorker::Welcome { now_ns: -5, heartbeat: Duration::new(126, 999_999_999), gpus: Vec::new() };
         let bytes = postcard::to_stdvec(&welcome).unwrap();
-        let plain = postcard::to_stdvec(&(0u8, -5i64, Duration::new(126, 999_999_999))).unwrap();
+        let plain = postcard::to_stdvec(&(0u8, -5i64, Duration::new(126, 999_999_999), Vec::<u8>::new())).unwrap();
         assert_eq!(bytes, plain);
         assert_eq!(postcard::from_bytes::<ToWorker>(&bytes).unwrap(), welcome);
     }

@@ -4,12 +4,14 @@
 //! rank and every re-rendered report agree on flow ids.
 
 mod congestion;
+mod gpu;
 mod patterns;
 mod rounds;
 mod shuffle;
 mod topology;
 
 pub use congestion::{split, CongestionPoint, Split};
+pub use gpu::GpuAsk;
 pub use topology::Fabric;
 use topology::Job;
 

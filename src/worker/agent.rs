@@ -118,9 +118,10 @@ impl Performer {
                 // Opening devices, registering memory and connecting can take
                 // seconds (more under emulation): off the async threads, which
                 // carry the heartbeats (and, on rank 0, the coordinator).
-                Action::Probe => {
-                    self.off_thread(|| Work::Probed(RdmaInventory::of_this_host(), Box::new(HostFacts::of_this_host())))
-                }
+                Action::Probe { gpus } => self.off_thread(move || {
+                    let preflight = super::gpu::preflight(&gpus);
+                    Work::Probed(RdmaInventory::of_this_host(), Box::new(HostFacts::of_this_host()), preflight)
+                }),
                 Action::Prepare { phase, flows, stress } => {
                     let bind = self.bind;
                     self.off_thread(move || {

@@ -1,9 +1,14 @@
 //! `gpu = "auto"` on this rank: the GPU nearest the rail's NIC, from this
-//! host's facts (PCIe classes as `nvidia-smi topo -m` prints them).
+//! host's facts (PCIe classes as `nvidia-smi topo -m` prints them); and the
+//! GPU preflight, before the rank makes any end.
+
+use std::path::Path;
 
 use crate::hostfacts::HostFacts;
+use crate::plan::GpuAsk;
 use crate::scenario::memory::GpuChoice;
 use crate::scenario::rdma::RdmaParams;
+use crate::transport::memory::{cuda, CudaMemory};
 use crate::transport::Side;
 
 /// `rail` with `gpu = "auto"` replaced by the nearest GPU's index, and why,
@@ -21,5 +26,49 @@ pub(super) fn resolve_auto(rail: &RdmaParams, side: Side) -> (RdmaParams, Option
     match nearest {
         Some((index, why)) => (RdmaParams { gpu: GpuChoice::Index(index), ..rail.clone() }, Some(why)),
         None => (rail.clone(), None),
+    }
+}
+
+/// The GPU preflight: every GPU this rank's ends ask for in any phase
+/// opens through the driver (FABRICBENCH_LIBCUDA, else libcuda.so.1), before
+/// any end is made. The error names the GPU and the group that asks for it;
+/// the coordinator adds the rank and host.
+pub(super) fn preflight(asks: &[GpuAsk]) -> Result<(), String> {
+    preflight_at(&cuda::library(std::env::var_os(cuda::LIBRARY_ENV)), asks)
+}
+
+fn preflight_at(library: &Path, asks: &[GpuAsk]) -> Result<(), String> {
+    for ask in asks {
+        CudaMemory::open_choice(library, &ask.gpu, cuda::placement(ask.memory)).map_err(|e| {
+            format!(
+                "GPU preflight: group \"{}\" (phase {}) puts this rank's buffers in {} memory on gpu = {}, \
+                 which cannot be used here: {e}",
+                ask.group,
+                ask.phase,
+                ask.memory.name(),
+                ask.gpu.describe()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::memory::Memory;
+
+    #[test]
+    fn a_host_without_the_driver_is_refused_naming_the_gpu_and_group() {
+        let ask = GpuAsk { memory: Memory::Cuda, gpu: GpuChoice::Index(3), phase: 2, group: "gdr".into() };
+        assert_eq!(preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[]), Ok(()), "nothing asked, nothing opened");
+        let e = preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[ask]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "GPU preflight: group \"gdr\" (phase 2) puts this rank's buffers in cuda memory on gpu = 3, which \
+                 cannot be used here: no NVIDIA driver: /nonexistent/libcuda.so.1 not found"
+            ),
+            "{e}"
+        );
     }
 }

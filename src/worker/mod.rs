@@ -16,6 +16,7 @@ mod sampler;
 mod session;
 pub mod srun;
 mod streams;
+mod work;
 
 use std::io::{BufRead, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};

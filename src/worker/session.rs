@@ -28,15 +28,11 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+pub use super::work::{Action, SessionError, Work};
 use crate::control::report_parts;
-use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToCoordinator, ToWorker, Window};
-use crate::hostfacts::HostFacts;
+use crate::control::wire::{FlowEndpoint, Hello, ToCoordinator, ToWorker};
 use crate::metrics::clock::PeerClock;
-use crate::metrics::RankReport;
-use crate::result::intervals::Moved;
-use crate::scenario::stress::StressSpec;
 use crate::scenario::BadKey;
-use crate::transport::rdma::RdmaInventory;
 
 /// A coordinator silent this long is gone: the worker stops and exits
 /// (or, in a job whose heartbeats are further apart, [`LEASE_INTERVALS`]
@@ -67,78 +63,6 @@ pub enum Stage<O, C> {
     Done,
 }
 
-/// What the agent is to do, in the order given.
-#[derive(Debug, PartialEq)]
-pub enum Action<O, C> {
-    Send(ToCoordinator),
-    /// Probe the host's RDMA devices off the async threads, then
-    /// [`Work::Probed`].
-    Probe,
-    /// Create the phase's flow ends off the async threads, then
-    /// [`Work::Prepared`].
-    Prepare {
-        phase: usize,
-        flows: Vec<FlowRole>,
-        stress: Option<StressSpec>,
-    },
-    /// Connect `ends` to `peers` off the async threads, then [`Work::Connected`].
-    Connect {
-        phase: usize,
-        ends: O,
-        peers: Vec<FlowEndpoint>,
-    },
-    /// Run the streams from `t0_ns` (coordinator clock) through `window`;
-    /// each interval is [`Work::Interval`], a flow that fails
-    /// [`Work::FlowFailed`], their end [`Work::Report`].
-    Start {
-        phase: usize,
-        links: C,
-        t0_ns: i64,
-        window: Window,
-        clock: PeerClock,
-    },
-    /// Stop the running streams early; their report still comes.
-    StopStreams,
-    /// The session is over: stop any streams, flush what was sent, return.
-    Exit(Result<(), SessionError>),
-}
-
-/// What the work off the async threads has finished.
-#[derive(Debug)]
-pub enum Work<O, C> {
-    Probed(RdmaInventory, Box<HostFacts>),
-    Prepared {
-        phase: usize,
-        result: Result<(O, Vec<FlowEndpoint>), String>,
-    },
-    Connected {
-        phase: usize,
-        result: Result<C, String>,
-    },
-    /// One interval of the running phase: its length on the coordinator's
-    /// clock and what each flow end moved in it.
-    Interval {
-        phase: usize,
-        interval: u32,
-        span_ns: i64,
-        ends: Vec<Moved>,
-    },
-    /// A flow of the running phase ended with an error before it was stopped.
-    FlowFailed {
-        phase: usize,
-        error: String,
-    },
-    Report(Box<RankReport>),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
-    #[error("the coordinator was silent for {0:?} (heartbeat lease expired)")]
-    Silent(Duration),
-    #[error("the coordinator sent {0} before welcoming this rank")]
-    NotWelcomed(&'static str),
-}
-
 pub struct Session<O, C> {
     rank: usize,
     stage: Stage<O, C>,
@@ -164,6 +88,9 @@ pub struct Session<O, C> {
     /// used to end before a slow probe arrived, and run.json lacked it).
     probed: bool,
     held: Option<ToCoordinator>,
+    /// While the GPU preflight runs (Welcome named GPUs), the first phase's
+    /// Prepare waits here: no end is made before every GPU has opened.
+    preflight: Option<Option<Action<O, C>>>,
     out: VecDeque<Action<O, C>>,
 }
 
@@ -185,6 +112,7 @@ impl<O, C> Session<O, C> {
             busy: false,
             probed: false,
             held: None,
+            preflight: None,
             out: VecDeque::from([Action::Send(ToCoordinator::Hello(hello))]),
         }
     }
@@ -230,7 +158,7 @@ impl<O, C> Session<O, C> {
         self.last_heard = now;
         if matches!(self.stage, Stage::Greeting) {
             match msg {
-                ToWorker::Welcome { now_ns: coordinator_ns, heartbeat } => {
+                ToWorker::Welcome { now_ns: coordinator_ns, heartbeat, gpus } => {
                     let received_ns = self.hello_ns + i64::try_from((now - self.hello_at).as_nanos()).unwrap_or(0);
                     self.clock = PeerClock::estimate(self.hello_ns, coordinator_ns, received_ns);
                     self.heartbeat = heartbeat.clamp(HEARTBEAT, MAX_HEARTBEAT);
@@ -239,7 +167,8 @@ impl<O, C> Session<O, C> {
                     self.busy = false;
                     self.stage = Stage::Idle { next: 0 };
                     // Once per run: opening every device takes a while.
-                    self.out.push_back(Action::Probe);
+                    self.preflight = (!gpus.is_empty()).then_some(None);
+                    self.out.push_back(Action::Probe { gpus });
                 }
                 other => self.exit(Err(SessionError::NotWelcomed(other.name()))),
             }
@@ -253,7 +182,11 @@ impl<O, C> Session<O, C> {
             ToWorker::Setup { phase, flows, stress } => match self.stage {
                 Stage::Idle { next } if next == phase => {
                     self.stage = Stage::Preparing { phase, peers: None };
-                    self.out.push_back(Action::Prepare { phase, flows, stress });
+                    let prepare = Action::Prepare { phase, flows, stress };
+                    match &mut self.preflight {
+                        Some(waiting) => *waiting = Some(prepare),
+                        None => self.out.push_back(prepare),
+                    }
                 }
                 _ => self.unexpected(format!("Setup for phase {phase}")),
             },
@@ -291,9 +224,16 @@ impl<O, C> Session<O, C> {
     pub fn finished(&mut self, work: Work<O, C>) {
         match work {
             _ if matches!(self.stage, Stage::Done) => {}
-            Work::Probed(inventory, facts) => {
+            Work::Probed(inventory, facts, preflight) => {
                 self.send(ToCoordinator::Probe(inventory, facts));
                 self.probed = true;
+                let waiting = self.preflight.take().flatten();
+                if let Err(error) = preflight {
+                    return self.failed(phase_of(&self.stage), error);
+                }
+                if let Some(prepare) = waiting.filter(|_| matches!(self.stage, Stage::Preparing { .. })) {
+                    self.out.push_back(prepare);
+                }
                 if let Some(endpoints) = self.held.take() {
                     self.send(endpoints);
                 }

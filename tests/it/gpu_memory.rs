@@ -102,3 +102,41 @@ fn without_libcuda_the_error_says_there_is_no_driver() {
     assert!(text.starts_with("no NVIDIA driver: libcuda-not-installed.so.1 not found ("), "{text}");
     assert!(text.ends_with("install the NVIDIA driver, or name the library with FABRICBENCH_LIBCUDA"), "{text}");
 }
+
+/// The GPU preflight through the real CLI: `pair --use_cuda=5` on two local
+/// ranks whose driver (the double) has GPUs 0 and 1. Every rank opens its
+/// GPUs before it makes any end (no RDMA device is needed to get there), so
+/// the run refuses naming the rank, its host and the GPU, and leaves nothing.
+#[test]
+fn a_gpu_the_host_lacks_is_refused_before_any_end_is_made() {
+    let _machine = crate::common::busy_machine();
+    let library = double("two", &[]);
+    let bench = crate::common::Bench::new();
+    let args = ["pair", "localhost", "localhost", "write", "--use_cuda=5", "-D", "0.1", "--no-save", "--no-progress"];
+    let out = bench.command(&args).env("FABRICBENCH_LIBCUDA", &library).output().expect("run fabricbench");
+    let stderr = crate::common::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let refusal = "GPU preflight: group \"pair\" (phase 0) puts this rank's buffers in cuda memory on gpu = 5, which \
+                   cannot be used here: GPU 5 not on this host (it has 2; GPUs are numbered from 0 as CUDA counts them)";
+    let named =
+        [0, 1].iter().any(|r| stderr.contains(&format!("rank {r} (127.0.0.{}): failed in phase 0: {refusal}", r + 1)));
+    assert!(named, "{stderr}");
+    assert!(!stderr.contains("flow 0"), "no flow end was made: {stderr}");
+    assert!(bench.leftovers(std::time::Duration::from_secs(5)).is_empty(), "processes left");
+}
+
+#[test]
+fn a_gpu_is_opened_by_index_bus_id_or_auto() {
+    use fabricbench::scenario::memory::GpuChoice;
+    let library = double("two", &[]);
+    let open = |choice: GpuChoice| CudaMemory::open_choice(&library, &choice, CudaMemoryType::Device);
+    assert_eq!(open(GpuChoice::Index(1)).unwrap().index(), 1);
+    assert_eq!(open(GpuChoice::Auto).unwrap().index(), 0, "auto the worker could not resolve: GPU 0");
+    let by_bus = open(GpuChoice::bus_id("00000000:1C:00.0").unwrap()).unwrap();
+    assert_eq!((by_bus.index(), by_bus.bus_id()), (1, "0000:1C:00.0"));
+    let e = open(GpuChoice::bus_id("0000:3b:00.0").unwrap()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "GPU 0000:3b:00.0 is not on this host (CUDA sees 0000:1b:00.0, 0000:1c:00.0); give one of those or an index"
+    );
+}

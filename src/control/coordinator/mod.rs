@@ -23,7 +23,7 @@ use crate::control::gather::Gather;
 use crate::control::proofs::FlowProofs;
 use crate::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
 use crate::metrics::{FlowSamples, RankReport};
-use crate::plan::Plan;
+use crate::plan::{GpuAsk, Plan};
 use crate::result::intervals::PhaseIntervals;
 use crate::result::RankProbe;
 
@@ -39,6 +39,8 @@ struct Slot {
     busy: bool,
     /// Flows of this phase's report that came ahead of it in parts.
     parts: Vec<FlowSamples>,
+    /// The GPUs its ends use in any phase: its Welcome carries them.
+    gpus: Vec<GpuAsk>,
 }
 
 /// Connections that have not said Hello yet, beyond the job's own ranks:
@@ -124,13 +126,15 @@ impl Coordinator {
         let slots = plan
             .ranks
             .iter()
-            .map(|r| Slot {
+            .zip(plan.gpu_asks())
+            .map(|(r, gpus)| Slot {
                 host: r.host.clone(),
                 conn: None,
                 joined: false,
                 last_heard: now_ns,
                 busy: false,
                 parts: Vec::new(),
+                gpus,
             })
             .collect();
         let mut histograms = vec![0; plan.ranks.len()];

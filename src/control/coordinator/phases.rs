@@ -84,7 +84,8 @@ impl Coordinator {
         slot.joined = true;
         slot.last_heard = now_ns;
         self.joined += 1;
-        self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat: self.timeouts.heartbeat });
+        let gpus = std::mem::take(&mut slot.gpus);
+        self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat: self.timeouts.heartbeat, gpus });
         if let Stage::Joining { setups, .. } = &mut self.stage {
             let flows = std::mem::take(&mut setups[hello.rank]);
             let setup = self.setup(0, hello.rank, flows);

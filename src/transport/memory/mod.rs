@@ -45,6 +45,8 @@ pub enum MemoryError {
     NoSymbol { library: PathBuf, symbol: &'static str, why: String },
     #[error("GPU {gpu} not on this host (it has {count}; GPUs are numbered from 0 as CUDA counts them)")]
     NoSuchGpu { gpu: usize, count: usize },
+    #[error("GPU {bus} is not on this host (CUDA sees {seen}); give one of those or an index")]
+    NoSuchBusId { bus: String, seen: String },
     #[error("{call} on GPU {gpu} failed: {message} (CUresult {code})")]
     Driver { call: &'static str, gpu: usize, code: i32, message: String },
     #[error("{len} bytes at offset {offset} do not fit a buffer of {size} bytes")]

@@ -11,7 +11,7 @@ use super::error::RdmaError;
 use super::ffi::Arena;
 use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
 use crate::scenario::rdma::RdmaParams;
-use crate::transport::memory::{self, CudaMemory, CudaMemoryType, MemoryError, MemoryKind};
+use crate::transport::memory::{self, cuda, CudaMemory, CudaMemoryType, MemoryKind};
 use crate::transport::Side;
 
 /// What one end of a flow registered, and why that way.
@@ -54,11 +54,7 @@ pub(super) fn arena(
         device: device.into(),
         reason,
     };
-    let placement = match memory {
-        Memory::Cuda | Memory::Host => CudaMemoryType::Device,
-        Memory::CudaManaged => CudaMemoryType::Managed,
-        Memory::CudaHost => CudaMemoryType::HostPinned,
-    };
+    let placement = cuda::placement(memory);
     let (gpu, chosen) = gpu_index(&params.gpu, placement).map_err(fail)?;
     let provider = memory::open(MemoryKind::Cuda { gpu, placement }).map_err(|e| fail(e.to_string()))?;
     let name = provider.describe();
@@ -85,26 +81,9 @@ fn gpu_index(choice: &GpuChoice, placement: CudaMemoryType) -> Result<(usize, St
             Ok((0, why.into()))
         }
         GpuChoice::BusId(bus) => {
-            let mut seen = Vec::new();
-            for i in 0.. {
-                match CudaMemory::open(i, placement) {
-                    Ok(gpu) if gpu.bus_id().eq_ignore_ascii_case(bus) => return Ok((i, format!("gpu = \"{bus}\""))),
-                    Ok(gpu) => seen.push(gpu.bus_id().to_ascii_lowercase()),
-                    Err(MemoryError::NoSuchGpu { .. }) => break,
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-            Err(format!(
-                "GPU {bus} is not on this host (CUDA sees {}); give one of those or an index",
-                seen_list(&seen)
-            ))
+            let library = cuda::library(std::env::var_os(cuda::LIBRARY_ENV));
+            let gpu = CudaMemory::open_choice(&library, choice, placement).map_err(|e| e.to_string())?;
+            Ok((gpu.index(), format!("gpu = \"{bus}\"")))
         }
-    }
-}
-
-fn seen_list(seen: &[String]) -> String {
-    match seen.is_empty() {
-        true => "no GPU".into(),
-        false => seen.join(", "),
     }
 }

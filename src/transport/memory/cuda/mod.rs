@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{within, Buffer, DmaBuf, Memory, MemoryError, MemoryProvider};
+use crate::scenario::memory::GpuChoice;
 pub(super) use driver::Allocation;
 pub use driver::CudaMemoryType;
 use driver::{CallFailure, Count, Driver, OpenFailure};
@@ -43,6 +44,17 @@ pub fn library(given: Option<OsString>) -> PathBuf {
     given.filter(|g| !g.is_empty()).map_or_else(|| PathBuf::from(LIBRARY), PathBuf::from)
 }
 
+/// The allocation a scenario's `memory` asks for (host memory has none
+/// here: it is given as device memory, as the transport takes it).
+pub fn placement(memory: crate::scenario::memory::Memory) -> CudaMemoryType {
+    use crate::scenario::memory::Memory as Asked;
+    match memory {
+        Asked::Cuda | Asked::Host => CudaMemoryType::Device,
+        Asked::CudaManaged => CudaMemoryType::Managed,
+        Asked::CudaHost => CudaMemoryType::HostPinned,
+    }
+}
+
 impl CudaMemory {
     /// GPU `gpu` through the library [`library`] picks from FABRICBENCH_LIBCUDA.
     pub fn open(gpu: usize, placement: CudaMemoryType) -> Result<CudaMemory, MemoryError> {
@@ -66,6 +78,37 @@ impl CudaMemory {
         };
         let (bus_id, name) = driver.identity().map_err(|f| failed(f, gpu))?;
         Ok(CudaMemory { driver, gpu, placement, bus_id, name })
+    }
+
+    /// The GPU `choice` names, through the driver library at `library`: by
+    /// index; by PCI address among the GPUs CUDA counts; `auto` (which the
+    /// worker resolves from the host's facts where it can) as GPU 0.
+    pub fn open_choice(
+        library: &Path,
+        choice: &GpuChoice,
+        placement: CudaMemoryType,
+    ) -> Result<CudaMemory, MemoryError> {
+        let bus = match choice {
+            GpuChoice::Index(gpu) => return CudaMemory::open_at(library, *gpu, placement),
+            GpuChoice::Auto => return CudaMemory::open_at(library, 0, placement),
+            GpuChoice::BusId(bus) => bus,
+        };
+        let mut seen = Vec::new();
+        for gpu in 0.. {
+            match CudaMemory::open_at(library, gpu, placement) {
+                Ok(cuda) if cuda.bus_id.eq_ignore_ascii_case(bus) => return Ok(cuda),
+                Ok(cuda) => seen.push(cuda.bus_id.to_ascii_lowercase()),
+                Err(MemoryError::NoSuchGpu { .. }) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let seen = if seen.is_empty() { "no GPU".to_string() } else { seen.join(", ") };
+        Err(MemoryError::NoSuchBusId { bus: bus.clone(), seen })
+    }
+
+    /// CUDA's number of the GPU.
+    pub fn index(&self) -> usize {
+        self.gpu
     }
 
     /// The GPU's PCI address as CUDA writes it, e.g. "0000:1B:00.0".
