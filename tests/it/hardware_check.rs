@@ -205,3 +205,38 @@ fn help_prints_the_usage_and_exits_0() {
         assert!(!usage.contains("set -uo"), "{flag}: the usage stops before the script: {usage}");
     }
 }
+
+/// The GPU rows come from `fabricbench facts` on recorded trees (with the
+/// budget spent, so no test runs wherever this runs): the DGX-like host's
+/// GPUs, peer memory, dma-buf and the device's nearest GPU; a host with an
+/// old driver and no module; a host without GPUs.
+#[test]
+fn gpu_rows_say_what_each_host_offers_gpudirect() {
+    let tree = |name: &str| format!("{}/tests/fixtures/hosts/{name}/sys", env!("CARGO_MANIFEST_DIR"));
+    let gpu_rows = |name: &str| {
+        let out = tempfile::tempdir().unwrap();
+        let args = ["--quick", "-d", "mlx5_3", "--budget", "0"];
+        let run = hardware_check(out.path(), &args, &[("FABRICBENCH_SYSFS_ROOT", &tree(name))]);
+        assert!(run.status.success(), "{name}: {}", String::from_utf8_lossy(&run.stderr));
+        let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+        assert!(!report.contains("GPU memory was measured"), "{name}: nothing ran:\n{report}");
+        let rows = table(&report, "GPUs");
+        rows.into_iter().map(|r| (r[0].clone(), r[1].clone())).collect::<Vec<_>>()
+    };
+    let cell = |rows: &[(String, String)], check: &str| {
+        rows.iter().find(|(c, _)| c.starts_with(check)).unwrap_or_else(|| panic!("no {check} row: {rows:?}")).1.clone()
+    };
+    let dgx = gpu_rows("gpu-dgx");
+    assert_eq!(cell(&dgx, "NVIDIA GPUs"), "8 (driver 550.54.15)");
+    assert_eq!(cell(&dgx, "peer memory module"), "nvidia_peermem");
+    assert_eq!(cell(&dgx, "dma-buf"), "possible");
+    assert_eq!(cell(&dgx, "each NIC's nearest GPU"), "mlx5_3: GPU4 (PIX)", "-d mlx5_3's row of the facts' table");
+    assert!(["in probe.txt", "nvidia-smi is not installed"].contains(&cell(&dgx, "nvidia-smi topo -m").as_str()));
+    let across = gpu_rows("gpu-across");
+    assert_eq!(cell(&across, "peer memory module"), "no module loaded");
+    assert_eq!(cell(&across, "dma-buf"), "no (needs kernel ≥ 5.12 and driver ≥ 515)");
+    assert_eq!(cell(&across, "each NIC's nearest GPU"), "no RDMA NIC named mlx5_3 on this host");
+    let none = gpu_rows("rxe");
+    assert_eq!(cell(&none, "NVIDIA GPUs"), "none");
+    assert_eq!(cell(&none, "dma-buf"), "-");
+}
