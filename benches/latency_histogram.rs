@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabricbench::histogram::{Histogram, Recorder};
-use fabricbench::transport::{tcp, FlowCounters};
+use fabricbench::metrics::cpu::ThreadBook;
+use fabricbench::transport::tcp::{self, Role};
+use fabricbench::worker::engine::{EndState, Engine};
 use rand::{Rng, SeedableRng};
 
 /// Records per measurement of the record cost.
@@ -39,35 +41,38 @@ fn main() {
     }
 }
 
-/// One latency flow's round trips as the worker takes them: the transport's
-/// own ping and echo loops.
+/// One latency flow's round trips as the worker takes them: the
+/// transport's ping and echo tasks, each end on an engine of its own.
 fn tcp_flow(length: Duration) -> Histogram {
     let ip: IpAddr = [127, 0, 0, 1].into();
     let listener = tcp::Listener::bind(ip, 1).expect("bind");
     let addr = listener.local_addr();
-    let stop = Arc::new(AtomicBool::new(false));
     let auth = tcp::FlowAuth { flow: 0, proof: tcp::FlowProof([1; 32]) };
-    let echo = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let sock = listener.accept(&auth, 1, Duration::from_secs(5)).expect("accept").streams.remove(0);
-            // Stopped at the end of its run: it echoes until the client closes.
-            tcp::echo_loop(sock, &mut [0; 64], &FlowCounters::default(), (&stop, Instant::now())).expect("echo");
-        })
-    };
+    let accepting = std::thread::spawn(move || listener.accept(&auth, 1, Duration::from_secs(5)).expect("accept"));
     let sock = tcp::connect(ip, addr, &auth, 1, Duration::from_secs(5)).expect("connect").remove(0);
-    let stopper = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(length);
-            stop.store(true, Ordering::Relaxed);
+    let echoed = accepting.join().expect("accepting thread").streams.remove(0);
+    let (t0, close) = (Instant::now(), Instant::now() + length);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (client, server) = (Arc::<EndState>::default(), Arc::<EndState>::default());
+    let ends = [
+        (sock, Role::Ping { rtts: Recorder::new(None), probes: None }, &client, true),
+        // Stopped at the end of its run: it echoes until the client closes.
+        (echoed, Role::Echo { close }, &server, false),
+    ];
+    let engines: Vec<_> = ends
+        .into_iter()
+        .map(|(sock, role, end, sender)| {
+            let task = tcp::task(sock, vec![0; 64], Arc::default(), role).expect("a task");
+            Engine::of_end(vec![task], end, sender).spawn(t0, close, stop.clone(), ThreadBook::default())
         })
-    };
-    let mut recorder = Recorder::new(None);
-    tcp::ping_loop(sock, &mut [0; 64], &FlowCounters::default(), &stop, &mut recorder).expect("ping");
-    stopper.join().expect("stopper");
-    echo.join().expect("echo thread");
-    recorder.into_histogram()
+        .collect();
+    std::thread::sleep(length);
+    stop.store(true, Ordering::Relaxed);
+    engines.into_iter().for_each(|e| e.join().expect("engine"));
+    for end in [&client, &server] {
+        assert_eq!(end.error(), None, "the ping-pong ends cleanly");
+    }
+    client.take_round_trips().expect("the client's round trips")
 }
 
 /// Seeded sets of round trips in ns.

@@ -116,6 +116,17 @@ pub struct Engine {
     pub seats: Vec<Seat>,
 }
 
+#[cfg(any(test, feature = "testing"))]
+impl Engine {
+    /// Engine 0, bound to no core, for `tasks`, the lanes of one flow end
+    /// (`end`; `sender`: its sending end): how tests and benchmarks drive
+    /// the transport's tasks as a phase does.
+    pub fn of_end(tasks: Vec<Box<dyn FlowTask>>, end: &Arc<EndState>, sender: bool) -> Engine {
+        let seats = tasks.into_iter().map(|task| Seat { task, end: end.clone(), sender }).collect();
+        Engine { id: 0, cores: Vec::new(), seats }
+    }
+}
+
 /// A lane while the engine runs it.
 struct Slot {
     task: Option<Box<dyn FlowTask>>,

@@ -7,7 +7,7 @@
 
 mod agent;
 mod assign;
-mod engine;
+pub mod engine;
 mod gpu;
 pub mod mpi;
 mod phase;

@@ -1,5 +1,6 @@
-//! The TCP data plane with real loopback sockets: a stranger on a
-//! receiver's port takes no stream's slot and adds no byte to the flow.
+//! The TCP data plane with real loopback sockets, each stream a task on an
+//! engine as a worker runs it: a stranger on a receiver's port takes no
+//! stream's slot and adds no byte to the flow.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -10,12 +11,64 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::common::{self, Bench};
-use fabricbench::transport::tcp::{self, Accepted, FlowAuth, FlowProof, Listener, Refusal};
+use fabricbench::metrics::cpu::ThreadBook;
+use fabricbench::transport::tcp::{self, Accepted, FlowAuth, FlowProof, Listener, Refusal, Role};
 use fabricbench::transport::FlowCounters;
+use fabricbench::worker::engine::{EndState, Engine};
 
 const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 const AUTH: FlowAuth = FlowAuth { flow: 3, proof: FlowProof([0x42; 32]) };
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// A sender's window that does not close while a test runs.
+const OPEN: Duration = Duration::from_secs(60);
+
+/// One flow end whose streams run on an engine of their own.
+struct End {
+    state: Arc<EndState>,
+    counters: Arc<FlowCounters>,
+    engine: JoinHandle<()>,
+}
+
+impl End {
+    /// Runs `socks` as one end's lanes, each in `role`, from `t0` in a
+    /// window closing at `close`, until they are done (`stop`: the phase's end).
+    fn run(
+        socks: Vec<TcpStream>,
+        role: impl Fn() -> Role,
+        sender: bool,
+        window: (Instant, Instant),
+        stop: &Arc<AtomicBool>,
+    ) -> End {
+        let (state, counters) = (Arc::<EndState>::default(), Arc::<FlowCounters>::default());
+        let tasks = socks
+            .into_iter()
+            .map(|sock| tcp::task(sock, vec![0xA5; 65536], counters.clone(), role()).unwrap())
+            .collect();
+        let engine =
+            Engine::of_end(tasks, &state, sender).spawn(window.0, window.1, stop.clone(), ThreadBook::default());
+        End { state, counters, engine }
+    }
+
+    /// Sends until `stop`, from `t0`.
+    fn send(socks: Vec<TcpStream>, t0: Instant, stop: &Arc<AtomicBool>) -> End {
+        End::run(socks, || Role::Send { per_s: None }, true, (t0, t0 + OPEN), stop)
+    }
+
+    /// Receives from now until the senders close; after `stop`, drains as
+    /// the end of a window closing at `close` does.
+    fn receive(socks: Vec<TcpStream>, close: Instant, stop: &Arc<AtomicBool>) -> End {
+        End::run(socks, || Role::Receive { message_size: 65536, close }, false, (Instant::now(), close), stop)
+    }
+
+    /// Once every lane is done: the end's bytes, or its first error.
+    fn bytes(self) -> Result<u64, String> {
+        self.engine.join().unwrap();
+        match self.state.error() {
+            Some(e) => Err(e),
+            None => Ok(self.counters.read().0),
+        }
+    }
+}
 
 /// A stranger that connects, writes its first zeros, says it has, then
 /// streams zeros until it is closed (or 5 s pass); the bytes it got out.
@@ -43,22 +96,8 @@ fn stranger_streaming_zeros(addr: SocketAddr) -> JoinHandle<u64> {
 
 /// Receives every accepted stream to its end; the bytes counted.
 fn receive_all(accepted: Accepted) -> u64 {
-    let counters = Arc::new(FlowCounters::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let loops: Vec<_> = accepted
-        .streams
-        .into_iter()
-        .map(|sock| {
-            let (counters, stop) = (counters.clone(), stop.clone());
-            std::thread::spawn(move || {
-                tcp::receive_loop(sock, &mut [0; 65536], 65536, &counters, (&stop, Instant::now()))
-            })
-        })
-        .collect();
-    for l in loops {
-        l.join().unwrap().expect("the real streams receive cleanly");
-    }
-    counters.read().0
+    let never = Arc::new(AtomicBool::new(false));
+    End::receive(accepted.streams, Instant::now(), &never).bytes().expect("the real streams receive cleanly")
 }
 
 #[test]
@@ -72,27 +111,17 @@ fn a_stranger_connecting_first_and_streaming_zeros_counts_nothing() {
         (refused, strangers, receive_all(accepted))
     });
 
-    let sent = Arc::new(FlowCounters::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let senders: Vec<_> = tcp::connect(LOOPBACK, addr, &AUTH, 2, TIMEOUT)
-        .unwrap()
-        .into_iter()
-        .map(|sock| {
-            let (sent, stop) = (sent.clone(), stop.clone());
-            std::thread::spawn(move || tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop, None))
-        })
-        .collect();
+    let senders = End::send(tcp::connect(LOOPBACK, addr, &AUTH, 2, TIMEOUT).unwrap(), Instant::now(), &stop);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
-    for s in senders {
-        s.join().unwrap().expect("the real streams send cleanly");
-    }
+    let sent = senders.bytes().expect("the real streams send cleanly");
 
     let (refused, strangers, received) = receiver.join().unwrap();
     let stranger_sent = stranger.join().unwrap();
     assert!(stranger_sent > 0, "the stranger streamed zeros");
-    assert!(sent.read().0 > 0);
-    assert_eq!(received, sent.read().0, "the flow received exactly what its sender sent");
+    assert!(sent > 0);
+    assert_eq!(received, sent, "the flow received exactly what its sender sent");
     assert_eq!(refused, 1);
     assert_eq!(strangers.len(), 1);
     assert_eq!(strangers[0].why, Refusal::Magic);
@@ -254,33 +283,21 @@ fn check_reported(bench: &Bench, stderr: &str) {
 fn a_receiver_whose_window_closed_waits_for_its_late_sender() {
     let listener = Listener::bind(LOOPBACK, 1).unwrap();
     let addr = listener.local_addr();
-    let received = Arc::new(FlowCounters::default());
-    let receiver_stop = Arc::new(AtomicBool::new(true));
-    let receiver = {
-        let (received, stop) = (received.clone(), receiver_stop.clone());
-        std::thread::spawn(move || {
-            let sock = listener.accept(&AUTH, 1, TIMEOUT).unwrap().streams.remove(0);
-            // Its window has closed: the stop is the phase's end, not an abort.
-            tcp::receive_loop(sock, &mut [0; 65536], 65536, &received, (&stop, Instant::now()))
-        })
-    };
-    let sock = tcp::connect(LOOPBACK, addr, &AUTH, 1, TIMEOUT).unwrap().remove(0);
-    let sent = Arc::new(FlowCounters::default());
-    let sender_stop = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let (sent, stop) = (sent.clone(), sender_stop.clone());
-        std::thread::spawn(move || {
-            // Late: several of the receiver's read polls go by in silence first.
-            std::thread::sleep(Duration::from_millis(800));
-            tcp::send_loop(sock, &[0xA5; 65536], &sent, &stop, None)
-        })
-    };
+    let receiver = std::thread::spawn(move || {
+        let accepted = listener.accept(&AUTH, 1, TIMEOUT).unwrap();
+        // Its window has closed: the stop is the phase's end, not an abort.
+        End::receive(accepted.streams, Instant::now(), &Arc::new(AtomicBool::new(true))).bytes()
+    });
+    let socks = tcp::connect(LOOPBACK, addr, &AUTH, 1, TIMEOUT).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Late: the receiver's engine waits in silence for a while first.
+    let sender = End::send(socks, Instant::now() + Duration::from_millis(800), &stop);
     std::thread::sleep(Duration::from_millis(1300));
-    sender_stop.store(true, Ordering::Relaxed);
-    sender.join().unwrap().expect("the late sender is not cut off by a broken pipe");
-    receiver.join().unwrap().expect("the receiver ends at its sender's close");
-    assert!(sent.read().0 > 0, "the sender sent for 500 ms");
-    assert_eq!(received.read().0, sent.read().0, "everything sent was read before the receiver closed");
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender.bytes().expect("the late sender is not cut off by a broken pipe");
+    let received = receiver.join().unwrap().expect("the receiver ends at its sender's close");
+    assert!(sent > 0, "the sender sent for 500 ms");
+    assert_eq!(received, sent, "everything sent was read before the receiver closed");
 }
 
 /// An abort (a stop before the window closed) ends the run: the receiver
@@ -290,21 +307,16 @@ fn a_receiver_whose_window_closed_waits_for_its_late_sender() {
 fn an_aborted_receiver_closes_at_its_first_silent_poll() {
     let listener = Listener::bind(LOOPBACK, 1).unwrap();
     let addr = listener.local_addr();
-    let stop = Arc::new(AtomicBool::new(true));
-    let receiver = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let sock = listener.accept(&AUTH, 1, TIMEOUT).unwrap().streams.remove(0);
-            let began = Instant::now();
-            let window_closes = began + Duration::from_secs(60);
-            let outcome =
-                tcp::receive_loop(sock, &mut [0; 65536], 65536, &FlowCounters::default(), (&stop, window_closes));
-            (outcome, began.elapsed())
-        })
-    };
+    let receiver = std::thread::spawn(move || {
+        let accepted = listener.accept(&AUTH, 1, TIMEOUT).unwrap();
+        let began = Instant::now();
+        let window_closes = began + Duration::from_secs(60);
+        let outcome = End::receive(accepted.streams, window_closes, &Arc::new(AtomicBool::new(true))).bytes();
+        (outcome, began.elapsed())
+    });
     let _silent_sender = tcp::connect(LOOPBACK, addr, &AUTH, 1, TIMEOUT).unwrap();
     let (outcome, took) = receiver.join().unwrap();
-    outcome.expect("an aborted receiver ends cleanly");
+    assert_eq!(outcome, Ok(0), "an aborted receiver ends cleanly, having heard nothing");
     assert!(took < Duration::from_secs(1), "waited {took:?} for a silent sender after an abort");
 }
 

@@ -1,9 +1,6 @@
 //! TCP streams: what iperf measures, over loopback, Ethernet or IPoIB.
-//! One flow is `streams` connections. In a run each is a nonblocking task
-//! (`tasks`, `latency`) that an engine thread drives with many others; the
-//! blocking loops here run one stream on the caller's thread (the tests'
-//! and benchmarks' reference), polling the stop flag between calls, with
-//! socket timeouts so a dead peer cannot block them forever. Neither
+//! One flow is `streams` connections, each a nonblocking task (`tasks`,
+//! `latency`) that an engine thread drives with many others; none
 //! allocates while it moves data. Every stream begins with its flow's
 //! preamble (`preamble`), which the receiver checks before it counts
 //! anything (`accept`).
@@ -17,25 +14,25 @@ mod tasks;
 pub use accept::{Accepted, Listener, Stranger};
 pub use preamble::{FlowAuth, FlowProof, Refusal};
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::histogram::Recorder;
-use crate::transport::pace::{Pacer, ProbePlan};
+use crate::transport::pace::ProbePlan;
 use crate::transport::task::FlowTask;
 use crate::transport::FlowCounters;
 
-/// How long one blocking socket call may take before the loop looks at the stop flag.
-const POLL: Duration = Duration::from_millis(200);
+/// How long an aborted receiving end waits for its silent sender: the run
+/// is ending, and its partial report must make the coordinator's grace.
+const ABORT_SILENCE: Duration = Duration::from_millis(200);
 /// After its own rank's window closes, a receiving end keeps reading until
 /// its sender closes, giving up only after this long without a byte: the
 /// sender's rank closes its window on its own clock, and on a busy host its
-/// threads can wait far longer than one `POLL` for a core. Closing earlier
+/// threads can wait far longer than `ABORT_SILENCE` for a core. Closing earlier
 /// resets the connection under a sender that is still writing (EPIPE).
 const DRAIN_SILENCE: Duration = Duration::from_secs(2);
 /// …and after this long in all, whatever the sender does, so a report is
@@ -128,81 +125,12 @@ pub fn task(
     })
 }
 
-/// Sends `buf` repeatedly until `stop`, counting bytes and whole messages;
-/// with a `pacer`, each message waits for its token first.
-pub fn send_loop(
-    mut sock: TcpStream,
-    buf: &[u8],
-    counters: &FlowCounters,
-    stop: &AtomicBool,
-    mut pacer: Option<Pacer>,
-) -> Result<(), TcpError> {
-    let fail = stream_error(&sock, counters);
-    sock.set_write_timeout(Some(POLL)).map_err(&fail)?;
-    let mut offset = 0;
-    while !stop.load(Ordering::Relaxed) {
-        if offset == 0 && pacer.as_mut().is_some_and(|p| !p.next(stop)) {
-            break;
-        }
-        match sock.write(&buf[offset..]) {
-            Ok(0) => return Err(fail(ErrorKind::WriteZero.into())),
-            Ok(n) => {
-                offset += n;
-                let whole = offset == buf.len();
-                if whole {
-                    offset = 0;
-                }
-                counters.add(n as u64, u64::from(whole));
-            }
-            Err(e) if is_retry(&e) => {}
-            Err(e) => return Err(fail(e)),
-        }
-    }
-    // Tell the receiver we are done; it drains and sees EOF.
-    let _ = sock.shutdown(Shutdown::Write);
-    Ok(())
-}
-
-/// Receives until the sender closes, counting bytes; messages are counted
-/// as whole `message_size` units received. After a `stop` at or after its
-/// window's `close` it drains (`Drain`): the window is over for this rank,
-/// not for its sender.
-pub fn receive_loop(
-    mut sock: TcpStream,
-    buf: &mut [u8],
-    message_size: u64,
-    counters: &FlowCounters,
-    (stop, close): (&AtomicBool, Instant),
-) -> Result<(), TcpError> {
-    let fail = stream_error(&sock, counters);
-    sock.set_read_timeout(Some(POLL)).map_err(&fail)?;
-    let mut partial = 0u64;
-    let mut drain = Drain::new(close);
-    loop {
-        let heard = match sock.read(buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => {
-                partial += n as u64;
-                let whole = partial / message_size;
-                partial %= message_size;
-                counters.add(n as u64, whole);
-                true
-            }
-            Err(e) if is_retry(&e) => false,
-            Err(e) => return Err(fail(e)),
-        };
-        if drain.over(Instant::now(), stop.load(Ordering::Relaxed), heard) {
-            return Ok(());
-        }
-    }
-}
-
 /// When a receiving end that was told to stop may close. A stop at or
 /// after its window's `close` is the phase's end: it drains until its
 /// sender has been silent for `DRAIN_SILENCE` since the stop, or
 /// `DRAIN_LIMIT` after it (a sender that has not begun yet is late, not
 /// gone). A stop before `close` is an abort: the run is ending, and the
-/// partial report must not wait, so it closes once silent for one `POLL`.
+/// partial report must not wait, so it closes once silent for `ABORT_SILENCE`.
 pub(super) struct Drain {
     close: Instant,
     /// When it was told to stop, and whether that was an abort.
@@ -232,108 +160,7 @@ impl Drain {
     pub(super) fn deadline(&self) -> Option<Instant> {
         let (stopped, aborted) = self.stopped?;
         let quiet = self.heard.map_or(stopped, |heard| heard.max(stopped));
-        let silence = if aborted { POLL } else { DRAIN_SILENCE };
+        let silence = if aborted { ABORT_SILENCE } else { DRAIN_SILENCE };
         Some((quiet + silence).min(stopped + DRAIN_LIMIT))
     }
-}
-
-/// Latency client: sends one message, waits for it to come back, and gives
-/// the round trip to `rtts` (which keeps those of the window).
-pub fn ping_loop(
-    mut sock: TcpStream,
-    buf: &mut [u8],
-    counters: &FlowCounters,
-    stop: &AtomicBool,
-    rtts: &mut Recorder,
-) -> Result<(), TcpError> {
-    let fail = stream_error(&sock, counters);
-    prepare_latency(&sock).map_err(&fail)?;
-    while !stop.load(Ordering::Relaxed) {
-        let sent = Instant::now();
-        let mut stopped = |heard: bool| !heard && stop.load(Ordering::Relaxed);
-        if !transfer(&mut sock, buf, &mut stopped, Direction::Write).map_err(&fail)?
-            || !transfer(&mut sock, buf, &mut stopped, Direction::Read).map_err(&fail)?
-        {
-            break;
-        }
-        rtts.record(sent, Instant::now());
-        counters.add(buf.len() as u64, 1);
-    }
-    let _ = sock.shutdown(Shutdown::Write);
-    Ok(())
-}
-
-/// Latency server: returns every message as soon as it has all of it,
-/// until the client closes (after `stop` it drains, as a receiver does).
-pub fn echo_loop(
-    mut sock: TcpStream,
-    buf: &mut [u8],
-    counters: &FlowCounters,
-    (stop, close): (&AtomicBool, Instant),
-) -> Result<(), TcpError> {
-    let fail = stream_error(&sock, counters);
-    prepare_latency(&sock).map_err(&fail)?;
-    let mut drain = Drain::new(close);
-    let mut drained = |heard: bool| drain.over(Instant::now(), stop.load(Ordering::Relaxed), heard);
-    while transfer(&mut sock, buf, &mut drained, Direction::Read).map_err(&fail)?
-        && transfer(&mut sock, buf, &mut drained, Direction::Write).map_err(&fail)?
-    {
-        counters.add(buf.len() as u64, 1);
-    }
-    Ok(())
-}
-
-fn prepare_latency(sock: &TcpStream) -> std::io::Result<()> {
-    sock.set_nodelay(true)?;
-    sock.set_read_timeout(Some(POLL))?;
-    sock.set_write_timeout(Some(POLL))
-}
-
-enum Direction {
-    Read,
-    Write,
-}
-
-/// Moves all of `buf` one way; `false` when the peer closed or `give_up`
-/// (told whether the call moved bytes) says so.
-fn transfer(
-    sock: &mut TcpStream,
-    buf: &mut [u8],
-    give_up: &mut impl FnMut(bool) -> bool,
-    direction: Direction,
-) -> std::io::Result<bool> {
-    let mut done = 0;
-    while done < buf.len() {
-        let moved = match direction {
-            Direction::Read => sock.read(&mut buf[done..]),
-            Direction::Write => sock.write(&buf[done..]),
-        };
-        let heard = match moved {
-            Ok(0) => return Ok(false),
-            Ok(n) => {
-                done += n;
-                true
-            }
-            Err(e) if is_retry(&e) => false,
-            Err(e) => return Err(e),
-        };
-        if give_up(heard) && done < buf.len() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Wraps a stream's I/O error with its peer and how many bytes it had moved.
-fn stream_error<'a>(sock: &TcpStream, counters: &'a FlowCounters) -> impl Fn(std::io::Error) -> TcpError + 'a {
-    let peer = peer_name(sock);
-    move |cause| TcpError::Stream { peer: peer.clone(), bytes: counters.read().0, cause }
-}
-
-fn is_retry(e: &std::io::Error) -> bool {
-    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
-}
-
-fn peer_name(sock: &TcpStream) -> String {
-    sock.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string())
 }
