@@ -189,7 +189,7 @@ pub struct CpuUsage {
     pub worker_pct: f64,
     pub worker_user_pct: f64,
     pub worker_system_pct: f64,
-    /// The data-path threads: one per TCP stream, one per RDMA rail.
+    /// The data-path threads: a rank's TCP engines (at most one per core), one per RDMA rail.
     /// `None` in runs made before threads were told apart.
     #[serde(default)]
     pub data: Option<ThreadsCpu>,
