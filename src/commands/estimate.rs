@@ -1,12 +1,15 @@
 //! What a legal but huge run will cost, said before anything starts: its
 //! length when it runs for hours, its flows when they are millions, a
 //! rank that needs more sockets than this host may open, and more
-//! data-path threads on this machine than its cores can start together.
+//! data-path threads on this machine than its cores can start together;
+//! for `plan`, the engines each rank's TCP streams would use at most.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::plan::Plan;
+use crate::hostfile::Host;
+use crate::launch::choose::is_this_machine;
+use crate::plan::{Phase, Plan};
 use crate::result::degraded::SKEW_FRACTION;
 
 /// A run longer than this is announced with its length.
@@ -50,6 +53,64 @@ pub fn notes(plan: &Plan, window: Duration, open_files: u64) -> Vec<String> {
 /// turn, which is how far apart their starts spread.
 const SLICE: Duration = Duration::from_micros(750);
 
+/// Which ranks (by rank) run on this machine: the only host whose cores
+/// are known before the run.
+pub fn local_ranks(hosts: &[Host]) -> Vec<bool> {
+    hosts.iter().map(is_this_machine).collect()
+}
+
+/// What one rank's flow ends of a phase ask of its data path.
+#[derive(Clone, Copy, Debug, Default)]
+struct RankLanes {
+    /// TCP streams: they share the rank's engines, at most one per core.
+    streams: u64,
+    /// RDMA threads: `threads` per rail, one at least.
+    rdma_threads: u64,
+}
+
+impl RankLanes {
+    /// Its data-path threads on a host of `cores` cores, at most.
+    fn threads(self, cores: u64) -> u64 {
+        self.streams.min(cores) + self.rdma_threads
+    }
+}
+
+/// The lanes of each rank of `phase` that `counted` picks.
+fn rank_lanes(phase: &Phase, counted: impl Fn(usize) -> bool) -> BTreeMap<usize, RankLanes> {
+    let mut ranks: BTreeMap<usize, RankLanes> = BTreeMap::new();
+    for f in &phase.flows {
+        for end in [f.src, f.dst].into_iter().filter(|&r| counted(r)) {
+            let lanes = ranks.entry(end).or_default();
+            match &phase.groups[f.group].rdma {
+                Some(rdma) => {
+                    lanes.rdma_threads += rdma.rails().iter().map(|r| u64::from(r.threads.max(1))).sum::<u64>()
+                }
+                None => lanes.streams += u64::from(phase.groups[f.group].streams),
+            }
+        }
+    }
+    ranks
+}
+
+/// `plan`'s lines for the engines of `phase`: each rank with TCP streams,
+/// and how many engines (data-path threads) they would use at most. An
+/// engine per core at most: min(streams, `cores`) for the ranks that are
+/// `local` (`cores`: this machine's); elsewhere the host's cores are not
+/// known before the run, so the rule itself.
+pub fn engine_lines(plan: &Plan, phase: &Phase, local: &[bool], cores: u64) -> Vec<String> {
+    rank_lanes(phase, |_| true)
+        .into_iter()
+        .filter(|(_, lanes)| lanes.streams > 0)
+        .map(|(rank, RankLanes { streams, .. })| {
+            let at_most = match local.get(rank) == Some(&true) {
+                true => format!("{} engine(s) ({cores} core(s) here)", streams.min(cores)),
+                false => format!("min({streams}, its cores) engine(s)"),
+            };
+            format!("  rank {rank:>4} ({})  {streams} TCP stream(s) on at most {at_most}", plan.ranks[rank].label())
+        })
+        .collect()
+}
+
 /// The warning for the phase whose data-path threads on this machine (the
 /// ranks where `local` is true, summed) are too many for its `cores` to
 /// start within the tolerated skew of a `duration` window; `None` when
@@ -62,19 +123,8 @@ pub fn overload(plan: &Plan, local: &[bool], cores: usize, duration: Duration) -
         .phases
         .iter()
         .map(|p| {
-            // Each local rank's TCP streams and RDMA threads.
-            let mut ranks: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
-            for f in &p.flows {
-                for end in [f.src, f.dst].into_iter().filter(|&r| local.get(r) == Some(&true)) {
-                    let (streams, rails) = ranks.entry(end).or_default();
-                    match &p.groups[f.group].rdma {
-                        Some(rdma) => *rails += rdma.rails().iter().map(|r| u64::from(r.threads.max(1))).sum::<u64>(),
-                        None => *streams += u64::from(p.groups[f.group].streams),
-                    }
-                }
-            }
-            // A rank's TCP streams run on at most one engine per core.
-            let threads = ranks.values().map(|&(streams, rails)| streams.min(cores) + rails).sum::<u64>();
+            let ranks = rank_lanes(p, |r| local.get(r) == Some(&true));
+            let threads = ranks.values().map(|lanes| lanes.threads(cores)).sum::<u64>();
             (p, threads, ranks.len())
         })
         .max_by_key(|&(_, threads, _)| threads)?;
@@ -137,6 +187,22 @@ mod tests {
             said,
             "this machine would run 601 data-path threads in phase 0 `s` (600 local rank(s), 599 flow(s)) on 2 core(s): each waits about 225ms for a core, more than the 200ms (10 % of the 2s window) the flows may start apart, so the phase will be degraded; run at most 532 threads here (fewer ranks, flows or streams on this machine) or a window of at least 3s"
         );
+    }
+
+    #[test]
+    fn plan_shows_each_ranks_engines_as_a_number_where_its_cores_are_known() {
+        let p = plan(3, "[[group]]\nname = \"g\"\npattern = \"fan-in\"\nstreams = 4\n");
+        let lines = engine_lines(&p, &p.phases[0], &[false, true, true], 2);
+        assert_eq!(
+            lines,
+            [
+                "  rank    0 (n0)  8 TCP stream(s) on at most min(8, its cores) engine(s)",
+                "  rank    1 (n1)  4 TCP stream(s) on at most 2 engine(s) (2 core(s) here)",
+                "  rank    2 (n2)  4 TCP stream(s) on at most 2 engine(s) (2 core(s) here)",
+            ]
+        );
+        let one = engine_lines(&p, &p.phases[0], &[true; 3], 16);
+        assert!(one[0].ends_with("8 TCP stream(s) on at most 8 engine(s) (16 core(s) here)"), "{one:?}");
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
             println!("rank {:>4}  {:<24} slot {} of {}  devices {devices}", r.rank, r.host, r.slot, r.slots);
         }
     }
+    let local = estimate::local_ranks(&prepared.hosts);
+    // Every core an engine may be bound to (a group may name cores outside
+    // this process's affinity).
+    let cores = crate::load::topology::online_cpus().len() as u64;
     for phase in &prepared.plan.phases {
         println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
         for flow in &phase.flows {
@@ -52,6 +56,9 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
                 group.streams,
                 group.message_size
             );
+        }
+        for line in estimate::engine_lines(&prepared.plan, phase, &local, cores) {
+            println!("{line}");
         }
     }
     Ok(())
@@ -96,7 +103,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     for note in estimate::notes(&prepared.plan, window, open_files) {
         eprintln!("note: {note}");
     }
-    let local: Vec<bool> = prepared.hosts.iter().map(is_this_machine).collect();
+    let local = estimate::local_ranks(&prepared.hosts);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if let Some(warning) = estimate::overload(&prepared.plan, &local, cores, prepared.scenario.run.duration) {
         eprintln!("warning: {warning}");

@@ -565,6 +565,28 @@ fn repo(path: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
+/// `plan` tells how many engines each local rank's TCP streams would use
+/// at most: one per core of this machine.
+#[test]
+fn plan_shows_the_engines_of_each_local_ranks_streams() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    let scenario = bench.write("all.toml", "[[group]]\nname = \"all\"\npattern = \"all-to-all\"\nstreams = 3\n");
+    let out = bench.run(&["plan", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    // Each rank: 3 flows out and 3 in, of 3 streams each.
+    let cores = fabricbench::load::topology::online_cpus().len();
+    for rank in 0..4 {
+        let line = format!(
+            "  rank {rank:>4} (127.0.0.{})  18 TCP stream(s) on at most {} engine(s) ({cores} core(s) here)\n",
+            rank + 1,
+            cores.min(18)
+        );
+        assert!(stdout.contains(&line), "{line:?} in\n{stdout}");
+    }
+}
+
 /// All to all among 32 local ranks: 992 flows, 62 flow ends on each rank,
 /// each flow paced to 2 Mb/s. Unpaced, 32 ranks on 2 cores begin their
 /// window as far apart as whatever else runs makes them (here 0.11–0.34 s
