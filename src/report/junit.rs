@@ -3,7 +3,7 @@
 //! case per leaf–spine uplink, failed when it is a suspect not cleared.
 
 use crate::report::{escape as xml, gate, labels, Exporter, ReportError};
-use crate::result::{Acceptance, CheckOutcome, Retest, RunResult, SuspectKind, UplinkOutcome, Verdict};
+use crate::result::{Acceptance, CheckOutcome, RunResult, Verdict};
 use crate::units::number;
 
 pub struct JunitExporter;
@@ -88,12 +88,6 @@ fn case(run: &RunResult, c: &CheckOutcome) -> String {
 fn uplink_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)> {
     let classname = xml(&format!("fabricbench.{}.uplink", run.scenario.run.name));
     let host = |r: usize| run.plan.ranks.get(r).map_or_else(|| format!("rank {r}"), |i| i.host.clone());
-    let suspected = |u: &UplinkOutcome| {
-        acceptance.suspects.iter().any(|s| {
-            matches!(&s.kind, SuspectKind::Uplink { uplinks, .. } if uplinks.contains(&u.uplink))
-                && !matches!(s.retest, Retest::Cleared { .. })
-        })
-    };
     acceptance
         .uplinks
         .iter()
@@ -102,7 +96,7 @@ fn uplink_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)>
             let tally = format!("{} of the {} links crossing it failed{lowest}", u.failed.len(), u.links);
             let open =
                 format!("    <testcase classname=\"{classname}\" name=\"{}\"", xml(&format!("uplink {}", u.uplink)));
-            if !suspected(u) {
+            if !acceptance.suspects_uplink(&u.uplink) {
                 return (false, format!("{open}>\n      <system-out>{}</system-out>\n    </testcase>\n", xml(&tally)));
             }
             let pairs: Vec<String> = u.failed.iter().map(|&[a, b]| format!("{} – {}", host(a), host(b))).collect();

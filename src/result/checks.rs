@@ -29,6 +29,17 @@ pub struct Acceptance {
     pub uplinks: Vec<UplinkOutcome>,
 }
 
+impl Acceptance {
+    /// Whether a suspect names this uplink (alone or as one of several)
+    /// and its retest did not clear it.
+    pub fn suspects_uplink(&self, uplink: &Uplink) -> bool {
+        self.suspects.iter().any(|s| {
+            matches!(&s.kind, SuspectKind::Uplink { uplinks, .. } if uplinks.contains(uplink))
+                && !matches!(s.retest, Retest::Cleared { .. })
+        })
+    }
+}
+
 /// One leaf–spine uplink and the links (of all-pairs and pairwise) whose
 /// paths may cross it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
