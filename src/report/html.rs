@@ -9,7 +9,7 @@ use crate::report::charts::{self, Series};
 use crate::report::live;
 use crate::report::load_latency;
 use crate::report::table::Table;
-use crate::report::{congestion, gate, summary_tables, sweeps};
+use crate::report::{congestion, gate, summary_tables, sweeps, tree};
 use crate::report::{escape, Exporter, ReportError};
 use crate::result::congestion::CanaryImpact;
 use crate::result::repeats::RepeatedPhase;
@@ -40,6 +40,9 @@ impl Exporter for HtmlExporter {
             for table in summary_tables::acceptance(run, a) {
                 page += &html_table(&table);
             }
+        }
+        if let Some(tree) = tree::section(run) {
+            page += &tree;
         }
         if let Some(m) = &run.matrix {
             page += &matrix_section(run, m)?;

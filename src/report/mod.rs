@@ -28,6 +28,7 @@ mod summary_tables;
 mod sweeps;
 mod table;
 mod terminal;
+mod tree;
 
 use std::io::Write;
 use std::path::Path;

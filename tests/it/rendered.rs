@@ -43,6 +43,7 @@ fn report_and_page(name: &str) -> (Vec<String>, String) {
 }
 
 const WITHOUT_CHECKS: [&str; 4] = ["summary.md", "flows.csv", "intervals.csv", "ranks.csv"];
+const WITH_CHECKS: [&str; 5] = ["summary.md", "flows.csv", "intervals.csv", "ranks.csv", "junit.xml"];
 
 #[test]
 fn v1_fan_in_with_a_latency_probe() {
@@ -56,9 +57,7 @@ fn v2_sweep() {
 
 #[test]
 fn v2_all_pairs_with_checks_and_suspects() {
-    let mut with_junit = WITHOUT_CHECKS.to_vec();
-    with_junit.push("junit.xml");
-    assert_eq!(report("v2-all-pairs"), with_junit);
+    assert_eq!(report("v2-all-pairs"), WITH_CHECKS);
 }
 
 #[test]
@@ -150,9 +149,7 @@ fn v3_soak_with_its_flaps() {
 /// reason a line, its checks unknown.
 #[test]
 fn v3_degraded_with_its_checks_unknown() {
-    let mut with_junit = WITHOUT_CHECKS.to_vec();
-    with_junit.push("junit.xml");
-    assert_eq!(report("v3-degraded"), with_junit);
+    assert_eq!(report("v3-degraded"), WITH_CHECKS);
 }
 
 /// A run behind the node gate, one host left out for a device it lacks:
@@ -161,14 +158,30 @@ fn v3_degraded_with_its_checks_unknown() {
 /// terminal summary, summary.md, junit.xml, and at the top of report.html.
 #[test]
 fn v3_gate_with_a_host_left_out() {
-    let mut with_junit = WITHOUT_CHECKS.to_vec();
-    with_junit.push("junit.xml");
     let (written, html) = report_and_page("v3-gate");
-    assert_eq!(written, with_junit);
+    assert_eq!(written, WITH_CHECKS);
     // The gate comes before the phases: the page from its first banner to them.
     let start = html.find("<div class=\"banner").expect("a verdict banner");
     let end = html.find("<h2>Phases</h2>").expect("the phases");
     insta::assert_snapshot!("v3-gate.report.html-gate", &html[start..end]);
+}
+
+/// An all-pairs run on two leaves of one spine (`--topology`) whose links
+/// between the leaves ran slow: the uplinks are one suspect, and
+/// report.html draws the tree with both uplinks marked (red, dashed) and a
+/// tooltip per uplink naming its pairs crossed, failed and the worst Gb/s.
+#[test]
+fn v3_topology_with_a_suspect_uplink() {
+    let (written, html) = report_and_page("v3-topology");
+    assert_eq!(written, WITH_CHECKS);
+    let start = html.find("<h2>Fabric tree</h2>").expect("the tree");
+    let end = start + html[start..].find("</figure>").expect("its end");
+    let tree = &html[start..end];
+    assert_eq!(tree.matches("stroke-dasharray").count(), 2, "both uplinks are the suspect: {tree}");
+    insta::assert_snapshot!("v3-topology.report.html-tree", tree);
+    // Without a topology there is no tree.
+    let (_, plain) = report_and_page("v3-fan-in");
+    assert!(!plain.contains("Fabric tree"));
 }
 
 /// The TCP pairs, and the RDMA run for the header perftest prints from a

@@ -173,19 +173,38 @@ fn bad_checks_are_input_errors() {
     assert!(!bench.results().exists(), "no run started");
 }
 
+/// The first Chromium on PATH; `None` (the test skips) without one,
+/// unless FABRICBENCH_REQUIRE_BROWSER=1 (CI installs it).
+fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()));
+    if found.is_none() {
+        assert!(std::env::var("FABRICBENCH_REQUIRE_BROWSER").map_or(true, |v| v != "1"), "no Chromium");
+        eprintln!("SKIP: no Chromium to render report.html (apt-get install chromium)");
+    }
+    found
+}
+
+/// Headless Chromium on `page` with one more flag (`--dump-dom`, `--screenshot=…`).
+fn browse(chromium: &str, page: &std::path::Path, profile: &std::path::Path, extra: &str) -> std::process::Output {
+    let out = std::process::Command::new("timeout")
+        .args(["120", chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{chromium} {extra}: {}", text(&out.stderr));
+    out
+}
+
 /// The page as a real browser reads it: headless Chromium parses report.html
 /// into the same figures and tables, and draws it. Skipped without Chromium
 /// unless FABRICBENCH_REQUIRE_BROWSER=1 (CI installs it).
 #[test]
 fn report_html_renders_in_headless_chromium() {
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
-    else {
-        assert!(std::env::var("FABRICBENCH_REQUIRE_BROWSER").map_or(true, |v| v != "1"), "no Chromium");
-        eprintln!("SKIP: no Chromium to render report.html (apt-get install chromium)");
-        return;
-    };
+    let Some(chromium) = chromium() else { return };
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
     let scenario = bench.write("fan.toml", &fan_in("1s"));
@@ -193,21 +212,9 @@ fn report_html_renders_in_headless_chromium() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let page = bench.result_dir().join("report.html");
     let html = std::fs::read_to_string(&page).unwrap();
-    let url = format!("file://{}", page.display());
     let profile = bench.dir.path().join("chromium-profile");
-    let browse = |extra: &str| {
-        let out = std::process::Command::new("timeout")
-            .args(["120", chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg(extra)
-            .arg(&url)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{chromium} {extra}: {}", text(&out.stderr));
-        out
-    };
     // Parsed by the browser, nothing is lost or re-nested: every chart and table is there.
-    let dom = text(&browse("--dump-dom").stdout);
+    let dom = text(&browse(chromium, &page, &profile, "--dump-dom").stdout);
     for tag in ["<svg", "<table", "<h2>", "<figure>"] {
         assert!(html.matches(tag).count() > 0, "{tag}");
         assert_eq!(dom.matches(tag).count(), html.matches(tag).count(), "{tag} in the browser's DOM");
@@ -215,7 +222,28 @@ fn report_html_renders_in_headless_chromium() {
     assert!(dom.contains("Into 127.0.0.1: 3 senders, Jain "));
     // And drawn: a screenshot of the first screenful.
     let shot = bench.dir.path().join("report.png");
-    browse(&format!("--screenshot={}", shot.display()));
+    browse(chromium, &page, &profile, &format!("--screenshot={}", shot.display()));
     let png = std::fs::read(&shot).unwrap();
     assert_eq!(&png[1..4], b"PNG");
+}
+
+/// The fabric tree of tests/fixtures/v3-topology.json, re-rendered by
+/// `report`, as the browser parses it: every uplink line keeps its
+/// tooltip, and the suspect uplinks their dashes.
+#[test]
+fn report_html_fabric_tree_parses_in_headless_chromium() {
+    let Some(chromium) = chromium() else { return };
+    let bench = Bench::new();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v3-topology.json");
+    std::fs::copy(fixture, bench.dir.path().join("run.json")).unwrap();
+    let out = bench.run(&["report", "--quiet", bench.dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = bench.dir.path().join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let dom = text(&browse(chromium, &page, &bench.dir.path().join("chromium-profile"), "--dump-dom").stdout);
+    for mark in ["<line", "<title>uplink ", "stroke-dasharray", "<rect"] {
+        let drawn = html.matches(mark).count();
+        assert!(drawn >= 2, "{mark}: {drawn}");
+        assert_eq!(dom.matches(mark).count(), drawn, "{mark} in the browser's DOM");
+    }
 }

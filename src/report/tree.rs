@@ -1,0 +1,240 @@
+//! The fabric tree of a run with a topology, as an inline SVG written by
+//! hand (plotters has no `<title>` tooltips): spines on top, leaves below,
+//! each leaf's hosts under it, one line per leaf–spine uplink coloured by
+//! what `acceptance.uplinks` says of the links that crossed it. run.json
+//! keeps each rank's leaf (`leaf_pairs`) and the uplinks, not the number of
+//! cables an uplink has, so an uplink is one line.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::report::escape;
+use crate::result::{Acceptance, RunResult, SuspectKind, UplinkOutcome};
+use crate::units::number;
+
+/// Hosts listed under a leaf; a leaf with more shows their count.
+const HOSTS_LISTED: usize = 16;
+/// Width of a leaf's (and a spine's) column.
+const COLUMN: usize = 150;
+/// Characters of a switch or host name drawn; the tooltip has it whole.
+const NAME_CHARS: usize = 18;
+const SPINE_Y: usize = 20;
+const LEAF_Y: usize = 130;
+const BOX_H: usize = 24;
+const HOST_LINE: usize = 14;
+
+/// What the links crossing an uplink showed: its line's colour and width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UplinkState {
+    /// Named by a suspect its retest did not clear.
+    Suspect,
+    /// Some links crossing it failed, but no suspect names it.
+    Failed,
+    /// Every link crossing it passed.
+    Passed,
+}
+
+impl UplinkState {
+    fn of(acceptance: &Acceptance, u: &UplinkOutcome) -> UplinkState {
+        if acceptance.suspects_uplink(&u.uplink) {
+            UplinkState::Suspect
+        } else if u.failed.is_empty() {
+            UplinkState::Passed
+        } else {
+            UplinkState::Failed
+        }
+    }
+
+    /// Stroke colour, width and dash: a suspect is thick and dashed, so it
+    /// stands out without colour too.
+    fn stroke(self) -> (&'static str, u32, &'static str) {
+        match self {
+            UplinkState::Suspect => ("#d62728", 5, " stroke-dasharray=\"8 4\""),
+            UplinkState::Failed => ("#f28e2b", 3, ""),
+            UplinkState::Passed => ("#59a14f", 2, ""),
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            UplinkState::Suspect => "SUSPECT",
+            UplinkState::Failed => "some pairs failed, not suspected",
+            UplinkState::Passed => "every pair passed",
+        }
+    }
+}
+
+/// The "Fabric tree" section: the SVG and its legend; `None` for a run
+/// without a topology.
+pub fn section(run: &RunResult) -> Option<String> {
+    let leaf_pairs = run.leaf_pairs.as_ref()?;
+    let mut hosts: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (rank, leaf) in leaf_pairs.rank_leaves.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+        let host = run.plan.ranks.get(rank).map(|r| r.host.as_str());
+        hosts.entry(leaf).or_default().extend(host);
+    }
+    let uplinks = run.acceptance.as_ref().map(|a| a.uplinks.as_slice()).unwrap_or_default();
+    for u in uplinks {
+        hosts.entry(&u.uplink.leaf.0).or_default();
+    }
+    let spines: BTreeSet<&str> = uplinks.iter().map(|u| u.uplink.spine.0.as_str()).collect();
+    let legend = match &run.acceptance {
+        Some(_) if !uplinks.is_empty() => {
+            "A line is a leaf–spine uplink, coloured by the all-pairs and pairwise links whose paths may cross it: \
+             <b style=\"color:#d62728\">red, thick and dashed: a suspect</b> (retest did not clear it); \
+             <b style=\"color:#f28e2b\">orange: some pairs failed</b>, but no suspect names it; \
+             <b style=\"color:#59a14f\">green: every pair passed</b>. A red leaf is a suspect switch. \
+             Hover a line for its pairs crossed, failed and the lowest Gb/s."
+        }
+        _ => "No checks ran, so the uplinks were not judged: the leaves and their hosts only.",
+    };
+    let svg = svg(run.acceptance.as_ref(), &hosts, &spines);
+    Some(format!("<h2>Fabric tree</h2>\n<p>{legend}</p>\n<figure style=\"overflow-x:auto\">{svg}</figure>\n"))
+}
+
+/// A name cut to [`NAME_CHARS`], escaped.
+fn short(name: &str) -> String {
+    match name.char_indices().nth(NAME_CHARS) {
+        Some((cut, _)) => escape(&format!("{}…", &name[..cut])),
+        None => escape(name),
+    }
+}
+
+/// The x of the centre of column `i` of `n` in a drawing `width` wide.
+fn centre(i: usize, n: usize, width: usize) -> usize {
+    width * (2 * i + 1) / (2 * n.max(1))
+}
+
+fn svg(acceptance: Option<&Acceptance>, hosts: &BTreeMap<&str, BTreeSet<&str>>, spines: &BTreeSet<&str>) -> String {
+    let width = COLUMN * hosts.len().max(spines.len()).max(2);
+    let lines = hosts.values().map(|h| if h.len() > HOSTS_LISTED { 1 } else { h.len() }).max().unwrap_or(0);
+    let height = LEAF_Y + BOX_H + 20 + HOST_LINE * lines;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    );
+    let leaf_x: BTreeMap<&str, usize> =
+        hosts.keys().enumerate().map(|(i, l)| (*l, centre(i, hosts.len(), width))).collect();
+    let spine_x: BTreeMap<&str, usize> =
+        spines.iter().enumerate().map(|(i, s)| (*s, centre(i, spines.len(), width))).collect();
+    for (a, u) in acceptance.into_iter().flat_map(|a| a.uplinks.iter().map(move |u| (a, u))) {
+        let state = UplinkState::of(a, u);
+        let (colour, stroke, dash) = state.stroke();
+        let lowest = u.min_gbps.map_or("no bandwidth measured".to_string(), |g| format!("worst {} Gb/s", number(g, 3)));
+        let tip = format!(
+            "uplink {}: {} pair(s) crossed, {} failed, {lowest}; {}",
+            u.uplink,
+            u.links,
+            u.failed.len(),
+            state.word()
+        );
+        out += &format!(
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{LEAF_Y}\" stroke=\"{colour}\" stroke-width=\"{stroke}\"{dash}>\
+             <title>{}</title></line>\n",
+            spine_x[u.uplink.spine.0.as_str()],
+            SPINE_Y + BOX_H,
+            leaf_x[u.uplink.leaf.0.as_str()],
+            escape(&tip)
+        );
+    }
+    for (spine, x) in &spine_x {
+        out += &switch(spine, *x, SPINE_Y, false, &format!("spine {spine}"));
+    }
+    let bad_leaves: BTreeSet<&str> = acceptance
+        .into_iter()
+        .flat_map(|a| &a.suspects)
+        .filter_map(|s| match &s.kind {
+            SuspectKind::Leaf { leaf, .. } => Some(leaf.0.as_str()),
+            _ => None,
+        })
+        .collect();
+    for (leaf, on) in hosts {
+        let x = leaf_x[leaf];
+        let tip = format!("leaf {leaf}: {} host(s)", on.len());
+        out += &switch(leaf, x, LEAF_Y, bad_leaves.contains(leaf), &tip);
+        out += &host_lines(on, x);
+    }
+    out + "</svg>"
+}
+
+/// A switch's box and name, red when it is a suspect.
+fn switch(name: &str, x: usize, y: usize, suspect: bool, tip: &str) -> String {
+    let (fill, edge) = if suspect { ("#fbe0e0", "#d62728") } else { ("#f2f2f2", "#888") };
+    let left = x - (COLUMN - 20) / 2;
+    format!(
+        "<g><title>{}</title><rect x=\"{left}\" y=\"{y}\" width=\"{}\" height=\"{BOX_H}\" rx=\"4\" fill=\"{fill}\" \
+         stroke=\"{edge}\"/><text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>\n",
+        escape(tip),
+        COLUMN - 20,
+        y + 16,
+        short(name)
+    )
+}
+
+/// A leaf's hosts under it, one a line, or their count when there are many.
+fn host_lines(hosts: &BTreeSet<&str>, x: usize) -> String {
+    let top = LEAF_Y + BOX_H + 12;
+    if hosts.len() > HOSTS_LISTED {
+        let all: Vec<&str> = hosts.iter().copied().collect();
+        return format!(
+            "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\"><title>{}</title>{} hosts</text>\n",
+            top + 10,
+            escape(&all.join(", ")),
+            hosts.len()
+        );
+    }
+    let mut out = String::new();
+    for (i, host) in hosts.iter().enumerate() {
+        out += &format!(
+            "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
+            top + 10 + HOST_LINE * i,
+            short(host)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fixture run on two leaves whose uplinks are one suspect.
+    fn topology_run() -> RunResult {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v3-topology.json");
+        crate::report::results_dir::read(&path).unwrap()
+    }
+
+    #[test]
+    fn an_uplink_is_red_when_suspected_orange_when_pairs_failed_and_green_when_all_passed() {
+        let mut run = topology_run();
+        let stroke =
+            |run: &RunResult, colour: &str| section(run).unwrap().matches(&format!("stroke=\"{colour}\"")).count();
+        assert_eq!(stroke(&run, "#d62728"), 2);
+        let acceptance = run.acceptance.as_mut().unwrap();
+        acceptance.suspects.clear();
+        acceptance.uplinks[1].failed.clear();
+        assert_eq!((stroke(&run, "#d62728"), stroke(&run, "#f28e2b"), stroke(&run, "#59a14f")), (0, 1, 1));
+        run.acceptance = None;
+        let bare = section(&run).unwrap();
+        assert!(!bare.contains("<line") && bare.contains("No checks ran"), "{bare}");
+        run.leaf_pairs = None;
+        assert_eq!(section(&run), None, "no topology, no tree");
+    }
+
+    #[test]
+    fn names_are_cut_on_characters_and_escaped() {
+        assert_eq!(short("leaf1"), "leaf1");
+        assert_eq!(short("ééééééééééééééééééééé"), "éééééééééééééééééé…");
+        assert_eq!(short("a<b"), "a&lt;b");
+    }
+
+    #[test]
+    fn many_hosts_on_a_leaf_are_a_count() {
+        let names: Vec<String> = (0..17).map(|i| format!("node{i:02}")).collect();
+        let many: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        let drawn = host_lines(&many, 75);
+        assert_eq!(drawn.matches("<text").count(), 1);
+        assert!(drawn.contains(">17 hosts</text>"), "{drawn}");
+        let few: BTreeSet<&str> = names[..16].iter().map(String::as_str).collect();
+        assert_eq!(host_lines(&few, 75).matches("<text").count(), 16);
+    }
+}
