@@ -125,14 +125,13 @@ impl Performer {
                 Action::Prepare { phase, flows, stress } => {
                     let bind = self.bind;
                     self.off_thread(move || {
-                        let result = phase::prepare(phase, flows, stress, bind).map_err(|e| e.to_string());
+                        let result = phase::prepare(phase, flows, stress, bind);
                         Work::Prepared { phase, result }
                     })
                 }
-                Action::Connect { phase, ends, peers } => self.off_thread(move || Work::Connected {
-                    phase,
-                    result: ends.connect(&peers).map_err(|e| e.to_string()),
-                }),
+                Action::Connect { phase, ends, peers } => {
+                    self.off_thread(move || Work::Connected { phase, result: ends.connect(&peers) })
+                }
                 Action::Start { phase, links, t0_ns, window, clock } => {
                     let work = self.work.clone();
                     let progress = move |interval, span_ns, ends| {

@@ -321,10 +321,11 @@ impl<O, C> Session<O, C> {
         };
     }
 
-    /// This rank's own setup or connect failed: the coordinator ends the run.
-    fn failed(&mut self, phase: usize, error: String) {
+    /// This rank's own preflight, setup or connect failed: the coordinator
+    /// ends the run with the error's text (the wire carries text).
+    fn failed(&mut self, phase: usize, error: impl std::fmt::Display) {
         self.stage = Stage::Halted { phase };
-        self.send(ToCoordinator::Failed { phase, error });
+        self.send(ToCoordinator::Failed { phase, error: error.to_string() });
     }
 
     fn unexpected(&mut self, what: String) {

@@ -13,7 +13,9 @@ use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::result::intervals::Moved;
 use crate::transport::rdma::RdmaInventory;
+use crate::transport::tcp::TcpError;
 use crate::transport::Side;
+use crate::worker::phase::PhaseError;
 
 /// Stand-ins for a phase's opened and connected flow ends: the session
 /// only carries them, so a tag of the phase they belong to is enough.
@@ -424,16 +426,18 @@ fn bye_mid_phase_exits_at_once() {
 fn own_failures_are_reported_and_halt_the_rank() {
     let mut sim = Sim::welcomed();
     sim.setup(0);
-    let error = "flow 0 (Receiver): no RDMA device";
-    assert_eq!(sim.done(Work::Prepared { phase: 0, result: Err(error.into()) }), [failed(0, error)]);
+    let cause = TcpError::Listen { addr: [10, 0, 0, 1].into(), cause: std::io::ErrorKind::AddrInUse.into() };
+    let error = PhaseError::Tcp { flow: 0, side: Side::Receiver, cause };
+    let text = "flow 0 (Receiver): cannot listen on 10.0.0.1: address in use";
+    assert_eq!(sim.done(Work::Prepared { phase: 0, result: Err(error) }), [failed(0, text)]);
     assert!(matches!(sim.s.stage, Stage::Halted { phase: 0 }));
     assert_eq!(sim.recv(ToWorker::Abort { reason: "rank 1 failed".into() }), []);
 
     let mut sim = Sim::welcomed();
     sim.reach_prepared(0);
     sim.peers(0);
-    let error = "flow 0 (Sender): connection refused";
-    assert_eq!(sim.done(Work::Connected { phase: 0, result: Err(error.into()) }), [failed(0, error)]);
+    let text = "flow 3: the coordinator sent no usable peer endpoint";
+    assert_eq!(sim.done(Work::Connected { phase: 0, result: Err(PhaseError::NoPeer { flow: 3 }) }), [failed(0, text)]);
     assert!(matches!(sim.s.stage, Stage::Halted { phase: 0 }));
 
     // A flow that fails while running is told at once; the coordinator then aborts.

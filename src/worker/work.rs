@@ -11,6 +11,7 @@ use crate::scenario::stress::StressSpec;
 use std::time::Duration;
 
 use crate::transport::rdma::RdmaInventory;
+use crate::worker::phase::PhaseError;
 
 /// What the agent is to do, in the order given.
 #[derive(Debug, PartialEq)]
@@ -57,11 +58,11 @@ pub enum Work<O, C> {
     Probed(RdmaInventory, Box<HostFacts>, Result<(), String>),
     Prepared {
         phase: usize,
-        result: Result<(O, Vec<FlowEndpoint>), String>,
+        result: Result<(O, Vec<FlowEndpoint>), PhaseError>,
     },
     Connected {
         phase: usize,
-        result: Result<C, String>,
+        result: Result<C, PhaseError>,
     },
     /// One interval of the running phase: its length on the coordinator's
     /// clock and what each flow end moved in it.
