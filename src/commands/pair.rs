@@ -38,8 +38,7 @@ pub fn pair(args: &PairArgs) -> Result<(), Failure> {
 /// The pair's scenario, planned on its two hosts, and how they start.
 fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
     let job = pair_scenario::build(args)?;
-    let plan = crate::plan::build(&job.hosts, &job.scenario)
-        .map_err(|(field, message)| anyhow::anyhow!("`{}`: {message}", field.key))?;
+    let plan = crate::plan::build(&job.hosts, &job.scenario)?;
     // run.json names what made the run: this command line, in place of a scenario file.
     let command = String::from_utf8_lossy(&output::command_line()).trim_end().to_string();
     let prepared = run::Prepared {

@@ -17,7 +17,7 @@ use super::shuffle::permutation;
 use super::topology::Job;
 use super::{phases_of, Phase};
 use crate::scenario::congestion::{CongestionSpec, Role};
-use crate::scenario::{Field, GroupSpec, Pattern, RankSet, Scenario, Section};
+use crate::scenario::{BadField, Field, GroupSpec, Pattern, RankSet, Scenario, Section};
 
 /// Which measurement of which canary group a phase is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,11 +65,12 @@ pub struct ShortRole {
 }
 
 /// The phases of a congestion scenario of `job.n` ranks, numbered from 0.
-pub(super) fn phases(scenario: &Scenario, spec: &CongestionSpec, job: Job) -> Result<Vec<Phase>, (Field, String)> {
+pub(super) fn phases(scenario: &Scenario, spec: &CongestionSpec, job: Job) -> Result<Vec<Phase>, BadField> {
     let n = job.n;
     let mut whole = scenario.clone();
     if let Some(fraction) = spec.split {
-        let split = split(n, fraction, spec.seed).map_err(|e| (Field::congestion("split"), e.to_string()))?;
+        let split =
+            split(n, fraction, spec.seed).map_err(|e| BadField::new(Field::congestion("split"), e.to_string()))?;
         for g in &mut whole.groups {
             let ranks = if g.role == Some(Role::Canary) { &split.canaries } else { &split.congestors };
             assign(g, ranks);
@@ -91,8 +92,8 @@ pub(super) fn phases(scenario: &Scenario, spec: &CongestionSpec, job: Job) -> Re
             part.groups = kept.iter().map(|&i| whole.groups[i].clone()).collect();
             let name = whole.groups[canary].name.clone();
             let title = format!("{name} {}", if congested { "congested" } else { "isolated" });
-            let mut phase =
-                phases_of(&part, &title, job, None, out.len()).map_err(|(field, m)| (renumber(field, &kept), m))?;
+            let mut phase = phases_of(&part, &title, job, None, out.len())
+                .map_err(|bad| BadField { field: renumber(bad.field, &kept), ..bad })?;
             phase.iter_mut().for_each(|p| p.congestion = Some(CongestionPoint { canary: name.clone(), congested }));
             out.extend(phase);
         }

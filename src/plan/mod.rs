@@ -23,7 +23,7 @@ use crate::scenario::placement::Placement;
 use crate::scenario::rate::{Rate, Schedule};
 use crate::scenario::rdma::RdmaParams;
 use crate::scenario::stress::StressSpec;
-use crate::scenario::{Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Transport};
+use crate::scenario::{BadField, Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Section, Transport};
 use crate::units::ByteSize;
 
 use patterns::{expand, select, with_reverse, Pairs};
@@ -246,12 +246,12 @@ pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
 
 /// Builds the plan without a topology (keys that need one are refused);
 /// an error names the scenario field that cannot be met.
-pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, (Field, String)> {
+pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, BadField> {
     build_on(hosts, scenario, None)
 }
 
 /// Builds the plan, choosing pairs by `fabric` where the scenario asks.
-pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) -> Result<Plan, (Field, String)> {
+pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) -> Result<Plan, BadField> {
     let n = hosts.len();
     let job = Job { n, fabric };
     let ranks = ranks_of(hosts);
@@ -261,7 +261,7 @@ pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) ->
         (None, Some(spec)) => phases.extend(congestion::phases(scenario, spec, job)?),
         (None, None) => phases.extend(phases_of(scenario, &scenario.run.name, job, None, 0)?),
         (Some(sweep), _) => {
-            for point in sweep.points(scenario, n).map_err(|e| (Field::sweep("values"), e.to_string()))? {
+            for point in sweep.points(scenario, n).map_err(|e| BadField::new(Field::sweep("values"), e.to_string()))? {
                 let mut name = format!("{}={}", sweep.parameter.name(), point.value);
                 let by = sweep.by.as_ref().zip(point.by).map(|(axis, value)| {
                     name += &format!(" {}={value}", axis.parameter.name());
@@ -280,7 +280,7 @@ pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) ->
     }
     let total = phases.len().saturating_mul(scenario.run.repeat as usize);
     if total > MAX_PHASES {
-        return Err((
+        return Err(BadField::new(
             Field::run("repeat"),
             format!(
                 "{} phases × {} repeats make {total} phases; a run takes at most {MAX_PHASES}: fewer repeats or sweep points, or several runs",
@@ -320,19 +320,18 @@ pub(super) fn phases_of(
     Job { n, fabric }: Job,
     sweep: Option<SweepPoint>,
     first: usize,
-) -> Result<Vec<Phase>, (Field, String)> {
+) -> Result<Vec<Phase>, BadField> {
     let groups: Vec<GroupPlan> =
         scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
     let stress = stress_of(scenario, n)?;
     let no_flows = |index: usize, pattern: Pattern| {
-        (Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
+        BadField::new(Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
     };
     if let [spec] = &scenario.groups[..] {
         if spec.pattern == Pattern::AllPairs {
-            let members =
-                select("ranks", &spec.ranks, RankSet::All, n).map_err(|e| (Field::group(0, e.key), e.reason))?;
+            let members = select("ranks", &spec.ranks, RankSet::All, n).map_err(|e| e.within(Section::Group(0)))?;
             let rounds = topology::restrict_rounds(spec, rounds::circle(&members), fabric)
-                .map_err(|e| (Field::group(0, e.key), e.reason))?;
+                .map_err(|e| e.within(Section::Group(0)))?;
             if rounds.is_empty() {
                 return Err(no_flows(0, spec.pattern));
             }
@@ -361,7 +360,7 @@ pub(super) fn phases_of(
             Pattern::Bisection => topology::bisection(spec, n, fabric),
             _ => expand(spec, n).and_then(|pairs| topology::restrict(spec, pairs, fabric)),
         };
-        let pairs = pairs.map_err(|e| (Field::group(index, e.key), e.reason))?;
+        let pairs = pairs.map_err(|e| e.within(Section::Group(index)))?;
         if pairs.is_empty() {
             return Err(no_flows(index, spec.pattern));
         }
@@ -418,7 +417,7 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
 }
 
 /// Each `[[stress]]` table's ranks; a rank may be in one table only.
-fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, String)> {
+fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, BadField> {
     let mut out: Vec<(usize, RankStress)> = Vec::new();
     for (i, table) in scenario.stress.iter().enumerate() {
         let ranks = table
@@ -426,10 +425,10 @@ fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, (Field, S
             .as_ref()
             .unwrap_or(&RankSet::All)
             .resolve(n)
-            .map_err(|e| (Field::stress(i, "ranks"), e.to_string()))?;
+            .map_err(|e| BadField::new(Field::stress(i, "ranks"), e.to_string()))?;
         for rank in ranks {
             if let Some((first, _)) = out.iter().find(|(_, s)| s.rank == rank) {
-                return Err((
+                return Err(BadField::new(
                     Field::stress(i, "ranks"),
                     format!("rank {rank} already runs the stress of table {first}"),
                 ));

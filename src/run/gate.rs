@@ -132,12 +132,8 @@ fn without_failed(prepared: Prepared, verdict: &GateResult) -> anyhow::Result<Pr
     }
     let passed: Vec<Host> = prepared.hosts.iter().filter(|h| !failed.contains(h.name.as_str())).cloned().collect();
     let fabric = prepared.topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &passed));
-    let plan = plan::build_on(&passed, &prepared.scenario, fabric.as_ref()).map_err(|(field, message)| {
-        anyhow!(
-            "with the {} host(s) that passed the gate the scenario cannot be planned: `{}`: {message}",
-            passed.len(),
-            field.key
-        )
+    let plan = plan::build_on(&passed, &prepared.scenario, fabric.as_ref()).map_err(|bad| {
+        anyhow!("with the {} host(s) that passed the gate the scenario cannot be planned: {bad}", passed.len())
     })?;
     Ok(Prepared { hosts: passed, plan, ..prepared })
 }

@@ -94,7 +94,7 @@ pub fn prepare(
     };
     let fabric = topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &hosts));
     let plan = plan::build_on(&hosts, &scenario, fabric.as_ref())
-        .map_err(|(field, message)| anyhow!("{} (with {origin})", source.describe(&field, &message)))?;
+        .map_err(|bad| anyhow!("{} (with {origin})", source.explain(&bad)))?;
     Ok(Prepared {
         scenario_file: scenario_file.to_path_buf(),
         scenario,

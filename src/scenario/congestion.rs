@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BadKey, Field, GroupSpec, Pattern, Scenario};
+use super::{BadField, BadKey, Field, GroupSpec, Pattern, Scenario, Section};
 
 /// `[congestion]`: turns the run into isolated/congested pairs of phases.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,54 +34,54 @@ pub enum Role {
 const SPLIT_FILLS: [&str; 4] = ["ranks", "senders", "receivers", "flows"];
 
 /// Problems visible without a hostfile.
-pub(super) fn check(s: &Scenario) -> Result<(), (Field, String)> {
+pub(super) fn check(s: &Scenario) -> Result<(), BadField> {
     let Some(spec) = &s.congestion else {
         return match s.groups.iter().position(|g| g.role.is_some()) {
-            Some(i) => Err((
+            Some(i) => Err(BadField::new(
                 Field::group(i, "role"),
-                "a role needs a [congestion] table (e.g. `[congestion]` with `seed = 1`) to measure canaries alone and congested".into(),
+                "a role needs a [congestion] table (e.g. `[congestion]` with `seed = 1`) to measure canaries alone and congested",
             )),
             None => Ok(()),
         };
     };
     if let Some(split) = spec.split {
         if !(split > 0.0 && split < 1.0) {
-            return Err((
+            return Err(BadField::new(
                 Field::congestion("split"),
                 format!("{split} is outside (0, 1): the fraction of the ranks that congest, e.g. 0.8 (GPCNeT's)"),
             ));
         }
     }
     if let Some(i) = s.groups.iter().position(|g| g.role.is_none()) {
-        return Err((
+        return Err(BadField::new(
             Field::group(i, "role"),
-            "every group of a congestion run needs role = \"canary\" or role = \"congestor\"".into(),
+            "every group of a congestion run needs role = \"canary\" or role = \"congestor\"",
         ));
     }
     for (role, what) in [(Role::Canary, "measure"), (Role::Congestor, "congest with")] {
         if !s.groups.iter().any(|g| g.role == Some(role)) {
             let name = if role == Role::Canary { "canary" } else { "congestor" };
-            return Err((
+            return Err(BadField::new(
                 Field::congestion("role"),
                 format!("no group has role = \"{name}\": mark the groups to {what} with role = \"{name}\""),
             ));
         }
     }
     if s.sweep.is_some() {
-        return Err((
+        return Err(BadField::new(
             Field::sweep("parameter"),
-            "a [congestion] run makes its own phases (each canary group isolated, then congested): run the sweep as another scenario".into(),
+            "a [congestion] run makes its own phases (each canary group isolated, then congested): run the sweep as another scenario",
         ));
     }
     if s.run.warmup.is_zero() {
-        return Err((
+        return Err(BadField::new(
             Field::run("warmup"),
-            "a congestion run needs a warm-up: it is the congestors' lead-in before the canaries' window opens, e.g. \"1s\"".into(),
+            "a congestion run needs a warm-up: it is the congestors' lead-in before the canaries' window opens, e.g. \"1s\"",
         ));
     }
     if spec.split.is_some() {
         for (i, g) in s.groups.iter().enumerate() {
-            check_split_group(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
+            check_split_group(g).map_err(|e| e.within(Section::Group(i)))?;
         }
     }
     Ok(())

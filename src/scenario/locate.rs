@@ -24,6 +24,28 @@ impl BadKey {
     pub fn new(key: &'static str, reason: String) -> BadKey {
         BadKey { key, reason }
     }
+
+    /// This key's error, placed in `section` of the scenario.
+    pub fn within(self, section: Section) -> BadField {
+        BadField { field: Field { section, key: self.key }, reason: self.reason }
+    }
+}
+
+/// A field of the scenario that validation or planning refuses, and why
+/// (with what would be valid). Shown alone it is "`key`: reason", as where
+/// no scenario text is at hand (a worker's plan); `Source::explain` adds
+/// the file, line and table.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{}`: {reason}", field.key)]
+pub struct BadField {
+    pub field: Field,
+    pub reason: String,
+}
+
+impl BadField {
+    pub fn new(field: Field, reason: impl Into<String>) -> BadField {
+        BadField { field, reason: reason.into() }
+    }
 }
 
 /// Which table of the scenario file a field is in (named apart from
@@ -121,6 +143,11 @@ impl Source {
         };
         let within = if let Section::GroupRdma(_) = field.section { "rdma." } else { "" };
         format!("{}:{line}: {place}field `{within}{}`: {message}", self.path.display(), field.key)
+    }
+
+    /// `bad` as `describe` words it: its file, line, table and field.
+    pub fn explain(&self, bad: &BadField) -> String {
+        self.describe(&bad.field, &bad.reason)
     }
 
     fn table(&self, table: &Section) -> Option<&toml_edit::Table> {

@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use check::{parse_rate, BadGbps, BadRule, BadThreshold, CheckSpec, Rule, Subject, Threshold};
-pub use locate::{BadKey, Field, Section, Source};
+pub use locate::{BadField, BadKey, Field, Section, Source};
 pub use op::{Mode, Op};
 pub use ranks::{BadRanks, RankSet};
 pub use validate::check_run;
@@ -316,7 +316,7 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
     validate::check_rdma_tables(&scenario, &source)
         .and_then(|()| validate::validate(&scenario, &limits::Machine::this()))
         .and_then(|()| topology::check(&scenario))
-        .map_err(|(field, message)| ScenarioError::Invalid(source.describe(&field, &message)))?;
+        .map_err(|bad| ScenarioError::Invalid(source.explain(&bad)))?;
     Ok((scenario, source))
 }
 

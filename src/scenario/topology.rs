@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Field, GroupSpec, Pattern, Scenario};
+use super::{BadField, Field, GroupSpec, Pattern, Scenario};
 use crate::topology::{self, Format, Topology, TopologyError};
 
 /// `[topology]`: the file that describes the fabric (docs/TOPOLOGY.md).
@@ -120,7 +120,7 @@ pub fn restrictions(g: &GroupSpec) -> [(&'static str, bool); 3] {
 
 /// What one file tells of these keys: they go with all-pairs and pairwise
 /// only, `within` and `across` exclude each other.
-pub(super) fn check(s: &Scenario) -> Result<(), (Field, String)> {
+pub(super) fn check(s: &Scenario) -> Result<(), BadField> {
     for (i, g) in s.groups.iter().enumerate() {
         let takes = matches!(g.pattern, Pattern::AllPairs | Pattern::Pairwise);
         if let Some((key, _)) = restrictions(g).into_iter().find(|&(_, given)| given && !takes) {
@@ -129,11 +129,11 @@ pub(super) fn check(s: &Scenario) -> Result<(), (Field, String)> {
                  (and `bisection` chooses its own)",
                 g.pattern.name()
             );
-            return Err((Field::group(i, key), message));
+            return Err(BadField::new(Field::group(i, key), message));
         }
         if g.within.is_some() && g.across.is_some() {
             let message = "give either `within` (pairs under one leaf) or `across` (pairs under different leaves)";
-            return Err((Field::group(i, "across"), message.into()));
+            return Err(BadField::new(Field::group(i, "across"), message));
         }
     }
     Ok(())
@@ -143,8 +143,12 @@ pub(super) fn check(s: &Scenario) -> Result<(), (Field, String)> {
 mod tests {
     use super::*;
 
-    fn hops(text: &str) -> Result<HopRange, String> {
-        HopRange::try_from(text.to_string()).map_err(|e| e.to_string())
+    fn hops(text: &str) -> Result<HopRange, BadHops> {
+        HopRange::try_from(text.to_string())
+    }
+
+    fn refused(given: &str, why: &'static str) -> Result<HopRange, BadHops> {
+        Err(BadHops { given: given.into(), why })
     }
 
     #[test]
@@ -157,11 +161,11 @@ mod tests {
 
     #[test]
     fn bad_hop_ranges_say_why_and_what_is_valid() {
-        let e = hops("4..2").unwrap_err();
+        let e = hops("4..2").unwrap_err().to_string();
         assert!(e.starts_with("hops = \"4..2\": the first end is above the second; give \"MIN..MAX\""), "{e}");
-        assert!(hops("0..").unwrap_err().starts_with("hops = \"0..\": both ends are needed"));
-        assert!(hops("0..4").unwrap_err().contains("a route crosses at least one cable"));
-        assert!(hops("two").unwrap_err().contains("an end is not a whole number"));
+        assert_eq!(hops("0.."), refused("0..", "both ends are needed"));
+        assert_eq!(hops("0..4"), refused("0..4", "a route crosses at least one cable"));
+        assert_eq!(hops("two"), refused("two", "an end is not a whole number"));
     }
 
     #[test]

@@ -10,18 +10,20 @@ use super::limits::{
 use super::rdma::{atomic_size_error, ATOMIC_SIZE, GROUP_KEYS};
 use super::stress::Threads;
 use super::sweep::{PointError, SweepSpec};
-use super::{BadKey, Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Source, StressTable, Transport};
+use super::{
+    BadField, BadKey, Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Section, Source, StressTable, Transport,
+};
 
 /// Checks what a single file can tell on its own, before any hostfile is
 /// read; `machine` stands in for the ranks' hosts in the stress bounds.
 /// `op`, `mode` or `message_size` inside a `[group.rdma]` table, whatever
 /// its value: each is the group's (the table holds knobs only), so the
 /// error shows where it goes.
-pub(super) fn check_rdma_tables(s: &Scenario, source: &Source) -> Result<(), (Field, String)> {
+pub(super) fn check_rdma_tables(s: &Scenario, source: &Source) -> Result<(), BadField> {
     for i in 0..s.groups.len() {
         for key in GROUP_KEYS {
             if let Some(value) = source.group_rdma_value(i, key) {
-                return Err((
+                return Err(BadField::new(
                     Field::group_rdma(i, key),
                     format!(
                         "`{key}` is the group's, not a knob of its rdma table: write `{key} = {value}` in the \
@@ -34,41 +36,40 @@ pub(super) fn check_rdma_tables(s: &Scenario, source: &Source) -> Result<(), (Fi
     Ok(())
 }
 
-pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), (Field, String)> {
-    check_run(&s.run).map_err(|e| (Field::run(e.key), e.reason))?;
+pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), BadField> {
+    check_run(&s.run).map_err(|e| e.within(Section::Run))?;
     if s.groups.is_empty() {
-        return Err((Field::top("group"), "a scenario needs at least one [[group]]".into()));
+        return Err(BadField::new(Field::top("group"), "a scenario needs at least one [[group]]"));
     }
     for (i, g) in s.groups.iter().enumerate() {
         if let Some(j) = s.groups[..i].iter().position(|other| other.name == g.name) {
-            return Err((Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
+            return Err(BadField::new(Field::group(i, "name"), format!("`{}` is also the name of group {j}", g.name)));
         }
-        check_sizes(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
-        check_streams(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
-        check_selectors(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
+        check_sizes(g).map_err(|e| e.within(Section::Group(i)))?;
+        check_streams(g).map_err(|e| e.within(Section::Group(i)))?;
+        check_selectors(g).map_err(|e| e.within(Section::Group(i)))?;
         if g.pattern == Pattern::AllPairs && s.groups.len() > 1 {
-            return Err((
+            return Err(BadField::new(
                 Field::group(i, "pattern"),
-                "`all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups"
-                    .into(),
+                "`all-pairs` runs in rounds of its own (one phase per round): give it a scenario without other groups",
             ));
         }
         if g.cores.is_some() && g.numa.is_asked() {
-            return Err((Field::group(i, "numa"), "give either `cores` or `numa`, not both".into()));
+            return Err(BadField::new(Field::group(i, "numa"), "give either `cores` or `numa`, not both"));
         }
-        check_transport(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
-        super::rate::check_group(g).map_err(|e| (Field::group(i, e.key), e.reason))?;
+        check_transport(g).map_err(|e| e.within(Section::Group(i)))?;
+        super::rate::check_group(g).map_err(|e| e.within(Section::Group(i)))?;
     }
     for (i, st) in s.stress.iter().enumerate() {
-        check_stress(st, machine).map_err(|e| (Field::stress(i, e.key), e.reason))?;
+        check_stress(st, machine).map_err(|e| e.within(Section::Stress(i)))?;
     }
     // Before the sweep's own checks: a congestion run takes no sweep at all.
     super::congestion::check(s)?;
     if let Some(sw) = &s.sweep {
-        sw.check(s).map_err(|e| (Field::sweep(e.key), e.reason))?;
-        check_points(sw, s, machine).map_err(|e| (Field::sweep("values"), e.to_string()))?;
+        sw.check(s).map_err(|e| e.within(Section::Sweep))?;
+        check_points(sw, s, machine).map_err(|e| BadField::new(Field::sweep("values"), e.to_string()))?;
     }
-    s.check.validate().map_err(|e| (Field::check(e.key), e.reason))
+    s.check.validate().map_err(|e| e.within(Section::Check))
 }
 
 /// `[run]`: a name fit for a folder, and a window long enough to sample
@@ -351,7 +352,7 @@ mod tests {
 
     fn err_on(machine: &Machine, text: &str) -> String {
         let s: Scenario = toml::from_str(text).expect("scenario parses");
-        validate(&s, machine).expect_err("scenario is refused").1
+        validate(&s, machine).expect_err("scenario is refused").reason
     }
 
     #[test]
@@ -468,10 +469,9 @@ mod tests {
             toml::from_str("run.name = \"r\"\n[[group]]\nname = \"x\"\npattern = \"explicit\"\nflows = [[0, 1]]\n")
                 .unwrap();
         s.groups[0].flows = Some(vec![[0, 1]; MAX_FLOWS + 1]);
-        let (field, e) = validate(&s, &SMALL).unwrap_err();
         assert_eq!(
-            (field, e.as_str()),
-            (Field::group(0, "flows"), "lists 1048577 flows; a group takes at most 1048576")
+            validate(&s, &SMALL),
+            Err(BadField::new(Field::group(0, "flows"), "lists 1048577 flows; a group takes at most 1048576"))
         );
     }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::control::wire::Window;
 use crate::hostfile::{self, Host, HostfileError};
 use crate::plan::{self, Phase, Plan};
-use crate::scenario::Scenario;
+use crate::scenario::{BadField, Scenario};
 use crate::worker::{JobSpec, Role};
 
 /// The first line every task of the step reads.
@@ -62,7 +62,7 @@ pub enum SrunError {
     #[error("srun started rank {rank} on node {node}, but the launcher planned it on {planned}")]
     Misplaced { rank: usize, node: String, planned: String },
     #[error("rank 0 cannot plan the run: {0}")]
-    Plan(String),
+    Plan(#[from] BadField),
 }
 
 /// Reads this task's job from the broadcast stdin; `env` is the task's
@@ -97,8 +97,7 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
 pub(crate) fn coordinator_role(spec: &SrunSpec, hosts: &[Host]) -> Result<Role, SrunError> {
     let plan = match &spec.phases {
         Some(phases) => Plan { ranks: plan::ranks_of(hosts), phases: phases.clone() },
-        None => plan::build(hosts, &spec.scenario)
-            .map_err(|(field, message)| SrunError::Plan(format!("`{}`: {message}", field.key)))?,
+        None => plan::build(hosts, &spec.scenario)?,
     };
     Ok(Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port })
 }

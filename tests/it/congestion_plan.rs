@@ -12,7 +12,7 @@ fn plan_of(ranks: usize, text: &str) -> Result<Plan, String> {
     let hosts: String = (0..ranks).map(|i| format!("n{i}\n")).collect();
     let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
     let (s, source) = scenario::parse(text, Path::new("s.toml")).map_err(|e| e.to_string())?;
-    plan::build(&hosts, &s).map_err(|(field, message)| source.describe(&field, &message))
+    plan::build(&hosts, &s).map_err(|bad| source.explain(&bad))
 }
 
 const RUN: &str = "[run]\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n";

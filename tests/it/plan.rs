@@ -13,7 +13,7 @@ fn plan_for(ranks: usize, group: &str) -> Result<Plan, String> {
     let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
     let text = format!("[[group]]\nname = \"g\"\n{group}\n");
     let (s, source) = scenario::parse(&text, Path::new("s.toml")).map_err(|e| e.to_string())?;
-    plan::build(&hosts, &s).map_err(|(field, message)| source.describe(&field, &message))
+    plan::build(&hosts, &s).map_err(|bad| source.explain(&bad))
 }
 
 fn pairs(plan: &Plan) -> Vec<(usize, usize)> {
@@ -107,7 +107,7 @@ fn sweep_plan(ranks: usize, text: &str) -> Result<Plan, String> {
     let hosts: String = (0..ranks).map(|i| format!("n{i}\n")).collect();
     let hosts = hostfile::parse(&hosts, Path::new("hosts")).unwrap();
     let (s, source) = scenario::parse(text, Path::new("s.toml")).map_err(|e| e.to_string())?;
-    plan::build(&hosts, &s).map_err(|(field, message)| source.describe(&field, &message))
+    plan::build(&hosts, &s).map_err(|bad| source.explain(&bad))
 }
 
 const FAN: &str = "[[group]]\nname = \"in\"\npattern = \"fan-in\"\n";

@@ -33,7 +33,7 @@ fn group(pattern: &str, keys: &str) -> String {
 fn planned(text: &str, topology: Option<&Topology>, hosts: &[Host]) -> Result<Plan, String> {
     let (s, source) = scenario::parse(text, Path::new("s.toml")).map_err(|e| e.to_string())?;
     let fabric = topology.map(|t| Fabric::new(t, hosts));
-    plan::build_on(hosts, &s, fabric.as_ref()).map_err(|(field, m)| source.describe(&field, &m))
+    plan::build_on(hosts, &s, fabric.as_ref()).map_err(|bad| source.explain(&bad))
 }
 
 /// Every flow of every phase as (src, dst).
