@@ -5,8 +5,9 @@ use std::io;
 
 use rdma_mummy_sys::ibv_wc_status as st;
 
-use super::ffi::QpModifyError;
+use super::ffi::{QpModifyError, RegisterError};
 use crate::scenario::rdma::InvalidParam;
+use crate::transport::memory::MemoryError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RdmaError {
@@ -43,7 +44,7 @@ pub enum RdmaError {
     /// GPU memory could not be set up or registered; `reason` says what
     /// would fix it (the driver, the GPU, nvidia_peermem or dma-buf).
     #[error("{flow}: GPU memory for the {side} on device {device}: {reason}")]
-    GpuMemory { flow: String, side: &'static str, device: String, reason: String },
+    GpuMemory { flow: String, side: &'static str, device: String, reason: Box<GpuMemoryError> },
 
     /// A QP state transition failed; `attr` names the transition and the attributes set.
     #[error("{flow}: QP {qp} (qpn {qpn:#x}) {transition} failed ({attrs}): {reason}")]
@@ -153,6 +154,17 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     } else {
         "non-string panic payload".to_string()
     }
+}
+
+/// Why a flow end's GPU memory could not be had; each says what would fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuMemoryError {
+    /// The CUDA driver or the GPU refused (no driver, no such GPU or bus id,
+    /// a call failed).
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    #[error(transparent)]
+    Register(#[from] RegisterError),
 }
 
 /// Why a QP state transition failed: the modify itself, or the verbs call

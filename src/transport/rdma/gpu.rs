@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::AccessFlags;
 
-use super::error::RdmaError;
+use super::error::{GpuMemoryError, RdmaError};
 use super::ffi::Arena;
 use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
 use crate::scenario::rdma::RdmaParams;
@@ -48,17 +48,18 @@ pub(super) fn arena(
     device: &str,
 ) -> Result<(Arena, GpuMemoryUse), RdmaError> {
     let memory = memory_of(params, side);
-    let fail = |reason: String| RdmaError::GpuMemory {
+    let fail = |reason: GpuMemoryError| RdmaError::GpuMemory {
         flow: "flow".into(),
         side: side_name(side),
         device: device.into(),
-        reason,
+        reason: Box::new(reason),
     };
     let placement = cuda::placement(memory);
     let (gpu, chosen) = gpu_index(&params.gpu, placement).map_err(fail)?;
-    let provider = memory::open(MemoryKind::Cuda { gpu, placement }).map_err(|e| fail(e.to_string()))?;
+    let provider = memory::open(MemoryKind::Cuda { gpu, placement }).map_err(|e| fail(e.into()))?;
     let name = provider.describe();
-    let (arena, registered) = Arena::provided(pd, provider, len, params.gpu_registration, access).map_err(fail)?;
+    let (arena, registered) =
+        Arena::provided(pd, provider, len, params.gpu_registration, access).map_err(|e| fail(e.into()))?;
     Ok((arena, GpuMemoryUse { memory, gpu, chosen, provider: name, registration: registered.how, why: registered.why }))
 }
 
@@ -72,7 +73,7 @@ fn side_name(side: Side) -> &'static str {
 /// The GPU's number. `auto` reaching the transport means the rank's host
 /// told no NIC–GPU affinity (the worker resolves it where it can): GPU 0,
 /// with a warning. A bus id is looked up among the GPUs CUDA counts.
-fn gpu_index(choice: &GpuChoice, placement: CudaMemoryType) -> Result<(usize, String), String> {
+fn gpu_index(choice: &GpuChoice, placement: CudaMemoryType) -> Result<(usize, String), GpuMemoryError> {
     match choice {
         GpuChoice::Index(i) => Ok((*i, format!("gpu = {i}"))),
         GpuChoice::Auto => {
@@ -82,7 +83,7 @@ fn gpu_index(choice: &GpuChoice, placement: CudaMemoryType) -> Result<(usize, St
         }
         GpuChoice::BusId(bus) => {
             let library = cuda::library(std::env::var_os(cuda::LIBRARY_ENV));
-            let gpu = CudaMemory::open_choice(&library, choice, placement).map_err(|e| e.to_string())?;
+            let gpu = CudaMemory::open_choice(&library, choice, placement)?;
             Ok((gpu.index(), format!("gpu = \"{bus}\"")))
         }
     }

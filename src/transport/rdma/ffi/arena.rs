@@ -11,12 +11,52 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use sideway::ibverbs::memory_region::MemoryRegion;
+use sideway::ibverbs::memory_region::{MemoryRegion, RegisterMemoryRegionErrorKind};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::AccessFlags;
 
 use crate::scenario::memory::GpuRegistration;
-use crate::transport::memory::{Buffer, MemoryProvider};
+use crate::transport::memory::{Buffer, MemoryError, MemoryProvider};
+
+/// What dma-buf needs, said wherever it failed.
+const DMA_BUF_NEEDS: &str = "Linux ≥ 5.12 and an NVIDIA driver ≥ 515 with the open kernel modules";
+
+/// Why a provider's buffer could not be allocated or registered; each says
+/// what would fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    #[error("allocating {len} bytes of {what}: {cause}")]
+    Allocate { len: usize, what: String, cause: MemoryError },
+    #[error(
+        "gpu_registration = \"dmabuf\" on {what}: {why}; dma-buf needs {needs}, or use \
+         gpu_registration = \"peermem\" with nvidia_peermem loaded",
+        needs = DMA_BUF_NEEDS
+    )]
+    Dmabuf { what: String, why: DmabufFailure },
+    #[error(
+        "ibv_reg_mr on {what} at {addr:#x} ({len} bytes): {cause}: load nvidia_peermem (modprobe nvidia_peermem) \
+         so verbs can register GPU memory, or register through dma-buf, which needs {needs}{tried}",
+        needs = DMA_BUF_NEEDS,
+        tried = .dma_buf.as_ref().map(|why| format!(" (dma-buf was tried: {why})")).unwrap_or_default()
+    )]
+    Peermem {
+        what: String,
+        addr: u64,
+        len: usize,
+        cause: RegisterMemoryRegionErrorKind,
+        dma_buf: Option<DmabufFailure>,
+    },
+}
+
+/// Why a buffer was not registered through its dma-buf.
+#[derive(Debug, thiserror::Error)]
+pub enum DmabufFailure {
+    /// The provider could not export the buffer.
+    #[error(transparent)]
+    Export(MemoryError),
+    #[error("ibv_reg_dmabuf_mr({len} bytes): {cause}")]
+    Register { len: usize, cause: RegisterMemoryRegionErrorKind },
+}
 
 /// Registered, page-aligned, zero-initialised memory.
 pub(crate) struct Arena {
@@ -81,18 +121,21 @@ impl Arena {
         len: usize,
         how: GpuRegistration,
         access: AccessFlags,
-    ) -> Result<(Arena, Registered), String> {
+    ) -> Result<(Arena, Registered), RegisterError> {
         let len = len.max(64).next_multiple_of(4096);
         let what = provider.describe();
-        let buffer = provider.allocate(len).map_err(|e| format!("allocating {len} bytes of {what}: {e}"))?;
+        let buffer = match provider.allocate(len) {
+            Ok(buffer) => buffer,
+            Err(cause) => return Err(RegisterError::Allocate { len, what, cause }),
+        };
         let addr = buffer.address();
-        let mut dma_buf_failed = String::new();
+        let mut dma_buf = None;
         if how != GpuRegistration::Peermem {
-            let tried = provider.dma_buf(&buffer).map_err(|e| e.to_string()).and_then(|dma| {
+            let tried = provider.dma_buf(&buffer).map_err(DmabufFailure::Export).and_then(|dma| {
                 // SAFETY: the fd is the buffer's dma-buf, covering `offset..offset + len`;
                 // the buffer stays allocated until `Drop`, which deregisters first.
                 let mr = unsafe { pd.reg_dmabuf_mr(dma.offset, len, addr, dma.fd.as_raw_fd(), access) };
-                mr.map(|mr| (mr, dma.fd)).map_err(|e| format!("ibv_reg_dmabuf_mr({len} bytes): {}", e.0))
+                mr.map(|mr| (mr, dma.fd)).map_err(|e| DmabufFailure::Register { len, cause: e.0 })
             });
             match tried {
                 Ok((mr, fd)) => {
@@ -104,37 +147,25 @@ impl Arena {
                 }
                 Err(why) if how == GpuRegistration::Dmabuf => {
                     drop(provider.free(buffer));
-                    return Err(format!(
-                        "gpu_registration = \"dmabuf\" on {what}: {why}; dma-buf needs Linux ≥ 5.12 and an NVIDIA \
-                         driver ≥ 515 with the open kernel modules, or use gpu_registration = \"peermem\" with \
-                         nvidia_peermem loaded"
-                    ));
+                    return Err(RegisterError::Dmabuf { what, why });
                 }
-                Err(why) => dma_buf_failed = why,
+                Err(why) => dma_buf = Some(why),
             }
         }
         // SAFETY: `addr..addr + len` is the buffer's, allocated until `Drop`,
         // which deregisters before freeing it.
         match unsafe { pd.reg_mr(addr as usize, len, access) } {
             Ok(mr) => {
-                let why = match how {
-                    GpuRegistration::Peermem => "asked for (gpu_registration = \"peermem\")".to_string(),
-                    _ => format!("no dma-buf ({dma_buf_failed}); the buffer's address registered as peer memory"),
+                // dma-buf was tried (and failed) unless peer memory was asked for.
+                let why = match &dma_buf {
+                    Some(failed) => format!("no dma-buf ({failed}); the buffer's address registered as peer memory"),
+                    None => "asked for (gpu_registration = \"peermem\")".to_string(),
                 };
                 Ok((Arena::holding(mr, provider, buffer, None), Registered { how: GpuRegistration::Peermem, why }))
             }
             Err(e) => {
                 drop(provider.free(buffer));
-                let dma = match dma_buf_failed.is_empty() {
-                    true => String::new(),
-                    false => format!(" (dma-buf was tried: {dma_buf_failed})"),
-                };
-                Err(format!(
-                    "ibv_reg_mr on {what} at {addr:#x} ({len} bytes): {}: load nvidia_peermem (modprobe \
-                     nvidia_peermem) so verbs can register GPU memory, or register through dma-buf, which needs \
-                     Linux ≥ 5.12 and an NVIDIA driver ≥ 515 with the open kernel modules{dma}",
-                    e.0
-                ))
+                Err(RegisterError::Peermem { what, addr, len, cause: e.0, dma_buf })
             }
         }
     }
@@ -217,5 +248,39 @@ impl Drop for Arena {
         // SAFETY: allocated in `new` with `self.layout`; the MR is gone and no
         // QP can reference the arena any more (QPs hold an `Arc<Arena>`).
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registration_errors_say_what_would_fix_them() {
+        let what = "CUDA GPU 0 (Device memory)".to_string();
+        let export =
+            || DmabufFailure::Export(MemoryError::NoDmaBuf { provider: what.clone(), why: "old driver".into() });
+        let refused = RegisterError::Dmabuf { what: what.clone(), why: export() };
+        assert_eq!(
+            refused.to_string(),
+            "gpu_registration = \"dmabuf\" on CUDA GPU 0 (Device memory): CUDA GPU 0 (Device memory) memory cannot be \
+             exported as dma-buf: old driver; dma-buf needs Linux ≥ 5.12 and an NVIDIA driver ≥ 515 with the open \
+             kernel modules, or use gpu_registration = \"peermem\" with nvidia_peermem loaded"
+        );
+        let cause = || RegisterMemoryRegionErrorKind::Ibverbs(io::Error::from_raw_os_error(14));
+        let peermem =
+            |dma_buf| RegisterError::Peermem { what: what.clone(), addr: 0x7f00, len: 4096, cause: cause(), dma_buf };
+        let text = peermem(None).to_string();
+        assert!(
+            text.starts_with("ibv_reg_mr on CUDA GPU 0 (Device memory) at 0x7f00 (4096 bytes): Bad address"),
+            "{text}"
+        );
+        assert!(text.ends_with("with the open kernel modules"), "{text}");
+        let tried = DmabufFailure::Register { len: 4096, cause: cause() };
+        let text = peermem(Some(tried)).to_string();
+        assert!(
+            text.ends_with(" (dma-buf was tried: ibv_reg_dmabuf_mr(4096 bytes): Bad address (os error 14))"),
+            "{text}"
+        );
     }
 }

@@ -19,7 +19,7 @@ mod port;
 mod qp;
 mod ud;
 
-pub(crate) use arena::Arena;
+pub(crate) use arena::{Arena, RegisterError};
 pub(crate) use cq::{Cq, Wc};
 pub(crate) use port::query_port;
 pub(crate) use qp::{Qp, QpModifyError, SendSpec, WrKind};
