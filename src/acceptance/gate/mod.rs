@@ -12,7 +12,7 @@ use crate::hostfacts::PortFacts;
 use crate::result::gate::HostGate;
 use crate::transport::rdma::counters::CounterDelta;
 pub use plan::{judge_run, plan};
-pub use profile::{load, parse, LoopbackMin, Profile, ProfileError, DEFAULT_COUNTERS};
+pub use profile::{load, parse, BadLoopbackMin, LoopbackMin, Profile, ProfileError, DEFAULT_COUNTERS};
 
 /// Why one host fails the gate; its text is the reason run.json keeps.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -34,9 +34,22 @@ pub enum GateFault {
     #[error("loopback at {}, below {} ({why})", gbps_text(*gbps), gbps_text(*min))]
     LoopbackSlow { gbps: f64, min: f64, why: String },
     #[error("loopback not measured: {why}")]
-    NoLoopback { why: String },
+    NoLoopback { why: Unmeasured },
     #[error("loopback_min is a share of line rate, but no line rate is known: set `rate` in the profile")]
     NoLineRate,
+}
+
+/// Why a host's loopback was not measured. The texts of a flow's error and
+/// of a failed run are run.json's, read back from the gate run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unmeasured {
+    /// A loopback flow of the host ended with this error.
+    #[error("{0}")]
+    FlowFailed(String),
+    #[error("the gate run failed: {0}")]
+    RunFailed(String),
+    #[error("no loopback flow of this host completed")]
+    NoFlow,
 }
 
 /// `376 Gb/s`, `187.5 Gb/s`: to 0.01 Gb/s, no trailing zeros.
@@ -58,7 +71,7 @@ pub struct HostReadings<'a> {
     pub moved: Vec<CounterDelta>,
     /// The slowest loopback flow, Gb/s, or why none was measured
     /// (`None`: the profile asks for no loopback).
-    pub loopback: Option<Result<f64, String>>,
+    pub loopback: Option<Result<f64, Unmeasured>>,
 }
 
 /// The port's width from its rate text: `200 Gb/sec (4X HDR)` → 4.

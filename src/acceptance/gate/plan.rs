@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::acceptance::gate::{judge_host, HostReadings, Profile};
+use crate::acceptance::gate::{judge_host, HostReadings, Profile, Unmeasured};
 use crate::hostfacts::RdmaDeviceFacts;
 use crate::plan::{Flow, GroupPlan, Phase, Plan};
 use crate::result::gate::{GateResult, HostGate};
@@ -126,16 +126,16 @@ fn ports_of<'a>(
 }
 
 /// The slowest loopback flow of these ranks, or why there is none.
-fn loopback(gate: &RunResult, ranks: &BTreeSet<usize>) -> Result<f64, String> {
+fn loopback(gate: &RunResult, ranks: &BTreeSet<usize>) -> Result<f64, Unmeasured> {
     let flows: Vec<_> = gate.phases.iter().flat_map(|p| &p.flows).filter(|f| ranks.contains(&f.src)).collect();
     if let Some(error) = flows.iter().find_map(|f| f.error.as_deref()) {
-        return Err(error.to_string());
+        return Err(Unmeasured::FlowFailed(error.to_string()));
     }
     match flows.iter().map(|f| f.gbps).reduce(f64::min) {
         Some(gbps) => Ok(gbps),
         None => Err(match &gate.status {
-            RunStatus::Failed { error } => format!("the gate run failed: {error}"),
-            _ => "no loopback flow of this host completed".into(),
+            RunStatus::Failed { error } => Unmeasured::RunFailed(error.clone()),
+            _ => Unmeasured::NoFlow,
         }),
     }
 }

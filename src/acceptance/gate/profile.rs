@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::scenario::{parse_rate, Threshold};
+use crate::scenario::{parse_rate, BadThreshold, Threshold};
 
 /// The counters a profile watches when it names none: IBA PortCounters
 /// errors and the link's own recoveries; a key matches a counter by its
@@ -75,6 +75,19 @@ pub enum ProfileError {
     Syntax { path: PathBuf, line: usize, message: String },
     #[error("{path}: `{key}`: {message}")]
     Key { path: PathBuf, key: &'static str, message: String },
+    #[error("{path}: `loopback_min`: {cause}")]
+    LoopbackMin { path: PathBuf, cause: BadLoopbackMin },
+}
+
+/// Why a `loopback_min` value is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadLoopbackMin {
+    #[error(transparent)]
+    Threshold(#[from] BadThreshold),
+    /// A threshold of another kind (`90% of best`, `2x min`): a host is
+    /// gated alone, with nothing to compare it to.
+    #[error("`{0}`: use a rate (\"90 Gb/s\") or a share of line rate (\"94% of line rate\")")]
+    NotARate(String),
 }
 
 /// The profile `name` names: a file path, or the stem of a file in one of
@@ -123,8 +136,11 @@ pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileErro
         ),
         None => None,
     };
-    let loopback_min =
-        file.loopback_min.as_deref().map(|t| loopback(t).map_err(|e| key("loopback_min", e))).transpose()?;
+    let loopback_min = file
+        .loopback_min
+        .as_deref()
+        .map(|t| loopback(t).map_err(|cause| ProfileError::LoopbackMin { path: path.to_path_buf(), cause }))
+        .transpose()?;
     let counters = file.counters.unwrap_or_else(|| DEFAULT_COUNTERS.iter().map(|c| c.to_string()).collect());
     if let Some(bad) = counters.iter().find(|c| c.is_empty() || c.contains(char::is_whitespace)) {
         return Err(key("counters", format!("`{bad}` is not a counter name (e.g. \"symbol_error\")")));
@@ -144,11 +160,11 @@ pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileErro
     })
 }
 
-fn loopback(text: &str) -> Result<LoopbackMin, String> {
-    match Threshold::parse(text).map_err(|e| e.to_string())? {
+fn loopback(text: &str) -> Result<LoopbackMin, BadLoopbackMin> {
+    match Threshold::parse(text)? {
         Threshold::Gbps(g) => Ok(LoopbackMin::Gbps(g)),
         Threshold::OfLineRate(p) => Ok(LoopbackMin::OfLineRate(p)),
-        _ => Err(format!("`{text}`: use a rate (\"90 Gb/s\") or a share of line rate (\"94% of line rate\")")),
+        _ => Err(BadLoopbackMin::NotARate(text.to_string())),
     }
 }
 
@@ -164,8 +180,8 @@ impl Profile {
 mod tests {
     use super::*;
 
-    fn parsed(text: &str) -> Result<Profile, String> {
-        parse("p", Path::new("profiles/p.toml"), text).map_err(|e| e.to_string())
+    fn parsed(text: &str) -> Result<Profile, ProfileError> {
+        parse("p", Path::new("profiles/p.toml"), text)
     }
 
     #[test]
@@ -201,9 +217,13 @@ mod tests {
             ("width = \"4\"", "profiles/p.toml:1: invalid type"),
         ];
         for (text, start) in cases {
-            let e = parsed(text).unwrap_err();
+            let e = parsed(text).unwrap_err().to_string();
             assert!(e.starts_with(start), "{text}: {e}");
         }
+        let ProfileError::LoopbackMin { cause, .. } = parsed("loopback_min = \"90% of best\"").unwrap_err() else {
+            panic!("a threshold of another kind is a bad loopback_min")
+        };
+        assert_eq!(cause, BadLoopbackMin::NotARate("90% of best".into()));
     }
 
     #[test]

@@ -94,9 +94,11 @@ fn width_comes_from_the_rate_text() {
 #[test]
 fn an_unmeasured_loopback_or_unknown_line_rate_fails() {
     let p = shipped("tcp-loopback");
-    let none =
-        HostReadings { host: "h".into(), loopback: Some(Err("connection refused".into())), ..HostReadings::default() };
+    let refused = Unmeasured::FlowFailed("connection refused".into());
+    let none = HostReadings { host: "h".into(), loopback: Some(Err(refused)), ..HostReadings::default() };
     assert_eq!(judge_host(&p, &none).reasons, ["loopback not measured: connection refused"]);
+    let failed = HostReadings { loopback: Some(Err(Unmeasured::RunFailed("rank 1 died".into()))), ..none.clone() };
+    assert_eq!(judge_host(&p, &failed).reasons, ["loopback not measured: the gate run failed: rank 1 died"]);
     let fast = HostReadings { loopback: Some(Ok(20.0)), ..none.clone() };
     let gate = judge_host(&p, &fast);
     assert!(gate.passed && gate.loopback_gbps == Some(20.0) && gate.loopback_min_gbps == Some(1.0), "{gate:?}");
