@@ -25,8 +25,8 @@ pub fn plan(run: &RunResult, acceptance: &mut Acceptance, paths: Option<&dyn Pat
     for (index, suspect) in acceptance.suspects.iter_mut().enumerate() {
         let (name, links) = match links_of(run, &suspects, suspect, &measured, &failed, paths) {
             Ok(chosen) => chosen,
-            Err(reason) => {
-                suspect.retest = Retest::NotRun { reason };
+            Err(why) => {
+                suspect.retest = Retest::NotRun { reason: why.to_string() };
                 continue;
             }
         };
@@ -52,6 +52,21 @@ pub fn plan(run: &RunResult, acceptance: &mut Acceptance, paths: Option<&dyn Pat
     (!phases.is_empty()).then(|| (Plan { ranks: run.plan.ranks.clone(), phases }, owners))
 }
 
+/// Why a suspect is not retested; its text is the reason run.json keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+enum NotRetested {
+    #[error("no healthy partner to retest it with")]
+    NoPartner,
+    #[error("the retest has no topology")]
+    NoTopology,
+    #[error("no passing pair avoids it to retest it against")]
+    NothingAvoids,
+    #[error("a leaf switch is not retested alone: every link of its hosts failed")]
+    Leaf,
+    #[error("every link failed: nothing to retest alone")]
+    Fabric,
+}
+
 /// The retest phase's name and the links it measures, or why there is none.
 fn links_of(
     run: &RunResult,
@@ -60,7 +75,7 @@ fn links_of(
     measured: &[Flow],
     failed: &BTreeSet<(usize, usize)>,
     paths: Option<&dyn Paths>,
-) -> Result<(String, Vec<(usize, usize)>), String> {
+) -> Result<(String, Vec<(usize, usize)>), NotRetested> {
     let suspect_hosts: BTreeSet<usize> = suspects
         .iter()
         .filter_map(|s| match s.kind {
@@ -77,14 +92,14 @@ fn links_of(
                     && measured.iter().any(|f| link(f) == link_of(*rank, r))
                     && failed.iter().all(|&(x, y)| (x != r && y != r) || suspect_hosts.contains(&(x + y - r)))
             });
-            let partner = partner.ok_or("no healthy partner to retest it with")?;
+            let partner = partner.ok_or(NotRetested::NoPartner)?;
             Ok((format!("retest host {host} with {}", run.plan.ranks[partner].host), vec![link_of(*rank, partner)]))
         }
         SuspectKind::Link { a, b, a_host, b_host } => {
             Ok((format!("retest link {a_host} - {b_host}"), vec![link_of(*a, *b)]))
         }
         SuspectKind::Uplink { uplinks, pairs } => {
-            let paths = paths.ok_or("the retest has no topology")?;
+            let paths = paths.ok_or(NotRetested::NoTopology)?;
             let explained: Vec<(usize, usize)> = pairs.iter().map(|&[a, b]| link_of(a, b)).collect();
             let mut links: Vec<Link> = Vec::new();
             for l in measured.iter().map(link) {
@@ -95,13 +110,13 @@ fn links_of(
             let switches::RetestLinks { crossing, avoiding } =
                 switches::retest_links(uplinks, &explained, &links, paths);
             if avoiding.is_empty() {
-                return Err("no passing pair avoids it to retest it against".into());
+                return Err(NotRetested::NothingAvoids);
             }
             let names: Vec<String> = uplinks.iter().map(ToString::to_string).collect();
             Ok((format!("retest uplink {}", names.join(" / ")), crossing.into_iter().chain(avoiding).collect()))
         }
-        SuspectKind::Leaf { .. } => Err("a leaf switch is not retested alone: every link of its hosts failed".into()),
-        SuspectKind::Fabric => Err("every link failed: nothing to retest alone".into()),
+        SuspectKind::Leaf { .. } => Err(NotRetested::Leaf),
+        SuspectKind::Fabric => Err(NotRetested::Fabric),
     }
 }
 
