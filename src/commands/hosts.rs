@@ -7,6 +7,7 @@ use crate::commands::{runtime, Failure};
 use crate::hostcheck::Reach;
 use crate::launch::choose::{self, Choice, LauncherKind};
 use crate::launch::Launcher;
+use crate::report::stdout;
 use crate::{hostcheck, hostfile, report};
 
 pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
@@ -32,9 +33,9 @@ pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&checks).map_err(Failure::run_failed)?);
+        json(&checks)?;
     } else {
-        print!("{}", report::render_host_checks(&checks));
+        stdout::print(report::render_host_checks(&checks))?;
     }
     match checks.iter().filter(|c| !c.ok()).count() {
         0 => Ok(()),
@@ -49,9 +50,9 @@ pub fn facts(args: &ProbeArgs) -> Result<(), Failure> {
     crate::sysfs::root().map_err(Failure::bad_input)?;
     let facts = crate::hostfacts::HostFacts::of_this_host();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&facts).map_err(Failure::run_failed)?);
+        json(&facts)?;
     } else {
-        print!("{facts}");
+        stdout::print(facts)?;
     }
     Ok(())
 }
@@ -60,9 +61,15 @@ pub fn facts(args: &ProbeArgs) -> Result<(), Failure> {
 pub fn probe(args: &ProbeArgs) -> Result<(), Failure> {
     let report = crate::transport::rdma::probe().map_err(Failure::run_failed)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(Failure::run_failed)?);
+        json(&report)?;
     } else {
-        print!("{report}");
+        stdout::print(report)?;
     }
     Ok(())
+}
+
+/// `--json`: the value, pretty, on a line of its own.
+fn json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(Failure::run_failed)?;
+    Ok(stdout::print(format_args!("{text}\n"))?)
 }

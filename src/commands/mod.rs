@@ -18,6 +18,7 @@ use std::fmt;
 
 use crate::cli::Command;
 use crate::exit::Exit;
+use crate::report::stdout::StdoutError;
 use crate::run::signals::Stop;
 use crate::worker::Starter;
 
@@ -58,6 +59,14 @@ impl Failure {
             Failure::Degraded(_) => Exit::Degraded,
             Failure::Stopped(stop) => stop.exit(),
         }
+    }
+}
+
+/// stdout that cannot be written (a closed reader is not this: see
+/// `report::stdout`).
+impl From<StdoutError> for Failure {
+    fn from(e: StdoutError) -> Failure {
+        Failure::RunFailed(e.into())
     }
 }
 

@@ -62,7 +62,7 @@ impl Output<'_> {
         if self.summary {
             match self.stdout_taken() {
                 true => eprint!("{summary}"),
-                false => print!("{summary}"),
+                false => errors.extend(report::stdout::print(summary).err().map(|e| e.to_string())),
             }
             if let Some(folder) = &self.folder {
                 eprintln!("results: {}", folder.path().display());

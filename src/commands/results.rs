@@ -2,7 +2,7 @@
 
 use crate::cli::{CompareArgs, ReportArgs};
 use crate::commands::Failure;
-use crate::report::{self, journal, results_dir};
+use crate::report::{self, journal, results_dir, stdout};
 use crate::result::RunStatus;
 
 /// Every file of a results folder again, from its journal (run.json too),
@@ -13,7 +13,7 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
     let from_journal = results_dir::source_of(&args.dir).ends_with(journal::FILE);
     results_dir::write_into(&run, &dir, from_journal).map_err(Failure::run_failed)?;
     if !args.quiet {
-        print!("{}", report::render_terminal(&run, report::terminal_width()));
+        stdout::print(report::render_terminal(&run, report::terminal_width()))?;
     }
     eprintln!("report: {}", dir.join("report.html").display());
     Ok(())
@@ -35,13 +35,13 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
         }
     }
     let comparison = report::compare::compare(&base, &new, args.tolerance);
-    print!("{}", report::table_text(&comparison.table(), report::terminal_width()));
+    stdout::print(report::table_text(&comparison.table(), report::terminal_width()))?;
     let regressions = comparison.regressions();
     if regressions.is_empty() {
-        println!("no regressions beyond the tolerance ({})", args.tolerance);
+        stdout::print(format_args!("no regressions beyond the tolerance ({})\n", args.tolerance))?;
         return Ok(());
     }
-    print!("\n{}", report::table_text(&comparison.regressions_table(), report::terminal_width()));
+    stdout::print(format_args!("\n{}", report::table_text(&comparison.regressions_table(), report::terminal_width())))?;
     let names: Vec<String> = regressions
         .iter()
         .map(|r| {

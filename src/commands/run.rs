@@ -16,7 +16,7 @@ use crate::launch::choose::{is_this_machine, LauncherKind};
 use crate::launch::local::LocalLauncher;
 use crate::launch::slurm::Allocation;
 use crate::launch::Launch;
-use crate::report::{self, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
+use crate::report::{self, stdout, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
 use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
@@ -25,15 +25,16 @@ use crate::worker::{mpi, JobSpec};
 pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
     let overrides = run::Overrides { topology: args.topology.table(), ..Default::default() };
     let (prepared, ..) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
+    let say = |line: std::fmt::Arguments| stdout::print(format_args!("{line}\n"));
     if let Some(topology) = &prepared.topology {
-        println!("topology {}:", topology.path.display());
-        print!("{}", topology.topology.render());
+        say(format_args!("topology {}:", topology.path.display()))?;
+        stdout::print(topology.topology.render())?;
     }
     // Hosts of several ranks: where each rank runs and on which device.
     if prepared.plan.ranks.iter().any(|r| r.slots > 1) {
         for r in &prepared.plan.ranks {
             let devices = if r.devices.is_empty() { "-".to_string() } else { r.devices.join(",") };
-            println!("rank {:>4}  {:<24} slot {} of {}  devices {devices}", r.rank, r.host, r.slot, r.slots);
+            say(format_args!("rank {:>4}  {:<24} slot {} of {}  devices {devices}", r.rank, r.host, r.slot, r.slots))?;
         }
     }
     let local = estimate::local_ranks(&prepared.hosts);
@@ -41,11 +42,11 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
     // this process's affinity).
     let cores = crate::load::topology::online_cpus().len() as u64;
     for phase in &prepared.plan.phases {
-        println!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len());
+        say(format_args!("phase {} `{}`: {} flow(s)", phase.index, phase.name, phase.flows.len()))?;
         for flow in &phase.flows {
             let group = &phase.groups[flow.group];
             let (src, dst) = (&prepared.plan.ranks[flow.src], &prepared.plan.ranks[flow.dst]);
-            println!(
+            say(format_args!(
                 "  flow {:>4}  {:<12} {} ({}) -> {} ({})  {} x {} B",
                 flow.id,
                 group.name,
@@ -55,10 +56,10 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
                 dst.label(),
                 group.streams,
                 group.message_size
-            );
+            ))?;
         }
         for line in estimate::engine_lines(&prepared.plan, phase, &local, cores) {
-            println!("{line}");
+            say(format_args!("{line}"))?;
         }
     }
     Ok(())

@@ -24,13 +24,13 @@ mod rdma_counters;
 mod refused;
 mod repeats;
 pub mod results_dir;
+pub mod stdout;
 mod summary_tables;
 mod sweeps;
 mod table;
 mod terminal;
 mod tree;
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::result::RunResult;
@@ -155,11 +155,6 @@ fn escape(text: &str) -> String {
 pub fn export_to(exporter: &dyn Exporter, run: &RunResult, target: &Path) -> Result<(), ReportError> {
     let bytes = exporter.render(run)?;
     let shown = target.display().to_string();
-    let result = if shown == "-" {
-        let mut stdout = std::io::stdout().lock();
-        stdout.write_all(&bytes).and_then(|()| stdout.flush())
-    } else {
-        std::fs::write(target, &bytes)
-    };
+    let result = if shown == "-" { stdout::write(&bytes) } else { std::fs::write(target, &bytes) };
     result.map_err(|cause| ReportError::Write { path: shown, cause })
 }
