@@ -8,7 +8,7 @@ use crate::hostfacts::HostFacts;
 use crate::plan::GpuAsk;
 use crate::scenario::memory::GpuChoice;
 use crate::scenario::rdma::RdmaParams;
-use crate::transport::memory::{cuda, CudaMemory};
+use crate::transport::memory::{cuda, CudaMemory, MemoryError};
 use crate::transport::Side;
 
 /// `rail` with `gpu = "auto"` replaced by the nearest GPU's index, and why,
@@ -33,21 +33,33 @@ pub(super) fn resolve_auto(rail: &RdmaParams, side: Side) -> (RdmaParams, Option
 /// opens through the driver (FABRICBENCH_LIBCUDA, else libcuda.so.1), before
 /// any end is made. The error names the GPU and the group that asks for it;
 /// the coordinator adds the rank and host.
-pub(super) fn preflight(asks: &[GpuAsk]) -> Result<(), String> {
+pub(super) fn preflight(asks: &[GpuAsk]) -> Result<(), PreflightError> {
     preflight_at(&cuda::library(std::env::var_os(cuda::LIBRARY_ENV)), asks)
 }
 
-fn preflight_at(library: &Path, asks: &[GpuAsk]) -> Result<(), String> {
+/// A GPU this rank's ends ask for that the driver cannot open.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "GPU preflight: group \"{group}\" (phase {phase}) puts this rank's buffers in {memory} memory on gpu = {gpu}, \
+     which cannot be used here: {cause}"
+)]
+pub struct PreflightError {
+    pub group: String,
+    pub phase: usize,
+    pub memory: &'static str,
+    /// The group's `gpu`, as written (`3`, `"0000:1b:00.0"`, `auto`).
+    pub gpu: String,
+    pub cause: Box<MemoryError>,
+}
+
+fn preflight_at(library: &Path, asks: &[GpuAsk]) -> Result<(), PreflightError> {
     for ask in asks {
-        CudaMemory::open_choice(library, &ask.gpu, cuda::placement(ask.memory)).map_err(|e| {
-            format!(
-                "GPU preflight: group \"{}\" (phase {}) puts this rank's buffers in {} memory on gpu = {}, \
-                 which cannot be used here: {e}",
-                ask.group,
-                ask.phase,
-                ask.memory.name(),
-                ask.gpu.describe()
-            )
+        CudaMemory::open_choice(library, &ask.gpu, cuda::placement(ask.memory)).map_err(|cause| PreflightError {
+            group: ask.group.clone(),
+            phase: ask.phase,
+            memory: ask.memory.name(),
+            gpu: ask.gpu.describe(),
+            cause: Box::new(cause),
         })?;
     }
     Ok(())
@@ -61,8 +73,8 @@ mod tests {
     #[test]
     fn a_host_without_the_driver_is_refused_naming_the_gpu_and_group() {
         let ask = GpuAsk { memory: Memory::Cuda, gpu: GpuChoice::Index(3), phase: 2, group: "gdr".into() };
-        assert_eq!(preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[]), Ok(()), "nothing asked, nothing opened");
-        let e = preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[ask]).unwrap_err();
+        assert!(preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[]).is_ok(), "nothing asked, nothing opened");
+        let e = preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[ask]).unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "GPU preflight: group \"gdr\" (phase 2) puts this rank's buffers in cuda memory on gpu = 3, which \

@@ -12,9 +12,11 @@ use crate::control::wire::{Endpoint, Window};
 use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::result::intervals::Moved;
+use crate::transport::memory::MemoryError;
 use crate::transport::rdma::RdmaInventory;
 use crate::transport::tcp::TcpError;
 use crate::transport::Side;
+use crate::worker::gpu::PreflightError;
 use crate::worker::phase::PhaseError;
 
 /// Stand-ins for a phase's opened and connected flow ends: the session
@@ -357,9 +359,12 @@ fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
     sim.actions();
     sim.recv(welcome.clone());
     assert_eq!(sim.setup(0), []);
-    let error = "GPU preflight: gpu = 3: GPU 3 not on this host (it has 2)";
-    let outcome = Work::Probed(inventory.clone(), facts.clone(), Err(error.to_string()));
-    assert_eq!(sim.done(outcome), [probe(), failed(0, error)]);
+    let cause = Box::new(MemoryError::NoSuchGpu { gpu: 3, count: 2 });
+    let error = PreflightError { group: "gdr".into(), phase: 0, memory: "cuda", gpu: "3".into(), cause };
+    let text = "GPU preflight: group \"gdr\" (phase 0) puts this rank's buffers in cuda memory on gpu = 3, which \
+                cannot be used here: GPU 3 not on this host (it has 2; GPUs are numbered from 0 as CUDA counts them)";
+    let outcome = Work::Probed(inventory.clone(), facts.clone(), Err(error));
+    assert_eq!(sim.done(outcome), [probe(), failed(0, text)]);
     assert!(matches!(sim.s.stage, Stage::Halted { phase: 0 }), "{:?}", sim.s.stage);
 
     // Aborted while it ran: the held Setup is dropped, not prepared.

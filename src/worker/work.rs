@@ -11,6 +11,7 @@ use crate::scenario::stress::StressSpec;
 use std::time::Duration;
 
 use crate::transport::rdma::RdmaInventory;
+use crate::worker::gpu::PreflightError;
 use crate::worker::phase::PhaseError;
 
 /// What the agent is to do, in the order given.
@@ -55,7 +56,7 @@ pub enum Action<O, C> {
 #[derive(Debug)]
 pub enum Work<O, C> {
     /// The probe, and the GPU preflight's outcome (why a GPU cannot be used).
-    Probed(RdmaInventory, Box<HostFacts>, Result<(), String>),
+    Probed(RdmaInventory, Box<HostFacts>, Result<(), PreflightError>),
     Prepared {
         phase: usize,
         result: Result<(O, Vec<FlowEndpoint>), PhaseError>,
