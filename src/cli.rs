@@ -179,13 +179,18 @@ pub struct PlanArgs {
     pub topology: TopologyArgs,
 }
 
+/// The `--topology` that asks the workers for their hosts' LLDP neighbours.
+pub const GATHER_LLDP: &str = "lldp";
+
 #[derive(Debug, Args)]
 pub struct TopologyArgs {
     /// The fabric's switches and where each host is cabled (docs/TOPOLOGY.md):
     /// a TOML file, ibnetdiscover's output, or a folder of `lldpctl -f json`
     /// files, in place of the scenario's [topology]. Every host of the
     /// hostfile must be placed; `plan` prints it as a tree of spines, leaves
-    /// and hosts, and `within`, `across`, `hops` and `bisection` choose pairs by it
+    /// and hosts, and `within`, `across`, `hops` and `bisection` choose pairs by it.
+    /// `run --topology lldp`: each worker runs `lldpctl -f json` on its host
+    /// and the run's leaf pairs follow what they saw (a folder named lldp: ./lldp)
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
     /// The form of --topology (default: a folder or `.json` is LLDP, `.toml`
@@ -195,10 +200,15 @@ pub struct TopologyArgs {
 }
 
 impl TopologyArgs {
-    /// The flags as the scenario's table would give them.
+    /// The flags as the scenario's table would give them (none for `--topology lldp`).
     pub fn table(&self) -> Option<TopologyTable> {
-        let file = self.topology.clone()?;
+        let file = self.topology.clone().filter(|_| !self.gathers_lldp())?;
         Some(TopologyTable { file, format: self.topology_format })
+    }
+
+    /// `--topology lldp`: the workers gather each host's LLDP neighbours.
+    pub fn gathers_lldp(&self) -> bool {
+        self.topology.as_deref() == Some(std::path::Path::new(GATHER_LLDP))
     }
 }
 

@@ -48,6 +48,7 @@ fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
         plan,
         hostfile_text: None,
         topology: None,
+        lldp: false,
         gate: None,
     };
     let flags = LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[], mpirun_args: &[] };

@@ -23,6 +23,12 @@ use crate::scenario::CheckSpec;
 use crate::worker::{mpi, JobSpec};
 
 pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
+    if args.topology.gathers_lldp() {
+        return Err(Failure::BadInput(anyhow::anyhow!(
+            "--topology lldp has each worker of a `run` gather its host's LLDP neighbours, and `plan` starts no \
+             workers: give a folder of `lldpctl -f json` files, one per host (HOST.json), to --topology"
+        )));
+    }
     let overrides = run::Overrides { topology: args.topology.table(), ..Default::default() };
     let (prepared, ..) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
     let say = |line: std::fmt::Arguments| stdout::print(format_args!("{line}\n"));
@@ -71,6 +77,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         warmup: args.warmup,
         repeat: args.repeat,
         topology: args.topology.table(),
+        lldp: args.topology.gathers_lldp(),
     };
     let (mut prepared, allocation, origin) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
     if args.flap.is_some() {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hostfacts::lldp::LldpOutput;
 use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GpuAsk, GroupPlan};
@@ -32,8 +33,10 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// end's report names the engines that carried its lanes; 13: a group's
 /// RDMA knobs carry each end's `memory`, the `gpu` and `gpu_registration`;
 /// 14: an engine's core is optional, none where it was bound to several;
-/// 15: Welcome carries the GPUs the rank's ends use, for its preflight).
-pub const PROTOCOL_VERSION: u32 = 15;
+/// 15: Welcome carries the GPUs the rank's ends use, for its preflight;
+/// 16: `Welcome` asks for the host's LLDP neighbours, `Probe` carries its
+/// `lldpctl -f json` text or why there is none).
+pub const PROTOCOL_VERSION: u32 = 16;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -189,7 +192,8 @@ pub enum ToCoordinator {
     /// The host's RDMA devices and ports (or why it has none), probed once
     /// after Hello, for run.json and line rates; and what the host is
     /// (kernel, OS, CPU, rdma-core, drivers and firmware), for the record.
-    Probe(RdmaInventory, Box<HostFacts>),
+    /// The third part: the host's `lldpctl -f json` text when Welcome asked for it.
+    Probe(RdmaInventory, Box<HostFacts>, Option<LldpOutput>),
     /// Some flows of a report too large for one frame; the final `Report`
     /// follows with the rest (`control::report_parts`).
     ReportPart(Box<RankReport>),
@@ -207,6 +211,9 @@ pub enum ToWorker {
         #[serde(with = "strict_duration")]
         heartbeat: Duration,
         gpus: Vec<GpuAsk>,
+        /// Run `lldpctl -f json` in the probe: rank 0 builds the run's
+        /// topology from every host's neighbours (`run --topology lldp`).
+        lldp: bool,
     },
     /// The rank's flows in a phase: create their endpoints.
     /// `stress`: the burners to run beside them.
@@ -289,9 +296,11 @@ mod tests {
         let e = postcard::from_bytes::<ToWorker>(&frame).unwrap_err();
         assert!(matches!(e, postcard::Error::SerdeDeCustom), "{e:?}");
         // The same bytes as serde's own encoding of a Duration, both ways.
-        let welcome = ToWorker::Welcome { now_ns: -5, heartbeat: Duration::new(126, 999_999_999), gpus: Vec::new() };
+        let welcome =
+            ToWorker::Welcome { now_ns: -5, heartbeat: Duration::new(126, 999_999_999), gpus: Vec::new(), lldp: true };
         let bytes = postcard::to_stdvec(&welcome).unwrap();
-        let plain = postcard::to_stdvec(&(0u8, -5i64, Duration::new(126, 999_999_999), Vec::<u8>::new())).unwrap();
+        let plain =
+            postcard::to_stdvec(&(0u8, -5i64, Duration::new(126, 999_999_999), Vec::<u8>::new(), true)).unwrap();
         assert_eq!(bytes, plain);
         assert_eq!(postcard::from_bytes::<ToWorker>(&bytes).unwrap(), welcome);
     }

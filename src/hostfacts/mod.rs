@@ -8,6 +8,7 @@
 //! as it can be.
 
 mod gpu;
+pub mod lldp;
 mod pci;
 mod rdma;
 

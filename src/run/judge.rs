@@ -74,6 +74,7 @@ async fn judged(
                 plan,
                 hostfile_text: None,
                 topology: None,
+                lldp: false,
                 gate: None,
             },
             launch,

@@ -5,6 +5,7 @@
 
 mod gate;
 mod judge;
+mod lldp;
 mod overrides;
 pub mod record;
 pub mod signals;
@@ -67,6 +68,10 @@ pub struct Prepared {
     pub hostfile_text: Option<String>,
     /// `--topology` or the scenario's `[topology]`, placing every host.
     pub topology: Option<RunTopology>,
+    /// `--topology lldp`: the workers gather each host's LLDP neighbours and
+    /// the run's leaf pairs follow the topology built from them (`topology`
+    /// is `None`: nothing is known of it before the workers run).
+    pub lldp: bool,
     /// The node gate's verdict when one ran before this run (whose hosts
     /// are those that passed it): the result holds it from its start, so
     /// the journal's first line keeps it.
@@ -86,6 +91,7 @@ pub fn prepare(
     // The flag's path is the working directory's; the table's, the scenario file's folder's.
     let names = || hosts.iter().map(|h| h.name.as_str());
     let topology = match (&overrides.topology, &scenario.topology) {
+        _ if overrides.lldp => None,
         (Some(flag), _) => Some(flag.load(names())?),
         (None, Some(table)) => Some(table.beside(scenario_file).load(names()).map_err(|e| {
             anyhow!("{} (with {origin})", source.describe(&scenario::Field::top("topology"), &e.to_string()))
@@ -102,6 +108,7 @@ pub fn prepare(
         plan,
         hostfile_text: None,
         topology,
+        lldp: overrides.lldp,
         gate: None,
     })
 }
@@ -183,7 +190,8 @@ async fn drive(
     };
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;
-    let mut sink = Sink { progress, series: Series::default(), result, recorder };
+    let gathering = prepared.lldp.then(lldp::Gathering::default);
+    let mut sink = Sink { progress, series: Series::default(), result, recorder, gathering };
     // A stop signal asks rank 0 to end the run, so that the running phase
     // keeps its partial reports; another signal, or no end within
     // STOP_GRACE, stops everything at once.
@@ -284,12 +292,14 @@ struct Sink<'a> {
     series: Series,
     result: &'a mut RunResult,
     recorder: &'a mut dyn Recorder,
+    /// `--topology lldp`: the hosts' neighbours until every probe is in.
+    gathering: Option<lldp::Gathering>,
 }
 
 impl Sink<'_> {
     /// Applies one coordinator event; `Some` when the run is over.
     fn follow(&mut self, event: Event) -> anyhow::Result<Option<anyhow::Result<()>>> {
-        let Sink { progress, series, result, recorder } = self;
+        let Sink { progress, series, result, recorder, gathering } = self;
         let mut p = progress.lock().map_err(|_| anyhow!("progress display poisoned"))?;
         match event {
             Event::Rejected { reason, .. } => {
@@ -306,6 +316,18 @@ impl Sink<'_> {
                 let at = result.probes.partition_point(|p| p.rank < probe.rank);
                 recorder.record(result, Recorded::Probe(&probe));
                 result.probes.insert(at, probe);
+                match gathering.as_ref().and_then(|g| g.finish(result)) {
+                    Some(Err(e)) => return Ok(Some(Err(e))),
+                    Some(Ok(built)) if !matches!(*p, Progress::Off) => {
+                        p.note(&format!("topology {}:\n{}", built.path.display(), built.topology.render().trim_end()))
+                    }
+                    Some(Ok(_)) | None => {}
+                }
+            }
+            Event::Neighbours { host, lldp, .. } => {
+                if let Some(gathering) = gathering {
+                    gathering.add(host, lldp);
+                }
             }
             Event::PhaseDone(mut phase) => {
                 p.phase_done(phase.index, phase.aggregate_gbps);

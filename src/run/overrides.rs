@@ -16,6 +16,8 @@ pub struct Overrides {
     pub repeat: Option<u32>,
     /// `--topology` (and `--topology-format`), in place of `[topology]`.
     pub topology: Option<scenario::topology::TopologyTable>,
+    /// `--topology lldp`: each worker gathers its host's LLDP neighbours.
+    pub lldp: bool,
 }
 
 impl Overrides {

@@ -106,6 +106,7 @@ fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec 
             plan: Box::new(prepared.plan.clone()),
             window: Window::of(&prepared.scenario.run),
             port,
+            lldp: prepared.lldp,
         },
         relay: None,
         devices: host0.devices.clone(),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{read_text, toml_form, Builder, Problem, TopologyError};
+use super::{read_text, toml_form, Builder, Problem, Topology, TopologyError};
 
 /// Most host files one folder may hold (as many as a hostfile's hosts).
 const MAX_FILES: usize = crate::hostfile::MAX_HOSTS;
@@ -53,14 +53,40 @@ fn host_files(dir: &Path) -> Result<Vec<PathBuf>, TopologyError> {
 
 /// Attaches the host a file is named after to each interface's chassis.
 fn add_host(file: &Path, builder: &mut Builder) -> Result<(), TopologyError> {
-    let text = read_text(file)?;
+    let host = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    add_text(&read_text(file)?, file, host, builder)
+}
+
+/// Builds the topology from each host's `lldpctl -f json` text as its
+/// worker gathered it (`run --topology lldp`), parsed as the folder's files
+/// are; errors name `lldpctl -f json on HOST` where a file's path would be.
+pub(super) fn from_hosts<'a>(
+    texts: impl IntoIterator<Item = (&'a str, &'a str)>,
+    source: &Path,
+) -> Result<Topology, TopologyError> {
+    let mut builder = Builder::default();
+    for (host, text) in texts {
+        if text.len() as u64 > super::MAX_TEXT {
+            return Err(TopologyError::TooLarge { path: gathered_on(host) });
+        }
+        add_text(text, &gathered_on(host), host, &mut builder)?;
+    }
+    builder.finish(source)
+}
+
+/// What stands for a file's path in errors about a host's gathered text.
+fn gathered_on(host: &str) -> PathBuf {
+    PathBuf::from(format!("`lldpctl -f json` on {host}"))
+}
+
+/// Attaches `host` to each interface's chassis in `text`, read from `file`.
+fn add_text(text: &str, file: &Path, host: &str, builder: &mut Builder) -> Result<(), TopologyError> {
     let at = |line, bad: BadLldp| TopologyError::Line {
         path: file.to_path_buf(),
         line,
         problem: Problem::Form { detail: bad.to_string() },
     };
-    let host = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-    let json: Value = serde_json::from_str(&text).map_err(|e| at(e.line(), BadLldp::Json(e)))?;
+    let json: Value = serde_json::from_str(text).map_err(|e| at(e.line(), BadLldp::Json(e)))?;
     for (nic, neighbour) in interfaces(&json).map_err(|d| at(1, d))? {
         let line = text.lines().position(|l| l.contains(&format!("\"{nic}\""))).map_or(1, |i| i + 1);
         let chassis = neighbour.get("chassis").and_then(Value::as_object).and_then(|c| c.keys().next());

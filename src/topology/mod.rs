@@ -139,6 +139,16 @@ pub fn read(path: &Path, format: Option<Format>) -> Result<Topology, TopologyErr
     }
 }
 
+/// The topology of every host's `lldpctl -f json` text, as each worker
+/// gathered it (`run --topology lldp`): the same model and errors as a
+/// folder of those files without `links.toml`, each host named in them.
+pub fn from_lldp_texts<'a>(
+    texts: impl IntoIterator<Item = (&'a str, &'a str)>,
+    source: &Path,
+) -> Result<Topology, TopologyError> {
+    lldp::from_hosts(texts, source)
+}
+
 /// A file's text, at most [`MAX_TEXT`] bytes.
 fn read_text(path: &Path) -> Result<String, TopologyError> {
     let read = |cause| TopologyError::Read { path: path.to_path_buf(), cause };

@@ -118,9 +118,11 @@ impl Performer {
                 // Opening devices, registering memory and connecting can take
                 // seconds (more under emulation): off the async threads, which
                 // carry the heartbeats (and, on rank 0, the coordinator).
-                Action::Probe { gpus } => self.off_thread(move || {
+                Action::Probe { gpus, lldp } => self.off_thread(move || {
                     let preflight = super::gpu::preflight(&gpus);
-                    Work::Probed(RdmaInventory::of_this_host(), Box::new(HostFacts::of_this_host()), preflight)
+                    let neighbours = lldp.then(crate::hostfacts::lldp::of_this_host);
+                    let (inventory, facts) = (RdmaInventory::of_this_host(), Box::new(HostFacts::of_this_host()));
+                    Work::Probed(inventory, facts, preflight, neighbours)
                 }),
                 Action::Prepare { phase, flows, stress } => {
                     let bind = self.bind;

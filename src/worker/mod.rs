@@ -64,7 +64,14 @@ pub struct JobSpec {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Role {
     /// Rank 0: serve the coordinator on `port` (0 = any) and join it.
-    Coordinator { plan: Box<Plan>, window: Window, port: u16 },
+    /// `lldp`: every rank's probe carries its LLDP neighbours (`run --topology lldp`).
+    Coordinator {
+        plan: Box<Plan>,
+        window: Window,
+        port: u16,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lldp: bool,
+    },
     /// Every other rank: join the coordinator at this address; `None`: the
     /// address follows on stdin as a [`srun::CoordinatorAt`] line once rank
     /// 0 listens (every worker starts at once, in one round trip).
@@ -170,8 +177,8 @@ pub fn run_job(spec: JobSpec, watch_stdin: bool) -> anyhow::Result<()> {
                     async { relay::run(&me, relay, coordinator, shutdown.clone()).await.map_err(anyhow::Error::from) };
                 tokio::try_join!(own, below).map(|_| ())
             }
-            (Role::Coordinator { plan, window, port }, _) => {
-                serve(&me, *plan, window, port, instructions, shutdown).await
+            (Role::Coordinator { plan, window, port, lldp }, _) => {
+                serve(&me, (*plan, lldp), window, port, instructions, shutdown).await
             }
         }
     });
@@ -212,7 +219,7 @@ fn watch_stdin_lines(shutdown_tx: watch::Sender<bool>, instruct: mpsc::Unbounded
 /// Rank 0: the coordinator and this rank's own agent, side by side.
 async fn serve(
     me: &agent::Identity,
-    plan: Plan,
+    (plan, lldp): (Plan, bool),
     window: Window,
     port: u16,
     instructions: mpsc::UnboundedReceiver<Instruction>,
@@ -224,7 +231,12 @@ async fn serve(
     emit(&WorkerOutput::Listening { addr, version: env!("CARGO_PKG_VERSION").to_string() });
     let coordinator = {
         let timeouts = Timeouts::for_ranks(plan.ranks.len());
-        Coordinator::new(me.job, me.token.clone(), plan, window, timeouts, now_ns())
+        let coordinator = Coordinator::new(me.job, me.token.clone(), plan, window, timeouts, now_ns());
+        if lldp {
+            coordinator.gathering_lldp()
+        } else {
+            coordinator
+        }
     };
     let coordinate =
         driver::spawn(listener, coordinator, instructions, shutdown.clone(), |event| emit(&WorkerOutput::Event(event)))

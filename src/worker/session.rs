@@ -158,7 +158,7 @@ impl<O, C> Session<O, C> {
         self.last_heard = now;
         if matches!(self.stage, Stage::Greeting) {
             match msg {
-                ToWorker::Welcome { now_ns: coordinator_ns, heartbeat, gpus } => {
+                ToWorker::Welcome { now_ns: coordinator_ns, heartbeat, gpus, lldp } => {
                     let received_ns = self.hello_ns + i64::try_from((now - self.hello_at).as_nanos()).unwrap_or(0);
                     self.clock = PeerClock::estimate(self.hello_ns, coordinator_ns, received_ns);
                     self.heartbeat = heartbeat.clamp(HEARTBEAT, MAX_HEARTBEAT);
@@ -168,7 +168,7 @@ impl<O, C> Session<O, C> {
                     self.stage = Stage::Idle { next: 0 };
                     // Once per run: opening every device takes a while.
                     self.preflight = (!gpus.is_empty()).then_some(None);
-                    self.out.push_back(Action::Probe { gpus });
+                    self.out.push_back(Action::Probe { gpus, lldp });
                 }
                 other => self.exit(Err(SessionError::NotWelcomed(other.name()))),
             }
@@ -224,8 +224,8 @@ impl<O, C> Session<O, C> {
     pub fn finished(&mut self, work: Work<O, C>) {
         match work {
             _ if matches!(self.stage, Stage::Done) => {}
-            Work::Probed(inventory, facts, preflight) => {
-                self.send(ToCoordinator::Probe(inventory, facts));
+            Work::Probed(inventory, facts, preflight, lldp) => {
+                self.send(ToCoordinator::Probe(inventory, facts, lldp));
                 self.probed = true;
                 let waiting = self.preflight.take().flatten();
                 if let Err(error) = preflight {

@@ -64,12 +64,12 @@ impl Sim {
         assert_eq!(sim.actions(), [Action::Send(ToCoordinator::Hello(hello(1)))]);
         sim.now += Duration::from_millis(2);
         assert_eq!(
-            sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: Vec::new() }),
-            [Action::Probe { gpus: Vec::new() }]
+            sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: Vec::new(), lldp: false }),
+            [Action::Probe { gpus: Vec::new(), lldp: false }]
         );
         let (inventory, facts) = (RdmaInventory::default(), Box::<HostFacts>::default());
-        let probe = Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone()));
-        assert_eq!(sim.done(Work::Probed(inventory, facts, Ok(()))), [probe]);
+        let probe = Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone(), None));
+        assert_eq!(sim.done(Work::Probed(inventory, facts, Ok(()), None)), [probe]);
         sim
     }
 
@@ -138,8 +138,8 @@ fn three_phases_in_order_then_bye() {
     let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
     let facts = Box::new(HostFacts::of_this_host());
     assert_eq!(
-        sim.done(Work::Probed(inventory.clone(), facts.clone(), Ok(()))),
-        [Action::Send(ToCoordinator::Probe(inventory, facts))]
+        sim.done(Work::Probed(inventory.clone(), facts.clone(), Ok(()), None)),
+        [Action::Send(ToCoordinator::Probe(inventory, facts, None))]
     );
     for phase in 0..3 {
         sim.reach_running(phase);
@@ -233,7 +233,10 @@ fn a_message_for_another_phase_or_stage_is_an_error_to_the_coordinator() {
     let error = "unexpected Peers for phase 2 while waiting for the peers of phase 0";
     assert_eq!(sim.peers(2), [failed(0, error)]);
     let error = "unexpected second Welcome while waiting for the peers of phase 0";
-    assert_eq!(sim.recv(ToWorker::Welcome { now_ns: 0, heartbeat: HEARTBEAT, gpus: Vec::new() }), [failed(0, error)]);
+    assert_eq!(
+        sim.recv(ToWorker::Welcome { now_ns: 0, heartbeat: HEARTBEAT, gpus: Vec::new(), lldp: false }),
+        [failed(0, error)]
+    );
     assert_eq!(sim.peers(0), [Action::Connect { phase: 0, ends: Opened(0), peers: endpoints(0) }]);
     assert_eq!(sim.done(Work::Connected { phase: 0, result: Ok(Linked(0)) }).len(), 1);
     let error = "unexpected Start for phase 1 while waiting for the start of phase 0";
@@ -258,7 +261,7 @@ fn heartbeats_every_half_second_and_the_lease_runs_from_the_last_message() {
     // Before Welcome: no heartbeats, only the lease.
     assert_eq!(sim.s.poll_timeout(), Some(sim.start + LEASE));
     sim.now += Duration::from_millis(2);
-    sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: Vec::new() });
+    sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: Vec::new(), lldp: false });
     assert_eq!(sim.s.poll_timeout(), Some(sim.start + Duration::from_millis(502)));
     assert_eq!(sim.at(400), []);
     assert_eq!(sim.at(502), [Action::Send(ToCoordinator::Heartbeat)]);
@@ -293,7 +296,12 @@ fn a_heartbeat_round_that_carried_a_message_sends_none() {
 fn a_large_job_spreads_heartbeats_out_and_lengthens_the_lease_with_them() {
     let mut sim = Sim::new();
     sim.actions();
-    sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: Duration::from_secs(2), gpus: Vec::new() });
+    sim.recv(ToWorker::Welcome {
+        now_ns: COORDINATOR_NS,
+        heartbeat: Duration::from_secs(2),
+        gpus: Vec::new(),
+        lldp: false,
+    });
     assert_eq!(sim.at(1_999), []);
     assert_eq!(sim.at(2_000), [Action::Send(ToCoordinator::Heartbeat)]);
     assert_eq!(sim.at(3_999), []);
@@ -309,7 +317,7 @@ fn a_large_job_spreads_heartbeats_out_and_lengthens_the_lease_with_them() {
     for (asked, kept) in [(Duration::MAX, MAX_HEARTBEAT), (Duration::ZERO, HEARTBEAT)] {
         let mut sim = Sim::new();
         sim.actions();
-        sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: asked, gpus: Vec::new() });
+        sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: asked, gpus: Vec::new(), lldp: false });
         assert_eq!(sim.s.poll_timeout(), Some(sim.start + kept), "Welcome asked for {asked:?}");
     }
 }
@@ -342,17 +350,17 @@ fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
     use crate::plan::GpuAsk;
     use crate::scenario::memory::{GpuChoice, Memory};
     let gpus = vec![GpuAsk { memory: Memory::Cuda, gpu: GpuChoice::Index(3), phase: 2, group: "gdr".into() }];
-    let welcome = ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: gpus.clone() };
+    let welcome = ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: gpus.clone(), lldp: false };
     let (inventory, facts) = (RdmaInventory::default(), Box::<HostFacts>::default());
-    let probe = || Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone()));
+    let probe = || Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone(), None));
     let prepare = Action::Prepare { phase: 0, flows: Vec::new(), stress: None };
 
     // The GPUs open: phase 0's ends are made only then.
     let mut sim = Sim::new();
     sim.actions();
-    assert_eq!(sim.recv(welcome.clone()), [Action::Probe { gpus: gpus.clone() }]);
+    assert_eq!(sim.recv(welcome.clone()), [Action::Probe { gpus: gpus.clone(), lldp: false }]);
     assert_eq!(sim.setup(0), [], "no end before the preflight");
-    assert_eq!(sim.done(Work::Probed(inventory.clone(), facts.clone(), Ok(()))), [probe(), prepare]);
+    assert_eq!(sim.done(Work::Probed(inventory.clone(), facts.clone(), Ok(()), None)), [probe(), prepare]);
 
     // One does not: the rank fails before making any end, the probe still sent.
     let mut sim = Sim::new();
@@ -363,7 +371,7 @@ fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
     let error = PreflightError { group: "gdr".into(), phase: 0, memory: "cuda", gpu: "3".into(), cause };
     let text = "GPU preflight: group \"gdr\" (phase 0) puts this rank's buffers in cuda memory on gpu = 3, which \
                 cannot be used here: GPU 3 not on this host (it has 2; GPUs are numbered from 0 as CUDA counts them)";
-    let outcome = Work::Probed(inventory.clone(), facts.clone(), Err(error));
+    let outcome = Work::Probed(inventory.clone(), facts.clone(), Err(error), None);
     assert_eq!(sim.done(outcome), [probe(), failed(0, text)]);
     assert!(matches!(sim.s.stage, Stage::Halted { phase: 0 }), "{:?}", sim.s.stage);
 
@@ -373,7 +381,7 @@ fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
     sim.recv(welcome);
     sim.setup(0);
     sim.recv(ToWorker::Abort { reason: "rank 2 failed".into() });
-    assert_eq!(sim.done(Work::Probed(inventory.clone(), facts.clone(), Ok(()))), [probe()]);
+    assert_eq!(sim.done(Work::Probed(inventory.clone(), facts.clone(), Ok(()), None)), [probe()]);
 }
 
 #[test]
@@ -391,17 +399,17 @@ fn early_peers_are_held_until_the_endpoints_have_gone() {
     let mut sim = Sim::new();
     sim.actions();
     assert_eq!(
-        sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: Vec::new() }),
-        [Action::Probe { gpus: Vec::new() }]
+        sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: Vec::new(), lldp: false }),
+        [Action::Probe { gpus: Vec::new(), lldp: false }]
     );
     sim.setup(0);
     sim.peers(0);
     assert_eq!(sim.done(Work::Prepared { phase: 0, result: Ok((Opened(0), endpoints(0))) }), []);
     let (inventory, facts) = (RdmaInventory::default(), Box::<HostFacts>::default());
-    let probe = Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone()));
+    let probe = Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone(), None));
     let sent = Action::Send(ToCoordinator::Endpoints { phase: 0, endpoints: endpoints(0) });
     let connect = Action::Connect { phase: 0, ends: Opened(0), peers: endpoints(0) };
-    assert_eq!(sim.done(Work::Probed(inventory, facts, Ok(()))), [probe, sent, connect]);
+    assert_eq!(sim.done(Work::Probed(inventory, facts, Ok(()), None)), [probe, sent, connect]);
 
     let mut sim = Sim::welcomed();
     sim.setup(0);
@@ -493,7 +501,7 @@ impl Job {
                     match action {
                         Action::Send(msg) => self.coordinator.received(rank as u64, msg, 0),
                         Action::Probe { .. } => {
-                            session.finished(Work::Probed(RdmaInventory::default(), Box::default(), Ok(())))
+                            session.finished(Work::Probed(RdmaInventory::default(), Box::default(), Ok(()), None))
                         }
                         Action::Prepare { phase, flows, .. } => {
                             let endpoint = endpoints(phase)[0].endpoint.clone();

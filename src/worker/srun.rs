@@ -99,7 +99,7 @@ pub(crate) fn coordinator_role(spec: &SrunSpec, hosts: &[Host]) -> Result<Role, 
         Some(phases) => Plan { ranks: plan::ranks_of(hosts), phases: phases.clone() },
         None => plan::build(hosts, &spec.scenario)?,
     };
-    Ok(Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port })
+    Ok(Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port, lldp: false })
 }
 
 /// The next line of stdin as a `T`; `what` names it in errors.

@@ -2,6 +2,7 @@
 //! agent's work off the async threads hands back ([`Work`]).
 
 use crate::control::wire::{FlowEndpoint, FlowRole, ToCoordinator, Window};
+use crate::hostfacts::lldp::LldpOutput;
 use crate::hostfacts::HostFacts;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
@@ -19,9 +20,11 @@ use crate::worker::phase::PhaseError;
 pub enum Action<O, C> {
     Send(ToCoordinator),
     /// Probe the host's RDMA devices off the async threads, and open each
-    /// GPU of `gpus` (the GPU preflight), then [`Work::Probed`].
+    /// GPU of `gpus` (the GPU preflight), and with `lldp` gather the host's
+    /// LLDP neighbours, then [`Work::Probed`].
     Probe {
         gpus: Vec<GpuAsk>,
+        lldp: bool,
     },
     /// Create the phase's flow ends off the async threads, then
     /// [`Work::Prepared`].
@@ -55,8 +58,9 @@ pub enum Action<O, C> {
 /// What the work off the async threads has finished.
 #[derive(Debug)]
 pub enum Work<O, C> {
-    /// The probe, and the GPU preflight's outcome (why a GPU cannot be used).
-    Probed(RdmaInventory, Box<HostFacts>, Result<(), PreflightError>),
+    /// The probe, the GPU preflight's outcome (why a GPU cannot be used),
+    /// and the host's `lldpctl -f json` text when it was asked.
+    Probed(RdmaInventory, Box<HostFacts>, Result<(), PreflightError>, Option<LldpOutput>),
     Prepared {
         phase: usize,
         result: Result<(O, Vec<FlowEndpoint>), PhaseError>,

@@ -752,7 +752,7 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     sim.join_all(2);
     let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
     let facts = HostFacts { kernel: Some("6.1.0-18-amd64".into()), ..HostFacts::default() };
-    sim.send(1, ToCoordinator::Probe(inventory, Box::new(facts.clone())));
+    sim.send(1, ToCoordinator::Probe(inventory, Box::new(facts.clone()), None));
     let probe = sim.events.iter().find_map(|e| match e {
         Event::Probed(p) => Some(p.clone()),
         _ => None,

@@ -48,8 +48,13 @@ fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
         c.connected(rank as u64, 0);
         inputs.push((rank as u64, ToCoordinator::Hello(hello(rank))));
     }
-    let (mut sent, mut said) =
-        (Vec::new(), vec![ToCoordinator::Probe(RdmaInventory::default(), Box::default()), ToCoordinator::Heartbeat]);
+    let (mut sent, mut said) = (
+        Vec::new(),
+        vec![
+            ToCoordinator::Probe(RdmaInventory::default(), Box::default(), Some(Ok("{}".into()))),
+            ToCoordinator::Heartbeat,
+        ],
+    );
     let mut ends = Vec::new();
     while !inputs.is_empty() {
         for (conn, msg) in std::mem::take(&mut inputs) {

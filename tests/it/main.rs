@@ -47,6 +47,7 @@ mod testbed_scenarios;
 mod testbed_slurm;
 mod testbed_ssh;
 mod topology;
+mod topology_gathered;
 mod topology_patterns;
 mod traffic_class;
 mod wire;

@@ -168,7 +168,7 @@ fn report_with_every_optional_part() {
         let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/two-nics");
         let facts = Box::new(HostFacts::under(&fixture));
         assert_eq!(facts.rdma_devices.len(), 2);
-        round_trip(&ToCoordinator::Probe(RdmaInventory { devices: vec![device], error }, facts));
+        round_trip(&ToCoordinator::Probe(RdmaInventory { devices: vec![device], error }, facts, None));
     }
     let endpoint = RdmaEndpoint {
         lid: 0,

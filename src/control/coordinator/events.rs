@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::control::wire::{ToWorker, Window};
+use crate::hostfacts::lldp::LldpOutput;
 use crate::result::{PhaseResult, RankProbe};
 
 use super::ConnId;
@@ -51,6 +52,13 @@ pub enum Event {
     },
     /// A rank's RDMA inventory arrived (once per rank, soon after it joined).
     Probed(RankProbe),
+    /// A rank's `lldpctl -f json` text, or why it has none (only when the
+    /// coordinator was asked to gather them).
+    Neighbours {
+        rank: usize,
+        host: String,
+        lldp: LldpOutput,
+    },
     PhaseDone(Box<PhaseResult>),
     Finished,
     Failed(RunFailure),

@@ -99,6 +99,8 @@ pub struct Coordinator {
     plan: Plan,
     window: Window,
     timeouts: Timeouts,
+    /// Ask every rank for its LLDP neighbours (`run --topology lldp`).
+    lldp: bool,
     slots: Vec<Slot>,
     joined: usize,
     /// The rank on each joined connection.
@@ -151,6 +153,7 @@ impl Coordinator {
             plan,
             window,
             timeouts,
+            lldp: false,
             slots,
             joined: 0,
             ranks: HashMap::new(),
@@ -166,6 +169,13 @@ impl Coordinator {
         let wiring = Wiring::new(coordinator.plan.phases.first(), n);
         coordinator.stage = Stage::Joining { setups: coordinator.setups(0), wiring };
         coordinator
+    }
+
+    /// Every rank's probe is to carry its `lldpctl -f json` text, which
+    /// the launcher builds the run's topology from.
+    pub fn gathering_lldp(mut self) -> Coordinator {
+        self.lldp = true;
+        self
     }
 
     /// The next thing to do, in order.
@@ -233,9 +243,12 @@ impl Coordinator {
                 self.check_abort_complete();
             }
             ToCoordinator::Heartbeat => {}
-            ToCoordinator::Probe(inventory, facts) => {
+            ToCoordinator::Probe(inventory, facts, lldp) => {
                 let missing = self.plan.ranks.get(rank).and_then(|r| checks::missing_device(r, &inventory));
                 let host = self.slots[rank].host.clone();
+                if let Some(lldp) = lldp.filter(|_| self.lldp) {
+                    self.event(Event::Neighbours { rank, host: host.clone(), lldp });
+                }
                 let (devices, error, facts) = (inventory.devices, inventory.error, Some(*facts));
                 self.event(Event::Probed(RankProbe { rank, host, devices, error, facts }));
                 if let Some(message) = missing {

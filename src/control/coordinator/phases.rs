@@ -85,7 +85,8 @@ impl Coordinator {
         slot.last_heard = now_ns;
         self.joined += 1;
         let gpus = std::mem::take(&mut slot.gpus);
-        self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat: self.timeouts.heartbeat, gpus });
+        let (heartbeat, lldp) = (self.timeouts.heartbeat, self.lldp);
+        self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat, gpus, lldp });
         if let Stage::Joining { setups, .. } = &mut self.stage {
             let flows = std::mem::take(&mut setups[hello.rank]);
             let setup = self.setup(0, hello.rank, flows);
