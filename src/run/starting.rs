@@ -124,6 +124,7 @@ fn step_spec(prepared: &Prepared, port: u16, job: u64, token: &str, hosts: Optio
         phases: (plan::build(&prepared.hosts, &prepared.scenario).as_ref() != Ok(&prepared.plan))
             .then(|| prepared.plan.phases.clone()),
         port,
+        lldp: prepared.lldp,
     }
 }
 

@@ -232,7 +232,7 @@ mod tests {
         let job_env = serde_json::to_string(&job).unwrap();
         let (scenario, _) =
             crate::scenario::parse("[[group]]\nname = \"g\"\npattern = \"fan-in\"\n", Path::new("s.toml")).unwrap();
-        let spec = SrunSpec { job: 7, token: "t".into(), hosts: None, scenario, phases: None, port: 4100 };
+        let spec = SrunSpec { job: 7, token: "t".into(), hosts: None, scenario, phases: None, port: 4100, lldp: false };
         let line = serde_json::to_string(&spec).unwrap() + "\n";
         let rank = |r: &str| env(&[("OMPI_COMM_WORLD_RANK", r), ("OMPI_COMM_WORLD_SIZE", "2"), (JOB_VAR, &job_env)]);
         let rank0 = job_spec(&mut line.as_bytes(), rank("0")).unwrap();

@@ -35,6 +35,9 @@ pub struct SrunSpec {
     pub phases: Option<Vec<Phase>>,
     /// Port of rank 0's coordinator (0: any free port).
     pub port: u16,
+    /// `run --topology lldp`: every rank's probe carries its LLDP neighbours.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lldp: bool,
 }
 
 /// The second line: where rank 0's coordinator listens.
@@ -99,7 +102,12 @@ pub(crate) fn coordinator_role(spec: &SrunSpec, hosts: &[Host]) -> Result<Role, 
         Some(phases) => Plan { ranks: plan::ranks_of(hosts), phases: phases.clone() },
         None => plan::build(hosts, &spec.scenario)?,
     };
-    Ok(Role::Coordinator { plan: Box::new(plan), window: Window::of(&spec.scenario.run), port: spec.port, lldp: false })
+    Ok(Role::Coordinator {
+        plan: Box::new(plan),
+        window: Window::of(&spec.scenario.run),
+        port: spec.port,
+        lldp: spec.lldp,
+    })
 }
 
 /// The next line of stdin as a `T`; `what` names it in errors.
@@ -124,7 +132,7 @@ mod tests {
     fn spec(hosts: Option<Vec<Host>>) -> String {
         let (scenario, _) =
             crate::scenario::parse("[[group]]\nname = \"g\"\npattern = \"fan-in\"\n", Path::new("s.toml")).unwrap();
-        let spec = SrunSpec { job: 9, token: "t".into(), hosts, scenario, phases: None, port: 0 };
+        let spec = SrunSpec { job: 9, token: "t".into(), hosts, scenario, phases: None, port: 0, lldp: false };
         serde_json::to_string(&spec).unwrap() + "\n"
     }
 

@@ -114,7 +114,7 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
     ]);
     put("worker_stdin/member", [&[1u8][..], stdin.as_bytes()].concat());
     let (scenario, _) = fabricbench::scenario::parse(SCENARIO, Path::new("s.toml")).expect("scenario");
-    let spec = SrunSpec { job: JOB, token: TOKEN.into(), hosts: None, scenario, phases: None, port: 0 };
+    let spec = SrunSpec { job: JOB, token: TOKEN.into(), hosts: None, scenario, phases: None, port: 0, lldp: false };
     let srun = lines(vec![json(&spec), json(&CoordinatorAt { coordinator: at })]);
     put("worker_stdin/srun-rank0", [&[0u8][..], srun.as_bytes()].concat());
     put("worker_stdin/srun-rank1", [&[1u8][..], srun.as_bytes()].concat());

@@ -61,7 +61,7 @@ fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
     for file in all_shipped_scenarios() {
         let (scenario, _) = scenario::read(&file).unwrap();
         let launcher = plan::build(&hosts, &scenario).unwrap();
-        let spec = SrunSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0 };
+        let spec = SrunSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0, lldp: false };
         let sent: SrunSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(plan::build(&hosts, &sent.scenario).unwrap(), launcher, "{}", file.display());
         // Tests shorten scenarios by writing them back as TOML (tests/it/rdma_run.rs).
