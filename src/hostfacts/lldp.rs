@@ -55,12 +55,14 @@ fn run(program: &str, limit: Duration) -> LldpOutput {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| LldpError::NotRunnable(e.to_string()))?;
-    // Read both pipes off this thread, so a full pipe cannot stall the wait.
+    // Read both pipes off this thread, so a full pipe cannot stall the wait;
+    // what is past the bound is read and dropped, so the program still ends.
     let bounded = |pipe: Option<Box<dyn Read + Send>>, max: u64| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
-            if let Some(pipe) = pipe {
-                let _ = pipe.take(max + 1).read_to_end(&mut bytes);
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.by_ref().take(max + 1).read_to_end(&mut bytes);
+                let _ = std::io::copy(&mut pipe, &mut std::io::sink());
             }
             bytes
         })
@@ -116,5 +118,9 @@ mod tests {
         let started = Instant::now();
         assert_eq!(run(stuck.to_str().unwrap(), Duration::from_millis(200)), Err(LldpError::TimedOut));
         assert!(started.elapsed() < Duration::from_secs(4), "killed at the limit");
+        let flood = dir.path().join("flood");
+        std::fs::write(&flood, format!("#!/bin/sh\nhead -c {} /dev/zero\n", 2 * MAX_OUTPUT)).unwrap();
+        std::fs::set_permissions(&flood, std::fs::metadata(&stuck).unwrap().permissions()).unwrap();
+        assert_eq!(run(flood.to_str().unwrap(), TIME_LIMIT), Err(LldpError::TooLarge));
     }
 }

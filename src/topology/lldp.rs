@@ -152,4 +152,17 @@ mod tests {
             "interface `eth0` has no `chassis` object naming its switch (`\"chassis\": {\"leaf1\": {…}}`)"
         );
     }
+
+    #[test]
+    fn a_gathered_text_is_read_as_its_file_and_its_errors_name_the_host() {
+        let good = r#"{"lldp":{"interface":{"eth0":{"chassis":{"leaf1":{}}}}}}"#;
+        let t = from_hosts([("n1", good), ("n2", good)], Path::new("lldp")).unwrap();
+        assert_eq!(t.hosts.keys().collect::<Vec<_>>(), ["n1", "n2"]);
+        let Err(e) = from_hosts([("n1", good), ("n7", "{\n  \"lldp\": {}\n}")], Path::new("lldp")) else {
+            panic!("accepted")
+        };
+        assert!(e.to_string().starts_with("`lldpctl -f json` on n7:1: no `lldp.interface`; valid: "), "{e}");
+        let Err(e) = from_hosts([("n3", "{")], Path::new("lldp")) else { panic!("accepted") };
+        assert!(e.to_string().starts_with("`lldpctl -f json` on n3:1: not valid JSON: "), "{e}");
+    }
 }
