@@ -339,7 +339,8 @@ pub struct SshArgs {
     /// or differs (by checksum) and run that copy. Each host gets the binary
     /// of its architecture (`uname -m`): this one for its own, and the
     /// release binaries (fabricbench-<version>-<arch>-linux-gnu) beside it
-    /// or in --dist for the others
+    /// or in --dist for the others. Staged binaries unused for over 7 days
+    /// are removed from that cache as it is staged to
     #[arg(long, conflicts_with = "remote_exe")]
     pub stage: bool,
     /// With --stage: take every host's binary from this folder of release

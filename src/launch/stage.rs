@@ -21,6 +21,11 @@ pub enum StageError {
     Checksum { path: String, found: Option<String>, expected: String },
 }
 
+/// Staged binaries left unused this many days are removed from a host's
+/// cache when it is next staged to: every build staged would otherwise stay
+/// in each node's home for good (a debug build is 170 MB).
+const STALE_DAYS: u32 = 7;
+
 /// What staging did on one host.
 pub struct Staged {
     pub remote_path: String,
@@ -36,7 +41,9 @@ pub async fn stage(session: &Session, host: &str, binaries: &Binaries) -> Result
     let binary = binaries.for_host(host, machine)?;
     let dir = format!("{home}/.cache/fabricbench");
     let remote_path = format!("{dir}/{}", binary.file_name());
-    if remote_sha256(session, &remote_path).await.as_deref() == Some(binary.sha256()) {
+    // One round trip: the cache pruned, then this build's checksum if there.
+    let check = format!("{}; {}", prune_script(&dir, &binary.file_name()), sha256_script(&remote_path));
+    if first_word(run(session, &check).await).as_deref() == Some(binary.sha256()) {
         return Ok(Staged { remote_path, copied: false });
     }
     let bytes = tokio::fs::read(binary.path())
@@ -75,9 +82,28 @@ pub async fn stage(session: &Session, host: &str, binaries: &Binaries) -> Result
     }
 }
 
+/// Marks this run's binary as used (if there) and removes the staged
+/// binaries and interrupted copies left unused for over [`STALE_DAYS`].
+/// Best effort, in a subshell: a cache that cannot be pruned is no reason
+/// to refuse the run, and a running worker keeps a removed binary open.
+fn prune_script(dir: &str, keep: &str) -> String {
+    let (qdir, qkeep) = (quote(dir), quote(keep));
+    format!(
+        "( cd {qdir} && touch -c {qkeep} && find . -maxdepth 1 -type f -name 'fabricbench-*' \
+         ! -name {qkeep} -mtime +{STALE_DAYS} -exec rm -f {{}} + ) 2>/dev/null"
+    )
+}
+
+fn sha256_script(path: &str) -> String {
+    format!("sha256sum {} 2>/dev/null", quote(path))
+}
+
+fn first_word(output: Result<String, StageError>) -> Option<String> {
+    output.ok()?.split_whitespace().next().map(str::to_string)
+}
+
 async fn remote_sha256(session: &Session, path: &str) -> Option<String> {
-    let line = run(session, &format!("sha256sum {} 2>/dev/null", quote(path))).await.ok()?;
-    line.split_whitespace().next().map(str::to_string)
+    first_word(run(session, &sha256_script(path)).await)
 }
 
 async fn run(session: &Session, script: &str) -> Result<String, StageError> {

@@ -244,6 +244,13 @@ fn stage_copies_the_binary_where_it_is_missing() {
     let ours = sum(std::path::Path::new(common::bin()));
     let staged = cache.join(format!("fabricbench-{}-{}", env!("CARGO_PKG_VERSION"), &ours[..16]));
     let _ = std::fs::remove_file(&staged);
+    // Builds staged before: one unused for 8 days goes, one of yesterday stays.
+    let (stale, recent) = (cache.join("fabricbench-0.0.0-stale"), cache.join("fabricbench-0.0.0-recent"));
+    for (path, age) in [(&stale, "8 days ago"), (&recent, "1 day ago")] {
+        std::fs::create_dir_all(cache).unwrap();
+        std::fs::write(path, "an old build").unwrap();
+        assert!(Command::new("touch").args(["-d", age]).arg(path).status().unwrap().success());
+    }
     let scenario = bench.write("pair.toml", "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\n");
     let ssh = bed.ssh_args();
     let args = run_args(&ssh, scenario.to_str().unwrap(), bed.hostfile.to_str().unwrap(), &["--stage", "--no-save"]);
@@ -252,6 +259,9 @@ fn stage_copies_the_binary_where_it_is_missing() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("staged fabricbench to h"), "{err}");
     assert_eq!(sum(&staged), ours, "the staged copy is this binary");
+    assert!(!stale.exists(), "a build unused for over 7 days is removed");
+    assert!(recent.exists(), "a build used yesterday stays");
+    std::fs::remove_file(&recent).unwrap();
     // Present and equal now: the next run copies nothing.
     let out = bench.run(&args);
     assert!(out.status.success());
