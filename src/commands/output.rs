@@ -82,6 +82,7 @@ pub fn verdict(result: &RunResult, signals: &Signals) -> Result<(), Failure> {
         return Err(Failure::Stopped(stop));
     }
     match (&result.status, &result.acceptance) {
+        (RunStatus::Failed { error }, _) if result.refused => Err(Failure::BadInput(anyhow::anyhow!(error.clone()))),
         (RunStatus::Failed { error }, _) => Err(Failure::RunFailed(anyhow::anyhow!(error.clone()))),
         (RunStatus::Degraded { reasons }, _) => Err(Failure::Degraded(format!(
             "degraded: {} phase(s) are not a valid measurement: {}",

@@ -35,8 +35,10 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// 14: an engine's core is optional, none where it was bound to several;
 /// 15: Welcome carries the GPUs the rank's ends use, for its preflight;
 /// 16: `Welcome` asks for the host's LLDP neighbours, `Probe` carries its
-/// `lldpctl -f json` text or why there is none).
-pub const PROTOCOL_VERSION: u32 = 16;
+/// `lldpctl -f json` text or why there is none; 17: Welcome's GPUs carry
+/// the NIC `auto` resolves against and the registration asked for, and a
+/// rank the GPU preflight refuses says so with `Refused`).
+pub const PROTOCOL_VERSION: u32 = 17;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -197,6 +199,13 @@ pub enum ToCoordinator {
     /// Some flows of a report too large for one frame; the final `Report`
     /// follows with the rest (`control::report_parts`).
     ReportPart(Box<RankReport>),
+    /// The GPU preflight found this rank's GPUs unusable as the scenario
+    /// asks, before any end was made: nothing ran (bad input, not a failed
+    /// run).
+    Refused {
+        phase: usize,
+        error: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -125,25 +125,46 @@ impl GpuFacts {
             })
             .collect();
         let driver = text(&sys.join("module/nvidia/version"));
-        let peer_memory = ["nvidia_peermem", "nv_peer_mem"]
-            .into_iter()
-            .find(|m| sys.join("module").join(m).is_dir())
-            .map(String::from);
+        let peer_memory = peer_memory_module(sys);
         let dma_buf = dma_buf_possible(kernel, driver.as_deref());
         Some(GpuFacts { gpus, nics, driver, peer_memory, dma_buf })
     }
 }
 
+/// The peer-memory modules that let verbs register GPU memory by address,
+/// the current one first.
+const PEER_MEMORY_MODULES: [&str; 2] = ["nvidia_peermem", "nv_peer_mem"];
+
+/// The loaded peer-memory module (a folder of `module/` under the sysfs
+/// root `sys`), if any.
+pub fn peer_memory_module(sys: &Path) -> Option<String> {
+    PEER_MEMORY_MODULES.into_iter().find(|m| sys.join("module").join(m).is_dir()).map(String::from)
+}
+
 /// Whether dma-buf registration could work: a kernel of 5.12 or later and a
 /// driver of R515 or later (unknown either way: no).
 pub fn dma_buf_possible(kernel: Option<&str>, driver: Option<&str>) -> bool {
-    let number = |s: &str| s.chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u32>().ok();
+    let driver = driver.and_then(leading_number);
+    kernel_registers_dma_buf(kernel) && driver.is_some_and(|d| d >= DMA_BUF_DRIVER)
+}
+
+/// Whether the kernel release (e.g. "6.1.0-18-amd64") is one whose RDMA
+/// core registers dma-buf memory (5.12 or later; unknown: no).
+pub fn kernel_registers_dma_buf(kernel: Option<&str>) -> bool {
     let kernel = kernel.and_then(|k| {
         let mut parts = k.split('.');
-        Some((number(parts.next()?)?, number(parts.next()?)?))
+        Some((leading_number(parts.next()?)?, leading_number(parts.next()?)?))
     });
-    let driver = driver.and_then(number);
-    kernel.is_some_and(|k| k >= DMA_BUF_KERNEL) && driver.is_some_and(|d| d >= DMA_BUF_DRIVER)
+    kernel.is_some_and(|k| k >= DMA_BUF_KERNEL)
+}
+
+/// The first kernel release that registers dma-buf, as "5.12".
+pub fn dma_buf_kernel() -> String {
+    format!("{}.{}", DMA_BUF_KERNEL.0, DMA_BUF_KERNEL.1)
+}
+
+fn leading_number(s: &str) -> Option<u32> {
+    s.chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u32>().ok()
 }
 
 /// The `Model:` line of the driver's information file for the GPU at `bus`.
@@ -203,6 +224,9 @@ mod tests {
         assert!(!dma_buf_possible(Some("5.11.22"), Some("550.54.15")), "kernel too old");
         assert!(!dma_buf_possible(Some("5.15.0"), Some("470.223.02")), "driver too old");
         assert!(!dma_buf_possible(None, Some("550.54.15")) && !dma_buf_possible(Some("6.1.0"), None));
+        assert!(kernel_registers_dma_buf(Some("5.12.0-rc1")) && kernel_registers_dma_buf(Some("6.0")));
+        assert!(!kernel_registers_dma_buf(Some("4.19.0")) && !kernel_registers_dma_buf(Some("garbage")));
+        assert_eq!(dma_buf_kernel(), "5.12");
     }
 
     #[test]

@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::load::topology::parse_cpu_list;
 use crate::transport::rdma::libibverbs_release;
 
-pub use gpu::{dma_buf_possible, GpuDevice, GpuFacts, NicAffinity};
+pub use gpu::{
+    dma_buf_kernel, dma_buf_possible, kernel_registers_dma_buf, peer_memory_module, GpuDevice, GpuFacts, NicAffinity,
+};
 pub use pci::{PciLink, PciPlace};
 pub use rdma::{PortFacts, RdmaDeviceFacts};
 

@@ -6,13 +6,18 @@
 use serde::{Deserialize, Serialize};
 
 use super::Plan;
-use crate::scenario::memory::{GpuChoice, Memory};
+use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
 
 /// One GPU a rank's ends ask for, with the first place that asks for it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuAsk {
     pub memory: Memory,
     pub gpu: GpuChoice,
+    /// The NIC `gpu = "auto"` is resolved against (the rail's device;
+    /// `None`: the host's first, as setup takes); `None` for any other `gpu`.
+    pub nic: Option<String>,
+    /// How the group asks the NIC to register the memory.
+    pub registration: GpuRegistration,
     /// The first phase and group whose ends on this rank are in it.
     pub phase: usize,
     pub group: String,
@@ -27,16 +32,28 @@ impl Plan {
             for flow in &phase.flows {
                 let group = &phase.groups[flow.group];
                 let Some(rdma) = group.rdma.as_ref().filter(|r| r.memory.any_gpu()) else { continue };
-                for (rank, memory) in [(flow.src, rdma.memory.sender), (flow.dst, rdma.memory.receiver)] {
-                    let known = |a: &GpuAsk| a.memory == memory && a.gpu == rdma.gpu;
-                    match asks.get_mut(rank) {
-                        Some(list) if memory.is_gpu() && !list.iter().any(known) => list.push(GpuAsk {
+                let [src_rails, dst_rails] = self.host_rails(group, flow);
+                let ends = [(flow.src, rdma.memory.sender, src_rails), (flow.dst, rdma.memory.receiver, dst_rails)];
+                for (rank, memory, host_devices) in ends {
+                    let Some(list) = asks.get_mut(rank).filter(|_| memory.is_gpu()) else { continue };
+                    // Under `auto` each rail may take another GPU: the one nearest its NIC.
+                    for rail in rdma.rails_on(&host_devices) {
+                        let nic = rail.device.filter(|_| rdma.gpu == GpuChoice::Auto);
+                        let ask = GpuAsk {
                             memory,
                             gpu: rdma.gpu.clone(),
+                            nic,
+                            registration: rdma.gpu_registration,
                             phase: phase.index,
                             group: group.name.clone(),
-                        }),
-                        _ => {}
+                        };
+                        let known = |a: &GpuAsk| {
+                            (&a.memory, &a.gpu, &a.nic, a.registration)
+                                == (&memory, &ask.gpu, &ask.nic, ask.registration)
+                        };
+                        if !list.iter().any(known) {
+                            list.push(ask);
+                        }
                     }
                 }
             }
@@ -62,7 +79,32 @@ mod tests {
         let plan = crate::plan::build(&hosts, &scenario).unwrap();
         assert_eq!(plan.phases.len(), 2);
         let asks = plan.gpu_asks();
-        let sender = GpuAsk { memory: Memory::Cuda, gpu: GpuChoice::Index(3), phase: 0, group: "gpu".into() };
+        let sender = GpuAsk {
+            memory: Memory::Cuda,
+            gpu: GpuChoice::Index(3),
+            nic: None,
+            registration: GpuRegistration::Auto,
+            phase: 0,
+            group: "gpu".into(),
+        };
         assert_eq!(asks, [vec![], vec![sender], vec![], vec![]], "the senders' ends only, once over both phases");
+    }
+
+    /// `gpu = "auto"` is resolved per rail, against the NIC each rail of
+    /// each end opens (its host's `devices=` here): one ask per NIC.
+    #[test]
+    fn auto_asks_once_per_rail_nic_and_carry_the_registration() {
+        let toml = "[run]\nname = \"g\"\nduration = \"1s\"\n\n\
+            [[group]]\nname = \"gpu\"\npattern = \"pairwise\"\ntransport = \"rdma\"\nflows = [[0, 1]]\n\
+            memory = \"cuda\"\n\n[group.rdma]\nqps = 2\ngpu_registration = \"peermem\"\n";
+        let (scenario, _) = crate::scenario::parse(toml, std::path::Path::new("g.toml")).expect("valid");
+        let mut hosts: Vec<Host> = (0..2).map(|i| Host::named(&format!("h{i}"))).collect();
+        hosts[0].devices = vec!["mlx5_0".into(), "mlx5_3".into()];
+        hosts[1].devices = vec!["mlx5_1".into(), "mlx5_2".into()];
+        let asks = crate::plan::build(&hosts, &scenario).unwrap().gpu_asks();
+        let nics: Vec<Vec<Option<&str>>> =
+            asks.iter().map(|rank| rank.iter().map(|a| a.nic.as_deref()).collect()).collect();
+        assert_eq!(nics, [vec![Some("mlx5_0"), Some("mlx5_3")], vec![Some("mlx5_1"), Some("mlx5_2")]]);
+        assert!(asks.iter().flatten().all(|a| a.registration == GpuRegistration::Peermem && a.gpu == GpuChoice::Auto));
     }
 }

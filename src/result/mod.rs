@@ -113,6 +113,11 @@ pub struct RunResult {
     /// With a topology: bandwidth flows by their ends' leaves (absent without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaf_pairs: Option<leaf_pairs::LeafPairs>,
+    /// The run failed because a rank refused before any end was made (the
+    /// GPU preflight): nothing ran, so the exit is bad input's. Decides the
+    /// exit code only; not part of run.json.
+    #[serde(skip)]
+    pub refused: bool,
 }
 
 /// The phase a live run is measuring, as far as its journal goes.
@@ -152,6 +157,7 @@ impl RunResult {
             flaps: Vec::new(),
             live: None,
             leaf_pairs: None,
+            refused: false,
         }
     }
 

@@ -19,7 +19,7 @@ use anyhow::{anyhow, bail, Context};
 use rand::Rng;
 use tokio::io::BufReader;
 
-use crate::control::coordinator::Event;
+use crate::control::coordinator::{Event, RunFailure};
 use crate::control::instruction::Instruction;
 use crate::hostfile::Host;
 use crate::launch::workers::Workers;
@@ -158,6 +158,7 @@ pub async fn run(
         p.finish();
     }
     if let Err(e) = outcome {
+        result.refused = e.downcast_ref::<RunFailure>().is_some_and(|f| f.refused);
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
     result.mark_degraded();
@@ -336,7 +337,7 @@ impl Sink<'_> {
                 recorder.record(result, Recorded::Phase(result.phases.last().expect("just pushed")));
             }
             Event::Finished => return Ok(Some(Ok(()))),
-            Event::Failed(failure) => return Ok(Some(Err(anyhow!("{failure}")))),
+            Event::Failed(failure) => return Ok(Some(Err(anyhow::Error::new(failure)))),
         }
         Ok(None)
     }

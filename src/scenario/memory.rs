@@ -196,6 +196,17 @@ pub enum GpuRegistration {
     Peermem,
 }
 
+impl GpuRegistration {
+    /// As the scenario writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuRegistration::Auto => "auto",
+            GpuRegistration::Dmabuf => "dmabuf",
+            GpuRegistration::Peermem => "peermem",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -274,6 +274,16 @@ impl RdmaParams {
             .collect()
     }
 
+    /// The rails of one end on a host whose hostfile `devices=` gave
+    /// `host_devices` (`FlowRole::rails`): those devices when the group
+    /// names none, else the group's own [`RdmaParams::rails`].
+    pub fn rails_on(&self, host_devices: &[String]) -> Vec<RdmaParams> {
+        match host_devices.is_empty() {
+            true => self.rails(),
+            false => RdmaParams { devices: host_devices.to_vec(), ..self.clone() }.rails(),
+        }
+    }
+
     /// Checks the combination; every error names the field.
     pub fn validate(&self) -> Result<(), InvalidParam> {
         let bad = |field: &'static str, reason: String| Err(InvalidParam { field, reason });

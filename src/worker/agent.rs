@@ -119,9 +119,9 @@ impl Performer {
                 // seconds (more under emulation): off the async threads, which
                 // carry the heartbeats (and, on rank 0, the coordinator).
                 Action::Probe { gpus, lldp } => self.off_thread(move || {
-                    let preflight = super::gpu::preflight(&gpus);
-                    let neighbours = lldp.then(crate::hostfacts::lldp::of_this_host);
                     let (inventory, facts) = (RdmaInventory::of_this_host(), Box::new(HostFacts::of_this_host()));
+                    let preflight = super::gpu::preflight(&gpus, &facts);
+                    let neighbours = lldp.then(crate::hostfacts::lldp::of_this_host);
                     Work::Probed(inventory, facts, preflight, neighbours)
                 }),
                 Action::Prepare { phase, flows, stress } => {

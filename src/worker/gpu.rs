@@ -1,19 +1,36 @@
 //! `gpu = "auto"` on this rank: the GPU nearest the rail's NIC, from this
 //! host's facts (PCIe classes as `nvidia-smi topo -m` prints them); and the
-//! GPU preflight, before the rank makes any end.
+//! GPU preflight, before the rank makes any end: every GPU its ends will
+//! use opens, and the registration asked for is possible on this host.
 
 use std::path::Path;
 
-use crate::hostfacts::HostFacts;
+use crate::hostfacts::{GpuFacts, HostFacts};
 use crate::plan::GpuAsk;
 use crate::scenario::memory::GpuChoice;
 use crate::scenario::rdma::RdmaParams;
 use crate::transport::memory::{cuda, CudaMemory, MemoryError};
 use crate::transport::Side;
 
-/// `rail` with `gpu = "auto"` replaced by the nearest GPU's index, and why,
-/// when the end is in GPU memory and this host tells the affinity;
-/// otherwise as it is (the transport then takes GPU 0 and warns).
+use super::gpu_registration::{HostOffer, RegistrationRefused};
+
+/// `choice` for a rail on `nic` (`None`: the host's first NIC), on a host
+/// whose GPU facts are `gpus`: `auto` becomes the nearest GPU's index, and
+/// why; anything else, and `auto` where the host tells no affinity, stays
+/// as it is (the transport then takes GPU 0 and warns). Setup and the
+/// preflight both resolve through here, so they open the same GPU.
+pub(super) fn resolve(choice: &GpuChoice, nic: Option<&str>, gpus: Option<&GpuFacts>) -> (GpuChoice, Option<String>) {
+    if *choice != GpuChoice::Auto {
+        return (choice.clone(), None);
+    }
+    match gpus.and_then(|g| g.nearest_to(nic)) {
+        Some((index, why)) => (GpuChoice::Index(index), Some(why)),
+        None => (GpuChoice::Auto, None),
+    }
+}
+
+/// `rail` with `gpu = "auto"` [`resolve`]d on this host when the end is in
+/// GPU memory; otherwise as it is.
 pub(super) fn resolve_auto(rail: &RdmaParams, side: Side) -> (RdmaParams, Option<String>) {
     let memory = match side {
         Side::Sender => rail.memory.sender,
@@ -22,22 +39,23 @@ pub(super) fn resolve_auto(rail: &RdmaParams, side: Side) -> (RdmaParams, Option
     if !memory.is_gpu() || rail.gpu != GpuChoice::Auto {
         return (rail.clone(), None);
     }
-    let nearest = HostFacts::of_this_host().gpus.and_then(|gpus| gpus.nearest_to(rail.device.as_deref()));
-    match nearest {
-        Some((index, why)) => (RdmaParams { gpu: GpuChoice::Index(index), ..rail.clone() }, Some(why)),
-        None => (rail.clone(), None),
-    }
+    let facts = HostFacts::of_this_host();
+    let (gpu, why) = resolve(&rail.gpu, rail.device.as_deref(), facts.gpus.as_deref());
+    (RdmaParams { gpu, ..rail.clone() }, why)
 }
 
-/// The GPU preflight: every GPU this rank's ends ask for in any phase
-/// opens through the driver (FABRICBENCH_LIBCUDA, else libcuda.so.1), before
-/// any end is made. The error names the GPU and the group that asks for it;
-/// the coordinator adds the rank and host.
-pub(super) fn preflight(asks: &[GpuAsk]) -> Result<(), PreflightError> {
-    preflight_at(&cuda::library(std::env::var_os(cuda::LIBRARY_ENV)), asks)
+/// The GPU preflight: every GPU this rank's ends ask for in any phase (as
+/// [`resolve`]d on this host, whose `facts` are given) opens through the
+/// driver (FABRICBENCH_LIBCUDA, else libcuda.so.1), and its memory can be
+/// registered as the group asks, before any end is made. The error names
+/// the GPU, the group that asks for it and the fix; the coordinator adds
+/// the rank and host.
+pub(super) fn preflight(asks: &[GpuAsk], facts: &HostFacts) -> Result<(), PreflightError> {
+    let library = cuda::library(std::env::var_os(cuda::LIBRARY_ENV));
+    preflight_at(&library, asks, facts.gpus.as_deref(), &HostOffer::of_this_host(facts))
 }
 
-/// A GPU this rank's ends ask for that the driver cannot open.
+/// A GPU this rank's ends ask for that cannot be used here.
 #[derive(Debug, thiserror::Error)]
 #[error(
     "GPU preflight: group \"{group}\" (phase {phase}) puts this rank's buffers in {memory} memory on gpu = {gpu}, \
@@ -47,40 +65,45 @@ pub struct PreflightError {
     pub group: String,
     pub phase: usize,
     pub memory: &'static str,
-    /// The group's `gpu`, as written (`3`, `"0000:1b:00.0"`, `auto`).
+    /// The group's `gpu`, as written (`3`, `"0000:1b:00.0"`, `auto`), and
+    /// under `auto` the GPU it resolved to and why.
     pub gpu: String,
-    pub cause: Box<MemoryError>,
+    pub cause: Box<Unusable>,
 }
 
-fn preflight_at(library: &Path, asks: &[GpuAsk]) -> Result<(), PreflightError> {
+/// Why a GPU cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    /// The driver cannot open it.
+    #[error(transparent)]
+    Open(MemoryError),
+    /// Its memory cannot be registered with the NIC as asked.
+    #[error(transparent)]
+    Register(RegistrationRefused),
+}
+
+fn preflight_at(
+    library: &Path,
+    asks: &[GpuAsk],
+    gpus: Option<&GpuFacts>,
+    host: &HostOffer,
+) -> Result<(), PreflightError> {
     for ask in asks {
-        CudaMemory::open_choice(library, &ask.gpu, cuda::placement(ask.memory)).map_err(|cause| PreflightError {
+        let (gpu, why) = resolve(&ask.gpu, ask.nic.as_deref(), gpus);
+        let refuse = |cause| PreflightError {
             group: ask.group.clone(),
             phase: ask.phase,
             memory: ask.memory.name(),
-            gpu: ask.gpu.describe(),
+            gpu: why.as_ref().map_or_else(|| ask.gpu.describe(), Clone::clone),
             cause: Box::new(cause),
-        })?;
+        };
+        let placement = cuda::placement(ask.memory);
+        let opened = CudaMemory::open_choice(library, &gpu, placement).map_err(|e| refuse(Unusable::Open(e)))?;
+        host.registration(ask.registration, &opened, placement).map_err(|e| refuse(Unusable::Register(e)))?;
     }
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scenario::memory::Memory;
-
-    #[test]
-    fn a_host_without_the_driver_is_refused_naming_the_gpu_and_group() {
-        let ask = GpuAsk { memory: Memory::Cuda, gpu: GpuChoice::Index(3), phase: 2, group: "gdr".into() };
-        assert!(preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[]).is_ok(), "nothing asked, nothing opened");
-        let e = preflight_at(Path::new("/nonexistent/libcuda.so.1"), &[ask]).unwrap_err().to_string();
-        assert!(
-            e.starts_with(
-                "GPU preflight: group \"gdr\" (phase 2) puts this rank's buffers in cuda memory on gpu = 3, which \
-                 cannot be used here: no NVIDIA driver: /nonexistent/libcuda.so.1 not found"
-            ),
-            "{e}"
-        );
-    }
-}
+#[path = "gpu_tests.rs"]
+mod tests;

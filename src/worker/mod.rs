@@ -9,6 +9,7 @@ mod agent;
 mod assign;
 pub mod engine;
 mod gpu;
+mod gpu_registration;
 pub mod mpi;
 mod phase;
 pub mod relay;

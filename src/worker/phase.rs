@@ -25,7 +25,7 @@ use crate::metrics::EngineSeat;
 use crate::metrics::RankReport;
 use crate::result::intervals::Moved;
 use crate::scenario::placement::Numa;
-use crate::scenario::rdma::{ConnectMethod, RdmaParams};
+use crate::scenario::rdma::ConnectMethod;
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
 use crate::worker::assign::{assign, Assignment, LaneLoad};
@@ -111,10 +111,7 @@ pub fn prepare(
             (Some(params), _) => {
                 let label = format!("flow {flow} {}->{}", role.flow.src, role.flow.dst);
                 // The host's `devices=` when the group names none (both ends have as many).
-                let rails = match role.rails.is_empty() {
-                    true => params.rails(),
-                    false => RdmaParams { devices: role.rails.clone(), ..params.clone() }.rails(),
-                };
+                let rails = params.rails_on(&role.rails);
                 let count = rails.len();
                 let prepared = rails
                     .iter()

@@ -229,7 +229,9 @@ impl<O, C> Session<O, C> {
                 self.probed = true;
                 let waiting = self.preflight.take().flatten();
                 if let Err(error) = preflight {
-                    return self.failed(phase_of(&self.stage), error);
+                    let phase = phase_of(&self.stage);
+                    self.stage = Stage::Halted { phase };
+                    return self.send(ToCoordinator::Refused { phase, error: error.to_string() });
                 }
                 if let Some(prepare) = waiting.filter(|_| matches!(self.stage, Stage::Preparing { .. })) {
                     self.out.push_back(prepare);

@@ -16,7 +16,7 @@ use crate::transport::memory::MemoryError;
 use crate::transport::rdma::RdmaInventory;
 use crate::transport::tcp::TcpError;
 use crate::transport::Side;
-use crate::worker::gpu::PreflightError;
+use crate::worker::gpu::{PreflightError, Unusable};
 use crate::worker::phase::PhaseError;
 
 /// Stand-ins for a phase's opened and connected flow ends: the session
@@ -348,8 +348,15 @@ fn the_lease_expires_before_welcome_and_while_running() {
 #[test]
 fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
     use crate::plan::GpuAsk;
-    use crate::scenario::memory::{GpuChoice, Memory};
-    let gpus = vec![GpuAsk { memory: Memory::Cuda, gpu: GpuChoice::Index(3), phase: 2, group: "gdr".into() }];
+    use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
+    let gpus = vec![GpuAsk {
+        memory: Memory::Cuda,
+        gpu: GpuChoice::Index(3),
+        nic: None,
+        registration: GpuRegistration::Auto,
+        phase: 2,
+        group: "gdr".into(),
+    }];
     let welcome = ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: gpus.clone(), lldp: false };
     let (inventory, facts) = (RdmaInventory::default(), Box::<HostFacts>::default());
     let probe = || Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone(), None));
@@ -362,17 +369,19 @@ fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
     assert_eq!(sim.setup(0), [], "no end before the preflight");
     assert_eq!(sim.done(Work::Probed(inventory.clone(), facts.clone(), Ok(()), None)), [probe(), prepare]);
 
-    // One does not: the rank fails before making any end, the probe still sent.
+    // One does not: the rank refuses before making any end (nothing ran:
+    // the coordinator ends the run as bad input), the probe still sent.
     let mut sim = Sim::new();
     sim.actions();
     sim.recv(welcome.clone());
     assert_eq!(sim.setup(0), []);
-    let cause = Box::new(MemoryError::NoSuchGpu { gpu: 3, count: 2 });
+    let cause = Box::new(Unusable::Open(MemoryError::NoSuchGpu { gpu: 3, count: 2 }));
     let error = PreflightError { group: "gdr".into(), phase: 0, memory: "cuda", gpu: "3".into(), cause };
     let text = "GPU preflight: group \"gdr\" (phase 0) puts this rank's buffers in cuda memory on gpu = 3, which \
                 cannot be used here: GPU 3 not on this host (it has 2; GPUs are numbered from 0 as CUDA counts them)";
     let outcome = Work::Probed(inventory.clone(), facts.clone(), Err(error), None);
-    assert_eq!(sim.done(outcome), [probe(), failed(0, text)]);
+    let refused = Action::Send(ToCoordinator::Refused { phase: 0, error: text.into() });
+    assert_eq!(sim.done(outcome), [probe(), refused]);
     assert!(matches!(sim.s.stage, Stage::Halted { phase: 0 }), "{:?}", sim.s.stage);
 
     // Aborted while it ran: the held Setup is dropped, not prepared.

@@ -7,8 +7,12 @@
  * (malloc): "device" addresses are host addresses. It has GPUS GPUs
  * (-DGPUS=N, 2 unless set), keeps a table of live allocations and refuses
  * copies outside them, calls before cuInit, unknown devices and double
- * frees with the CUresult the real driver gives; dma-buf export always
- * fails (the device attribute says unsupported).
+ * frees with the CUresult the real driver gives. Each GPU has 80 GiB of
+ * "memory" (cuDeviceTotalMem: a number only). dma-buf export fails (the
+ * device attribute says unsupported) unless built with -DDMA_BUF: then the
+ * attribute says supported and the export hands back a memfd standing in
+ * for a dma-buf (no NIC can register it; it proves only that the call was
+ * made with a live range and its descriptor handed over).
  *
  * What it proves: that the provider resolves every entry point by its real
  * name, passes arguments in cuda.h's order and types, checks every
@@ -20,13 +24,16 @@
  * dma-buf export, or driver-version differences. Those need a host with an
  * NVIDIA GPU.
  *
- * Built by tests/it/gpu_memory.rs: cc -shared -fPIC [-DGPUS=N] [-DOMIT_MEMSET].
+ * Built by tests/it/gpu_memory.rs: cc -shared -fPIC [-DGPUS=N] [-DOMIT_MEMSET]
+ * [-DDMA_BUF].
  */
+#define _GNU_SOURCE /* memfd_create */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #ifndef GPUS
 #define GPUS 2
@@ -95,8 +102,13 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev)
     CUresult r = valid_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    /* PCI bus id 33: GPU n at bus 0x1b + n; everything else, dma-buf (124) included, 0. */
-    *value = attribute == 33 ? 0x1b + dev : 0;
+    /* PCI bus id 33: GPU n at bus 0x1b + n; dma-buf (124) as built; everything else 0. */
+#ifdef DMA_BUF
+    int dma_buf = 1;
+#else
+    int dma_buf = 0;
+#endif
+    *value = attribute == 33 ? 0x1b + dev : attribute == 124 ? dma_buf : 0;
     return CUDA_SUCCESS;
 }
 
@@ -113,6 +125,14 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     CUresult r = valid_device(dev);
     if (r == CUDA_SUCCESS)
         snprintf(name, (size_t)len, "CUDA test double");
+    return r;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult r = valid_device(dev);
+    if (r == CUDA_SUCCESS)
+        *bytes = (size_t)80 << 30;
     return r;
 }
 
@@ -267,8 +287,22 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t len)
 CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t len, int type,
                                        unsigned long long flags)
 {
+#ifdef DMA_BUF
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    int live_range = holding((const char *)(uintptr_t)dptr, len) >= 0;
+    pthread_mutex_unlock(&lock);
+    if (type != 1 /* CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */ || flags != 0 || !live_range)
+        return r;
+    int fd = memfd_create("libcuda-double-dma-buf", MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)handle = fd;
+    return CUDA_SUCCESS;
+#else
     (void)handle, (void)dptr, (void)len, (void)type, (void)flags;
     return CUDA_ERROR_NOT_SUPPORTED;
+#endif
 }
 
 CUresult cuGetErrorString(CUresult error, const char **text)

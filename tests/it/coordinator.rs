@@ -640,6 +640,29 @@ fn abort_without_reports_ends_after_grace() {
     assert_eq!(sim.failure().as_deref(), Some("rank 1 (h2): failed in phase 0: stream broke"));
 }
 
+/// A rank the GPU preflight refuses ends the run before any phase runs,
+/// naming it, and the failure says nothing ran (the launcher exits 2);
+/// a rank that failed otherwise is not marked so.
+#[test]
+fn a_refusal_before_any_end_ends_the_run_as_refused() {
+    let refused = |msg: ToCoordinator| {
+        let mut sim = Sim::new(make_plan(2, FAN_IN));
+        sim.join_all(2);
+        sim.send(1, msg);
+        let failure = sim.events.iter().find_map(|e| match e {
+            Event::Failed(f) => Some(f.clone()),
+            _ => None,
+        });
+        let failure = failure.expect("the run ended");
+        assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
+        (failure.to_string(), failure.refused)
+    };
+    let (text, was) = refused(ToCoordinator::Refused { phase: 0, error: "GPU preflight: gpu = 5".into() });
+    assert_eq!((text.as_str(), was), ("rank 1 (h2): failed in phase 0: GPU preflight: gpu = 5", true));
+    let (text, was) = refused(ToCoordinator::Failed { phase: 0, error: "no RDMA devices".into() });
+    assert_eq!((text.as_str(), was), ("rank 1 (h2): failed in phase 0: no RDMA devices", false));
+}
+
 /// When the coordinator's own process did not run (a loaded host, an
 /// emulated CPU), it heard no one: the gap is not the ranks' silence.
 /// A rank that stays silent once the coordinator runs again still is.

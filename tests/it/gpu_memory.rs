@@ -106,7 +106,8 @@ fn without_libcuda_the_error_says_there_is_no_driver() {
 /// The GPU preflight through the real CLI: `pair --use_cuda=5` on two local
 /// ranks whose driver (the double) has GPUs 0 and 1. Every rank opens its
 /// GPUs before it makes any end (no RDMA device is needed to get there), so
-/// the run refuses naming the rank, its host and the GPU, and leaves nothing.
+/// the run refuses naming the rank, its host and the GPU, exits as bad
+/// input (nothing ran), and leaves nothing.
 #[test]
 fn a_gpu_the_host_lacks_is_refused_before_any_end_is_made() {
     let _machine = crate::common::busy_machine();
@@ -115,13 +116,54 @@ fn a_gpu_the_host_lacks_is_refused_before_any_end_is_made() {
     let args = ["pair", "localhost", "localhost", "write", "--use_cuda=5", "-D", "0.1", "--no-save", "--no-progress"];
     let out = bench.command(&args).env("FABRICBENCH_LIBCUDA", &library).output().expect("run fabricbench");
     let stderr = crate::common::text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     let refusal = "GPU preflight: group \"pair\" (phase 0) puts this rank's buffers in cuda memory on gpu = 5, which \
                    cannot be used here: GPU 5 not on this host (it has 2; GPUs are numbered from 0 as CUDA counts them)";
     let named =
         [0, 1].iter().any(|r| stderr.contains(&format!("rank {r} (127.0.0.{}): failed in phase 0: {refusal}", r + 1)));
     assert!(named, "{stderr}");
     assert!(!stderr.contains("flow 0"), "no flow end was made: {stderr}");
+    assert!(bench.leftovers(std::time::Duration::from_secs(5)).is_empty(), "processes left");
+}
+
+/// A GPU that opens but whose memory the NIC could not be given: the
+/// double exports no dma-buf and the recorded tree (gpu-across) loads no
+/// peer-memory module, so `gpu_registration = "auto"` has neither way, and
+/// `--use_cuda_dmabuf` not the one it forces. Exit 2 before any end,
+/// naming the rank, host, GPU and the fix.
+#[test]
+fn a_registration_the_host_cannot_do_is_refused_with_the_fix() {
+    let _machine = crate::common::busy_machine();
+    let library = double("two", &[]);
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/gpu-across/sys");
+    let bench = crate::common::Bench::new();
+    let pair = ["pair", "localhost", "localhost", "write", "--use_cuda=1", "-D", "0.1", "--no-save", "--no-progress"];
+    let run = |extra: &[&str]| {
+        let mut command = bench.command(&pair);
+        command.args(extra).env("FABRICBENCH_LIBCUDA", &library).env(fabricbench::sysfs::ROOT_ENV, &tree);
+        let out = command.output().expect("run fabricbench");
+        (out.status.code(), crate::common::text(&out.stderr))
+    };
+    let (code, stderr) = run(&[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let named = [0, 1].iter().any(|r| {
+        stderr.contains(&format!(
+            "rank {r} (127.0.0.{}): failed in phase 0: GPU preflight: group \"pair\" (phase 0) puts this rank's \
+             buffers in cuda memory on gpu = 1, which cannot be used here: its memory cannot be registered with the \
+             NIC (gpu_registration = \"auto\", CUDA GPU 1 (CUDA test double, 0000:1C:00.0, Device memory)): no peer \
+             memory: neither nvidia_peermem nor nv_peer_mem is loaded (",
+            r + 1
+        ))
+    });
+    assert!(named, "{stderr}");
+    assert!(stderr.contains("fix: load nvidia_peermem (`modprobe nvidia_peermem`"), "{stderr}");
+    assert!(!stderr.contains("flow 0"), "no flow end was made: {stderr}");
+
+    let (code, stderr) = run(&["--use_cuda_dmabuf"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("(gpu_registration = \"dmabuf\", CUDA GPU 1 ("), "{stderr}");
+    assert!(stderr.contains("fix: for dma-buf, install an NVIDIA driver that exports it"), "{stderr}");
+    assert!(!stderr.contains("nvidia_peermem"), "peer memory was not asked for: {stderr}");
     assert!(bench.leftovers(std::time::Duration::from_secs(5)).is_empty(), "processes left");
 }
 

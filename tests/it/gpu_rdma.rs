@@ -9,12 +9,16 @@
 //! cuMemAlloc / cuMemAllocManaged), registered with the NIC, moved by the
 //! NIC, and freed through the provider; under `auto`, dma-buf is tried first
 //! and its failure (the double exports none) leads to peer memory; what
-//! each end used, and why, is in run.json.
+//! each end used, and why, is in run.json; the GPU preflight decides the
+//! registration before any end as setup then does it. The VM loads no
+//! nvidia_peermem, so each run sees this host's /sys through a test-double
+//! tree that adds one (`sysfs_with_peer_memory`).
 //! What it cannot prove: the double's "device" memory is host memory, so
 //! `ibv_reg_mr` on its address succeeds as it would for any host buffer.
 //! Registering real device memory needs nvidia_peermem (or dma-buf from a
 //! real driver); whether a NIC reaches a GPU needs a host with both.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::common::{text, Bench};
@@ -40,25 +44,52 @@ memory = { sender = "cuda", receiver = "cuda-managed" }
 gpu_registration = "auto"
 "#;
 
-#[test]
-fn a_write_flow_in_gpu_memory_registers_through_peer_memory_when_dma_buf_fails() {
-    if !has_rdma() {
-        return;
+/// A TEST DOUBLE of sysfs under `dir`: every entry of this host's /sys
+/// linked as it is (the RDMA devices, NUMA nodes, counters stay real),
+/// except `module/`, which links every loaded module and adds a stand-in
+/// `nvidia_peermem` folder (no such module is loaded; the CUDA double's
+/// "device" memory is host memory, which registers without one).
+fn sysfs_with_peer_memory(dir: &Path) -> PathBuf {
+    let sys = dir.join("sys-double");
+    std::fs::create_dir_all(sys.join("module/nvidia_peermem")).unwrap();
+    for entry in std::fs::read_dir("/sys").unwrap().chain(std::fs::read_dir("/sys/module").unwrap()) {
+        let path = entry.unwrap().path();
+        let under = path.strip_prefix("/sys").unwrap();
+        if under != Path::new("module") {
+            std::os::unix::fs::symlink(&path, sys.join(under)).unwrap();
+        }
     }
+    sys
+}
+
+/// `scenario` on two local ranks through the CUDA double and the sysfs
+/// double; run.json's first flow.
+fn gpu_run(scenario: &str) -> serde_json::Value {
     let library = double("rdma", &[]);
     let bench = Bench::new();
-    let scenario = bench.write("gpu.toml", SCENARIO);
+    let sys = sysfs_with_peer_memory(bench.dir.path());
+    let scenario = bench.write("gpu.toml", scenario);
     let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
     // Every rank inherits the coordinator's environment (local launcher).
     let (scenario, hostfile) = (scenario.to_str().unwrap(), hostfile.to_str().unwrap());
     let out = bench
         .command(&["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save", "--quiet"])
         .env("FABRICBENCH_LIBCUDA", &library)
+        .env(fabricbench::sysfs::ROOT_ENV, &sys)
         .output()
         .expect("run fabricbench");
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    let flow = &run["phases"][0]["flows"][0];
+    run["phases"][0]["flows"][0].clone()
+}
+
+#[test]
+fn a_write_flow_in_gpu_memory_registers_through_peer_memory_when_dma_buf_fails() {
+    if !has_rdma() {
+        return;
+    }
+    let flow = &gpu_run(SCENARIO);
     assert!(flow["tx_bytes"].as_u64().unwrap() > 0 && flow["gbps"].as_f64().unwrap() > 0.0, "{flow}");
     let gpu = &flow["gpu_memory"];
     let (sender, receiver) = (&gpu["sender"][0], &gpu["receiver"][0]);
@@ -73,5 +104,23 @@ fn a_write_flow_in_gpu_memory_registers_through_peer_memory_when_dma_buf_fails()
         assert_eq!(end["chosen"], "auto: no NIC–GPU affinity known on this host, so GPU 0", "{end}");
         assert!(end["provider"].as_str().unwrap().starts_with("CUDA GPU 0 ("), "{end}");
     }
-    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
+}
+
+/// `gpu_registration = "peermem"` where peer memory is loaded: the
+/// preflight lets it through and setup registers that way without trying
+/// dma-buf, and says it was asked for.
+#[test]
+fn forced_peer_memory_passes_the_preflight_and_is_what_setup_registers() {
+    if !has_rdma() {
+        return;
+    }
+    let flow = gpu_run(&SCENARIO.replace("gpu_registration = \"auto\"", "gpu_registration = \"peermem\""));
+    assert!(flow["tx_bytes"].as_u64().unwrap() > 0, "{flow}");
+    for end in [&flow["gpu_memory"]["sender"][0], &flow["gpu_memory"]["receiver"][0]] {
+        assert_eq!(
+            (&end["registration"], &end["why"]),
+            (&"peermem".into(), &"asked for (gpu_registration = \"peermem\")".into()),
+            "{end}"
+        );
+    }
 }

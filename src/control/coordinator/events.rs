@@ -70,7 +70,13 @@ pub struct RunFailure {
     pub rank: Option<usize>,
     pub host: Option<String>,
     pub message: String,
+    /// The rank refused before any end was made (the GPU preflight):
+    /// nothing ran.
+    #[serde(default)]
+    pub refused: bool,
 }
+
+impl std::error::Error for RunFailure {}
 
 impl fmt::Display for RunFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

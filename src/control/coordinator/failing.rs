@@ -8,7 +8,17 @@ use crate::result::aggregate_phase;
 impl Coordinator {
     /// Ends the run: a phase that was running collects partial reports first.
     pub(super) fn fail(&mut self, rank: Option<usize>, message: String, now_ns: i64) {
-        let failure = RunFailure { rank, host: rank.map(|r| self.slots[r].host.clone()), message };
+        self.end(RunFailure { rank, host: rank.map(|r| self.slots[r].host.clone()), message, refused: false }, now_ns);
+    }
+
+    /// Ends the run because `rank` refused before making any end (the GPU
+    /// preflight): nothing ran.
+    pub(super) fn refuse(&mut self, rank: usize, message: String, now_ns: i64) {
+        let host = Some(self.slots[rank].host.clone());
+        self.end(RunFailure { rank: Some(rank), host, message, refused: true }, now_ns);
+    }
+
+    fn end(&mut self, failure: RunFailure, now_ns: i64) {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Running { phase, reports, intervals, .. } => {
                 let reason = failure.to_string();

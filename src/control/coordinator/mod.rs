@@ -267,6 +267,10 @@ impl Coordinator {
                 self.fail(Some(rank), format!("failed in phase {phase}: {error}"), now_ns);
                 self.check_abort_complete();
             }
+            ToCoordinator::Refused { phase, error } => {
+                self.refuse(rank, format!("failed in phase {phase}: {error}"), now_ns);
+                self.check_abort_complete();
+            }
         }
     }
 

@@ -69,7 +69,7 @@ impl Coordinator {
                 "runs fabricbench {} (protocol {}) but rank 0 runs fabricbench {} (protocol {}); install one version everywhere",
                 hello.tool_version, hello.version, self.tool_version, PROTOCOL_VERSION
             );
-            let failure = RunFailure { rank: Some(hello.rank), host: Some(hello.host), message };
+            let failure = RunFailure { rank: Some(hello.rank), host: Some(hello.host), message, refused: false };
             self.broadcast(|| ToWorker::Abort { reason: failure.to_string() });
             self.broadcast(|| ToWorker::Bye);
             self.event(Event::Failed(failure));

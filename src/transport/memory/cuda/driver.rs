@@ -71,9 +71,13 @@ struct Api {
     memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
     memset_d8: unsafe extern "C" fn(CuDevicePtr, u8, usize) -> CuResult,
     get_error_string: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
+    device_total_mem: unsafe extern "C" fn(*mut usize, CuDevice) -> CuResult,
     /// Absent before R515 (CUDA 11.7): dma-buf export is then unavailable.
-    get_handle_for_address_range: Option<unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, c_int, u64) -> CuResult>,
+    get_handle_for_address_range: Option<ExportFn>,
 }
+
+/// `cuMemGetHandleForAddressRange`: (handle, address, length, handle type, flags).
+type ExportFn = unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, c_int, u64) -> CuResult;
 
 /// The driver, opened, with one GPU's primary context retained.
 pub(super) struct Driver {
@@ -248,14 +252,20 @@ impl Driver {
         check(&self.api, "cuMemsetD8", unsafe { (self.api.memset_d8)(allocation.address, byte, allocation.len) })
     }
 
-    /// The allocation as a dma-buf file descriptor (for `ibv_reg_dmabuf_mr`).
-    pub fn dma_buf(&self, allocation: &Allocation) -> Result<OwnedFd, CallFailure> {
+    /// Whether this GPU and driver export dma-buf: the entry point is there
+    /// (R515, CUDA 11.7, and later) and the device says it supports it. The
+    /// GPU preflight asks this, and every export asks it first, so the two
+    /// never disagree.
+    pub fn dma_buf_supported(&self) -> Result<(), CallFailure> {
+        self.dma_buf_export().map(|_| ())
+    }
+
+    fn dma_buf_export(&self) -> Result<ExportFn, CallFailure> {
         let unsupported = |message: &str| CallFailure {
             call: "cuMemGetHandleForAddressRange",
             code: CUDA_ERROR_NOT_SUPPORTED,
             message: message.to_string(),
         };
-        self.mine(allocation);
         let Some(export) = self.api.get_handle_for_address_range else {
             return Err(unsupported("the driver has no cuMemGetHandleForAddressRange (it came with R515, CUDA 11.7)"));
         };
@@ -269,6 +279,21 @@ impl Driver {
         if supported == 0 {
             return Err(unsupported("the GPU or driver does not support dma-buf (the open kernel modules do)"));
         }
+        Ok(export)
+    }
+
+    /// The GPU's memory in bytes (cuDeviceTotalMem).
+    pub fn total_memory(&self) -> Result<usize, CallFailure> {
+        let mut bytes: usize = 0;
+        // SAFETY: bytes is a valid out pointer, the device one the driver gave.
+        check(&self.api, "cuDeviceTotalMem_v2", unsafe { (self.api.device_total_mem)(&mut bytes, self.device) })?;
+        Ok(bytes)
+    }
+
+    /// The allocation as a dma-buf file descriptor (for `ibv_reg_dmabuf_mr`).
+    pub fn dma_buf(&self, allocation: &Allocation) -> Result<OwnedFd, CallFailure> {
+        self.mine(allocation);
+        let export = self.dma_buf_export()?;
         let mut fd: c_int = -1;
         let handle_type = CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD;
         // SAFETY: fd is a valid out pointer (the call writes an int); the range is a live allocation.
@@ -314,6 +339,7 @@ impl Api {
             memcpy_dtoh: get(lib, "cuMemcpyDtoH_v2")?,
             memset_d8: get(lib, "cuMemsetD8_v2")?,
             get_error_string: get(lib, "cuGetErrorString")?,
+            device_total_mem: get(lib, "cuDeviceTotalMem_v2")?,
             get_handle_for_address_range: get(lib, "cuMemGetHandleForAddressRange").ok(),
         })
     }

@@ -120,6 +120,24 @@ impl CudaMemory {
         &self.name
     }
 
+    /// Whether this GPU's memory can be exported as dma-buf (the driver's
+    /// entry point and the device's attribute), asked without allocating.
+    pub fn dma_buf_supported(&self) -> Result<(), MemoryError> {
+        self.driver.dma_buf_supported().map_err(|f| self.no_dma_buf(f))
+    }
+
+    /// The GPU's memory in bytes, as the driver counts it.
+    pub fn total_memory(&self) -> Result<usize, MemoryError> {
+        self.driver.total_memory().map_err(|f| failed(f, self.gpu))
+    }
+
+    fn no_dma_buf(&self, f: CallFailure) -> MemoryError {
+        MemoryError::NoDmaBuf {
+            provider: self.describe(),
+            why: format!("{}: {} (CUresult {})", f.call, f.message, f.code),
+        }
+    }
+
     fn allocation<'a>(&self, buffer: &'a Buffer) -> Result<&'a Allocation, MemoryError> {
         match &buffer.memory {
             Memory::Cuda(a) if buffer.owner == self.describe() => Ok(a),
@@ -163,10 +181,7 @@ impl MemoryProvider for CudaMemory {
     }
 
     fn dma_buf(&self, buffer: &Buffer) -> Result<DmaBuf, MemoryError> {
-        let fd = self.driver.dma_buf(self.allocation(buffer)?).map_err(|f| MemoryError::NoDmaBuf {
-            provider: self.describe(),
-            why: format!("{}: {} (CUresult {})", f.call, f.message, f.code),
-        })?;
+        let fd = self.driver.dma_buf(self.allocation(buffer)?).map_err(|f| self.no_dma_buf(f))?;
         Ok(DmaBuf { fd, offset: 0 })
     }
 }
