@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod gpus;
 pub mod pair;
 
 use crate::exit;
@@ -115,6 +116,9 @@ pub enum Command {
     Probe(ProbeArgs),
     /// What this host is, as run.json records it: kernel, OS, CPU model, cores, NUMA nodes, rdma-core, and each RDMA device's driver, firmware, model and port rates (from sysfs)
     Facts(ProbeArgs),
+    /// Test this host's GPUs through the NVIDIA driver (libcuda.so.1, or the library FABRICBENCH_LIBCUDA names): each GPU's model, bus id and memory, then allocate device, managed and host-pinned memory, export dma-buf, fill and validate; one PASS or FAIL line per step, exit 3 when one fails
+    #[command(after_help = with_exit_codes(gpus::EXAMPLES))]
+    Gpus(gpus::GpusArgs),
     /// Print a shell completion script, e.g. `fabricbench completions bash > /etc/bash_completion.d/fabricbench`
     Completions(CompletionsArgs),
     /// Print the man page (roff), e.g. `fabricbench man | man -l -`

@@ -5,6 +5,7 @@
 
 mod estimate;
 mod gate;
+mod gpus;
 mod hosts;
 mod launching;
 mod manual;
@@ -97,6 +98,7 @@ pub fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Hosts(args) => hosts::hosts(&args),
         Command::Probe(args) => hosts::probe(&args),
         Command::Facts(args) => hosts::facts(&args),
+        Command::Gpus(args) => gpus::gpus(&args),
         Command::Report(args) => results::report(&args),
         Command::Compare(args) => results::compare(&args),
         Command::Completions(args) => manual::completions(&args),

@@ -18,6 +18,7 @@ mod degraded;
 mod docs;
 mod fuzz_seeds;
 mod gate;
+mod gpu_check;
 mod gpu_facts;
 mod gpu_memory;
 mod gpu_rdma;
