@@ -9,23 +9,23 @@ use super::*;
 use crate::scenario::memory::{GpuRegistration, Memory};
 use crate::transport::memory::CudaMemoryType;
 
-/// The CUDA test double built with `defines`, once per set.
-fn double(name: &str, defines: &[&str]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fabricbench-cuda-double-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("libcuda-{name}.so"));
-    let building = dir.join(format!(".libcuda-{name}.{:?}.so", std::thread::current().id()));
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/libcuda-double.c");
-    let status = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&building)
-        .args(defines)
-        .arg(&source)
-        .status()
-        .expect("cc builds the CUDA test double");
-    assert!(status.success(), "cc failed on {}", source.display());
-    std::fs::rename(&building, &out).unwrap();
-    out
+/// CUDA test doubles, built into a folder that goes with them.
+struct Doubles(tempfile::TempDir);
+
+impl Doubles {
+    fn new() -> Doubles {
+        Doubles(tempfile::tempdir().expect("a temporary folder"))
+    }
+
+    /// The double built with `defines`.
+    fn built(&self, name: &str, defines: &[&str]) -> PathBuf {
+        let out = self.0.path().join(format!("libcuda-{name}.so"));
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/libcuda-double.c");
+        let mut cc = std::process::Command::new("cc");
+        cc.args(["-shared", "-fPIC", "-o"]).arg(&out).args(defines).arg(&source);
+        assert!(cc.status().expect("cc builds the CUDA test double").success(), "cc failed on {}", source.display());
+        out
+    }
 }
 
 /// A recorded host tree's GPU facts.
@@ -65,7 +65,8 @@ fn auto_checks_the_gpu_nearest_each_nic_not_gpu_0() {
     let facts = recorded("gpu-dgx");
     let gpus = facts.gpus.as_deref();
     let host = offer("6.1.0", Some("nvidia_peermem"));
-    let (two, eight) = (double("two", &[]), double("eight", &["-DGPUS=8"]));
+    let doubles = Doubles::new();
+    let (two, eight) = (doubles.built("two", &[]), doubles.built("eight", &["-DGPUS=8"]));
     let far = ask(GpuChoice::Auto, Some("mlx5_3"), GpuRegistration::Auto);
     let e = preflight_at(&two, std::slice::from_ref(&far), gpus, &host).unwrap_err().to_string();
     assert!(
@@ -86,7 +87,8 @@ fn auto_checks_the_gpu_nearest_each_nic_not_gpu_0() {
 /// under `auto`), and the fix when it can do none.
 #[test]
 fn registration_is_decided_before_any_end_and_refusals_name_the_fix() {
-    let (plain, exports) = (double("two", &[]), double("dma-buf", &["-DDMA_BUF"]));
+    let doubles = Doubles::new();
+    let (plain, exports) = (doubles.built("two", &[]), doubles.built("dma-buf", &["-DDMA_BUF"]));
     let open = |library: &Path, placement| CudaMemory::open_at(library, 0, placement).unwrap();
     let (device, pinned) = (CudaMemoryType::Device, CudaMemoryType::HostPinned);
     let choose = |host: &HostOffer, asked, library: &Path, placement| {
@@ -128,7 +130,8 @@ fn registration_is_decided_before_any_end_and_refusals_name_the_fix() {
 /// A refusal through the preflight names the group, the GPU and the fix.
 #[test]
 fn the_preflight_refuses_a_registration_the_host_cannot_do() {
-    let plain = double("two", &[]);
+    let doubles = Doubles::new();
+    let plain = doubles.built("two", &[]);
     let asks = [ask(GpuChoice::Index(1), None, GpuRegistration::Peermem)];
     let e = preflight_at(&plain, &asks, None, &offer("6.1.0", None)).unwrap_err();
     assert!(matches!(*e.cause, Unusable::Register(_)), "{e}");
