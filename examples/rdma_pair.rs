@@ -27,7 +27,7 @@ fn main() {
     let mut secs = 5.0;
     if let Some(x) = a.get(4) {
         if let Some(n) = x.strip_prefix('x') {
-            p.iterations = Some(n.parse().expect("iterations"));
+            p.knobs.iterations = Some(n.parse().expect("iterations"));
         } else {
             secs = x.parse().expect("seconds");
         }
@@ -36,13 +36,13 @@ fn main() {
         let (k, v) = kv.split_once('=').expect("key=value");
         let n: u32 = v.parse().expect("number");
         match k {
-            "qps" => p.qps = n,
-            "post_list" => p.post_list = n,
-            "tx_depth" => p.tx_depth = n,
-            "cq_mod" => p.cq_moderation = n,
-            "inline" => p.inline_size = Some(n),
-            "threads" => p.threads = n,
-            "event" => p.completion = if n == 1 { CompletionMode::Event } else { CompletionMode::Busy },
+            "qps" => p.knobs.qps = n,
+            "post_list" => p.knobs.post_list = n,
+            "tx_depth" => p.knobs.tx_depth = n,
+            "cq_mod" => p.knobs.cq_moderation = n,
+            "inline" => p.knobs.inline_size = Some(n),
+            "threads" => p.knobs.threads = n,
+            "event" => p.knobs.completion = if n == 1 { CompletionMode::Event } else { CompletionMode::Busy },
             _ => panic!("unknown key {k}"),
         }
     }
@@ -62,7 +62,7 @@ fn main() {
         std::thread::spawn(move || s.run(&sc, &stop))
     };
     let t0 = Instant::now();
-    if p.iterations.is_none() {
+    if p.knobs.iterations.is_none() {
         std::thread::sleep(Duration::from_secs_f64(secs));
         stop.store(true, Ordering::Relaxed);
     }
@@ -79,7 +79,7 @@ fn main() {
         ),
         None => println!(
             "fabricbench {} bw {} B qps {}: {} msgs in {:.2} s = {:.3} Gb/s, {:.6} Mpps ({:?})",
-            op.name(), out.bytes / out.messages.max(1), p.qps, out.messages, wall,
+            op.name(), out.bytes / out.messages.max(1), p.knobs.qps, out.messages, wall,
             out.bytes as f64 * 8.0 / wall / 1e9, out.messages as f64 / wall / 1e6, out.poll_strategy
         ),
     }

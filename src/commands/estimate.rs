@@ -83,7 +83,7 @@ fn rank_lanes(phase: &Phase, counted: impl Fn(usize) -> bool) -> BTreeMap<usize,
             let lanes = ranks.entry(end).or_default();
             match &phase.groups[f.group].rdma {
                 Some(rdma) => {
-                    lanes.rdma_threads += rdma.rails().iter().map(|r| u64::from(r.threads.max(1))).sum::<u64>()
+                    lanes.rdma_threads += rdma.rails().iter().map(|r| u64::from(r.knobs.threads.max(1))).sum::<u64>()
                 }
                 None => lanes.streams += u64::from(phase.groups[f.group].streams),
             }

@@ -10,7 +10,8 @@ use crate::scenario::limits::{self, MAX_SWEEP_POINTS, MAX_WINDOW};
 use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory, MemorySides};
 use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{
-    atomic_size_error, CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaParams, ATOMIC_SIZE, UD_MAX_MESSAGE,
+    atomic_size_error, CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaKnobs, RdmaParams, ATOMIC_SIZE,
+    UD_MAX_MESSAGE,
 };
 use crate::scenario::sweep::{Parameter, SweepSpec, Value};
 use crate::scenario::{GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Transport};
@@ -68,10 +69,11 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
     let gpu = gpu_memory(args, latency)?;
     if let Some(knobs) = &rdma {
         let memory = gpu.as_ref().map(|_| GPU_SIDES).unwrap_or_default();
-        check_rdma_sizes(&RdmaParams { memory, ..knobs.clone() }, op, mode, &sizes).map_err(|e| match &gpu {
-            Some(g) if e.flag == "memory" => PairError { flag: g.flag, ..e },
-            _ => e,
-        })?;
+        check_rdma_sizes(&RdmaParams { memory, knobs: knobs.clone(), ..Default::default() }, op, mode, &sizes)
+            .map_err(|e| match &gpu {
+                Some(g) if e.flag == "memory" => PairError { flag: g.flag, ..e },
+                _ => e,
+            })?;
     }
     let name = format!("pair-{}{}", op.name(), if latency { "_lat" } else { "" });
     let group = GroupSpec {
@@ -138,15 +140,15 @@ fn window(args: &PairArgs) -> Result<Duration, PairError> {
     Ok(duration)
 }
 
-/// Checks the RDMA knobs at every size asked for (without -s: the size the
-/// group defaults to, perftest's 2 B for latency).
-fn check_rdma_sizes(knobs: &RdmaParams, op: Op, mode: Mode, sizes: &[ByteSize]) -> Result<(), PairError> {
+/// Checks the RDMA request at every size asked for (without -s: the size
+/// the group defaults to, perftest's 2 B for latency).
+fn check_rdma_sizes(request: &RdmaParams, op: Op, mode: Mode, sizes: &[ByteSize]) -> Result<(), PairError> {
     let default = [match mode {
         Mode::Latency => mode.default_message_size(),
-        Mode::Bandwidth => ByteSize(knobs.message_size),
+        Mode::Bandwidth => ByteSize(request.message_size),
     }];
     for size in if sizes.is_empty() { &default[..] } else { sizes } {
-        let point = RdmaParams { op, mode, message_size: size.bytes(), ..knobs.clone() };
+        let point = RdmaParams { op, mode, message_size: size.bytes(), ..request.clone() };
         point.validate().map_err(flag_of)?;
     }
     Ok(())
@@ -198,12 +200,12 @@ fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
 }
 
 /// perftest's knobs for the [group.rdma] table (op, mode and size live on the group).
-fn rdma_knobs(args: &PairArgs) -> Result<RdmaParams, PairError> {
-    let d = RdmaParams::default();
+fn rdma_knobs(args: &PairArgs) -> Result<RdmaKnobs, PairError> {
+    let d = RdmaKnobs::default();
     if args.device.as_deref() == Some("") {
         return bad("-d/--ib-dev", "names a device, e.g. mlx5_0 (see `fabricbench probe`)");
     }
-    Ok(RdmaParams {
+    Ok(RdmaKnobs {
         connection: args.connection,
         qps: args.qps.unwrap_or(d.qps),
         tx_depth: args.tx_depth.unwrap_or(d.tx_depth),

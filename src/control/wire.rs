@@ -37,8 +37,10 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// 16: `Welcome` asks for the host's LLDP neighbours, `Probe` carries its
 /// `lldpctl -f json` text or why there is none; 17: Welcome's GPUs carry
 /// the NIC `auto` resolves against and the registration asked for, and a
-/// rank the GPU preflight refuses says so with `Refused`).
-pub const PROTOCOL_VERSION: u32 = 17;
+/// rank the GPU preflight refuses says so with `Refused`; 18: a group's
+/// RDMA request carries its `[group.rdma]` knobs as one nested record after
+/// op, mode, size and memory).
+pub const PROTOCOL_VERSION: u32 = 18;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 

@@ -38,12 +38,12 @@ impl Plan {
                     let Some(list) = asks.get_mut(rank).filter(|_| memory.is_gpu()) else { continue };
                     // Under `auto` each rail may take another GPU: the one nearest its NIC.
                     for rail in rdma.rails_on(&host_devices) {
-                        let nic = rail.device.filter(|_| rdma.gpu == GpuChoice::Auto);
+                        let nic = rail.knobs.device.filter(|_| rdma.gpu == GpuChoice::Auto);
                         let ask = GpuAsk {
                             memory,
                             gpu: rdma.gpu.clone(),
                             nic,
-                            registration: rdma.gpu_registration,
+                            registration: rdma.knobs.gpu_registration,
                             phase: phase.index,
                             group: group.name.clone(),
                         };

@@ -147,7 +147,9 @@ pub struct GroupPlan {
     /// Where the group's stream threads run.
     #[serde(default)] // absent from schema-1 run.json (nothing was pinned then)
     pub placement: Placement,
-    /// RDMA groups: every knob of the flows (op, mode and size included).
+    /// RDMA groups: what every flow is asked (op, mode, size and the knobs);
+    /// one object in run.json, as it always was.
+    #[serde(default, with = "crate::scenario::rdma::stored")]
     pub rdma: Option<RdmaParams>,
     /// Offered load per flow (`rate`); `None`: unpaced. (Crosses the wire:
     /// no skip_serializing_if.)
@@ -214,7 +216,7 @@ impl Plan {
     /// (rail k meets rail k); empty for both when the group names its own
     /// device(s), is not RDMA, or a host lists none.
     pub fn host_rails(&self, group: &GroupPlan, flow: &Flow) -> [Vec<String>; 2] {
-        let names_none = group.rdma.as_ref().is_some_and(|r| r.device.is_none() && r.devices.is_empty());
+        let names_none = group.rdma.as_ref().is_some_and(|r| r.knobs.device.is_none() && r.knobs.devices.is_empty());
         let (src, dst) = (&self.ranks[flow.src].devices, &self.ranks[flow.dst].devices);
         let n = if names_none { src.len().min(dst.len()) } else { 0 };
         [src[..n].to_vec(), dst[..n].to_vec()]

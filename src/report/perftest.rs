@@ -120,14 +120,14 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&Ran
             format!("TCP {test}")
         }
         Some(r) => {
-            let used = probe.and_then(|p| port_used(&p.devices, r.device.as_deref(), r.port));
-            let device = match (&r.device, used) {
+            let used = probe.and_then(|p| port_used(&p.devices, r.knobs.device.as_deref(), r.knobs.port));
+            let device = match (&r.knobs.device, used) {
                 (Some(asked), _) => asked.clone(),
                 (None, Some((d, _))) => format!("{} (first with an ACTIVE port)", d.name),
                 (None, None) => "first with an ACTIVE port".into(),
             };
             lines.push(("Device", device));
-            if let Some(port) = r.port.or(used.map(|(_, p)| p.port)) {
+            if let Some(port) = r.knobs.port.or(used.map(|(_, p)| p.port)) {
                 lines.push(("IB port", port.to_string()));
             }
             if let Some((_, port)) = used {
@@ -137,28 +137,30 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&Ran
                     lines.push(("Link rate", format!("{gbps} Gb/s")));
                 }
             }
-            lines.push(("Number of qps", r.qps.to_string()));
+            lines.push(("Number of qps", r.knobs.qps.to_string()));
             lines.push(("Transport type", "IB verbs (InfiniBand or RoCE)".into()));
-            lines.push(("Connection type", r.connection.name().into()));
-            lines.push(("TX depth", r.tx_depth.to_string()));
+            lines.push(("Connection type", r.knobs.connection.name().into()));
+            lines.push(("TX depth", r.knobs.tx_depth.to_string()));
             if r.op.needs_receives() {
-                lines.push(("RX depth", r.rx_depth.to_string()));
+                lines.push(("RX depth", r.knobs.rx_depth.to_string()));
             }
             if g.mode == Mode::Bandwidth {
-                lines.push(("Post list", r.post_list.to_string()));
-                lines.push(("CQ Moderation", r.cq_moderation.to_string()));
+                lines.push(("Post list", r.knobs.post_list.to_string()));
+                lines.push(("CQ Moderation", r.knobs.cq_moderation.to_string()));
             }
             lines.push(("Max inline data", format!("{}[B]", r.effective_inline_size())));
-            let gid =
-                r.gid_index.map_or_else(|| "auto (RoCE v2 + IPv4 first, like perftest)".into(), |i| i.to_string());
+            let gid = r
+                .knobs
+                .gid_index
+                .map_or_else(|| "auto (RoCE v2 + IPv4 first, like perftest)".into(), |i| i.to_string());
             lines.push(("GID index", gid));
-            let polling = match r.completion {
+            let polling = match r.knobs.completion {
                 crate::scenario::rdma::CompletionMode::Busy => "busy polling",
                 crate::scenario::rdma::CompletionMode::Event => "completion events (-e)",
             };
             lines.push(("Completions", polling.into()));
-            if r.threads > 1 {
-                lines.push(("Threads", r.threads.to_string()));
+            if r.knobs.threads > 1 {
+                lines.push(("Threads", r.knobs.threads.to_string()));
             }
             format!("{} {test}", verb(g.op))
         }

@@ -232,7 +232,7 @@ fn lanes(report: &RankReport, s: &FlowSamples, taken: u32, window_s: f64) -> Vec
 
 /// Whether the group's flows are unreliable datagrams (which may be lost).
 fn is_ud(group: &GroupPlan) -> bool {
-    group.rdma.as_ref().is_some_and(|r| r.connection == Connection::Ud)
+    group.rdma.as_ref().is_some_and(|r| r.knobs.connection == Connection::Ud)
 }
 
 /// What part of a round trip latency reports: half (ping-pong), or all of it

@@ -65,6 +65,7 @@ pub struct RunResult {
     /// RFC 3339, UTC.
     pub started_at: String,
     pub scenario_file: String,
+    #[serde(deserialize_with = "crate::scenario::rdma::stored::read_scenario")]
     pub scenario: Scenario,
     pub hosts: Vec<Host>,
     pub plan: Plan,

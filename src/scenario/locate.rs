@@ -171,6 +171,14 @@ impl Source {
         Some(item.as_value().map_or_else(|| item.to_string(), |v| v.to_string()).trim().to_string())
     }
 
+    /// How many `[[group]]` tables the text has.
+    pub fn groups(&self) -> usize {
+        self.doc
+            .as_ref()
+            .and_then(|doc| doc.get("group")?.as_array_of_tables())
+            .map_or(0, toml_edit::ArrayOfTables::len)
+    }
+
     fn group_name(&self, index: usize) -> Option<&str> {
         self.table(&Section::Group(index))?.get("name")?.as_str()
     }

@@ -240,7 +240,7 @@ mod tests {
         let p = s.groups[0].rdma_params().expect("an RDMA group");
         assert_eq!(p.memory, MemorySides { sender: Memory::Cuda, receiver: Memory::Host });
         assert_eq!(p.gpu, GpuChoice::BusId("0000:1b:00.0".into()));
-        assert_eq!(p.gpu_registration, GpuRegistration::Peermem);
+        assert_eq!(p.knobs.gpu_registration, GpuRegistration::Peermem);
     }
 
     #[test]

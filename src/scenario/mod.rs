@@ -35,7 +35,7 @@ pub use validate::check_run;
 use crate::units::ByteSize;
 use placement::Numa;
 use rate::{Rate, Schedule};
-use rdma::RdmaParams;
+use rdma::{RdmaKnobs, RdmaParams};
 use stress::Threads;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -187,10 +187,11 @@ pub struct GroupSpec {
     /// Permit flows from a rank to itself (loopback through the stack).
     #[serde(default)]
     pub allow_self: bool,
-    /// RDMA knobs (perftest's): qps, tx_depth, rx_depth, post_list,
-    /// cq_moderation, inline_size, poll_batch, completion, device, gid_index, threads…
+    /// `[group.rdma]`, RDMA knobs only (perftest's): qps, tx_depth, rx_depth,
+    /// post_list, cq_moderation, inline_size, poll_batch, completion, device,
+    /// gid_index, threads…
     #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "rdma::write_table")]
-    pub rdma: Option<RdmaParams>,
+    pub rdma: Option<RdmaKnobs>,
     /// RDMA groups: where each end's buffers live, `"host"` (default),
     /// `"cuda"`, `"cuda-managed"`, `"cuda-host"`, or `{ sender, receiver }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -304,6 +305,10 @@ pub fn read(path: &Path) -> Result<(Scenario, Source), ScenarioError> {
 pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioError> {
     let source = Source::new(path, text);
     let mut scenario: Scenario = toml::from_str(text).map_err(|e| {
+        // The rdma table's type refuses the group's own keys; say where they go.
+        if let Err(bad) = validate::check_rdma_tables(&source) {
+            return ScenarioError::Invalid(source.explain(&bad));
+        }
         let (line, column) = e.span().map_or((1, 1), |s| source.line_col(s.start));
         ScenarioError::Syntax { path: path.to_path_buf(), line, column, message: e.message().to_string() }
     })?;
@@ -313,8 +318,7 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
     if !source.sets(&Field::run("interval")) {
         scenario.run.interval = RunSpec::default_interval(scenario.run.duration);
     }
-    validate::check_rdma_tables(&scenario, &source)
-        .and_then(|()| validate::validate(&scenario, &limits::Machine::this()))
+    validate::validate(&scenario, &limits::Machine::this())
         .and_then(|()| topology::check(&scenario))
         .map_err(|bad| ScenarioError::Invalid(source.explain(&bad)))?;
     Ok((scenario, source))
@@ -352,7 +356,8 @@ impl GroupSpec {
         })
     }
 
-    /// RDMA groups: every knob of the flows (op, mode and size included).
+    /// RDMA groups: the request each flow obeys, the group's op, mode,
+    /// size and memory with its `[group.rdma]` knobs.
     pub fn rdma_params(&self) -> Option<RdmaParams> {
         (self.transport == Transport::Rdma).then(|| RdmaParams {
             op: self.effective_op(),
@@ -360,7 +365,7 @@ impl GroupSpec {
             message_size: self.effective_message_size().bytes(),
             memory: self.memory.unwrap_or_default(),
             gpu: self.gpu.clone().unwrap_or_default(),
-            ..self.rdma.clone().unwrap_or_default()
+            knobs: self.rdma.clone().unwrap_or_default(),
         })
     }
 }

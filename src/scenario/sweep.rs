@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::scenario::limits::MAX_SWEEP_POINTS;
 use crate::scenario::placement::Numa;
 use crate::scenario::rate::{BadRate, Rate};
-use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaParams};
+use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaKnobs};
 use crate::scenario::stress::Threads;
 use crate::scenario::{BadKey, BadRanks, GroupSpec, Pattern, RankSet, Scenario, Transport};
 use crate::units::{BadSize, ByteSize};
@@ -415,7 +415,7 @@ fn set_enabled(s: &mut Scenario, group: Option<&str>, value: &Value) -> Result<(
 
 /// Sets one [group.rdma] knob of RDMA group `g`, and checks the knobs it ends with.
 fn set_group_knob(g: &mut GroupSpec, knob: Parameter, value: &Value) -> Result<(), PointError> {
-    set_knob(knob, g.rdma.get_or_insert_with(RdmaParams::default), value)?;
+    set_knob(knob, g.rdma.get_or_insert_with(RdmaKnobs::default), value)?;
     let params = g.rdma_params().unwrap_or_default();
     params.validate().map_err(|error| PointError::Knob {
         group: g.name.clone(),
@@ -426,7 +426,7 @@ fn set_group_knob(g: &mut GroupSpec, knob: Parameter, value: &Value) -> Result<(
 }
 
 /// Sets one [group.rdma] knob; `number` reads the value as a whole number.
-fn set_knob(knob: Parameter, rdma: &mut RdmaParams, value: &Value) -> Result<(), PointError> {
+fn set_knob(knob: Parameter, rdma: &mut RdmaKnobs, value: &Value) -> Result<(), PointError> {
     let n = || u32::try_from(whole_number(value)?).map_err(|_| PointError::TooLarge(value.to_string()));
     match knob {
         Parameter::Qps => rdma.qps = n()?,

@@ -14,13 +14,11 @@ use super::{
     BadField, BadKey, Field, GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Section, Source, StressTable, Transport,
 };
 
-/// Checks what a single file can tell on its own, before any hostfile is
-/// read; `machine` stands in for the ranks' hosts in the stress bounds.
-/// `op`, `mode` or `message_size` inside a `[group.rdma]` table, whatever
-/// its value: each is the group's (the table holds knobs only), so the
-/// error shows where it goes.
-pub(super) fn check_rdma_tables(s: &Scenario, source: &Source) -> Result<(), BadField> {
-    for i in 0..s.groups.len() {
+/// A group's own key (`op`, `mode`, `message_size`, `memory`, `gpu`) inside
+/// its `[group.rdma]` table, whatever its value: the table holds knobs only
+/// and refuses it, so the error shows where it goes.
+pub(super) fn check_rdma_tables(source: &Source) -> Result<(), BadField> {
+    for i in 0..source.groups() {
         for key in GROUP_KEYS {
             if let Some(value) = source.group_rdma_value(i, key) {
                 return Err(BadField::new(
@@ -36,6 +34,8 @@ pub(super) fn check_rdma_tables(s: &Scenario, source: &Source) -> Result<(), Bad
     Ok(())
 }
 
+/// Checks what a single file can tell on its own, before any hostfile is
+/// read; `machine` stands in for the ranks' hosts in the stress bounds.
 pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), BadField> {
     check_run(&s.run).map_err(|e| e.within(Section::Run))?;
     if s.groups.is_empty() {

@@ -40,7 +40,7 @@ pub(super) fn resolve_auto(rail: &RdmaParams, side: Side) -> (RdmaParams, Option
         return (rail.clone(), None);
     }
     let facts = HostFacts::of_this_host();
-    let (gpu, why) = resolve(&rail.gpu, rail.device.as_deref(), facts.gpus.as_deref());
+    let (gpu, why) = resolve(&rail.gpu, rail.knobs.device.as_deref(), facts.gpus.as_deref());
     (RdmaParams { gpu, ..rail.clone() }, why)
 }
 

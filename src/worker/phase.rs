@@ -120,7 +120,7 @@ pub fn prepare(
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
                         let (rail, gpu_reason) = super::gpu::resolve_auto(rail, side);
                         let p = rdma::prepare(&rail, side)?.with_label(label).with_gpu_reason(gpu_reason);
-                        match rail.connect {
+                        match rail.knobs.connect {
                             ConnectMethod::Verbs => Ok(p),
                             ConnectMethod::RdmaCm => p.with_rdma_cm(bind),
                         }

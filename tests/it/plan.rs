@@ -173,16 +173,16 @@ const RDMA_FAN: &str = "[[group]]\nname = \"in\"\npattern = \"fan-in\"\ntranspor
 fn rdma_knobs_sweep_one_phase_per_point() {
     let knob = |ph: &plan::Phase| ph.groups[0].rdma.clone().unwrap();
     let p = sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"qps\"\nvalues = [1, 4]\n")).unwrap();
-    assert_eq!(p.phases.iter().map(|ph| knob(ph).qps).collect::<Vec<_>>(), [1, 4]);
+    assert_eq!(p.phases.iter().map(|ph| knob(ph).knobs.qps).collect::<Vec<_>>(), [1, 4]);
     let p = sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"completion\"\nvalues = [\"busy\", \"event\"]\n"))
         .unwrap();
-    assert_eq!(knob(&p.phases[1]).completion, CompletionMode::Event);
+    assert_eq!(knob(&p.phases[1]).knobs.completion, CompletionMode::Event);
     assert_eq!(knob(&p.phases[1]).message_size, 64, "the group's own size stays");
     for (parameter, value) in [("tx_depth", 32), ("cq_moderation", 8), ("inline_size", 64), ("rdma.post_list", 4)] {
         let p =
             sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"{parameter}\"\nvalues = [{value}]\n")).unwrap();
         let k = knob(&p.phases[0]);
-        let got = [k.tx_depth, k.cq_moderation, k.inline_size.unwrap_or(0), k.post_list];
+        let got = [k.knobs.tx_depth, k.knobs.cq_moderation, k.knobs.inline_size.unwrap_or(0), k.knobs.post_list];
         assert!(got.contains(&value), "{parameter}: {k:?}");
     }
 }
@@ -212,8 +212,11 @@ fn two_parameter_sweeps_make_a_phase_per_cell() {
     let p = sweep_plan(2, &text).unwrap();
     let names: Vec<&str> = p.phases.iter().map(|ph| ph.name.as_str()).collect();
     assert_eq!(names, ["qps=1 post_list=1", "qps=1 post_list=8", "qps=2 post_list=1", "qps=2 post_list=8"]);
-    let cells: Vec<(u32, u32)> =
-        p.phases.iter().map(|ph| ph.groups[0].rdma.as_ref().map(|r| (r.qps, r.post_list)).unwrap()).collect();
+    let cells: Vec<(u32, u32)> = p
+        .phases
+        .iter()
+        .map(|ph| ph.groups[0].rdma.as_ref().map(|r| (r.knobs.qps, r.knobs.post_list)).unwrap())
+        .collect();
     assert_eq!(cells, [(1, 1), (1, 8), (2, 1), (2, 8)]);
     // Each column has its own baseline row.
     let baselines: Vec<bool> = p.phases.iter().map(|ph| ph.sweep.as_ref().unwrap().baseline).collect();
@@ -228,7 +231,7 @@ fn two_parameter_sweeps_make_a_phase_per_cell() {
     let p = sweep_plan(2, text).unwrap();
     let tcp = &p.phases[2].groups[0];
     assert_eq!((tcp.transport, tcp.op, tcp.rdma.is_none()), (Transport::Tcp, Op::Send, true));
-    assert_eq!(p.phases[3].groups[0].rdma.as_ref().unwrap().qps, 2);
+    assert_eq!(p.phases[3].groups[0].rdma.as_ref().unwrap().knobs.qps, 2);
     assert!(p.phases[0].stress.is_empty() && p.phases[3].stress.len() == 1);
 
     let e = sweep_plan(

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fabricbench::scenario::rdma::{CompletionMode, Connection, PollStrategy, RdmaParams, CMP_SWAP_VALUE};
+use fabricbench::scenario::rdma::{CompletionMode, Connection, PollStrategy, RdmaKnobs, RdmaParams, CMP_SWAP_VALUE};
 use fabricbench::scenario::{Mode, Op};
 use fabricbench::transport::rdma::{self, counters, FlowOutcome, RdmaEndpoint, RdmaError};
 use fabricbench::transport::{FlowCounters, Side};
@@ -117,8 +117,10 @@ fn run_pair_in(p: &RdmaParams, duration: Option<Duration>, window: Option<(Durat
     // Stopping a two-sided receiver as the sender ends would race its last
     // completions: an event-mode receiver once counted 5976 of 6000 sends.
     // (UD loses datagrams: its receiver is stopped.)
-    let ends_itself =
-        p.op.needs_receives() && p.connection == Connection::Rc && p.mode == Mode::Bandwidth && p.iterations.is_some();
+    let ends_itself = p.op.needs_receives()
+        && p.knobs.connection == Connection::Rc
+        && p.mode == Mode::Bandwidth
+        && p.knobs.iterations.is_some();
     if !(ends_itself && duration.is_none()) {
         stop.store(true, Ordering::Relaxed);
     }
@@ -127,8 +129,18 @@ fn run_pair_in(p: &RdmaParams, duration: Option<Duration>, window: Option<(Durat
     PairResult { sender_allocs, sender, receiver, sender_counters: sc, receiver_counters: rc, sender_wall }
 }
 
+/// The knobs of a flow on `dev`, with a stall timeout that ends a stuck test.
+fn knobs(dev: &str) -> RdmaKnobs {
+    RdmaKnobs { device: Some(dev.to_string()), stall_timeout_ms: 20_000, ..Default::default() }
+}
+
+/// A flow of `op` with these knobs.
+fn flow(op: Op, knobs: RdmaKnobs) -> RdmaParams {
+    RdmaParams { op, knobs, ..Default::default() }
+}
+
 fn params(dev: &str, op: Op) -> RdmaParams {
-    RdmaParams { op, device: Some(dev.to_string()), stall_timeout_ms: 20_000, ..Default::default() }
+    flow(op, knobs(dev))
 }
 
 fn load(c: &FlowCounters) -> (u64, u64) {
@@ -156,7 +168,8 @@ fn probe_reports_ports_and_gids() {
 fn bandwidth_ops_in_iteration_mode_move_every_byte() {
     let Some(dev) = rdma_device("bandwidth_ops_in_iteration_mode_move_every_byte") else { return };
     for op in [Op::Write, Op::Read, Op::Send, Op::WriteImm, Op::SendImm] {
-        let p = RdmaParams { qps: 2, message_size: 4096, iterations: Some(1500), ..params(&dev, op) };
+        let p =
+            RdmaParams { message_size: 4096, ..flow(op, RdmaKnobs { qps: 2, iterations: Some(1500), ..knobs(&dev) }) };
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?} sender: {e}"));
         let rv = r.receiver.unwrap_or_else(|e| panic!("{op:?} receiver: {e}"));
@@ -197,7 +210,7 @@ fn duration_mode_stops_promptly_and_counts_live() {
             // when `stop` came (the sender drains its signaled WRs after it).
             assert!(rv.messages > 0, "receiver counted nothing");
             assert!(
-                rv.messages.abs_diff(s.messages) <= u64::from(p.tx_depth),
+                rv.messages.abs_diff(s.messages) <= u64::from(p.knobs.tx_depth),
                 "recv {} vs sent {}",
                 rv.messages,
                 s.messages
@@ -218,15 +231,20 @@ fn post_list_moderation_sharding_and_events() {
     ];
     for (op, qps, threads, post_list, cq_mod, size, completion, inline) in cases {
         let p = RdmaParams {
-            qps,
-            threads,
-            post_list,
-            cq_moderation: cq_mod,
             message_size: size,
-            completion,
-            inline_size: inline,
-            iterations: Some(3000),
-            ..params(&dev, op)
+            ..flow(
+                op,
+                RdmaKnobs {
+                    qps,
+                    threads,
+                    post_list,
+                    cq_moderation: cq_mod,
+                    completion,
+                    inline_size: inline,
+                    iterations: Some(3000),
+                    ..knobs(&dev)
+                },
+            )
         };
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{p:?}: {e}"));
@@ -243,7 +261,7 @@ fn post_list_moderation_sharding_and_events() {
 fn atomics_return_the_old_values() {
     let Some(dev) = rdma_device("atomics_return_the_old_values") else { return };
     // Fetch-add, pipelined: each QP's word ends at N; the last fetch saw N-1.
-    let p = RdmaParams { qps: 2, tx_depth: 16, iterations: Some(500), ..params(&dev, Op::FetchAdd) };
+    let p = flow(Op::FetchAdd, RdmaKnobs { qps: 2, tx_depth: 16, iterations: Some(500), ..knobs(&dev) });
     let r = run_pair(&p, None);
     let s = r.sender.unwrap();
     let rv = r.receiver.unwrap();
@@ -252,13 +270,13 @@ fn atomics_return_the_old_values() {
     assert_eq!(s.atomic_words, Some(vec![499, 499]), "last fetched values");
     assert_eq!(rv.atomic_words, Some(vec![500, 500]), "final target words");
     // Compare-and-swap 0 -> C: the first succeeds (old 0), the rest fail (old C).
-    let p = RdmaParams { tx_depth: 1, iterations: Some(20), ..params(&dev, Op::CmpSwap) };
+    let p = flow(Op::CmpSwap, RdmaKnobs { tx_depth: 1, iterations: Some(20), ..knobs(&dev) });
     let r = run_pair(&p, None);
     let (s, rv) = (r.sender.unwrap(), r.receiver.unwrap());
     assert_eq!(s.messages, 20);
     assert_eq!(s.atomic_words, Some(vec![CMP_SWAP_VALUE]));
     assert_eq!(rv.atomic_words, Some(vec![CMP_SWAP_VALUE]));
-    let p = RdmaParams { tx_depth: 1, iterations: Some(1), ..params(&dev, Op::CmpSwap) };
+    let p = flow(Op::CmpSwap, RdmaKnobs { tx_depth: 1, iterations: Some(1), ..knobs(&dev) });
     let s = run_pair(&p, None).sender.unwrap();
     assert_eq!(s.atomic_words, Some(vec![0]), "a single CAS on a zero word fetches 0");
 }
@@ -272,8 +290,11 @@ fn latency_samples_are_present_and_ordered() {
         (Op::Read, CompletionMode::Busy),
         (Op::Send, CompletionMode::Event),
     ] {
-        let p =
-            RdmaParams { mode: Mode::Latency, message_size: 2, completion, iterations: Some(300), ..params(&dev, op) };
+        let p = RdmaParams {
+            mode: Mode::Latency,
+            message_size: 2,
+            ..flow(op, RdmaKnobs { completion, iterations: Some(300), ..knobs(&dev) })
+        };
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
         r.receiver.unwrap_or_else(|e| panic!("{op:?} receiver: {e}"));
@@ -288,7 +309,11 @@ fn latency_samples_are_present_and_ordered() {
         );
         println!("{op:?} {completion:?} latency: typical {} us, p99 {} us ({measure})", l.typical_us, l.p99_us);
     }
-    let p = RdmaParams { mode: Mode::Latency, message_size: 4096, iterations: Some(100), ..params(&dev, Op::Write) };
+    let p = RdmaParams {
+        mode: Mode::Latency,
+        message_size: 4096,
+        ..flow(Op::Write, RdmaKnobs { iterations: Some(100), ..knobs(&dev) })
+    };
     let r = run_pair(&p, None);
     assert_eq!(r.sender.unwrap().latency.unwrap().count(), 100);
 }
@@ -299,7 +324,7 @@ fn latency_samples_are_present_and_ordered() {
 fn atomic_latency_one_at_a_time() {
     let Some(dev) = rdma_device("atomic_latency_one_at_a_time") else { return };
     for op in [Op::FetchAdd, Op::CmpSwap] {
-        let p = RdmaParams { mode: Mode::Latency, iterations: Some(200), ..params(&dev, op) };
+        let p = RdmaParams { mode: Mode::Latency, ..flow(op, RdmaKnobs { iterations: Some(200), ..knobs(&dev) }) };
         let r = run_pair(&p, None);
         let s = r.sender.unwrap_or_else(|e| panic!("{op:?}: {e}"));
         let target = r.receiver.unwrap_or_else(|e| panic!("{op:?} target: {e}"));
@@ -325,7 +350,10 @@ fn atomic_latency_one_at_a_time() {
 fn ud_send_counts_what_arrived() {
     let Some(dev) = rdma_device("ud_send_counts_what_arrived") else { return };
     for message_size in [64, 1024, 4096] {
-        let p = RdmaParams { connection: Connection::Ud, message_size, qps: 2, ..params(&dev, Op::Send) };
+        let p = RdmaParams {
+            message_size,
+            ..flow(Op::Send, RdmaKnobs { connection: Connection::Ud, qps: 2, ..knobs(&dev) })
+        };
         let r = run_pair(&p, Some(Duration::from_millis(1500)));
         let s = r.sender.unwrap_or_else(|e| panic!("UD {message_size} B sender: {e}"));
         let rv = r.receiver.unwrap_or_else(|e| panic!("UD {message_size} B receiver: {e}"));
@@ -345,11 +373,9 @@ fn ud_send_counts_what_arrived() {
         println!("UD {message_size} B: {} sent, {} received, {lost} lost", s.messages, rv.messages);
     }
     let p = RdmaParams {
-        connection: Connection::Ud,
         mode: Mode::Latency,
         message_size: 2,
-        iterations: Some(200),
-        ..params(&dev, Op::Send)
+        ..flow(Op::Send, RdmaKnobs { connection: Connection::Ud, iterations: Some(200), ..knobs(&dev) })
     };
     let r = run_pair(&p, None);
     let s = r.sender.unwrap_or_else(|e| panic!("UD send_lat: {e}"));
@@ -364,7 +390,8 @@ fn ud_send_counts_what_arrived() {
 #[test]
 fn ud_message_above_the_mtu_is_refused() {
     let Some(dev) = rdma_device("ud_message_above_the_mtu_is_refused") else { return };
-    let p = RdmaParams { connection: Connection::Ud, message_size: 2048, ..params(&dev, Op::Send) };
+    let p =
+        RdmaParams { message_size: 2048, ..flow(Op::Send, RdmaKnobs { connection: Connection::Ud, ..knobs(&dev) }) };
     let s = rdma::prepare(&p, Side::Sender).unwrap().with_label("flow 0 0->1");
     let r = rdma::prepare(&p, Side::Receiver).unwrap();
     // A peer whose port runs a 1024-byte MTU (ibv_mtu 3).
@@ -410,7 +437,11 @@ fn hot_loops_allocate_nothing_per_message() {
     ];
     for (op, mode) in cases {
         let allocs = |n: u64| {
-            let p = RdmaParams { mode, message_size: 256, post_list: 4, iterations: Some(n), ..params(&dev, op) };
+            let p = RdmaParams {
+                mode,
+                message_size: 256,
+                ..flow(op, RdmaKnobs { post_list: 4, iterations: Some(n), ..knobs(&dev) })
+            };
             let r = run_pair(&p, None);
             assert_eq!(r.sender.unwrap().messages, n);
             r.sender_allocs
@@ -426,7 +457,7 @@ fn nic_counters_move() {
     let Some(dev) = rdma_device("nic_counters_move") else { return };
     let before = counters::snapshot(&dev, 1).expect("counters readable");
     assert!(!before.values.is_empty(), "no counters for {dev}");
-    let p = RdmaParams { message_size: 65536, iterations: Some(200), ..params(&dev, Op::Write) };
+    let p = RdmaParams { message_size: 65536, ..flow(Op::Write, RdmaKnobs { iterations: Some(200), ..knobs(&dev) }) };
     run_pair(&p, None).sender.unwrap();
     let after = counters::snapshot(&dev, 1).unwrap();
     let d = before.delta(&after);
@@ -439,7 +470,7 @@ fn nic_counters_move() {
 #[test]
 fn poll_strategy_auto_picks_the_safe_one_on_old_rxe() {
     let Some(dev) = rdma_device("poll_strategy_auto_picks_the_safe_one_on_old_rxe") else { return };
-    let p = RdmaParams { iterations: Some(10), message_size: 64, ..params(&dev, Op::Write) };
+    let p = RdmaParams { message_size: 64, ..flow(Op::Write, RdmaKnobs { iterations: Some(10), ..knobs(&dev) }) };
     let s = run_pair(&p, None).sender.unwrap();
     let probe = rdma::probe().unwrap();
     if dev.starts_with("rxe") && probe.rdma_core.is_some_and(|v| v < 55) {
@@ -451,7 +482,10 @@ fn poll_strategy_auto_picks_the_safe_one_on_old_rxe() {
 #[test]
 fn peer_qp_destroyed_ends_the_flow_with_the_status_named() {
     let Some(dev) = rdma_device("peer_qp_destroyed_ends_the_flow_with_the_status_named") else { return };
-    let p = RdmaParams { qps: 2, message_size: 4096, stall_timeout_ms: 5000, ..params(&dev, Op::Write) };
+    let p = RdmaParams {
+        message_size: 4096,
+        ..flow(Op::Write, RdmaKnobs { qps: 2, stall_timeout_ms: 5000, ..knobs(&dev) })
+    };
     let s = rdma::prepare(&p, Side::Sender).unwrap().with_label("flow 3->0");
     let r = rdma::prepare(&p, Side::Receiver).unwrap();
     let (se, re) = (s.endpoint(), r.endpoint());
@@ -575,7 +609,7 @@ fn send_then_kill_peer(dev: &str, mut child: std::process::Child, remote: Option
     }
     let peer = peer.expect("child endpoint");
     let pid = pid.expect("child pid");
-    let p = RdmaParams { message_size: 4096, stall_timeout_ms: 5000, ..params(dev, Op::Send) };
+    let p = RdmaParams { message_size: 4096, ..flow(Op::Send, RdmaKnobs { stall_timeout_ms: 5000, ..knobs(dev) }) };
     let s = rdma::prepare(&p, Side::Sender).unwrap().with_label("flow 1->2");
     writeln!(child.stdin.as_mut().unwrap(), "{}", serde_json::to_string(&s.endpoint()).unwrap()).unwrap();
     line.clear();
@@ -636,12 +670,18 @@ fn send_then_kill_peer(dev: &str, mut child: std::process::Child, remote: Option
 
 #[test]
 fn bad_parameters_and_devices_are_named() {
-    let e = rdma::prepare(&RdmaParams { qps: 0, ..Default::default() }, Side::Sender).err().unwrap().to_string();
-    assert!(e.contains("qps"), "{e}");
-    let Some(_dev) = rdma_device("bad_parameters_and_devices_are_named") else { return };
-    let e = rdma::prepare(&RdmaParams { device: Some("nosuch9".into()), ..Default::default() }, Side::Sender)
+    let e = rdma::prepare(&flow(Op::Write, RdmaKnobs { qps: 0, ..Default::default() }), Side::Sender)
         .err()
         .unwrap()
         .to_string();
+    assert!(e.contains("qps"), "{e}");
+    let Some(_dev) = rdma_device("bad_parameters_and_devices_are_named") else { return };
+    let e = rdma::prepare(
+        &flow(Op::Write, RdmaKnobs { device: Some("nosuch9".into()), ..Default::default() }),
+        Side::Sender,
+    )
+    .err()
+    .unwrap()
+    .to_string();
     assert!(e.contains("nosuch9") && e.contains("available"), "{e}");
 }

@@ -14,7 +14,7 @@ use fabricbench::metrics::{EngineSeat, FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
 use fabricbench::scenario::placement::{Numa, Placement};
 use fabricbench::scenario::rate::{Rate, Schedule};
-use fabricbench::scenario::rdma::{ConnectMethod, RdmaParams};
+use fabricbench::scenario::rdma::{ConnectMethod, RdmaKnobs, RdmaParams};
 use fabricbench::scenario::stress::{StressSpec, Threads};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
 use fabricbench::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory};
@@ -40,12 +40,15 @@ fn setup_with_stress_and_placement() {
         streams: 2,
         placement: Placement { cores: Some(vec![1, 3]), numa: Numa::Far },
         rdma: Some(RdmaParams {
-            qps: 4,
-            inline_size: Some(64),
-            device: Some("rxe0".into()),
-            connect: ConnectMethod::RdmaCm,
-            traffic_class: 104,
-            service_level: 3,
+            knobs: RdmaKnobs {
+                qps: 4,
+                inline_size: Some(64),
+                device: Some("rxe0".into()),
+                connect: ConnectMethod::RdmaCm,
+                traffic_class: 104,
+                service_level: 3,
+                ..Default::default()
+            },
             ..Default::default()
         }),
         rate: Some(Rate::Messages(10_000.0)),

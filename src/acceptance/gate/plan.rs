@@ -102,7 +102,7 @@ fn named_devices(gate: &RunResult, ranks: &BTreeSet<usize>, groups: &[&GroupPlan
         gate.plan.ranks.iter().filter(|r| ranks.contains(&r.rank)).flat_map(|r| r.devices.iter().cloned()).collect();
     if named.is_empty() {
         for rdma in groups.iter().filter_map(|g| g.rdma.as_ref()) {
-            named.extend(rdma.device.iter().chain(&rdma.devices).cloned());
+            named.extend(rdma.knobs.device.iter().chain(&rdma.knobs.devices).cloned());
         }
     }
     named
@@ -116,7 +116,7 @@ fn ports_of<'a>(
     groups: &[&GroupPlan],
     readings: &mut HostReadings<'a>,
 ) {
-    let only_port = groups.iter().find_map(|g| g.rdma.as_ref()?.port);
+    let only_port = groups.iter().find_map(|g| g.rdma.as_ref()?.knobs.port);
     readings.missing.extend(named.iter().filter(|n| !devices.iter().any(|d| &d.name == *n)).cloned());
     for d in devices.iter().filter(|d| named.is_empty() || named.contains(&d.name)) {
         for p in d.ports.iter().filter(|p| only_port.is_none_or(|n| n == p.port)) {

@@ -45,7 +45,7 @@ impl Wiring {
             mine[flow.src].push((i, Side::Sender));
             mine[flow.dst].push((i, Side::Receiver));
         }
-        let together = groups.iter().any(|g| g.rdma.as_ref().is_some_and(|r| r.connect == ConnectMethod::RdmaCm));
+        let together = groups.iter().any(|g| g.rdma.as_ref().is_some_and(|r| r.knobs.connect == ConnectMethod::RdmaCm));
         Wiring {
             ends: vec![[None, None]; flows.len()],
             ranks: flows.iter().map(|f| [f.src, f.dst]).collect(),

@@ -119,7 +119,7 @@ fn align64(n: u64) -> u64 {
 
 /// Bytes a receive takes: the message, behind the GRH on UD.
 fn receive_len(p: &RdmaParams) -> u64 {
-    p.effective_message_size() + if p.connection == Connection::Ud { UD_GRH } else { 0 }
+    p.effective_message_size() + if p.knobs.connection == Connection::Ud { UD_GRH } else { 0 }
 }
 
 /// Per-QP slot: bandwidth uses one message-sized region; latency two halves
@@ -172,7 +172,7 @@ impl PreparedFlow {
 
     pub fn endpoint(&self) -> RdmaEndpoint {
         let r = &self.res;
-        let mut qpns = vec![0; r.params.qps as usize];
+        let mut qpns = vec![0; r.params.knobs.qps as usize];
         for s in &r.shards {
             for q in &s.qps {
                 qpns[q.index] = q.qp.qpn();
@@ -188,7 +188,7 @@ impl PreparedFlow {
             rkey: r.arena.rkey(),
             qkey: r.qkey,
             addr: r.arena.addr(),
-            len: (r.slot_len * r.params.qps as usize) as u64,
+            len: (r.slot_len * r.params.knobs.qps as usize) as u64,
             cm_addr: r.cm.as_ref().and_then(super::cm::Cm::listen_addr),
         }
     }
@@ -222,7 +222,7 @@ impl PreparedFlow {
     pub fn with_rdma_cm(mut self, local: IpAddr) -> Result<Self, RdmaError> {
         let r = &self.res;
         self.res.cm = Some(match r.side {
-            Side::Receiver => super::cm::listen(&r.label, local, r.params.qps as usize)?,
+            Side::Receiver => super::cm::listen(&r.label, local, r.params.knobs.qps as usize)?,
             Side::Sender => super::cm::dialer(&r.label, local)?,
         });
         Ok(self)
@@ -237,21 +237,21 @@ pub fn prepare(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaErro
 
 fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaError> {
     let flow = "flow";
-    let dev = device::open(params.device.as_deref(), params.port, params.gid_index)?;
+    let dev = device::open(params.knobs.device.as_deref(), params.knobs.port, params.knobs.gid_index)?;
     let setup = |what: String, e: &dyn std::fmt::Display| RdmaError::Setup {
         flow: flow.into(),
         device: dev.name.clone(),
         what,
         source: std::io::Error::other(e.to_string()),
     };
-    let ud = params.connection == Connection::Ud;
+    let ud = params.knobs.connection == Connection::Ud;
     let qkey = if ud { ud::qkey(random_psns(1)[0]) } else { 0 };
     if ud {
         ud::fits_one_packet(params.effective_message_size(), dev.active_mtu, &dev.name, dev.port, flow)?;
     }
     let pd = dev.ctx.alloc_pd().map_err(|e| setup("ibv_alloc_pd".into(), &e))?;
     let slot = slot_len(params);
-    let qps = params.qps as usize;
+    let qps = params.knobs.qps as usize;
     let access =
         AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
     let (arena, gpu) = match super::gpu::memory_of(params, side).is_gpu() {
@@ -260,7 +260,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     };
     let arena = Arc::new(arena);
 
-    let batched = match params.poll_strategy {
+    let batched = match params.knobs.poll_strategy {
         PollStrategy::Auto if dev.batch_poll_broken => false,
         PollStrategy::Auto | PollStrategy::Batched => true,
         PollStrategy::OnePerPoll => false,
@@ -284,13 +284,13 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
     }
     let max_cqe = dev_attr.attr.orig_attr.max_cqe.max(1) as u32;
 
-    let threads = params.threads as usize;
+    let threads = params.knobs.threads as usize;
     let mut shards = Vec::with_capacity(threads);
     for t in 0..threads {
         let my_qps: Vec<usize> = (0..qps).filter(|i| i % threads == t).collect();
-        let per_qp = params.tx_depth + if recv { params.rx_depth } else { 0 };
+        let per_qp = params.knobs.tx_depth + if recv { params.knobs.rx_depth } else { 0 };
         let cqe = (per_qp * my_qps.len() as u32 + 16).min(max_cqe);
-        let channel = match params.completion {
+        let channel = match params.knobs.completion {
             crate::scenario::rdma::CompletionMode::Busy => None,
             crate::scenario::rdma::CompletionMode::Event => {
                 Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?)
@@ -310,8 +310,8 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
             if ud {
                 qb.setup_qp_type(QueuePairType::UnreliableDatagram);
             }
-            qb.setup_max_send_wr(params.tx_depth)
-                .setup_max_recv_wr(if recv { params.rx_depth } else { 1 })
+            qb.setup_max_send_wr(params.knobs.tx_depth)
+                .setup_max_recv_wr(if recv { params.knobs.rx_depth } else { 1 })
                 .setup_max_send_sge(1)
                 .setup_max_recv_sge(1)
                 .setup_max_inline_data(inline)
@@ -320,7 +320,10 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
                 .setup_send_ops_flags(ops);
             let raw = qb.build_ex().map_err(|e| {
                 setup(
-                    format!("ibv_create_qp_ex for QP {i} (max_send_wr={}, max_inline_data={inline})", params.tx_depth),
+                    format!(
+                        "ibv_create_qp_ex for QP {i} (max_send_wr={}, max_inline_data={inline})",
+                        params.knobs.tx_depth
+                    ),
                     &e,
                 )
             })?;
@@ -336,12 +339,12 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
                 // Receives scatter into the slot's receive half (all of it in
                 // bandwidth mode), UD's GRH first.
                 let len = receive_len(params) as u32;
-                qp.setup_recv_ring(params.rx_depth as usize, WR_RECV | wr_id(i, 0), local_off, len);
-                qp.post_recvs(params.rx_depth as usize).map_err(|e| RdmaError::Post {
+                qp.setup_recv_ring(params.knobs.rx_depth as usize, WR_RECV | wr_id(i, 0), local_off, len);
+                qp.post_recvs(params.knobs.rx_depth as usize).map_err(|e| RdmaError::Post {
                     flow: flow.into(),
                     qp: i,
                     what: "initial receives",
-                    reason: format!("{} receives: {e}", params.rx_depth),
+                    reason: format!("{} receives: {e}", params.knobs.rx_depth),
                 })?;
             }
             slots.push(QpSlot { index: i, qp, local_off, remote_addr: 0 });
@@ -385,6 +388,7 @@ fn init_rc(qp: &mut Qp, port: u8, access: AccessFlags) -> Result<(), Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::rdma::RdmaKnobs;
 
     #[test]
     fn wr_id_round_trips() {
@@ -406,7 +410,8 @@ mod tests {
 
     #[test]
     fn ud_slots_hold_the_grh() {
-        let ud = RdmaParams { connection: Connection::Ud, op: Op::Send, message_size: 4096, ..Default::default() };
+        let knobs = RdmaKnobs { connection: Connection::Ud, ..Default::default() };
+        let ud = RdmaParams { op: Op::Send, message_size: 4096, knobs, ..Default::default() };
         assert_eq!(slot_len(&ud), 4160, "room for the 40-byte GRH ahead of the message");
     }
 

@@ -59,7 +59,7 @@ pub(super) fn arena(
     let provider = memory::open(MemoryKind::Cuda { gpu, placement }).map_err(|e| fail(e.into()))?;
     let name = provider.describe();
     let (arena, registered) =
-        Arena::provided(pd, provider, len, params.gpu_registration, access).map_err(|e| fail(e.into()))?;
+        Arena::provided(pd, provider, len, params.knobs.gpu_registration, access).map_err(|e| fail(e.into()))?;
     Ok((arena, GpuMemoryUse { memory, gpu, chosen, provider: name, registration: registered.how, why: registered.why }))
 }
 

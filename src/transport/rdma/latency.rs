@@ -50,7 +50,7 @@ impl<'a> Waiter<'a> {
         Waiter {
             res,
             stop,
-            stall: Duration::from_millis(res.params.stall_timeout_ms),
+            stall: Duration::from_millis(res.params.knobs.stall_timeout_ms),
             wcs: [Wc::default(); 4],
             sends_in_flight: 0,
             recvs_ready: 0,
@@ -211,14 +211,14 @@ pub(crate) fn run(
 ) -> Result<LatencyResult, RdmaError> {
     let p = &res.params;
     let msg = p.effective_message_size();
-    let iterations = p.iterations;
+    let iterations = p.knobs.iterations;
     let Shard { qps, cq } = shard;
     let q = &mut qps[0];
     let one_sided = p.op == Op::Read || p.op.is_atomic();
     let spec = probe_spec(res, q);
     let recv_last = q.local_off + msg as usize - 1;
     let mut w = Waiter::new(res, stop);
-    let depth = p.tx_depth.max(1);
+    let depth = p.knobs.tx_depth.max(1);
     let initiator = res.side == Side::Sender;
     let mut recorder = initiator.then(|| Recorder::new(res.latency_window));
     let (mut messages, mut bytes) = (0u64, 0u64);

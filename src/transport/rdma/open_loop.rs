@@ -44,7 +44,7 @@ pub(crate) fn run(
     // Probes in flight: no more than either end has receives posted (more
     // would meet receiver-not-ready), nor than the send queue holds. A probe
     // held back by this limit is late, and its lateness is measured.
-    let in_flight_limit = u64::from(p.tx_depth.min(p.rx_depth).max(1));
+    let in_flight_limit = u64::from(p.knobs.tx_depth.min(p.knobs.rx_depth).max(1));
     let mut sending = plan.schedule();
     let mut answered = plan.schedule();
     let mut recorder = Recorder::new(res.latency_window);
@@ -71,7 +71,7 @@ pub(crate) fn run(
             Some(until) if echoed == sent || now >= until => break,
             Some(_) => {}
             None if stop.load(Relaxed) => drain_until = Some(now + DRAIN_LIMIT),
-            None if now >= due && sent - echoed < in_flight_limit && w.sends_in_flight < p.tx_depth => {
+            None if now >= due && sent - echoed < in_flight_limit && w.sends_in_flight < p.knobs.tx_depth => {
                 post_one(res, q, &spec)?;
                 w.sends_in_flight += 1;
                 sent += 1;

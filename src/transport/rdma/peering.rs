@@ -29,7 +29,7 @@ impl PreparedFlow {
 
 /// The peer's endpoint has this flow's QPs and room for its messages.
 fn check_peer(res: &FlowResources, peer: &RdmaEndpoint) -> Result<(), RdmaError> {
-    let qps = res.params.qps as usize;
+    let qps = res.params.knobs.qps as usize;
     let mismatch = |reason: String| RdmaError::PeerMismatch { flow: res.label.clone(), reason };
     if peer.qpns.len() != qps || peer.psns.len() != qps {
         return Err(mismatch(format!("peer has {} QPs / {} PSNs, this flow {qps}", peer.qpns.len(), peer.psns.len())));
@@ -41,7 +41,7 @@ fn check_peer(res: &FlowResources, peer: &RdmaEndpoint) -> Result<(), RdmaError>
 }
 
 fn connect(res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-    match res.params.connection {
+    match res.params.knobs.connection {
         Connection::Rc => connect_rc(res, peer),
         Connection::Ud => connect_ud(res, peer),
     }
@@ -50,8 +50,9 @@ fn connect(res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, Rdm
 /// UD: the peer's address checked and built once, then each QP connected
 /// to the peer's QP of the same index.
 fn connect_ud(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-    let to = ud::peer_address(&local_port(&res), res.params.qps as usize, res.params.effective_message_size(), peer)
-        .map_err(|e| RdmaError::PeerMismatch { flow: res.label.clone(), reason: e.to_string() })?;
+    let to =
+        ud::peer_address(&local_port(&res), res.params.knobs.qps as usize, res.params.effective_message_size(), peer)
+            .map_err(|e| RdmaError::PeerMismatch { flow: res.label.clone(), reason: e.to_string() })?;
     let label = res.label.clone();
     let psns = res.psns.clone();
     for shard in &mut res.shards {
@@ -70,10 +71,10 @@ fn local_port(res: &FlowResources) -> LocalPort {
         port: res.dev.port,
         link_layer: res.dev.link_layer,
         gid_index: res.dev.gid_index,
-        gid_index_asked: res.params.gid_index.is_some(),
+        gid_index_asked: res.params.knobs.gid_index.is_some(),
         // validate() bounds both: service level 0..=15, traffic class 0..=255.
-        service_level: res.params.service_level as u8,
-        traffic_class: res.params.traffic_class as u8,
+        service_level: res.params.knobs.service_level as u8,
+        traffic_class: res.params.knobs.traffic_class as u8,
     }
 }
 

@@ -124,11 +124,11 @@ fn send_loop(
     let p = &res.params;
     let msg = p.effective_message_size();
     let paced = pacer.is_some();
-    let tx_depth = u64::from(p.tx_depth);
-    let post_list = p.post_list;
+    let tx_depth = u64::from(p.knobs.tx_depth);
+    let post_list = p.knobs.post_list;
     let cq_mod = p.effective_cq_moderation();
-    let target = p.iterations;
-    let stall = Duration::from_millis(p.stall_timeout_ms);
+    let target = p.knobs.iterations;
+    let stall = Duration::from_millis(p.knobs.stall_timeout_ms);
     let inline = p.sends_inline();
 
     let specs: Vec<SendSpec> = shard
@@ -150,7 +150,7 @@ fn send_loop(
     for (k, q) in shard.qps.iter().enumerate() {
         pos_of[q.index] = k;
     }
-    let mut wcs = vec![Wc::default(); p.poll_batch as usize];
+    let mut wcs = vec![Wc::default(); p.knobs.poll_batch as usize];
     let mut out = ShardResult::default();
     // Stall detection reads the clock only when idle: (when, completions then).
     let mut total_completed = 0u64;
@@ -314,18 +314,18 @@ fn recv_loop(
 ) -> Result<ShardResult, RdmaError> {
     let p = &res.params;
     let msg = p.effective_message_size();
-    let target = p.iterations.map(|t| t * shard.qps.len() as u64);
+    let target = p.knobs.iterations.map(|t| t * shard.qps.len() as u64);
     let max_index = shard.qps.iter().map(|q| q.index).max().unwrap_or(0);
     let mut pos_of = vec![usize::MAX; max_index + 1];
     for (k, q) in shard.qps.iter().enumerate() {
         pos_of[q.index] = k;
     }
     let mut consumed = vec![0usize; shard.qps.len()];
-    let mut wcs = vec![Wc::default(); p.poll_batch as usize];
+    let mut wcs = vec![Wc::default(); p.knobs.poll_batch as usize];
     let mut out = ShardResult::default();
     let write_imm = p.op == Op::WriteImm;
     // A UD receive's byte count includes the GRH ahead of the message.
-    let grh = if p.connection == Connection::Ud { UD_GRH as u32 } else { 0 };
+    let grh = if p.knobs.connection == Connection::Ud { UD_GRH as u32 } else { 0 };
 
     while !stop.load(Relaxed) {
         let mut n = shard.cq.poll(&mut wcs).map_err(|e| poll_err(res, e))?;

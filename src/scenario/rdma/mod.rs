@@ -1,11 +1,18 @@
-//! What one RDMA flow does: a group's `[group.rdma]` table, the knobs of
-//! perftest with perftest's defaults. The transport obeys these; it is the
-//! scenario that owns them, so the schema never pulls in the verbs.
+//! What one RDMA flow does. A group's `[group.rdma]` table is [`RdmaKnobs`],
+//! the knobs of perftest with perftest's defaults and nothing else; the
+//! request one flow obeys, [`RdmaParams`], is built from the group
+//! (`GroupSpec::rdma_params`): the group's op, mode, size and memory, and
+//! its knobs. The transport obeys these; it is the scenario that owns them,
+//! so the schema never pulls in the verbs.
 
-use serde::ser::Error as _;
-use serde::{Deserialize, Serialize, Serializer};
+mod knobs;
+pub mod stored;
 
-use super::memory::{GpuChoice, GpuRegistration, MemorySides};
+use serde::{Deserialize, Serialize};
+
+pub use knobs::{write_table, CompletionMode, ConnectMethod, Connection, PollStrategy, RdmaKnobs};
+
+use super::memory::{GpuChoice, MemorySides};
 use super::op::{self, Mode, Op};
 
 /// A knob, or a combination of knobs, that no RDMA flow can run with.
@@ -20,19 +27,6 @@ pub struct InvalidParam {
 /// `[group.rdma]` table.
 pub const GROUP_KEYS: [&str; 5] = ["op", "mode", "message_size", "memory", "gpu"];
 
-/// Writes a group's `[group.rdma]` table as it may be read back: its knobs,
-/// without the group's op, mode and size (the request's, which the table
-/// never holds) and without the knobs left unset.
-pub fn write_table<S: Serializer>(table: &Option<RdmaParams>, s: S) -> Result<S::Ok, S::Error> {
-    let Some(params) = table else { return s.serialize_none() };
-    let mut knobs = match serde_json::to_value(params).map_err(S::Error::custom)? {
-        serde_json::Value::Object(knobs) => knobs,
-        other => return Err(S::Error::custom(format!("an rdma table written as {other}"))),
-    };
-    knobs.retain(|key, value| !GROUP_KEYS.contains(&key.as_str()) && !value.is_null());
-    s.serialize_some(&knobs)
-}
-
 /// Bytes every atomic moves: one 8-byte operand (the verbs' only size).
 pub const ATOMIC_SIZE: u64 = 8;
 
@@ -44,172 +38,45 @@ pub fn atomic_size_error(asked: impl std::fmt::Display) -> String {
 /// The value every compare-and-swap of a flow tries to install (compare = 0).
 pub const CMP_SWAP_VALUE: u64 = 0xFAB0_0000_0000_0001;
 
-/// The QP transport type (perftest `-c`).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Connection {
-    /// Reliable connected: every op, any size up to [`MAX_MESSAGE_SIZE`].
-    #[default]
-    #[serde(rename = "RC", alias = "rc")]
-    #[value(name = "RC", alias = "rc")]
-    Rc,
-    /// Unreliable datagram: send only, one packet per message (at most the
-    /// path MTU), through an address handle to the peer; losses are counted.
-    #[serde(rename = "UD", alias = "ud")]
-    #[value(name = "UD", alias = "ud")]
-    Ud,
-}
-
-impl Connection {
-    pub fn name(self) -> &'static str {
-        match self {
-            Connection::Rc => "RC",
-            Connection::Ud => "UD",
-        }
-    }
-}
-
 /// Bytes of the Global Routing Header a UD receive buffer holds ahead of
 /// each message (the verbs put it there whether or not the packet had one).
 pub const UD_GRH: u64 = 40;
 /// The largest UD message: one packet at the largest path MTU.
 pub const UD_MAX_MESSAGE: u64 = 4096;
 
-/// How a flow waits for completions.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum CompletionMode {
-    /// Spin on the CQ (perftest's default; pegs one core per thread).
-    #[default]
-    Busy,
-    /// Sleep on the completion channel when the CQ is empty (perftest `-e`).
-    Event,
-}
-
-/// How completions are taken off an extended CQ.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum PollStrategy {
-    /// `OnePerPoll` for Soft-RoCE with rdma-core < 55, `Batched` everywhere else.
-    #[default]
-    Auto,
-    /// start_poll / next_poll × N / end_poll.
-    Batched,
-    /// start_poll / end_poll per completion (works around the rxe provider bug
-    /// in rdma-core < 55 where next_poll advances the consumer index twice).
-    OnePerPoll,
-}
-
-/// How a flow's queue pairs are connected.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum ConnectMethod {
-    /// QP numbers, PSNs and GIDs exchanged through the coordinator, QPs moved
-    /// to RTR/RTS with ibv_modify_qp (perftest's default).
-    #[default]
-    Verbs,
-    /// The QPs are connected through librdmacm to the peer's data address
-    /// (perftest `-R`): the passive end listens, the active end resolves the
-    /// address and route and connects, rdma_cm supplies the path.
-    RdmaCm,
-}
-
 /// Largest GRH traffic class (8 bits; RoCE carries `traffic_class >> 2` as the DSCP).
 pub const MAX_TRAFFIC_CLASS: u32 = 255;
 /// Largest InfiniBand service level (4 bits).
 pub const MAX_SERVICE_LEVEL: u32 = 15;
 
-/// Parameters of one RDMA flow. Defaults follow perftest (ib_write_bw / ib_*_lat).
+/// What one RDMA flow is asked to do: its group's op, mode, size and
+/// memory, and the group's knobs. On the control wire the knobs travel
+/// nested (postcard has no flattening); run.json shows one object, as it
+/// always has ([`stored`]).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields, default)]
 pub struct RdmaParams {
-    /// RC (default) or UD (send only, messages up to the path MTU).
-    pub connection: Connection,
     #[serde(with = "op::perftest_name")]
     pub op: Op,
     pub mode: Mode,
     /// Bytes per message (forced to 8 for atomics). perftest: 65536 for bw, 2 for lat.
     pub message_size: u64,
-    /// Queue pairs in this flow (perftest `-q`).
-    pub qps: u32,
-    /// Outstanding send WRs per QP (perftest `-t`, 128).
-    pub tx_depth: u32,
-    /// Receives kept posted per QP for send / write-with-imm (perftest `-r`, 512).
-    pub rx_depth: u32,
-    /// WRs per doorbell (perftest `-l`, 1).
-    pub post_list: u32,
-    /// Signal every Nth WR (perftest `--cq-mod`, 100).
-    pub cq_moderation: u32,
-    /// Also signal once this many bytes went out unsignaled (1 MiB; 0 = off),
-    /// so large messages are counted (and intervals sampled) in steps of at
-    /// most this size rather than `cq_moderation` messages.
-    pub signal_bytes: u64,
-    /// Largest message sent inline; None = perftest's choice (0 for bandwidth, 220 for latency).
-    pub inline_size: Option<u32>,
-    /// Completions taken per poll (16, perftest's CTX_POLL_BATCH).
-    pub poll_batch: u32,
-    pub completion: CompletionMode,
-    pub poll_strategy: PollStrategy,
-    /// Some(n): n messages per QP (bandwidth) or n samples (latency), then return.
-    /// None: run until the stop flag is set.
-    pub iterations: Option<u64>,
-    /// Device name (e.g. "mlx5_0"); None = the first device with an ACTIVE port.
-    pub device: Option<String>,
-    /// Multi-rail: the flow's QPs spread round robin over these devices
-    /// (QP i on `devices[i % n]`), one rail per device on both ends.
-    pub devices: Vec<String>,
-    /// Port number; None = the first ACTIVE port of the device.
-    pub port: Option<u8>,
-    /// GID index; None = perftest's choice (RoCE v2 + IPv4 first).
-    pub gid_index: Option<u32>,
-    /// Threads the QPs of this flow are sharded over (each with its own CQ).
-    pub threads: u32,
-    /// A flow that sees no completion for this long while work is outstanding fails.
-    pub stall_timeout_ms: u64,
-    /// How the QPs are connected (perftest `-R` is `rdma_cm`).
-    pub connect: ConnectMethod,
-    /// GRH traffic class, 0..=255 (perftest `--tclass`); on RoCE v2 the
-    /// packets' DSCP is `traffic_class >> 2` and their ECN bits `traffic_class & 3`.
-    pub traffic_class: u32,
-    /// InfiniBand service level, 0..=15 (perftest `-S/--sl`).
-    pub service_level: u32,
     /// Each end's buffer memory (the group's `memory`).
     pub memory: MemorySides,
     /// Which GPU GPU memory is on (the group's `gpu`).
     pub gpu: GpuChoice,
-    /// How GPU memory is registered with the NIC: dma-buf or peer memory.
-    pub gpu_registration: GpuRegistration,
+    /// The group's `[group.rdma]` table.
+    pub knobs: RdmaKnobs,
 }
 
 impl Default for RdmaParams {
     fn default() -> Self {
         RdmaParams {
-            connection: Connection::Rc,
             op: Op::Write,
             mode: Mode::Bandwidth,
             message_size: 65536,
-            qps: 1,
-            tx_depth: 128,
-            rx_depth: 512,
-            post_list: 1,
-            cq_moderation: 100,
-            signal_bytes: 1 << 20,
-            inline_size: None,
-            poll_batch: 16,
-            completion: CompletionMode::Busy,
-            poll_strategy: PollStrategy::Auto,
-            iterations: None,
-            device: None,
-            devices: Vec::new(),
-            port: None,
-            gid_index: None,
-            threads: 1,
-            stall_timeout_ms: 30_000,
-            connect: ConnectMethod::Verbs,
-            traffic_class: 0,
-            service_level: 0,
             memory: MemorySides::default(),
             gpu: GpuChoice::Auto,
-            gpu_registration: GpuRegistration::Auto,
+            knobs: RdmaKnobs::default(),
         }
     }
 }
@@ -232,7 +99,7 @@ impl RdmaParams {
         if !self.op.can_inline() {
             return 0;
         }
-        match (self.inline_size, self.mode) {
+        match (self.knobs.inline_size, self.mode) {
             (Some(n), _) => n,
             (None, Mode::Bandwidth) => 0,
             (None, Mode::Latency) => 220,
@@ -242,11 +109,11 @@ impl RdmaParams {
     /// WRs per signaled completion: `cq_moderation`, lowered so one
     /// completion never accounts for more than `signal_bytes`, at most `tx_depth`.
     pub fn effective_cq_moderation(&self) -> u32 {
-        let by_bytes = match self.signal_bytes {
+        let by_bytes = match self.knobs.signal_bytes {
             0 => u64::MAX,
             b => (b / self.effective_message_size().max(1)).max(1),
         };
-        (u64::from(self.cq_moderation).min(by_bytes) as u32).clamp(1, self.tx_depth.max(1))
+        (u64::from(self.knobs.cq_moderation).min(by_bytes) as u32).clamp(1, self.knobs.tx_depth.max(1))
     }
 
     /// Whether messages of this flow go inline.
@@ -258,17 +125,20 @@ impl RdmaParams {
     /// `devices` (at most one per QP), rail k holding QPs k, k + n, k + 2n…
     /// and the threads spread the same way; the flow itself without `devices`.
     pub fn rails(&self) -> Vec<RdmaParams> {
-        let n = self.devices.len().min(self.qps as usize);
+        let n = self.knobs.devices.len().min(self.knobs.qps as usize);
         if n == 0 {
             return vec![self.clone()];
         }
         let share = |total: u32, k: usize| (total as usize + n - 1 - k) / n;
         (0..n)
             .map(|k| RdmaParams {
-                qps: share(self.qps, k) as u32,
-                threads: share(self.threads, k).max(1) as u32,
-                device: Some(self.devices[k].clone()),
-                devices: Vec::new(),
+                knobs: RdmaKnobs {
+                    qps: share(self.knobs.qps, k) as u32,
+                    threads: share(self.knobs.threads, k).max(1) as u32,
+                    device: Some(self.knobs.devices[k].clone()),
+                    devices: Vec::new(),
+                    ..self.knobs.clone()
+                },
                 ..self.clone()
             })
             .collect()
@@ -280,7 +150,10 @@ impl RdmaParams {
     pub fn rails_on(&self, host_devices: &[String]) -> Vec<RdmaParams> {
         match host_devices.is_empty() {
             true => self.rails(),
-            false => RdmaParams { devices: host_devices.to_vec(), ..self.clone() }.rails(),
+            false => {
+                RdmaParams { knobs: RdmaKnobs { devices: host_devices.to_vec(), ..self.knobs.clone() }, ..self.clone() }
+                    .rails()
+            }
         }
     }
 
@@ -291,43 +164,46 @@ impl RdmaParams {
         if size == 0 || size > MAX_MESSAGE_SIZE {
             return bad("message_size", format!("{size} is outside 1..={MAX_MESSAGE_SIZE}"));
         }
-        if self.qps == 0 || self.qps > 4096 {
-            return bad("qps", format!("{} is outside 1..=4096", self.qps));
+        if self.knobs.qps == 0 || self.knobs.qps > 4096 {
+            return bad("qps", format!("{} is outside 1..=4096", self.knobs.qps));
         }
-        if self.tx_depth == 0 || self.tx_depth > 16384 {
-            return bad("tx_depth", format!("{} is outside 1..=16384", self.tx_depth));
+        if self.knobs.tx_depth == 0 || self.knobs.tx_depth > 16384 {
+            return bad("tx_depth", format!("{} is outside 1..=16384", self.knobs.tx_depth));
         }
-        if self.rx_depth == 0 || self.rx_depth > 16384 {
-            return bad("rx_depth", format!("{} is outside 1..=16384", self.rx_depth));
+        if self.knobs.rx_depth == 0 || self.knobs.rx_depth > 16384 {
+            return bad("rx_depth", format!("{} is outside 1..=16384", self.knobs.rx_depth));
         }
-        if self.post_list == 0 || self.post_list > self.tx_depth {
-            return bad("post_list", format!("{} must be 1..=tx_depth ({})", self.post_list, self.tx_depth));
+        if self.knobs.post_list == 0 || self.knobs.post_list > self.knobs.tx_depth {
+            return bad(
+                "post_list",
+                format!("{} must be 1..=tx_depth ({})", self.knobs.post_list, self.knobs.tx_depth),
+            );
         }
-        if self.cq_moderation == 0 {
+        if self.knobs.cq_moderation == 0 {
             return bad("cq_moderation", "must be at least 1".into());
         }
-        if self.poll_batch == 0 || self.poll_batch > 1024 {
-            return bad("poll_batch", format!("{} is outside 1..=1024", self.poll_batch));
+        if self.knobs.poll_batch == 0 || self.knobs.poll_batch > 1024 {
+            return bad("poll_batch", format!("{} is outside 1..=1024", self.knobs.poll_batch));
         }
-        if self.threads == 0 || self.threads > self.qps {
-            return bad("threads", format!("{} must be 1..=qps ({})", self.threads, self.qps));
+        if self.knobs.threads == 0 || self.knobs.threads > self.knobs.qps {
+            return bad("threads", format!("{} must be 1..=qps ({})", self.knobs.threads, self.knobs.qps));
         }
-        if self.iterations == Some(0) {
+        if self.knobs.iterations == Some(0) {
             return bad("iterations", "must be at least 1 (or absent for duration mode)".into());
         }
-        if self.stall_timeout_ms == 0 {
+        if self.knobs.stall_timeout_ms == 0 {
             return bad("stall_timeout_ms", "must be at least 1".into());
         }
-        if self.device.is_some() && !self.devices.is_empty() {
+        if self.knobs.device.is_some() && !self.knobs.devices.is_empty() {
             return bad("devices", "give either `device` or `devices`, not both".into());
         }
-        if let Some(twice) = self.devices.iter().enumerate().find(|(i, d)| self.devices[..*i].contains(d)) {
+        if let Some(twice) = self.knobs.devices.iter().enumerate().find(|(i, d)| self.knobs.devices[..*i].contains(d)) {
             return bad("devices", format!("{:?} is listed twice", twice.1));
         }
         self.validate_path()?;
         self.validate_memory()?;
-        if self.connection == Connection::Ud {
-            if self.connect == ConnectMethod::RdmaCm {
+        if self.knobs.connection == Connection::Ud {
+            if self.knobs.connect == ConnectMethod::RdmaCm {
                 return bad(
                     "connect",
                     "rdma_cm connects RC queue pairs here; UD exchanges its address through the coordinator: \
@@ -349,7 +225,7 @@ impl RdmaParams {
             }
         }
         if self.mode == Mode::Latency {
-            if self.qps != 1 || self.threads != 1 {
+            if self.knobs.qps != 1 || self.knobs.threads != 1 {
                 return bad("qps", "latency mode uses exactly one QP and one thread".into());
             }
             if !matches!(self.op, Op::Write | Op::Send | Op::Read) && !self.op.is_atomic() {
@@ -394,26 +270,28 @@ impl RdmaParams {
     /// The path knobs: traffic class, service level and how they meet `connect`.
     fn validate_path(&self) -> Result<(), InvalidParam> {
         let bad = |field: &'static str, reason: String| Err(InvalidParam { field, reason });
-        if self.traffic_class > MAX_TRAFFIC_CLASS {
+        if self.knobs.traffic_class > MAX_TRAFFIC_CLASS {
             return bad(
                 "traffic_class",
                 format!(
                     "{} is outside 0..={MAX_TRAFFIC_CLASS} (the GRH traffic class; RoCE sends traffic_class >> 2 as the DSCP, e.g. 104 for DSCP 26)",
-                    self.traffic_class
+                    self.knobs.traffic_class
                 ),
             );
         }
-        if self.service_level > MAX_SERVICE_LEVEL {
+        if self.knobs.service_level > MAX_SERVICE_LEVEL {
             return bad(
                 "service_level",
                 format!(
                     "{} is outside 0..={MAX_SERVICE_LEVEL} (the InfiniBand service level, 4 bits)",
-                    self.service_level
+                    self.knobs.service_level
                 ),
             );
         }
-        if self.connect == ConnectMethod::RdmaCm && (self.traffic_class != 0 || self.service_level != 0) {
-            let field = if self.traffic_class != 0 { "traffic_class" } else { "service_level" };
+        if self.knobs.connect == ConnectMethod::RdmaCm
+            && (self.knobs.traffic_class != 0 || self.knobs.service_level != 0)
+        {
+            let field = if self.knobs.traffic_class != 0 { "traffic_class" } else { "service_level" };
             return bad(
                 field,
                 "rdma_cm (connect = \"rdma_cm\", pair -R) supplies the path and so its class; \
@@ -429,10 +307,15 @@ impl RdmaParams {
 mod tests {
     use super::*;
 
+    /// The default flow with these knobs.
+    fn with(knobs: RdmaKnobs) -> RdmaParams {
+        RdmaParams { knobs, ..Default::default() }
+    }
+
     #[test]
     fn defaults_are_perftest_like_and_valid() {
         let p = RdmaParams::default();
-        assert_eq!((p.message_size, p.tx_depth, p.rx_depth, p.cq_moderation), (65536, 128, 512, 100));
+        assert_eq!((p.message_size, p.knobs.tx_depth, p.knobs.rx_depth, p.knobs.cq_moderation), (65536, 128, 512, 100));
         p.validate().unwrap();
         assert_eq!(p.effective_inline_size(), 0);
         let lat = RdmaParams { mode: Mode::Latency, message_size: 2, ..p };
@@ -442,18 +325,23 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_rejected_and_missing_ones_defaulted() {
-        let p: RdmaParams = serde_json::from_str(r#"{"op":"send","qps":4}"#).unwrap();
-        assert_eq!((p.op, p.qps, p.tx_depth), (Op::Send, 4, 128));
-        let e = serde_json::from_str::<RdmaParams>(r#"{"opp":"send"}"#).unwrap_err();
+        let k: RdmaKnobs = serde_json::from_str(r#"{"connection":"UD","qps":4}"#).unwrap();
+        assert_eq!((k.connection, k.qps, k.tx_depth), (Connection::Ud, 4, 128));
+        let e = serde_json::from_str::<RdmaKnobs>(r#"{"qpz":4}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
+        // What the group decides is no knob.
+        for key in GROUP_KEYS {
+            let e = serde_json::from_str::<RdmaKnobs>(&format!(r#"{{"{key}":1}}"#)).unwrap_err();
+            assert!(e.to_string().contains(&format!("unknown field `{key}`")), "{e}");
+        }
     }
 
     #[test]
     fn validation_names_the_field() {
-        let p = RdmaParams { post_list: 500, ..Default::default() };
+        let p = with(RdmaKnobs { post_list: 500, ..Default::default() });
         let e = p.validate().unwrap_err().to_string();
         assert!(e.contains("post_list"), "{e}");
-        let p = RdmaParams { mode: Mode::Latency, qps: 2, ..Default::default() };
+        let p = RdmaParams { mode: Mode::Latency, ..with(RdmaKnobs { qps: 2, ..Default::default() }) };
         assert!(p.validate().unwrap_err().to_string().contains("qps"));
         let p = RdmaParams { op: Op::FetchAdd, message_size: 0, ..Default::default() };
         p.validate().unwrap(); // atomics are always 8 bytes
@@ -461,7 +349,11 @@ mod tests {
 
     #[test]
     fn ud_is_send_only_and_one_packet() {
-        let ud = |op, message_size| RdmaParams { connection: Connection::Ud, op, message_size, ..Default::default() };
+        let ud = |op, message_size| RdmaParams {
+            op,
+            message_size,
+            ..with(RdmaKnobs { connection: Connection::Ud, ..Default::default() })
+        };
         ud(Op::Send, 4096).validate().unwrap();
         RdmaParams { mode: Mode::Latency, ..ud(Op::Send, 2) }.validate().unwrap();
         let e = ud(Op::Send, 4097).validate().unwrap_err().to_string();
@@ -476,59 +368,64 @@ mod tests {
                 format!("invalid RDMA parameter op: connection UD carries send only (like ib_send_bw -c UD); {name} needs RC")
             );
         }
-        let e = RdmaParams { connect: ConnectMethod::RdmaCm, ..ud(Op::Send, 64) }.validate().unwrap_err().to_string();
+        let mut cm = ud(Op::Send, 64);
+        cm.knobs.connect = ConnectMethod::RdmaCm;
+        let e = cm.validate().unwrap_err().to_string();
         assert_eq!(
             e,
             "invalid RDMA parameter connect: rdma_cm connects RC queue pairs here; UD exchanges its address through \
              the coordinator: leave connect = \"verbs\" (pair without -R)"
         );
-        let p: RdmaParams = serde_json::from_str(r#"{"connection":"UD"}"#).unwrap();
-        assert_eq!(p.connection, Connection::Ud);
-        let e = serde_json::from_str::<RdmaParams>(r#"{"connection":"XRC"}"#).unwrap_err().to_string();
+        let k: RdmaKnobs = serde_json::from_str(r#"{"connection":"UD"}"#).unwrap();
+        assert_eq!(k.connection, Connection::Ud);
+        let e = serde_json::from_str::<RdmaKnobs>(r#"{"connection":"XRC"}"#).unwrap_err().to_string();
         assert!(e.contains("unknown variant `XRC`, expected one of `RC`, `rc`, `UD`, `ud`"), "{e}");
     }
 
     #[test]
     fn rails_spread_qps_and_threads_round_robin() {
-        let two =
-            |qps, threads| RdmaParams { qps, threads, devices: vec!["a".into(), "b".into()], ..Default::default() };
+        let two = |qps, threads| {
+            with(RdmaKnobs { qps, threads, devices: vec!["a".into(), "b".into()], ..Default::default() })
+        };
         let rails = two(5, 2).rails();
         let got: Vec<(u32, u32, Option<&str>)> =
-            rails.iter().map(|r| (r.qps, r.threads, r.device.as_deref())).collect();
+            rails.iter().map(|r| (r.knobs.qps, r.knobs.threads, r.knobs.device.as_deref())).collect();
         assert_eq!(got, [(3, 1, Some("a")), (2, 1, Some("b"))], "QPs 0,2,4 on a; 1,3 on b");
         // One QP: one rail, on the first device.
         let rails = two(1, 1).rails();
-        assert_eq!((rails.len(), rails[0].device.as_deref()), (1, Some("a")));
-        assert!(rails.iter().all(|r| r.devices.is_empty() && r.validate().is_ok()));
+        assert_eq!((rails.len(), rails[0].knobs.device.as_deref()), (1, Some("a")));
+        assert!(rails.iter().all(|r| r.knobs.devices.is_empty() && r.validate().is_ok()));
         // No list: the flow as it is.
         assert_eq!(RdmaParams::default().rails(), [RdmaParams::default()]);
-        let e = RdmaParams { device: Some("a".into()), ..two(2, 1) }.validate().unwrap_err().to_string();
+        let mut both = two(2, 1);
+        both.knobs.device = Some("a".into());
+        let e = both.validate().unwrap_err().to_string();
         assert!(e.contains("devices"), "{e}");
-        let e = RdmaParams { devices: vec!["a".into(), "a".into()], ..Default::default() }.validate().unwrap_err();
+        let e = with(RdmaKnobs { devices: vec!["a".into(), "a".into()], ..Default::default() }).validate().unwrap_err();
         assert!(e.to_string().contains("\"a\" is listed twice"), "{e}");
     }
 
     #[test]
     fn path_knobs_are_bounded_and_named() {
-        let p = RdmaParams { traffic_class: 256, ..Default::default() };
+        let p = with(RdmaKnobs { traffic_class: 256, ..Default::default() });
         assert_eq!(
             p.validate().unwrap_err().to_string(),
             "invalid RDMA parameter traffic_class: 256 is outside 0..=255 (the GRH traffic class; RoCE sends traffic_class >> 2 as the DSCP, e.g. 104 for DSCP 26)"
         );
-        let p = RdmaParams { service_level: 16, ..Default::default() };
+        let p = with(RdmaKnobs { service_level: 16, ..Default::default() });
         assert_eq!(
             p.validate().unwrap_err().to_string(),
             "invalid RDMA parameter service_level: 16 is outside 0..=15 (the InfiniBand service level, 4 bits)"
         );
-        RdmaParams { traffic_class: 255, service_level: 15, ..Default::default() }.validate().unwrap();
-        let cm = RdmaParams { connect: ConnectMethod::RdmaCm, traffic_class: 104, ..Default::default() };
+        with(RdmaKnobs { traffic_class: 255, service_level: 15, ..Default::default() }).validate().unwrap();
+        let cm = with(RdmaKnobs { connect: ConnectMethod::RdmaCm, traffic_class: 104, ..Default::default() });
         let e = cm.validate().unwrap_err();
         assert_eq!(e.field, "traffic_class");
         assert!(e.reason.contains("connect = \"verbs\""), "{e}");
-        RdmaParams { connect: ConnectMethod::RdmaCm, ..Default::default() }.validate().unwrap();
-        let p: RdmaParams = serde_json::from_str(r#"{"connect":"rdma_cm"}"#).unwrap();
-        assert_eq!(p.connect, ConnectMethod::RdmaCm);
-        let e = serde_json::from_str::<RdmaParams>(r#"{"connect":"cm"}"#).unwrap_err().to_string();
+        with(RdmaKnobs { connect: ConnectMethod::RdmaCm, ..Default::default() }).validate().unwrap();
+        let k: RdmaKnobs = serde_json::from_str(r#"{"connect":"rdma_cm"}"#).unwrap();
+        assert_eq!(k.connect, ConnectMethod::RdmaCm);
+        let e = serde_json::from_str::<RdmaKnobs>(r#"{"connect":"cm"}"#).unwrap_err().to_string();
         assert!(e.contains("unknown variant `cm`, expected `verbs` or `rdma_cm`"), "{e}");
     }
 
@@ -540,7 +437,7 @@ mod tests {
         assert_eq!(p.effective_cq_moderation(), 100);
         let p = RdmaParams { message_size: 8 << 20, ..Default::default() };
         assert_eq!(p.effective_cq_moderation(), 1);
-        let p = RdmaParams { signal_bytes: 0, tx_depth: 50, ..Default::default() };
+        let p = with(RdmaKnobs { signal_bytes: 0, tx_depth: 50, ..Default::default() });
         assert_eq!(p.effective_cq_moderation(), 50);
     }
 }
