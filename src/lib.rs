@@ -8,6 +8,7 @@ pub mod acceptance;
 pub mod cli;
 pub mod commands;
 pub mod control;
+pub mod diag;
 pub mod exit;
 pub mod fdlimit;
 pub mod histogram;

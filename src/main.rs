@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     match commands::dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {failure}");
+            fabricbench::diag!("error: {failure}");
             ExitCode::from(failure.exit().code())
         }
     }
@@ -31,28 +31,11 @@ fn init_logging(worker: bool) {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
-        .with_writer(|| LossyStderr)
+        // Once its launcher is gone a worker's stderr is a closed pipe.
+        .with_writer(|| fabricbench::diag::Stderr)
         // Workers write to pipes the launcher forwards: colour codes only on a terminal.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .without_time()
         .init();
-}
-
-/// stderr that drops what it cannot write. Once its launcher is gone a
-/// worker's stderr is a closed pipe, and tracing-subscriber reports a failed
-/// write with `eprintln!`, which panics: the worker would die mid-stop with
-/// its phase still running instead of ending it.
-struct LossyStderr;
-
-impl std::io::Write for LossyStderr {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        let _ = std::io::stderr().write_all(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        let _ = std::io::stderr().flush();
-        Ok(())
-    }
 }

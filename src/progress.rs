@@ -38,7 +38,7 @@ impl Progress {
     pub fn joined(&mut self, rank: usize, host: &str, joined: usize, total: usize) {
         match self {
             Progress::Off => {}
-            Progress::Lines => eprintln!("fabricbench: rank {rank} ({host}) ready, {joined}/{total}"),
+            Progress::Lines => crate::diag!("fabricbench: rank {rank} ({host}) ready, {joined}/{total}"),
             Progress::Bars { ranks, .. } => {
                 ranks.set_position(joined as u64);
                 if joined == total {
@@ -52,7 +52,7 @@ impl Progress {
         let intervals = u64::from(window.boundaries().saturating_sub(1));
         match self {
             Progress::Off => {}
-            Progress::Lines => eprintln!(
+            Progress::Lines => crate::diag!(
                 "fabricbench: phase {index} `{name}` started: warm-up {}, window {} in {intervals} intervals",
                 humantime::format_duration(window.warmup),
                 humantime::format_duration(window.duration)
@@ -76,7 +76,7 @@ impl Progress {
         match self {
             Progress::Off => {}
             Progress::Lines => {
-                eprintln!("fabricbench: phase {index} interval {interval}: {} Gb/s aggregate", number(gbps, 3))
+                crate::diag!("fabricbench: phase {index} interval {interval}: {} Gb/s aggregate", number(gbps, 3))
             }
             Progress::Bars { phase: Some(bar), .. } => {
                 bar.set_position(u64::from(interval));
@@ -89,7 +89,7 @@ impl Progress {
     pub fn phase_done(&mut self, index: usize, gbps: f64) {
         match self {
             Progress::Off => {}
-            Progress::Lines => eprintln!("fabricbench: phase {index} done: {} Gb/s aggregate", number(gbps, 3)),
+            Progress::Lines => crate::diag!("fabricbench: phase {index} done: {} Gb/s aggregate", number(gbps, 3)),
             Progress::Bars { phase, .. } => {
                 if let Some(bar) = phase.take() {
                     bar.finish_with_message(format!("done: {} Gb/s aggregate", number(gbps, 3)));
@@ -104,7 +104,7 @@ impl Progress {
             Progress::Bars { multi, .. } => {
                 let _ = multi.println(line);
             }
-            _ => eprintln!("{line}"),
+            _ => crate::diag!("{line}"),
         }
     }
 

@@ -61,11 +61,11 @@ impl Output<'_> {
         }
         if self.summary {
             match self.stdout_taken() {
-                true => eprint!("{summary}"),
+                true => crate::diag::text(summary),
                 false => errors.extend(report::stdout::print(summary).err().map(|e| e.to_string())),
             }
             if let Some(folder) = &self.folder {
-                eprintln!("results: {}", folder.path().display());
+                crate::diag!("results: {}", folder.path().display());
             }
         }
         match errors.is_empty() {

@@ -15,7 +15,7 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
     if !args.quiet {
         stdout::print(report::render_terminal(&run, report::terminal_width()))?;
     }
-    eprintln!("report: {}", dir.join("report.html").display());
+    crate::diag!("report: {}", dir.join("report.html").display());
     Ok(())
 }
 
@@ -25,12 +25,12 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
     for (which, run) in [("baseline", &base), ("new run", &new)] {
         match &run.status {
             RunStatus::Failed { error } => {
-                eprintln!("warning: the {which} failed ({error}); its numbers cover what ran")
+                crate::diag!("warning: the {which} failed ({error}); its numbers cover what ran")
             }
             RunStatus::Degraded { reasons } => {
-                eprintln!("warning: the {which} is degraded, not a valid measurement: {}", reasons.join(" | "));
+                crate::diag!("warning: the {which} is degraded, not a valid measurement: {}", reasons.join(" | "));
             }
-            RunStatus::Running { note } => eprintln!("warning: the {which} is still going ({note})"),
+            RunStatus::Running { note } => crate::diag!("warning: the {which} is still going ({note})"),
             RunStatus::Ok => {}
         }
     }

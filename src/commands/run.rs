@@ -109,12 +109,12 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
     let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
     for note in estimate::notes(&prepared.plan, window, open_files) {
-        eprintln!("note: {note}");
+        crate::diag!("note: {note}");
     }
     let local = estimate::local_ranks(&prepared.hosts);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if let Some(warning) = estimate::overload(&prepared.plan, &local, cores, prepared.scenario.run.duration) {
-        eprintln!("warning: {warning}");
+        crate::diag!("warning: {warning}");
     }
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
@@ -222,7 +222,7 @@ fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::
     let allocation = Allocation::from_env()?;
     let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
     for warning in hostfile::crowded(&hosts) {
-        eprintln!("warning: {warning}");
+        crate::diag!("warning: {warning}");
     }
     let mut prepared = run::prepare(&inputs.scenario, hosts, &origin, overrides)?;
     // Read a second time (hostfile::read parsed it): the text as it was, for run.json.

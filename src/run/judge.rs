@@ -64,7 +64,7 @@ async fn judged(
         not_retested(&mut judged, "mpirun started the ranks for one run (use --launcher mpirun to retest)");
     } else if let Some((plan, owners)) = acceptance::retest_plan(&result, &mut judged, paths) {
         if opts.progress {
-            eprintln!("retesting {} suspect(s) alone", owners.len());
+            crate::diag!("retesting {} suspect(s) alone", owners.len());
         }
         let retest = run(
             Prepared {

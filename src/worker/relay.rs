@@ -4,7 +4,6 @@
 //! its own, and closes their stdin when its own closes, so stopping the
 //! launcher still stops everyone, level by level.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,10 +61,8 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), LaunchError> {
     let launcher = SshLauncher::new(relay.ssh.clone());
-    // Not eprintln!: it panics once the stderr pipe is closed (ssh gone).
-    let mut workers = Workers::new(Arc::new(|line| {
-        let _ = writeln!(std::io::stderr(), "{line}");
-    }));
+    // stderr is a closed pipe once ssh is gone.
+    let mut workers = Workers::new(Arc::new(|line| crate::diag!("{line}")));
     let starts = relay.below.iter().map(|child| launcher.start(child.rank, &child.host));
     let mut failed = None;
     for (child, started) in relay.below.iter().zip(futures::future::join_all(starts).await) {

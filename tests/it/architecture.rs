@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The rooms, bottom first. A room may use the rooms of lower layers only;
 /// rooms of one layer are peers and do not use each other.
 const STACK: &[&[&str]] = &[
-    &["units", "hostfile", "fdlimit", "histogram", "sysfs", "exit"],
+    &["units", "hostfile", "fdlimit", "histogram", "sysfs", "exit", "diag"],
     &["topology"],
     &["scenario"],
     &["plan"],

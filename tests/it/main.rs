@@ -8,6 +8,7 @@ mod common;
 mod acceptance_bed;
 mod alone;
 mod architecture;
+mod closed_stderr;
 mod closed_stdout;
 mod compare_bed;
 mod congestion_bed;

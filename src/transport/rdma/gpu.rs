@@ -78,7 +78,7 @@ fn gpu_index(choice: &GpuChoice, placement: CudaMemoryType) -> Result<(usize, St
         GpuChoice::Index(i) => Ok((*i, format!("gpu = {i}"))),
         GpuChoice::Auto => {
             let why = "auto: no NIC–GPU affinity known on this host, so GPU 0";
-            eprintln!("fabricbench: warning: gpu = {why}");
+            crate::diag!("fabricbench: warning: gpu = {why}");
             Ok((0, why.into()))
         }
         GpuChoice::BusId(bus) => {

@@ -241,7 +241,7 @@ impl Drop for Arena {
         drop(self.mr.take());
         if let Some(mut p) = self.provided.take() {
             if let Some(Err(e)) = p.buffer.take().map(|b| p.provider.free(b)) {
-                eprintln!("fabricbench: freeing {}: {e}", p.provider.describe());
+                crate::diag!("fabricbench: freeing {}: {e}", p.provider.describe());
             }
             return;
         }
