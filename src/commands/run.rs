@@ -25,8 +25,8 @@ use crate::worker::{mpi, JobSpec};
 pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
     if args.topology.gathers_lldp() {
         return Err(Failure::BadInput(anyhow::anyhow!(
-            "--topology lldp has each worker of a `run` gather its host's LLDP neighbours, and `plan` starts no \
-             workers: give a folder of `lldpctl -f json` files, one per host (HOST.json), to --topology"
+            "--topology lldp gathers each host's LLDP neighbours by starting fabricbench on every host, and `plan` \
+             starts no workers: give a folder of `lldpctl -f json` files, one per host (HOST.json), to --topology"
         )));
     }
     let overrides = run::Overrides { topology: args.topology.table(), ..Default::default() };
@@ -106,16 +106,6 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let gate =
         gate::options(args.gate.as_deref(), args.gate_only, &args.inputs.scenario, prepared.scenario.gate.as_ref())?;
     let checks = checks(args, &prepared.scenario.check, gate.is_some())?;
-    let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
-    let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
-    for note in estimate::notes(&prepared.plan, window, open_files) {
-        crate::diag!("note: {note}");
-    }
-    let local = estimate::local_ranks(&prepared.hosts);
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    if let Some(warning) = estimate::overload(&prepared.plan, &local, cores, prepared.scenario.run.duration) {
-        crate::diag!("warning: {warning}");
-    }
     let exports: [(&Option<std::path::PathBuf>, &dyn Exporter); 4] = [
         (&args.export_json, &JsonExporter),
         (&args.export_csv, &CsvExporter),
@@ -136,6 +126,12 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             progress: !args.quiet && !args.no_progress,
             signals: signals.clone(),
         };
+        // `--topology lldp`: planned only now, on what the hosts' LLDP gave.
+        let prepared = run::gather(prepared, &launch, &opts).await.map_err(|e| match e {
+            run::GatherError::Topology(_) => Failure::BadInput(e.into()),
+            run::GatherError::Launch(_) => Failure::RunFailed(e.into()),
+        })?;
+        warn_of_load(&prepared);
         let accept = JudgeOptions { checks, retest: !args.no_retest, gate };
         let result = run::run_and_judge(prepared, &launch, &opts, &accept, output.recorder())
             .await
@@ -145,6 +141,20 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         output.deliver(&result, &summary)?;
         output::verdict(&result, &signals)
     })
+}
+
+/// What the plan asks of this machine that may spoil the run: notes and a warning.
+fn warn_of_load(prepared: &run::Prepared) {
+    let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
+    let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
+    for note in estimate::notes(&prepared.plan, window, open_files) {
+        crate::diag!("note: {note}");
+    }
+    let local = estimate::local_ranks(&prepared.hosts);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if let Some(warning) = estimate::overload(&prepared.plan, &local, cores, prepared.scenario.run.duration) {
+        crate::diag!("warning: {warning}");
+    }
 }
 
 /// This process's part when mpirun started it (`mpirun … fabricbench run`).
@@ -174,6 +184,14 @@ fn under_mpirun(args: &RunArgs, prepared: &run::Prepared, origin: &str) -> anyho
             "this is rank {} of an MPI job, where mpirun has started every rank for one run, and the node gate \
              (--gate, --gate-only, [gate]) is a run of its own before the pairs: run `fabricbench run … --launcher \
              mpirun` instead, which starts an mpirun job for the gate and another for the pairs",
+            me.rank
+        );
+    }
+    if args.topology.gathers_lldp() {
+        bail!(
+            "this is rank {} of an MPI job, where mpirun has started every rank for one run, and --topology lldp \
+             gathers the hosts' LLDP neighbours in a launch of its own before the run is planned: run \
+             `fabricbench run … --launcher mpirun` instead, or give a folder of `lldpctl -f json` files",
             me.rank
         );
     }

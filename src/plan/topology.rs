@@ -13,8 +13,8 @@ use crate::topology::{Route, SwitchName, Topology};
 
 /// What a key that chooses pairs by the topology asks for when there is none.
 const NEEDS: &str = "needs the fabric's topology: add a [topology] table with file = \"fabric.toml\" to the \
-                     scenario, or give --topology FILE (docs/TOPOLOGY.md); `--topology lldp` is gathered by the \
-                     workers after pairs are chosen: give its `lldpctl -f json` files instead";
+                     scenario, or give --topology FILE (docs/TOPOLOGY.md), or `run --topology lldp` to gather it \
+                     from the hosts' LLDP neighbours";
 
 /// The ranks a scenario is planned on: how many, and where they are cabled
 /// when the run has a topology.

@@ -10,10 +10,9 @@ use anyhow::anyhow;
 use crate::acceptance::gate::{self, Profile};
 use crate::hostfile::Host;
 use crate::launch::Launch;
-use crate::plan;
 use crate::result::gate::GateResult;
 use crate::result::{RunResult, RunStatus};
-use crate::run::{run, Prepared, RunOptions};
+use crate::run::{plan_on, run, Prepared, RunOptions};
 use crate::scenario::RunSpec;
 
 /// `--gate PROFILE` / `[gate]`, and `--gate-only`.
@@ -131,8 +130,7 @@ fn without_failed(prepared: Prepared, verdict: &GateResult) -> anyhow::Result<Pr
         return Ok(prepared);
     }
     let passed: Vec<Host> = prepared.hosts.iter().filter(|h| !failed.contains(h.name.as_str())).cloned().collect();
-    let fabric = prepared.topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &passed));
-    let plan = plan::build_on(&passed, &prepared.scenario, fabric.as_ref()).map_err(|bad| {
+    let plan = plan_on(&passed, &prepared.scenario, prepared.topology.as_ref()).map_err(|bad| {
         anyhow!("with the {} host(s) that passed the gate the scenario cannot be planned: {bad}", passed.len())
     })?;
     Ok(Prepared { hosts: passed, plan, ..prepared })

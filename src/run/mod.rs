@@ -35,6 +35,7 @@ use crate::scenario::{self, Scenario};
 use crate::worker::WorkerOutput;
 pub use gate::GateOptions;
 pub use judge::{run_and_judge, JudgeOptions};
+pub use lldp::{gather, GatherError};
 pub use overrides::Overrides;
 use record::{Recorded, Recorder};
 use signals::{Signals, Stop};
@@ -68,9 +69,10 @@ pub struct Prepared {
     pub hostfile_text: Option<String>,
     /// `--topology` or the scenario's `[topology]`, placing every host.
     pub topology: Option<RunTopology>,
-    /// `--topology lldp`: the workers gather each host's LLDP neighbours and
-    /// the run's leaf pairs follow the topology built from them (`topology`
-    /// is `None`: nothing is known of it before the workers run).
+    /// `--topology lldp`: the topology is still to be gathered from the
+    /// hosts' LLDP neighbours by a launch of its own ([`gather`]), and
+    /// `plan` holds the ranks only (no phases) until then; [`gather`] plans
+    /// the run on what they saw and clears this.
     pub lldp: bool,
     /// The node gate's verdict when one ran before this run (whose hosts
     /// are those that passed it): the result holds it from its start, so
@@ -98,9 +100,12 @@ pub fn prepare(
         })?),
         (None, None) => None,
     };
-    let fabric = topology.as_ref().map(|t| plan::Fabric::new(&t.topology, &hosts));
-    let plan = plan::build_on(&hosts, &scenario, fabric.as_ref())
-        .map_err(|bad| anyhow!("{} (with {origin})", source.explain(&bad)))?;
+    let plan = match overrides.lldp {
+        // Pairs chosen by the topology wait for it: the ranks are all the gathering launch needs.
+        true => Plan { ranks: plan::ranks_of(&hosts), phases: Vec::new() },
+        false => plan_on(&hosts, &scenario, topology.as_ref())
+            .map_err(|bad| anyhow!("{} (with {origin})", source.explain(&bad)))?,
+    };
     Ok(Prepared {
         scenario_file: scenario_file.to_path_buf(),
         scenario,
@@ -113,6 +118,13 @@ pub fn prepare(
     })
 }
 
+/// The plan of `scenario` on `hosts`, its pairs chosen by `topology` when
+/// there is one.
+fn plan_on(hosts: &[Host], scenario: &Scenario, topology: Option<&RunTopology>) -> Result<Plan, scenario::BadField> {
+    let fabric = topology.map(|t| plan::Fabric::new(&t.topology, hosts));
+    plan::build_on(hosts, scenario, fabric.as_ref())
+}
+
 /// Runs the job, telling `recorder` of each probe and phase as it comes.
 /// The result is returned whether the run succeeded or not; only a failure
 /// before any worker ran is an `Err`.
@@ -121,6 +133,17 @@ pub async fn run(
     launch: &Launch,
     opts: &RunOptions,
     recorder: &mut dyn Recorder,
+) -> anyhow::Result<RunResult> {
+    run_with(prepared, launch, opts, recorder, None).await
+}
+
+/// [`run`], the hosts' LLDP texts put into `gathering` as they come.
+async fn run_with(
+    prepared: Prepared,
+    launch: &Launch,
+    opts: &RunOptions,
+    recorder: &mut dyn Recorder,
+    gathering: Option<&mut lldp::Gathering>,
 ) -> anyhow::Result<RunResult> {
     let mut result = RunResult::new(
         prepared.scenario_file.display().to_string(),
@@ -142,7 +165,8 @@ pub async fn run(
     };
     let mut workers = Workers::new(echo);
     recorder.record(&result, Recorded::Started);
-    let outcome = drive(&prepared, launch, opts, &mut workers, &progress, &mut result, recorder).await;
+    let sink = Sink { progress: &progress, series: Series::default(), result: &mut result, recorder, gathering };
+    let outcome = drive(&prepared, launch, opts, &mut workers, sink).await;
     // Another signal while the workers wind down: end them now.
     let signals = &opts.signals;
     let hurry = signals.received() + 1;
@@ -172,9 +196,7 @@ async fn drive(
     launch: &Launch,
     opts: &RunOptions,
     workers: &mut Workers,
-    progress: &Mutex<Progress>,
-    result: &mut RunResult,
-    recorder: &mut dyn Recorder,
+    mut sink: Sink<'_>,
 ) -> anyhow::Result<()> {
     let launched = Instant::now();
     let (job, token) = match launch {
@@ -191,8 +213,6 @@ async fn drive(
     };
 
     let mut lost: Option<(usize, String, tokio::time::Instant)> = None;
-    let gathering = prepared.lldp.then(lldp::Gathering::default);
-    let mut sink = Sink { progress, series: Series::default(), result, recorder, gathering };
     // A stop signal asks rank 0 to end the run, so that the running phase
     // keeps its partial reports; another signal, or no end within
     // STOP_GRACE, stops everything at once.
@@ -293,8 +313,8 @@ struct Sink<'a> {
     series: Series,
     result: &'a mut RunResult,
     recorder: &'a mut dyn Recorder,
-    /// `--topology lldp`: the hosts' neighbours until every probe is in.
-    gathering: Option<lldp::Gathering>,
+    /// The gathering launch of `--topology lldp`: the hosts' neighbours.
+    gathering: Option<&'a mut lldp::Gathering>,
 }
 
 impl Sink<'_> {
@@ -317,13 +337,6 @@ impl Sink<'_> {
                 let at = result.probes.partition_point(|p| p.rank < probe.rank);
                 recorder.record(result, Recorded::Probe(&probe));
                 result.probes.insert(at, probe);
-                match gathering.as_ref().and_then(|g| g.finish(result)) {
-                    Some(Err(e)) => return Ok(Some(Err(e))),
-                    Some(Ok(built)) if !matches!(*p, Progress::Off) => {
-                        p.note(&format!("topology {}:\n{}", built.path.display(), built.topology.render().trim_end()))
-                    }
-                    Some(Ok(_)) | None => {}
-                }
             }
             Event::Neighbours { host, lldp, .. } => {
                 if let Some(gathering) = gathering {

@@ -786,6 +786,65 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     assert!(sim.failure().is_none());
 }
 
+/// A plan of no phases: the launch that gathers the hosts' LLDP neighbours
+/// before the run is planned (`run --topology lldp`).
+fn probing_only(ranks: usize) -> Sim {
+    let mut plan = make_plan(ranks, FAN_IN);
+    plan.phases.clear();
+    let c = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0).gathering_lldp();
+    Sim { c, now: 0, inbox: HashMap::new(), closed: Vec::new(), admitted: Vec::new(), events: Vec::new() }
+}
+
+fn probe(text: Result<String, fabricbench::hostfacts::lldp::LldpError>) -> ToCoordinator {
+    let inventory = RdmaInventory { devices: Vec::new(), error: None };
+    ToCoordinator::Probe(inventory, Box::new(HostFacts::default()), Some(text))
+}
+
+#[test]
+fn a_plan_of_no_phases_ends_once_every_rank_has_probed() {
+    let mut sim = probing_only(3);
+    sim.join_all(3);
+    for rank in 0..3 {
+        let welcome = sim.take(rank);
+        assert!(matches!(welcome.as_slice(), [ToWorker::Welcome { lldp: true, .. }]), "no Setup: {welcome:?}");
+    }
+    sim.send(0, probe(Ok("{}".into())));
+    sim.send(2, probe(Err(fabricbench::hostfacts::lldp::LldpError::TimedOut)));
+    assert!(!sim.c.is_done(), "rank 1 has not probed");
+    sim.send(1, probe(Ok("{}".into())));
+    assert!(sim.c.is_done());
+    let neighbours = sim.events.iter().filter(|e| matches!(e, Event::Neighbours { .. })).count();
+    assert_eq!(neighbours, 3, "every rank's text, or why it has none, goes to the launcher");
+    assert!(matches!(sim.events.last(), Some(Event::Finished)), "{:?}", sim.events.last());
+    assert_eq!(sim.take(1), [ToWorker::Bye]);
+}
+
+#[test]
+fn a_rank_that_never_probes_ends_a_plan_of_no_phases_named() {
+    let mut sim = probing_only(2);
+    sim.join_all(2);
+    sim.send(0, probe(Ok("{}".into())));
+    // Rank 1 keeps its lease but never probes; its endpoints are ignored (there is no Setup).
+    sim.send(1, ToCoordinator::Endpoints { phase: 0, endpoints: Vec::new() });
+    assert!(sim.failure().is_none(), "endpoints outside a Setup are ignored");
+    for _ in 0..62 {
+        sim.send(0, ToCoordinator::Heartbeat);
+        sim.send(1, ToCoordinator::Heartbeat);
+        sim.advance(500);
+    }
+    let failure = sim.failure().expect("the run ends");
+    assert!(failure.contains("rank 1") && failure.contains("no answer while probing its host"), "{failure}");
+}
+
+#[test]
+fn endpoints_while_joining_a_plan_of_no_phases_are_refused() {
+    let mut sim = probing_only(2);
+    sim.join(0, hello(0));
+    sim.send(0, ToCoordinator::Endpoints { phase: 0, endpoints: Vec::new() });
+    let failure = sim.failure().expect("the run ends");
+    assert!(failure.contains("rank 0") && failure.contains("sent endpoints, but the run has 0 phase(s)"), "{failure}");
+}
+
 /// Two ranks of a fan-in swept over two stream counts, phase 0 reported:
 /// the coordinator waits for the launcher to save it.
 fn first_of_two_phases_done() -> Sim {

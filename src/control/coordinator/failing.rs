@@ -84,6 +84,7 @@ impl Coordinator {
     pub(super) fn stage_name(&self) -> String {
         match &self.stage {
             Stage::Joining { .. } => "while joining".to_string(),
+            Stage::Probing => "while probing its host".to_string(),
             Stage::Setup { phase, .. } => format!("while creating endpoints of phase {phase}"),
             Stage::Connecting { phase, .. } => format!("while connecting flows of phase {phase}"),
             Stage::Running { phase, .. } | Stage::Aborting { phase, .. } => format!("during phase {phase}"),
@@ -101,7 +102,7 @@ impl Coordinator {
             | Stage::Connecting { phase, .. }
             | Stage::Running { phase, .. }
             | Stage::Aborting { phase, .. } => *phase,
-            Stage::Joining { .. } | Stage::Saving { .. } | Stage::Done => return String::new(),
+            Stage::Joining { .. } | Stage::Probing | Stage::Saving { .. } | Stage::Done => return String::new(),
         };
         let mine: Vec<String> = self.plan.phases[phase]
             .flows

@@ -41,6 +41,8 @@ struct Slot {
     parts: Vec<FlowSamples>,
     /// The GPUs its ends use in any phase: its Welcome carries them.
     gpus: Vec<GpuAsk>,
+    /// Its probe came (a plan of no phases ends once every rank's has).
+    probed: bool,
 }
 
 /// Connections that have not said Hello yet, beyond the job's own ranks:
@@ -76,6 +78,10 @@ enum Stage {
         reports: Gather<RankReport>,
         intervals: Box<PhaseIntervals>,
     },
+    /// A plan of no phases (the launch that gathers the hosts' LLDP
+    /// neighbours before the run is planned): every rank joined, and the
+    /// run ends once every rank's probe is in.
+    Probing,
     /// The phase is done; the next starts once the launcher says this one
     /// is on disk.
     Saving {
@@ -137,6 +143,7 @@ impl Coordinator {
                 busy: false,
                 parts: Vec::new(),
                 gpus,
+                probed: false,
             })
             .collect();
         let mut histograms = vec![0; plan.ranks.len()];
@@ -251,9 +258,14 @@ impl Coordinator {
                 }
                 let (devices, error, facts) = (inventory.devices, inventory.error, Some(*facts));
                 self.event(Event::Probed(RankProbe { rank, host, devices, error, facts }));
+                self.slots[rank].probed = true;
                 if let Some(message) = missing {
                     self.fail(Some(rank), message, now_ns);
                     self.check_abort_complete();
+                } else if matches!(self.stage, Stage::Probing) && self.slots.iter().all(|s| s.probed) {
+                    self.broadcast(|| ToWorker::Bye);
+                    self.event(Event::Finished);
+                    self.set_stage(Stage::Done, now_ns);
                 }
             }
             ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
@@ -352,7 +364,9 @@ impl Coordinator {
         let elapsed = now_ns - self.stage_since;
         let limit = match &self.stage {
             Stage::Joining { .. } => ns(self.timeouts.join),
-            Stage::Setup { .. } | Stage::Connecting { .. } | Stage::Saving { .. } => ns(self.timeouts.stage),
+            Stage::Setup { .. } | Stage::Connecting { .. } | Stage::Probing | Stage::Saving { .. } => {
+                ns(self.timeouts.stage)
+            }
             Stage::Running { t0_ns, .. } => {
                 t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.stage)
             }
@@ -373,6 +387,7 @@ impl Coordinator {
         let missing = match &self.stage {
             Stage::Joining { .. } => (0..self.slots.len()).filter(|&r| !self.slots[r].joined).collect(),
             Stage::Setup { wiring, .. } | Stage::Connecting { wiring, .. } => wiring.missing(),
+            Stage::Probing => (0..self.slots.len()).filter(|&r| !self.slots[r].probed).collect(),
             Stage::Running { reports, .. } => reports.missing(),
             Stage::Saving { .. } | Stage::Aborting { .. } | Stage::Done => Vec::new(),
         };

@@ -87,11 +87,13 @@ impl Coordinator {
         let gpus = std::mem::take(&mut slot.gpus);
         let (heartbeat, lldp) = (self.timeouts.heartbeat, self.lldp);
         self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat, gpus, lldp });
+        // A plan of no phases has no Setup to send: its ranks only probe.
         if let Stage::Joining { setups, .. } = &mut self.stage {
-            let flows = std::mem::take(&mut setups[hello.rank]);
-            let setup = self.setup(0, hello.rank, flows);
-            self.send(hello.rank, setup);
-            self.peers_if_known(hello.rank);
+            if let Some(flows) = setups.get_mut(hello.rank).map(std::mem::take) {
+                let setup = self.setup(0, hello.rank, flows);
+                self.send(hello.rank, setup);
+                self.peers_if_known(hello.rank);
+            }
         }
         let joined = self.joined;
         self.event(Event::Joined { rank: hello.rank, host: hello.host, joined, total: self.slots.len() });
@@ -99,7 +101,8 @@ impl Coordinator {
             let Stage::Joining { wiring, .. } = std::mem::replace(&mut self.stage, Stage::Done) else {
                 unreachable!("Hello is taken only while joining")
             };
-            self.set_stage(Stage::Setup { phase: 0, wiring }, now_ns);
+            let next = if self.plan.phases.is_empty() { Stage::Probing } else { Stage::Setup { phase: 0, wiring } };
+            self.set_stage(next, now_ns);
         }
     }
 
@@ -158,10 +161,11 @@ impl Coordinator {
         if current != phase {
             return;
         }
-        let problem = if wiring.has_published(rank) {
-            Some("published its endpoints twice".to_string())
-        } else {
-            checks::endpoints_problem(&self.plan.phases[phase], rank, &list)
+        let problem = match self.plan.phases.get(phase) {
+            _ if wiring.has_published(rank) => Some("published its endpoints twice".to_string()),
+            // A plan of no phases (its ranks only probe) takes no endpoints.
+            None => Some(format!("sent endpoints, but the run has {} phase(s)", self.plan.phases.len())),
+            Some(p) => checks::endpoints_problem(p, rank, &list),
         };
         if let Some(problem) = problem {
             self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns);
