@@ -193,8 +193,11 @@ pub struct TopologyArgs {
     /// files, in place of the scenario's [topology]. Every host of the
     /// hostfile must be placed; `plan` prints it as a tree of spines, leaves
     /// and hosts, and `within`, `across`, `hops` and `bisection` choose pairs by it.
-    /// `run --topology lldp`: each worker runs `lldpctl -f json` on its host
-    /// and the run's leaf pairs follow what they saw (a folder named lldp: ./lldp)
+    /// `run --topology lldp`: a short launch of the workers first runs
+    /// `lldpctl -f json` on every host, and the run is planned, judged and
+    /// reported on the topology that gives, as on a folder of those files;
+    /// a host whose lldpctl is missing or fails ends it before any
+    /// measurement (exit 2). `plan` refuses it (a folder named lldp: ./lldp)
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
     /// The form of --topology (default: a folder or `.json` is LLDP, `.toml`

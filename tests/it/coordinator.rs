@@ -797,7 +797,7 @@ fn probing_only(ranks: usize) -> Sim {
 
 fn probe(text: Result<String, fabricbench::hostfacts::lldp::LldpError>) -> ToCoordinator {
     let inventory = RdmaInventory { devices: Vec::new(), error: None };
-    ToCoordinator::Probe(inventory, Box::new(HostFacts::default()), Some(text))
+    ToCoordinator::Probe(inventory, Box::default(), Some(text))
 }
 
 #[test]

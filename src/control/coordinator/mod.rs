@@ -384,13 +384,7 @@ impl Coordinator {
             );
             return;
         }
-        let missing = match &self.stage {
-            Stage::Joining { .. } => (0..self.slots.len()).filter(|&r| !self.slots[r].joined).collect(),
-            Stage::Setup { wiring, .. } | Stage::Connecting { wiring, .. } => wiring.missing(),
-            Stage::Probing => (0..self.slots.len()).filter(|&r| !self.slots[r].probed).collect(),
-            Stage::Running { reports, .. } => reports.missing(),
-            Stage::Saving { .. } | Stage::Aborting { .. } | Stage::Done => Vec::new(),
-        };
+        let missing = self.unanswered();
         if !missing.is_empty() {
             let stage = self.stage_name();
             let message = format!("no answer {stage} within {:.0} s", limit as f64 / 1e9);
@@ -398,6 +392,18 @@ impl Coordinator {
             let others =
                 if missing.len() > 1 { format!(" (also ranks {})", list(&missing[1..])) } else { String::new() };
             self.fail(Some(first), format!("{message}{others}"), now_ns);
+        }
+    }
+
+    /// The ranks the current stage waits for.
+    fn unanswered(&self) -> Vec<usize> {
+        let without = |done: fn(&Slot) -> bool| (0..self.slots.len()).filter(|&r| !done(&self.slots[r])).collect();
+        match &self.stage {
+            Stage::Joining { .. } => without(|s| s.joined),
+            Stage::Setup { wiring, .. } | Stage::Connecting { wiring, .. } => wiring.missing(),
+            Stage::Probing => without(|s| s.probed),
+            Stage::Running { reports, .. } => reports.missing(),
+            Stage::Saving { .. } | Stage::Aborting { .. } | Stage::Done => Vec::new(),
         }
     }
 
