@@ -312,8 +312,13 @@ mod tests {
         assert_eq!((slow.links, slow.failed.len(), slow.min_gbps), (12, 12, Some(4.0)));
         let fast = a.uplinks.iter().find(|u| u.uplink == switches::tests::up("leaf1", "spine2")).unwrap();
         assert_eq!((fast.links, fast.failed.len(), fast.min_gbps), (4, 0, Some(10.0)), "leaf1–leaf2's 4 links");
+        let cables: Vec<Option<u32>> = a.uplinks.iter().map(|u| u.cables).collect();
+        let counted: Vec<Option<u32>> = a.uplinks.iter().map(|u| nodes.0.uplinks.get(&u.uplink).copied()).collect();
+        assert_eq!(cables, counted, "each uplink's cables as the topology counts them");
+        assert_eq!(slow.cables, Some(1), "leaf3's one cable to spine1");
         let json = serde_json::to_string(&a).unwrap();
         assert!(json.contains(r#""suspect":"uplink","uplinks":[{"leaf":"leaf3","spine":"spine1"}]"#), "{json}");
+        assert!(json.contains(r#""spine":"spine1","links":12,"#) && json.contains(r#""cables":1}"#), "{json}");
         assert_eq!(serde_json::from_str::<Acceptance>(&json).unwrap(), a, "run.json reads back");
         // Without the topology the same run blames 12 links.
         assert_eq!(judge(&run, &spec(&["flow >= 9 Gb/s"], None), None).unwrap().suspects.len(), 12);

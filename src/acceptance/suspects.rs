@@ -47,6 +47,7 @@ pub(super) fn uplinks(run: &RunResult, checks: &[CheckOutcome], paths: &dyn Path
         let gbps = lowest.get(&(a, b)).copied();
         for uplink in paths.uplinks(a, b) {
             let outcome = by_uplink.entry(uplink.clone()).or_insert_with(|| UplinkOutcome {
+                cables: paths.cables(&uplink),
                 uplink,
                 links: 0,
                 failed: Vec::new(),

@@ -27,6 +27,8 @@ pub trait Paths {
     fn leaf(&self, rank: usize) -> Option<&SwitchName>;
     /// The uplinks the path between two ranks may take; empty under one leaf.
     fn uplinks(&self, a: usize, b: usize) -> Vec<Uplink>;
+    /// How many cables join an uplink's leaf and spine.
+    fn cables(&self, uplink: &Uplink) -> Option<u32>;
 }
 
 impl Paths for Fabric<'_> {
@@ -36,6 +38,10 @@ impl Paths for Fabric<'_> {
 
     fn uplinks(&self, a: usize, b: usize) -> Vec<Uplink> {
         self.route(a, b).map(|r| r.uplinks).unwrap_or_default()
+    }
+
+    fn cables(&self, uplink: &Uplink) -> Option<u32> {
+        self.topology().uplinks.get(uplink).copied()
     }
 }
 
@@ -204,6 +210,9 @@ pub(crate) mod tests {
         }
         fn uplinks(&self, a: usize, b: usize) -> Vec<Uplink> {
             self.0.route(&self.1[a], &self.1[b]).map(|r| r.uplinks).unwrap_or_default()
+        }
+        fn cables(&self, uplink: &Uplink) -> Option<u32> {
+            self.0.uplinks.get(uplink).copied()
         }
     }
 

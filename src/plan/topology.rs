@@ -36,6 +36,10 @@ impl<'a> Fabric<'a> {
         Fabric { topology, hosts: hosts.iter().map(|h| h.name.as_str()).collect() }
     }
 
+    pub(crate) fn topology(&self) -> &Topology {
+        self.topology
+    }
+
     pub(crate) fn leaves(&self, rank: usize) -> impl Iterator<Item = &SwitchName> {
         self.hosts.get(rank).and_then(|h| self.topology.hosts.get(*h)).into_iter().flatten().map(|a| &a.leaf)
     }

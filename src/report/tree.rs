@@ -1,9 +1,10 @@
 //! The fabric tree of a run with a topology, as an inline SVG written by
 //! hand (plotters has no `<title>` tooltips): spines on top, leaves below,
 //! each leaf's hosts under it, one line per leaf–spine uplink coloured by
-//! what `acceptance.uplinks` says of the links that crossed it. run.json
-//! keeps each rank's leaf (`leaf_pairs`) and the uplinks, not the number of
-//! cables an uplink has, so an uplink is one line.
+//! what `acceptance.uplinks` says of the links that crossed it. An uplink
+//! of several cables is still one line (the cables of one leaf–spine pair
+//! would lie on top of each other), labelled with their count ("×4") from
+//! `acceptance.uplinks[].cables`; a file written before that has no label.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,7 +84,8 @@ pub fn section(run: &RunResult) -> Option<String> {
              <b style=\"color:#d62728\">red, thick and dashed: a suspect</b> (retest did not clear it); \
              <b style=\"color:#f28e2b\">orange: some pairs failed</b>, but no suspect names it; \
              <b style=\"color:#59a14f\">green: every pair passed</b>. A red leaf is a suspect switch. \
-             Hover a line for its pairs crossed, failed and the lowest Gb/s."
+             ×N on a line: the uplink's N cables. Hover a line for its cables, pairs crossed, failed and the \
+             lowest Gb/s."
         }
         _ => "No checks ran, so the uplinks were not judged: the leaves and their hosts only.",
     };
@@ -120,21 +122,25 @@ fn svg(acceptance: Option<&Acceptance>, hosts: &BTreeMap<&str, BTreeSet<&str>>, 
         let state = UplinkState::of(a, u);
         let (colour, stroke, dash) = state.stroke();
         let lowest = u.min_gbps.map_or("no bandwidth measured".to_string(), |g| format!("worst {} Gb/s", number(g, 3)));
+        let cables = match u.cables {
+            Some(1) => " (1 cable)".to_string(),
+            Some(n) => format!(" ({n} cables)"),
+            None => String::new(),
+        };
         let tip = format!(
-            "uplink {}: {} pair(s) crossed, {} failed, {lowest}; {}",
+            "uplink {}{cables}: {} pair(s) crossed, {} failed, {lowest}; {}",
             u.uplink,
             u.links,
             u.failed.len(),
             state.word()
         );
+        let (x1, y1, x2) = (spine_x[u.uplink.spine.0.as_str()], SPINE_Y + BOX_H, leaf_x[u.uplink.leaf.0.as_str()]);
         out += &format!(
-            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{LEAF_Y}\" stroke=\"{colour}\" stroke-width=\"{stroke}\"{dash}>\
+            "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{LEAF_Y}\" stroke=\"{colour}\" stroke-width=\"{stroke}\"{dash}>\
              <title>{}</title></line>\n",
-            spine_x[u.uplink.spine.0.as_str()],
-            SPINE_Y + BOX_H,
-            leaf_x[u.uplink.leaf.0.as_str()],
             escape(&tip)
         );
+        out += &cable_count(u.cables, ((x1 + x2) / 2, (y1 + LEAF_Y) / 2), colour, &tip);
     }
     for (spine, x) in &spine_x {
         out += &switch(spine, *x, SPINE_Y, false, &format!("spine {spine}"));
@@ -154,6 +160,19 @@ fn svg(acceptance: Option<&Acceptance>, hosts: &BTreeMap<&str, BTreeSet<&str>>, 
         out += &host_lines(on, x);
     }
     out + "</svg>"
+}
+
+/// An uplink's cables as a label at its line's middle (`at`), when it has
+/// more than one: "×4", with the line's tooltip.
+fn cable_count(cables: Option<u32>, at: (usize, usize), colour: &str, tip: &str) -> String {
+    let Some(n @ 2..) = cables else { return String::new() };
+    let (x, y) = at;
+    format!(
+        "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{colour}\" stroke=\"#fff\" \
+         stroke-width=\"3\" paint-order=\"stroke\"><title>{}</title>×{n}</text>\n",
+        y + 4,
+        escape(tip)
+    )
 }
 
 /// A switch's box and name, red when it is a suspect.
@@ -218,6 +237,20 @@ mod tests {
         assert!(!bare.contains("<line") && bare.contains("No checks ran"), "{bare}");
         run.leaf_pairs = None;
         assert_eq!(section(&run), None, "no topology, no tree");
+    }
+
+    #[test]
+    fn an_uplink_of_several_cables_is_labelled_with_their_count() {
+        let mut run = topology_run();
+        let old = section(&run).unwrap();
+        assert!(!old.contains("</title>×") && !old.contains("cable)"), "a file without cables has no count: {old}");
+        let uplinks = &mut run.acceptance.as_mut().unwrap().uplinks;
+        (uplinks[0].cables, uplinks[1].cables) = (Some(4), Some(1));
+        let drawn = section(&run).unwrap();
+        assert_eq!(drawn.matches(">×4</text>").count(), 1, "{drawn}");
+        assert!(!drawn.contains("×1"), "one cable needs no label: {drawn}");
+        assert!(drawn.contains("<title>uplink leaf1 ↔ spine1 (4 cables): 4 pair(s) crossed"), "{drawn}");
+        assert!(drawn.contains("<title>uplink leaf2 ↔ spine1 (1 cable): "), "{drawn}");
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct UplinkOutcome {
     /// The lowest Gb/s of their bandwidth flows (`None`: none measured bandwidth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_gbps: Option<f64>,
+    /// How many cables join its leaf and spine, as the topology counts
+    /// them (`None`: a file written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cables: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -83,7 +83,8 @@ pub async fn gather(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> R
         ));
     }
     let mut gathering = Gathering::default();
-    let probing = Prepared { plan: crate::plan::Plan { phases: Vec::new(), ..prepared.plan.clone() }, ..prepared.clone() };
+    let probing =
+        Prepared { plan: crate::plan::Plan { phases: Vec::new(), ..prepared.plan.clone() }, ..prepared.clone() };
     let launched = run_with(probing, launch, opts, &mut (), Some(&mut gathering)).await;
     match launched.map(|r| r.status) {
         Err(e) => return Err(GatherError::Launch(format!("{e:#}"))),

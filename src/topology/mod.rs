@@ -215,7 +215,8 @@ impl Topology {
         let mut out = String::new();
         let leaf_line = |out: &mut String, leaf: &SwitchName, links: Option<u32>| {
             let hosts = self.hosts_on(leaf);
-            let links = links.map_or(String::new(), |n| format!(", {n} uplink{}", if n == 1 { "" } else { "s" }));
+            // "×N" as report.html labels an uplink's cables.
+            let links = links.map_or(String::new(), |n| format!(", ×{n} cable{}", if n == 1 { "" } else { "s" }));
             let _ = writeln!(out, "  leaf {leaf} ({} host(s){links}): {}", hosts.len(), hosts.join(", "));
         };
         for spine in self.spines() {
@@ -273,8 +274,8 @@ mod tests {
     fn the_tree_lists_spines_leaves_uplinks_and_hosts() {
         assert_eq!(
             tree().render(),
-            "spine s1\n  leaf l1 (2 host(s), 2 uplinks): a1, a2\n  leaf l2 (1 host(s), 1 uplink): b1\n\
-             spine s2\n  leaf l1 (2 host(s), 1 uplink): a1, a2\n  leaf l2 (1 host(s), 1 uplink): b1\n\
+            "spine s1\n  leaf l1 (2 host(s), ×2 cables): a1, a2\n  leaf l2 (1 host(s), ×1 cable): b1\n\
+             spine s2\n  leaf l1 (2 host(s), ×1 cable): a1, a2\n  leaf l2 (1 host(s), ×1 cable): b1\n\
              no spine\n  leaf l3 (1 host(s)): c1\n"
         );
     }

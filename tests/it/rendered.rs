@@ -179,6 +179,19 @@ fn v3_topology_with_a_suspect_uplink() {
     let tree = &html[start..end];
     assert_eq!(tree.matches("stroke-dasharray").count(), 2, "both uplinks are the suspect: {tree}");
     insta::assert_snapshot!("v3-topology.report.html-tree", tree);
+    // Each uplink's cables, written since (this file has none): leaf1's four labelled "×4", and
+    // the count in both tooltips.
+    let mut run: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture("v3-topology")).unwrap()).unwrap();
+    run["acceptance"]["uplinks"][0]["cables"] = 4.into();
+    run["acceptance"]["uplinks"][1]["cables"] = 1.into();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.json"), run.to_string()).unwrap();
+    let out = Command::new(bin()).arg("report").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    let start = html.find("<h2>Fabric tree</h2>").expect("the tree");
+    let end = start + html[start..].find("</figure>").expect("its end");
+    insta::assert_snapshot!("v3-topology-cables.report.html-tree", &html[start..end]);
     // Without a topology there is no tree.
     let (_, plain) = report_and_page("v3-fan-in");
     assert!(!plain.contains("Fabric tree"));

@@ -88,7 +88,7 @@ fn plan_prints_the_tree_when_every_host_is_placed() {
     let tree = stdout.split_once("fabric.toml:\n").map(|(_, t)| t).unwrap_or_default();
     assert!(
         tree.starts_with(
-            "spine spine1\n  leaf leaf1 (2 host(s), 2 uplinks): 127.0.0.1, 127.0.0.2\n  leaf leaf2 (1 host(s), 1 uplink): 127.0.0.3\nno spine\n  leaf leaf3 (1 host(s)): 127.0.0.4\nphase 0"
+            "spine spine1\n  leaf leaf1 (2 host(s), ×2 cables): 127.0.0.1, 127.0.0.2\n  leaf leaf2 (1 host(s), ×1 cable): 127.0.0.3\nno spine\n  leaf leaf3 (1 host(s)): 127.0.0.4\nphase 0"
         ),
         "{stdout}"
     );
