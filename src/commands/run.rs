@@ -127,9 +127,10 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             signals: signals.clone(),
         };
         // `--topology lldp`: planned only now, on what the hosts' LLDP gave.
-        let prepared = run::gather(prepared, &launch, &opts).await.map_err(|e| match e {
-            run::GatherError::Topology(_) => Failure::BadInput(e.into()),
-            run::GatherError::Launch(_) => Failure::RunFailed(e.into()),
+        let prepared = run::gather(prepared, &launch, &opts).await.map_err(|e| match (signals.first(), e) {
+            (Some(stop), _) => Failure::Stopped(stop),
+            (None, e @ run::GatherError::Topology(_)) => Failure::BadInput(e.into()),
+            (None, e @ run::GatherError::Launch(_)) => Failure::RunFailed(e.into()),
         })?;
         warn_of_load(&prepared);
         let accept = JudgeOptions { checks, retest: !args.no_retest, gate };

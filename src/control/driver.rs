@@ -122,6 +122,7 @@ pub async fn drive(
         inbound: inbound_tx,
     };
     let mut tick = tokio::time::interval(TICK);
+    let mut finished = false;
     while !d.coordinator.is_done() {
         let accepting = d.accept_paused.is_none_or(|until| tokio::time::Instant::now() >= until);
         tokio::select! {
@@ -136,9 +137,15 @@ pub async fn drive(
                 Instruction::Saved { phase } => d.coordinator.saved(phase, now_ns()),
             },
         }
-        d.carry_outputs(&mut on_event);
+        finished |= d.carry_outputs(&mut on_event);
     }
     d.close().await;
+    // Told only once every Bye is flushed: the launcher stops the workers
+    // when it hears it, and one that saw its connection close before its
+    // Bye would report the coordinator gone.
+    if finished {
+        on_event(Event::Finished);
+    }
 }
 
 /// The sockets around the coordinator while [`drive`] runs it.
@@ -201,7 +208,10 @@ impl Driver {
     }
 
     /// Carries every output of the coordinator to its socket or to `on_event`.
-    fn carry_outputs(&mut self, on_event: &mut impl FnMut(Event)) {
+    /// Hands the coordinator's outputs on; `true` when one was `Finished`,
+    /// which is held back until the connections are closed.
+    fn carry_outputs(&mut self, on_event: &mut impl FnMut(Event)) -> bool {
+        let mut finished = false;
         while let Some(output) = self.coordinator.poll() {
             match output {
                 Output::Send(id, msg) => {
@@ -224,9 +234,11 @@ impl Driver {
                         on_event(Event::Rejected { conn, reason });
                     }
                 }
+                Output::Event(Event::Finished) => finished = true,
                 Output::Event(event) => on_event(event),
             }
         }
+        finished
     }
 
     /// The connection said a valid Hello: it gets a writer, and its reader

@@ -21,7 +21,7 @@ const SCENARIO: &str = "[run]\nname = \"gathered\"\nduration = \"500ms\"\nwarmup
                         name = \"incast\"\npattern = \"fan-in\"\ntransport = \"tcp\"\nmessage_size = \"64K\"\n\
                         receivers = 0\nsenders = \"1-7\"\n";
 /// Pairs chosen by the topology: only those whose hosts are under different leaves.
-const ACROSS: &str = "[run]\nname = \"across\"\nduration = \"100ms\"\nwarmup = \"0s\"\n\n[[group]]\n\
+const ACROSS: &str = "[run]\nname = \"across\"\nduration = \"500ms\"\nwarmup = \"0s\"\n\n[[group]]\n\
                       name = \"across\"\npattern = \"pairwise\"\ntransport = \"tcp\"\nmessage_size = \"64K\"\n\
                       across = \"leaf\"\n";
 
@@ -85,6 +85,21 @@ fn a_host_whose_lldpctl_fails_is_named_with_its_error() {
         "{stderr}"
     );
     assert!(stderr.contains("is lldpd running"), "{stderr}");
+    assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "every worker of the gathering launch ended");
+}
+
+#[test]
+fn hosts_without_lldpctl_are_named_with_what_to_install() {
+    let bench = Bench::new();
+    let scenario = bench.write("gathered.toml", ACROSS);
+    let hosts = root().join("hostfiles/local8");
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--topology", "lldp", "--no-save"];
+    // No lldpctl anywhere on PATH (the workers are started by their full path).
+    let out = bench.command(&args).env("PATH", "/nonexistent").output().expect("run fabricbench");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--topology lldp: host 127.0.0.1: cannot run `lldpctl -f json`: "), "{stderr}");
+    assert!(stderr.contains("install lldpd"), "{stderr}");
     assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "every worker of the gathering launch ended");
 }
 
