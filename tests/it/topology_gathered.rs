@@ -45,24 +45,23 @@ fn from_files(bench: &Bench) -> topology::Topology {
     topology::read(&files, None).unwrap()
 }
 
-/// `run --topology lldp` of `scenario` on eight local ranks with the double first on PATH.
-fn gathered(bench: &Bench, scenario: &str, fail_rank: Option<usize>, save: &[&str]) -> std::process::Output {
+/// `run --topology lldp` of `scenario` on eight local ranks with the double first on PATH,
+/// and `env` set after that.
+fn gathered(bench: &Bench, scenario: &str, env: &[(&str, &str)], save: &[&str]) -> std::process::Output {
     let scenario = bench.write("gathered.toml", scenario);
     let hosts = root().join("hostfiles/local8");
     let path = format!("{}:{}", root().join("tests/doubles/lldp").display(), std::env::var("PATH").unwrap_or_default());
     let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--topology", "lldp"];
     let mut command = bench.command(&[&args[..], &["--export-json", "-", "--quiet"], save].concat());
     command.env("PATH", path).env("FAKE_LLDPCTL_DIR", fixtures());
-    if let Some(rank) = fail_rank {
-        command.env("FAKE_LLDPCTL_FAIL_RANK", rank.to_string());
-    }
+    command.envs(env.iter().copied());
     command.output().expect("run fabricbench")
 }
 
 #[test]
 fn the_topology_the_workers_gather_is_the_one_their_files_give() {
     let bench = Bench::new();
-    let out = gathered(&bench, SCENARIO, None, &["--no-save"]);
+    let out = gathered(&bench, SCENARIO, &[], &["--no-save"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let run: RunResult = serde_json::from_slice(&out.stdout).expect("run.json on stdout");
     let from_files = from_files(&bench);
@@ -76,37 +75,37 @@ fn the_topology_the_workers_gather_is_the_one_their_files_give() {
 #[test]
 fn a_host_whose_lldpctl_fails_is_named_with_its_error() {
     let bench = Bench::new();
-    let out = gathered(&bench, SCENARIO, Some(5), &["--no-save"]);
+    let out = gathered(&bench, SCENARIO, &[("FAKE_LLDPCTL_FAIL_RANK", "5")], &["--no-save"]);
+    let failed = "--topology lldp: host 127.0.0.6: `lldpctl -f json` failed (exit status: 1): lldpctl: unable to \
+                  connect to socket";
+    refused_before_measuring(&bench, &out, [failed, "is lldpd running"]);
+}
+
+/// The command ended as the hosts' setup (exit 2), saying both `said`,
+/// before anything was measured and with no worker left.
+fn refused_before_measuring(bench: &Bench, out: &std::process::Output, said: [&str; 2]) {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "the hosts' setup, before any measurement: {stderr}");
     assert!(out.stdout.is_empty(), "nothing was measured: {}", text(&out.stdout));
-    assert!(
-        stderr.contains("--topology lldp: host 127.0.0.6: `lldpctl -f json` failed (exit status: 1): lldpctl: unable to connect to socket"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("is lldpd running"), "{stderr}");
+    for words in said {
+        assert!(stderr.contains(words), "`{words}` in: {stderr}");
+    }
     assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "every worker of the gathering launch ended");
 }
 
 #[test]
 fn hosts_without_lldpctl_are_named_with_what_to_install() {
     let bench = Bench::new();
-    let scenario = bench.write("gathered.toml", ACROSS);
-    let hosts = root().join("hostfiles/local8");
-    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--topology", "lldp", "--no-save"];
     // No lldpctl anywhere on PATH (the workers are started by their full path).
-    let out = bench.command(&args).env("PATH", "/nonexistent").output().expect("run fabricbench");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--topology lldp: host 127.0.0.1: cannot run `lldpctl -f json`: "), "{stderr}");
-    assert!(stderr.contains("install lldpd"), "{stderr}");
-    assert_eq!(bench.leftovers(Duration::from_secs(5)), [], "every worker of the gathering launch ended");
+    let out = gathered(&bench, ACROSS, &[("PATH", "/nonexistent")], &["--no-save"]);
+    let missing = "--topology lldp: host 127.0.0.1: cannot run `lldpctl -f json`: ";
+    refused_before_measuring(&bench, &out, [missing, "install lldpd"]);
 }
 
 #[test]
 fn pairs_are_chosen_by_the_gathered_topology_as_by_its_files() {
     let bench = Bench::new();
-    let out = gathered(&bench, ACROSS, None, &[]);
+    let out = gathered(&bench, ACROSS, &[], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let run: RunResult = serde_json::from_slice(&out.stdout).expect("run.json on stdout");
     // The plan a folder of the same texts gives, pair for pair.
