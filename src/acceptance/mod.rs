@@ -292,6 +292,20 @@ mod tests {
     }
 
     #[test]
+    fn each_uplink_carries_the_cables_the_topology_counts() {
+        // fat-tree.toml: leaf1 has two cables to spine1, every other uplink one.
+        let nodes = switches::tests::Nodes::new("fat-tree.toml");
+        let a = judge(&all_pairs(8, |_, _| 10.0), &spec(&["flow >= 9 Gb/s"], None), Some(&nodes)).unwrap();
+        let cables: Vec<(String, Option<u32>)> = a.uplinks.iter().map(|u| (u.uplink.to_string(), u.cables)).collect();
+        let expected = [("leaf1 ↔ spine1", 2), ("leaf1 ↔ spine2", 1), ("leaf2 ↔ spine1", 1), ("leaf2 ↔ spine2", 1)];
+        assert_eq!(cables, expected.map(|(u, n)| (u.to_string(), Some(n))));
+        // A run.json written before the count was kept reads as having none.
+        let json = serde_json::to_string(&a).unwrap().replace(r#","cables":2"#, "");
+        let read: Acceptance = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.uplinks[0].cables, None);
+    }
+
+    #[test]
     fn with_a_topology_a_slow_uplink_is_named_and_retested_against_links_avoiding_it() {
         // Ranks 4 and 5 are leaf3's hosts, whose one uplink is slow.
         let nodes = switches::tests::Nodes::new("uneven.toml");
