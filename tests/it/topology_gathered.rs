@@ -62,13 +62,21 @@ fn gathered(bench: &Bench, scenario: &str, env: &[(&str, &str)], save: &[&str]) 
 fn the_topology_the_workers_gather_is_the_one_their_files_give() {
     let bench = Bench::new();
     let out = gathered(&bench, SCENARIO, &[], &["--no-save"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let run: RunResult = serde_json::from_slice(&out.stdout).expect("run.json on stdout");
+    let run = measured(&out);
     let from_files = from_files(&bench);
     let mut expected = LeafPairs::new(Path::new("lldp"), &run.plan, &from_files);
     expected.summarize(&run.plan, &run.phases);
-    assert_eq!(run.leaf_pairs, Some(expected), "the leaves of every rank, and the rates between them");
-    let leaves = &run.leaf_pairs.as_ref().unwrap().rank_leaves;
+    let got = run.leaf_pairs.as_ref().expect("leaf pairs");
+    assert_eq!((&got.topology, &got.rank_leaves), (&expected.topology, &expected.rank_leaves), "every rank's leaf");
+    // The rates between them, from the flows as run.json's text gave them back (to the last bit or so).
+    assert_eq!(got.rows.len(), expected.rows.len(), "{got:?}");
+    for (row, want) in got.rows.iter().zip(&expected.rows) {
+        assert_eq!((&row.leaf_a, &row.leaf_b, row.flows), (&want.leaf_a, &want.leaf_b, want.flows));
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+        let rates = [(row.min_gbps, want.min_gbps), (row.median_gbps, want.median_gbps), (row.max_gbps, want.max_gbps)];
+        assert!(rates.iter().all(|&(a, b)| close(a, b)), "{row:?} against {want:?}");
+    }
+    let leaves = &got.rank_leaves;
     assert_eq!(leaves, &["leaf1", "leaf1", "leaf1", "leaf1", "leaf2", "leaf2", "leaf2", "leaf2"]);
 }
 
@@ -79,6 +87,13 @@ fn a_host_whose_lldpctl_fails_is_named_with_its_error() {
     let failed = "--topology lldp: host 127.0.0.6: `lldpctl -f json` failed (exit status: 1): lldpctl: unable to \
                   connect to socket";
     refused_before_measuring(&bench, &out, [failed, "is lldpd running"]);
+}
+
+/// The run's result: it ran to its end, its window trusted or not (eight ranks on a
+/// loaded machine may start further apart than a short window allows: exit 4, degraded).
+fn measured(out: &std::process::Output) -> RunResult {
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("run.json on stdout")
 }
 
 /// The command ended as the hosts' setup (exit 2), saying both `said`,
@@ -106,8 +121,7 @@ fn hosts_without_lldpctl_are_named_with_what_to_install() {
 fn pairs_are_chosen_by_the_gathered_topology_as_by_its_files() {
     let bench = Bench::new();
     let out = gathered(&bench, ACROSS, &[], &[]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let run: RunResult = serde_json::from_slice(&out.stdout).expect("run.json on stdout");
+    let run = measured(&out);
     // The plan a folder of the same texts gives, pair for pair.
     let hosts = hostfile::read(&root().join("hostfiles/local8")).unwrap();
     let (scenario, _) = scenario::read(&bench.dir.path().join("gathered.toml")).unwrap();
