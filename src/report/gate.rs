@@ -3,27 +3,44 @@
 
 use crate::report::escape as xml;
 use crate::report::table::Table;
-use crate::result::gate::GateResult;
+use crate::result::gate::{GateResult, GpuLoopback, HostGate};
 use crate::units::number;
 
-/// `Gate (ndr-ib)`: host, verdict, ports held, loopback and its minimum (Gb/s), reasons.
+/// `Gate (ndr-ib)`: host, verdict, ports held, loopback and its minimum
+/// (Gb/s), what the loopback ran on (a column only when a host says: its
+/// devices, and GPUs and memory when in GPU memory), reasons.
 pub fn table(gate: &GateResult) -> Table {
-    let mut table = Table::new(
-        format!("Gate ({}): each host alone before the pairs", gate.profile),
-        &["host", "verdict", "ports", "loopback Gb/s", "min Gb/s", "reasons"],
-    );
+    let on = gate.hosts.iter().any(|h| !h.loopback_devices.is_empty() || h.loopback_gpu.is_some());
+    let mut header = vec!["host", "verdict", "ports", "loopback Gb/s", "min Gb/s"];
+    header.extend(on.then_some("loopback on"));
+    header.push("reasons");
+    let mut table = Table::new(format!("Gate ({}): each host alone before the pairs", gate.profile), &header);
     let gbps = |v: Option<f64>| v.map_or("-".to_string(), |v| number(v, 2));
     for h in &gate.hosts {
-        table.rows.push(vec![
+        let mut row = vec![
             h.host.clone(),
             if h.passed { "PASS" } else { "EXCLUDED" }.to_string(),
             if h.ports.is_empty() { "-".to_string() } else { h.ports.join(" ") },
             gbps(h.loopback_gbps),
             gbps(h.loopback_min_gbps),
-            h.reasons.join("; "),
-        ]);
+        ];
+        row.extend(on.then(|| looped_on(h)));
+        row.push(h.reasons.join("; "));
+        table.rows.push(row);
     }
     table
+}
+
+/// `mlx5_0`, `mlx5_0 GPU 0 cuda`, or `-`.
+fn looped_on(h: &HostGate) -> String {
+    let mut parts = vec![h.loopback_devices.join(" ")];
+    parts.extend(h.loopback_gpu.as_ref().map(GpuLoopback::text));
+    let text = parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text
+    }
 }
 
 /// `gate: 1 of 4 host(s) failed and were left out: node17 (mlx5_2 port 1 at 200 Gb/s, expected 400 Gb/s)`.
@@ -69,7 +86,7 @@ pub fn junit_suite(gate: &GateResult, run_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::gate::HostGate;
+    use crate::scenario::memory::Memory;
 
     fn gate() -> GateResult {
         let host = |name: &str, reasons: &[&str]| HostGate {
@@ -79,6 +96,7 @@ mod tests {
             loopback_gbps: Some(390.5),
             loopback_min_gbps: Some(376.0),
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            ..HostGate::default()
         };
         GateResult {
             profile: "ndr-ib".into(),
@@ -95,6 +113,26 @@ mod tests {
         let t = table(&gate());
         assert_eq!(t.rows[1][..2], ["node17".to_string(), "EXCLUDED".to_string()]);
         assert_eq!(t.rows[0][3], "390.50");
+    }
+
+    #[test]
+    fn a_gpu_loopback_says_its_device_gpu_and_memory() {
+        let plain = table(&gate());
+        assert!(!plain.header.iter().any(|h| h == "loopback on"), "older gates keep their columns");
+        let mut g = gate();
+        g.hosts[0].loopback_devices = vec!["mlx5_0".into()];
+        let memory = (Memory::Cuda, Memory::CudaManaged);
+        g.hosts[0].loopback_gpu = Some(GpuLoopback { gpus: vec![0], sender: memory.0, receiver: memory.1 });
+        let t = table(&g);
+        assert_eq!(t.header[5], "loopback on");
+        assert_eq!((t.rows[0][5].as_str(), t.rows[1][5].as_str()), ("mlx5_0 GPU 0 cuda to cuda-managed", "-"));
+        g.hosts[0].loopback_gpu = Some(GpuLoopback { gpus: vec![0, 1], sender: Memory::Cuda, receiver: Memory::Cuda });
+        assert_eq!(table(&g).rows[0][5], "mlx5_0 GPU 0,1 cuda");
+        // run.json: the fields round-trip, and a host without them reads as before.
+        let json = serde_json::to_value(&g).unwrap();
+        assert_eq!(json["hosts"][0]["loopback_gpu"]["sender"], "cuda");
+        assert!(json["hosts"][1].get("loopback_devices").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<GateResult>(json).unwrap(), g);
     }
 
     #[test]

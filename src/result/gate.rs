@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::scenario::memory::Memory;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GateResult {
     /// The profile the hosts were held to (its name or path).
@@ -12,7 +14,7 @@ pub struct GateResult {
     pub hosts: Vec<HostGate>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostGate {
     pub host: String,
     /// False: the host was left out of the pairs, for `reasons`.
@@ -26,9 +28,39 @@ pub struct HostGate {
     /// What the loopback had to reach, Gb/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loopback_min_gbps: Option<f64>,
+    /// The RDMA devices its loopback ran on (each flow's sender and
+    /// receiver on the same one). Absent for TCP, and in older runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loopback_devices: Vec<String>,
+    /// A loopback in GPU memory (the run's RDMA groups put their buffers
+    /// there): its GPUs and memory. Absent in host memory, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loopback_gpu: Option<GpuLoopback>,
     /// Why it failed, one line each ("mlx5_2 port 1 at 200 Gb/s, expected 400 Gb/s").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+}
+
+/// A loopback from GPU memory to GPU memory through one NIC, as
+/// `ib_write_bw --use_cuda` runs it against itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuLoopback {
+    /// The GPUs its ends' buffers were on (CUDA's numbers), each once.
+    pub gpus: Vec<usize>,
+    /// The memory its sender sent from and its receiver received into.
+    pub sender: Memory,
+    pub receiver: Memory,
+}
+
+impl GpuLoopback {
+    /// `GPU 0 cuda`, `GPU 0,1 cuda to cuda-managed`.
+    pub fn text(&self) -> String {
+        let gpus = self.gpus.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+        match self.sender == self.receiver {
+            true => format!("GPU {gpus} {}", self.sender.name()),
+            false => format!("GPU {gpus} {} to {}", self.sender.name(), self.receiver.name()),
+        }
+    }
 }
 
 impl GateResult {

@@ -149,6 +149,7 @@ mod tests {
             loopback_gbps: None,
             loopback_min_gbps: None,
             reasons: if passed { Vec::new() } else { vec!["mlx5_0 port 1 is DOWN, expected ACTIVE".into()] },
+            ..HostGate::default()
         }
     }
 

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::common::{text, Bench};
+use crate::gate_rdma;
 use crate::gpu_memory::double;
 use crate::rdma_run::has_rdma;
 
@@ -123,4 +124,42 @@ fn forced_peer_memory_passes_the_preflight_and_is_what_setup_registers() {
             "{end}"
         );
     }
+}
+
+/// The node gate of a run whose RDMA group sends from GPU memory loops
+/// back GPU memory to GPU memory on one device (as `ib_write_bw
+/// --use_cuda` against itself): the group's host end takes the GPU end's
+/// memory, and the gate says device, GPU and memory per host.
+#[test]
+fn the_gate_loops_back_gpu_memory_to_gpu_memory_on_one_device() {
+    if !has_rdma() {
+        return;
+    }
+    let library = double("rdma", &[]);
+    let bench = Bench::new();
+    let (device, profile) = gate_rdma::rxe_profile(&bench);
+    let memory = "memory = { sender = \"cuda\", receiver = \"host\" }";
+    let scenario = bench.write("gated.toml", &gate_rdma::scenario(&device, memory));
+    let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let (scenario, hostfile, profile) =
+        (scenario.to_str().unwrap(), hostfile.to_str().unwrap(), profile.to_str().unwrap());
+    let args = ["run", scenario, "-H", hostfile, "--gate", profile, "--gate-only", "--export-json", "-", "--no-save"];
+    let out = bench.command(&[&args[..], &["--quiet"]].concat()).env("FABRICBENCH_LIBCUDA", &library).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    gate_rdma::passed_on(&run, &device);
+    for h in run["gate"]["hosts"].as_array().unwrap() {
+        let gpu = &h["loopback_gpu"];
+        assert_eq!(gpu, &serde_json::json!({"gpus": [0], "sender": "cuda", "receiver": "cuda"}), "{h}");
+    }
+    for flow in run["phases"][0]["flows"].as_array().unwrap() {
+        let gpu = &flow["gpu_memory"];
+        assert_eq!(
+            (&gpu["sender"][0]["memory"], &gpu["receiver"][0]["memory"]),
+            (&"cuda".into(), &"cuda".into()),
+            "{flow}"
+        );
+        assert!(flow["tx_bytes"].as_u64().unwrap() > 0, "{flow}");
+    }
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
 }

@@ -19,6 +19,7 @@ mod degraded;
 mod docs;
 mod fuzz_seeds;
 mod gate;
+mod gate_rdma;
 mod gpu_check;
 mod gpu_facts;
 mod gpu_memory;

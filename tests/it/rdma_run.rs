@@ -759,7 +759,7 @@ fn rdma_latency_keeps_every_round_trip_of_its_window() {
 }
 
 /// Names of the devices with an ACTIVE port 1, sorted.
-fn active_devices() -> Vec<String> {
+pub(crate) fn active_devices() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
         .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();

@@ -162,6 +162,7 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         loopback_gbps: readings.loopback.as_ref().and_then(|l| l.as_ref().ok().copied()),
         loopback_min_gbps: min_gbps,
         reasons: faults.iter().map(ToString::to_string).collect(),
+        ..HostGate::default()
     }
 }
 

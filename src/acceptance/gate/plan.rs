@@ -9,9 +9,12 @@ use std::collections::BTreeSet;
 use crate::acceptance::gate::{judge_host, HostReadings, Profile, Unmeasured};
 use crate::hostfacts::RdmaDeviceFacts;
 use crate::plan::{Flow, GroupPlan, Phase, Plan};
-use crate::result::gate::{GateResult, HostGate};
+use crate::result::gate::{GateResult, GpuLoopback, HostGate};
+use crate::result::gpu_memory::FlowGpuMemory;
 use crate::result::{RunResult, RunStatus};
+use crate::scenario::memory::{Memory, MemorySides};
 use crate::scenario::{Mode, Pattern, Transport};
+use crate::transport::rdma::GpuMemoryUse;
 
 /// The gate's plan over the main plan's ranks: per transport, the first
 /// bandwidth group of that transport, unpaced, looping on every host's
@@ -21,15 +24,22 @@ pub fn plan(main: &Plan) -> Option<Plan> {
     let looping: Vec<usize> =
         main.ranks.iter().filter(|r| r.slot == 0 || !r.devices.is_empty()).map(|r| r.rank).collect();
     let mut groups: Vec<GroupPlan> = Vec::new();
-    for g in main.phases.iter().flat_map(|p| &p.groups) {
-        if g.mode == Mode::Bandwidth && !groups.iter().any(|h| h.transport == g.transport) {
-            let name = match g.transport {
-                Transport::Tcp => "gate-tcp",
-                Transport::Rdma => "gate-rdma",
-            };
-            let pattern = Pattern::Explicit;
-            groups.push(GroupPlan { index: 0, name: name.into(), pattern, rate: None, schedule: None, ..g.clone() });
+    for g in main.phases.iter().flat_map(|p| &p.groups).filter(|g| g.mode == Mode::Bandwidth) {
+        let name = match g.transport {
+            Transport::Tcp => "gate-tcp",
+            Transport::Rdma => "gate-rdma",
+        };
+        let pattern = Pattern::Explicit;
+        let looped = GroupPlan { index: 0, name: name.into(), pattern, rate: None, schedule: None, ..g.clone() };
+        match groups.iter_mut().find(|h| h.transport == g.transport) {
+            None => groups.push(looped),
+            // The run puts RDMA buffers in GPU memory: the gate loops that memory back.
+            Some(first) if !in_gpu(first) && in_gpu(g) => *first = looped,
+            Some(_) => {}
         }
+    }
+    for rdma in groups.iter_mut().filter_map(|g| g.rdma.as_mut()) {
+        rdma.memory = gpu_to_gpu(rdma.memory);
     }
     let phases: Vec<Phase> = groups
         .into_iter()
@@ -50,6 +60,18 @@ pub fn plan(main: &Plan) -> Option<Plan> {
         })
         .collect();
     (!phases.is_empty()).then(|| Plan { ranks: main.ranks.clone(), phases })
+}
+
+fn in_gpu(group: &GroupPlan) -> bool {
+    group.rdma.as_ref().is_some_and(|r| r.memory.any_gpu())
+}
+
+/// A group with GPU memory at one end loops back with GPU memory at both,
+/// as `ib_write_bw --use_cuda` does against itself: the other end takes
+/// the GPU end's kind. Host memory at both ends stays host memory.
+fn gpu_to_gpu(memory: MemorySides) -> MemorySides {
+    let pick = |own: Memory, other: Memory| if own.is_gpu() { own } else { other };
+    MemorySides { sender: pick(memory.sender, memory.receiver), receiver: pick(memory.receiver, memory.sender) }
 }
 
 /// Each host's verdict from the gate run's result, in the hostfile's order.
@@ -92,7 +114,31 @@ fn judge_one(profile: &Profile, gate: &RunResult, host: &str) -> HostGate {
         .flat_map(|r| r.rdma_counters.iter().cloned())
         .collect();
     readings.loopback = profile.loopback_min.map(|_| loopback(gate, &ranks));
-    judge_host(profile, &readings)
+    let (loopback_devices, loopback_gpu) = looped_on(gate, &ranks);
+    HostGate { loopback_devices, loopback_gpu, ..judge_host(profile, &readings) }
+}
+
+/// What these ranks' loopback ran on: the RDMA devices whose counters
+/// they read (their flows' ports), and the GPUs and memory of their
+/// flows' ends when in GPU memory.
+fn looped_on(gate: &RunResult, ranks: &BTreeSet<usize>) -> (Vec<String>, Option<GpuLoopback>) {
+    let mut devices: Vec<String> = Vec::new();
+    let counted = gate.phases.iter().flat_map(|p| &p.ranks).filter(|r| ranks.contains(&r.rank));
+    for d in counted.flat_map(|r| &r.rdma_counters) {
+        if !devices.contains(&d.device) {
+            devices.push(d.device.clone());
+        }
+    }
+    let ends: Vec<_> = gate.phases.iter().flat_map(|p| &p.flows).filter(|f| ranks.contains(&f.src)).collect();
+    let used = |side: fn(&FlowGpuMemory) -> &Vec<GpuMemoryUse>| {
+        ends.iter().filter_map(|f| f.gpu_memory.as_ref()).flat_map(side).collect::<Vec<_>>()
+    };
+    let (sender, receiver) = (used(|g| &g.sender), used(|g| &g.receiver));
+    let (Some(tx), Some(rx)) = (sender.first(), receiver.first()) else { return (devices, None) };
+    let mut gpus: Vec<usize> = sender.iter().chain(&receiver).map(|u| u.gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    (devices, Some(GpuLoopback { gpus, sender: tx.memory, receiver: rx.memory }))
 }
 
 /// The devices the run names for these ranks: the hostfile's `devices=`,

@@ -105,3 +105,32 @@ fn an_unmeasured_loopback_or_unknown_line_rate_fails() {
     let share = Profile { loopback_min: Some(LoopbackMin::OfLineRate(94.0)), ..p };
     assert_eq!(judge_host(&share, &fast).reasons, [GateFault::NoLineRate.to_string()]);
 }
+
+/// A run whose second RDMA group sends from GPU memory: the gate loops
+/// that group back, GPU memory at both ends (its receiver's host memory
+/// taken over by the sender's `cuda`), on the GPU it names; a run in host
+/// memory loops back host memory.
+#[test]
+fn the_rdma_loopback_is_in_gpu_memory_when_a_group_is() {
+    use crate::scenario::memory::{GpuChoice, Memory, MemorySides};
+    let groups = "[[group]]\nname = \"host\"\npattern = \"pairwise\"\ntransport = \"rdma\"\nflows = [[0, 1]]\n\n\
+        [[group]]\nname = \"gpu\"\npattern = \"pairwise\"\ntransport = \"rdma\"\nflows = [[1, 0]]\n\
+        memory = { sender = \"cuda\", receiver = \"host\" }\ngpu = 3\n";
+    let looped = |groups: &str| {
+        let toml = format!("[run]\nname = \"g\"\nduration = \"1s\"\n\n{groups}");
+        let (scenario, _) = crate::scenario::parse(&toml, Path::new("g.toml")).expect("valid");
+        let hosts: Vec<crate::hostfile::Host> = ["h0", "h1"].map(crate::hostfile::Host::named).to_vec();
+        plan(&crate::plan::build(&hosts, &scenario).unwrap()).unwrap()
+    };
+    let gate = looped(groups);
+    let group = &gate.phases[0].groups[0];
+    let rdma = group.rdma.as_ref().unwrap();
+    assert_eq!((group.name.as_str(), gate.phases.len()), ("gate-rdma", 1));
+    assert_eq!(rdma.memory, MemorySides { sender: Memory::Cuda, receiver: Memory::Cuda });
+    assert_eq!(rdma.gpu, GpuChoice::Index(3));
+    let cuda = |rank: &Vec<crate::plan::GpuAsk>| rank.iter().map(|a| a.memory).collect::<Vec<_>>();
+    assert!(gate.gpu_asks().iter().all(|r| cuda(r) == [Memory::Cuda]), "every looping rank opens its GPU first");
+    let host_only = looped(groups.split("\n\n").next().unwrap());
+    assert_eq!(host_only.phases[0].groups[0].rdma.as_ref().unwrap().memory, MemorySides::default());
+    assert!(host_only.gpu_asks().iter().all(Vec::is_empty));
+}
