@@ -89,3 +89,58 @@ fabric_status() {
         printf '  %-7s %-22s %s\n' "leaf$j" "${hosts% }" "${shaped:--}"
     done
 }
+
+port_master() {  # the bridge a port of the switch namespace is on, or nothing
+    ip -n "$SW_NS" -j link show dev "$1" 2>/dev/null | jq -r '.[0].master // empty'
+}
+
+port_state() {   # a port's operstate in the switch namespace, or nothing
+    ip -n "$SW_NS" -j link show dev "$1" 2>/dev/null | jq -r '.[0].operstate // empty'
+}
+
+# selftest_fabric K RATE (the selftest's 4 hosts on K leaves): each host's
+# port on its leaf bridge, each leaf's uplink up between its leaf and the
+# spine, and leaf1's uplink shaped to RATE Mbit/s (up) carrying h1 -> h4
+# (the last leaf) at that rate.  The rate is tbf's own byte counter over a
+# 4 s window after 2 s of warm-up, two TCP streams keeping its queue full,
+# within 5 % as the incast is held (tbf passes exactly its rate while
+# backlogged; the margin is the window's edges and scheduling).
+selftest_fabric() {
+    local k=$1 rate=$2 fail=0 i j leaf on
+    echo "== leaves: 4 hosts on $k leaves under spine $BRIDGE"
+    for ((i = 1; i <= 4; i++)); do
+        leaf=leaf$(leaf_of "$i" 4 "$k")
+        on=$(port_master "h$i")
+        echo "   h$i on ${on:-nothing} (expected $leaf)"
+        [[ $on == "$leaf" ]] || { note "FAIL: h$i is on '${on:-nothing}', expected $leaf"; fail=1; }
+    done
+    for ((j = 1; j <= k; j++)); do
+        on="$(port_master "up-leaf$j")/$(port_state "up-leaf$j") $(port_master "dn-leaf$j")/$(port_state "dn-leaf$j")"
+        echo "   leaf$j uplink: up-leaf$j, dn-leaf$j on (bridge/state): $on"
+        [[ $on == "leaf$j/UP $BRIDGE/UP" ]] \
+            || { note "FAIL: leaf$j's uplink is '$on', expected leaf$j/UP $BRIDGE/UP"; fail=1; }
+    done
+
+    echo "== shaped uplink: leaf1 up at ${rate}mbit, h1 -> h4 (leaf$k), iperf3 -P 2, 7 s"
+    shape_uplink leaf1 "${rate}mbit/up"
+    local dir=$STATE/run/selftest b0 b1 t0 t1 wire deadline
+    mkdir -p "$dir"
+    "$0" exec h4 iperf3 -s -1 -p 5201 >"$dir/uplink-server.log" 2>&1 &
+    deadline=$(( $(now_ms) + 5000 ))
+    until "$0" exec h4 ss -Hltn 2>/dev/null | grep -q ':5201 '; do
+        (( $(now_ms) < deadline )) || die "iperf3 server did not start in h4"
+        sleep 0.05
+    done
+    "$0" exec h1 iperf3 -c "$NET.4" -p 5201 -P 2 -t 7 -J >"$dir/uplink-client.json" 2>&1 &
+    local client=$!
+    sleep 2
+    b0=$(tbf_bytes up-leaf1); t0=$(now_ms)
+    sleep 4
+    b1=$(tbf_bytes up-leaf1); t1=$(now_ms)
+    wait "$client" || true
+    wire=$(awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f", b * 8 / t / 1000 }')
+    echo "   L2 rate through leaf1's uplink (tbf byte counter, 4 s window): $wire Mbit/s (tbf rate $rate)"
+    awk -v w="$wire" -v r="$rate" 'BEGIN { exit !(w >= r * 0.95 && w <= r * 1.05) }' \
+        || { note "FAIL: uplink rate $wire not within 5 % of $rate"; fail=1; }
+    return "$fail"
+}

@@ -1,17 +1,18 @@
 //! Two lists in .config/nextest.toml follow the tests' own code, and this
 //! keeps them equal to it:
 //! - the tests that measure against a baseline of their own (they take
-//!   `common::quiet_machine`, directly or through `Bed::up_quiet`) get
-//!   every test thread, so a new one is not left to share two cores with
-//!   whatever nextest schedules beside it;
+//!   `common::quiet_machine`, directly or through `Bed::up_quiet` or
+//!   `Bed::selftest`) get every test thread, so a new one is not left to
+//!   share two cores with whatever nextest schedules beside it;
 //! - the other tests on the shared test bed (`Bed::up`) are one test
 //!   group of one thread, so none holds a thread while it waits for the bed.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// What a test that takes the quiet machine lock calls.
-const QUIET: &[&str] = &["quiet_machine()", "up_quiet("];
+/// What a test that takes the quiet machine lock calls (the bed's
+/// selftest measures a shaped rate).
+const QUIET: &[&str] = &["quiet_machine()", "up_quiet(", "Bed::selftest("];
 /// What a test on the shared (not quiet) test bed calls.
 const BED: &[&str] = &["Bed::up(", "Bed::up_fabric("];
 

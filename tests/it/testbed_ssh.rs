@@ -409,3 +409,28 @@ fn a_stopped_launcher_keeps_its_phases_and_leaves_nothing_anywhere() {
         assert!(run["phases"][0]["aggregate_gbps"].as_f64().unwrap() > 0.0, "{signal}");
     }
 }
+
+/// The bed's own selftest as a two-level fabric: 4 hosts on 2 leaves, each
+/// on its leaf bridge, each uplink up between its leaf and the spine, and
+/// leaf1's uplink shaped to 200 Mbit/s carrying h1 -> h4 at that rate
+/// (tbf's byte counter, within the selftest's 5 %).
+#[test]
+fn selftest_checks_the_leaves_and_a_shaped_uplink() {
+    let Some(out) = Bed::selftest(&["--leaves", "1"]) else { return };
+    assert!(!out.status.success(), "one leaf is no fabric");
+    assert!(text(&out.stderr).contains("--leaves is 2..4"), "{}", text(&out.stderr));
+    let Some(out) = Bed::selftest(&["--leaves", "2"]) else { return };
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    for line in ["h1 on leaf1 (expected leaf1)", "h2 on leaf1", "h3 on leaf2", "h4 on leaf2 (expected leaf2)"] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+    assert_eq!(stdout.matches("uplink: up-leaf").count(), 2, "{stdout}");
+    let measured = stdout
+        .lines()
+        .find_map(|l| l.split_once("L2 rate through leaf1's uplink (tbf byte counter, 4 s window): "))
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no uplink rate: {stdout}"));
+    assert!((190.0..=210.0).contains(&measured), "{measured} Mbit/s through a 200 Mbit/s uplink: {stdout}");
+    assert!(stdout.ends_with("selftest: 1 passed, 0 failed\n"), "{stdout}");
+}

@@ -74,7 +74,9 @@ impl Bed {
         Bed::start(n, &[&["--leaves", leaves.as_str()], extra].concat(), super::busy_machine)
     }
 
-    fn start(n: usize, extra: &[&str], machine_lock: fn() -> File) -> Option<Bed> {
+    /// The machine's lock and the bed's, taken in that order; `None`
+    /// where the bed cannot run (as [`Bed::up`]).
+    fn locks(machine_lock: fn() -> File) -> Option<(File, File)> {
         if !super::root_or_skip("the multi-host test bed") {
             return None;
         }
@@ -82,6 +84,19 @@ impl Bed {
         std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
         let lock = File::create(LOCK).expect("test bed lock file");
         lock.lock().expect("test bed lock");
+        Some((machine, lock))
+    }
+
+    /// `scripts/testbed selftest ARGS` (which brings its own bed up and
+    /// down) under both locks, on a quiet machine: it measures rates.
+    pub fn selftest(args: &[&str]) -> Option<Output> {
+        let _locks = Bed::locks(super::quiet_machine)?;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testbed");
+        Some(Command::new(&script).arg("selftest").args(args).output().expect("run scripts/testbed selftest"))
+    }
+
+    fn start(n: usize, extra: &[&str], machine_lock: fn() -> File) -> Option<Bed> {
+        let (machine, lock) = Bed::locks(machine_lock)?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testbed");
         let out = Command::new(&script).arg("up").arg(n.to_string()).args(extra).output().expect("run scripts/testbed");
         assert!(out.status.success(), "testbed up failed:\n{}{}", super::text(&out.stdout), super::text(&out.stderr));
