@@ -140,7 +140,7 @@ fn the_gate_loops_back_gpu_memory_to_gpu_memory_on_one_device() {
     let (device, profile) = gate_rdma::rxe_profile(&bench);
     let memory = "memory = { sender = \"cuda\", receiver = \"host\" }";
     let scenario = bench.write("gated.toml", &gate_rdma::scenario(&device, memory));
-    let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let hostfile = bench.write("hosts", gate_rdma::HOSTS);
     let (scenario, hostfile, profile) =
         (scenario.to_str().unwrap(), hostfile.to_str().unwrap(), profile.to_str().unwrap());
     let args = ["run", scenario, "-H", hostfile, "--gate", profile, "--gate-only", "--export-json", "-", "--no-save"];

@@ -52,9 +52,16 @@ pub enum Unmeasured {
     NoFlow,
 }
 
-/// `376 Gb/s`, `187.5 Gb/s`: to 0.01 Gb/s, no trailing zeros.
+/// `376 Gb/s`, `187.5 Gb/s`: to 0.01 Gb/s, no trailing zeros; below
+/// 1 Gb/s to 3 significant digits (`0.0025 Gb/s`), so that a small
+/// minimum (a share of an emulated port's rate) does not read as 0.
 fn gbps_text(gbps: f64) -> String {
-    format!("{} Gb/s", (gbps * 100.0).round() / 100.0)
+    let digits = match gbps.abs() {
+        g if g >= 1.0 || g == 0.0 || !g.is_finite() => 2,
+        g => 2 - g.log10().floor() as i32,
+    };
+    let scale = 10f64.powi(digits);
+    format!("{} Gb/s", (gbps * scale).round() / scale)
 }
 
 /// What was read of one host for the gate.

@@ -78,6 +78,12 @@ fn copy(from: &Path, to: &Path) {
 }
 
 #[test]
+fn rates_below_1_gbps_keep_3_significant_digits() {
+    let texts: Vec<String> = [376.0, 187.456, 1.0, 0.63312, 0.0025, 0.0].map(gbps_text).to_vec();
+    assert_eq!(texts, ["376 Gb/s", "187.46 Gb/s", "1 Gb/s", "0.633 Gb/s", "0.0025 Gb/s", "0 Gb/s"]);
+}
+
+#[test]
 fn width_comes_from_the_rate_text() {
     assert_eq!(width_of("200 Gb/sec (4X HDR)"), Some(4));
     assert_eq!(width_of("2.5 Gb/sec (1X SDR)"), Some(1));
