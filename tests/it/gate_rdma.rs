@@ -26,9 +26,9 @@ use crate::rdma_run::{active_devices, has_rdma};
 pub(crate) const HOSTS: &str = "127.0.0.1 slots=2\n";
 
 /// An RDMA write pair on `device` between the two ranks of [`HOSTS`];
-/// `memory` is the group's `memory` line (empty: host memory). rxe in
-/// loopback completes a full send queue at once, so a flow is counted in
-/// steps of `tx_depth` messages: 8 MiB at the default 128 × 64 KiB, which
+/// `memory` is the group's `memory` line (empty: host memory). A loopback
+/// on rxe was counted in steps of a full send queue (`tx_depth` messages,
+/// as measured in the VM): 8 MiB at the default 128 × 64 KiB, which
 /// a loopback at 0.1 Gb/s (emulation on a busy machine) lands once in
 /// 0.7 s, and a 1 s window could count none, or its first bytes late
 /// enough to mark the phase degraded. 16 × 64 KiB counts in 1 MiB steps.
