@@ -13,9 +13,10 @@
 //! (rxe's own retry counters move under emulation and are not held).
 
 use std::path::PathBuf;
+use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::common::{run_json, text, Bench};
+use crate::common::{text, Bench};
 use crate::rdma_run::{active_devices, has_rdma};
 
 /// One host of two slots: the gate loops back its first rank alone (the
@@ -72,6 +73,23 @@ pub(crate) fn passed_on(run: &serde_json::Value, device: &str) {
     }
 }
 
+/// The run `command` makes, made again (twice at most) while it ends
+/// degraded (exit 4). On a machine that starves the VM's emulated CPUs
+/// (load 7–10 on 2 cores) about one 1 s gate run in five came out
+/// degraded: its loopback's first bytes over a second late, the rank's
+/// window short. That is the emulation's, not the gate's, and a test of
+/// the gate retries it; a run degraded three times fails.
+pub(crate) fn unless_degraded(command: impl Fn() -> Command) -> Output {
+    for _ in 0..2 {
+        let out = command().output().expect("run fabricbench");
+        if out.status.code() != Some(4) {
+            return out;
+        }
+        eprintln!("degraded, once more: {}", text(&out.stderr));
+    }
+    command().output().expect("run fabricbench")
+}
+
 /// A host-memory run of [`scenario`] gated by the rxe profile with `extra`
 /// flags, which every host passed; `None` without an RDMA device.
 fn gated_run(extra: &[&str]) -> Option<serde_json::Value> {
@@ -82,7 +100,12 @@ fn gated_run(extra: &[&str]) -> Option<serde_json::Value> {
     let (device, profile) = rxe_profile(&bench);
     let scenario = bench.write("gated.toml", &scenario(&device, ""));
     let hosts = bench.write("hosts", HOSTS);
-    let run = run_json(&bench, &scenario, &hosts, &[&["--gate", profile.to_str().unwrap()], extra].concat());
+    let (s, h, p) = (scenario.to_str().unwrap(), hosts.to_str().unwrap(), profile.to_str().unwrap());
+    let args = [&["run", s, "-H", h, "--gate", p, "--export-json", "-", "--no-save", "--quiet"], extra].concat();
+    let out = unless_degraded(|| bench.command(&args));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
+    let run = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     passed_on(&run, &device);
     Some(run)
 }
@@ -118,8 +141,9 @@ fn rxe_held_to_an_impossible_rate_is_excluded_and_the_run_exits_3() {
     let scenario = bench.write("gated.toml", &scenario(&device, ""));
     let hosts = bench.write("hosts", HOSTS);
     let (s, h) = (scenario.to_str().unwrap(), hosts.to_str().unwrap());
-    let out =
-        bench.run(&["run", s, "-H", h, "--gate", "impossible.toml", "--export-json", "-", "--no-save", "--quiet"]);
+    let out = unless_degraded(|| {
+        bench.command(&["run", s, "-H", h, "--gate", "impossible.toml", "--export-json", "-", "--no-save", "--quiet"])
+    });
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(

@@ -129,7 +129,9 @@ fn forced_peer_memory_passes_the_preflight_and_is_what_setup_registers() {
 /// The node gate of a run whose RDMA group sends from GPU memory loops
 /// back GPU memory to GPU memory on one device (as `ib_write_bw
 /// --use_cuda` against itself): the group's host end takes the GPU end's
-/// memory, and the gate says device, GPU and memory per host.
+/// memory, and the gate says device, GPU and memory per host. The GPU
+/// preflight checks the gate's ends too: the sysfs double stands in for
+/// peer memory, as for the flows above.
 #[test]
 fn the_gate_loops_back_gpu_memory_to_gpu_memory_on_one_device() {
     if !has_rdma() {
@@ -144,7 +146,12 @@ fn the_gate_loops_back_gpu_memory_to_gpu_memory_on_one_device() {
     let (scenario, hostfile, profile) =
         (scenario.to_str().unwrap(), hostfile.to_str().unwrap(), profile.to_str().unwrap());
     let args = ["run", scenario, "-H", hostfile, "--gate", profile, "--gate-only", "--export-json", "-", "--no-save"];
-    let out = bench.command(&[&args[..], &["--quiet"]].concat()).env("FABRICBENCH_LIBCUDA", &library).output().unwrap();
+    let sys = sysfs_with_peer_memory(bench.dir.path());
+    let out = gate_rdma::unless_degraded(|| {
+        let mut command = bench.command(&[&args[..], &["--quiet"]].concat());
+        command.env("FABRICBENCH_LIBCUDA", &library).env(fabricbench::sysfs::ROOT_ENV, &sys);
+        command
+    });
     assert!(out.status.success(), "{}", text(&out.stderr));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     gate_rdma::passed_on(&run, &device);
