@@ -36,19 +36,22 @@ fn diagnostics_survive_a_closed_stderr() {
     let degraded = bench.dir.path().join("run.json");
     std::fs::copy(repo("tests/fixtures/v3-degraded.json"), &degraded).unwrap();
     let degraded = degraded.display().to_string();
-    // A run (progress lines, `results:`), a report (`report:`), a plan that fails.
-    let commands: [(&[&str], bool); 3] = [
-        (&["run", &fan_in, "-H", &local, "--duration", "500ms"], true),
-        (&["report", &degraded], true),
-        (&["plan", "no-such-scenario.toml", "-H", &local], false),
+    // A run (progress lines, `results:`), a report (`report:`), a plan that
+    // fails, each with the codes it may end with: a real run on a loaded
+    // machine may come out degraded (4) either time, which is no panic (101).
+    let commands: [(&[&str], &[i32]); 3] = [
+        (&["run", &fan_in, "-H", &local, "--duration", "500ms"], &[0, 4]),
+        (&["report", &degraded], &[0]),
+        (&["plan", "no-such-scenario.toml", "-H", &local], &[2]),
     ];
-    for (args, succeeds) in commands {
+    for (args, codes) in commands {
         let open = run(&bench, args, false);
         let diagnostics = text(&open.stderr);
         assert!(!diagnostics.is_empty(), "{args:?} writes to stderr, so the closed case is tested");
-        assert_eq!(open.status.success(), succeeds, "{args:?}: {diagnostics}");
+        let code = |out: &Output| out.status.code().unwrap_or(-1);
+        assert!(codes.contains(&code(&open)), "{args:?} ended {:?}: {diagnostics}", open.status);
         let closed = run(&bench, args, true);
-        assert_eq!(closed.status.code(), open.status.code(), "{args:?} with stderr closed");
+        assert!(codes.contains(&code(&closed)), "{args:?} with stderr closed ended {:?}", closed.status);
         assert_eq!(text(&closed.stdout).is_empty(), text(&open.stdout).is_empty(), "{args:?}: stdout as it was");
     }
 }
