@@ -1,5 +1,5 @@
 //! One phase on one rank: create the rank's ends of its flows, connect them
-//! (a short-lived thread per end), then run every TCP stream on an engine —
+//! (every TCP end on one thread, a short-lived thread per RDMA end), then run every TCP stream on an engine —
 //! one pinned thread per core the rank's flows may use, each driving many
 //! streams (`engine`, `assign`) — and every RDMA rail on its own thread,
 //! from t0, while the sampler reads all counters at the common boundaries
@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::control::printable;
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Window};
 use crate::load::placement::{self, Placed};
 use crate::load::stress;
@@ -32,6 +31,9 @@ use crate::worker::assign::{assign, Assignment, LaneLoad};
 use crate::worker::engine::Engine;
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::{FlowEnd, FlowFailed, Rail, TcpLane};
+
+#[path = "phase_connect.rs"]
+mod connect;
 
 /// How long connecting a phase's flows may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -158,60 +160,6 @@ pub fn prepare(
         ends.push((role, opening));
     }
     Ok((Opened { context: PhaseContext { phase, bind, stress, rdma_ports }, ends }, endpoints))
-}
-
-impl Opened {
-    /// Connects every end to its peer's, all at once (a rank may be both
-    /// ends of a flow, and a TCP receiver waits for its sender).
-    pub fn connect(self, peers: &[FlowEndpoint]) -> Result<Connected, PhaseError> {
-        let Opened { context, ends } = self;
-        let bind = context.bind;
-        let mut pending = Vec::new();
-        for (role, opening) in ends {
-            let (flow, side, streams, dscp) = (role.flow.id, role.side, role.group.streams, role.group.dscp);
-            let far = match side {
-                Side::Sender => Side::Receiver,
-                Side::Receiver => Side::Sender,
-            };
-            let peer = peers.iter().find(|p| p.flow == flow && p.side == far).map(|p| p.endpoint.clone());
-            let tcp_err = move |cause| PhaseError::Tcp { flow, side, cause };
-            let auth = tcp::FlowAuth { flow, proof: role.proof };
-            let task: JoinHandle<Result<Link, PhaseError>> = match (opening, peer) {
-                (Opening::Listen(l), _) => std::thread::spawn(move || {
-                    let accepted = l.accept(&auth, streams, CONNECT_TIMEOUT).map_err(tcp_err)?;
-                    log_strangers(flow, &accepted.strangers);
-                    Ok(Link::Tcp { streams: accepted.streams, refused: accepted.refused })
-                }),
-                (Opening::Dial, Some(Endpoint::Tcp { addr })) => std::thread::spawn(move || {
-                    let streams =
-                        tcp::connect_marked(bind, addr, &auth, streams, CONNECT_TIMEOUT, dscp).map_err(tcp_err)?;
-                    Ok(Link::Tcp { streams, refused: 0 })
-                }),
-                // Both ends split the flow into rails from the same group knobs: rail k meets rail k.
-                (Opening::Rdma(rails), Some(Endpoint::Rdma(peer))) if rails.len() == peer.len() => {
-                    std::thread::spawn(move || {
-                        rails
-                            .into_iter()
-                            .zip(&peer)
-                            .map(|(Rail { flow, device, node }, endpoint)| {
-                                Ok(Rail { flow: flow.connect(endpoint)?, device, node })
-                            })
-                            .collect::<Result<Vec<_>, _>>()
-                            .map(Link::Rdma)
-                            .map_err(|cause| PhaseError::Rdma { flow, side, cause })
-                    })
-                }
-                _ => return Err(PhaseError::NoPeer { flow }),
-            };
-            pending.push((role, task));
-        }
-        let mut connected = Vec::with_capacity(pending.len());
-        for (role, task) in pending {
-            let link = task.join().expect("connect threads do not panic")?;
-            connected.push((role, link));
-        }
-        Ok(Connected { context, ends: connected })
-    }
 }
 
 impl Connected {
@@ -358,20 +306,6 @@ fn bindings(lanes: &[LaneLoad], assignment: &Assignment, host: &[usize]) -> Vec<
     }
     let host: BTreeSet<usize> = host.iter().copied().collect();
     bound.into_iter().map(|cores| if cores == host { Vec::new() } else { cores.into_iter().collect() }).collect()
-}
-
-/// Each stranger once per address (the transport keeps the first few),
-/// what it sent escaped and cut short: it can neither write escape codes
-/// to the operator's terminal nor flood it.
-fn log_strangers(flow: u32, strangers: &[tcp::Stranger]) {
-    for s in strangers {
-        let sent = printable(&String::from_utf8_lossy(&s.sent));
-        tracing::warn!(
-            "flow {flow}: refused a data connection from {}: {} (it sent `{sent}`; later ones from its address are not shown)",
-            s.peer,
-            s.why
-        );
-    }
 }
 
 /// Ends a running phase early, from any thread.

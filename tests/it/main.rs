@@ -44,6 +44,7 @@ mod soak;
 mod stage_bed;
 mod stream_rows;
 mod tcp_data_plane;
+mod tcp_handshake;
 mod testbed_hostile;
 mod testbed_mpirun;
 mod testbed_scenarios;

@@ -8,8 +8,10 @@ use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use mio::{Interest, Registry, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::transport::tcp::handshake::{self, Shake};
 use crate::transport::tcp::preamble::{self, FlowAuth, Refusal, PREAMBLE_LEN};
 use crate::transport::tcp::TcpError;
 
@@ -50,7 +52,7 @@ pub struct Stranger {
 
 /// A connection that has not sent all its preamble yet.
 struct Proving {
-    sock: TcpStream,
+    sock: mio::net::TcpStream,
     peer: SocketAddr,
     sent: Vec<u8>,
     until: Instant,
@@ -134,58 +136,118 @@ impl Listener {
     /// Accepts connections until each of the flow's `streams` has proved
     /// itself, within `timeout`; reads nothing past a preamble.
     pub fn accept(self, auth: &FlowAuth, streams: u32, timeout: Duration) -> Result<Accepted, TcpError> {
-        let deadline = Instant::now() + timeout;
-        let fail = |cause| TcpError::Listen { addr: self.local_addr().ip(), cause };
-        self.inner.set_nonblocking(true).map_err(fail)?;
-        let mut slots: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
-        let mut proving: Vec<Proving> = Vec::new();
-        let mut refused = Refused::default();
-        while slots.iter().any(Option::is_none) {
-            let now = Instant::now();
-            if now >= deadline {
-                let accepted = slots.iter().flatten().count();
-                let refused = refused.count + proving.len() as u64;
-                return Err(TcpError::Accept { accepted, expected: streams, timeout, refused });
-            }
-            let arrived = match self.inner.accept() {
-                Ok((sock, peer)) if proving.len() < PROVING_MAX => {
-                    sock.set_nonblocking(true).map_err(fail)?;
-                    proving.push(Proving { sock, peer, sent: Vec::new(), until: now + PREAMBLE_WITHIN });
-                    true
-                }
-                Ok((_, peer)) => {
-                    refused.add(peer, Refusal::Crowded, Vec::new());
-                    true
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => false,
-                Err(cause) => return Err(fail(cause)),
-            };
-            let mut k = 0;
-            while k < proving.len() {
-                let done = matches!(proving[k].read(), Progress::Read) || now >= proving[k].until;
-                if !done {
-                    k += 1;
-                    continue;
-                }
-                let Proving { sock, peer, sent, .. } = proving.swap_remove(k);
-                let taken: Vec<bool> = slots.iter().map(Option::is_some).collect();
-                match preamble::check(&sent, auth, &taken) {
-                    Ok(stream) => {
-                        sock.set_nonblocking(false).map_err(fail)?;
-                        slots[stream as usize] = Some(sock);
+        let accepting = Accepting::new(self, *auth, streams)?;
+        handshake::drive(vec![accepting], timeout).pop().expect("one end, one result")
+    }
+}
+
+/// A receiving end accepting its flow's streams without blocking, so one
+/// thread drives it beside every other end of its rank (`handshake`).
+pub struct Accepting {
+    listener: mio::net::TcpListener,
+    auth: FlowAuth,
+    slots: Vec<Option<TcpStream>>,
+    proving: Vec<Proving>,
+    refused: Refused,
+}
+
+impl Accepting {
+    pub fn new(listener: Listener, auth: FlowAuth, streams: u32) -> Result<Accepting, TcpError> {
+        let fail = |cause| TcpError::Listen { addr: listener.local_addr().ip(), cause };
+        listener.inner.set_nonblocking(true).map_err(fail)?;
+        Ok(Accepting {
+            listener: mio::net::TcpListener::from_std(listener.inner),
+            auth,
+            slots: (0..streams).map(|_| None).collect(),
+            proving: Vec::new(),
+            refused: Refused::default(),
+        })
+    }
+
+    fn fail(&self, cause: std::io::Error) -> TcpError {
+        let addr = self.listener.local_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+        TcpError::Listen { addr, cause }
+    }
+
+    /// Takes every connection waiting in the queue: with edge-triggered
+    /// readiness, one left there would never be announced again.
+    fn take_arrivals(&mut self, registry: &Registry, token: Token, now: Instant) -> Result<(), TcpError> {
+        loop {
+            match self.listener.accept() {
+                Ok((mut sock, peer)) => {
+                    // A queue of real streams has sent its preambles already:
+                    // they free their places before anyone is crowded out.
+                    if self.proving.len() >= PROVING_MAX {
+                        self.check_proving(registry, now)?;
                     }
-                    Err(why) => refused.add(peer, why, sent),
+                    if self.proving.len() >= PROVING_MAX {
+                        self.refused.add(peer, Refusal::Crowded, Vec::new());
+                        continue;
+                    }
+                    registry.register(&mut sock, token, Interest::READABLE).map_err(|e| self.fail(e))?;
+                    self.proving.push(Proving { sock, peer, sent: Vec::new(), until: now + PREAMBLE_WITHIN });
                 }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(cause) => return Err(self.fail(cause)),
             }
-            if !arrived {
-                std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Gives each connection that has sent its preamble (or run out of
+    /// time) its stream's slot, or refuses it.
+    fn check_proving(&mut self, registry: &Registry, now: Instant) -> Result<(), TcpError> {
+        let mut k = 0;
+        while k < self.proving.len() {
+            let done = matches!(self.proving[k].read(), Progress::Read) || now >= self.proving[k].until;
+            if !done {
+                k += 1;
+                continue;
             }
+            let Proving { mut sock, peer, sent, .. } = self.proving.swap_remove(k);
+            let taken: Vec<bool> = self.slots.iter().map(Option::is_some).collect();
+            match preamble::check(&sent, &self.auth, &taken) {
+                Ok(stream) => {
+                    // Its engine registers it again, in its own epoll set.
+                    registry.deregister(&mut sock).map_err(|e| self.fail(e))?;
+                    let sock = TcpStream::from(sock);
+                    sock.set_nonblocking(false).map_err(|e| self.fail(e))?;
+                    self.slots[stream as usize] = Some(sock);
+                }
+                Err(why) => self.refused.add(peer, why, sent),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Shake for Accepting {
+    type Output = Accepted;
+
+    fn start(&mut self, registry: &Registry, token: Token) -> Result<(), TcpError> {
+        registry.register(&mut self.listener, token, Interest::READABLE).map_err(|e| self.fail(e))
+    }
+
+    fn advance(&mut self, registry: &Registry, token: Token, now: Instant) -> Option<Result<Accepted, TcpError>> {
+        let stepped = self.take_arrivals(registry, token, now).and_then(|()| self.check_proving(registry, now));
+        if let Err(e) = stepped {
+            return Some(Err(e));
+        }
+        if self.slots.iter().any(Option::is_none) {
+            return None;
         }
         // Still proving when every stream is in: strangers, whatever they send next.
-        for p in proving {
+        let mut refused = std::mem::take(&mut self.refused);
+        for p in self.proving.drain(..) {
             refused.add(p.peer, Refusal::Late, p.sent);
         }
-        let streams = slots.into_iter().flatten().collect();
-        Ok(Accepted { streams, refused: refused.count, strangers: refused.strangers })
+        let streams = self.slots.drain(..).flatten().collect();
+        Some(Ok(Accepted { streams, refused: refused.count, strangers: refused.strangers }))
+    }
+
+    fn expire(&mut self, timeout: Duration) -> TcpError {
+        let accepted = self.slots.iter().flatten().count();
+        let refused = self.refused.count + self.proving.len() as u64;
+        TcpError::Accept { accepted, expected: self.slots.len() as u32, timeout, refused }
     }
 }

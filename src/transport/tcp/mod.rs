@@ -6,20 +6,20 @@
 //! anything (`accept`).
 
 mod accept;
+mod dial;
 pub mod dscp;
+pub mod handshake;
 mod latency;
 pub mod preamble;
 mod tasks;
 
-pub use accept::{Accepted, Listener, Stranger};
+pub use accept::{Accepted, Accepting, Listener, Stranger};
+pub use dial::{DialPlan, Dialing};
 pub use preamble::{FlowAuth, FlowProof, Refusal};
 
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::histogram::Recorder;
 use crate::transport::pace::ProbePlan;
@@ -47,6 +47,8 @@ pub enum TcpError {
     Connect { stream: u32, local: IpAddr, peer: SocketAddr, cause: std::io::Error },
     #[error("only {accepted} of {expected} streams connected within {timeout:?} ({refused} stranger(s) refused)")]
     Accept { accepted: usize, expected: u32, timeout: Duration, refused: u64 },
+    #[error("cannot wait for connections: {cause}{hint}", hint = crate::fdlimit::hint(.cause))]
+    Poll { cause: std::io::Error },
     #[error("stream to {peer} failed after {bytes} bytes: {cause}")]
     Stream { peer: String, bytes: u64, cause: std::io::Error },
 }
@@ -73,22 +75,8 @@ pub fn connect_marked(
     timeout: Duration,
     dscp: Option<u8>,
 ) -> Result<Vec<TcpStream>, TcpError> {
-    (0..streams)
-        .map(|stream| {
-            let err = |cause| TcpError::Connect { stream, local, peer, cause };
-            let socket = Socket::new(Domain::for_address(peer), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
-            if let Some(dscp) = dscp {
-                dscp::mark(&socket, peer.is_ipv6(), dscp).map_err(err)?;
-            }
-            // Bind the source so traffic leaves through this rank's own address.
-            socket.bind(&SocketAddr::new(local, 0).into()).map_err(err)?;
-            socket.connect_timeout(&peer.into(), timeout).map_err(err)?;
-            let mut sock: TcpStream = socket.into();
-            sock.set_write_timeout(Some(timeout)).map_err(err)?;
-            sock.write_all(&preamble::encode(auth, stream)).map_err(err)?;
-            Ok(sock)
-        })
-        .collect()
+    let dialing = Dialing::new(DialPlan { local, peer, auth: *auth, streams, dscp, write_timeout: timeout });
+    handshake::drive(vec![dialing], timeout).pop().expect("one end, one result")
 }
 
 /// What a TCP lane does, and what it needs for it.
