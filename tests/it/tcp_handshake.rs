@@ -119,3 +119,16 @@ fn a_dial_to_a_closed_port_fails_naming_its_stream() {
         other => panic!("{:?}", other.as_ref().err().map(ToString::to_string)),
     }
 }
+
+/// More streams than a receiver keeps unproved at once: the dialer writes
+/// each preamble before it begins many more, so no real stream is turned
+/// away as crowded.
+#[test]
+fn a_flow_of_a_thousand_streams_connects_with_no_stream_refused() {
+    let mut results = drive(both_ends(1, 1024), TIMEOUT).into_iter();
+    match results.next() {
+        Some(Ok(Shaken::Accepted(a))) => assert_eq!((a.streams.len(), a.refused), (1024, 0)),
+        other => panic!("{:?}", other.and_then(Result::err).map(|e| e.to_string())),
+    }
+    assert!(matches!(results.next(), Some(Ok(Shaken::Dialed(s))) if s.len() == 1024));
+}

@@ -13,6 +13,12 @@ use crate::transport::tcp::handshake::Shake;
 use crate::transport::tcp::preamble::{self, FlowAuth, PREAMBLE_LEN};
 use crate::transport::tcp::{dscp, TcpError};
 
+/// Streams of one end connected but not yet through their preamble, at
+/// most: the kernel completes a connect before this thread writes, and a
+/// receiver closes connections past its `PROVING_MAX` unproved ones as
+/// crowded (real streams among them, were all of a large flow dialed at once).
+const IN_FLIGHT: usize = 32;
+
 /// Where a sending end dials from and to, and how.
 pub struct DialPlan {
     /// This rank's address: traffic leaves through it.
@@ -94,6 +100,20 @@ impl Dialing {
         Ok(())
     }
 
+    /// Begins the next dials while fewer than `IN_FLIGHT` have yet to
+    /// write their preamble.
+    fn open_more(&mut self, registry: &Registry, token: Token) -> Result<(), TcpError> {
+        let mut in_flight = self.dials.iter().filter(|d| d.written != Some(PREAMBLE_LEN)).count();
+        while self.dials.len() < self.plan.streams as usize && in_flight < IN_FLIGHT {
+            let k = self.dials.len();
+            let mut sock = self.open().map_err(|e| self.fail(k, e))?;
+            registry.register(&mut sock, token, Interest::WRITABLE).map_err(|e| self.fail(k, e))?;
+            self.dials.push(Dial { sock, written: None });
+            in_flight += 1;
+        }
+        Ok(())
+    }
+
     /// The streams, handed over blocking as the engines expect them.
     fn finish(&mut self, registry: &Registry) -> Result<Vec<TcpStream>, TcpError> {
         let write_timeout = self.plan.write_timeout;
@@ -116,27 +136,26 @@ impl Shake for Dialing {
     type Output = Vec<TcpStream>;
 
     fn start(&mut self, registry: &Registry, token: Token) -> Result<(), TcpError> {
-        for k in 0..self.plan.streams as usize {
-            let mut sock = self.open().map_err(|e| self.fail(k, e))?;
-            registry.register(&mut sock, token, Interest::WRITABLE).map_err(|e| self.fail(k, e))?;
-            self.dials.push(Dial { sock, written: None });
-        }
-        Ok(())
+        self.open_more(registry, token)
     }
 
-    fn advance(&mut self, registry: &Registry, _: Token, _: Instant) -> Option<Result<Vec<TcpStream>, TcpError>> {
+    fn advance(&mut self, registry: &Registry, token: Token, _: Instant) -> Option<Result<Vec<TcpStream>, TcpError>> {
         for k in 0..self.dials.len() {
             if let Err(e) = self.step(k) {
                 return Some(Err(self.fail(k, e)));
             }
         }
-        let done = self.dials.iter().all(|d| d.written == Some(PREAMBLE_LEN));
+        if let Err(e) = self.open_more(registry, token) {
+            return Some(Err(e));
+        }
+        let done = self.dials.len() == self.plan.streams as usize
+            && self.dials.iter().all(|d| d.written == Some(PREAMBLE_LEN));
         done.then(|| self.finish(registry))
     }
 
     /// The first stream not yet through, as the blocking dial's timeout named it.
     fn expire(&mut self, _: Duration) -> TcpError {
-        let k = self.dials.iter().position(|d| d.written != Some(PREAMBLE_LEN)).unwrap_or(0);
+        let k = self.dials.iter().position(|d| d.written != Some(PREAMBLE_LEN)).unwrap_or(self.dials.len());
         self.fail(k, io::Error::new(ErrorKind::TimedOut, "connection timed out"))
     }
 }
