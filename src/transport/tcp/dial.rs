@@ -109,6 +109,10 @@ impl Dialing {
             let mut sock = self.open().map_err(|e| self.fail(k, e))?;
             registry.register(&mut sock, token, Interest::WRITABLE).map_err(|e| self.fail(k, e))?;
             self.dials.push(Dial { sock, written: None });
+            // A loopback or near peer has answered already: its preamble
+            // goes now, not after every other end's dials have begun (the
+            // receiver gives a connection only `PREAMBLE_WITHIN` for it).
+            self.step(k).map_err(|e| self.fail(k, e))?;
             in_flight += 1;
         }
         Ok(())
