@@ -62,7 +62,7 @@ fn tcp_flow(length: Duration) -> Histogram {
     let engines: Vec<_> = ends
         .into_iter()
         .map(|(sock, role, end, sender)| {
-            let task = tcp::task(sock, vec![0; 64], Arc::default(), role).expect("a task");
+            let task = tcp::task(sock, vec![0; 64], Arc::default(), role, None).expect("a task");
             Engine::of_end(vec![task], end, sender).spawn(t0, close, stop.clone(), ThreadBook::default())
         })
         .collect();

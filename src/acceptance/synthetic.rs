@@ -58,6 +58,9 @@ pub(crate) fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64)
             datagrams: None,
             engines: None,
             gpu_memory: None,
+            dv_checked: None,
+            dv_errors: None,
+            dv_first_bad: None,
         })
         .collect();
     PhaseResult {

@@ -157,6 +157,11 @@ pub struct PairArgs {
     /// Accepted for perftest's habit (-F: no cpufreq warning); fabricbench never warns
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
+    /// Data validation: each message carries a pattern of its flow, number and
+    /// offsets that the receiver (the reader, for read) checks; a bad byte
+    /// fails the run (exit 1). Costs throughput (perftest --data_validation)
+    #[arg(long = "data-validation", alias = "data_validation")]
+    pub data_validation: bool,
     /// Report BW in Gb/s (1e9 bit/s) instead of MB/sec (perftest --report_gbits)
     #[arg(long = "report-gbits", alias = "report_gbits")]
     pub report_gbits: bool,

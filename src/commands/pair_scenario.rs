@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::cli::pair::{AtomicType, OpName, PairArgs};
 use crate::hostfile::Host;
+use crate::scenario::dv;
 use crate::scenario::limits::{self, MAX_SWEEP_POINTS, MAX_WINDOW};
 use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory, MemorySides};
 use crate::scenario::placement::Numa;
@@ -96,6 +97,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         memory: gpu.as_ref().map(|_| GPU_SIDES),
         gpu: gpu.map(|g| g.gpu),
         dscp: None,
+        validate: args.data_validation,
         cores: None,
         numa: Numa::default(), // as a scenario that does not say
         role: None,
@@ -104,6 +106,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         across: None,
         hops: None,
     };
+    dv::check(&group).map_err(|e| PairError { flag: "--data-validation", reason: e.reason })?;
     let sweep = (sizes.len() > 1).then(|| SweepSpec {
         parameter: Parameter::MessageSize,
         values: sizes.iter().map(|s| Value::Number(s.bytes())).collect(),

@@ -230,6 +230,7 @@ pub fn samples(flow: u32, side: Side) -> FlowSamples {
         lanes: Vec::new(),
         engines: Vec::new(),
         gpu_memory: Vec::new(),
+        validation: None,
     }
 }
 

@@ -39,8 +39,9 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// the NIC `auto` resolves against and the registration asked for, and a
 /// rank the GPU preflight refuses says so with `Refused`; 18: a group's
 /// RDMA request carries its `[group.rdma]` knobs as one nested record after
-/// op, mode, size and memory).
-pub const PROTOCOL_VERSION: u32 = 18;
+/// op, mode, size and memory; 19: a group's plan says whether it validates
+/// data, a flow end's report what it checked).
+pub const PROTOCOL_VERSION: u32 = 19;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 

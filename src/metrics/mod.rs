@@ -15,6 +15,7 @@ use crate::histogram::Histogram;
 use crate::load::stress::StressReport;
 use crate::plan::FlowId;
 use crate::transport::rdma::{CounterDelta, GpuMemoryUse};
+use crate::transport::validation::DvTally;
 use crate::transport::Side;
 
 /// What one rank measured in one phase, sent to the coordinator at its end.
@@ -78,6 +79,9 @@ pub struct FlowSamples {
     pub engines: Vec<EngineSeat>,
     /// An RDMA end in GPU memory: what each rail registered, and how.
     pub gpu_memory: Vec<GpuMemoryUse>,
+    /// A group that validates data: what this end checked (receivers and
+    /// RDMA readers; a sending end's is `None`), over the whole phase.
+    pub validation: Option<DvTally>,
 }
 
 /// An engine of a rank that carried lanes of one flow end: its number on

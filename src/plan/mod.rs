@@ -163,12 +163,22 @@ pub struct GroupPlan {
     /// `None`: the sockets' default.
     #[serde(default)]
     pub dscp: Option<u8>,
+    /// Data validation (`validate`): senders write each message's pattern,
+    /// receivers (readers) check it (`transport::validation`).
+    #[serde(default)]
+    pub validate: bool,
 }
 
 impl GroupPlan {
     /// What one flow offers, in messages per second (`None`: unpaced).
     pub fn offered_msgs_per_s(&self) -> Option<f64> {
         self.rate.map(|r| r.messages_per_s(self.message_size.bytes()))
+    }
+
+    /// Whether the sender checks a validating flow's data: the reader of
+    /// RDMA read does (it fetches the responder's pattern); else the receiver.
+    pub fn validation_checked_by_sender(&self) -> bool {
+        self.transport == Transport::Rdma && self.op == Op::Read
     }
 
     /// Whether a flow's bytes are counted where they arrive: the receiver
@@ -415,6 +425,7 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
         },
         // Validated to 0..=63 with the scenario.
         dscp: spec.dscp.map(|d| d as u8),
+        validate: spec.validate,
     }
 }
 

@@ -30,6 +30,7 @@ mod sweeps;
 mod table;
 mod terminal;
 mod tree;
+mod validation;
 
 use std::path::Path;
 

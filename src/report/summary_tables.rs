@@ -3,7 +3,7 @@
 
 use crate::load::placement;
 use crate::report::table::{failed_then_lower, shown, slower_flow, Table, ROWS_SHOWN};
-use crate::report::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused};
+use crate::report::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation};
 use crate::result::{
     Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
 };
@@ -115,7 +115,12 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     let degraded = p.degraded.iter().map(|d| format!("DEGRADED: {d}"));
     PhaseSummary {
         headline,
-        warnings: degraded.chain(refused::warning(p)).chain(datagrams::line(p)).chain(gpu_memory::line(p)).collect(),
+        warnings: degraded
+            .chain(refused::warning(p))
+            .chain(datagrams::line(p))
+            .chain(gpu_memory::line(p))
+            .chain(validation::line(p))
+            .collect(),
         tables,
     }
 }

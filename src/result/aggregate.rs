@@ -138,6 +138,8 @@ fn flow_result(
 ) -> FlowResult {
     let counted = if group.counted_at_receiver() { rx.or(tx) } else { tx.or(rx) };
     let Moved { bytes, messages } = counted.map_or(Moved::default(), |c| c.2);
+    let checker = if group.validation_checked_by_sender() { tx } else { rx };
+    let dv = checker.and_then(|(_, s, _)| s.validation);
     let error = [tx, rx].into_iter().flatten().find_map(|(_, s, _)| s.error.clone());
     let mut result = FlowResult {
         id: flow.id,
@@ -166,6 +168,9 @@ fn flow_result(
         },
         engines: engines(tx, rx),
         gpu_memory: FlowGpuMemory::of_ends(tx.map(|(_, s, _)| s), rx.map(|(_, s, _)| s)),
+        dv_checked: dv.map(|d| d.checked),
+        dv_errors: dv.map(|d| d.errors),
+        dv_first_bad: dv.and_then(|d| d.first_bad),
     };
     result.offered = offered(group, &[(result.gbps, result.msgs_per_s)]);
     result

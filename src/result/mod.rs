@@ -20,6 +20,7 @@ mod matrix;
 pub mod metric;
 pub mod repeats;
 pub mod sweep;
+mod validation;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,7 @@ use crate::metrics::{FlowEngines, GroupPlacement};
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Scenario, Transport};
 use crate::transport::rdma::{CounterDelta, InventoryDevice};
+use crate::transport::validation::BadByte;
 
 /// 2: `matrix` (all-pairs) and `acceptance` (checks, suspects, retests).
 /// 3: `probes`, `ranks[].rdma_counters`, the sweep's message rate, CPU and
@@ -314,6 +316,17 @@ pub struct FlowResult {
     /// both ends use host memory, and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_memory: Option<gpu_memory::FlowGpuMemory>,
+    /// A flow of a group that validates data (`validate`): messages its
+    /// checking end (receiver; RDMA read: the reader) checked over the
+    /// phase, warm-up included. Absent when not validated, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dv_checked: Option<u64>,
+    /// …of which messages had a byte off the pattern (more than 0 fails the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dv_errors: Option<u64>,
+    /// …and the first bad byte: its lane, message and offset in the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dv_first_bad: Option<BadByte>,
 }
 
 /// Offered load against what was delivered in the window.

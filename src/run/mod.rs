@@ -186,6 +186,7 @@ async fn run_with(
         result.status = RunStatus::Failed { error: format!("{e:#}") };
     }
     result.mark_degraded();
+    result.fail_on_bad_data();
     result.summarize_phases();
     Ok(result)
 }

@@ -6,6 +6,7 @@
 
 mod check;
 pub mod congestion;
+pub mod dv;
 pub mod gate;
 pub mod limits;
 mod locate;
@@ -204,6 +205,10 @@ pub struct GroupSpec {
     /// (IP_TOS / IPV6_TCLASS = dscp << 2). RDMA groups set rdma.traffic_class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dscp: Option<u32>,
+    /// Data validation: every message carries a pattern of its flow, number
+    /// and offsets, checked where it lands (costs throughput).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub validate: bool,
     /// Pin the group's stream threads to these cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<Vec<usize>>,

@@ -59,6 +59,7 @@ pub(super) fn validate(s: &Scenario, machine: &Machine) -> Result<(), BadField> 
         }
         check_transport(g).map_err(|e| e.within(Section::Group(i)))?;
         super::rate::check_group(g).map_err(|e| e.within(Section::Group(i)))?;
+        super::dv::check(g).map_err(|e| e.within(Section::Group(i)))?;
     }
     for (i, st) in s.stress.iter().enumerate() {
         check_stress(st, machine).map_err(|e| e.within(Section::Stress(i)))?;

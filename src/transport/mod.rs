@@ -6,6 +6,7 @@ pub mod pace;
 pub mod rdma;
 pub mod task;
 pub mod tcp;
+pub mod validation;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,6 +28,8 @@ pub enum Side {
 pub struct FlowCounters {
     pub bytes: AtomicU64,
     pub messages: AtomicU64,
+    /// Data validation's counts (untouched when the group does not validate).
+    pub dv: validation::DvCounters,
 }
 
 impl FlowCounters {

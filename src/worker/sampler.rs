@@ -183,6 +183,7 @@ impl Sampler {
                 rtts: end.state.take_round_trips(),
                 refused: end.refused,
                 gpu_memory: end.gpu_memory.clone(),
+                validation: end.validation(),
                 lanes: match end.lanes.len() {
                     1 => Vec::new(),
                     _ => end

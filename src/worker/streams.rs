@@ -19,6 +19,7 @@ use crate::scenario::limits::TCP_MAX_MESSAGE;
 use crate::scenario::rate::Schedule;
 use crate::scenario::Mode;
 use crate::transport::pace::ProbePlan;
+use crate::transport::validation::DvTally;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
 use crate::worker::assign::Load;
 use crate::worker::engine::{sleep_until, EndState, Seat};
@@ -93,6 +94,14 @@ impl FlowEnd {
         total
     }
 
+    /// What the end's lanes checked, where its group validates data and
+    /// this end checks (the receiver; RDMA read: the reader).
+    pub fn validation(&self) -> Option<DvTally> {
+        let checks = (self.role.side == Side::Sender) == self.role.group.validation_checked_by_sender();
+        (self.role.group.validate && checks)
+            .then(|| self.lanes.iter().fold(DvTally::default(), |t, lane| t.plus(lane.counters.dv.read())))
+    }
+
     fn add_lane(&mut self, device: Option<String>) -> Arc<FlowCounters> {
         let counters = Arc::<FlowCounters>::default();
         self.lanes.push(Lane { counters: counters.clone(), device });
@@ -126,7 +135,9 @@ impl FlowEnd {
             };
             // One message per buffer: validation keeps TCP sizes within TCP_MAX_MESSAGE.
             let buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
-            match tcp::task(sock, buf, counters, role) {
+            let validate =
+                self.role.group.validate.then_some(tcp::Validate { flow: self.role.flow.id, lane: stream as u32 });
+            match tcp::task(sock, buf, counters, role, validate) {
                 Ok(task) => {
                     let seat = Seat { task, end: self.state.clone(), sender: side == Side::Sender };
                     lanes.push(TcpLane { seat, load });

@@ -238,6 +238,7 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
         refused: 0,
         lanes: Vec::new(),
         engines: Vec::new(),
+        validation: None,
         gpu_memory: Vec::new(),
     };
     let report = |flows| {

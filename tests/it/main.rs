@@ -15,6 +15,7 @@ mod congestion_bed;
 mod congestion_plan;
 mod coordinator;
 mod coordinator_scale;
+mod data_validation;
 mod degraded;
 mod docs;
 mod fuzz_seeds;

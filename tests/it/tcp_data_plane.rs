@@ -42,7 +42,7 @@ impl End {
         let (state, counters) = (Arc::<EndState>::default(), Arc::<FlowCounters>::default());
         let tasks = socks
             .into_iter()
-            .map(|sock| tcp::task(sock, vec![0xA5; 65536], counters.clone(), role()).unwrap())
+            .map(|sock| tcp::task(sock, vec![0xA5; 65536], counters.clone(), role(), None).unwrap())
             .collect();
         let engine =
             Engine::of_end(tasks, &state, sender).spawn(window.0, window.1, stop.clone(), ThreadBook::default());

@@ -19,6 +19,7 @@ use fabricbench::scenario::stress::{StressSpec, Threads};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
 use fabricbench::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory};
 use fabricbench::transport::tcp::FlowProof;
+use fabricbench::transport::validation::{BadByte, DvTally};
 use fabricbench::transport::Side;
 use fabricbench::units::ByteSize;
 
@@ -54,6 +55,7 @@ fn setup_with_stress_and_placement() {
         rate: Some(Rate::Messages(10_000.0)),
         schedule: Some(Schedule::Poisson),
         dscp: Some(46),
+        validate: true,
     };
     let role = FlowRole {
         flow: Flow { id: 7, group: 0, src: 1, dst: 0 },
@@ -100,6 +102,11 @@ fn report_with_every_optional_part() {
                 lanes: Vec::new(),
                 engines: vec![EngineSeat { engine: 1, core: Some(3), lanes: 2 }],
                 gpu_memory: Vec::new(),
+                validation: Some(DvTally {
+                    checked: 9,
+                    errors: 1,
+                    first_bad: Some(BadByte { lane: 1, message: 4, offset: 77 }),
+                }),
             }],
             clock_offset_ns: 9,
             rtt_ns: 4,

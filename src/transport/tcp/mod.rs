@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use crate::histogram::Recorder;
 use crate::transport::pace::ProbePlan;
 use crate::transport::task::FlowTask;
+use crate::transport::validation::{FlowNumber, Stamp, StreamCheck};
 use crate::transport::FlowCounters;
 
 /// How long an aborted receiving end waits for its silent sender: the run
@@ -92,20 +93,31 @@ pub enum Role {
     Echo { close: Instant },
 }
 
+/// Which flow's pattern a bandwidth lane writes or checks (data
+/// validation, `transport::validation`), and the lane's number in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Validate {
+    pub flow: FlowNumber,
+    pub lane: u32,
+}
+
 /// Makes the lane task of a connected stream (its preamble already
-/// written or checked), with `buf` as its message buffer.
+/// written or checked), with `buf` as its message buffer; with `validate`,
+/// a bandwidth lane writes (checks) every message's pattern.
 pub fn task(
     sock: TcpStream,
     buf: Vec<u8>,
     counters: Arc<FlowCounters>,
     role: Role,
+    validate: Option<Validate>,
 ) -> Result<Box<dyn FlowTask>, TcpError> {
     let nodelay = matches!(role, Role::Ping { .. } | Role::Echo { .. });
     let stream = tasks::Stream::new(sock, counters, nodelay)?;
     Ok(match role {
-        Role::Send { per_s } => Box::new(tasks::Sender::new(stream, buf, per_s)),
+        Role::Send { per_s } => Box::new(tasks::Sender::new(stream, buf, per_s, validate.map(|v| Stamp::new(v.flow)))),
         Role::Receive { message_size, close } => {
-            Box::new(tasks::Receiver::new(stream, buf, message_size, Drain::new(close)))
+            let check = validate.map(|v| StreamCheck::new(v.flow, v.lane, message_size));
+            Box::new(tasks::Receiver::new(stream, buf, message_size, Drain::new(close), check))
         }
         Role::Ping { rtts, probes: None } => Box::new(latency::Ping::new(stream, buf, rtts)),
         Role::Ping { rtts, probes: Some(plan) } => Box::new(latency::Probe::new(stream, buf, rtts, plan)),

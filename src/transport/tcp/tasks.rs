@@ -14,6 +14,7 @@ use mio::{Interest, Registry, Token};
 use super::{Drain, TcpError};
 use crate::transport::pace::Pacer;
 use crate::transport::task::{FlowTask, Turn};
+use crate::transport::validation::{Stamp, StreamCheck};
 use crate::transport::FlowCounters;
 
 /// Socket calls one task makes in one turn at most.
@@ -93,11 +94,16 @@ pub(super) struct Sender {
     offset: usize,
     per_s: Option<f64>,
     pacer: Option<Pacer>,
+    /// Data validation: each message's pattern, written before it goes.
+    stamp: Option<Stamp>,
 }
 
 impl Sender {
-    pub fn new(stream: Stream, buf: Vec<u8>, per_s: Option<f64>) -> Sender {
-        Sender { stream, buf, offset: 0, per_s, pacer: None }
+    pub fn new(stream: Stream, mut buf: Vec<u8>, per_s: Option<f64>, mut stamp: Option<Stamp>) -> Sender {
+        if let Some(stamp) = &mut stamp {
+            stamp.next(&mut buf);
+        }
+        Sender { stream, buf, offset: 0, per_s, pacer: None, stamp }
     }
 }
 
@@ -127,6 +133,10 @@ impl FlowTask for Sender {
                     let whole = self.offset == self.buf.len();
                     if whole {
                         self.offset = 0;
+                        // The next message's pattern, once the last has gone whole.
+                        if let Some(stamp) = &mut self.stamp {
+                            stamp.next(&mut self.buf);
+                        }
                     }
                     self.stream.counters.add(n as u64, u64::from(whole && n > 0));
                 }
@@ -155,11 +165,13 @@ pub(super) struct Receiver {
     message_size: u64,
     partial: u64,
     drain: Drain,
+    /// Data validation: checks every byte read against its message's pattern.
+    check: Option<StreamCheck>,
 }
 
 impl Receiver {
-    pub fn new(stream: Stream, buf: Vec<u8>, message_size: u64, drain: Drain) -> Receiver {
-        Receiver { stream, buf, message_size, partial: 0, drain }
+    pub fn new(stream: Stream, buf: Vec<u8>, message_size: u64, drain: Drain, check: Option<StreamCheck>) -> Receiver {
+        Receiver { stream, buf, message_size, partial: 0, drain, check }
     }
 }
 
@@ -177,6 +189,9 @@ impl FlowTask for Receiver {
                     let whole = self.partial / self.message_size;
                     self.partial %= self.message_size;
                     self.stream.counters.add(n as u64, whole);
+                    if let Some(check) = &mut self.check {
+                        check.check(&self.buf[..n], &self.stream.counters.dv);
+                    }
                     heard |= n > 0;
                 }
                 Moved::Closed => return Turn::Done(Ok(())),
