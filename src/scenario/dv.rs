@@ -31,7 +31,7 @@ fn why_not(g: &GroupSpec) -> Option<&'static str> {
             Some("atomics carry no payload of the sender's to check: validate write, read or send")
         }
         Op::WriteImm | Op::SendImm => Some("applies to write, read and send (not yet to their with-immediate forms)"),
-        Op::Write | Op::Read | Op::Send => Some("is not implemented for RDMA groups yet: use transport = \"tcp\""),
+        Op::Write | Op::Read | Op::Send => Some("is not implemented for RDMA yet: TCP groups validate their data"),
     }
 }
 
@@ -48,6 +48,7 @@ mod tests {
             ("mode = \"latency\"", "applies to bandwidth groups"),
             ("transport = \"rdma\"\nop = \"fetch-add\"", "atomics carry no payload"),
             ("transport = \"rdma\"\nop = \"write-imm\"", "not yet to their with-immediate forms"),
+            ("transport = \"rdma\"\nop = \"read\"", "not implemented for RDMA yet"),
             (
                 "transport = \"rdma\"\nop = \"send\"\nmessage_size = 1024\n[group.rdma]\nconnection = \"UD\"",
                 "applies to RC",

@@ -84,7 +84,13 @@ fn pair_takes_perftests_data_validation_flag() {
     assert_eq!(flow["dv_errors"], 0, "{flow}");
     assert!(flow["dv_checked"].as_u64().unwrap() > 0, "{flow}");
 
-    let out = bench.run(&["pair", "localhost", "localhost", "send_lat", "--transport", "tcp", "--data-validation"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--data-validation: applies to bandwidth groups"), "{}", text(&out.stderr));
+    // Refused before anything starts, naming the flag: latency, and RDMA (for now).
+    for (args, why) in [
+        ("send_lat --transport tcp --data-validation", "applies to bandwidth groups"),
+        ("write --data_validation", "is not implemented for RDMA yet"),
+    ] {
+        let out = bench.run(&["pair", "localhost", "localhost"].into_iter().chain(args.split(' ')).collect::<Vec<_>>());
+        assert_eq!(out.status.code(), Some(2), "{args}");
+        assert!(text(&out.stderr).contains(&format!("--data-validation: {why}")), "{args}: {}", text(&out.stderr));
+    }
 }
