@@ -31,7 +31,10 @@ fn why_not(g: &GroupSpec) -> Option<&'static str> {
             Some("atomics carry no payload of the sender's to check: validate write, read or send")
         }
         Op::WriteImm | Op::SendImm => Some("applies to write, read and send (not yet to their with-immediate forms)"),
-        Op::Write | Op::Read | Op::Send => Some("is not implemented for RDMA yet: TCP groups validate their data"),
+        _ if g.memory.is_some_and(|m| m.any_gpu()) => {
+            Some("is not implemented for GPU memory yet: validate host-memory groups")
+        }
+        Op::Write | Op::Read | Op::Send => None,
     }
 }
 
@@ -48,7 +51,7 @@ mod tests {
             ("mode = \"latency\"", "applies to bandwidth groups"),
             ("transport = \"rdma\"\nop = \"fetch-add\"", "atomics carry no payload"),
             ("transport = \"rdma\"\nop = \"write-imm\"", "not yet to their with-immediate forms"),
-            ("transport = \"rdma\"\nop = \"read\"", "not implemented for RDMA yet"),
+            ("transport = \"rdma\"\nop = \"read\"\nmemory = \"cuda\"", "not implemented for GPU memory yet"),
             (
                 "transport = \"rdma\"\nop = \"send\"\nmessage_size = 1024\n[group.rdma]\nconnection = \"UD\"",
                 "applies to RC",

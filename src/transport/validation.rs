@@ -88,9 +88,15 @@ pub struct DvCounters {
 impl DvCounters {
     /// One message checked; `bad`: where it first differed.
     pub fn message(&self, bad: Option<BadByte>) {
-        self.checked.fetch_add(1, Ordering::Relaxed);
+        self.messages(1, bad);
+    }
+
+    /// `n` messages checked at once (RDMA: those one look at a slot
+    /// covers), all bad where `bad` says.
+    pub fn messages(&self, n: u64, bad: Option<BadByte>) {
+        self.checked.fetch_add(n, Ordering::Relaxed);
         if let Some(bad) = bad {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+            self.errors.fetch_add(n, Ordering::Relaxed);
             let _ = self.first.set(bad);
         }
     }
@@ -180,10 +186,23 @@ impl Stamp {
     pub fn next(&mut self, buf: &mut [u8]) {
         Pattern::of(self.flow, self.message).fill(buf);
         self.message += 1;
-        if let Some(byte) = self.flip.and_then(|at| buf.get_mut(at)) {
-            *byte ^= 0xFF;
-        }
+        flip(self.flip, buf);
     }
+}
+
+fn flip(at: Option<usize>, buf: &mut [u8]) {
+    if let Some(byte) = at.and_then(|at| buf.get_mut(at)) {
+        *byte ^= 0xFF;
+    }
+}
+
+/// Message `message` of flow `flow`, `len` bytes, as its source sends it
+/// (with the test hook's flipped byte, where one is asked for).
+pub fn source(flow: FlowNumber, message: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0; len];
+    Pattern::of(flow, message).fill(&mut buf);
+    flip(flip_for(flow), &mut buf);
+    buf
 }
 
 /// The test hook's variable: `FLOW:OFFSET` makes the sender of flow FLOW

@@ -121,7 +121,10 @@ pub fn prepare(
                     .map(|(k, rail)| {
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
                         let (rail, gpu_reason) = super::gpu::resolve_auto(rail, side);
-                        let p = rdma::prepare(&rail, side)?.with_label(label).with_gpu_reason(gpu_reason);
+                        let mut p = rdma::prepare(&rail, side)?.with_label(label).with_gpu_reason(gpu_reason);
+                        if role.group.validate {
+                            p = p.with_validation(flow);
+                        }
                         match rail.knobs.connect {
                             ConnectMethod::Verbs => Ok(p),
                             ConnectMethod::RdmaCm => p.with_rdma_cm(bind),

@@ -927,3 +927,49 @@ fn rdma_congestion_impact_on_local_ranks() {
     // Order, not size: the canary shares its receiver (and rxe's CPU) with the incast.
     assert!(ratio > 1.0, "the incast slows the canary behind it: {impact}");
 }
+
+/// Data validation of write, read and send (flows 0, 1, 2, from rank 1 to
+/// rank 0, all at once): clean, every flow checks and finds nothing bad;
+/// with the test hook flipping byte 5 of one flow's source slots
+/// (`FABRICBENCH_TEST_DV_FLIP`, tests/it/data_validation.rs), exactly that
+/// flow fails the run (exit 1), named with the offset.
+#[test]
+fn rdma_data_validation_of_write_read_and_send() {
+    if !has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let groups: String = ["write", "read", "send"]
+        .iter()
+        .map(|op| {
+            format!("[[group]]\nname = \"{op}\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"{op}\"\nflows = [[1, 0]]\nmessage_size = \"4K\"\nvalidate = true\n")
+        })
+        .collect();
+    let text_of = format!("[run]\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n{groups}");
+    let scenario = bench.write("dv.toml", &text_of);
+    let hosts = root.join("hostfiles/local");
+    for flipped in [None, Some(0), Some(1), Some(2)] {
+        let args =
+            ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--export-json", "-", "--no-save"];
+        let mut cmd = bench.command(&args);
+        if let Some(flow) = flipped {
+            cmd.env("FABRICBENCH_TEST_DV_FLIP", format!("{flow}:5"));
+        }
+        let out = cmd.output().unwrap();
+        let stderr = text(&out.stderr);
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+        assert_eq!(out.status.code(), Some(if flipped.is_some() { 1 } else { 0 }), "{flipped:?}: {stderr}");
+        for f in run["phases"][0]["flows"].as_array().unwrap() {
+            let id = f["id"].as_u64().unwrap();
+            assert!(f["dv_checked"].as_u64().unwrap() > 0, "{flipped:?}: {f}");
+            if Some(id) == flipped {
+                assert!(f["dv_errors"].as_u64().unwrap() > 0, "{f}");
+                assert_eq!(f["dv_first_bad"]["offset"], 5, "{f}");
+                assert!(stderr.contains(&format!("flow {id} (")) && stderr.contains("the first at byte 5"), "{stderr}");
+            } else {
+                assert_eq!(f["dv_errors"], 0, "{flipped:?}: {f}");
+            }
+        }
+    }
+}

@@ -19,6 +19,7 @@ use super::ffi::{Arena, Cq, Qp};
 use super::ud;
 use crate::scenario::rdma::{Connection, PollStrategy, RdmaParams, UD_GRH};
 use crate::scenario::{Mode, Op};
+use crate::transport::validation::FlowNumber;
 use crate::transport::Side;
 
 /// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
@@ -83,6 +84,8 @@ pub(crate) struct FlowResources {
     pub cm: Option<super::cm::Cm>,
     /// GPU memory: what was registered and how (`None`: host memory).
     pub gpu: Option<super::gpu::GpuMemoryUse>,
+    /// Data validation: the flow whose pattern its slots carry (`validate`).
+    pub validate: Option<FlowNumber>,
     // Last: the device context outlives every object created on it.
     pub dev: OpenDevice,
 }
@@ -369,6 +372,7 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
             poisson_seed: None,
             cm: None,
             gpu,
+            validate: None,
             dev,
         },
     })

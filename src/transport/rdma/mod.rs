@@ -33,6 +33,7 @@ mod peering;
 pub mod probe;
 mod stream;
 mod ud;
+mod validate;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicBool;

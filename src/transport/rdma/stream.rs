@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, WR_RECV};
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
+use super::validate::SlotCheck;
 use crate::scenario::rdma::{Connection, CMP_SWAP_VALUE, UD_GRH};
 use crate::scenario::Op;
 use crate::transport::pace::Pacer;
@@ -96,7 +97,7 @@ pub(crate) fn run_shard(
     let r = match res.side {
         Side::Sender => send_loop(res, shard, counters, stop, pace.map(Pacer::new)),
         Side::Receiver if res.params.op.needs_receives() => recv_loop(res, shard, counters, stop),
-        Side::Receiver => passive_wait(res, shard, stop),
+        Side::Receiver => passive_wait(res, shard, counters, stop),
     };
     if r.is_err() {
         stop.abort.store(true, Relaxed);
@@ -156,6 +157,8 @@ fn send_loop(
     let mut total_completed = 0u64;
     let mut stall_mark = (Instant::now(), 0u64);
     let mut idle_polls: u32 = 0;
+    // Data validation: the reader checks what it read.
+    let mut check = SlotCheck::of(res).filter(|_| p.op == Op::Read);
 
     loop {
         if stop.load(Relaxed) {
@@ -231,6 +234,9 @@ fn send_loop(
                 let c = u64::from(wr_covered(wc.wr_id));
                 st.completed += c;
                 msgs += c;
+                if let Some(check) = &mut check {
+                    check.check(res, shard.qps[k].index, shard.qps[k].local_off, c, counters);
+                }
             }
             out.messages += msgs;
             out.bytes += msgs * msg;
@@ -326,6 +332,7 @@ fn recv_loop(
     let write_imm = p.op == Op::WriteImm;
     // A UD receive's byte count includes the GRH ahead of the message.
     let grh = if p.knobs.connection == Connection::Ud { UD_GRH as u32 } else { 0 };
+    let mut check = SlotCheck::of(res);
 
     while !stop.load(Relaxed) {
         let mut n = shard.cq.poll(&mut wcs).map_err(|e| poll_err(res, e))?;
@@ -349,6 +356,10 @@ fn recv_loop(
         }
         for (k, q) in shard.qps.iter_mut().enumerate() {
             if consumed[k] > 0 {
+                // Before the slot can take another message.
+                if let Some(check) = &mut check {
+                    check.check(res, q.index, q.local_off, consumed[k] as u64, counters);
+                }
                 q.qp.post_recvs(consumed[k]).map_err(|e| RdmaError::Post {
                     flow: res.label.clone(),
                     qp: q.index,
@@ -371,9 +382,18 @@ fn recv_loop(
 
 /// Receiver of one-sided ops: nothing to do but keep the memory registered
 /// until told to stop.
-fn passive_wait(res: &FlowResources, shard: &mut Shard, stop: &ShardStop) -> Result<ShardResult, RdmaError> {
+fn passive_wait(
+    res: &FlowResources,
+    shard: &mut Shard,
+    counters: &FlowCounters,
+    stop: &ShardStop,
+) -> Result<ShardResult, RdmaError> {
     while !stop.load(Relaxed) {
         std::thread::sleep(PASSIVE_NAP);
+    }
+    // Data validation of writes: what the last writes left in each slot.
+    if let Some(mut check) = SlotCheck::of(res) {
+        check.check_all(res, shard, counters);
     }
     let mut out = ShardResult::default();
     if res.params.op.is_atomic() {

@@ -226,6 +226,20 @@ impl Arena {
         // SAFETY: in bounds (checked); volatile because the NIC reads it.
         unsafe { ptr::write_volatile(self.ptr.as_ptr().add(off), v) }
     }
+    /// Copies `from` into the arena at `off` (data validation's patterns,
+    /// written before the flow runs).
+    pub(crate) fn write_bytes(&self, off: usize, from: &[u8]) {
+        self.cpu_check(off, from.len());
+        // SAFETY: in bounds (checked); `from` is the caller's memory, never the arena's.
+        unsafe { ptr::copy_nonoverlapping(from.as_ptr(), self.ptr.as_ptr().add(off), from.len()) }
+    }
+    /// Copies the arena's bytes at `off` into `to`: a snapshot of what the
+    /// NIC last wrote there (data validation's checks).
+    pub(crate) fn read_bytes(&self, off: usize, to: &mut [u8]) {
+        self.cpu_check(off, to.len());
+        // SAFETY: in bounds (checked); `to` is the caller's memory, never the arena's.
+        unsafe { ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), to.as_mut_ptr(), to.len()) }
+    }
     /// Reads an 8-byte word (atomics targets/results); `off` must be 8-aligned.
     pub(crate) fn read_u64(&self, off: usize) -> u64 {
         self.cpu_check(off, 8);
