@@ -31,9 +31,6 @@ fn why_not(g: &GroupSpec) -> Option<&'static str> {
             Some("atomics carry no payload of the sender's to check: validate write, read or send")
         }
         Op::WriteImm | Op::SendImm => Some("applies to write, read and send (not yet to their with-immediate forms)"),
-        _ if g.memory.is_some_and(|m| m.any_gpu()) => {
-            Some("is not implemented for GPU memory yet: validate host-memory groups")
-        }
         Op::Write | Op::Read | Op::Send => None,
     }
 }
@@ -51,7 +48,6 @@ mod tests {
             ("mode = \"latency\"", "applies to bandwidth groups"),
             ("transport = \"rdma\"\nop = \"fetch-add\"", "atomics carry no payload"),
             ("transport = \"rdma\"\nop = \"write-imm\"", "not yet to their with-immediate forms"),
-            ("transport = \"rdma\"\nop = \"read\"\nmemory = \"cuda\"", "not implemented for GPU memory yet"),
             (
                 "transport = \"rdma\"\nop = \"send\"\nmessage_size = 1024\n[group.rdma]\nconnection = \"UD\"",
                 "applies to RC",

@@ -123,7 +123,7 @@ pub fn prepare(
                         let (rail, gpu_reason) = super::gpu::resolve_auto(rail, side);
                         let mut p = rdma::prepare(&rail, side)?.with_label(label).with_gpu_reason(gpu_reason);
                         if role.group.validate {
-                            p = p.with_validation(flow);
+                            p = p.with_validation(flow)?;
                         }
                         match rail.knobs.connect {
                             ConnectMethod::Verbs => Ok(p),

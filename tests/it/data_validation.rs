@@ -84,10 +84,10 @@ fn pair_takes_perftests_data_validation_flag() {
     assert_eq!(flow["dv_errors"], 0, "{flow}");
     assert!(flow["dv_checked"].as_u64().unwrap() > 0, "{flow}");
 
-    // Refused before anything starts, naming the flag: latency, and GPU memory (for now).
+    // Refused before anything starts, naming the flag.
     for (args, why) in [
         ("send_lat --transport tcp --data-validation", "applies to bandwidth groups"),
-        ("write --data_validation --use_cuda=0", "is not implemented for GPU memory yet"),
+        ("atomic --data_validation", "atomics carry no payload"),
     ] {
         let out = bench.run(&["pair", "localhost", "localhost"].into_iter().chain(args.split(' ')).collect::<Vec<_>>());
         assert_eq!(out.status.code(), Some(2), "{args}");

@@ -170,3 +170,50 @@ fn the_gate_loops_back_gpu_memory_to_gpu_memory_on_one_device() {
     }
     assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
 }
+
+/// Data validation in GPU memory: write, read and send flows (0, 1, 2) in
+/// the double's "device" memory, every pattern written and read back
+/// through the driver (cuMemcpyHtoD / cuMemcpyDtoH; the arena's CPU
+/// pointer is never used for a provider's buffer). Clean, every flow
+/// checks and finds nothing bad; with the test hook flipping byte 9 of the
+/// read responder's slots (tests/it/data_validation.rs), flow 1 alone fails.
+#[test]
+fn data_validation_in_gpu_memory_goes_through_the_driver() {
+    if !has_rdma() {
+        return;
+    }
+    let library = double("rdma", &[]);
+    let bench = Bench::new();
+    let groups: String = ["write", "read", "send"]
+        .iter()
+        .map(|op| {
+            format!(
+                "[[group]]\nname = \"{op}\"\npattern = \"explicit\"\ntransport = \"rdma\"\nop = \"{op}\"\n\
+                 flows = [[1, 0]]\nmessage_size = \"4K\"\nmemory = \"cuda\"\nvalidate = true\n"
+            )
+        })
+        .collect();
+    let scenario = bench.write("dv.toml", &format!("[run]\nduration = \"1s\"\nwarmup = \"200ms\"\n{groups}"));
+    let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let (scenario, hostfile) = (scenario.to_str().unwrap(), hostfile.to_str().unwrap());
+    for flipped in [None, Some(1)] {
+        let mut cmd = bench.command(&["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save"]);
+        cmd.env("FABRICBENCH_LIBCUDA", &library);
+        if let Some(flow) = flipped {
+            cmd.env("FABRICBENCH_TEST_DV_FLIP", format!("{flow}:9"));
+        }
+        let out = cmd.output().expect("run fabricbench");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(if flipped.is_some() { 1 } else { 0 }), "{flipped:?}: {stderr}");
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+        for f in run["phases"][0]["flows"].as_array().unwrap() {
+            assert!(f["gpu_memory"]["sender"][0]["memory"] == "cuda", "{f}");
+            assert!(f["dv_checked"].as_u64().unwrap() > 0, "{flipped:?}: {f}");
+            match flipped == f["id"].as_u64() {
+                true => assert_eq!(f["dv_first_bad"]["offset"], 9, "{f}"),
+                false => assert_eq!(f["dv_errors"], 0, "{flipped:?}: {f}"),
+            }
+        }
+    }
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
+}

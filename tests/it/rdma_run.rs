@@ -932,7 +932,8 @@ fn rdma_congestion_impact_on_local_ranks() {
 /// rank 0, all at once): clean, every flow checks and finds nothing bad;
 /// with the test hook flipping byte 5 of one flow's source slots
 /// (`FABRICBENCH_TEST_DV_FLIP`, tests/it/data_validation.rs), exactly that
-/// flow fails the run (exit 1), named with the offset.
+/// flow fails the run (exit 1), named with the offset; and `pair read
+/// --data_validation` checks its reads.
 #[test]
 fn rdma_data_validation_of_write_read_and_send() {
     if !has_rdma() {
@@ -972,4 +973,11 @@ fn rdma_data_validation_of_write_read_and_send() {
             }
         }
     }
+    // perftest's spelling on pair, over RDMA.
+    let pair = "pair localhost localhost read -s 4K -D 0.5 --data_validation --no-save --export-json -";
+    let out = bench.run(&pair.split(' ').collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let flow = &run["phases"][0]["flows"][0];
+    assert!(flow["dv_checked"].as_u64().unwrap() > 0 && flow["dv_errors"] == 0, "{flow}");
 }

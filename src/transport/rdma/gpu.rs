@@ -63,7 +63,7 @@ pub(super) fn arena(
     Ok((arena, GpuMemoryUse { memory, gpu, chosen, provider: name, registration: registered.how, why: registered.why }))
 }
 
-fn side_name(side: Side) -> &'static str {
+pub(super) fn side_name(side: Side) -> &'static str {
     match side {
         Side::Sender => "sender",
         Side::Receiver => "receiver",

@@ -235,7 +235,7 @@ fn send_loop(
                 st.completed += c;
                 msgs += c;
                 if let Some(check) = &mut check {
-                    check.check(res, shard.qps[k].index, shard.qps[k].local_off, c, counters);
+                    check.check(res, (shard.qps[k].index, shard.qps[k].local_off), c, counters)?;
                 }
             }
             out.messages += msgs;
@@ -358,7 +358,7 @@ fn recv_loop(
             if consumed[k] > 0 {
                 // Before the slot can take another message.
                 if let Some(check) = &mut check {
-                    check.check(res, q.index, q.local_off, consumed[k] as u64, counters);
+                    check.check(res, (q.index, q.local_off), consumed[k] as u64, counters)?;
                 }
                 q.qp.post_recvs(consumed[k]).map_err(|e| RdmaError::Post {
                     flow: res.label.clone(),
@@ -393,7 +393,7 @@ fn passive_wait(
     }
     // Data validation of writes: what the last writes left in each slot.
     if let Some(mut check) = SlotCheck::of(res) {
-        check.check_all(res, shard, counters);
+        check.check_all(res, shard, counters)?;
     }
     let mut out = ShardResult::default();
     if res.params.op.is_atomic() {

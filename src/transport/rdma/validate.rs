@@ -11,25 +11,31 @@
 //!   slot holds the responder's pattern, every byte;
 //! - write: at the end of the phase, each of the responder's slots holds
 //!   the pattern (the responder's CPU sees no write as it lands).
+//!
+//! GPU memory is filled and read back through its provider (the driver).
 
 use super::connect::{FlowResources, PreparedFlow, Shard};
+use super::error::{GpuMemoryError, RdmaError};
+use super::gpu::side_name;
+use crate::transport::memory::MemoryError;
 use crate::transport::validation::{self, BadByte, FlowNumber, Pattern};
 use crate::transport::{FlowCounters, Side};
 
 impl PreparedFlow {
     /// Validates the flow's data as flow `flow`: the data's source fills
-    /// its slots with their patterns now.
-    pub fn with_validation(mut self, flow: FlowNumber) -> Self {
+    /// its slots with their patterns now (GPU memory: through the driver).
+    pub fn with_validation(mut self, flow: FlowNumber) -> Result<Self, RdmaError> {
         let r = &self.res;
         let source = if r.params.op == crate::scenario::Op::Read { Side::Receiver } else { Side::Sender };
         if r.side == source {
             let len = r.params.effective_message_size() as usize;
             for q in r.shards.iter().flat_map(|s| &s.qps) {
-                r.arena.write_bytes(q.local_off, &validation::source(flow, q.index as u64, len));
+                let pattern = validation::source(flow, q.index as u64, len);
+                r.arena.write_bytes(q.local_off, &pattern).map_err(|e| failed(r, e))?;
             }
         }
         self.res.validate = Some(flow);
-        self
+        Ok(self)
     }
 }
 
@@ -48,17 +54,37 @@ impl SlotCheck {
 
     /// `messages` just completed on QP `qp` (its slot at `off`): all are
     /// counted bad if the slot is off its pattern now.
-    pub(super) fn check(&mut self, res: &FlowResources, qp: usize, off: usize, messages: u64, counters: &FlowCounters) {
-        res.arena.read_bytes(off, &mut self.scratch);
+    pub(super) fn check(
+        &mut self,
+        res: &FlowResources,
+        (qp, off): (usize, usize),
+        messages: u64,
+        counters: &FlowCounters,
+    ) -> Result<(), RdmaError> {
+        res.arena.read_bytes(off, &mut self.scratch).map_err(|e| failed(res, e))?;
         let bad = Pattern::of(self.flow, qp as u64).first_bad(0, &self.scratch);
         let at = bad.map(|offset| BadByte { lane: qp as u32, message: qp as u64, offset });
         counters.dv.messages(messages, at);
+        Ok(())
     }
 
     /// Every QP's slot of `shard`, once (the write responder, at the end).
-    pub(super) fn check_all(&mut self, res: &FlowResources, shard: &Shard, counters: &FlowCounters) {
-        for q in &shard.qps {
-            self.check(res, q.index, q.local_off, 1, counters);
-        }
+    pub(super) fn check_all(
+        &mut self,
+        res: &FlowResources,
+        shard: &Shard,
+        counters: &FlowCounters,
+    ) -> Result<(), RdmaError> {
+        shard.qps.iter().try_for_each(|q| self.check(res, (q.index, q.local_off), 1, counters))
+    }
+}
+
+/// The driver failed to copy to or from the flow's GPU memory.
+fn failed(res: &FlowResources, e: MemoryError) -> RdmaError {
+    RdmaError::GpuMemory {
+        flow: res.label.clone(),
+        side: side_name(res.side),
+        device: res.dev.name.clone(),
+        reason: Box::new(GpuMemoryError::Memory(e)),
     }
 }

@@ -9,7 +9,7 @@ use std::alloc::{self, Layout};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use sideway::ibverbs::memory_region::{MemoryRegion, RegisterMemoryRegionErrorKind};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
@@ -71,9 +71,17 @@ pub(crate) struct Arena {
 
 struct Provided {
     provider: Box<dyn MemoryProvider>,
-    buffer: Option<Buffer>,
+    /// Locked only to copy to or from it (data validation), which the
+    /// provider's interface takes `&mut` for.
+    buffer: Mutex<Option<Buffer>>,
     /// The dma-buf the MR was made from, closed after deregistration.
     _dma_buf: Option<OwnedFd>,
+}
+
+impl Provided {
+    fn buffer(&self) -> MutexGuard<'_, Option<Buffer>> {
+        self.buffer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// How a provider's buffer was registered, and why that way.
@@ -181,7 +189,7 @@ impl Arena {
             mr: Some(mr),
             ptr: NonNull::dangling(),
             layout,
-            provided: Some(Provided { provider, buffer: Some(buffer), _dma_buf: dma_buf }),
+            provided: Some(Provided { provider, buffer: Mutex::new(Some(buffer)), _dma_buf: dma_buf }),
         }
     }
 
@@ -190,7 +198,7 @@ impl Arena {
     }
     pub(crate) fn addr(&self) -> u64 {
         match &self.provided {
-            Some(p) => p.buffer.as_ref().map_or(0, Buffer::address),
+            Some(p) => p.buffer().as_ref().map_or(0, Buffer::address),
             None => self.ptr.as_ptr() as u64,
         }
     }
@@ -227,18 +235,31 @@ impl Arena {
         unsafe { ptr::write_volatile(self.ptr.as_ptr().add(off), v) }
     }
     /// Copies `from` into the arena at `off` (data validation's patterns,
-    /// written before the flow runs).
-    pub(crate) fn write_bytes(&self, off: usize, from: &[u8]) {
-        self.cpu_check(off, from.len());
-        // SAFETY: in bounds (checked); `from` is the caller's memory, never the arena's.
-        unsafe { ptr::copy_nonoverlapping(from.as_ptr(), self.ptr.as_ptr().add(off), from.len()) }
+    /// written before the flow runs); a provider's buffer through its
+    /// provider (for a GPU's, the driver).
+    pub(crate) fn write_bytes(&self, off: usize, from: &[u8]) -> Result<(), MemoryError> {
+        self.check(off, from.len());
+        match &self.provided {
+            Some(p) => p.buffer().as_mut().map_or(Ok(()), |b| p.provider.copy_from_host(b, off, from)),
+            None => {
+                // SAFETY: in bounds (checked); `from` is the caller's memory, never the arena's.
+                unsafe { ptr::copy_nonoverlapping(from.as_ptr(), self.ptr.as_ptr().add(off), from.len()) };
+                Ok(())
+            }
+        }
     }
     /// Copies the arena's bytes at `off` into `to`: a snapshot of what the
-    /// NIC last wrote there (data validation's checks).
-    pub(crate) fn read_bytes(&self, off: usize, to: &mut [u8]) {
-        self.cpu_check(off, to.len());
-        // SAFETY: in bounds (checked); `to` is the caller's memory, never the arena's.
-        unsafe { ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), to.as_mut_ptr(), to.len()) }
+    /// NIC last wrote there (data validation's checks), as `write_bytes`.
+    pub(crate) fn read_bytes(&self, off: usize, to: &mut [u8]) -> Result<(), MemoryError> {
+        self.check(off, to.len());
+        match &self.provided {
+            Some(p) => p.buffer().as_ref().map_or(Ok(()), |b| p.provider.copy_to_host(b, off, to)),
+            None => {
+                // SAFETY: in bounds (checked); `to` is the caller's memory, never the arena's.
+                unsafe { ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), to.as_mut_ptr(), to.len()) };
+                Ok(())
+            }
+        }
     }
     /// Reads an 8-byte word (atomics targets/results); `off` must be 8-aligned.
     pub(crate) fn read_u64(&self, off: usize) -> u64 {
@@ -254,7 +275,8 @@ impl Drop for Arena {
         // Deregister first: the NIC must not touch the memory once it is freed.
         drop(self.mr.take());
         if let Some(mut p) = self.provided.take() {
-            if let Some(Err(e)) = p.buffer.take().map(|b| p.provider.free(b)) {
+            let buffer = p.buffer.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(Err(e)) = buffer.map(|b| p.provider.free(b)) {
                 crate::diag!("fabricbench: freeing {}: {e}", p.provider.describe());
             }
             return;
