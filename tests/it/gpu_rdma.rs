@@ -204,9 +204,13 @@ fn data_validation_in_gpu_memory_goes_through_the_driver() {
         }
         let out = cmd.output().expect("run fabricbench");
         let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(if flipped.is_some() { 1 } else { 0 }), "{flipped:?}: {stderr}");
+        // Clean: 0, or 4 where the loaded emulation made the window short
+        // (degraded is about time, not data); a flipped byte fails the run.
+        let codes: &[i32] = if flipped.is_some() { &[1] } else { &[0, 4] };
+        assert!(out.status.code().is_some_and(|c| codes.contains(&c)), "{flipped:?}: {stderr}");
         let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-        for f in run["phases"][0]["flows"].as_array().unwrap() {
+        let flows = run["phases"][0]["flows"].as_array();
+        for f in flows.unwrap_or_else(|| panic!("{flipped:?}: no phase measured: {stderr}")) {
             assert!(f["gpu_memory"]["sender"][0]["memory"] == "cuda", "{f}");
             assert!(f["dv_checked"].as_u64().unwrap() > 0, "{flipped:?}: {f}");
             match flipped == f["id"].as_u64() {

@@ -960,8 +960,12 @@ fn rdma_data_validation_of_write_read_and_send() {
         let out = cmd.output().unwrap();
         let stderr = text(&out.stderr);
         let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-        assert_eq!(out.status.code(), Some(if flipped.is_some() { 1 } else { 0 }), "{flipped:?}: {stderr}");
-        for f in run["phases"][0]["flows"].as_array().unwrap() {
+        // Clean: 0, or 4 where the loaded emulation made the window short
+        // (degraded is about time, not data); a flipped byte fails the run.
+        let codes: &[i32] = if flipped.is_some() { &[1] } else { &[0, 4] };
+        assert!(out.status.code().is_some_and(|c| codes.contains(&c)), "{flipped:?}: {stderr}");
+        let flows = run["phases"][0]["flows"].as_array();
+        for f in flows.unwrap_or_else(|| panic!("{flipped:?}: no phase measured: {stderr}")) {
             let id = f["id"].as_u64().unwrap();
             assert!(f["dv_checked"].as_u64().unwrap() > 0, "{flipped:?}: {f}");
             if Some(id) == flipped {
