@@ -195,10 +195,11 @@ fn data_validation_in_gpu_memory_goes_through_the_driver() {
         .collect();
     let scenario = bench.write("dv.toml", &format!("[run]\nduration = \"1s\"\nwarmup = \"200ms\"\n{groups}"));
     let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let sys = sysfs_with_peer_memory(bench.dir.path());
     let (scenario, hostfile) = (scenario.to_str().unwrap(), hostfile.to_str().unwrap());
     for flipped in [None, Some(1)] {
         let mut cmd = bench.command(&["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save"]);
-        cmd.env("FABRICBENCH_LIBCUDA", &library);
+        cmd.env("FABRICBENCH_LIBCUDA", &library).env(fabricbench::sysfs::ROOT_ENV, &sys);
         if let Some(flow) = flipped {
             cmd.env("FABRICBENCH_TEST_DV_FLIP", format!("{flow}:9"));
         }
