@@ -8,6 +8,7 @@ mod gpu;
 mod patterns;
 mod rounds;
 mod shuffle;
+mod stress;
 mod topology;
 
 pub use congestion::{split, CongestionPoint, Split};
@@ -27,6 +28,7 @@ use crate::scenario::{BadField, Field, GroupSpec, Mode, Op, Pattern, RankSet, Sc
 use crate::units::ByteSize;
 
 use patterns::{expand, select, with_reverse, Pairs};
+use stress::stress_of;
 
 /// Index of a flow within its phase; also its id on the wire.
 pub type FlowId = u32;
@@ -427,33 +429,4 @@ fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
         dscp: spec.dscp.map(|d| d as u8),
         validate: spec.validate,
     }
-}
-
-/// Each `[[stress]]` table's ranks; a rank may be in one table only.
-fn stress_of(scenario: &Scenario, n: usize) -> Result<Vec<RankStress>, BadField> {
-    let mut out: Vec<(usize, RankStress)> = Vec::new();
-    for (i, table) in scenario.stress.iter().enumerate() {
-        let ranks = table
-            .ranks
-            .as_ref()
-            .unwrap_or(&RankSet::All)
-            .resolve(n)
-            .map_err(|e| BadField::new(Field::stress(i, "ranks"), e.to_string()))?;
-        for rank in ranks {
-            if let Some((first, _)) = out.iter().find(|(_, s)| s.rank == rank) {
-                return Err(BadField::new(
-                    Field::stress(i, "ranks"),
-                    format!("rank {rank} already runs the stress of table {first}"),
-                ));
-            }
-            let spec = StressSpec {
-                threads: table.threads,
-                placement: Placement { cores: table.cores.clone(), numa: table.numa.or_default_for(false) },
-                load: table.load,
-                memory: table.memory,
-            };
-            out.push((i, RankStress { rank, spec }));
-        }
-    }
-    Ok(out.into_iter().map(|(_, s)| s).collect())
 }
