@@ -267,6 +267,14 @@ impl Driver {
     }
 }
 
+/// A rank's connection reset or aborted: its worker was killed, or its
+/// host went down with data unread (the kernel answers with RST, not FIN).
+/// That is a lost connection, as an orderly close is, not a garbled stream.
+fn is_lost(e: &FrameError) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(e, FrameError::Io(io) if matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe))
+}
+
 /// Reads one Hello-sized first frame as a Hello only; then, once the
 /// coordinator admits the connection, every message up to the frame limit,
 /// each decoding at most the latency histograms the admission allows.
@@ -306,6 +314,7 @@ async fn read_frames(
                     return;
                 }
             },
+            Some(Err(e)) if is_lost(&e) => Inbound::Closed(id),
             Some(Err(e)) => {
                 let _ = inbound.send(Inbound::Garbage(id, e.to_string()));
                 return;

@@ -215,12 +215,10 @@ async fn from(host: u8, addr: std::net::SocketAddr) -> tokio::net::TcpStream {
 /// allocating it, and the rank fails, named, with the reason.
 #[test]
 fn a_report_may_decode_only_the_histograms_its_plan_allows() {
-    use fabricbench::control::framing::FrameReader;
-    use fabricbench::control::wire::{ToCoordinator, ToWorker};
+    use fabricbench::control::wire::ToCoordinator;
     use fabricbench::histogram::Histogram;
     use fabricbench::metrics::{FlowSamples, RankReport};
     use fabricbench::transport::Side;
-    use tokio::io::AsyncWriteExt;
 
     const HISTOGRAMS: usize = 100_000;
     let _machine = common::busy_machine();
@@ -262,8 +260,32 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
     hostile.extend_from_slice(&none[at + 1..]);
     assert!(hostile.len() < 8 << 20, "{} bytes", hostile.len());
 
+    let failure = failure_after_start(plan, AfterStart::Send(hostile));
+    assert!(failure.contains("rank 1") && failure.contains("protocol error"), "{failure}");
+    assert!(
+        failure.contains("a frame carried more than 1 latency histograms, the most a report of this rank may carry"),
+        "{failure}"
+    );
+}
+
+/// What rank 1 does once Start reaches it; rank 0 answers and waits.
+enum AfterStart {
+    /// Writes these bytes as one frame.
+    Send(Vec<u8>),
+    /// Closes its connection with a reset (SO_LINGER 0), as a host that
+    /// dies with data unread does.
+    Reset,
+}
+
+/// Runs a 2-rank `plan` on a real driver on loopback, its ranks answering as
+/// workers do; returns the failure the run ends with.
+fn failure_after_start(plan: Plan, after: AfterStart) -> String {
+    use fabricbench::control::framing::FrameReader;
+    use fabricbench::control::wire::{ToCoordinator, ToWorker};
+    use tokio::io::AsyncWriteExt;
+
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let failure = runtime.block_on(async move {
+    runtime.block_on(async move {
         let listener = fabricbench::control::driver::listen(([127, 0, 0, 1], 0).into()).unwrap();
         let addr = listener.local_addr().unwrap();
         let (failed_tx, mut failed) = tokio::sync::mpsc::unbounded_channel();
@@ -277,26 +299,31 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
                 }
             },
         ));
-        // Both ranks answer as workers do; after Start, rank 1 sends the
-        // hostile frame raw, rank 0 waits.
-        let rank = |rank: usize, after_start: Option<Vec<u8>>| async move {
+        let rank = |rank: usize, after: Option<AfterStart>| async move {
             let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let (read, mut write) = stream.into_split();
-            let mut reader: FrameReader<_, ToWorker> = FrameReader::new(read);
+            let (mut read, mut write) = stream.into_split();
+            let mut reader: FrameReader<_, ToWorker> = FrameReader::new(&mut read);
             let send = |msg: &ToCoordinator| framing::frame(msg).unwrap();
             write.write_all(&send(&ToCoordinator::Hello(fabricbench::control::sim::hello(rank)))).await.unwrap();
             while let Some(Ok(msg)) = reader.next().await {
                 if let Some(reply) = fabricbench::control::sim::answer(&msg) {
                     write.write_all(&send(&reply)).await.unwrap();
                 }
-                if matches!(msg, ToWorker::Start { .. }) {
-                    if let Some(frame) = &after_start {
+                match (&msg, &after) {
+                    (ToWorker::Start { .. }, Some(AfterStart::Send(frame))) => {
                         write.write_all(&framing::prefixed(frame)).await.unwrap();
                     }
+                    (ToWorker::Start { .. }, Some(AfterStart::Reset)) => break,
+                    _ => {}
                 }
             }
+            drop(reader);
+            // SO_LINGER 0: the close is a reset (tokio's own setter is
+            // deprecated as a lingering close would block; this one does not).
+            let stream = read.reunite(write).unwrap().into_std().unwrap();
+            socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO)).unwrap();
         };
-        let ranks = [tokio::spawn(rank(0, None)), tokio::spawn(rank(1, Some(hostile)))];
+        let ranks = [tokio::spawn(rank(0, None)), tokio::spawn(rank(1, Some(after)))];
         let failure =
             tokio::time::timeout(Duration::from_secs(30), failed.recv()).await.expect("the rank failed").unwrap();
         driver.abort();
@@ -304,12 +331,19 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
             r.abort();
         }
         failure
-    });
-    assert!(failure.contains("rank 1") && failure.contains("protocol error"), "{failure}");
-    assert!(
-        failure.contains("a frame carried more than 1 latency histograms, the most a report of this rank may carry"),
-        "{failure}"
-    );
+    })
+}
+
+/// A rank whose connection is reset (its host died with data unread, or
+/// its worker was killed) is a lost connection, named with its flows, not a
+/// rank that garbled its stream.
+#[test]
+fn a_reset_connection_is_lost_not_garbled() {
+    let plan = make_plan(2, "[[group]]\nname = \"pair\"\npattern = \"explicit\"\nflows = [[1, 0]]\n");
+    let failure = failure_after_start(plan, AfterStart::Reset);
+    assert!(failure.contains("rank 1") && failure.contains("connection lost during phase 0"), "{failure}");
+    assert!(failure.contains("its flows: 0 (1->0)"), "{failure}");
+    assert!(!failure.contains("protocol error"), "{failure}");
 }
 
 /// Heartbeats stay within a budget whatever the job's size: 500 ms up to

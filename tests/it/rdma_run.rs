@@ -190,8 +190,8 @@ fn a_failed_rdma_flow_ends_the_run_naming_it() {
     if !has_rdma() {
         return;
     }
-    // A killed worker's connection ends with FIN or RST ("connection lost"
-    // or "protocol error: Connection reset by peer"); both name the flow.
+    // A killed worker's connection ends with FIN or RST, either of them
+    // "connection lost", naming the flow.
     let cases = [
         ("-STOP", ["rank 0 (127.0.0.1): failed in phase 0: flow 0 0->1: QP 0: no progress for", ""]),
         ("-KILL", ["rank 1 (127.0.0.2): ", "; its flows: 0 (0->1)"]),

@@ -310,7 +310,6 @@ impl Coordinator {
         } else if let Some(rank) = self.ranks.remove(&conn) {
             self.out.push_back(Output::Close(conn));
             self.slots[rank].conn = None;
-            // A reset connection (a killed worker) lands here too: name its flows.
             let flows = self.flows_of(rank);
             self.fail(Some(rank), format!("protocol error: {reason}{flows}"), now_ns);
             self.check_abort_complete();
