@@ -2,7 +2,8 @@
 //! with links shaped by tc, checks with exit codes, the blamed host or link
 //! retested alone, and the HTML report. Every port runs at 1 Gbit/s (tbf);
 //! the fault under test is one host or one pair at 300 Mbit/s, or on the bed
-//! as a two-level fabric (`--leaves`) one leaf's uplink at 250 Mbit/s.
+//! as a two-level fabric (`--leaves`) one leaf's uplink at 250 Mbit/s. The
+//! healthy cluster passes the node gate (TCP loopback on each host) first.
 
 use crate::common;
 
@@ -143,8 +144,19 @@ fn a_healthy_cluster_passes_and_the_report_shows_it() {
     let shaped = shapes(4, None);
     let Some(bed) = Bed::up(4, &shaped.iter().map(String::as_str).collect::<Vec<_>>()) else { return };
     let bench = Bench::new();
-    let (code, output, run) = accept(&bed, &bench, &[]);
+    // The node gate first, on every host at once: each one's TCP loopback to
+    // its own data address, inside its namespace (never across its 1 Gbit/s
+    // link: a loopback there runs at several Gb/s even in a debug build).
+    let gate = bench.write("gate.toml", "loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n");
+    let (code, output, run) = accept(&bed, &bench, &["--gate", gate.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{output}");
+    let gated = run["gate"]["hosts"].as_array().unwrap();
+    let names: Vec<&str> = gated.iter().map(|h| h["host"].as_str().unwrap()).collect();
+    assert_eq!(names, ["h1", "h2", "h3", "h4"], "{}", run["gate"]);
+    for host in gated {
+        assert_eq!(host["passed"], true, "{host}");
+        assert!(host["loopback_gbps"].as_f64().unwrap() > 1.01, "not across the shaped link: {host}");
+    }
     assert_eq!(run["schema_version"], 3);
     assert_eq!(run["acceptance"]["passed"], true);
     assert_eq!(blamed(&run), Vec::<serde_json::Value>::new());
