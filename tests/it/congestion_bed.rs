@@ -69,11 +69,15 @@ fn an_incast_hurts_the_canary_behind_it_and_not_the_one_beside_it() {
     // Behind 20 Mbit/s of tbf queue a 64-byte request waits milliseconds instead of tens of µs.
     assert!(ratio(near, "impact_mean") > 3.0, "the canary behind the incast: {near}");
     assert!(ratio(near, "impact_tail") > 3.0, "its p99 too: {near}");
-    // Another pair of hosts: only the machine's CPU is shared (loose: a busy 2-core machine,
-    // whose p99 of a few thousand round trips moves either way between phases).
+    // Another pair of hosts: only the machine's CPU is shared. Loose bounds: on a busy
+    // 2-core machine the incast's senders and receiver take CPU from the far canary too,
+    // and its p99 moved 0.6-2.5x between phases in fifteen runs here. What tells the two
+    // canaries apart is the order of magnitude: the near one's ratios were 50-1000x.
     assert!((0.33..3.0).contains(&ratio(far, "impact_mean")), "the canary on other links stays near 1: {far}");
-    assert!(ratio(far, "impact_tail") < 3.0, "and its tail is not hurt: {far}");
-    assert!(ratio(near, "impact_mean") > 2.0 * ratio(far, "impact_mean"), "near {near} vs far {far}");
+    assert!(ratio(far, "impact_tail") < 6.0, "and its tail is not hurt much: {far}");
+    for key in ["impact_mean", "impact_tail"] {
+        assert!(ratio(near, key) > 10.0 * ratio(far, key), "{key}: near {near} vs far {far}");
+    }
     // The ratio is of the numbers beside it.
     let n = |side: &str, what: &str| near[side][what].as_f64().unwrap();
     assert!((ratio(near, "impact_mean") - n("congested", "mean") / n("isolated", "mean")).abs() < 1e-9);
