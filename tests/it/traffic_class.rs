@@ -4,7 +4,8 @@
 //! and `connect = "rdma_cm"` across two Soft-RoCE VMs
 //! (`scripts/softroce-vm --vms 2 --env FB_RDMA_PEER_HOST=vm2`).
 
-use std::process::{Child, Command, Stdio};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::common;
@@ -39,20 +40,37 @@ fn packets(tcpdump: &str) -> Vec<Packet> {
 }
 
 /// tcpdump on `iface` (through `prefix`, e.g. the bed's `exec h2`) for
-/// `filter`, for `secs` seconds (longer than the run it watches).
+/// `filter`, in a process group of its own, until [`end`] or at most
+/// `secs` seconds (longer than the run it watches, should the test fail
+/// before it ends the capture). `--foreground`: timeout keeps tcpdump in
+/// that group instead of one of its own.
 fn capture(prefix: &[&str], secs: u32, iface: &str, filter: &str) -> Child {
     let secs = secs.to_string();
     let mut args: Vec<&str> = prefix.to_vec();
-    args.extend(["timeout", &secs, "tcpdump", "-i", iface, "-n", "-v", "-l", "-s", "96", filter]);
-    let child = Command::new(args[0]).args(&args[1..]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    args.extend(["timeout", "--foreground", &secs, "tcpdump", "-i", iface, "-n", "-v", "-l", "-s", "96", filter]);
+    let mut command = Command::new(args[0]);
+    command.args(&args[1..]).process_group(0).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = command.spawn();
     let child = child.expect("tcpdump (scripts/lib/deps.sh: ensure_packages tcpdump)");
     std::thread::sleep(Duration::from_secs(1)); // tcpdump attaches before the run starts
     child
 }
 
-/// Waits for the capture's end and returns what it saw.
+/// Ends the capture once the run it watched is over: SIGINT to its group
+/// (the bed's nsenter, timeout, tcpdump), on which tcpdump prints what it
+/// captured and exits. Waiting for the timeout instead cost each test its
+/// whole `secs`.
+fn end(child: Child) -> Output {
+    // A group already gone (tcpdump failed to start) is no error here: the
+    // caller's count of packets says so, with tcpdump's own words.
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-INT", "--", &group]).stderr(Stdio::null()).status();
+    child.wait_with_output().unwrap()
+}
+
+/// Ends the capture and returns what it saw.
 fn stop(child: Child) -> Vec<Packet> {
-    let out = child.wait_with_output().unwrap();
+    let out = end(child);
     let seen = packets(&common::text(&out.stdout));
     println!("captured {} packets ({})", seen.len(), common::text(&out.stderr).trim());
     seen
@@ -281,7 +299,7 @@ fn rdma_cm_connects_over_ipv6_across_two_vms() {
     let cap = capture(&[], 60, "eth0", "ip6 and udp port 4791");
     let hosts = format!("{peer} addr={theirs}\n{here} addr={mine}\n");
     let run = vm_run_on(&bench, &hosts, "connect = \"rdma_cm\"");
-    let out = cap.wait_with_output().unwrap();
+    let out = end(cap);
     let dump = common::text(&out.stdout);
     let flow = &run["phases"][0]["flows"][0];
     assert!(flow["bytes"].as_u64().unwrap() > 4096 * 100, "{flow}");
