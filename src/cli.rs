@@ -168,8 +168,8 @@ pub struct Inputs {
     /// Scenario file (TOML), e.g. scenarios/fan-in.toml
     pub scenario: PathBuf,
     /// Hostfile: one host per line (plain, `host slots=N`, `host:N`, `node[01-04]`,
-    /// `addr=IP`, `devices=mlx5_0,mlx5_1`); a host runs one worker (rank) per slot,
-    /// e.g. `node01 slots=2 devices=mlx5_0,mlx5_1` for one rank per NIC.
+    /// `addr=IP`, `devices=mlx5_0,mlx5_1`, `gpus=0,1`); a host runs one worker (rank) per
+    /// slot, e.g. `node01 slots=2 devices=mlx5_0,mlx5_1 gpus=0,1` for one rank per NIC and GPU.
     /// Inside a Slurm allocation the default is its nodes (SLURM_JOB_NODELIST)
     #[arg(short = 'H', long = "hostfile")]
     pub hostfile: Option<PathBuf>,

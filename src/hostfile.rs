@@ -1,6 +1,7 @@
 //! Hostfiles in the forms cluster operators already have: plain lines,
 //! OpenMPI (`host slots=N`), MPICH (`host:N`) and Slurm hostlist expressions
-//! (`node[01-04,07]`), with `#` comments and optional `addr=` / `devices=`.
+//! (`node[01-04,07]`), with `#` comments and optional `addr=` / `devices=` /
+//! `gpus=`.
 //!
 //! Inside a Slurm allocation the hosts can also come from the environment
 //! Slurm sets (`SLURM_JOB_NODELIST`, `SLURM_TASKS_PER_NODE`).
@@ -17,9 +18,12 @@
 //! all the devices (multi-rail). Any other count of slots beside a device
 //! list is refused, naming the line: ranks do not share devices round
 //! robin, because a rank per NIC is what such a file means and a typo
-//! should not silently double the load on one NIC. Parsing touches no
-//! network.
+//! should not silently double the load on one NIC. `gpus=0,1` (indices or
+//! PCI bus ids) is one GPU per rank the same way, rank k of the host on the
+//! k-th: the GPU its ends in GPU memory use, whatever their group's `gpu`.
+//! Parsing touches no network.
 
+mod gpu;
 mod hostlist;
 mod problem;
 
@@ -31,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use gpu::{GpuChoice, MAX_GPU_INDEX};
 use hostlist::expand_hostlist;
 pub use problem::Problem;
 
@@ -53,6 +58,11 @@ pub struct Host {
     /// (rank k of the host gets the k-th), or all of them with `slots=1`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// The GPU this rank's ends in GPU memory use, over its group's `gpu`:
+    /// its own one of `gpus=0,1` (rank k of the host gets the k-th). At
+    /// most one per rank once the hostfile is parsed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuChoice>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -62,7 +72,12 @@ fn is_zero(n: &u32) -> bool {
 impl Host {
     /// A host reached and bound by its name alone.
     pub fn named(name: &str) -> Host {
-        Host { name: name.to_string(), addr: None, slots: 1, slot: 0, devices: Vec::new() }
+        Host { name: name.to_string(), addr: None, slots: 1, slot: 0, devices: Vec::new(), gpus: Vec::new() }
+    }
+
+    /// The GPU the hostfile's `gpus=` gives this rank, if any.
+    pub fn gpu(&self) -> Option<&GpuChoice> {
+        self.gpus.first()
     }
 
     /// The address the data plane binds to on this host.
@@ -109,7 +124,7 @@ pub enum HostfileError {
     SlurmEnv { var: &'static str, value: String, problem: Problem },
 }
 
-const VALID_FORMS: &str = "\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP` and `devices=dev1,dev2`";
+const VALID_FORMS: &str = "\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP`, `devices=dev1,dev2` and `gpus=0,1`";
 
 /// Where a repeated host was first named: an earlier line, or this one
 /// (`n[1-2],n1`).
@@ -163,7 +178,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
 
 /// The rank list of `hosts` (each with what names it in an error, such as
 /// its line): every host once per slot, its ranks consecutive, rank k of
-/// a host on its k-th device. The total is counted before anything is
+/// a host on its k-th device and its k-th GPU. The total is counted before anything is
 /// expanded; past MAX_RANKS the error names the host that passes it.
 fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, Problem)> {
     let mut total = 0usize;
@@ -180,7 +195,8 @@ fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, Problem)> {
                 1 => host.devices.clone(),
                 _ => host.devices.get(slot as usize).cloned().into_iter().collect(),
             };
-            out.push(Host { slot, devices, ..host.clone() });
+            let gpus = host.gpus.get(slot as usize).cloned().into_iter().collect();
+            out.push(Host { slot, devices, gpus, ..host.clone() });
         }
     }
     Ok(out)
@@ -264,6 +280,7 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, Problem> {
     let mut slots = mpich;
     let mut addr = None;
     let mut devices = Vec::new();
+    let mut gpus = Vec::new();
     for word in words {
         let (key, value) = word.split_once('=').ok_or_else(|| Problem::Unexpected { word: word.to_string() })?;
         if value.is_empty() {
@@ -278,13 +295,21 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, Problem> {
             }
             "addr" => addr = Some(unicast(value)?),
             "devices" => devices = device_list(value)?,
+            "gpus" => gpus = gpu_list(value)?,
             other => return Err(Problem::UnknownAttribute { key: other.to_string() }),
         }
     }
+    // The count of ranks is set by `slots=` or `devices=` where given, else by `gpus=`.
+    let counted = slots.is_some() || !devices.is_empty();
     let slots = slots_for_devices(slots, &devices).ok_or_else(|| Problem::SlotsBesideDevices {
         first: first.to_string(),
         slots: slots.unwrap_or_default(),
         devices: devices.clone(),
+    })?;
+    let slots = slots_for_gpus(slots, counted, &gpus).ok_or_else(|| Problem::SlotsBesideGpus {
+        first: first.to_string(),
+        slots,
+        gpus: gpus.clone(),
     })?;
     let names = expand_hostlist(names, room)?;
     if addr.is_some() && names.len() > 1 {
@@ -292,7 +317,7 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, Problem> {
     }
     Ok(names
         .into_iter()
-        .map(|name| Host { name, addr: addr.clone(), slots, slot: 0, devices: devices.clone() })
+        .map(|name| Host { name, addr: addr.clone(), slots, slot: 0, devices: devices.clone(), gpus: gpus.clone() })
         .collect())
 }
 
@@ -306,6 +331,35 @@ fn slots_for_devices(slots: Option<u32>, devices: &[String]) -> Option<u32> {
         (Some(s), n) if n == 0 || s == 1 || s as usize == n => Some(s),
         (Some(_), _) => None,
     }
+}
+
+/// The slots of a line beside its `gpus=`: one GPU per rank, so as many
+/// ranks as GPUs unless `slots=` or `devices=` counted them (`counted`),
+/// when the counts must match (`None`: they do not).
+fn slots_for_gpus(slots: u32, counted: bool, gpus: &[GpuChoice]) -> Option<u32> {
+    match (counted, gpus.len()) {
+        (_, 0) => Some(slots),
+        (false, n) => Some(n as u32),
+        (true, n) => (n == slots as usize).then_some(slots),
+    }
+}
+
+/// `gpus=0,1` or `gpus=0000:1b:00.0,0000:1c:00.0`: distinct GPUs, each
+/// read as a scenario's `gpu` is; no more than a host can have.
+fn gpu_list(value: &str) -> Result<Vec<GpuChoice>, Problem> {
+    let mut gpus: Vec<GpuChoice> = Vec::new();
+    for entry in value.split(',') {
+        if gpus.len() > MAX_GPU_INDEX {
+            return Err(Problem::TooManyGpus { list: shorten(value) });
+        }
+        let gpu = GpuChoice::index_or_bus_id(entry)
+            .ok_or_else(|| Problem::GpuEntry { list: shorten(value), entry: shorten(entry) })?;
+        if gpus.contains(&gpu) {
+            return Err(Problem::GpuTwice { list: shorten(value), entry: entry.to_string() });
+        }
+        gpus.push(gpu);
+    }
+    Ok(gpus)
 }
 
 /// `devices=mlx5_0,mlx5_1`: distinct RDMA device names, as the kernel forms them.
@@ -470,6 +524,101 @@ mod tests {
         assert!(err(&format!("n1 devices={}\n", "d".repeat(64))).contains("is not an RDMA device name"));
     }
 
+    /// `gpus=`: one GPU per rank, rank k of the host on the k-th, by index
+    /// or by bus id as a scenario's `gpu` reads them.
+    #[test]
+    fn gpus_give_each_rank_of_a_host_its_own_gpu() {
+        let gpus = |hosts: &[Host]| hosts.iter().map(|h| h.gpu().map(GpuChoice::describe)).collect::<Vec<_>>();
+        let hosts = ok("n1 slots=2 gpus=0,1
+n2
+");
+        assert_eq!(gpus(&hosts), [Some("0".into()), Some("1".into()), None]);
+        assert!(hosts.iter().all(|h| h.gpus.len() <= 1), "each rank carries its own entry only");
+        let hosts = ok("n1 gpus=3
+");
+        assert_eq!((hosts.len(), hosts[0].gpu()), (1, Some(&GpuChoice::Index(3))), "slots=1 and one entry");
+        let hosts = ok("n1 gpus=0000:1b:00.0,00000000:1C:00.0
+");
+        assert_eq!(gpus(&hosts), [Some("0000:1b:00.0".into()), Some("0000:1c:00.0".into())], "no slots: one per GPU");
+        let hosts = ok("n1 devices=mlx5_0,mlx5_1 gpus=1,0
+");
+        assert_eq!(
+            (hosts[1].devices.as_slice(), hosts[1].gpu()),
+            (&["mlx5_1".to_string()][..], Some(&GpuChoice::Index(0)))
+        );
+        let hosts = ok("n1 slots=1 devices=mlx5_0,mlx5_1 gpus=2
+");
+        assert_eq!((hosts.len(), hosts[0].devices.len(), hosts[0].gpu()), (1, 2, Some(&GpuChoice::Index(2))));
+        let hosts = ok("n[1-2]:2 gpus=0,1
+");
+        assert_eq!(gpus(&hosts), [Some("0".into()), Some("1".into()), Some("0".into()), Some("1".into())]);
+        assert_eq!(
+            ok("n1 gpus=255
+")[0]
+                .gpu(),
+            Some(&GpuChoice::Index(MAX_GPU_INDEX))
+        );
+    }
+
+    #[test]
+    fn a_gpus_count_other_than_the_ranks_is_refused_naming_the_line() {
+        assert_eq!(
+            err("a
+n1 slots=2 gpus=0
+"),
+            "hosts:2: `n1`: slots=2 but gpus= lists 1 (0): each rank of a host uses its own GPU; \
+             give one GPU per rank (gpus= with 2 entries, or leave slots out for one rank per GPU)"
+        );
+        assert!(err("n1 slots=1 gpus=0,1
+")
+        .starts_with("hosts:1: `n1`: slots=1 but gpus= lists 2 (0, 1)"));
+        let e = err("n1:3 gpus=0,1
+");
+        assert!(e.starts_with("hosts:1: `n1:3`: slots=3 but gpus= lists 2 (0, 1)"), "{e}");
+        let e = err("n1 devices=a,b gpus=0000:1b:00.0
+");
+        assert!(e.starts_with("hosts:1: `n1`: slots=2 but gpus= lists 1 (0000:1b:00.0)"), "{e}");
+    }
+
+    #[test]
+    fn gpu_entries_are_checked() {
+        let e = err("n1 gpus=0,first
+");
+        assert!(
+            e.starts_with(
+                "hosts:1: `gpus=0,first`: `first` is not a GPU: give CUDA's number of the GPU (0 to 255) or its PCI \
+                 bus id as sysfs or nvidia-smi writes it (0000:1b:00.0, 00000000:1B:00.0), e.g. gpus=0,1"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("valid forms"), "{e}");
+        for bad in ["256", "-1", "auto", "1b:00.0", "0000:zz:00.0", ""] {
+            let e = err(&format!(
+                "n1 gpus=0,{bad}
+"
+            ));
+            assert!(e.starts_with(&format!("hosts:1: `gpus=0,{bad}`: `{bad}` is not a GPU")), "{e}");
+        }
+        let e = err("n1 gpus=1,1
+");
+        assert!(e.starts_with("hosts:1: `gpus=1,1` lists `1` twice; each rank of the host uses its own GPU"), "{e}");
+        let e = err("n1 gpus=0000:1b:00.0,00000000:1B:00.0
+");
+        assert!(e.contains("lists `00000000:1B:00.0` twice"), "the same bus id in two spellings: {e}");
+        let many = (0..=256).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let e = err(&format!(
+            "n1 gpus={many}
+"
+        ));
+        assert!(
+            e.starts_with("hosts:1: `gpus=0,1,2,") && e.ends_with("` lists more than 256 GPUs, more than a host has"),
+            "{e}"
+        );
+        assert!(err("n1 gpus=
+")
+        .starts_with("hosts:1: `gpus=` needs a value"));
+    }
+
     #[test]
     fn zero_slots_are_refused() {
         let e = err("n1 slots=0\n");
@@ -567,7 +716,7 @@ mod tests {
     #[test]
     fn unknown_attribute_says_what_is_valid() {
         assert!(err("a color=red\n")
-            .starts_with("hosts:1: unknown attribute `color` (valid: slots=N, addr=IP, devices=dev1,dev2)"));
+            .starts_with("hosts:1: unknown attribute `color` (valid: slots=N, addr=IP, devices=dev1,dev2, gpus=0,1)"));
         assert!(err("a b\n").starts_with("hosts:1: unexpected `b` after the host name"));
     }
 

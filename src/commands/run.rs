@@ -36,11 +36,16 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
         say(format_args!("topology {}:", topology.path.display()))?;
         stdout::print(topology.topology.render())?;
     }
-    // Hosts of several ranks: where each rank runs and on which device.
-    if prepared.plan.ranks.iter().any(|r| r.slots > 1) {
+    // Hosts of several ranks, or GPUs from the hostfile: where each rank
+    // runs, on which device, and the GPU its ends in GPU memory use.
+    if prepared.plan.ranks.iter().any(|r| r.slots > 1 || r.gpu.is_some()) {
         for r in &prepared.plan.ranks {
             let devices = if r.devices.is_empty() { "-".to_string() } else { r.devices.join(",") };
-            say(format_args!("rank {:>4}  {:<24} slot {} of {}  devices {devices}", r.rank, r.host, r.slot, r.slots))?;
+            let gpu = r.gpu.as_ref().map_or_else(String::new, |g| format!("  gpu {} (gpus=)", g.describe()));
+            say(format_args!(
+                "rank {:>4}  {:<24} slot {} of {}  devices {devices}{gpu}",
+                r.rank, r.host, r.slot, r.slots
+            ))?;
         }
     }
     let local = estimate::local_ranks(&prepared.hosts);

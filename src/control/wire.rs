@@ -13,6 +13,7 @@ use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GpuAsk, GroupPlan};
 use crate::result::degraded::AskedWindow;
 use crate::result::intervals::Moved;
+use crate::scenario::memory::GpuChoice;
 use crate::scenario::stress::StressSpec;
 use crate::scenario::{check_run, BadKey, RunSpec};
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
@@ -40,8 +41,10 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// rank the GPU preflight refuses says so with `Refused`; 18: a group's
 /// RDMA request carries its `[group.rdma]` knobs as one nested record after
 /// op, mode, size and memory; 19: a group's plan says whether it validates
-/// data, a flow end's report what it checked).
-pub const PROTOCOL_VERSION: u32 = 19;
+/// data, a flow end's report what it checked; 20: a flow role carries its
+/// end's GPU from the hostfile's `gpus=`, and Welcome's GPUs say which
+/// came from there).
+pub const PROTOCOL_VERSION: u32 = 20;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 
@@ -109,6 +112,9 @@ pub struct FlowRole {
     /// RDMA: this end's devices from its host's `devices=` (one rail each),
     /// when the group names none; empty otherwise.
     pub rails: Vec<String>,
+    /// RDMA in GPU memory: this end's GPU from its host's `gpus=`, which
+    /// replaces the group's `gpu`; `None` otherwise.
+    pub gpu: Option<GpuChoice>,
     /// What a TCP stream of this flow sends first to prove it is one
     /// (`control::proofs`); sent to the flow's two ends only.
     pub proof: FlowProof,

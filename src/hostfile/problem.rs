@@ -2,7 +2,7 @@
 //! value; [`super::HostfileError`] adds where it is (file and line, or the
 //! variable and its value).
 
-use super::{MAX_DEVICE_NAME, MAX_HOSTS, MAX_NAME, MAX_RANKS, MAX_TEXT};
+use super::{GpuChoice, MAX_DEVICE_NAME, MAX_GPU_INDEX, MAX_HOSTS, MAX_NAME, MAX_RANKS, MAX_TEXT};
 
 /// One line's (or one Slurm variable's) problem. Texts quoted from the
 /// input are already cut to a readable length.
@@ -14,7 +14,7 @@ pub enum Problem {
     Unexpected { word: String },
     #[error("`{key}=` needs a value")]
     NoValue { key: String },
-    #[error("unknown attribute `{key}` (valid: slots=N, addr=IP, devices=dev1,dev2)")]
+    #[error("unknown attribute `{key}` (valid: slots=N, addr=IP, devices=dev1,dev2, gpus=0,1)")]
     UnknownAttribute { key: String },
     #[error(
         "`{first}`: slots={slots} but devices= lists {count} ({list}): each rank of a host uses its own device; \
@@ -29,6 +29,21 @@ pub enum Problem {
     DeviceName { list: String, name: String },
     #[error("`devices={list}` lists `{name}` twice; each rank of the host uses its own device")]
     DeviceTwice { list: String, name: String },
+    #[error(
+        "`{first}`: slots={slots} but gpus= lists {count} ({list}): each rank of a host uses its own GPU; \
+         give one GPU per rank (gpus= with {slots} entries, or leave slots out for one rank per GPU)",
+        count = gpus.len(), list = gpus.iter().map(GpuChoice::describe).collect::<Vec<_>>().join(", ")
+    )]
+    SlotsBesideGpus { first: String, slots: u32, gpus: Vec<GpuChoice> },
+    #[error(
+        "`gpus={list}`: `{entry}` is not a GPU: give CUDA's number of the GPU (0 to {MAX_GPU_INDEX}) or its PCI bus \
+         id as sysfs or nvidia-smi writes it (0000:1b:00.0, 00000000:1B:00.0), e.g. gpus=0,1"
+    )]
+    GpuEntry { list: String, entry: String },
+    #[error("`gpus={list}` lists `{entry}` twice; each rank of the host uses its own GPU")]
+    GpuTwice { list: String, entry: String },
+    #[error("`gpus={list}` lists more than {} GPUs, more than a host has", MAX_GPU_INDEX + 1)]
+    TooManyGpus { list: String },
     #[error("`addr=` names one address but `{first}` expands to {hosts} hosts")]
     AddrForMany { first: String, hosts: usize },
     #[error("`{name}` is host {} of the file; {}", MAX_HOSTS + 1, at_most())]
@@ -81,6 +96,8 @@ impl Problem {
         matches!(
             self,
             Problem::SlotsBesideDevices { .. }
+                | Problem::SlotsBesideGpus { .. }
+                | Problem::TooManyGpus { .. }
                 | Problem::HostPastLimit { .. }
                 | Problem::TooManyNames { .. }
                 | Problem::TooManyRanks { .. }

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Plan;
+use super::{Flow, GroupPlan, Plan};
 use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
 
 /// One GPU a rank's ends ask for, with the first place that asks for it.
@@ -13,6 +13,8 @@ use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
 pub struct GpuAsk {
     pub memory: Memory,
     pub gpu: GpuChoice,
+    /// `gpu` is the rank's own from the hostfile's `gpus=`, not its group's.
+    pub hostfile: bool,
     /// The NIC `gpu = "auto"` is resolved against (the rail's device;
     /// `None`: the host's first, as setup takes); `None` for any other `gpu`.
     pub nic: Option<String>,
@@ -24,6 +26,15 @@ pub struct GpuAsk {
 }
 
 impl Plan {
+    /// The GPU each end of `flow` (sender, receiver) takes from its host's
+    /// `gpus=` in place of the group's `gpu`: for an end the group puts in
+    /// GPU memory only, so a `gpus=` host's ends in host memory stay there.
+    pub fn host_gpus(&self, group: &GroupPlan, flow: &Flow) -> [Option<GpuChoice>; 2] {
+        let Some(rdma) = group.rdma.as_ref() else { return [None, None] };
+        let of = |rank: usize, memory: Memory| self.ranks[rank].gpu.clone().filter(|_| memory.is_gpu());
+        [of(flow.src, rdma.memory.sender), of(flow.dst, rdma.memory.receiver)]
+    }
+
     /// For each rank, the distinct (memory, GPU) its ends ask for in any
     /// phase; empty for a rank whose ends are all in host memory.
     pub fn gpu_asks(&self) -> Vec<Vec<GpuAsk>> {
@@ -33,23 +44,30 @@ impl Plan {
                 let group = &phase.groups[flow.group];
                 let Some(rdma) = group.rdma.as_ref().filter(|r| r.memory.any_gpu()) else { continue };
                 let [src_rails, dst_rails] = self.host_rails(group, flow);
-                let ends = [(flow.src, rdma.memory.sender, src_rails), (flow.dst, rdma.memory.receiver, dst_rails)];
-                for (rank, memory, host_devices) in ends {
+                let [src_gpu, dst_gpu] = self.host_gpus(group, flow);
+                let ends = [
+                    (flow.src, rdma.memory.sender, src_rails, src_gpu),
+                    (flow.dst, rdma.memory.receiver, dst_rails, dst_gpu),
+                ];
+                for (rank, memory, host_devices, host_gpu) in ends {
                     let Some(list) = asks.get_mut(rank).filter(|_| memory.is_gpu()) else { continue };
+                    let hostfile = host_gpu.is_some();
+                    let gpu = host_gpu.unwrap_or_else(|| rdma.gpu.clone());
                     // Under `auto` each rail may take another GPU: the one nearest its NIC.
                     for rail in rdma.rails_on(&host_devices) {
-                        let nic = rail.knobs.device.filter(|_| rdma.gpu == GpuChoice::Auto);
+                        let nic = rail.knobs.device.filter(|_| gpu == GpuChoice::Auto);
                         let ask = GpuAsk {
                             memory,
-                            gpu: rdma.gpu.clone(),
+                            gpu: gpu.clone(),
+                            hostfile,
                             nic,
                             registration: rdma.knobs.gpu_registration,
                             phase: phase.index,
                             group: group.name.clone(),
                         };
                         let known = |a: &GpuAsk| {
-                            (&a.memory, &a.gpu, &a.nic, a.registration)
-                                == (&memory, &ask.gpu, &ask.nic, ask.registration)
+                            (&a.memory, &a.gpu, a.hostfile, &a.nic, a.registration)
+                                == (&memory, &ask.gpu, ask.hostfile, &ask.nic, ask.registration)
                         };
                         if !list.iter().any(known) {
                             list.push(ask);
@@ -82,12 +100,34 @@ mod tests {
         let sender = GpuAsk {
             memory: Memory::Cuda,
             gpu: GpuChoice::Index(3),
+            hostfile: false,
             nic: None,
             registration: GpuRegistration::Auto,
             phase: 0,
             group: "gpu".into(),
         };
         assert_eq!(asks, [vec![], vec![sender], vec![], vec![]], "the senders' ends only, once over both phases");
+    }
+
+    /// A host's `gpus=` replaces the group's `gpu` for that rank's ends in
+    /// GPU memory; its ends in host memory ask for none.
+    #[test]
+    fn a_hosts_gpus_entry_replaces_the_groups_gpu_for_its_ends_in_gpu_memory() {
+        let toml = "[run]\nname = \"g\"\nduration = \"1s\"\n\n\
+            [[group]]\nname = \"gpu\"\npattern = \"pairwise\"\ntransport = \"rdma\"\nflows = [[0, 1], [2, 0]]\n\
+            memory = { sender = \"cuda\", receiver = \"host\" }\ngpu = 3\n";
+        let (scenario, _) = crate::scenario::parse(toml, std::path::Path::new("g.toml")).expect("valid");
+        let hosts = crate::hostfile::parse("h0 gpus=0000:1b:00.0\nh1 gpus=1\nh2\n", std::path::Path::new("hosts"))
+            .expect("valid hostfile");
+        let plan = crate::plan::build(&hosts, &scenario).unwrap();
+        let asked =
+            |rank: usize| plan.gpu_asks()[rank].iter().map(|a| (a.gpu.describe(), a.hostfile)).collect::<Vec<_>>();
+        assert_eq!(asked(0), [("0000:1b:00.0".to_string(), true)], "h0 sends flow 0 from its own GPU");
+        assert_eq!(asked(1), [], "h1 receives into host memory: its gpus= does nothing");
+        assert_eq!(asked(2), [("3".to_string(), false)], "h2 has no gpus=: the group's gpu");
+        let (group, flows) = (&plan.phases[0].groups[0], &plan.phases[0].flows);
+        assert_eq!(plan.host_gpus(group, &flows[0]), [Some(GpuChoice::BusId("0000:1b:00.0".into())), None]);
+        assert_eq!(plan.host_gpus(group, &flows[1]), [None, None], "h2 has none, h0 receives into host memory");
     }
 
     /// `gpu = "auto"` is resolved per rail, against the NIC each rail of

@@ -18,7 +18,7 @@ use topology::Job;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hostfile::Host;
+use crate::hostfile::{GpuChoice, Host};
 use crate::scenario::limits::MAX_PHASES;
 use crate::scenario::placement::Placement;
 use crate::scenario::rate::{Rate, Schedule};
@@ -57,6 +57,10 @@ pub struct RankInfo {
     /// How many ranks its host runs (absent: 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub slots: u32,
+    /// Its GPU from the hostfile (`gpus=`): what its ends in GPU memory use
+    /// over their group's `gpu` (absent: the group's).
+    #[serde(default, skip_serializing_if = "Option::is_none")] // the plan goes as JSON, never postcard
+    pub gpu: Option<GpuChoice>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -254,6 +258,7 @@ pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
             devices: h.devices.clone(),
             slot: h.slot,
             slots: h.slots,
+            gpu: h.gpu().cloned(),
         })
         .collect()
 }

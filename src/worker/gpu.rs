@@ -29,19 +29,30 @@ pub(super) fn resolve(choice: &GpuChoice, nic: Option<&str>, gpus: Option<&GpuFa
     }
 }
 
-/// `rail` with `gpu = "auto"` [`resolve`]d on this host when the end is in
-/// GPU memory; otherwise as it is.
-pub(super) fn resolve_auto(rail: &RdmaParams, side: Side) -> (RdmaParams, Option<String>) {
+/// `rail` on the GPU this end uses when it is in GPU memory, and why when
+/// the group's `gpu` does not say it: the host's own from the hostfile's
+/// `gpus=` (`host_gpu`, the coordinator's pick for ends in GPU memory),
+/// else `gpu = "auto"` [`resolve`]d on this host. An end in host memory
+/// stays as it is.
+pub(super) fn resolve_end(rail: &RdmaParams, side: Side, host_gpu: Option<&GpuChoice>) -> (RdmaParams, Option<String>) {
     let memory = match side {
         Side::Sender => rail.memory.sender,
         Side::Receiver => rail.memory.receiver,
     };
+    if let Some(gpu) = host_gpu.filter(|_| memory.is_gpu()) {
+        return (RdmaParams { gpu: gpu.clone(), ..rail.clone() }, Some(from_hostfile(gpu)));
+    }
     if !memory.is_gpu() || rail.gpu != GpuChoice::Auto {
         return (rail.clone(), None);
     }
     let facts = HostFacts::of_this_host();
     let (gpu, why) = resolve(&rail.gpu, rail.knobs.device.as_deref(), facts.gpus.as_deref());
     (RdmaParams { gpu, ..rail.clone() }, why)
+}
+
+/// Why an end is on `gpu`: its host's `gpus=` names it.
+fn from_hostfile(gpu: &GpuChoice) -> String {
+    format!("{} (this host's gpus= in the hostfile)", gpu.describe())
 }
 
 /// The GPU preflight: every GPU this rank's ends ask for in any phase (as
@@ -94,7 +105,11 @@ fn preflight_at(
             group: ask.group.clone(),
             phase: ask.phase,
             memory: ask.memory.name(),
-            gpu: why.as_ref().map_or_else(|| ask.gpu.describe(), Clone::clone),
+            gpu: match (&why, ask.hostfile) {
+                (Some(why), _) => why.clone(),
+                (None, true) => from_hostfile(&ask.gpu),
+                (None, false) => ask.gpu.describe(),
+            },
             cause: Box::new(cause),
         };
         let placement = cuda::placement(ask.memory);

@@ -38,7 +38,15 @@ fn offer(kernel: &str, peer_memory: Option<&str>) -> HostOffer {
 }
 
 fn ask(gpu: GpuChoice, nic: Option<&str>, registration: GpuRegistration) -> GpuAsk {
-    GpuAsk { memory: Memory::Cuda, gpu, nic: nic.map(String::from), registration, phase: 0, group: "gdr".into() }
+    GpuAsk {
+        memory: Memory::Cuda,
+        gpu,
+        hostfile: false,
+        nic: nic.map(String::from),
+        registration,
+        phase: 0,
+        group: "gdr".into(),
+    }
 }
 
 #[test]
@@ -145,4 +153,34 @@ fn the_preflight_refuses_a_registration_the_host_cannot_do() {
         "{text}"
     );
     assert!(preflight_at(&plain, &asks, None, &offer("6.1.0", Some("nv_peer_mem"))).is_ok());
+}
+
+/// The hostfile's `gpus=` entry is the GPU of this rank's ends in GPU
+/// memory, said as such (in the run's `chosen`, and in a refusal); its
+/// ends in host memory are left alone.
+#[test]
+fn a_hosts_gpus_entry_is_what_its_gpu_ends_open_and_is_named_as_the_hostfiles() {
+    use crate::scenario::memory::MemorySides;
+    let rail = RdmaParams {
+        memory: MemorySides { sender: Memory::Cuda, receiver: Memory::Host },
+        gpu: GpuChoice::Auto,
+        ..Default::default()
+    };
+    let own = GpuChoice::BusId("0000:1c:00.0".into());
+    let (sender, why) = resolve_end(&rail, Side::Sender, Some(&own));
+    assert_eq!((sender.gpu, why.as_deref()), (own.clone(), Some("0000:1c:00.0 (this host's gpus= in the hostfile)")));
+    let (receiver, why) = resolve_end(&rail, Side::Receiver, Some(&own));
+    assert_eq!((receiver.gpu, why), (GpuChoice::Auto, None), "host memory: no GPU, whatever gpus= says");
+
+    let doubles = Doubles::new();
+    let two = doubles.built("two", &[]);
+    let asks = [GpuAsk { hostfile: true, ..ask(GpuChoice::Index(5), None, GpuRegistration::Auto) }];
+    let e = preflight_at(&two, &asks, None, &offer("6.1.0", Some("nvidia_peermem"))).unwrap_err().to_string();
+    assert!(
+        e.starts_with(
+            "GPU preflight: group \"gdr\" (phase 0) puts this rank's buffers in cuda memory on gpu = 5 (this host's \
+             gpus= in the hostfile), which cannot be used here: GPU 5 not on this host"
+        ),
+        "{e}"
+    );
 }

@@ -120,7 +120,7 @@ pub fn prepare(
                     .enumerate()
                     .map(|(k, rail)| {
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
-                        let (rail, gpu_reason) = super::gpu::resolve_auto(rail, side);
+                        let (rail, gpu_reason) = super::gpu::resolve_end(rail, side, role.gpu.as_ref());
                         let mut p = rdma::prepare(&rail, side)?.with_label(label).with_gpu_reason(gpu_reason);
                         if role.group.validate {
                             p = p.with_validation(flow)?;

@@ -352,6 +352,7 @@ fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
     let gpus = vec![GpuAsk {
         memory: Memory::Cuda,
         gpu: GpuChoice::Index(3),
+        hostfile: false,
         nic: None,
         registration: GpuRegistration::Auto,
         phase: 2,

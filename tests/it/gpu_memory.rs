@@ -182,3 +182,45 @@ fn a_gpu_is_opened_by_index_bus_id_or_auto() {
         "GPU 0000:3b:00.0 is not on this host (CUDA sees 0000:1b:00.0, 0000:1c:00.0); give one of those or an index"
     );
 }
+
+/// A hostfile's `gpus=` reaches each rank: the group asks for GPU 1, which
+/// the double has, but each host names its own GPU (one the double lacks,
+/// by index on one host, by bus id on the other), so whichever rank's
+/// preflight ends the run names its own hostfile entry, never the group's.
+/// `plan` shows each rank's GPU.
+#[test]
+fn a_hostfile_gpus_entry_is_the_gpu_its_rank_opens() {
+    let _machine = crate::common::busy_machine();
+    let library = double("two", &[]);
+    let bench = crate::common::Bench::new();
+    let scenario = bench.write(
+        "gdr.toml",
+        "[run]\nname = \"gdr\"\nduration = \"100ms\"\n\n[[group]]\nname = \"gdr\"\npattern = \"pairwise\"\n\
+         transport = \"rdma\"\nflows = [[0, 1]]\nmemory = \"cuda\"\ngpu = 1\n",
+    );
+    let hosts = bench.write("hosts", "127.0.0.1 gpus=7\n127.0.0.2 gpus=00000000:3B:00.0\n");
+    let (scenario, hosts) = (scenario.to_str().unwrap(), hosts.to_str().unwrap());
+
+    let out = bench.run(&["plan", scenario, "-H", hosts]);
+    let stdout = crate::common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", crate::common::text(&out.stderr));
+    assert!(stdout.contains("127.0.0.1                slot 0 of 1  devices -  gpu 7 (gpus=)"), "{stdout}");
+    assert!(stdout.contains("127.0.0.2                slot 0 of 1  devices -  gpu 0000:3b:00.0 (gpus=)"), "{stdout}");
+
+    let mut run = bench.command(&["run", scenario, "-H", hosts, "--no-save", "--no-progress"]);
+    let out = run.env("FABRICBENCH_LIBCUDA", &library).output().expect("run fabricbench");
+    let stderr = crate::common::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let refused = |rank: usize, gpu: &str, cause: &str| {
+        stderr.contains(&format!(
+            "rank {rank} (127.0.0.{}): failed in phase 0: GPU preflight: group \"gdr\" (phase 0) puts this rank's \
+             buffers in cuda memory on gpu = {gpu} (this host's gpus= in the hostfile), which cannot be used here: {cause}",
+            rank + 1
+        ))
+    };
+    let named = refused(0, "7", "GPU 7 not on this host (it has 2;")
+        || refused(1, "0000:3b:00.0", "GPU 0000:3b:00.0 is not on this host (CUDA sees 0000:1b:00.0, 0000:1c:00.0)");
+    assert!(named, "{stderr}");
+    assert!(!stderr.contains("on gpu = 1"), "the group's GPU is not what the ranks open: {stderr}");
+    assert!(bench.leftovers(std::time::Duration::from_secs(5)).is_empty(), "processes left");
+}

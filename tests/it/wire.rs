@@ -12,6 +12,7 @@ use fabricbench::metrics::links::LinkEvent;
 use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{EngineSeat, FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
+use fabricbench::scenario::memory::GpuChoice;
 use fabricbench::scenario::placement::{Numa, Placement};
 use fabricbench::scenario::rate::{Rate, Schedule};
 use fabricbench::scenario::rdma::{ConnectMethod, RdmaKnobs, RdmaParams};
@@ -62,6 +63,7 @@ fn setup_with_stress_and_placement() {
         side: Side::Receiver,
         group: group.into(),
         rails: vec!["mlx5_1".into()],
+        gpu: Some(GpuChoice::BusId("0000:1b:00.0".into())),
         proof: FlowProof([7; 32]),
     };
     for stress in [

@@ -143,10 +143,11 @@ impl Coordinator {
         for flow in &p.flows {
             let group = &groups[flow.group];
             let [src_rails, dst_rails] = self.plan.host_rails(group, flow);
+            let [src_gpu, dst_gpu] = self.plan.host_gpus(group, flow);
             let proof = self.proofs.of(phase, flow.id);
-            let role = |side, rails| FlowRole { flow: *flow, side, group: group.clone(), rails, proof };
-            setups[flow.src].push(role(Side::Sender, src_rails));
-            setups[flow.dst].push(role(Side::Receiver, dst_rails));
+            let role = |side, rails, gpu| FlowRole { flow: *flow, side, group: group.clone(), rails, gpu, proof };
+            setups[flow.src].push(role(Side::Sender, src_rails, src_gpu));
+            setups[flow.dst].push(role(Side::Receiver, dst_rails, dst_gpu));
         }
         setups
     }
