@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 
 use super::{SaveArgs, SshArgs};
 use crate::launch::choose::LauncherKind;
-use crate::scenario::memory::GpuChoice;
+use crate::scenario::memory::{GpuChoice, Memory, MemorySides};
 use crate::scenario::rdma::Connection;
 use crate::scenario::{Op, Transport};
 use crate::units::ByteSize;
@@ -40,6 +40,9 @@ Examples:
   # ib_write_bw --use_cuda=0 --use_cuda_dmabuf: both ends in GPU 0's memory, registered through dma-buf
   fabricbench pair node01 node02 write -s 1M --use_cuda=0 --use_cuda_dmabuf
 
+  # ucx_perftest -m cuda,host: node01 sends from GPU 1's memory into node02's host memory
+  fabricbench pair node01 node02 write -s 1M -m cuda,host --use_cuda=1
+
   # node01 -> node02 over TCP sockets, for comparison (-q = parallel connections)
   fabricbench pair node01 node02 send -s 1M --transport tcp -q 4
 
@@ -60,6 +63,8 @@ Deviations from perftest:
   * --use_cuda and --use_cuda_bus_id put both hosts' buffers on that GPU (bandwidth of
     write, read and send); without --use_cuda_dmabuf the memory is registered through
     dma-buf where the driver exports it, else peer memory (perftest: peer memory only).
+    -m SEND[,RECV] (ucx_perftest's) says which sides are in GPU memory: with it the GPU
+    flags name the GPU only; -m cuda alone takes the GPU nearest each host's NIC.
 
 The full result (run.json, CSVs, report.html) goes to results/<UTC time>-pair-<op>/
 as for any run (--no-save: none).";
@@ -187,11 +192,19 @@ pub struct PairArgs {
 }
 
 /// perftest's GPUDirect flags: both hosts' buffers in GPU memory, as a
-/// scenario's `memory = "cuda"`, `gpu` and `[group.rdma] gpu_registration`.
+/// scenario's `memory = "cuda"`, `gpu` and `[group.rdma] gpu_registration`;
+/// and ucx_perftest's -m: which side is in which memory.
 #[derive(Debug, Default, Args)]
 pub struct PairGpuArgs {
+    /// The memory each flow sends from (HOST_A's, without -b) and receives into, as
+    /// ucx_perftest's -m: host, cuda, cuda-managed or cuda-host; one name is both, e.g. -m cuda,host
+    /// (scenario `memory = { sender = "cuda", receiver = "host" }`). The GPU is
+    /// --use_cuda's or --use_cuda_bus_id's, else each host's nearest its NIC (`gpu = "auto"`)
+    #[arg(short = 'm', long = "memory", value_name = "SEND[,RECV]", value_parser = parse_memory_sides)]
+    pub memory: Option<MemorySides>,
     /// Buffers in memory of CUDA's GPU N on both hosts (perftest --use_cuda=N;
-    /// scenario `memory = "cuda"`, `gpu = N`); bandwidth of write, read, send
+    /// scenario `memory = "cuda"`, `gpu = N`); with -m, the GPU of the sides it
+    /// puts in GPU memory. Bandwidth of write, read, send
     #[arg(long = "use_cuda", alias = "use-cuda", value_name = "GPU", value_parser = parse_gpu_index)]
     pub use_cuda: Option<GpuChoice>,
     /// As --use_cuda, the GPU by PCI address, e.g. 0000:1b:00.0 or nvidia-smi's
@@ -206,26 +219,45 @@ pub struct PairGpuArgs {
 }
 
 /// --use_cuda's GPU: CUDA's number.
-fn parse_gpu_index(text: &str) -> Result<GpuChoice, NotAGpu> {
+fn parse_gpu_index(text: &str) -> Result<GpuChoice, BadValue> {
     text.trim().parse().map(GpuChoice::Index).map_err(|_| {
-        NotAGpu(format!("`{text}` is not a GPU index: give CUDA's number of the GPU (0, 1, …), or its PCI address with --use_cuda_bus_id"))
+        BadValue(format!("`{text}` is not a GPU index: give CUDA's number of the GPU (0, 1, …), or its PCI address with --use_cuda_bus_id"))
     })
 }
 
 /// --use_cuda_bus_id's GPU: a PCI address.
-fn parse_gpu_bus_id(text: &str) -> Result<GpuChoice, NotAGpu> {
+fn parse_gpu_bus_id(text: &str) -> Result<GpuChoice, BadValue> {
     GpuChoice::bus_id(text.trim()).ok_or_else(|| {
-        NotAGpu(format!(
+        BadValue(format!(
             "`{text}` is not a PCI bus id: give the GPU's address as `nvidia-smi --query-gpu=pci.bus_id --format=csv` \
              prints it, e.g. 0000:1b:00.0 or 00000000:1B:00.0"
         ))
     })
 }
 
-/// A GPU flag's value that names no GPU.
+/// -m/--memory's SEND[,RECV], as ucx_perftest writes it (`-m cuda,host`):
+/// the sender's memory and the receiver's, one name for both.
+fn parse_memory_sides(text: &str) -> Result<MemorySides, BadValue> {
+    let one = |name: &str| {
+        Memory::named(name.trim()).ok_or_else(|| {
+            let valid = Memory::ALL.map(Memory::name).join(", ");
+            BadValue(format!("`{name}` is not a memory: give SEND[,RECV], each one of {valid} (e.g. -m cuda,host)"))
+        })
+    };
+    match text.split(',').collect::<Vec<_>>().as_slice() {
+        [both] => one(both).map(|m| MemorySides { sender: m, receiver: m }),
+        [sender, receiver] => Ok(MemorySides { sender: one(sender)?, receiver: one(receiver)? }),
+        more => Err(BadValue(format!(
+            "`{text}` names {} memories: give the sender's and, after a comma, the receiver's (e.g. -m cuda,host)",
+            more.len()
+        ))),
+    }
+}
+
+/// A flag's value that names no GPU or memory.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct NotAGpu(String);
+pub struct BadValue(String);
 
 /// The OP argument: an operation, and whether it names a latency test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,6 +336,35 @@ mod tests {
         assert_eq!(PairOp::parse("write-imm").unwrap().op, OpName::Op(Op::WriteImm));
         assert_eq!(PairOp::parse("atomic").unwrap().op, OpName::Atomic);
         assert!(PairOp::parse("wirte").unwrap_err().to_string().starts_with("`wirte` is not an operation; use write,"));
+    }
+
+    #[test]
+    fn memory_sides_as_ucx_perftest_writes_them() {
+        let sides = |sender, receiver| Ok(MemorySides { sender, receiver });
+        assert_eq!(parse_memory_sides("host"), sides(Memory::Host, Memory::Host));
+        assert_eq!(parse_memory_sides("cuda"), sides(Memory::Cuda, Memory::Cuda), "one name is both sides");
+        assert_eq!(parse_memory_sides("cuda,host"), sides(Memory::Cuda, Memory::Host));
+        assert_eq!(parse_memory_sides("host,cuda-managed"), sides(Memory::Host, Memory::CudaManaged));
+        assert_eq!(parse_memory_sides("cuda-managed"), sides(Memory::CudaManaged, Memory::CudaManaged));
+        assert_eq!(parse_memory_sides("cuda-host,cuda"), sides(Memory::CudaHost, Memory::Cuda));
+    }
+
+    #[test]
+    fn memory_names_other_than_the_scenarios_are_refused_listing_them() {
+        let e = |text: &str| parse_memory_sides(text).unwrap_err().to_string();
+        assert_eq!(
+            e("rocm"),
+            "`rocm` is not a memory: give SEND[,RECV], each one of host, cuda, cuda-managed, cuda-host (e.g. -m cuda,host)"
+        );
+        assert!(e("cuda,gpu").starts_with("`gpu` is not a memory"));
+        assert!(e("Cuda").starts_with("`Cuda` is not a memory"), "names are the scenario's, lowercase");
+        assert!(e("cuda_managed").starts_with("`cuda_managed` is not a memory"));
+        assert!(e("").starts_with("`` is not a memory"));
+        assert!(e("cuda,").starts_with("`` is not a memory"));
+        assert_eq!(
+            e("cuda,host,host"),
+            "`cuda,host,host` names 3 memories: give the sender's and, after a comma, the receiver's (e.g. -m cuda,host)"
+        );
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
     };
     let gpu = gpu_memory(args, latency)?;
     if let Some(knobs) = &rdma {
-        let memory = gpu.as_ref().map(|_| GPU_SIDES).unwrap_or_default();
+        let memory = gpu.as_ref().map(|g| g.sides).unwrap_or_default();
         check_rdma_sizes(&RdmaParams { memory, knobs: knobs.clone(), ..Default::default() }, op, mode, &sizes)
             .map_err(|e| match &gpu {
                 Some(g) if e.flag == "memory" => PairError { flag: g.flag, ..e },
@@ -94,7 +94,7 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         bidirectional: args.bidirectional,
         allow_self: false,
         rdma,
-        memory: gpu.as_ref().map(|_| GPU_SIDES),
+        memory: gpu.as_ref().map(|g| g.sides),
         gpu: gpu.map(|g| g.gpu),
         dscp: None,
         validate: args.data_validation,
@@ -232,28 +232,47 @@ fn rdma_knobs(args: &PairArgs) -> Result<RdmaKnobs, PairError> {
 /// Both ends' buffers in GPU memory, as perftest puts them with --use_cuda.
 const GPU_SIDES: MemorySides = MemorySides { sender: Memory::Cuda, receiver: Memory::Cuda };
 
-/// The GPU the buffers are on, and the flag that named it (for errors).
+/// Each side's memory, the GPU, and the flag that asked for GPU memory (for errors).
 struct PairGpu {
+    sides: MemorySides,
     gpu: GpuChoice,
     flag: &'static str,
 }
 
-/// --use_cuda or --use_cuda_bus_id (one of them); --use_cuda_dmabuf needs
-/// one. GPU memory carries bandwidth only: latency polls the buffer from the CPU.
+/// The sides in GPU memory and their GPU: -m says which sides (alone:
+/// `gpu = "auto"`), --use_cuda or --use_cuda_bus_id (one of them) which
+/// GPU, both sides when -m is not given; a GPU flag beside an -m of host
+/// memory only is a contradiction, and --use_cuda_dmabuf needs GPU memory.
+/// GPU memory carries bandwidth only: latency polls the buffer from the CPU.
 fn gpu_memory(args: &PairArgs, latency: bool) -> Result<Option<PairGpu>, PairError> {
-    let gpu = match (&args.gpu.use_cuda, &args.gpu.use_cuda_bus_id) {
+    let named = match (&args.gpu.use_cuda, &args.gpu.use_cuda_bus_id) {
         (Some(_), Some(_)) => {
             return bad("--use_cuda_bus_id", "names a GPU and so does --use_cuda; give one of them");
         }
-        (Some(gpu), None) => PairGpu { gpu: gpu.clone(), flag: "--use_cuda" },
-        (None, Some(gpu)) => PairGpu { gpu: gpu.clone(), flag: "--use_cuda_bus_id" },
-        (None, None) if args.gpu.use_cuda_dmabuf => {
+        (Some(gpu), None) => Some((gpu.clone(), "--use_cuda")),
+        (None, Some(gpu)) => Some((gpu.clone(), "--use_cuda_bus_id")),
+        (None, None) => None,
+    };
+    let gpu = match (args.gpu.memory, named) {
+        (Some(sides), Some((_, flag))) if !sides.any_gpu() => {
             return bad(
-                "--use_cuda_dmabuf",
-                "registers GPU memory: name the GPU too, --use_cuda=N or --use_cuda_bus_id=BUS_ID",
+                flag,
+                "names a GPU, but -m/--memory puts both sides in host memory; give -m a side in GPU memory \
+                 (e.g. -m cuda,host), or drop the GPU flag",
             );
         }
-        (None, None) => return Ok(None),
+        (Some(sides), named) if sides.any_gpu() => {
+            let gpu = named.map_or(GpuChoice::Auto, |(gpu, _)| gpu);
+            PairGpu { sides, gpu, flag: "-m/--memory" }
+        }
+        (None, Some((gpu, flag))) => PairGpu { sides: GPU_SIDES, gpu, flag },
+        _ if args.gpu.use_cuda_dmabuf => {
+            return bad(
+                "--use_cuda_dmabuf",
+                "registers GPU memory: put a side in it too, -m cuda[,host], --use_cuda=N or --use_cuda_bus_id=BUS_ID",
+            );
+        }
+        _ => return Ok(None),
     };
     if latency {
         return bad(
@@ -287,6 +306,7 @@ fn tcp_streams(args: &PairArgs, op: Op, latency: bool) -> Result<u32, PairError>
         ("-c/--connection", args.connection != Connection::Rc),
         ("--use_cuda", args.gpu.use_cuda.is_some()),
         ("--use_cuda_bus_id", args.gpu.use_cuda_bus_id.is_some()),
+        ("-m/--memory", args.gpu.memory.is_some_and(|m| m.any_gpu())),
         ("--use_cuda_dmabuf", args.gpu.use_cuda_dmabuf),
     ];
     if let Some((flag, _)) = verbs_only.iter().find(|(_, given)| *given) {
@@ -515,12 +535,68 @@ mod tests {
         let e = job("pair a b write --use_cuda_dmabuf").unwrap_err().to_string();
         assert_eq!(
             e,
-            "--use_cuda_dmabuf: registers GPU memory: name the GPU too, --use_cuda=N or --use_cuda_bus_id=BUS_ID"
+            "--use_cuda_dmabuf: registers GPU memory: put a side in it too, -m cuda[,host], --use_cuda=N or \
+             --use_cuda_bus_id=BUS_ID"
         );
         let e = job("pair a b write --use_cuda=0 --use_cuda_bus_id=0000:1b:00.0").unwrap_err();
         assert_eq!(e.flag, "--use_cuda_bus_id");
         assert_eq!(job("pair a b send --transport tcp --use_cuda=0").unwrap_err().flag, "--use_cuda");
         assert_eq!(job("pair a b send --transport tcp --use_cuda_dmabuf").unwrap_err().flag, "--use_cuda_dmabuf");
+    }
+
+    /// -m SEND[,RECV] chooses the sides in GPU memory; --use_cuda then names
+    /// the GPU only; -m alone takes `auto`'s GPU.
+    #[test]
+    fn memory_flag_sets_each_sides_memory_and_the_gpu_flags_its_gpu() {
+        let sides = |sender, receiver| Some(MemorySides { sender, receiver });
+        let g = job("pair a b write -m cuda,host --use_cuda=1").unwrap().scenario.groups[0].clone();
+        assert_eq!((g.memory, g.gpu), (sides(Memory::Cuda, Memory::Host), Some(GpuChoice::Index(1))));
+        let g = job("pair a b read --memory host,cuda-managed").unwrap().scenario.groups[0].clone();
+        assert_eq!((g.memory, g.gpu), (sides(Memory::Host, Memory::CudaManaged), Some(GpuChoice::Auto)));
+        let g = job("pair a b write -m cuda --use_cuda_bus_id=0000:1b:00.0 --use_cuda_dmabuf").unwrap();
+        let g = &g.scenario.groups[0];
+        assert_eq!((g.memory, g.gpu.clone()), (Some(GPU_SIDES), Some(GpuChoice::BusId("0000:1b:00.0".into()))));
+        assert_eq!(g.rdma.as_ref().unwrap().gpu_registration, GpuRegistration::Dmabuf);
+        let g = job("pair a b write -m host").unwrap().scenario.groups[0].clone();
+        assert_eq!((g.memory, g.gpu), (None, None), "host memory, as without -m");
+        let g = job("pair a b send --transport tcp -m host").unwrap().scenario.groups[0].clone();
+        assert_eq!(g.memory, None, "TCP sends from host memory");
+        assert_eq!(job("pair a b write --use_cuda=2").unwrap().scenario.groups[0].memory, Some(GPU_SIDES));
+    }
+
+    /// `pair -m cuda,host`: the plan's sender end (rank 0, HOST_A) asks for
+    /// GPU memory, the receiver none.
+    #[test]
+    fn memory_cuda_host_plans_the_sender_in_gpu_memory_and_the_receiver_in_host_memory() {
+        let j = job("pair a b write -s 1M -m cuda,host --use_cuda=1").unwrap();
+        let plan = crate::plan::build(&j.hosts, &j.scenario).unwrap();
+        let rdma = plan.phases[0].groups[0].rdma.clone().expect("an RDMA group");
+        assert_eq!(rdma.memory, MemorySides { sender: Memory::Cuda, receiver: Memory::Host });
+        let asks = plan.gpu_asks();
+        let asked: Vec<Vec<(Memory, GpuChoice)>> =
+            asks.iter().map(|rank| rank.iter().map(|a| (a.memory, a.gpu.clone())).collect()).collect();
+        assert_eq!(asked, [vec![(Memory::Cuda, GpuChoice::Index(1))], vec![]]);
+    }
+
+    #[test]
+    fn memory_flag_conflicts_are_refused_naming_the_flag() {
+        let e = job("pair a b write -m host --use_cuda=0").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--use_cuda: names a GPU, but -m/--memory puts both sides in host memory; give -m a side in GPU memory \
+             (e.g. -m cuda,host), or drop the GPU flag"
+        );
+        assert_eq!(
+            job("pair a b write -m host,host --use_cuda_bus_id=0000:1b:00.0").unwrap_err().flag,
+            "--use_cuda_bus_id"
+        );
+        assert_eq!(job("pair a b write -m host --use_cuda_dmabuf").unwrap_err().flag, "--use_cuda_dmabuf");
+        let e = job("pair a b write_lat -m cuda,host").unwrap_err();
+        assert!(e.flag == "-m/--memory" && e.reason.starts_with("GPU memory carries bandwidth tests only"), "{e}");
+        let e = job("pair a b atomic -m host,cuda --use_cuda=0").unwrap_err();
+        assert!(e.flag == "-m/--memory" && e.reason.starts_with("GPU memory carries write, read and send"), "{e}");
+        let e = job("pair a b send --transport tcp -m cuda").unwrap_err().to_string();
+        assert_eq!(e, "-m/--memory: is an RDMA knob; it does not apply to --transport tcp");
     }
 
     #[test]
@@ -533,6 +609,13 @@ mod tests {
         assert!(e.contains("`first` is not a GPU index: give CUDA's number of the GPU (0, 1, …)"), "{e}");
         let e = parse("pair a b write --use_cuda_bus_id=1b:00.0");
         assert!(e.contains("`1b:00.0` is not a PCI bus id: give the GPU's address"), "{e}");
+        let e = parse("pair a b write -m rocm");
+        assert!(
+            e.contains("'--memory <SEND[,RECV]>'") && e.contains("`rocm` is not a memory: give SEND[,RECV]"),
+            "{e}"
+        );
+        let e = parse("pair a b write --memory cuda,host,cuda");
+        assert!(e.contains("names 3 memories"), "{e}");
     }
 
     #[test]

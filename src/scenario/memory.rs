@@ -24,6 +24,14 @@ pub enum Memory {
 }
 
 impl Memory {
+    /// Every memory, in the order messages list them.
+    pub const ALL: [Memory; 4] = [Memory::Host, Memory::Cuda, Memory::CudaManaged, Memory::CudaHost];
+
+    /// The memory a scenario's name (`"cuda-managed"`) names.
+    pub fn named(name: &str) -> Option<Memory> {
+        Memory::ALL.into_iter().find(|m| m.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Memory::Host => "host",

@@ -224,3 +224,28 @@ fn a_hostfile_gpus_entry_is_the_gpu_its_rank_opens() {
     assert!(!stderr.contains("on gpu = 1"), "the group's GPU is not what the ranks open: {stderr}");
     assert!(bench.leftovers(std::time::Duration::from_secs(5)).is_empty(), "processes left");
 }
+
+/// `pair -m` through the real CLI: a name the scenario does not take, and a
+/// GPU flag beside host memory only, are refused as bad input (exit 2)
+/// naming the option before anything starts. (Which side is in GPU memory
+/// is proven on the plan, in commands::pair_scenario's tests: a run here
+/// would race the GPU side's preflight against the host side's RDMA setup.)
+#[test]
+fn pair_memory_values_and_conflicts_are_refused_naming_the_option() {
+    let bench = crate::common::Bench::new();
+    let pair = |extra: &[&str]| {
+        let out = bench.command(&["pair", "localhost", "localhost", "write", "--no-save"]).args(extra).output();
+        let out = out.expect("runs");
+        (out.status.code(), crate::common::text(&out.stderr))
+    };
+    let (code, stderr) = pair(&["-m", "rocm"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("'--memory <SEND[,RECV]>'"), "{stderr}");
+    assert!(
+        stderr.contains("`rocm` is not a memory: give SEND[,RECV], each one of host, cuda, cuda-managed, cuda-host")
+    );
+    let (code, stderr) = pair(&["--memory", "host", "--use_cuda=0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--use_cuda: names a GPU, but -m/--memory puts both sides in host memory"), "{stderr}");
+    assert!(bench.leftovers(std::time::Duration::from_secs(5)).is_empty(), "nothing started");
+}

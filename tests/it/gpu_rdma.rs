@@ -222,3 +222,46 @@ fn data_validation_in_gpu_memory_goes_through_the_driver() {
     }
     assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
 }
+
+/// GPU memory on either end, as a user asks for it without a `gpu` key: a
+/// hostfile's `gpus=` is the GPU its host's end opens (run.json's `chosen`
+/// says so and its `hosts` record the entry; the host without one resolves
+/// `auto`), and `pair -m cuda,host` puts the sender in GPU memory and the
+/// receiver in host memory (no GPU memory on its end).
+#[test]
+fn hostfile_gpus_and_pair_memory_sides_reach_each_end() {
+    if !has_rdma() {
+        return;
+    }
+    let library = double("rdma", &[]);
+    let bench = Bench::new();
+    let sys = sysfs_with_peer_memory(bench.dir.path());
+    let run = |args: &[&str]| -> serde_json::Value {
+        let mut command = bench.command(args);
+        command.args(["--export-json", "-", "--no-save", "--no-progress"]);
+        let out = command.env("FABRICBENCH_LIBCUDA", &library).env(fabricbench::sysfs::ROOT_ENV, &sys).output();
+        let out = out.expect("run fabricbench");
+        // 4: a window the loaded emulation made short (degraded is about time).
+        assert!(out.status.code().is_some_and(|c| [0, 4].contains(&c)), "{args:?}: {}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+    };
+    let scenario = bench.write("gpu.toml", &SCENARIO.replace("duration = \"2s\"", "duration = \"1s\""));
+    let hostfile = bench.write("hosts", "127.0.0.1 gpus=1\n127.0.0.2\n");
+    let r = run(&["run", scenario.to_str().unwrap(), "-H", hostfile.to_str().unwrap()]);
+    assert_eq!((&r["hosts"][0]["gpus"], r["hosts"][1].get("gpus")), (&serde_json::json!([1]), None), "{}", r["hosts"]);
+    let gpu = &r["phases"][0]["flows"][0]["gpu_memory"];
+    let (sender, receiver) = (&gpu["sender"][0], &gpu["receiver"][0]);
+    assert_eq!((&sender["gpu"], sender["chosen"].as_str()), (&1.into(), Some("1 (this host's gpus= in the hostfile)")));
+    assert_eq!(
+        (&receiver["gpu"], receiver["chosen"].as_str()),
+        (&0.into(), Some("auto: no NIC–GPU affinity known on this host, so GPU 0"))
+    );
+
+    let pair = ["pair", "localhost", "localhost", "write", "-s", "64K", "-D", "0.5", "-m", "cuda,host", "--use_cuda=1"];
+    let flow = &run(&pair)["phases"][0]["flows"][0];
+    assert!(flow["tx_bytes"].as_u64().unwrap() > 0, "{flow}");
+    let gpu = &flow["gpu_memory"];
+    assert_eq!((&gpu["sender"][0]["memory"], &gpu["sender"][0]["gpu"]), (&"cuda".into(), &1.into()), "{flow}");
+    assert!(gpu.get("receiver").is_none(), "the receiver is in host memory: {flow}");
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
+}
