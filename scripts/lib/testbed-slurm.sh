@@ -51,11 +51,9 @@ JobCompType=jobcomp/none
 MpiDefault=none
 SelectType=select/cons_tres
 SchedulerParameters=batch_sched_delay=0
-# \`sbatch --wait\` sleeps 2 s, 8 s, then 32 s between its polls, growing
-# the sleep while it is under MinJobAge/2 (default 300 s): a job that ends
-# at 61 s is seen at 74 s. 0 keeps job records for the bed's life and the
-# sleep at 2 s.
-MinJobAge=0
+# MinJobAge stays at its default (300 s), which makes \`sbatch --wait\` poll
+# after 2 s, 8 s, then every 32 s. At 0 it polls every 2 s, and then saw a
+# job marked TIMEOUT before its script had stopped, and returned 0.
 ReturnToService=2
 SlurmctldDebug=info
 SlurmdDebug=info

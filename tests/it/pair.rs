@@ -83,7 +83,10 @@ fn tcp_latency_row_and_perftest_flags_that_do_not_apply() {
 }
 
 /// Two hosts of the test bed over ssh (namespaces with real sshd): the
-/// workers start there, and the table's hosts are the names given.
+/// workers start there, and the table's hosts are the names given. The
+/// run may come out degraded (exit 4, its table printed): bed tests run
+/// beside the tests that load both cores with stress burners, and CI saw
+/// a Start reach h2 at the end of this half-second window once.
 #[test]
 fn tcp_pair_across_two_ssh_hosts() {
     let Some(bed) = common::testbed::Bed::up(2, &[]) else { return };
@@ -106,8 +109,9 @@ fn tcp_pair_across_two_ssh_hosts() {
         "--no-save",
         "--no-progress",
     ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let degraded = out.status.code() == Some(4) && stderr.contains("error: degraded: ");
+    assert!(out.status.success() || degraded, "{stdout}\n{stderr}");
     assert!(stdout.contains(" Hosts           : h1 -> h2\n"), "{stdout}");
     let rows = rows(&stdout, " #bytes     #iterations    BW peak[Gb/sec]");
     assert!(rows.len() == 1 && rows[0][0] == 65536.0 && rows[0][1] > 0.0 && rows[0][3] > 0.0, "{stdout}");
