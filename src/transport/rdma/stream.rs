@@ -158,7 +158,7 @@ fn send_loop(
     let mut stall_mark = (Instant::now(), 0u64);
     let mut idle_polls: u32 = 0;
     // Data validation: the reader checks what it read.
-    let mut check = SlotCheck::of(res).filter(|_| p.op == Op::Read);
+    let mut check = SlotCheck::of(res);
 
     loop {
         if stop.load(Relaxed) {

@@ -17,6 +17,7 @@
 use super::connect::{FlowResources, PreparedFlow, Shard};
 use super::error::{GpuMemoryError, RdmaError};
 use super::gpu::side_name;
+use crate::scenario::Op;
 use crate::transport::memory::MemoryError;
 use crate::transport::validation::{self, BadByte, FlowNumber, Pattern};
 use crate::transport::{FlowCounters, Side};
@@ -26,8 +27,7 @@ impl PreparedFlow {
     /// its slots with their patterns now (GPU memory: through the driver).
     pub fn with_validation(mut self, flow: FlowNumber) -> Result<Self, RdmaError> {
         let r = &self.res;
-        let source = if r.params.op == crate::scenario::Op::Read { Side::Receiver } else { Side::Sender };
-        if r.side == source {
+        if r.side == source(r) {
             let len = r.params.effective_message_size() as usize;
             for q in r.shards.iter().flat_map(|s| &s.qps) {
                 let pattern = validation::source(flow, q.index as u64, len);
@@ -39,6 +39,15 @@ impl PreparedFlow {
     }
 }
 
+/// The end the data comes from: a read's responder, else the sender.
+fn source(res: &FlowResources) -> Side {
+    if res.params.op == Op::Read {
+        Side::Receiver
+    } else {
+        Side::Sender
+    }
+}
+
 /// A checking end's scratch: one message, allocated before the loop.
 pub(super) struct SlotCheck {
     flow: FlowNumber,
@@ -46,9 +55,10 @@ pub(super) struct SlotCheck {
 }
 
 impl SlotCheck {
-    /// For the end of `res` that checks, when its flow validates.
+    /// For the end of `res` that checks (the one the data goes to), when
+    /// its flow validates; None for the end the data comes from.
     pub(super) fn of(res: &FlowResources) -> Option<SlotCheck> {
-        let flow = res.validate?;
+        let flow = res.validate.filter(|_| res.side != source(res))?;
         Some(SlotCheck { flow, scratch: vec![0; res.params.effective_message_size() as usize] })
     }
 
