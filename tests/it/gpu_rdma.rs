@@ -19,6 +19,7 @@
 //! real driver); whether a NIC reaches a GPU needs a host with both.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{text, Bench};
@@ -63,22 +64,37 @@ fn sysfs_with_peer_memory(dir: &Path) -> PathBuf {
     sys
 }
 
+/// The two doubles every run here goes through: the CUDA driver's and the
+/// sysfs tree with peer memory.
+struct Doubles {
+    library: PathBuf,
+    sys: PathBuf,
+}
+
+impl Doubles {
+    fn new(bench: &Bench) -> Doubles {
+        Doubles { library: double("rdma", &[]), sys: sysfs_with_peer_memory(bench.dir.path()) }
+    }
+
+    /// `bench`'s command for `args` through both doubles (every local rank
+    /// inherits the coordinator's environment).
+    fn command(&self, bench: &Bench, args: &[&str]) -> Command {
+        let mut command = bench.command(args);
+        command.env("FABRICBENCH_LIBCUDA", &self.library).env(fabricbench::sysfs::ROOT_ENV, &self.sys);
+        command
+    }
+}
+
 /// `scenario` on two local ranks through the CUDA double and the sysfs
 /// double; run.json's first flow.
 fn gpu_run(scenario: &str) -> serde_json::Value {
-    let library = double("rdma", &[]);
     let bench = Bench::new();
-    let sys = sysfs_with_peer_memory(bench.dir.path());
+    let doubles = Doubles::new(&bench);
     let scenario = bench.write("gpu.toml", scenario);
     let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
-    // Every rank inherits the coordinator's environment (local launcher).
     let (scenario, hostfile) = (scenario.to_str().unwrap(), hostfile.to_str().unwrap());
-    let out = bench
-        .command(&["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save", "--quiet"])
-        .env("FABRICBENCH_LIBCUDA", &library)
-        .env(fabricbench::sysfs::ROOT_ENV, &sys)
-        .output()
-        .expect("run fabricbench");
+    let args = ["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save", "--quiet"];
+    let out = doubles.command(&bench, &args).output().expect("run fabricbench");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
@@ -137,8 +153,8 @@ fn the_gate_loops_back_gpu_memory_to_gpu_memory_on_one_device() {
     if !has_rdma() {
         return;
     }
-    let library = double("rdma", &[]);
     let bench = Bench::new();
+    let doubles = Doubles::new(&bench);
     let (device, profile) = gate_rdma::rxe_profile(&bench);
     let memory = "memory = { sender = \"cuda\", receiver = \"host\" }";
     let scenario = bench.write("gated.toml", &gate_rdma::scenario(&device, memory));
@@ -146,12 +162,7 @@ fn the_gate_loops_back_gpu_memory_to_gpu_memory_on_one_device() {
     let (scenario, hostfile, profile) =
         (scenario.to_str().unwrap(), hostfile.to_str().unwrap(), profile.to_str().unwrap());
     let args = ["run", scenario, "-H", hostfile, "--gate", profile, "--gate-only", "--export-json", "-", "--no-save"];
-    let sys = sysfs_with_peer_memory(bench.dir.path());
-    let out = gate_rdma::unless_degraded(|| {
-        let mut command = bench.command(&[&args[..], &["--quiet"]].concat());
-        command.env("FABRICBENCH_LIBCUDA", &library).env(fabricbench::sysfs::ROOT_ENV, &sys);
-        command
-    });
+    let out = gate_rdma::unless_degraded(|| doubles.command(&bench, &[&args[..], &["--quiet"]].concat()));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     gate_rdma::passed_on(&run, &device);
@@ -182,8 +193,8 @@ fn data_validation_in_gpu_memory_goes_through_the_driver() {
     if !has_rdma() {
         return;
     }
-    let library = double("rdma", &[]);
     let bench = Bench::new();
+    let doubles = Doubles::new(&bench);
     let groups: String = ["write", "read", "send"]
         .iter()
         .map(|op| {
@@ -195,11 +206,9 @@ fn data_validation_in_gpu_memory_goes_through_the_driver() {
         .collect();
     let scenario = bench.write("dv.toml", &format!("[run]\nduration = \"1s\"\nwarmup = \"200ms\"\n{groups}"));
     let hostfile = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
-    let sys = sysfs_with_peer_memory(bench.dir.path());
     let (scenario, hostfile) = (scenario.to_str().unwrap(), hostfile.to_str().unwrap());
     for flipped in [None, Some(1)] {
-        let mut cmd = bench.command(&["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save"]);
-        cmd.env("FABRICBENCH_LIBCUDA", &library).env(fabricbench::sysfs::ROOT_ENV, &sys);
+        let mut cmd = doubles.command(&bench, &["run", scenario, "-H", hostfile, "--export-json", "-", "--no-save"]);
         if let Some(flow) = flipped {
             cmd.env("FABRICBENCH_TEST_DV_FLIP", format!("{flow}:9"));
         }
@@ -233,14 +242,11 @@ fn hostfile_gpus_and_pair_memory_sides_reach_each_end() {
     if !has_rdma() {
         return;
     }
-    let library = double("rdma", &[]);
     let bench = Bench::new();
-    let sys = sysfs_with_peer_memory(bench.dir.path());
+    let doubles = Doubles::new(&bench);
     let run = |args: &[&str]| -> serde_json::Value {
-        let mut command = bench.command(args);
-        command.args(["--export-json", "-", "--no-save", "--no-progress"]);
-        let out = command.env("FABRICBENCH_LIBCUDA", &library).env(fabricbench::sysfs::ROOT_ENV, &sys).output();
-        let out = out.expect("run fabricbench");
+        let mut command = doubles.command(&bench, args);
+        let out = command.args(["--export-json", "-", "--no-save", "--no-progress"]).output().expect("run fabricbench");
         // 4: a window the loaded emulation made short (degraded is about time).
         assert!(out.status.code().is_some_and(|c| [0, 4].contains(&c)), "{args:?}: {}", text(&out.stderr));
         serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
