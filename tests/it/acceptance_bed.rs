@@ -29,6 +29,18 @@ const ALL_PAIRS: &str = "[run]\nname = \"accept\"\nduration = \"1s\"\nwarmup = \
 /// Runs the all-pairs acceptance on the bed with `extra` arguments; returns
 /// the exit code, stderr and run.json.
 fn accept(bed: &Bed, bench: &Bench, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    let (code, output, xml) = accept_unchecked(bed, bench, extra);
+    check_junit(&xml);
+    (code, output, read_json(&bench.result_dir().join("run.json")))
+}
+
+fn check_junit(xml: &str) {
+    assert!(xml.starts_with("<?xml") && xml.contains("<testsuite name=\"flow &gt;= 70% of best\""), "{xml}");
+}
+
+/// As `accept`, its JUnit file not yet checked: the exit code, stderr and
+/// stdout, and the JUnit XML.
+fn accept_unchecked(bed: &Bed, bench: &Bench, extra: &[&str]) -> (Option<i32>, String, String) {
     let scenario = bench.write("accept.toml", ALL_PAIRS);
     let junit = bench.dir.path().join("junit.xml");
     let mut args =
@@ -38,10 +50,8 @@ fn accept(bed: &Bed, bench: &Bench, extra: &[&str]) -> (Option<i32>, String, ser
     args.extend(extra.iter().map(|a| a.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = bench.run(&args);
-    let dir = bench.result_dir();
     let xml = std::fs::read_to_string(&junit).expect("--export-junit wrote its file");
-    assert!(xml.starts_with("<?xml") && xml.contains("<testsuite name=\"flow &gt;= 70% of best\""), "{xml}");
-    (out.status.code(), text(&out.stderr) + &text(&out.stdout), read_json(&dir.join("run.json")))
+    (out.status.code(), text(&out.stderr) + &text(&out.stdout), xml)
 }
 
 /// The suspects still blamed after their retest. Others may have been
@@ -143,13 +153,27 @@ fn a_slow_pair_is_named_as_the_link() {
 fn a_healthy_cluster_passes_and_the_report_shows_it() {
     let shaped = shapes(4, None);
     let Some(bed) = Bed::up(4, &shaped.iter().map(String::as_str).collect::<Vec<_>>()) else { return };
-    let bench = Bench::new();
     // The node gate first, on every host at once: each one's TCP loopback to
     // its own data address, inside its namespace. Its rate is not compared
     // with the shaped link's: four loopbacks at once beside the other tests
     // on 2 cores measured 0.25 Gb/s on one host in CI.
-    let gate = bench.write("gate.toml", "loopback_min = \"0.01 Gb/s\"\nduration = \"1s\"\n");
-    let (code, output, run) = accept(&bed, &bench, &["--gate", gate.to_str().unwrap()]);
+    let gated = |bench: &Bench| {
+        let gate = bench.write("gate.toml", "loopback_min = \"0.01 Gb/s\"\nduration = \"1s\"\n");
+        accept_unchecked(&bed, bench, &["--gate", gate.to_str().unwrap()])
+    };
+    // Once more on a fresh bench when the gate excluded a host for its
+    // loopback: CI saw h1's below 0.01 Gb/s once, the machine otherwise
+    // idle (cause not found; the first attempt is printed).
+    let mut bench = Bench::new();
+    let mut attempt = gated(&bench);
+    if attempt.2.contains("excluded by the gate: loopback at") {
+        println!("first attempt, a host's loopback excluded:\n{}\n{}", attempt.1, attempt.2);
+        bench = Bench::new();
+        attempt = gated(&bench);
+    }
+    let (code, output, xml) = attempt;
+    check_junit(&xml);
+    let run = read_json(&bench.result_dir().join("run.json"));
     assert_eq!(code, Some(0), "{output}");
     let gated = run["gate"]["hosts"].as_array().unwrap();
     let names: Vec<&str> = gated.iter().map(|h| h["host"].as_str().unwrap()).collect();
