@@ -1,17 +1,22 @@
-//! Runs one RDMA flow between two threads of this process over the local
-//! device and prints a perftest-shaped line; used to compare with perftest
+//! Runs RDMA flows between engines of this process over the local device,
+//! as a worker runs them,
+//! and prints a perftest-shaped line; used to compare with perftest
 //! in the Soft-RoCE VM (scripts/bench-rdma).
 //!
-//! rdma_pair OP MODE SIZE [SECONDS|xITERATIONS] [key=value...]   (keys: qps, post_list, tx_depth, cq_mod, inline, event=1, threads)
+//! rdma_pair OP MODE SIZE [SECONDS|xITERATIONS] [key=value...]
+//!   keys: qps, post_list, tx_depth, cq_mod, inline, event=1, threads;
+//!   bandwidth only: flows=N (N such flows), engines=E (their tasks over E engines at each end)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fabricbench::metrics::cpu::ThreadBook;
 use fabricbench::scenario::rdma::{CompletionMode, RdmaParams};
 use fabricbench::scenario::{Mode, Op};
 use fabricbench::transport::FlowCounters;
 use fabricbench::transport::{rdma, Side};
+use fabricbench::worker::engine::{EndState, Engine};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -32,6 +37,8 @@ fn main() {
             secs = x.parse().expect("seconds");
         }
     }
+    // Bandwidth: `flows` such flows, their tasks spread over `engines` engines at each end.
+    let (mut flows, mut engines) = (1, 1);
     for kv in a.iter().skip(5) {
         let (k, v) = kv.split_once('=').expect("key=value");
         let n: u32 = v.parse().expect("number");
@@ -43,44 +50,68 @@ fn main() {
             "inline" => p.knobs.inline_size = Some(n),
             "threads" => p.knobs.threads = n,
             "event" => p.knobs.completion = if n == 1 { CompletionMode::Event } else { CompletionMode::Busy },
+            "flows" => flows = n.max(1) as usize,
+            "engines" => engines = n.max(1) as usize,
             _ => panic!("unknown key {k}"),
         }
     }
-    let s = rdma::prepare(&p, Side::Sender).unwrap_or_else(|e| panic!("{e}"));
-    let r = rdma::prepare(&p, Side::Receiver).unwrap_or_else(|e| panic!("{e}"));
-    let (se, re) = (s.endpoint(), r.endpoint());
-    let s = s.connect(&re).unwrap_or_else(|e| panic!("{e}"));
-    let r = r.connect(&se).unwrap_or_else(|e| panic!("{e}"));
+    let pairs: Vec<_> = (0..if mode == Mode::Latency { 1 } else { flows }).map(|_| connected_pair(&p)).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let rt = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || r.run(&FlowCounters::default(), &stop))
-    };
-    let sc = Arc::new(FlowCounters::default());
-    let st = {
-        let (stop, sc) = (Arc::clone(&stop), Arc::clone(&sc));
-        std::thread::spawn(move || s.run(&sc, &stop))
-    };
+    let (share, measure) = if op == Op::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
+    // Each end's tasks on engines of its own, as a worker runs them.
     let t0 = Instant::now();
+    let (close, sc) = (t0 + Duration::from_secs(86_400), Arc::new(FlowCounters::default()));
+    let (sent, received) = (Arc::<EndState>::default(), Arc::<EndState>::default());
+    let (mut send_tasks, mut receive_tasks): (Vec<Vec<_>>, Vec<Vec<_>>) =
+        ((0..engines).map(|_| Vec::new()).collect(), (0..engines).map(|_| Vec::new()).collect());
+    for (k, (s, r)) in pairs.into_iter().enumerate() {
+        send_tasks[k % engines].extend(s.tasks(sc.clone()));
+        receive_tasks[k % engines].extend(r.tasks(Arc::default()));
+    }
+    let spawn = |tasks: Vec<Vec<_>>, end: &Arc<EndState>, sender| -> Vec<_> {
+        let book = ThreadBook::default();
+        let engines = tasks.into_iter().filter(|t: &Vec<_>| !t.is_empty());
+        engines.map(|t| Engine::of_end(t, end, sender).spawn(t0, close, stop.clone(), book.clone())).collect()
+    };
+    let receivers = spawn(receive_tasks, &received, false);
+    let senders = spawn(send_tasks, &sent, true);
     if p.knobs.iterations.is_none() {
         std::thread::sleep(Duration::from_secs_f64(secs));
         stop.store(true, Ordering::Relaxed);
     }
-    let out = st.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
-    let wall = t0.elapsed().as_secs_f64().min(out.elapsed_ns as f64 / 1e9);
+    senders.into_iter().for_each(|e| e.join().unwrap());
+    let wall = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
-    rt.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
-    // perftest reports half a round trip for write and send, a whole one for read.
-    let (share, measure) = if op == Op::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
-    match out.latency.as_ref().and_then(|h| h.summary(share)) {
-        Some(l) => println!(
+    receivers.into_iter().for_each(|e| e.join().unwrap());
+    for end in [&sent, &received] {
+        assert_eq!(end.error(), None, "the flows end cleanly");
+    }
+    if let Some(rtts) = sent.take_round_trips() {
+        // perftest reports half a round trip for write and send, a whole one for read.
+        let l = rtts.summary(share).expect("round trips");
+        println!(
             "fabricbench {} lat {} B: {} samples, min {:.2} us, typical {:.2} us, avg {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.2} us ({measure})",
             op.name(), p.message_size, l.samples, l.min_us, l.typical_us, l.mean_us, l.p99_us, l.p999_us, l.max_us
-        ),
-        None => println!(
-            "fabricbench {} bw {} B qps {}: {} msgs in {:.2} s = {:.3} Gb/s, {:.6} Mpps ({:?})",
-            op.name(), out.bytes / out.messages.max(1), p.knobs.qps, out.messages, wall,
-            out.bytes as f64 * 8.0 / wall / 1e9, out.messages as f64 / wall / 1e6, out.poll_strategy
-        ),
+        );
+        return;
     }
+    let (bytes, messages) = sc.read();
+    println!(
+        "fabricbench {} bw {} B qps {} flows {flows} engines {engines}: {} msgs in {:.2} s = {:.3} Gb/s, {:.6} Mpps",
+        op.name(),
+        bytes / messages.max(1),
+        p.knobs.qps,
+        messages,
+        wall,
+        bytes as f64 * 8.0 / wall / 1e9,
+        messages as f64 / wall / 1e6
+    );
+}
+
+/// A sender and a receiver of `p` over the local device, connected.
+fn connected_pair(p: &RdmaParams) -> (rdma::ConnectedFlow, rdma::ConnectedFlow) {
+    let s = rdma::prepare(p, Side::Sender).unwrap_or_else(|e| panic!("{e}"));
+    let r = rdma::prepare(p, Side::Receiver).unwrap_or_else(|e| panic!("{e}"));
+    let (se, re) = (s.endpoint(), r.endpoint());
+    (s.connect(&re).unwrap_or_else(|e| panic!("{e}")), r.connect(&se).unwrap_or_else(|e| panic!("{e}")))
 }

@@ -62,16 +62,29 @@ pub fn local_ranks(hosts: &[Host]) -> Vec<bool> {
 /// What one rank's flow ends of a phase ask of its data path.
 #[derive(Clone, Copy, Debug, Default)]
 struct RankLanes {
-    /// TCP streams: they share the rank's engines, at most one per core.
+    /// TCP streams and RDMA shards (`threads` per rail, one at least):
+    /// they share the rank's engines, at most one per core.
     streams: u64,
-    /// RDMA threads: `threads` per rail, one at least.
-    rdma_threads: u64,
+    rdma_shards: u64,
 }
 
 impl RankLanes {
+    fn lanes(self) -> u64 {
+        self.streams + self.rdma_shards
+    }
+
     /// Its data-path threads on a host of `cores` cores, at most.
     fn threads(self, cores: u64) -> u64 {
-        self.streams.min(cores) + self.rdma_threads
+        self.lanes().min(cores)
+    }
+
+    /// What its engines run, for `plan`.
+    fn describe(self) -> String {
+        match (self.streams, self.rdma_shards) {
+            (streams, 0) => format!("{streams} TCP stream(s)"),
+            (0, shards) => format!("{shards} RDMA shard(s)"),
+            (streams, shards) => format!("{streams} TCP stream(s) and {shards} RDMA shard(s)"),
+        }
     }
 }
 
@@ -83,7 +96,7 @@ fn rank_lanes(phase: &Phase, counted: impl Fn(usize) -> bool) -> BTreeMap<usize,
             let lanes = ranks.entry(end).or_default();
             match &phase.groups[f.group].rdma {
                 Some(rdma) => {
-                    lanes.rdma_threads += rdma.rails().iter().map(|r| u64::from(r.knobs.threads.max(1))).sum::<u64>()
+                    lanes.rdma_shards += rdma.rails().iter().map(|r| u64::from(r.knobs.threads.max(1))).sum::<u64>()
                 }
                 None => lanes.streams += u64::from(phase.groups[f.group].streams),
             }
@@ -92,21 +105,21 @@ fn rank_lanes(phase: &Phase, counted: impl Fn(usize) -> bool) -> BTreeMap<usize,
     ranks
 }
 
-/// `plan`'s lines for the engines of `phase`: each rank with TCP streams,
-/// and how many engines (data-path threads) they would use at most. An
-/// engine per core at most: min(streams, `cores`) for the ranks that are
-/// `local` (`cores`: this machine's); elsewhere the host's cores are not
-/// known before the run, so the rule itself.
+/// `plan`'s lines for the engines of `phase`: each rank with TCP streams
+/// or RDMA shards, and how many engines (data-path threads) they
+/// would use at most. An engine per core at most: min(lanes, `cores`) for
+/// the ranks that are `local` (`cores`: this machine's); elsewhere the
+/// host's cores are not known before the run, so the rule itself.
 pub fn engine_lines(plan: &Plan, phase: &Phase, local: &[bool], cores: u64) -> Vec<String> {
     rank_lanes(phase, |_| true)
         .into_iter()
-        .filter(|(_, lanes)| lanes.streams > 0)
-        .map(|(rank, RankLanes { streams, .. })| {
+        .filter(|(_, lanes)| lanes.lanes() > 0)
+        .map(|(rank, lanes)| {
             let at_most = match local.get(rank) == Some(&true) {
-                true => format!("{} engine(s) ({cores} core(s) here)", streams.min(cores)),
-                false => format!("min({streams}, its cores) engine(s)"),
+                true => format!("{} engine(s) ({cores} core(s) here)", lanes.lanes().min(cores)),
+                false => format!("min({}, its cores) engine(s)", lanes.lanes()),
             };
-            format!("  rank {rank:>4} ({})  {streams} TCP stream(s) on at most {at_most}", plan.ranks[rank].label())
+            format!("  rank {rank:>4} ({})  {} on at most {at_most}", plan.ranks[rank].label(), lanes.describe())
         })
         .collect()
 }
@@ -203,6 +216,23 @@ mod tests {
         );
         let one = engine_lines(&p, &p.phases[0], &[true; 3], 16);
         assert!(one[0].ends_with("8 TCP stream(s) on at most 8 engine(s) (16 core(s) here)"), "{one:?}");
+    }
+
+    #[test]
+    fn rdma_shards_share_the_engines_with_tcp_streams() {
+        let group = |name: &str, rdma: &str| format!("[[group]]\nname = \"{name}\"\npattern = \"fan-in\"\n{rdma}");
+        let rdma = group("r", "transport = \"rdma\"\n[group.rdma]\nqps = 2\nthreads = 2\n");
+        let both = plan(3, &format!("{}{rdma}", group("t", "streams = 3\n")));
+        let lines = engine_lines(&both, &both.phases[0], &[true; 3], 2);
+        assert_eq!(
+            lines[0],
+            "  rank    0 (n0)  6 TCP stream(s) and 4 RDMA shard(s) on at most 2 engine(s) (2 core(s) here)"
+        );
+        let alone = plan(3, &rdma);
+        let lines = engine_lines(&alone, &alone.phases[0], &[false; 3], 2);
+        assert_eq!(lines[1], "  rank    1 (n1)  2 RDMA shard(s) on at most min(2, its cores) engine(s)");
+        let said = overload(&alone, &[true; 3], 1, Duration::from_millis(10)).expect("3 engines on 1 core, 10 ms");
+        assert!(said.contains("would run 3 data-path threads"), "{said}");
     }
 
     #[test]

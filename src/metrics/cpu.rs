@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::load::stress::BURNER_THREAD;
 
-/// The name prefix of data-path threads (`fb-data F`, F the flow id).
+/// The name prefix of data-path threads (engines: `fb-data eN`, N the engine).
 pub const DATA_THREAD: &str = "fb-data";
 
 /// Kernel clock ticks per second for /proc times; 100 on every Linux ABI we run on.

@@ -1,8 +1,9 @@
 //! The seam between a flow end's transport and the engine that runs it.
 //!
 //! Preparing and connecting stay the transport's own (`tcp::Listener`,
-//! `tcp::connect`); once connected, each lane of a flow end (a TCP stream)
-//! becomes a [`FlowTask`]: a nonblocking state machine that an engine
+//! `tcp::connect`, `rdma::prepare`); once connected, each lane of a flow
+//! end (a TCP stream, a shard of an RDMA bandwidth flow's QPs) becomes a
+//! [`FlowTask`]: a nonblocking state machine that an engine
 //! thread drives together with many others. The task is handed its message
 //! buffer by its caller (memory and its registration stay apart from the
 //! transport, so other memory can plug in there), counts into its own
@@ -20,13 +21,15 @@ use std::time::Instant;
 use mio::{Registry, Token};
 
 use crate::histogram::Histogram;
-use crate::transport::tcp;
+use crate::transport::{rdma, tcp};
 
 /// Why a task ended before its peer closed.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
     #[error(transparent)]
     Tcp(#[from] tcp::TcpError),
+    #[error(transparent)]
+    Rdma(#[from] rdma::RdmaError),
 }
 
 /// What a task wants after a turn.
@@ -45,7 +48,8 @@ pub enum Turn {
 
 /// One lane of a flow end, run by an engine from t0 until it is done.
 pub trait FlowTask: Send {
-    /// Registers its socket with the engine's poll under `token`.
+    /// Registers its socket (an RDMA shard in event mode: its completion
+    /// channel) with the engine's poll under `token`.
     fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()>;
     /// Moves what it can now without blocking; `stop`: the phase is over
     /// (or aborted) and the task should wind down as its mode does.
@@ -55,4 +59,10 @@ pub trait FlowTask: Send {
     /// Whether it only measures latency (its engine may then spin rather
     /// than sleep, so a round trip is not lengthened by a wake-up).
     fn latency(&self) -> bool;
+    /// Whether it busy-polls what it waits on (an RDMA shard's CQ) and so
+    /// never waits on the engine's poll: an engine of such tasks alone
+    /// does not look at its poll between their turns.
+    fn polls_itself(&self) -> bool {
+        false
+    }
 }

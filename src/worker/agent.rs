@@ -15,9 +15,9 @@ use crate::control::wire::{Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSI
 use crate::hostfacts::HostFacts;
 use crate::metrics::clock::now_ns;
 use crate::transport::rdma::RdmaInventory;
+use crate::worker::engine::FlowFailed;
 use crate::worker::phase::{self, Connected, Opened, Stopper};
 use crate::worker::session::{Action, Session, SessionError};
-use crate::worker::streams::FlowFailed;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 

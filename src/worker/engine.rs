@@ -1,6 +1,6 @@
 //! An engine: one data-path thread, bound to its lanes' cores, that drives many
-//! lanes (`transport::task::FlowTask`s) of this rank's flow ends from t0
-//! until each is done. Readiness comes from one epoll set (`mio`,
+//! lanes (`transport::task::FlowTask`s: TCP streams, shards of RDMA
+//! bandwidth flows) of this rank's flow ends from t0 until each is done. Readiness comes from one epoll set (`mio`,
 //! edge-triggered): a lane that saw `WouldBlock` waits for its socket's
 //! next event or its own deadline; one that stopped at its share of a turn
 //! goes to the back of the ready list, so one busy stream cannot starve the
@@ -93,12 +93,18 @@ pub fn sleep_until(at: Instant, stop: &AtomicBool) {
     }
 }
 
+/// Told when a flow fails while its phase runs (the error, naming the flow).
+pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
+
 /// One lane on an engine: its task and the flow end it counts for.
 pub struct Seat {
     pub task: Box<dyn FlowTask>,
     pub end: Arc<EndState>,
     /// A sender's lane (it does not begin after its window closed).
     pub sender: bool,
+    /// Told when the lane fails before the stop (an RDMA lane: a bad
+    /// completion or a stall ends the run at once, not at the window's end).
+    pub told: Option<FlowFailed>,
 }
 
 /// One engine: its number on this rank, the cores it may run on (empty:
@@ -122,7 +128,7 @@ impl Engine {
     /// (`end`; `sender`: its sending end): how tests and benchmarks drive
     /// the transport's tasks as a phase does.
     pub fn of_end(tasks: Vec<Box<dyn FlowTask>>, end: &Arc<EndState>, sender: bool) -> Engine {
-        let seats = tasks.into_iter().map(|task| Seat { task, end: end.clone(), sender }).collect();
+        let seats = tasks.into_iter().map(|task| Seat { task, end: end.clone(), sender, told: None }).collect();
         Engine { id: 0, cores: Vec::new(), seats }
     }
 }
@@ -132,6 +138,7 @@ struct Slot {
     task: Option<Box<dyn FlowTask>>,
     end: Arc<EndState>,
     sender: bool,
+    told: Option<FlowFailed>,
     deadline: Option<Instant>,
     queued: bool,
 }
@@ -161,6 +168,9 @@ impl Engine {
 
     fn run(self, t0: Instant, close: Instant, stop: &AtomicBool) {
         let spin = self.seats.iter().all(|s| s.task.latency());
+        // Lanes that busy-poll their own queues (RDMA shards) never wait on
+        // the poll: an engine of them alone does not ask it while any is ready.
+        let asks_poll = self.seats.iter().any(|s| !s.task.polls_itself());
         if let Err(e) = placement::pin_current_thread(&self.cores) {
             self.seats.iter().for_each(|s| s.end.fail(e.to_string()));
         }
@@ -185,6 +195,15 @@ impl Engine {
                 (0..lanes.slots.len()).for_each(|k| lanes.queue(k));
             }
             lanes.turn(stop_now);
+            if !lanes.ready.is_empty() && !asks_poll {
+                // Busy lanes alone: no clock read unless a lane waits for a
+                // time (clock reads are not free, least of all in a VM,
+                // and a ping-pong is stepped back to back).
+                if !lanes.timers.is_empty() {
+                    lanes.wake_due(Instant::now());
+                }
+                continue;
+            }
             let now = Instant::now();
             lanes.wake_due(now);
             let timeout = match lanes.ready.is_empty() {
@@ -219,7 +238,7 @@ impl Lanes {
     /// Registers every lane's socket; a lane that cannot be registered fails alone.
     fn register(seats: Vec<Seat>, registry: &mio::Registry) -> Lanes {
         let mut slots = Vec::with_capacity(seats.len());
-        for (k, Seat { mut task, end, sender }) in seats.into_iter().enumerate() {
+        for (k, Seat { mut task, end, sender, told }) in seats.into_iter().enumerate() {
             let task = match task.register(registry, Token(k)) {
                 Ok(()) => Some(task),
                 Err(e) => {
@@ -227,7 +246,7 @@ impl Lanes {
                     None
                 }
             };
-            slots.push(Slot { task, end, sender, deadline: None, queued: false });
+            slots.push(Slot { task, end, sender, told, deadline: None, queued: false });
         }
         let live = slots.iter().filter(|s| s.task.is_some()).count();
         let ready = VecDeque::with_capacity(slots.len());
@@ -279,6 +298,9 @@ impl Lanes {
                 }
                 Turn::Done(outcome) => {
                     if let Err(e) = outcome {
+                        if let (Some(told), false) = (&slot.told, stop) {
+                            told(e.to_string());
+                        }
                         slot.end.fail(e.to_string());
                     }
                     self.close(k);

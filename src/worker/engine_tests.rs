@@ -47,7 +47,7 @@ struct OneEnd {
 fn seat(sock: TcpStream, role: Role, sender: bool) -> (OneEnd, Seat) {
     let (state, counters) = (Arc::<EndState>::default(), Arc::<FlowCounters>::default());
     let task = tcp::task(sock, vec![0xA5; 16 * 1024], counters.clone(), role, None).unwrap();
-    (OneEnd { state: state.clone(), counters }, Seat { task, end: state, sender })
+    (OneEnd { state: state.clone(), counters }, Seat { task, end: state, sender, told: None })
 }
 
 /// Engines on (at most) two cores for `seats`, as the phase places them.

@@ -1,8 +1,8 @@
 //! One phase on one rank: create the rank's ends of its flows, connect them
-//! (every TCP end on one thread, a short-lived thread per RDMA end), then run every TCP stream on an engine —
-//! one pinned thread per core the rank's flows may use, each driving many
-//! streams (`engine`, `assign`) — and every RDMA rail on its own thread,
-//! from t0, while the sampler reads all counters at the common boundaries
+//! (every TCP end on one thread, a short-lived thread per RDMA end), then
+//! run every TCP stream and every shard of an RDMA rail on an engine — one
+//! thread per core the rank's flows may use, each driving many lanes
+//! (`engine`, `assign`) — from t0, while the sampler reads all counters at the common boundaries
 //! (`sampler`). Blocking code on plain threads: the data path never waits
 //! on the async runtime, and no engine runs on a control thread.
 
@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Window};
-use crate::load::placement::{self, Placed};
+use crate::load::placement;
 use crate::load::stress;
 use crate::load::topology;
 use crate::metrics::clock::PeerClock;
@@ -28,9 +28,9 @@ use crate::scenario::rdma::ConnectMethod;
 use crate::scenario::stress::StressSpec;
 use crate::transport::{rdma, tcp, Side};
 use crate::worker::assign::{assign, Assignment, LaneLoad};
-use crate::worker::engine::Engine;
+use crate::worker::engine::{Engine, FlowFailed};
 use crate::worker::sampler::Sampler;
-use crate::worker::streams::{FlowEnd, FlowFailed, Rail, TcpLane};
+use crate::worker::streams::{EngineLane, FlowEnd, Rail};
 
 #[path = "phase_connect.rs"]
 mod connect;
@@ -218,9 +218,12 @@ impl Connected {
                     let per_rail = end.role.group.offered_msgs_per_s().map(|per_s| per_s / rails.len() as f64);
                     for (k, rail) in rails.into_iter().enumerate() {
                         let seed = end.poisson_seed(k as u64);
-                        let rail = Rail { flow: rail.flow.with_pace(per_rail, seed), ..rail };
-                        let (stop, failed) = (stop.clone(), failed.clone());
-                        threads.push(end.spawn_rdma(rail, t0, (open, close), stop, failed, book.clone()));
+                        let flow = rail.flow.with_pace(per_rail, seed).with_latency_window(open, close);
+                        let rail = Rail { flow, ..rail };
+                        let near = placement::near_node(rail.node.and_then(|n| i32::try_from(n).ok()));
+                        let (made, pinned) = end.rdma_lanes(rail, failed.clone());
+                        let usable = cores.usable(&pinned, end.role.group.placement.numa, &near);
+                        lanes.extend(made.into_iter().map(|lane| (ends.len(), usable.clone(), lane)));
                     }
                     ends.push(end);
                 }
@@ -253,13 +256,20 @@ struct Cores<'a> {
 }
 
 impl Cores<'_> {
-    /// The cores for the engines of `end`: its group's placement, or the
-    /// cores near the NIC where the placement is `auto` and the host has a
-    /// choice, else all the host's; less the burners' where that leaves any.
+    /// The cores for the engines of `end`'s TCP streams (see `usable`).
     fn for_end(&self, end: &FlowEnd) -> Vec<usize> {
-        let asked = match (&end.placed, end.role.group.placement.numa) {
-            (Ok(Placed { cores, .. }), _) if !cores.is_empty() => cores.clone(),
-            (_, Numa::Auto) => self.near.clone(),
+        let placed = end.placed.as_ref().map(|p| &p.cores[..]).unwrap_or_default();
+        self.usable(placed, end.role.group.placement.numa, &self.near)
+    }
+
+    /// The cores for an engine's lane: those its group's placement gives
+    /// it (`placed`), or those near its NIC (`near`) where the placement is
+    /// `auto` and the host has a choice, else all the host's; less the
+    /// burners' where that leaves any.
+    fn usable(&self, placed: &[usize], numa: Numa, near: &[usize]) -> Vec<usize> {
+        let asked = match (placed, numa) {
+            ([_, ..], _) => placed.to_vec(),
+            (_, Numa::Auto) => near.to_vec(),
             _ => Vec::new(),
         };
         let asked = if asked.is_empty() { self.host.clone() } else { asked };
@@ -276,7 +286,12 @@ impl Cores<'_> {
 /// which engine carried each end's streams, told to the end. Each engine
 /// is bound to the cores of its lanes, unbound where those are all the
 /// process's own (`host`).
-fn engines(lanes: Vec<(usize, Vec<usize>, TcpLane)>, ends: &mut [FlowEnd], rank: usize, host: &[usize]) -> Vec<Engine> {
+fn engines(
+    lanes: Vec<(usize, Vec<usize>, EngineLane)>,
+    ends: &mut [FlowEnd],
+    rank: usize,
+    host: &[usize],
+) -> Vec<Engine> {
     let loads: Vec<LaneLoad> =
         lanes.iter().map(|(_, cores, lane)| LaneLoad { load: lane.load, cores: cores.clone() }).collect();
     let assignment = assign(&loads, rank);
@@ -285,7 +300,7 @@ fn engines(lanes: Vec<(usize, Vec<usize>, TcpLane)>, ends: &mut [FlowEnd], rank:
         .enumerate()
         .map(|(id, cores)| Engine { id, cores, seats: Vec::new() })
         .collect();
-    for ((end, _, TcpLane { seat, .. }), &e) in lanes.into_iter().zip(&assignment.of_lane) {
+    for ((end, _, EngineLane { seat, .. }), &e) in lanes.into_iter().zip(&assignment.of_lane) {
         let core = match engines[e].cores[..] {
             [one] => Some(one as u32),
             _ => None,

@@ -1,19 +1,15 @@
 //! The ends of this rank's flows: their lanes (TCP streams or RDMA
 //! rails), each counting into its own counters; the end's totals are the
-//! lanes' sum. A TCP stream becomes a task for an engine (`engine`); an
-//! RDMA rail still runs its transport's loop on a thread of its own from
-//! t0, pinned where the group asks.
+//! lanes' sum. A TCP stream, and each shard of an RDMA rail, becomes a
+//! task for an engine (`engine`).
 
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::control::wire::FlowRole;
 use crate::histogram::Recorder;
 use crate::load::placement::{self, Placed, PlacementError};
-use crate::metrics::cpu::{ThreadBook, ThreadClass, DATA_THREAD};
 use crate::metrics::EngineSeat;
 use crate::scenario::limits::TCP_MAX_MESSAGE;
 use crate::scenario::rate::Schedule;
@@ -22,10 +18,7 @@ use crate::transport::pace::ProbePlan;
 use crate::transport::validation::DvTally;
 use crate::transport::{rdma, tcp, FlowCounters, Side};
 use crate::worker::assign::Load;
-use crate::worker::engine::{sleep_until, EndState, Seat};
-
-/// Told when a flow fails while its phase runs (the error, naming the flow).
-pub type FlowFailed = Arc<dyn Fn(String) + Send + Sync>;
+use crate::worker::engine::{EndState, FlowFailed, Seat};
 
 /// One lane of a flow end: a TCP stream or an RDMA rail, with its own
 /// counters (one writer each, so no stream contends with another).
@@ -61,8 +54,9 @@ pub struct FlowEnd {
     pub gpu_memory: Vec<rdma::GpuMemoryUse>,
 }
 
-/// One TCP lane of an end, ready for an engine, and what it will cost it.
-pub struct TcpLane {
+/// One lane of an end (a TCP stream, an RDMA shard), ready for an
+/// engine, and what it will cost it.
+pub struct EngineLane {
     pub seat: Seat,
     pub load: Load,
 }
@@ -111,7 +105,7 @@ impl FlowEnd {
     /// Makes a task of each connection of this end, to run from `t0` in
     /// `window` on an engine; a stream that cannot be made one is the
     /// end's error (its lane stays, counting nothing).
-    pub fn tcp_lanes(&mut self, streams: Vec<TcpStream>, t0: Instant, window: (Instant, Instant)) -> Vec<TcpLane> {
+    pub fn tcp_lanes(&mut self, streams: Vec<TcpStream>, t0: Instant, window: (Instant, Instant)) -> Vec<EngineLane> {
         let (side, mode) = (self.role.side, self.role.group.mode);
         let size = self.role.group.message_size.bytes() as usize;
         let mut lanes = Vec::with_capacity(streams.len());
@@ -139,8 +133,8 @@ impl FlowEnd {
                 self.role.group.validate.then_some(tcp::Validate { flow: self.role.flow.id, lane: stream as u32 });
             match tcp::task(sock, buf, counters, role, validate) {
                 Ok(task) => {
-                    let seat = Seat { task, end: self.state.clone(), sender: side == Side::Sender };
-                    lanes.push(TcpLane { seat, load });
+                    let seat = Seat { task, end: self.state.clone(), sender: side == Side::Sender, told: None };
+                    lanes.push(EngineLane { seat, load });
                 }
                 Err(e) => self.state.fail(e.to_string()),
             }
@@ -166,59 +160,43 @@ impl FlowEnd {
         poisson.then_some(u64::from(self.role.flow.id) << 32 | stream)
     }
 
-    /// Runs one rail of an RDMA flow end (all its QPs on `device`) from `t0`
-    /// until `stop`, its threads near `device_node`. An error before `stop`
-    /// (bad completion status, stall) is also told to `failed`: the flow is
-    /// over and the run must not wait for the window to close.
-    pub fn spawn_rdma(
-        &mut self,
-        Rail { flow, device, node: device_node }: Rail<rdma::ConnectedFlow>,
-        t0: Instant,
-        window: (Instant, Instant),
-        stop: Arc<AtomicBool>,
-        failed: FlowFailed,
-        book: ThreadBook,
-    ) -> JoinHandle<()> {
+    /// Takes one rail of an RDMA flow end (all its QPs on `device`) into
+    /// the end: its lane and its placement near `device_node` (returned:
+    /// the rail's cores, empty where the group pins nothing).
+    fn add_rail(&mut self, device: String, device_node: Option<usize>) -> (Arc<FlowCounters>, Vec<usize>) {
         let rail = placement::resolve(&self.role.group.placement, device_node);
         let cores = rail.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
         self.placed = widen(std::mem::replace(&mut self.placed, Ok(Placed::default())), rail);
-        let counters = self.add_lane(Some(device));
-        self.gpu_memory.extend(flow.gpu_memory().cloned());
-        let state = self.state.clone();
-        let flow = flow.with_latency_window(window.0, window.1);
-        self.data_thread(move || {
-            let _booked = book.enter(ThreadClass::Data);
-            if let Err(e) = placement::pin_current_thread(&cores) {
-                state.fail(e.to_string());
-            }
-            sleep_until(t0, &stop);
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            state.note_start();
-            match flow.run(&counters, &stop) {
-                Ok(outcome) => {
-                    if let Some(round_trips) = outcome.latency {
-                        state.keep_round_trips(round_trips);
-                    }
-                }
-                Err(e) => {
-                    if !stop.load(Ordering::Relaxed) {
-                        failed(e.to_string());
-                    }
-                    state.fail(e.to_string());
-                }
-            }
-        })
+        (self.add_lane(Some(device)), cores)
     }
-}
 
-impl FlowEnd {
-    /// A data-path thread of this end's RDMA rail, named `fb-data F` (F:
-    /// the flow) for `top -H` and `ps -L`.
-    fn data_thread(&self, run: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
-        let name = format!("{DATA_THREAD} {}", self.role.flow.id);
-        std::thread::Builder::new().name(name).spawn(run).expect("spawning a data-path thread")
+    /// A rail as engine lanes, one per shard of its QPs (latency: one), each
+    /// told to `failed` when it fails before the stop (a bad completion, a
+    /// stall): the flow is over and the run must not wait for the window
+    /// to close. Returns them with the rail's cores (empty: not pinned).
+    pub fn rdma_lanes(
+        &mut self,
+        Rail { flow, device, node }: Rail<rdma::ConnectedFlow>,
+        failed: FlowFailed,
+    ) -> (Vec<EngineLane>, Vec<usize>) {
+        let (counters, cores) = self.add_rail(device, node);
+        self.gpu_memory.extend(flow.gpu_memory().cloned());
+        let size = self.role.group.message_size.bytes() as f64;
+        let load = match (flow.is_latency(), flow.task_pace()) {
+            (true, _) => Load::Latency,
+            (false, None) => Load::Bandwidth,
+            (false, Some(per_s)) => Load::Paced { bytes_per_s: per_s * size },
+        };
+        let sender = self.role.side == Side::Sender;
+        let lanes = flow
+            .tasks(counters)
+            .into_iter()
+            .map(|task| {
+                let seat = Seat { task, end: self.state.clone(), sender, told: Some(failed.clone()) };
+                EngineLane { seat, load }
+            })
+            .collect();
+        (lanes, cores)
     }
 }
 

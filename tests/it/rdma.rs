@@ -537,7 +537,7 @@ fn child_receiver() {
     let peer: RdmaEndpoint = serde_json::from_str(line.trim()).unwrap();
     let r = r.connect(&peer).unwrap();
     let stop = AtomicBool::new(false);
-    let c = FlowCounters::default();
+    let c = Arc::new(FlowCounters::default());
     println!("CONNECTED");
     std::io::stdout().flush().unwrap();
     let _ = r.run(&c, &stop);

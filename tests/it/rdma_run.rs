@@ -985,3 +985,48 @@ fn rdma_data_validation_of_write_read_and_send() {
     let flow = &run["phases"][0]["flows"][0];
     assert!(flow["dv_checked"].as_u64().unwrap() > 0 && flow["dv_errors"] == 0, "{flow}");
 }
+
+/// Many RDMA bandwidth flows on a few ranks: every flow's shards run as
+/// lanes of its rank's engines (no more engines than the rank has cores,
+/// not a thread per shard), every flow moves data, and the per-flow
+/// accounting of both ends holds. Completion and accounting, not rates.
+#[test]
+fn rdma_bandwidth_flows_share_each_ranks_engines() {
+    if !has_rdma() {
+        return;
+    }
+    let bench = Bench::new();
+    let ranks = 6;
+    let hosts: String = (1..=ranks).map(|k| format!("127.0.0.{k}\n")).collect();
+    let hosts = bench.write("hosts", &hosts);
+    // Rank 0 receives 5 flows of 2 shards (QPs 2): 10 lanes.
+    let scenario = "[run]\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n[[group]]\nname = \"in\"\npattern = \"fan-in\"\ntransport = \"rdma\"\nop = \"send\"\nmessage_size = \"4K\"\n[group.rdma]\nqps = 2\nthreads = 2\n";
+    let scenario = bench.write("many.toml", scenario);
+    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--quiet"]);
+    // 4: the emulated machine may start a rank's flows late (degraded is about time).
+    assert!(matches!(out.status.code(), Some(0 | 4)), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+    let run = read_json(&bench.result_dir().join("run.json"));
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true, "{}", run["status"]);
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), ranks - 1);
+    let cores = fabricbench::load::placement::allowed_cores().len() as u64;
+    let mut receiver_lanes = 0;
+    for f in flows {
+        assert!(f["tx_bytes"].as_u64().unwrap() > 0 && f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
+        for end in ["sender", "receiver"] {
+            let seats = f["engines"][end].as_array().unwrap_or_else(|| panic!("the {end}'s engines: {f}"));
+            assert!(seats.iter().all(|s| s["engine"].as_u64().unwrap() < cores), "{end} on {cores} cores: {f}");
+            let lanes: u64 = seats.iter().map(|s| s["lanes"].as_u64().unwrap()).sum();
+            assert_eq!(lanes, 2, "two shards per flow end: {f}");
+            if end == "receiver" {
+                receiver_lanes += lanes;
+            }
+        }
+    }
+    assert_eq!(receiver_lanes, 2 * (ranks as u64 - 1));
+    let rank0 = &phase["ranks"][0];
+    let threads = rank0["cpu"]["data"]["threads"].as_u64().unwrap();
+    assert!((1..=cores).contains(&threads), "rank 0: {threads} data-path threads for 10 shards on {cores} cores");
+    assert_eq!(bench.leftovers(Duration::from_secs(2)), []);
+}

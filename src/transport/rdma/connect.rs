@@ -72,7 +72,6 @@ pub(crate) struct FlowResources {
     pub peer_rkey: u32,
     /// UD: the Q_Key this flow's QPs accept (0 for RC).
     pub qkey: u32,
-    pub poll_strategy: PollStrategy,
     /// Latency mode: the round trips recorded are those inside it (all without).
     pub latency_window: Option<(Instant, Instant)>,
     /// Offered load: messages per second the whole flow posts (`None`:
@@ -354,7 +353,6 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
         }
         shards.push(Shard { qps: slots, cq });
     }
-    let poll_strategy = if batched { PollStrategy::Batched } else { PollStrategy::OnePerPoll };
     Ok(PreparedFlow {
         res: FlowResources {
             params: params.clone(),
@@ -366,7 +364,6 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
             psns: random_psns(qps),
             peer_rkey: 0,
             qkey,
-            poll_strategy,
             latency_window: None,
             pace: None,
             poisson_seed: None,

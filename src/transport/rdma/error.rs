@@ -94,9 +94,6 @@ pub enum RdmaError {
     /// A call into libibverbs / sideway panicked (e.g. on a value it did not know).
     #[error("{flow}: {what} panicked inside the verbs wrapper: {message}")]
     Panicked { flow: String, what: &'static str, message: String },
-
-    #[error("{flow}: worker thread for shard {shard} panicked: {message}")]
-    ThreadPanicked { flow: String, shard: usize, message: String },
 }
 
 /// perftest-style name of a work-completion status (ibv_wc_status_str without the prose).

@@ -3,34 +3,31 @@
 //! atomic at a time (ib_atomic_lat). Write and send report half the round
 //! trip, read and atomics the full round trip; what is recorded is the
 //! round trip, every one inside the window.
+//!
+//! A ping-pong is a state machine its task steps on an engine: each step
+//! looks once at what the round trip waits on (the last byte of the peer's
+//! write, a receive, the read's completion) and returns, so the engine
+//! spins on it as perftest's loop does, and a stop is seen at the next step.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use super::connect::{wr_id, FlowResources, QpSlot, Shard, WR_RECV};
 use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc};
-use super::stream::{poll_err, wc_error, wr_kind, PASSIVE_NAP};
+use super::stream::{poll_err, wc_error, wr_kind, EVENT_NAP};
 use crate::histogram::{Histogram, Recorder};
 use crate::scenario::Op;
+use crate::transport::task::Turn;
 use crate::transport::FlowCounters;
 use crate::transport::Side;
 
-/// Spins between checks of `stop`, the CQ and the stall clock.
+/// Steps of a wait between looks at the CQ and the stall clock.
 const CHECK_EVERY: u32 = 256;
+/// How long the WRs still in flight at the end may take to complete.
+const DRAIN: Duration = Duration::from_millis(100);
 
-/// What the latency loop of one side produced.
-pub(crate) struct LatencyResult {
-    /// The initiator's round trips inside the window.
-    pub round_trips: Option<Histogram>,
-    pub messages: u64,
-    pub bytes: u64,
-}
-
-/// Bounded waits: `stop`, CQ errors and the stall clock, checked every few spins.
-pub(super) struct Waiter<'a> {
-    res: &'a FlowResources,
-    stop: &'a AtomicBool,
+/// Completions of one latency QP: what is in flight, what came back.
+pub(super) struct Waiter {
     pub(super) stall: Duration,
     wcs: [Wc; 4],
     /// Send completions outstanding (every latency WR is signaled).
@@ -40,16 +37,9 @@ pub(super) struct Waiter<'a> {
     pub(super) recvs_ready: u32,
 }
 
-pub(super) enum Wake {
-    Stopped,
-    Ready,
-}
-
-impl<'a> Waiter<'a> {
-    pub(super) fn new(res: &'a FlowResources, stop: &'a AtomicBool) -> Self {
+impl Waiter {
+    pub(super) fn new(res: &FlowResources) -> Self {
         Waiter {
-            res,
-            stop,
             stall: Duration::from_millis(res.params.knobs.stall_timeout_ms),
             wcs: [Wc::default(); 4],
             sends_in_flight: 0,
@@ -59,11 +49,11 @@ impl<'a> Waiter<'a> {
 
     /// Reaps completions: counts send ones off `sends_in_flight` and
     /// receives onto `recvs_ready`.
-    pub(super) fn reap(&mut self, cq: &mut Cq) -> Result<(), RdmaError> {
-        let n = cq.poll(&mut self.wcs).map_err(|e| poll_err(self.res, e))?;
+    pub(super) fn reap(&mut self, res: &FlowResources, cq: &mut Cq) -> Result<(), RdmaError> {
+        let n = cq.poll(&mut self.wcs).map_err(|e| poll_err(res, e))?;
         for wc in &self.wcs[..n] {
             if wc.status != 0 {
-                return Err(wc_error(self.res, wc));
+                return Err(wc_error(res, wc));
             }
             if wc.wr_id & WR_RECV != 0 {
                 self.recvs_ready += 1;
@@ -81,95 +71,8 @@ impl<'a> Waiter<'a> {
         ready
     }
 
-    pub(super) fn stalled(&self, qp: usize, clock: &StallClock, what: &'static str) -> RdmaError {
-        RdmaError::Stalled { flow: self.res.label.clone(), qp, waited_ms: clock.waited_ms(), what }
-    }
-
-    /// Spins until `ready()`; `armed` enables the stall clock.
-    fn spin_until(
-        &mut self,
-        cq: &mut Cq,
-        qp: usize,
-        armed: bool,
-        what: &'static str,
-        mut ready: impl FnMut() -> bool,
-    ) -> Result<Wake, RdmaError> {
-        let mut clock = StallClock::new(self.stall);
-        let mut spins = 0u32;
-        loop {
-            if ready() {
-                return Ok(Wake::Ready);
-            }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(CHECK_EVERY) {
-                if self.stop.load(Relaxed) {
-                    return Ok(Wake::Stopped);
-                }
-                self.reap(cq)?;
-                if armed && clock.expired() {
-                    return Err(self.stalled(qp, &clock, what));
-                }
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Waits for one receive completion (busy or on the completion channel).
-    fn wait_recv(&mut self, cq: &mut Cq, qp: usize, armed: bool) -> Result<Wake, RdmaError> {
-        let mut clock = StallClock::new(self.stall);
-        let mut spins = 0u32;
-        loop {
-            if self.take_recv() {
-                return Ok(Wake::Ready);
-            }
-            self.reap(cq)?;
-            if self.take_recv() {
-                return Ok(Wake::Ready);
-            }
-            if cq.is_event_driven() {
-                cq.arm().map_err(|e| poll_err(self.res, e))?;
-                self.reap(cq)?;
-                if self.take_recv() {
-                    return Ok(Wake::Ready);
-                }
-                cq.wait_event(10).map_err(|e| poll_err(self.res, e))?;
-            }
-            spins = spins.wrapping_add(1);
-            if cq.is_event_driven() || spins.is_multiple_of(CHECK_EVERY) {
-                if self.stop.load(Relaxed) {
-                    return Ok(Wake::Stopped);
-                }
-                if armed && clock.expired() {
-                    return Err(self.stalled(qp, &clock, "waiting for the peer's message"));
-                }
-            }
-        }
-    }
-
-    /// Waits until fewer than `limit` sends are in flight (keeps the send
-    /// queue from overflowing; with limit = n-1, waits for a send's completion).
-    pub(super) fn sends_below(
-        &mut self,
-        cq: &mut Cq,
-        qp: usize,
-        limit: u32,
-        what: &'static str,
-    ) -> Result<Wake, RdmaError> {
-        let mut clock = StallClock::new(self.stall);
-        let mut spins = 0u32;
-        while self.sends_in_flight >= limit {
-            self.reap(cq)?;
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(CHECK_EVERY) {
-                if self.stop.load(Relaxed) {
-                    return Ok(Wake::Stopped);
-                }
-                if clock.expired() {
-                    return Err(self.stalled(qp, &clock, what));
-                }
-            }
-        }
-        Ok(Wake::Ready)
+    pub(super) fn stalled(&self, res: &FlowResources, qp: usize, clock: &StallClock, what: &'static str) -> RdmaError {
+        RdmaError::Stalled { flow: res.label.clone(), qp, waited_ms: clock.waited_ms(), what }
     }
 }
 
@@ -192,6 +95,227 @@ impl StallClock {
     }
 }
 
+/// What one side of a ping-pong does each round trip.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Part {
+    /// Writes, then watches its memory for the peer's write back.
+    WriteInitiator,
+    /// Watches its memory for the peer's write, then writes back.
+    WriteResponder,
+    /// Sends, then waits for the peer's send.
+    SendInitiator,
+    /// Waits for the peer's send, then sends back.
+    SendResponder,
+    /// Reads (or an atomic), then waits for its completion.
+    OneSided,
+    /// The target of reads and atomics: its CPU takes no part.
+    Target,
+}
+
+/// One side of a latency ping-pong (single QP, single shard).
+pub(super) struct PingPong {
+    part: Part,
+    spec: SendSpec,
+    /// The last byte of the receive half, which a write ping-pong watches.
+    recv_last: usize,
+    depth: u32,
+    recorder: Option<Recorder>,
+    i: u64,
+    /// The current round trip's message is out (initiators).
+    posted: bool,
+    /// One-sided: the sends in flight with this round trip's.
+    limit: u32,
+    /// The start of the current round trip (the initiator's clock).
+    t_start: Option<Instant>,
+    w: Waiter,
+    spins: u32,
+    clock: StallClock,
+    drain_until: Option<Instant>,
+    /// Event mode: the CQ was armed; its channel's events are taken next step.
+    armed: bool,
+}
+
+impl PingPong {
+    pub(super) fn new(res: &FlowResources, shard: &Shard) -> PingPong {
+        let p = &res.params;
+        let q = &shard.qps[0];
+        let initiator = res.side == Side::Sender;
+        let part = match (p.op, initiator) {
+            (Op::Write, true) => Part::WriteInitiator,
+            (Op::Write, false) => Part::WriteResponder,
+            (Op::Send, true) => Part::SendInitiator,
+            (Op::Send, false) => Part::SendResponder,
+            (_, true) => Part::OneSided,
+            (_, false) => Part::Target,
+        };
+        let w = Waiter::new(res);
+        PingPong {
+            part,
+            spec: probe_spec(res, q),
+            recv_last: q.local_off + p.effective_message_size() as usize - 1,
+            depth: p.knobs.tx_depth.max(1),
+            recorder: initiator.then(|| Recorder::new(res.latency_window)),
+            i: 0,
+            posted: false,
+            limit: 0,
+            t_start: None,
+            clock: StallClock::new(w.stall),
+            w,
+            spins: 0,
+            drain_until: None,
+            armed: false,
+        }
+    }
+
+    /// The round trips it recorded (the initiator's).
+    pub(super) fn round_trips(self) -> Option<Histogram> {
+        self.recorder.map(Recorder::into_histogram)
+    }
+
+    /// One step: one look at what the round trip waits on, and the next
+    /// message when it came; after `stop` or the last iteration, the WRs
+    /// still in flight are reaped briefly (teardown errors are noise).
+    pub(super) fn step(
+        &mut self,
+        res: &FlowResources,
+        shard: &mut Shard,
+        counters: &FlowCounters,
+        stop: bool,
+    ) -> Result<Turn, RdmaError> {
+        let Shard { qps, cq } = shard;
+        if self.part == Part::Target {
+            return Ok(if stop { Turn::Done(Ok(())) } else { Turn::Wait(None) });
+        }
+        if std::mem::take(&mut self.armed) {
+            cq.take_events().map_err(|e| poll_err(res, e))?;
+        }
+        let done = res.params.knobs.iterations.is_some_and(|n| self.i >= n);
+        if stop || done || self.drain_until.is_some() {
+            return Ok(self.drain(res, cq));
+        }
+        self.t_start.get_or_insert_with(Instant::now);
+        let q = &mut qps[0];
+        if self.w.sends_in_flight >= self.depth {
+            // Keeps the send queue from overflowing.
+            self.w.reap(res, cq)?;
+            return self.waiting(res, cq, q.index, "waiting for send completions");
+        }
+        if !self.answered(res, q, cq)? {
+            let what = match self.part {
+                Part::WriteInitiator | Part::WriteResponder => "waiting for the peer's write",
+                Part::OneSided => "waiting for the read's or atomic's completion",
+                _ => "waiting for the peer's message",
+            };
+            return self.waiting(res, cq, q.index, what);
+        }
+        if let (Some(recorder), Some(t_start)) = (self.recorder.as_mut(), self.t_start) {
+            // One clock read per round trip, as perftest: a round trip is the
+            // time between the starts of two consecutive iterations.
+            let now = Instant::now();
+            recorder.record(t_start, now);
+            self.t_start = Some(now);
+        }
+        counters.add(res.params.effective_message_size(), 1);
+        (self.i, self.posted, self.spins) = (self.i + 1, false, 0);
+        self.clock = StallClock::new(self.w.stall);
+        Ok(Turn::Again)
+    }
+
+    /// Sends this round trip's message where it is this side's turn, and
+    /// whether the round trip is over (the responder: answered).
+    fn answered(&mut self, res: &FlowResources, q: &mut QpSlot, cq: &mut Cq) -> Result<bool, RdmaError> {
+        let v = (self.i % 255 + 1) as u8;
+        let initiator = matches!(self.part, Part::WriteInitiator | Part::SendInitiator | Part::OneSided);
+        if initiator && !self.posted {
+            if self.part == Part::WriteInitiator {
+                q.qp.set_last_payload_byte(&self.spec, v);
+            }
+            self.post(res, q)?;
+            (self.posted, self.limit) = (true, self.w.sends_in_flight);
+        }
+        Ok(match self.part {
+            Part::WriteInitiator => q.qp.arena().read_u8(self.recv_last) == v,
+            Part::WriteResponder => {
+                let came = q.qp.arena().read_u8(self.recv_last) == v;
+                if came {
+                    q.qp.set_last_payload_byte(&self.spec, v);
+                    self.post(res, q)?;
+                }
+                came
+            }
+            Part::SendInitiator | Part::SendResponder => {
+                let came = self.receive(res, cq)?;
+                if came {
+                    repost(res, q)?;
+                    if self.part == Part::SendResponder {
+                        self.post(res, q)?;
+                    }
+                }
+                came
+            }
+            Part::OneSided => {
+                self.w.reap(res, cq)?;
+                self.w.sends_in_flight < self.limit
+            }
+            Part::Target => false,
+        })
+    }
+
+    fn post(&mut self, res: &FlowResources, q: &mut QpSlot) -> Result<(), RdmaError> {
+        post_one(res, q, &self.spec)?;
+        self.w.sends_in_flight += 1;
+        Ok(())
+    }
+
+    /// A receive came (busy: one poll; event mode: armed first when none).
+    fn receive(&mut self, res: &FlowResources, cq: &mut Cq) -> Result<bool, RdmaError> {
+        self.w.reap(res, cq)?;
+        if self.w.take_recv() {
+            return Ok(true);
+        }
+        if !cq.is_event_driven() {
+            return Ok(false);
+        }
+        // Armed, then polled once more: a receive that landed before the
+        // arm is taken now, any later one wakes the channel.
+        cq.arm().map_err(|e| poll_err(res, e))?;
+        self.armed = true;
+        self.w.reap(res, cq)?;
+        Ok(self.w.take_recv())
+    }
+
+    /// Not yet: looks at the CQ and the stall clock every few steps (event
+    /// mode: waits on the channel), armed once the peer has been heard.
+    fn waiting(&mut self, res: &FlowResources, cq: &mut Cq, qp: usize, what: &'static str) -> Result<Turn, RdmaError> {
+        self.spins = self.spins.wrapping_add(1);
+        let event = self.armed;
+        if event || self.spins.is_multiple_of(CHECK_EVERY) {
+            self.w.reap(res, cq)?;
+            // A responder waits as long as it must for the first message.
+            let armed = self.i > 0 || matches!(self.part, Part::WriteInitiator | Part::SendInitiator | Part::OneSided);
+            if armed && self.clock.expired() {
+                return Err(self.w.stalled(res, qp, &self.clock, what));
+            }
+        }
+        if matches!(self.part, Part::WriteInitiator | Part::WriteResponder) {
+            // Watching memory the NIC writes: as perftest's loop does.
+            std::hint::spin_loop();
+        }
+        Ok(match event {
+            true => Turn::Wait(Some(Instant::now() + EVENT_NAP)),
+            false => Turn::Again,
+        })
+    }
+
+    fn drain(&mut self, res: &FlowResources, cq: &mut Cq) -> Turn {
+        let until = *self.drain_until.get_or_insert_with(|| Instant::now() + DRAIN);
+        if self.w.sends_in_flight == 0 || Instant::now() >= until || self.w.reap(res, cq).is_err() {
+            return Turn::Done(Ok(()));
+        }
+        Turn::Again
+    }
+}
+
 pub(super) fn post_one(res: &FlowResources, q: &mut QpSlot, spec: &SendSpec) -> Result<(), RdmaError> {
     let index = q.index;
     q.qp.post_sends(spec, 1, |_| (wr_id(index, 1), true)).map_err(|e| RdmaError::Post {
@@ -200,116 +324,6 @@ pub(super) fn post_one(res: &FlowResources, q: &mut QpSlot, spec: &SendSpec) -> 
         what: "latency WR",
         reason: e.to_string(),
     })
-}
-
-/// Runs the latency loop of one side (single QP, single shard).
-pub(crate) fn run(
-    res: &FlowResources,
-    shard: &mut Shard,
-    counters: &FlowCounters,
-    stop: &AtomicBool,
-) -> Result<LatencyResult, RdmaError> {
-    let p = &res.params;
-    let msg = p.effective_message_size();
-    let iterations = p.knobs.iterations;
-    let Shard { qps, cq } = shard;
-    let q = &mut qps[0];
-    let one_sided = p.op == Op::Read || p.op.is_atomic();
-    let spec = probe_spec(res, q);
-    let recv_last = q.local_off + msg as usize - 1;
-    let mut w = Waiter::new(res, stop);
-    let depth = p.knobs.tx_depth.max(1);
-    let initiator = res.side == Side::Sender;
-    let mut recorder = initiator.then(|| Recorder::new(res.latency_window));
-    let (mut messages, mut bytes) = (0u64, 0u64);
-    let mut i: u64 = 0;
-    let qi = q.index;
-
-    if one_sided && !initiator {
-        // ib_read_lat's / ib_atomic_lat's server: passive until stopped.
-        while !stop.load(Relaxed) {
-            std::thread::sleep(PASSIVE_NAP);
-        }
-        return Ok(LatencyResult { round_trips: None, messages, bytes });
-    }
-
-    let mut t_start = Instant::now();
-    while iterations.is_none_or(|n| i < n) && !stop.load(Relaxed) {
-        let v = (i % 255 + 1) as u8;
-        if w.sends_in_flight >= depth
-            && matches!(w.sends_below(cq, qi, depth, "waiting for send completions")?, Wake::Stopped)
-        {
-            break;
-        }
-        let wake = match (p.op, initiator) {
-            (Op::Write, true) => {
-                q.qp.set_last_payload_byte(&spec, v);
-                post_one(res, q, &spec)?;
-                w.sends_in_flight += 1;
-                let arena = q.qp.arena();
-                w.spin_until(cq, qi, true, "waiting for the peer's write", || arena.read_u8(recv_last) == v)?
-            }
-            (Op::Write, false) => {
-                let arena = q.qp.arena();
-                let wake =
-                    w.spin_until(cq, qi, i > 0, "waiting for the peer's write", || arena.read_u8(recv_last) == v)?;
-                if let Wake::Ready = wake {
-                    q.qp.set_last_payload_byte(&spec, v);
-                    post_one(res, q, &spec)?;
-                    w.sends_in_flight += 1;
-                }
-                wake
-            }
-            (Op::Send, true) => {
-                post_one(res, q, &spec)?;
-                w.sends_in_flight += 1;
-                let wake = w.wait_recv(cq, qi, true)?;
-                if let Wake::Ready = wake {
-                    repost(res, q)?;
-                }
-                wake
-            }
-            (Op::Send, false) => {
-                let wake = w.wait_recv(cq, qi, i > 0)?;
-                if let Wake::Ready = wake {
-                    repost(res, q)?;
-                    post_one(res, q, &spec)?;
-                    w.sends_in_flight += 1;
-                }
-                wake
-            }
-            (_, _) => {
-                // Read or atomic, initiator: one in flight, wait for its completion.
-                post_one(res, q, &spec)?;
-                w.sends_in_flight += 1;
-                let limit = w.sends_in_flight;
-                w.sends_below(cq, qi, limit, "waiting for the read's or atomic's completion")?
-            }
-        };
-        if let Wake::Stopped = wake {
-            break;
-        }
-        if let Some(recorder) = recorder.as_mut() {
-            // One clock read per iteration, as perftest: a round trip is the
-            // time between the starts of two consecutive iterations.
-            let now = Instant::now();
-            recorder.record(t_start, now);
-            t_start = now;
-        }
-        messages += 1;
-        bytes += msg;
-        counters.messages.fetch_add(1, Relaxed);
-        counters.bytes.fetch_add(msg, Relaxed);
-        i += 1;
-    }
-    // Reap what is still in flight, briefly (teardown errors are noise).
-    let deadline = Instant::now() + Duration::from_millis(100);
-    while w.sends_in_flight > 0 && Instant::now() < deadline {
-        if w.reap(cq).is_err() {
-            break;
-        }
-    }
-    Ok(LatencyResult { round_trips: recorder.map(Recorder::into_histogram), messages, bytes })
 }
 
 /// The WR of one latency message on `q`.

@@ -3,93 +3,126 @@
 //! echo from the moment its probe was scheduled, so a stall counts in every
 //! probe it delays (no coordinated omission; see `tcp::latency`).
 //!
-//! The target is the ping-pong responder (`latency::run`): it echoes every
+//! The target is the ping-pong responder (`latency`): it echoes every
 //! message it receives. An RC QP delivers in order, so the k-th echo answers
 //! the k-th probe, and the initiator draws the schedule a second time to know
 //! when that probe was due: no timestamps travel.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use super::connect::{FlowResources, Shard};
 use super::error::RdmaError;
-use super::latency::{post_one, probe_spec, repost, LatencyResult, StallClock, Waiter};
-use crate::histogram::Recorder;
-use crate::transport::pace::ProbePlan;
+use super::ffi::SendSpec;
+use super::latency::{post_one, probe_spec, repost, StallClock, Waiter};
+use crate::histogram::{Histogram, Recorder};
+use crate::transport::pace::{ProbePlan, Schedule};
+use crate::transport::task::Turn;
 use crate::transport::FlowCounters;
 
 /// How long the echoes of probes in flight may take after the stop.
 const DRAIN_LIMIT: Duration = Duration::from_millis(200);
-/// With nothing in flight, the initiator sleeps until this long before the
+/// With nothing in flight, the initiator waits until this long before the
 /// next probe is due, then spins (a sleep overshoots by tens of µs).
 const SPIN_BEFORE_DUE: Duration = Duration::from_micros(500);
-/// Longest single sleep, so a stop is seen promptly.
-const NAP: Duration = Duration::from_millis(10);
 
-/// Sends probes on `plan` from the initiator until `stop`, then waits for the
-/// echoes still in flight (up to `DRAIN_LIMIT`).
-pub(crate) fn run(
-    res: &FlowResources,
-    shard: &mut Shard,
-    counters: &FlowCounters,
-    stop: &AtomicBool,
-    plan: ProbePlan,
-) -> Result<LatencyResult, RdmaError> {
-    let p = &res.params;
-    let msg = p.effective_message_size();
-    let Shard { qps, cq } = shard;
-    let q = &mut qps[0];
-    let spec = probe_spec(res, q);
-    let mut w = Waiter::new(res, stop);
-    // Probes in flight: no more than either end has receives posted (more
-    // would meet receiver-not-ready), nor than the send queue holds. A probe
-    // held back by this limit is late, and its lateness is measured.
-    let in_flight_limit = u64::from(p.knobs.tx_depth.min(p.knobs.rx_depth).max(1));
-    let mut sending = plan.schedule();
-    let mut answered = plan.schedule();
-    let mut recorder = Recorder::new(res.latency_window);
-    let mut due = sending.advance();
-    let (mut sent, mut echoed) = (0u64, 0u64);
-    let mut clock = StallClock::new(w.stall);
-    let mut drain_until: Option<Instant> = None;
-    loop {
-        w.reap(cq)?;
-        if w.recvs_ready > 0 {
+/// The initiator of open-loop probes, from its first step.
+pub(super) struct Prober {
+    per_s: f64,
+    poisson_seed: Option<u64>,
+    spec: SendSpec,
+    /// The send times, drawn twice: when each probe goes, when each was due.
+    schedules: Option<(Schedule, Schedule)>,
+    due: Option<Instant>,
+    recorder: Recorder,
+    /// Probes in flight: no more than either end has receives posted (more
+    /// would meet receiver-not-ready), nor than the send queue holds. A
+    /// probe held back by this limit is late, and its lateness is measured.
+    in_flight_limit: u64,
+    sent: u64,
+    echoed: u64,
+    w: Waiter,
+    clock: StallClock,
+    drain_until: Option<Instant>,
+}
+
+impl Prober {
+    pub(super) fn new(res: &FlowResources, shard: &Shard, per_s: f64) -> Prober {
+        let p = &res.params;
+        let w = Waiter::new(res);
+        Prober {
+            per_s,
+            poisson_seed: res.poisson_seed,
+            spec: probe_spec(res, &shard.qps[0]),
+            schedules: None,
+            due: None,
+            recorder: Recorder::new(res.latency_window),
+            in_flight_limit: u64::from(p.knobs.tx_depth.min(p.knobs.rx_depth).max(1)),
+            sent: 0,
+            echoed: 0,
+            clock: StallClock::new(w.stall),
+            w,
+            drain_until: None,
+        }
+    }
+
+    pub(super) fn round_trips(self) -> Option<Histogram> {
+        Some(self.recorder.into_histogram())
+    }
+
+    /// One step: take the echoes that came, post the probe that is due;
+    /// after `stop`, wait for the echoes in flight (up to `DRAIN_LIMIT`).
+    pub(super) fn step(
+        &mut self,
+        res: &FlowResources,
+        shard: &mut Shard,
+        counters: &FlowCounters,
+        stop: bool,
+    ) -> Result<Turn, RdmaError> {
+        let Shard { qps, cq } = shard;
+        let q = &mut qps[0];
+        let (sending, answered) = self.schedules.get_or_insert_with(|| {
+            let plan = ProbePlan { start: Instant::now(), per_s: self.per_s, poisson_seed: self.poisson_seed };
+            (plan.schedule(), plan.schedule())
+        });
+        let due = *self.due.get_or_insert_with(|| sending.advance());
+        self.w.reap(res, cq)?;
+        if self.w.recvs_ready > 0 {
             let back = Instant::now();
-            for _ in 0..w.recvs_ready {
-                recorder.record_scheduled(answered.advance(), back);
+            for _ in 0..self.w.recvs_ready {
+                self.recorder.record_scheduled(answered.advance(), back);
                 repost(res, q)?;
             }
-            let n = u64::from(std::mem::take(&mut w.recvs_ready));
-            echoed += n;
-            counters.messages.fetch_add(n, Relaxed);
-            counters.bytes.fetch_add(n * msg, Relaxed);
-            clock = StallClock::new(w.stall);
+            let n = u64::from(std::mem::take(&mut self.w.recvs_ready));
+            self.echoed += n;
+            counters.add(n * res.params.effective_message_size(), n);
+            self.clock = StallClock::new(self.w.stall);
         }
         let now = Instant::now();
-        match drain_until {
-            Some(until) if echoed == sent || now >= until => break,
+        match self.drain_until {
+            Some(until) if self.echoed == self.sent || now >= until => return Ok(Turn::Done(Ok(()))),
             Some(_) => {}
-            None if stop.load(Relaxed) => drain_until = Some(now + DRAIN_LIMIT),
-            None if now >= due && sent - echoed < in_flight_limit && w.sends_in_flight < p.knobs.tx_depth => {
-                post_one(res, q, &spec)?;
-                w.sends_in_flight += 1;
-                sent += 1;
-                due = sending.advance();
-                continue;
+            None if stop => self.drain_until = Some(now + DRAIN_LIMIT),
+            None if now >= due
+                && self.sent - self.echoed < self.in_flight_limit
+                && self.w.sends_in_flight < res.params.knobs.tx_depth =>
+            {
+                post_one(res, q, &self.spec)?;
+                self.w.sends_in_flight += 1;
+                self.sent += 1;
+                self.due = Some(sending.advance());
+                return Ok(Turn::Again);
             }
             None => {}
         }
-        if sent > echoed {
-            if drain_until.is_none() && clock.expired() {
-                return Err(w.stalled(q.index, &clock, "waiting for the echo of an open-loop probe"));
+        if self.sent > self.echoed {
+            if self.drain_until.is_none() && self.clock.expired() {
+                return Err(self.w.stalled(res, q.index, &self.clock, "waiting for the echo of an open-loop probe"));
             }
-        } else if let Some(idle) = due.checked_duration_since(now).filter(|idle| *idle > SPIN_BEFORE_DUE) {
-            // Nothing in flight and the next probe far off: sleep, but wake
+        } else if due.checked_duration_since(now).is_some_and(|idle| idle > SPIN_BEFORE_DUE) {
+            // Nothing in flight and the next probe far off: wait, but wake
             // early enough to post it on time.
-            std::thread::sleep((idle - SPIN_BEFORE_DUE).min(NAP));
+            return Ok(Turn::Wait(Some(due - SPIN_BEFORE_DUE)));
         }
-        std::hint::spin_loop();
+        Ok(Turn::Again)
     }
-    Ok(LatencyResult { round_trips: Some(recorder.into_histogram()), messages: echoed, bytes: echoed * msg })
 }

@@ -262,6 +262,7 @@ impl Arena {
         }
     }
     /// Reads an 8-byte word (atomics targets/results); `off` must be 8-aligned.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn read_u64(&self, off: usize) -> u64 {
         self.cpu_check(off, 8);
         assert!(off.is_multiple_of(8), "unaligned u64 at {off}");

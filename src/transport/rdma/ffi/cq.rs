@@ -46,6 +46,12 @@ impl Cq {
         &self.cq
     }
 
+    /// Whether it takes a batch of completions per poll (not one).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn batched(&self) -> bool {
+        self.batched
+    }
+
     pub(crate) fn is_event_driven(&self) -> bool {
         self.channel.is_some()
     }
@@ -119,16 +125,16 @@ impl Cq {
         Ok(true)
     }
 
-    /// Event mode, nothing to do: arm, poll once more (a completion may have
-    /// landed before the arm), else sleep on the channel up to `timeout_ms`.
-    /// Returns the completions taken (0 after a wait; poll again then).
-    pub(crate) fn idle_wait(&mut self, out: &mut [Wc], timeout_ms: i32) -> io::Result<usize> {
-        self.arm()?;
-        let n = self.poll(out)?;
-        if n == 0 {
-            self.wait_event(timeout_ms)?;
-        }
-        Ok(n)
+    /// Event mode: takes every event waiting on the channel, without
+    /// blocking (an engine woke for them).
+    pub(crate) fn take_events(&mut self) -> io::Result<()> {
+        while self.wait_event(0)? {}
+        Ok(())
+    }
+
+    /// The completion channel's fd (event mode), for an engine's poll.
+    pub(crate) fn channel_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.channel.as_ref().map(|ch| ch.as_raw_fd())
     }
 
     fn ack(&mut self) {
