@@ -15,10 +15,10 @@ use super::connect::{wr_id, FlowResources, QpSlot, Shard, WR_RECV};
 use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc};
 use super::stream::{poll_err, wc_error, wr_kind, EVENT_NAP};
+use super::task::Step;
 use crate::histogram::{Histogram, Recorder};
 use crate::scenario::Op;
 use crate::transport::task::Turn;
-use crate::transport::FlowCounters;
 use crate::transport::Side;
 
 /// Steps of a wait between looks at the CQ and the stall clock.
@@ -175,13 +175,7 @@ impl PingPong {
     /// One step: one look at what the round trip waits on, and the next
     /// message when it came; after `stop` or the last iteration, the WRs
     /// still in flight are reaped briefly (teardown errors are noise).
-    pub(super) fn step(
-        &mut self,
-        res: &FlowResources,
-        shard: &mut Shard,
-        counters: &FlowCounters,
-        stop: bool,
-    ) -> Result<Turn, RdmaError> {
+    pub(super) fn step(&mut self, Step { res, shard, counters }: Step, stop: bool) -> Result<Turn, RdmaError> {
         let Shard { qps, cq } = shard;
         if self.part == Part::Target {
             return Ok(if stop { Turn::Done(Ok(())) } else { Turn::Wait(None) });

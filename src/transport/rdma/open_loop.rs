@@ -14,10 +14,10 @@ use super::connect::{FlowResources, Shard};
 use super::error::RdmaError;
 use super::ffi::SendSpec;
 use super::latency::{post_one, probe_spec, repost, StallClock, Waiter};
+use super::task::Step;
 use crate::histogram::{Histogram, Recorder};
 use crate::transport::pace::{ProbePlan, Schedule};
 use crate::transport::task::Turn;
-use crate::transport::FlowCounters;
 
 /// How long the echoes of probes in flight may take after the stop.
 const DRAIN_LIMIT: Duration = Duration::from_millis(200);
@@ -71,13 +71,7 @@ impl Prober {
 
     /// One step: take the echoes that came, post the probe that is due;
     /// after `stop`, wait for the echoes in flight (up to `DRAIN_LIMIT`).
-    pub(super) fn step(
-        &mut self,
-        res: &FlowResources,
-        shard: &mut Shard,
-        counters: &FlowCounters,
-        stop: bool,
-    ) -> Result<Turn, RdmaError> {
+    pub(super) fn step(&mut self, Step { res, shard, counters }: Step, stop: bool) -> Result<Turn, RdmaError> {
         let Shard { qps, cq } = shard;
         let q = &mut qps[0];
         let (sending, answered) = self.schedules.get_or_insert_with(|| {

@@ -9,6 +9,7 @@ use super::connect::{wr_qp, FlowResources, Shard};
 use super::error::RdmaError;
 use super::ffi::Wc;
 use super::stream::{poll_err, positions, wc_error, EVENT_NAP};
+use super::task::Step;
 use super::validate::SlotCheck;
 use crate::scenario::rdma::{Connection, UD_GRH};
 use crate::scenario::Op;
@@ -43,13 +44,7 @@ impl Receiver {
     }
 
     /// One step: poll the CQ once, check and post again what completed.
-    pub(super) fn step(
-        &mut self,
-        res: &FlowResources,
-        shard: &mut Shard,
-        counters: &FlowCounters,
-        stop: bool,
-    ) -> Result<Turn, RdmaError> {
+    pub(super) fn step(&mut self, Step { res, shard, counters }: Step, stop: bool) -> Result<Turn, RdmaError> {
         if stop {
             return Ok(Turn::Done(Ok(())));
         }
@@ -125,12 +120,7 @@ impl Receiver {
 
 /// The passive end of one-sided ops: nothing to do until the stop; then,
 /// where the flow validates writes, what the last writes left in each slot.
-pub(super) fn passive_step(
-    res: &FlowResources,
-    shard: &Shard,
-    counters: &FlowCounters,
-    stop: bool,
-) -> Result<Turn, RdmaError> {
+pub(super) fn passive_step(Step { res, shard, counters }: Step, stop: bool) -> Result<Turn, RdmaError> {
     if !stop {
         return Ok(Turn::Wait(None));
     }

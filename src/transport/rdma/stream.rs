@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, WR_RECV};
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
+use super::task::Step;
 use super::validate::SlotCheck;
 use crate::scenario::rdma::CMP_SWAP_VALUE;
 use crate::scenario::Op;
@@ -132,13 +133,7 @@ impl Sender {
 
     /// One step: post what the queues allow, poll the CQ once; after
     /// `stop` (or the last iteration), drain the signaled WRs in flight.
-    pub(super) fn step(
-        &mut self,
-        res: &FlowResources,
-        shard: &mut Shard,
-        counters: &FlowCounters,
-        stop: bool,
-    ) -> Result<Turn, RdmaError> {
+    pub(super) fn step(&mut self, Step { res, shard, counters }: Step, stop: bool) -> Result<Turn, RdmaError> {
         if std::mem::take(&mut self.armed) {
             shard.cq.take_events().map_err(|e| poll_err(res, e))?;
         }

@@ -21,6 +21,14 @@ use crate::scenario::Mode;
 use crate::transport::task::{FlowTask, Turn};
 use crate::transport::{FlowCounters, Side};
 
+/// What one step of a shard's work works on: the flow's resources, the
+/// shard (its QPs and CQ) and the lane's counters.
+pub(super) struct Step<'a> {
+    pub res: &'a FlowResources,
+    pub shard: &'a mut Shard,
+    pub counters: &'a FlowCounters,
+}
+
 /// What a shard does on its side of the flow.
 enum Work {
     Send(Sender),
@@ -85,13 +93,13 @@ impl ConnectedFlow {
 impl ShardTask {
     /// One step of its work; an error ends it (`Turn::Done` is then `Ok`).
     pub(super) fn turn(&mut self, stop: bool) -> Result<Turn, RdmaError> {
-        let (res, shard, counters) = (&*self.res, &mut self.shard, &*self.counters);
+        let on = Step { res: &self.res, shard: &mut self.shard, counters: &self.counters };
         match &mut self.work {
-            Work::Send(sender) => sender.step(res, shard, counters, stop),
-            Work::Receive(receiver) => receiver.step(res, shard, counters, stop),
-            Work::Passive => passive_step(res, shard, counters, stop),
-            Work::PingPong(ping_pong) => ping_pong.step(res, shard, counters, stop),
-            Work::Probe(prober) => prober.step(res, shard, counters, stop),
+            Work::Send(sender) => sender.step(on, stop),
+            Work::Receive(receiver) => receiver.step(on, stop),
+            Work::Passive => passive_step(on, stop),
+            Work::PingPong(ping_pong) => ping_pong.step(on, stop),
+            Work::Probe(prober) => prober.step(on, stop),
         }
     }
 
