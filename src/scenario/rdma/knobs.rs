@@ -34,7 +34,7 @@ impl Connection {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CompletionMode {
-    /// Spin on the CQ (perftest's default; pegs one core per thread).
+    /// Spin on the CQ (perftest's default; pegs the engine's core).
     #[default]
     Busy,
     /// Sleep on the completion channel when the CQ is empty (perftest `-e`).
@@ -110,7 +110,9 @@ pub struct RdmaKnobs {
     pub port: Option<u8>,
     /// GID index; None = perftest's choice (RoCE v2 + IPv4 first).
     pub gid_index: Option<u32>,
-    /// Threads the QPs of this flow are sharded over (each with its own CQ).
+    /// Shards the QPs of this flow are split over, each with its own CQ and
+    /// a lane of its own on the rank's engines: where the rank has as many
+    /// cores, each shard runs on an engine (a thread) of its own.
     pub threads: u32,
     /// A flow that sees no completion for this long while work is outstanding fails.
     pub stall_timeout_ms: u64,

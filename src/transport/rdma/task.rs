@@ -41,7 +41,7 @@ enum Work {
     Probe(Box<Prober>),
 }
 
-/// One shard of a bandwidth flow, run by an engine.
+/// One shard of a flow, run by an engine.
 pub(super) struct ShardTask {
     // Drop order: the shard's QPs and CQ before the flow's resources.
     pub(super) shard: Shard,
