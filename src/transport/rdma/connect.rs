@@ -20,7 +20,7 @@ use super::ud;
 use crate::scenario::rdma::{Connection, PollStrategy, RdmaParams, UD_GRH};
 use crate::scenario::{Mode, Op};
 use crate::transport::validation::FlowNumber;
-use crate::transport::Side;
+use crate::transport::{FlowCounters, Side};
 
 /// perftest's RC timers: local ACK timeout 4.096 µs · 2^14 ≈ 67 ms, 7 retries,
 /// infinite RNR retries with a 0.64 ms RNR timer.
@@ -58,6 +58,14 @@ pub(crate) struct Shard {
     // Drop order: QPs before their CQ.
     pub qps: Vec<QpSlot>,
     pub cq: Cq,
+}
+
+/// What one step of a shard's work (`task`) works on: the flow's resources, the
+/// shard (its QPs and CQ) and the lane's counters.
+pub(super) struct Step<'a> {
+    pub res: &'a FlowResources,
+    pub shard: &'a mut Shard,
+    pub counters: &'a FlowCounters,
 }
 
 /// Everything a flow owns, shared by the prepared and connected states.

@@ -11,11 +11,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::connect::{wr_id, FlowResources, QpSlot, Shard, WR_RECV};
+use super::connect::{wr_id, FlowResources, QpSlot, Shard, Step, WR_RECV};
 use super::error::RdmaError;
 use super::ffi::{Cq, SendSpec, Wc};
 use super::stream::{poll_err, wc_error, wr_kind, EVENT_NAP};
-use super::task::Step;
 use crate::histogram::{Histogram, Recorder};
 use crate::scenario::Op;
 use crate::transport::task::Turn;

@@ -10,11 +10,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::connect::{FlowResources, Shard};
+use super::connect::{FlowResources, Shard, Step};
 use super::error::RdmaError;
 use super::ffi::SendSpec;
 use super::latency::{post_one, probe_spec, repost, StallClock, Waiter};
-use super::task::Step;
 use crate::histogram::{Histogram, Recorder};
 use crate::transport::pace::{ProbePlan, Schedule};
 use crate::transport::task::Turn;
@@ -112,9 +111,11 @@ impl Prober {
             if self.drain_until.is_none() && self.clock.expired() {
                 return Err(self.w.stalled(res, q.index, &self.clock, "waiting for the echo of an open-loop probe"));
             }
-        } else if due.checked_duration_since(now).is_some_and(|idle| idle > SPIN_BEFORE_DUE) {
+        } else if self.drain_until.is_none()
+            && due.checked_duration_since(now).is_some_and(|idle| idle > SPIN_BEFORE_DUE)
+        {
             // Nothing in flight and the next probe far off: wait, but wake
-            // early enough to post it on time.
+            // early enough to post it on time (stopped, no probe is due).
             return Ok(Turn::Wait(Some(due - SPIN_BEFORE_DUE)));
         }
         Ok(Turn::Again)

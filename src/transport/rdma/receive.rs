@@ -5,11 +5,10 @@
 
 use std::time::Instant;
 
-use super::connect::{wr_qp, FlowResources, Shard};
+use super::connect::{wr_qp, FlowResources, Shard, Step};
 use super::error::RdmaError;
 use super::ffi::Wc;
 use super::stream::{poll_err, positions, wc_error, EVENT_NAP};
-use super::task::Step;
 use super::validate::SlotCheck;
 use crate::scenario::rdma::{Connection, UD_GRH};
 use crate::scenario::Op;

@@ -6,10 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, WR_RECV};
+use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, Step, WR_RECV};
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
-use super::task::Step;
 use super::validate::SlotCheck;
 use crate::scenario::rdma::CMP_SWAP_VALUE;
 use crate::scenario::Op;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
-use super::connect::{ConnectedFlow, FlowResources, Shard};
+use super::connect::{ConnectedFlow, FlowResources, Shard, Step};
 use super::error::RdmaError;
 use super::latency::PingPong;
 use super::open_loop::Prober;
@@ -20,14 +20,6 @@ use crate::histogram::Histogram;
 use crate::scenario::Mode;
 use crate::transport::task::{FlowTask, Turn};
 use crate::transport::{FlowCounters, Side};
-
-/// What one step of a shard's work works on: the flow's resources, the
-/// shard (its QPs and CQ) and the lane's counters.
-pub(super) struct Step<'a> {
-    pub res: &'a FlowResources,
-    pub shard: &'a mut Shard,
-    pub counters: &'a FlowCounters,
-}
 
 /// What a shard does on its side of the flow.
 enum Work {
