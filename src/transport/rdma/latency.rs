@@ -107,8 +107,13 @@ enum Part {
     SendResponder,
     /// Reads (or an atomic), then waits for its completion.
     OneSided,
-    /// The target of reads and atomics: its CPU takes no part.
-    Target,
+}
+
+impl Part {
+    /// Whether it sends first (and times the round trip).
+    fn initiates(self) -> bool {
+        matches!(self, Part::WriteInitiator | Part::SendInitiator | Part::OneSided)
+    }
 }
 
 /// One side of a latency ping-pong (single QP, single shard).
@@ -135,7 +140,9 @@ pub(super) struct PingPong {
 }
 
 impl PingPong {
-    pub(super) fn new(res: &FlowResources, shard: &Shard) -> PingPong {
+    /// The side of `res` in its ping-pong; `None` for the target of reads
+    /// and atomics, whose CPU takes no part (it only waits for the stop).
+    pub(super) fn new(res: &FlowResources, shard: &Shard) -> Option<PingPong> {
         let p = &res.params;
         let q = &shard.qps[0];
         let initiator = res.side == Side::Sender;
@@ -145,10 +152,10 @@ impl PingPong {
             (Op::Send, true) => Part::SendInitiator,
             (Op::Send, false) => Part::SendResponder,
             (_, true) => Part::OneSided,
-            (_, false) => Part::Target,
+            (_, false) => return None,
         };
         let w = Waiter::new(res);
-        PingPong {
+        Some(PingPong {
             part,
             spec: probe_spec(res, q),
             recv_last: q.local_off + p.effective_message_size() as usize - 1,
@@ -163,7 +170,7 @@ impl PingPong {
             spins: 0,
             drain_until: None,
             armed: false,
-        }
+        })
     }
 
     /// The round trips it recorded (the initiator's).
@@ -176,9 +183,6 @@ impl PingPong {
     /// still in flight are reaped briefly (teardown errors are noise).
     pub(super) fn step(&mut self, Step { res, shard, counters }: Step, stop: bool) -> Result<Turn, RdmaError> {
         let Shard { qps, cq } = shard;
-        if self.part == Part::Target {
-            return Ok(if stop { Turn::Done(Ok(())) } else { Turn::Wait(None) });
-        }
         if std::mem::take(&mut self.armed) {
             cq.take_events().map_err(|e| poll_err(res, e))?;
         }
@@ -218,8 +222,7 @@ impl PingPong {
     /// whether the round trip is over (the responder: answered).
     fn answered(&mut self, res: &FlowResources, q: &mut QpSlot, cq: &mut Cq) -> Result<bool, RdmaError> {
         let v = (self.i % 255 + 1) as u8;
-        let initiator = matches!(self.part, Part::WriteInitiator | Part::SendInitiator | Part::OneSided);
-        if initiator && !self.posted {
+        if self.part.initiates() && !self.posted {
             if self.part == Part::WriteInitiator {
                 q.qp.set_last_payload_byte(&self.spec, v);
             }
@@ -250,7 +253,6 @@ impl PingPong {
                 self.w.reap(res, cq)?;
                 self.w.sends_in_flight < self.limit
             }
-            Part::Target => false,
         })
     }
 
@@ -285,7 +287,7 @@ impl PingPong {
         if event || self.spins.is_multiple_of(CHECK_EVERY) {
             self.w.reap(res, cq)?;
             // A responder waits as long as it must for the first message.
-            let armed = self.i > 0 || matches!(self.part, Part::WriteInitiator | Part::SendInitiator | Part::OneSided);
+            let armed = self.i > 0 || self.part.initiates();
             if armed && self.clock.expired() {
                 return Err(self.w.stalled(res, qp, &self.clock, what));
             }

@@ -148,8 +148,8 @@ impl Sender {
         }
         let posted_any = self.post(res, shard)?;
         let mut n = shard.cq.poll(&mut self.wcs).map_err(|e| poll_err(res, e))?;
-        let in_flight = self.in_flight();
-        if n == 0 && !posted_any && shard.cq.is_event_driven() && in_flight {
+        // Whether WRs are in flight is asked only of a step that found nothing.
+        if n == 0 && !posted_any && shard.cq.is_event_driven() && self.in_flight() {
             // Armed, then polled once more: a completion that landed before
             // the arm is taken now, any later one wakes the channel.
             shard.cq.arm().map_err(|e| poll_err(res, e))?;
@@ -167,6 +167,7 @@ impl Sender {
         if posted_any {
             return Ok(Turn::Again);
         }
+        let in_flight = self.in_flight();
         self.idle(res, shard, in_flight)
     }
 

@@ -25,7 +25,7 @@ use crate::transport::{FlowCounters, Side};
 enum Work {
     Send(Sender),
     Receive(Receiver),
-    /// The target of one-sided ops.
+    /// The target of one-sided ops (bandwidth or latency).
     Passive,
     /// Latency: one side of a ping-pong.
     PingPong(PingPong),
@@ -60,16 +60,13 @@ impl ConnectedFlow {
         shards
             .into_iter()
             .map(|shard| {
-                let work = match (res.side, latency) {
+                let work = match (res.side, latency, res.pace) {
                     // Open loop: the flow's rate is its probes' (latency has one shard).
-                    (Side::Sender, true) => match res.pace {
-                        Some(per_s) => Work::Probe(Box::new(Prober::new(&res, &shard, per_s))),
-                        None => Work::PingPong(PingPong::new(&res, &shard)),
-                    },
-                    (Side::Receiver, true) => Work::PingPong(PingPong::new(&res, &shard)),
-                    (Side::Sender, false) => Work::Send(Sender::new(&res, &shard, pace)),
-                    (Side::Receiver, false) if one_sided => Work::Passive,
-                    (Side::Receiver, false) => Work::Receive(Receiver::new(&res, &shard)),
+                    (Side::Sender, true, Some(per_s)) => Work::Probe(Box::new(Prober::new(&res, &shard, per_s))),
+                    (_, true, _) => PingPong::new(&res, &shard).map_or(Work::Passive, Work::PingPong),
+                    (Side::Sender, false, _) => Work::Send(Sender::new(&res, &shard, pace)),
+                    (Side::Receiver, false, _) if one_sided => Work::Passive,
+                    (Side::Receiver, false, _) => Work::Receive(Receiver::new(&res, &shard)),
                 };
                 ShardTask { shard, work, counters: counters.clone(), res: res.clone() }
             })
