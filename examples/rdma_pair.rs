@@ -5,7 +5,8 @@
 //!
 //! rdma_pair OP MODE SIZE [SECONDS|xITERATIONS] [key=value...]
 //!   keys: qps, post_list, tx_depth, cq_mod, inline, event=1, threads;
-//!   bandwidth only: flows=N (N such flows), engines=E (their tasks over E engines at each end)
+//!   bandwidth only: flows=N (N such flows), engines=E (their tasks over E engines at each end),
+//!   shared=0 (each shard polls a CQ of its own; default: an engine's shards share one, as a worker's do)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,7 +39,7 @@ fn main() {
         }
     }
     // Bandwidth: `flows` such flows, their tasks spread over `engines` engines at each end.
-    let (mut flows, mut engines) = (1, 1);
+    let (mut flows, mut engines, mut shared) = (1, 1, true);
     for kv in a.iter().skip(5) {
         let (k, v) = kv.split_once('=').expect("key=value");
         let n: u32 = v.parse().expect("number");
@@ -52,10 +53,15 @@ fn main() {
             "event" => p.knobs.completion = if n == 1 { CompletionMode::Event } else { CompletionMode::Busy },
             "flows" => flows = n.max(1) as usize,
             "engines" => engines = n.max(1) as usize,
+            "shared" => shared = n == 1,
             _ => panic!("unknown key {k}"),
         }
     }
-    let pairs: Vec<_> = (0..if mode == Mode::Latency { 1 } else { flows }).map(|_| connected_pair(&p)).collect();
+    // As in a worker, a latency flow polls CQs of its own.
+    let mut pool = (shared && mode == Mode::Bandwidth).then(rdma::CqPool::default);
+    let count = if mode == Mode::Latency { 1 } else { flows };
+    // Flow k runs on engine k mod E at each end: its sender's shards poll CQ group 2(k mod E).
+    let pairs: Vec<_> = (0..count).map(|k| connected_pair(&p, pool.as_mut(), 2 * (k % engines) as u32)).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let (share, measure) = if op == Op::Read { (1.0, "round trip") } else { (0.5, "half round trip") };
     // Each end's tasks on engines of its own, as a worker runs them.
@@ -97,7 +103,7 @@ fn main() {
     }
     let (bytes, messages) = sc.read();
     println!(
-        "fabricbench {} bw {} B qps {} flows {flows} engines {engines}: {} msgs in {:.2} s = {:.3} Gb/s, {:.6} Mpps",
+        "fabricbench {} bw {} B qps {} flows {flows} engines {engines} shared {shared}: {} msgs in {:.2} s = {:.3} Gb/s, {:.6} Mpps",
         op.name(),
         bytes / messages.max(1),
         p.knobs.qps,
@@ -108,10 +114,25 @@ fn main() {
     );
 }
 
-/// A sender and a receiver of `p` over the local device, connected.
-fn connected_pair(p: &RdmaParams) -> (rdma::ConnectedFlow, rdma::ConnectedFlow) {
-    let s = rdma::prepare(p, Side::Sender).unwrap_or_else(|e| panic!("{e}"));
-    let r = rdma::prepare(p, Side::Receiver).unwrap_or_else(|e| panic!("{e}"));
+/// A sender and a receiver of `p` over the local device, connected; with
+/// a pool, the sender's shards on its CQ group `group`, the receiver's on
+/// `group + 1`.
+fn connected_pair(
+    p: &RdmaParams,
+    mut pool: Option<&mut rdma::CqPool>,
+    group: u32,
+) -> (rdma::ConnectedFlow, rdma::ConnectedFlow) {
+    let mut end = |side, group| {
+        let prepared = match pool.as_deref_mut() {
+            Some(pool) => {
+                let mut groups = |on: rdma::ShardsOn| vec![rdma::CqGroup(group); on.shards];
+                rdma::prepare_shared(p, side, rdma::Sharing { pool, groups: &mut groups })
+            }
+            None => rdma::prepare(p, side),
+        };
+        prepared.unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (s, r) = (end(Side::Sender, group), end(Side::Receiver, group + 1));
     let (se, re) = (s.endpoint(), r.endpoint());
     (s.connect(&re).unwrap_or_else(|e| panic!("{e}")), r.connect(&se).unwrap_or_else(|e| panic!("{e}")))
 }

@@ -150,8 +150,8 @@ pub struct PairArgs {
     /// With OP atomic: FETCH_AND_ADD (default) or CMP_AND_SWAP (perftest -A)
     #[arg(short = 'A', long = "atomic_type", alias = "atomic-type", value_enum, value_name = "TYPE")]
     pub atomic_type: Option<AtomicType>,
-    /// Shards the QPs are split over, each with its own CQ, run as lanes of
-    /// the engines (one thread per core used; perftest has one thread)
+    /// Shards the QPs are split over, run as lanes of the engines (one
+    /// thread per core used, sharing its CQ; perftest has one thread)
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
     #[command(flatten)]

@@ -65,4 +65,9 @@ pub trait FlowTask: Send {
     fn polls_itself(&self) -> bool {
         false
     }
+    /// The completion queue it shares with other tasks, if any: the tasks
+    /// of one poll group must run on one engine, which polls it for them.
+    fn poll_group(&self) -> Option<usize> {
+        None
+    }
 }

@@ -28,7 +28,8 @@ const UNPACED: f64 = 400e9 / 8.0;
 const LATENCY: f64 = 1e6 / 8.0;
 
 impl Load {
-    fn weight(self) -> f64 {
+    /// What it weighs against the others, in bytes per second.
+    pub fn weight(self) -> f64 {
         match self {
             Load::Bandwidth => UNPACED,
             Load::Paced { bytes_per_s } => bytes_per_s.clamp(0.0, UNPACED),
@@ -37,11 +38,18 @@ impl Load {
     }
 }
 
-/// One lane to place: its load and the cores it may run on (never empty).
+/// One lane to place (or several that must run together: its weight is
+/// theirs): its weight and the cores it may run on (never empty).
 #[derive(Clone, Debug)]
 pub struct LaneLoad {
-    pub load: Load,
+    pub weight: f64,
     pub cores: Vec<usize>,
+}
+
+impl LaneLoad {
+    pub fn new(load: Load, cores: Vec<usize>) -> LaneLoad {
+        LaneLoad { weight: load.weight(), cores }
+    }
 }
 
 /// The engines (their cores, ascending) and each lane's engine (an index
@@ -56,7 +64,7 @@ pub struct Assignment {
 pub fn assign(lanes: &[LaneLoad], rank: usize) -> Assignment {
     let mut order: Vec<usize> = (0..lanes.len()).collect();
     // Heaviest first; equal weights keep the lanes' order.
-    order.sort_by(|&a, &b| lanes[b].load.weight().total_cmp(&lanes[a].load.weight()).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| lanes[b].weight.total_cmp(&lanes[a].weight).then(a.cmp(&b)));
     let mut load: std::collections::BTreeMap<usize, (f64, usize)> = Default::default();
     let mut core_of = vec![0; lanes.len()];
     for k in order {
@@ -71,7 +79,7 @@ pub fn assign(lanes: &[LaneLoad], rank: usize) -> Assignment {
             .min_by(|((wa, na), ta, _), ((wb, nb), tb, _)| wa.total_cmp(wb).then(na.cmp(nb)).then(ta.cmp(tb)))
             .map_or(0, |(_, _, core)| core);
         let entry = load.entry(best).or_insert((0.0, 0));
-        *entry = (entry.0 + lane.load.weight(), entry.1 + 1);
+        *entry = (entry.0 + lane.weight, entry.1 + 1);
         core_of[k] = best;
     }
     let engines: Vec<usize> = load.into_keys().collect();
@@ -84,7 +92,7 @@ mod tests {
     use super::*;
 
     fn lanes(loads: &[Load], cores: &[usize]) -> Vec<LaneLoad> {
-        loads.iter().map(|&load| LaneLoad { load, cores: cores.to_vec() }).collect()
+        loads.iter().map(|&load| LaneLoad::new(load, cores.to_vec())).collect()
     }
 
     #[test]
@@ -130,7 +138,7 @@ mod tests {
     #[test]
     fn lanes_stay_on_their_own_cores_and_the_answer_is_deterministic() {
         let mut l = lanes(&[Load::Bandwidth; 4], &[0, 1]);
-        l.push(LaneLoad { load: Load::Bandwidth, cores: vec![3] });
+        l.push(LaneLoad::new(Load::Bandwidth, vec![3]));
         let a = assign(&l, 0);
         assert_eq!(a.engines, [0, 1, 3]);
         assert_eq!(a.engines[a.of_lane[4]], 3, "the lane of core 3 only is on core 3");

@@ -53,7 +53,7 @@ fn seat(sock: TcpStream, role: Role, sender: bool) -> (OneEnd, Seat) {
 /// Engines on (at most) two cores for `seats`, as the phase places them.
 fn engines(seats: Vec<Seat>) -> Vec<Engine> {
     let cores: Vec<usize> = crate::load::placement::allowed_cores().into_iter().take(2).collect();
-    let loads: Vec<LaneLoad> = seats.iter().map(|_| LaneLoad { load: Load::Bandwidth, cores: cores.clone() }).collect();
+    let loads: Vec<LaneLoad> = seats.iter().map(|_| LaneLoad::new(Load::Bandwidth, cores.clone())).collect();
     let a = assign(&loads, 0);
     let mut engines: Vec<Engine> =
         a.engines.iter().enumerate().map(|(id, &core)| Engine { id, cores: vec![core], seats: Vec::new() }).collect();

@@ -7,6 +7,7 @@
 
 mod agent;
 mod assign;
+mod cq_groups;
 pub mod engine;
 mod gpu;
 mod gpu_registration;

@@ -1,12 +1,13 @@
-//! One phase on one rank: create the rank's ends of its flows, connect them
-//! (every TCP end on one thread, a short-lived thread per RDMA end), then
-//! run every TCP stream and every shard of an RDMA rail on an engine — one
-//! thread per core the rank's flows may use, each driving many lanes
-//! (`engine`, `assign`) — from t0, while the sampler reads all counters at the common boundaries
-//! (`sampler`). Blocking code on plain threads: the data path never waits
-//! on the async runtime, and no engine runs on a control thread.
+//! One phase on one rank: create the rank's ends of its flows (the
+//! busy-polling RDMA shards one engine will run on one shared CQ per
+//! device: `cq_groups`), connect them (`phase_connect`), then run every
+//! TCP stream and every shard of an RDMA rail on an engine — one thread
+//! per core the rank's flows may use, each driving many lanes (`engine`,
+//! `assign`) — from t0, while the sampler reads all counters at the common
+//! boundaries (`sampler`). Blocking code on plain threads: the data path
+//! never waits on the async runtime, and no engine runs on a control thread.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,8 +27,10 @@ use crate::result::intervals::Moved;
 use crate::scenario::placement::Numa;
 use crate::scenario::rdma::ConnectMethod;
 use crate::scenario::stress::StressSpec;
+use crate::scenario::Mode;
 use crate::transport::{rdma, tcp, Side};
-use crate::worker::assign::{assign, Assignment, LaneLoad};
+use crate::worker::assign::{assign, Assignment, LaneLoad, Load};
+use crate::worker::cq_groups::CqGroups;
 use crate::worker::engine::{Engine, FlowFailed};
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::{EngineLane, FlowEnd, Rail};
@@ -106,6 +109,8 @@ pub fn prepare(
     let mut ends = Vec::with_capacity(roles.len());
     let mut endpoints = Vec::new();
     let mut rdma_ports: Vec<(String, u8)> = Vec::new();
+    // Busy-polling shards share a CQ with those their engine will run.
+    let (mut pool, mut groups) = (rdma::CqPool::default(), CqGroups::default());
     for role in roles {
         let (flow, side) = (role.flow.id, role.side);
         let publish = |endpoint| FlowEndpoint { flow, side, endpoint };
@@ -121,7 +126,15 @@ pub fn prepare(
                     .map(|(k, rail)| {
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
                         let (rail, gpu_reason) = super::gpu::resolve_end(rail, side, role.gpu.as_ref());
-                        let mut p = rdma::prepare(&rail, side)?.with_label(label).with_gpu_reason(gpu_reason);
+                        // A latency shard polls a CQ of its own: no lock or
+                        // hand-on lengthens its round trips.
+                        let mut choose = |on: rdma::ShardsOn| match shard_load(&role, count, on.shards) {
+                            Load::Latency => Vec::new(),
+                            load => groups.place(on.device, &prepare_cores(&role, on.node), load, on.shards),
+                        };
+                        let sharing = rdma::Sharing { pool: &mut pool, groups: &mut choose };
+                        let p = rdma::prepare_shared(&rail, side, sharing)?;
+                        let mut p = p.with_label(label).with_gpu_reason(gpu_reason);
                         if role.group.validate {
                             p = p.with_validation(flow)?;
                         }
@@ -163,6 +176,26 @@ pub fn prepare(
         ends.push((role, opening));
     }
     Ok((Opened { context: PhaseContext { phase, bind, stress, rdma_ports }, ends }, endpoints))
+}
+
+/// What each of an RDMA end's `shards` (on one of its `rails`) is expected
+/// to cost its engine: the group's offered rate split evenly over them.
+fn shard_load(role: &FlowRole, rails: usize, shards: usize) -> Load {
+    let size = role.group.message_size.bytes() as f64;
+    match (role.group.mode, role.group.offered_msgs_per_s()) {
+        (Mode::Latency, _) => Load::Latency,
+        (_, None) => Load::Bandwidth,
+        (_, Some(per_s)) => Load::Paced { bytes_per_s: per_s * size / (rails * shards).max(1) as f64 },
+    }
+}
+
+/// The cores a rail of `role` near NUMA node `node` may use, as the
+/// engines will see them at start less the stress burners' (not yet placed).
+fn prepare_cores(role: &FlowRole, node: Option<i32>) -> Vec<usize> {
+    let device_node = node.and_then(|n| usize::try_from(n).ok());
+    let placed = placement::resolve(&role.group.placement, device_node).map(|p| p.cores).unwrap_or_default();
+    let cores = Cores { host: placement::allowed_cores(), busy: &[], near: placement::near_node(node) };
+    cores.usable(&placed, role.group.placement.numa, &cores.near)
 }
 
 impl Connected {
@@ -283,24 +316,26 @@ impl Cores<'_> {
 }
 
 /// The engines that run `lanes` (each with its end's index and cores), and
-/// which engine carried each end's streams, told to the end. Each engine
-/// is bound to the cores of its lanes, unbound where those are all the
-/// process's own (`host`).
+/// which engine carried each end's streams, told to the end. The lanes of
+/// one poll group (RDMA shards on one shared CQ) are placed as one. Each
+/// engine is bound to the cores of its lanes, unbound where those are all
+/// the process's own (`host`).
 fn engines(
     lanes: Vec<(usize, Vec<usize>, EngineLane)>,
     ends: &mut [FlowEnd],
     rank: usize,
     host: &[usize],
 ) -> Vec<Engine> {
-    let loads: Vec<LaneLoad> =
-        lanes.iter().map(|(_, cores, lane)| LaneLoad { load: lane.load, cores: cores.clone() }).collect();
-    let assignment = assign(&loads, rank);
-    let mut engines: Vec<Engine> = bindings(&loads, &assignment, host)
+    let (units, unit_of) =
+        units(lanes.iter().map(|(_, cores, lane)| (lane.load, &cores[..], lane.seat.task.poll_group())));
+    let assignment = assign(&units, rank);
+    let mut engines: Vec<Engine> = bindings(&units, &assignment, host)
         .into_iter()
         .enumerate()
         .map(|(id, cores)| Engine { id, cores, seats: Vec::new() })
         .collect();
-    for ((end, _, EngineLane { seat, .. }), &e) in lanes.into_iter().zip(&assignment.of_lane) {
+    for ((end, _, EngineLane { seat, .. }), unit) in lanes.into_iter().zip(unit_of) {
+        let e = assignment.of_lane[unit];
         let core = match engines[e].cores[..] {
             [one] => Some(one as u32),
             _ => None,
@@ -313,6 +348,28 @@ fn engines(
         engines[e].seats.push(seat);
     }
     engines
+}
+
+/// What `assign` places: a unit per lane (its load, cores and poll
+/// group), the lanes of one poll group as one unit of their summed
+/// weight; and each lane's unit.
+fn units<'a>(lanes: impl Iterator<Item = (Load, &'a [usize], Option<usize>)>) -> (Vec<LaneLoad>, Vec<usize>) {
+    let mut units: Vec<LaneLoad> = Vec::new();
+    let mut unit_of_group: HashMap<usize, usize> = HashMap::new();
+    let unit_of = lanes
+        .map(|(load, cores, group)| match group.and_then(|g| unit_of_group.get(&g).copied()) {
+            Some(unit) => {
+                units[unit].weight += load.weight();
+                unit
+            }
+            None => {
+                group.map(|g| unit_of_group.insert(g, units.len()));
+                units.push(LaneLoad::new(load, cores.to_vec()));
+                units.len() - 1
+            }
+        })
+        .collect();
+    (units, unit_of)
 }
 
 /// The cores each engine is bound to: every core of its lanes, none (the
@@ -350,10 +407,9 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::worker::assign::Load;
 
     fn lane(cores: &[usize]) -> LaneLoad {
-        LaneLoad { load: Load::Bandwidth, cores: cores.to_vec() }
+        LaneLoad::new(Load::Bandwidth, cores.to_vec())
     }
 
     #[test]
@@ -362,6 +418,19 @@ mod tests {
         let a = assign(&lanes, 0);
         assert_eq!(a.engines.len(), 2, "a lane per core: {a:?}");
         assert_eq!(bindings(&lanes, &a, &[0, 1, 2, 3]), [Vec::<usize>::new(), Vec::new()]);
+    }
+
+    #[test]
+    fn the_lanes_of_one_poll_group_share_an_engine_and_weigh_together() {
+        let cores = [0, 1];
+        let lanes = [(Some(7), Load::Bandwidth), (None, Load::Bandwidth), (Some(7), Load::Bandwidth)];
+        let lanes = lanes.iter().chain(&[(Some(7), Load::Bandwidth), (None, Load::Bandwidth)]);
+        let (units, unit_of) = units(lanes.map(|&(group, load)| (load, &cores[..], group)));
+        assert_eq!(unit_of, [0, 1, 0, 0, 2], "the group's three lanes are one unit");
+        assert_eq!(units[0].weight, 3.0 * Load::Bandwidth.weight());
+        let a = assign(&units, 0);
+        assert_ne!(a.of_lane[0], a.of_lane[1], "the group fills one engine, the others the other: {a:?}");
+        assert_eq!(a.of_lane[1], a.of_lane[2]);
     }
 
     #[test]

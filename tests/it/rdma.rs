@@ -257,6 +257,62 @@ fn post_list_moderation_sharding_and_events() {
     }
 }
 
+/// Flows whose shards all poll one CQ per side: each counts exactly its
+/// own messages (completions reach the shard whose QP they are), while
+/// every shard runs on its own thread (the CQ's lock makes that sound).
+#[test]
+fn flows_on_one_shared_cq_count_exactly_their_own() {
+    let Some(dev) = rdma_device("flows_on_one_shared_cq_count_exactly_their_own") else { return };
+    for op in [Op::Send, Op::Write] {
+        let p = RdmaParams {
+            message_size: 1024,
+            ..flow(op, RdmaKnobs { qps: 2, threads: 2, iterations: Some(2000), ..knobs(&dev) })
+        };
+        let mut pool = rdma::CqPool::default();
+        let mut prepare = |side, group| {
+            let mut one = |on: rdma::ShardsOn| vec![rdma::CqGroup(group); on.shards];
+            let sharing = rdma::Sharing { pool: &mut pool, groups: &mut one };
+            rdma::prepare_shared(&p, side, sharing).unwrap_or_else(|e| panic!("{op:?} {side:?}: {e}"))
+        };
+        let pairs: Vec<_> = (0..4).map(|_| (prepare(Side::Sender, 0), prepare(Side::Receiver, 1))).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut ends = Vec::new();
+        let mut groups = [Vec::new(), Vec::new()];
+        for (s, r) in pairs {
+            let (se, re) = (s.endpoint(), r.endpoint());
+            for (k, end) in [s.connect(&re), r.connect(&se)].into_iter().enumerate() {
+                let end = end.unwrap_or_else(|e| panic!("{op:?} connect: {e}"));
+                groups[k].extend(end.poll_groups());
+                let (stop, counters) = (stop.clone(), Arc::new(FlowCounters::default()));
+                ends.push(thread::spawn(move || (end.run(&counters, &stop), counters)));
+            }
+        }
+        for (side, ids) in groups.iter().enumerate() {
+            assert!(
+                ids.len() == 8 && ids.iter().all(|id| id.is_some() && *id == ids[0]),
+                "{op:?} side {side}: {ids:?}"
+            );
+        }
+        assert_ne!(groups[0][0], groups[1][0], "two groups, two CQs");
+        let total = 2 * 2000;
+        // Senders first: a one-sided flow's passive end waits for the stop.
+        let (senders, receivers): (Vec<_>, Vec<_>) = ends.into_iter().enumerate().partition(|(k, _)| k % 2 == 0);
+        for (k, end) in senders.into_iter().chain(receivers) {
+            if k % 2 == 1 && !op.needs_receives() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            let (outcome, counters) = end.join().expect("flow thread");
+            let outcome = outcome.unwrap_or_else(|e| panic!("{op:?} end {k}: {e}"));
+            if k % 2 == 0 || op.needs_receives() {
+                assert_eq!((outcome.bytes, outcome.messages), (total * 1024, total), "{op:?} end {k}: {outcome:?}");
+                assert_eq!(load(&counters), (total * 1024, total), "{op:?} end {k}: its counters");
+            } else {
+                assert_eq!(outcome.messages, 0, "{op:?}: the passive end counts nothing");
+            }
+        }
+    }
+}
+
 #[test]
 fn atomics_return_the_old_values() {
     let Some(dev) = rdma_device("atomics_return_the_old_values") else { return };

@@ -110,9 +110,10 @@ pub struct RdmaKnobs {
     pub port: Option<u8>,
     /// GID index; None = perftest's choice (RoCE v2 + IPv4 first).
     pub gid_index: Option<u32>,
-    /// Shards the QPs of this flow are split over, each with its own CQ and
-    /// a lane of its own on the rank's engines: where the rank has as many
-    /// cores, each shard runs on an engine (a thread) of its own.
+    /// Shards the QPs of this flow are split over, each a lane of its own on
+    /// the rank's engines: where the rank has as many cores, each shard runs
+    /// on an engine (a thread) of its own; busy-polling shards poll the
+    /// shared CQ of their engine (event mode: a CQ each).
     pub threads: u32,
     /// A flow that sees no completion for this long while work is outstanding fails.
     pub stall_timeout_ms: u64,

@@ -16,8 +16,9 @@ use super::device::{self, OpenDevice};
 use super::endpoint::RdmaEndpoint;
 use super::error::{panic_message, RdmaError, Refused};
 use super::ffi::{Arena, Cq, Qp};
+use super::shared_cq::{ShardCq, ShardsOn, Sharing};
 use super::ud;
-use crate::scenario::rdma::{Connection, PollStrategy, RdmaParams, UD_GRH};
+use crate::scenario::rdma::{CompletionMode, Connection, PollStrategy, RdmaParams, UD_GRH};
 use crate::scenario::{Mode, Op};
 use crate::transport::validation::FlowNumber;
 use crate::transport::{FlowCounters, Side};
@@ -53,11 +54,11 @@ pub(crate) struct QpSlot {
     pub remote_addr: u64,
 }
 
-/// The QPs one thread drives, with their own CQ.
+/// The QPs one task drives, and the CQ it polls (its own or shared).
 pub(crate) struct Shard {
     // Drop order: QPs before their CQ.
     pub qps: Vec<QpSlot>,
-    pub cq: Cq,
+    pub cq: ShardCq,
 }
 
 /// What one step of a shard's work (`task`) works on: the flow's resources, the
@@ -239,13 +240,54 @@ impl PreparedFlow {
     }
 }
 
-/// Creates the flow's resources; QPs end in INIT with receives posted where needed.
+/// Creates the flow's resources; QPs end in INIT with receives posted
+/// where needed. Each shard polls a CQ of its own.
 pub fn prepare(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaError> {
     params.validate()?;
-    guard("flow", "prepare", || prepare_inner(params, side))
+    guard("flow", "prepare", || prepare_inner(params, side, None))
 }
 
-fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaError> {
+/// As [`prepare`], each busy-polling shard on the shared CQ of the group
+/// `sharing` gives it (event mode, or no group given: a CQ of its own).
+pub fn prepare_shared(params: &RdmaParams, side: Side, sharing: Sharing) -> Result<PreparedFlow, RdmaError> {
+    params.validate()?;
+    guard("flow", "prepare", || prepare_inner(params, side, Some(sharing)))
+}
+
+/// A CQ of `entries` on `dev` (`event`: with a completion channel, its
+/// events tagged `tag`; `routed`: its completions carry their QP number).
+fn make_cq(
+    dev: &OpenDevice,
+    entries: u32,
+    event: bool,
+    batched: bool,
+    routed: bool,
+    tag: u32,
+) -> Result<Cq, RdmaError> {
+    let setup = |what: String, e: &dyn std::fmt::Display| RdmaError::Setup {
+        flow: "flow".into(),
+        device: dev.name.clone(),
+        what,
+        source: std::io::Error::other(e.to_string()),
+    };
+    let channel = match event {
+        true => Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?),
+        false => None,
+    };
+    let mut flags = WcFlags::ByteLength | WcFlags::ImmediateData;
+    if routed {
+        flags |= WcFlags::QueuePairNumber;
+    }
+    let mut b = dev.ctx.create_cq_builder();
+    b.setup_cqe(entries).setup_wc_flags(flags);
+    if let Some(ch) = &channel {
+        b.setup_comp_channel(ch, tag);
+    }
+    let cq_ex = b.build_ex().map_err(|e| setup(format!("ibv_create_cq_ex(cqe={entries})"), &e))?;
+    Cq::new(cq_ex, channel, batched, routed).map_err(|e| setup("completion channel O_NONBLOCK".into(), &e))
+}
+
+fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) -> Result<PreparedFlow, RdmaError> {
     let flow = "flow";
     let dev = device::open(params.knobs.device.as_deref(), params.knobs.port, params.knobs.gid_index)?;
     let setup = |what: String, e: &dyn std::fmt::Display| RdmaError::Setup {
@@ -296,23 +338,24 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
 
     let threads = params.knobs.threads as usize;
     let mut shards = Vec::with_capacity(threads);
+    let groups = match (&mut sharing, params.knobs.completion) {
+        (Some(sharing), CompletionMode::Busy) => {
+            (sharing.groups)(ShardsOn { device: &dev.name, node: super::probe::numa_node(&dev.name), shards: threads })
+        }
+        _ => Vec::new(),
+    };
     for t in 0..threads {
         let my_qps: Vec<usize> = (0..qps).filter(|i| i % threads == t).collect();
         let per_qp = params.knobs.tx_depth + if recv { params.knobs.rx_depth } else { 0 };
-        let cqe = (per_qp * my_qps.len() as u32 + 16).min(max_cqe);
-        let channel = match params.knobs.completion {
-            crate::scenario::rdma::CompletionMode::Busy => None,
-            crate::scenario::rdma::CompletionMode::Event => {
-                Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?)
+        let need = per_qp * my_qps.len() as u32 + 16;
+        let make = |entries, event, routed| make_cq(&dev, entries, event, batched, routed, t as u32);
+        let cq = match (groups.get(t), sharing.as_mut()) {
+            (Some(&group), Some(sharing)) => {
+                let (at, wants) = ((Arc::as_ptr(&dev.ctx) as usize, group), (need, params.knobs.poll_batch as usize));
+                ShardCq::Shared(sharing.pool.share(at, wants, max_cqe, |entries| make(entries, false, true))?)
             }
+            _ => ShardCq::Own(make(need.min(max_cqe), params.knobs.completion == CompletionMode::Event, false)?),
         };
-        let mut b = dev.ctx.create_cq_builder();
-        b.setup_cqe(cqe).setup_wc_flags(WcFlags::ByteLength | WcFlags::ImmediateData);
-        if let Some(ch) = &channel {
-            b.setup_comp_channel(ch, t as u32);
-        }
-        let cq_ex = b.build_ex().map_err(|e| setup(format!("ibv_create_cq_ex(cqe={cqe})"), &e))?;
-        let cq = Cq::new(cq_ex, channel, batched).map_err(|e| setup("completion channel O_NONBLOCK".into(), &e))?;
 
         let mut slots = Vec::with_capacity(my_qps.len());
         for &i in &my_qps {
@@ -325,8 +368,8 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
                 .setup_max_send_sge(1)
                 .setup_max_recv_sge(1)
                 .setup_max_inline_data(inline)
-                .setup_send_cq(Arc::clone(cq.handle()))
-                .setup_recv_cq(Arc::clone(cq.handle()))
+                .setup_send_cq(cq.handle())
+                .setup_recv_cq(cq.handle())
                 .setup_send_ops_flags(ops);
             let raw = qb.build_ex().map_err(|e| {
                 setup(
@@ -342,6 +385,9 @@ fn prepare_inner(params: &RdmaParams, side: Side) -> Result<PreparedFlow, RdmaEr
                 Arc::clone(&arena),
                 if send_inline { params.effective_message_size() as usize } else { 0 },
             );
+            if let ShardCq::Shared(share) = &cq {
+                share.add_qp(qp.qpn());
+            }
             let init = if ud { ud::init(&mut qp, dev.port, qkey) } else { init_rc(&mut qp, dev.port, access) };
             init.map_err(|refused| refused.at(flow.into(), i, qp.qpn()))?;
             let local_off = i * slot;

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::panic::catch_unwind;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::DeviceContext;
@@ -54,7 +54,8 @@ pub fn set_data_address(addr: IpAddr) {
     let _ = DATA_ADDRESS.set(addr);
 }
 
-/// A device opened for one flow: context, chosen port and GID, quirks.
+/// A device opened for one flow: context (shared with the process's other
+/// flows on the device), chosen port and GID, quirks.
 pub(crate) struct OpenDevice {
     pub ctx: Arc<DeviceContext>,
     pub name: String,
@@ -125,7 +126,7 @@ pub(crate) fn open(name: Option<&str>, port: Option<u8>, gid_index: Option<u32>)
     for i in candidates {
         let dev = list.get(i).expect("index within list");
         let dev_name = names[i].clone();
-        let ctx = match dev.open() {
+        let ctx = match shared_context(&dev_name, || dev.open()) {
             Ok(c) => c,
             Err(e) => {
                 last_err = Some(setup_err(&dev_name, "ibv_open_device", e));
@@ -141,6 +142,26 @@ pub(crate) fn open(name: Option<&str>, port: Option<u8>, gid_index: Option<u32>)
         }
     }
     Err(last_err.unwrap_or(RdmaError::NoDevices { detail: "no usable device".into() }))
+}
+
+/// The devices this process has open, by name: every flow on a device
+/// uses one context, so that their QPs can share completion queues
+/// (`shared_cq`). A context closes with the last flow that holds it.
+static CONTEXTS: Mutex<Vec<(String, Weak<DeviceContext>)>> = Mutex::new(Vec::new());
+
+/// `name`'s open context, or the one `open` opens.
+fn shared_context<E>(
+    name: &str,
+    open: impl FnOnce() -> Result<Arc<DeviceContext>, E>,
+) -> Result<Arc<DeviceContext>, E> {
+    let mut contexts = CONTEXTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    contexts.retain(|(_, ctx)| ctx.strong_count() > 0);
+    if let Some(ctx) = contexts.iter().find(|(n, _)| n == name).and_then(|(_, ctx)| ctx.upgrade()) {
+        return Ok(ctx);
+    }
+    let ctx = open()?;
+    contexts.push((name.to_string(), Arc::downgrade(&ctx)));
+    Ok(ctx)
 }
 
 fn open_port(

@@ -59,6 +59,13 @@ impl ConnectedFlow {
     }
 }
 
+impl ConnectedFlow {
+    /// The shared CQ each shard polls (`None`: its own), as engines group them.
+    pub fn poll_groups(&self) -> Vec<Option<usize>> {
+        self.res.shards.iter().map(|s| s.cq.shared_id()).collect()
+    }
+}
+
 /// Steps `tasks` until each is done, as an engine would (a waiting task
 /// again at its deadline, or after `NAP`); the first error ends them.
 fn step_tasks(mut tasks: Vec<ShardTask>, stop: &AtomicBool) -> Result<Vec<ShardTask>, RdmaError> {

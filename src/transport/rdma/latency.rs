@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::connect::{wr_id, FlowResources, QpSlot, Shard, Step, WR_RECV};
 use super::error::RdmaError;
-use super::ffi::{Cq, SendSpec, Wc};
+use super::ffi::{SendSpec, Wc};
+use super::shared_cq::ShardCq;
 use super::stream::{poll_err, wc_error, wr_kind, EVENT_NAP};
 use crate::histogram::{Histogram, Recorder};
 use crate::scenario::Op;
@@ -48,7 +49,7 @@ impl Waiter {
 
     /// Reaps completions: counts send ones off `sends_in_flight` and
     /// receives onto `recvs_ready`.
-    pub(super) fn reap(&mut self, res: &FlowResources, cq: &mut Cq) -> Result<(), RdmaError> {
+    pub(super) fn reap(&mut self, res: &FlowResources, cq: &mut ShardCq) -> Result<(), RdmaError> {
         let n = cq.poll(&mut self.wcs).map_err(|e| poll_err(res, e))?;
         for wc in &self.wcs[..n] {
             if wc.status != 0 {
@@ -220,7 +221,7 @@ impl PingPong {
 
     /// Sends this round trip's message where it is this side's turn, and
     /// whether the round trip is over (the responder: answered).
-    fn answered(&mut self, res: &FlowResources, q: &mut QpSlot, cq: &mut Cq) -> Result<bool, RdmaError> {
+    fn answered(&mut self, res: &FlowResources, q: &mut QpSlot, cq: &mut ShardCq) -> Result<bool, RdmaError> {
         let v = (self.i % 255 + 1) as u8;
         if self.part.initiates() && !self.posted {
             if self.part == Part::WriteInitiator {
@@ -263,7 +264,7 @@ impl PingPong {
     }
 
     /// A receive came (busy: one poll; event mode: armed first when none).
-    fn receive(&mut self, res: &FlowResources, cq: &mut Cq) -> Result<bool, RdmaError> {
+    fn receive(&mut self, res: &FlowResources, cq: &mut ShardCq) -> Result<bool, RdmaError> {
         self.w.reap(res, cq)?;
         if self.w.take_recv() {
             return Ok(true);
@@ -281,7 +282,13 @@ impl PingPong {
 
     /// Not yet: looks at the CQ and the stall clock every few steps (event
     /// mode: waits on the channel), armed once the peer has been heard.
-    fn waiting(&mut self, res: &FlowResources, cq: &mut Cq, qp: usize, what: &'static str) -> Result<Turn, RdmaError> {
+    fn waiting(
+        &mut self,
+        res: &FlowResources,
+        cq: &mut ShardCq,
+        qp: usize,
+        what: &'static str,
+    ) -> Result<Turn, RdmaError> {
         self.spins = self.spins.wrapping_add(1);
         let event = self.armed;
         if event || self.spins.is_multiple_of(CHECK_EVERY) {
@@ -302,7 +309,7 @@ impl PingPong {
         })
     }
 
-    fn drain(&mut self, res: &FlowResources, cq: &mut Cq) -> Turn {
+    fn drain(&mut self, res: &FlowResources, cq: &mut ShardCq) -> Turn {
         let until = *self.drain_until.get_or_insert_with(|| Instant::now() + DRAIN);
         if self.w.sends_in_flight == 0 || Instant::now() >= until || self.w.reap(res, cq).is_err() {
             return Turn::Done(Ok(()));

@@ -34,6 +34,7 @@ mod path;
 mod peering;
 pub mod probe;
 mod receive;
+mod shared_cq;
 mod stream;
 mod task;
 mod ud;
@@ -41,7 +42,7 @@ mod validate;
 
 use std::time::Instant;
 
-pub use connect::{prepare, ConnectedFlow, PreparedFlow};
+pub use connect::{prepare, prepare_shared, ConnectedFlow, PreparedFlow};
 pub use counters::{CounterDelta, CounterSnapshot};
 pub use device::{libibverbs_release, set_data_address};
 pub use endpoint::RdmaEndpoint;
@@ -53,6 +54,7 @@ pub use harness::FlowOutcome;
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
 pub(crate) use probe::numa_node;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
+pub use shared_cq::{CqGroup, CqPool, ShardsOn, Sharing};
 
 use crate::scenario::rdma::RdmaParams;
 use crate::scenario::Mode;

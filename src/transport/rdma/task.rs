@@ -126,4 +126,8 @@ impl FlowTask for ShardTask {
     fn polls_itself(&self) -> bool {
         !self.shard.cq.is_event_driven()
     }
+
+    fn poll_group(&self) -> Option<usize> {
+        self.shard.cq.shared_id()
+    }
 }

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::Arc;
 
-use rdma_mummy_sys::{ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_req_notify_cq};
+use rdma_mummy_sys::{ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_req_notify_cq, ibv_wc_read_qp_num};
 use sideway::ibverbs::completion::{
     CompletionChannel, CompletionQueue, ExtendedCompletionQueue, PollCompletionQueueError,
 };
@@ -20,6 +20,8 @@ pub(crate) struct Wc {
     /// Only valid for receive completions.
     pub byte_len: u32,
     pub vendor_err: u32,
+    /// The QP it belongs to; read only from a CQ that several shards share.
+    pub qp_num: u32,
 }
 
 /// An extended CQ plus (in event mode) its completion channel.
@@ -27,19 +29,24 @@ pub(crate) struct Cq {
     cq: Arc<ExtendedCompletionQueue>,
     channel: Option<Arc<CompletionChannel>>,
     batched: bool,
+    /// Reads each completion's QP number (the CQ was made with it).
+    routed: bool,
     unacked: u32,
 }
 
 impl Cq {
+    /// `routed`: the CQ was made with the QP number in its completions,
+    /// and `poll` reads it.
     pub(crate) fn new(
         cq: Arc<ExtendedCompletionQueue>,
         channel: Option<Arc<CompletionChannel>>,
         batched: bool,
+        routed: bool,
     ) -> io::Result<Cq> {
         if let Some(ch) = &channel {
             ch.set_nonblocking(true)?;
         }
-        Ok(Cq { cq, channel, batched, unacked: 0 })
+        Ok(Cq { cq, channel, batched, routed, unacked: 0 })
     }
 
     pub(crate) fn handle(&self) -> &Arc<ExtendedCompletionQueue> {
@@ -69,10 +76,17 @@ impl Cq {
             while n < out.len() {
                 let Some(wc) = poller.next() else { return Ok(n) };
                 let status = wc.status();
+                let qp_num = match self.routed {
+                    // SAFETY: inside a poll (the poller is live) of a CQ made
+                    // with IBV_WC_EX_WITH_QP_NUM; an extended CQ's pointer is
+                    // its ibv_cq's (ibv_cq_ex_to_cq is a cast).
+                    true => unsafe { ibv_wc_read_qp_num(self.cq.cq().as_ptr().cast()) },
+                    false => 0,
+                };
                 out[n] = if status == 0 {
-                    Wc { wr_id: wc.wr_id(), status, byte_len: wc.byte_len(), vendor_err: 0 }
+                    Wc { wr_id: wc.wr_id(), status, byte_len: wc.byte_len(), vendor_err: 0, qp_num }
                 } else {
-                    Wc { wr_id: wc.wr_id(), status, byte_len: 0, vendor_err: wc.vendor_err() }
+                    Wc { wr_id: wc.wr_id(), status, byte_len: 0, vendor_err: wc.vendor_err(), qp_num }
                 };
                 n += 1;
                 if !self.batched {
