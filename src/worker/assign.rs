@@ -28,6 +28,16 @@ const UNPACED: f64 = 400e9 / 8.0;
 const LATENCY: f64 = 1e6 / 8.0;
 
 impl Load {
+    /// A lane's load: latency, paced at `msgs_per_s` messages of
+    /// `message_bytes` a second, or unpaced.
+    pub fn of(latency: bool, msgs_per_s: Option<f64>, message_bytes: f64) -> Load {
+        match (latency, msgs_per_s) {
+            (true, _) => Load::Latency,
+            (false, Some(per_s)) => Load::Paced { bytes_per_s: per_s * message_bytes },
+            (false, None) => Load::Bandwidth,
+        }
+    }
+
     /// What it weighs against the others, in bytes per second.
     pub fn weight(self) -> f64 {
         match self {

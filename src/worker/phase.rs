@@ -181,12 +181,8 @@ pub fn prepare(
 /// What each of an RDMA end's `shards` (on one of its `rails`) is expected
 /// to cost its engine: the group's offered rate split evenly over them.
 fn shard_load(role: &FlowRole, rails: usize, shards: usize) -> Load {
-    let size = role.group.message_size.bytes() as f64;
-    match (role.group.mode, role.group.offered_msgs_per_s()) {
-        (Mode::Latency, _) => Load::Latency,
-        (_, None) => Load::Bandwidth,
-        (_, Some(per_s)) => Load::Paced { bytes_per_s: per_s * size / (rails * shards).max(1) as f64 },
-    }
+    let per_shard = role.group.offered_msgs_per_s().map(|per_s| per_s / (rails * shards).max(1) as f64);
+    Load::of(role.group.mode == Mode::Latency, per_shard, role.group.message_size.bytes() as f64)
 }
 
 /// The cores a rail of `role` near NUMA node `node` may use, as the

@@ -122,11 +122,7 @@ impl FlowEnd {
                 }
                 (Mode::Latency, Side::Receiver) => (tcp::Role::Echo { close: window.1 }, None),
             };
-            let load = match (mode, load) {
-                (Mode::Latency, _) => Load::Latency,
-                (_, Some(p)) => Load::Paced { bytes_per_s: p.per_s * size as f64 },
-                (_, None) => Load::Bandwidth,
-            };
+            let load = Load::of(mode == Mode::Latency, load.map(|p| p.per_s), size as f64);
             // One message per buffer: validation keeps TCP sizes within TCP_MAX_MESSAGE.
             let buf = vec![0xA5u8; size.clamp(1, TCP_MAX_MESSAGE as usize)];
             let validate =
@@ -181,12 +177,7 @@ impl FlowEnd {
     ) -> (Vec<EngineLane>, Vec<usize>) {
         let (counters, cores) = self.add_rail(device, node);
         self.gpu_memory.extend(flow.gpu_memory().cloned());
-        let size = self.role.group.message_size.bytes() as f64;
-        let load = match (flow.is_latency(), flow.task_pace()) {
-            (true, _) => Load::Latency,
-            (false, None) => Load::Bandwidth,
-            (false, Some(per_s)) => Load::Paced { bytes_per_s: per_s * size },
-        };
+        let load = Load::of(flow.is_latency(), flow.task_pace(), self.role.group.message_size.bytes() as f64);
         let sender = self.role.side == Side::Sender;
         let lanes = flow
             .tasks(counters)

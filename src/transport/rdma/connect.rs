@@ -254,6 +254,17 @@ pub fn prepare_shared(params: &RdmaParams, side: Side, sharing: Sharing) -> Resu
     guard("flow", "prepare", || prepare_inner(params, side, Some(sharing)))
 }
 
+/// A verbs call on `dev` that failed while a flow was made (it has no
+/// label yet: "flow", as in every error of `prepare`).
+fn setup_failed(dev: &OpenDevice, what: String, e: &dyn std::fmt::Display) -> RdmaError {
+    RdmaError::Setup {
+        flow: "flow".into(),
+        device: dev.name.clone(),
+        what,
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
 /// A CQ of `entries` on `dev` (`event`: with a completion channel, its
 /// events tagged `tag`; `routed`: its completions carry their QP number).
 fn make_cq(
@@ -264,12 +275,7 @@ fn make_cq(
     routed: bool,
     tag: u32,
 ) -> Result<Cq, RdmaError> {
-    let setup = |what: String, e: &dyn std::fmt::Display| RdmaError::Setup {
-        flow: "flow".into(),
-        device: dev.name.clone(),
-        what,
-        source: std::io::Error::other(e.to_string()),
-    };
+    let setup = |what: String, e: &dyn std::fmt::Display| setup_failed(dev, what, e);
     let channel = match event {
         true => Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?),
         false => None,
@@ -290,12 +296,7 @@ fn make_cq(
 fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) -> Result<PreparedFlow, RdmaError> {
     let flow = "flow";
     let dev = device::open(params.knobs.device.as_deref(), params.knobs.port, params.knobs.gid_index)?;
-    let setup = |what: String, e: &dyn std::fmt::Display| RdmaError::Setup {
-        flow: flow.into(),
-        device: dev.name.clone(),
-        what,
-        source: std::io::Error::other(e.to_string()),
-    };
+    let setup = |what: String, e: &dyn std::fmt::Display| setup_failed(&dev, what, e);
     let ud = params.knobs.connection == Connection::Ud;
     let qkey = if ud { ud::qkey(random_psns(1)[0]) } else { 0 };
     if ud {

@@ -34,6 +34,11 @@ pub struct FlowOutcome {
 }
 
 impl ConnectedFlow {
+    /// The shared CQ each shard polls (`None`: its own), as engines group them.
+    pub fn poll_groups(&self) -> Vec<Option<usize>> {
+        self.res.shards.iter().map(|s| s.cq.shared_id()).collect()
+    }
+
     /// Runs the flow end until its iterations are done or soon after
     /// `stop`, its tasks stepped in turn on this thread. The first error
     /// ends it.
@@ -56,13 +61,6 @@ impl ConnectedFlow {
         let latency = tasks.into_iter().find_map(ShardTask::finish);
         let (bytes, messages) = counters.read();
         Ok(FlowOutcome { messages: messages - before.1, bytes: bytes - before.0, latency, atomic_words, poll_strategy })
-    }
-}
-
-impl ConnectedFlow {
-    /// The shared CQ each shard polls (`None`: its own), as engines group them.
-    pub fn poll_groups(&self) -> Vec<Option<usize>> {
-        self.res.shards.iter().map(|s| s.cq.shared_id()).collect()
     }
 }
 

@@ -106,7 +106,9 @@ impl CqPool {
         let member = {
             let mut h = lock(&hub);
             h.room = h.room.saturating_sub(need);
-            h.routes.scratch.reserve(batch);
+            if h.routes.scratch.len() < batch {
+                h.routes.scratch.resize(batch, Wc::default());
+            }
             h.routes.join(need as usize)
         };
         Ok(CqShare { hub, member })
@@ -139,8 +141,8 @@ impl CqShare {
         if n == out.len() {
             return Ok(n);
         }
-        routes.scratch.resize(out.len() - n, Wc::default());
-        let polled = cq.poll(&mut routes.scratch)?;
+        let room = (out.len() - n).min(routes.scratch.len());
+        let polled = cq.poll(&mut routes.scratch[..room])?;
         Ok(routes.sort(self.member, polled, out, n))
     }
 }
@@ -178,7 +180,7 @@ impl Routes {
     /// Sorts the first `polled` completions of `scratch`: `member`'s into
     /// `out` after its first `n`, the other members' into their inboxes,
     /// those of QPs no member has any more dropped. How many `out` holds.
-    /// `scratch` is no longer than `out` has room for, so all of `member`'s fit.
+    /// No more were polled than `out` has room for, so all of `member`'s fit.
     fn sort(&mut self, member: usize, polled: usize, out: &mut [Wc], mut n: usize) -> usize {
         for wc in &self.scratch[..polled] {
             match self.member_of.get(&wc.qp_num) {
