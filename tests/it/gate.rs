@@ -3,7 +3,9 @@
 //! (summary, run.json, JUnit) and the run exits 3; bad profiles are bad
 //! input (exit 2) named with their file and key.
 
-use crate::common::{fan_in, run_json, text, Bench, FanIn, LOCAL_HOSTS};
+use std::time::Duration;
+
+use crate::common::{self, fan_in, read_json, run_json, text, Bench, FanIn, LOCAL_HOSTS};
 
 const QUICK: &str = "loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
 
@@ -120,7 +122,42 @@ fn a_host_that_fails_alone_is_left_out_and_the_rest_run() {
         run["phases"][0]["flows"].as_array().unwrap().iter().map(|f| f["src_host"].as_str().unwrap()).collect();
     senders.sort();
     assert_eq!(senders, ["127.0.0.3", "127.0.0.4"], "the fan-in ran without 127.0.0.2");
-    assert!(bench.leftovers(std::time::Duration::from_secs(2)).is_empty(), "processes left");
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
+}
+
+/// A gate run whose window cannot be trusted judges no host: rank 2's
+/// worker frozen (SIGSTOP) across the opening of the gate's first window
+/// degrades that run (as tests/it/degraded.rs degrades a fan-in); the gate
+/// runs once more, every host passes, and the pairs follow (exit 0).
+#[test]
+fn a_degraded_gate_runs_once_more_and_the_pairs_follow() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", LOCAL_HOSTS);
+    // A 1 s warm-up and a 2 s window: time to freeze a rank before it opens.
+    let scenario = bench.write("fan.toml", &FanIn::new("fan", "1s").warmup("1s").senders("1-3").text());
+    bench.write("steady.toml", "loopback_min = \"0.1 Gb/s\"\nduration = \"2s\"\n");
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--gate", "steady.toml"];
+    let mut child = bench.spawn(&args);
+    let (heard, reader) = common::follow_stderr(&mut child);
+    let victim = bench.worker_pid(2, Duration::from_secs(20));
+    let started = heard.iter().find(|l| l.contains("`gate-tcp loopback` started"));
+    assert!(started.is_some(), "the gate's phase never started");
+    common::signal(victim, "-STOP");
+    std::thread::sleep(Duration::from_secs(2));
+    common::signal(victim, "-CONT");
+    let out = child.wait_with_output().unwrap();
+    let said = reader.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("the gate's run was degraded ("), "{said}");
+    assert!(said.contains("): running it once more"), "{said}");
+    let run = read_json(&bench.result_dir().join("run.json"));
+    let gate = &run["gate"]["hosts"];
+    assert_eq!(gate.as_array().unwrap().len(), 4, "{gate}");
+    assert!(gate.as_array().unwrap().iter().all(|h| h["passed"] == true), "the second run judged them: {gate}");
+    let phases: Vec<&str> = run["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["fan"], "the pairs ran after the gate");
+    assert_eq!(bench.leftovers(Duration::from_secs(3)), []);
 }
 
 /// The journal keeps the gate: with the pairs, in the run's first line (a
@@ -157,7 +194,7 @@ fn the_journal_keeps_the_gate_for_report_to_render() {
         let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(page.contains("<div class=\"banner pass\">gate (quick.toml): all 4 host(s) passed</div>"), "{results}");
     }
-    assert!(bench.leftovers(std::time::Duration::from_secs(2)).is_empty(), "processes left");
+    assert!(bench.leftovers(Duration::from_secs(2)).is_empty(), "processes left");
 }
 
 /// Started by mpirun for one run (`mpirun … fabricbench run --gate`), the
