@@ -2,7 +2,8 @@
 # The many-flows benchmarks of scripts/bench (streams, all-to-all,
 # many-ends): how the data path holds up as flow ends multiply, on local
 # ranks of this machine, as ratios within one run. Sourced by scripts/bench
-# with $fb (the release binary), $work (a scratch folder) and $seconds set.
+# with $fb (the release binary), $work (a scratch folder) and $seconds set,
+# and its start_server / stop_server.
 # shellcheck disable=SC2154 # fb, work, seconds and server_pid are scripts/bench's
 
 # A hostfile of N local ranks (127.0.0.1 … 127.0.0.N) -> its path.
@@ -38,9 +39,7 @@ print(p.get("aggregate_gbps") or 0, state, p.get("start_skew_us") or 0, p.get("w
 }
 
 iperf2_gbps() { # streams
-    iperf -s -B 127.0.0.2 -p 15202 >/dev/null 2>&1 &
-    server_pid=$!
-    sleep 0.3
+    start_server iperf -s -B 127.0.0.2 -p 15202
     iperf -c 127.0.0.2 -B 127.0.0.1 -p 15202 -P "$1" -l 128K -t "$seconds" -y C 2>/dev/null |
         python3 -c '
 import sys
@@ -50,9 +49,7 @@ rows = [l.strip().split(",") for l in sys.stdin if l.count(",") >= 8]
 streams = [r for r in rows if r[5] != "-1"]
 span = max((float(r[6].split("-")[1]) for r in streams), default=0)
 print(sum(int(r[7]) for r in streams) * 8 / span / 1e9 if span else 0)'
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
+    stop_server
 }
 
 # 1 flow of 2 … 1 024 TCP streams between two local ranks, --rounds times
