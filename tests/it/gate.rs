@@ -134,7 +134,8 @@ fn a_degraded_gate_runs_once_more_and_the_pairs_follow() {
     let _machine = common::busy_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
-    // A 1 s warm-up and a 2 s window: time to freeze a rank before it opens.
+    // The gate's run takes the scenario's 1 s warm-up and the profile's 2 s
+    // window: time to freeze a rank before the window opens.
     let scenario = bench.write("fan.toml", &FanIn::new("fan", "1s").warmup("1s").senders("1-3").text());
     bench.write("steady.toml", "loopback_min = \"0.1 Gb/s\"\nduration = \"2s\"\n");
     let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--gate", "steady.toml"];
