@@ -286,7 +286,9 @@ impl Lanes {
         for _ in 0..self.ready.len() {
             let Some(k) = self.ready.pop_front() else { break };
             let slot = &mut self.slots[k];
-            slot.queued = false;
+            // Stepped now: whatever it waited for came, so the timers it
+            // left behind are stale (a Wait below sets its next one).
+            (slot.queued, slot.deadline) = (false, None);
             let Some(task) = slot.task.as_mut() else { continue };
             match task.progress(stop) {
                 Turn::Again => self.queue(k),
@@ -334,8 +336,17 @@ impl Lanes {
         }
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((at, _))| *at)
+    /// The earliest deadline a lane still waits for: stale timers (their
+    /// lane was stepped since) are dropped here, so the engine never wakes
+    /// for them. An event-mode lane leaves one behind per message.
+    fn next_deadline(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((at, k))) = self.timers.peek() {
+            if self.slots[k].deadline == Some(at) {
+                return Some(at);
+            }
+            self.timers.pop();
+        }
+        None
     }
 
     fn fail_all(&mut self, why: &str) {
