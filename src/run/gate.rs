@@ -45,8 +45,8 @@ pub async fn gate(
     }
     let profile = &gate_opts.profile;
     let (mut measured, mut verdict) = gate_run(&prepared, launch, opts, profile).await?;
-    // The hosts that failed alone, when the gate ran again without them.
-    let mut left_out = None;
+    // The hosts that failed alone, and the gate's run without them, when it ran again so.
+    let mut left_out: Option<(GateResult, Prepared)> = None;
     if let RunStatus::Failed { .. } = measured.status {
         // A host failing for its own ports (a port down breaks its loopback's
         // connect) fails the whole gate run: once more without those hosts,
@@ -54,10 +54,11 @@ pub async fn gate(
         let alone = gate::judge_run(&Profile { loopback_min: None, ..profile.clone() }, &measured);
         let culprits = alone.failed().count();
         if culprits > 0 && culprits < alone.hosts.len() {
-            let (again, second) = gate_run(&gate_without(&prepared, &alone), launch, opts, profile).await?;
+            let without = gate_without(&prepared, &alone);
+            let (again, second) = gate_run(&without, launch, opts, profile).await?;
             verdict = merged(&alone, &verdict, second);
             measured = again;
-            left_out = Some(alone);
+            left_out = Some((alone, without));
         }
     }
     if let RunStatus::Degraded { reasons } = &measured.status {
@@ -67,10 +68,10 @@ pub async fn gate(
         if opts.progress {
             crate::diag!("the gate's run was degraded ({}): running it once more", reasons.join(" | "));
         }
-        let on = left_out.as_ref().map_or_else(|| prepared.clone(), |alone| gate_without(&prepared, alone));
-        let (again, next) = gate_run(&on, launch, opts, profile).await?;
+        let on = left_out.as_ref().map_or(&prepared, |(_, without)| without);
+        let (again, next) = gate_run(on, launch, opts, profile).await?;
         verdict = match &left_out {
-            Some(alone) => merged(alone, &verdict, next),
+            Some((alone, _)) => merged(alone, &verdict, next),
             None => next,
         };
         measured = again;

@@ -322,14 +322,10 @@ impl Lanes {
         }
     }
 
-    /// Queues the lanes whose deadline has come (stale timers are skipped).
+    /// Queues the lanes whose deadline has come (stale timers are dropped on the way).
     fn wake_due(&mut self, now: Instant) {
-        while let Some(&Reverse((at, k))) = self.timers.peek() {
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            if self.slots[k].deadline == Some(at) {
+        while self.next_deadline().is_some_and(|at| at <= now) {
+            if let Some(Reverse((_, k))) = self.timers.pop() {
                 self.slots[k].deadline = None;
                 self.queue(k);
             }
