@@ -7,7 +7,7 @@ use super::limits::{
     self, Machine, MAX_FLOWS, MAX_NAME, MAX_REPEATS, MAX_SAMPLES, MAX_STREAMS, MAX_WINDOW, MIN_INTERVAL,
     THREADS_PER_CORE,
 };
-use super::rdma::{atomic_size_error, ATOMIC_SIZE, GROUP_KEYS};
+use super::rdma::{atomic_size_error, ATOMIC_SIZE, GROUP_KEYS, RETIRED_KEYS};
 use super::stress::Threads;
 use super::sweep::{PointError, SweepSpec};
 use super::{
@@ -16,9 +16,18 @@ use super::{
 
 /// A group's own key (`op`, `mode`, `message_size`, `memory`, `gpu`) inside
 /// its `[group.rdma]` table, whatever its value: the table holds knobs only
-/// and refuses it, so the error shows where it goes.
+/// and refuses it, so the error shows where it goes. A retired knob is
+/// refused with what took its place.
 pub(super) fn check_rdma_tables(source: &Source) -> Result<(), BadField> {
     for i in 0..source.groups() {
+        for (key, instead) in RETIRED_KEYS {
+            if source.group_rdma_value(i, key).is_some() {
+                return Err(BadField::new(
+                    Field::group_rdma(i, key),
+                    format!("`{key}` is no longer a knob: {instead}"),
+                ));
+            }
+        }
         for key in GROUP_KEYS {
             if let Some(value) = source.group_rdma_value(i, key) {
                 return Err(BadField::new(

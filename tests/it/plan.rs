@@ -311,6 +311,10 @@ fn rdma_tables_refuse_what_the_group_or_the_window_decides() {
         let key = knob.lines().last().unwrap();
         assert!(e.contains(&format!("write `{key}` in the [[group]] table itself")), "{knob}: {e}");
     }
+    // A retired knob says what took its place.
+    let e = err("qps = 2\npoll_strategy = \"one_per_poll\"");
+    assert!(e.starts_with("s.toml:7: group \"g\": field `rdma.poll_strategy`: `poll_strategy` is no longer"), "{e}");
+    assert!(e.contains("ibv_poll_cq, up to `poll_batch` per poll"), "{e}");
     let inline =
         plan_for(2, "pattern = \"fan-in\"\ntransport = \"rdma\"\nrdma = { qps = 2, op = \"send\" }").unwrap_err();
     assert!(inline.starts_with("s.toml:5: group \"g\": field `rdma.op`: `op` is the group's"), "{inline}");

@@ -41,20 +41,6 @@ pub enum CompletionMode {
     Event,
 }
 
-/// How completions are taken off an extended CQ.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum PollStrategy {
-    /// `OnePerPoll` for Soft-RoCE with rdma-core < 55, `Batched` everywhere else.
-    #[default]
-    Auto,
-    /// start_poll / next_poll × N / end_poll.
-    Batched,
-    /// start_poll / end_poll per completion (works around the rxe provider bug
-    /// in rdma-core < 55 where next_poll advances the consumer index twice).
-    OnePerPoll,
-}
-
 /// How a flow's queue pairs are connected.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
@@ -94,10 +80,10 @@ pub struct RdmaKnobs {
     pub signal_bytes: u64,
     /// Largest message sent inline; None = perftest's choice (0 for bandwidth, 220 for latency).
     pub inline_size: Option<u32>,
-    /// Completions taken per poll (16, perftest's CTX_POLL_BATCH).
+    /// Completions taken per poll (16, perftest's CTX_POLL_BATCH), in
+    /// `ibv_poll_cq` calls of at most 16.
     pub poll_batch: u32,
     pub completion: CompletionMode,
-    pub poll_strategy: PollStrategy,
     /// Some(n): n messages per QP (bandwidth) or n samples (latency), then return.
     /// None: run until the stop flag is set.
     pub iterations: Option<u64>,
@@ -141,7 +127,6 @@ impl Default for RdmaKnobs {
             inline_size: None,
             poll_batch: 16,
             completion: CompletionMode::Busy,
-            poll_strategy: PollStrategy::Auto,
             iterations: None,
             device: None,
             devices: Vec::new(),

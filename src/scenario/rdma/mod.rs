@@ -10,7 +10,7 @@ pub mod stored;
 
 use serde::{Deserialize, Serialize};
 
-pub use knobs::{write_table, CompletionMode, ConnectMethod, Connection, PollStrategy, RdmaKnobs};
+pub use knobs::{write_table, CompletionMode, ConnectMethod, Connection, RdmaKnobs};
 
 use super::memory::{GpuChoice, MemorySides};
 use super::op::{self, Mode, Op};
@@ -26,6 +26,13 @@ pub struct InvalidParam {
 /// What a group decides for its flows (`[group] op = …`), never its
 /// `[group.rdma]` table.
 pub const GROUP_KEYS: [&str; 5] = ["op", "mode", "message_size", "memory", "gpu"];
+
+/// Knobs a `[group.rdma]` table once had, each with what took its place: a
+/// scenario file that gives one is told so, a stored run that has one reads.
+pub const RETIRED_KEYS: [(&str, &str); 1] = [(
+    "poll_strategy",
+    "completions are always taken with ibv_poll_cq, up to `poll_batch` per poll (perftest's way); remove the line",
+)];
 
 /// Bytes every atomic moves: one 8-byte operand (the verbs' only size).
 pub const ATOMIC_SIZE: u64 = 8;

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{op, GpuChoice, MemorySides, Mode, Op, RdmaKnobs, RdmaParams, GROUP_KEYS};
+use super::{op, GpuChoice, MemorySides, Mode, Op, RdmaKnobs, RdmaParams, GROUP_KEYS, RETIRED_KEYS};
 use crate::scenario::Scenario;
 
 /// The run.json form of [`RdmaParams`]; unknown keys of older runs are ignored.
@@ -58,14 +58,15 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RdmaParams>
 
 /// Reads the scenario a stored run carries. Runs recorded before the
 /// `[group.rdma]` table held knobs only kept the group's op, mode and size
-/// in its copy too (beside the same values on the group): they are dropped
-/// here, and only here, since a scenario file must not give them there.
+/// in its copy too (beside the same values on the group), and older runs
+/// have knobs since retired: both are dropped here, and only here, since a
+/// scenario file must not give them.
 pub fn read_scenario<'de, D: Deserializer<'de>>(d: D) -> Result<Scenario, D::Error> {
     use serde::de::Error as _;
     let mut scenario = serde_json::Value::deserialize(d)?;
     let groups = scenario.get_mut("group").and_then(serde_json::Value::as_array_mut);
     for table in groups.into_iter().flatten().filter_map(|g| g.get_mut("rdma")?.as_object_mut()) {
-        table.retain(|key, _| !GROUP_KEYS.contains(&key.as_str()));
+        table.retain(|key, _| !GROUP_KEYS.contains(&key.as_str()) && !RETIRED_KEYS.iter().any(|(k, _)| k == key));
     }
     Scenario::deserialize(scenario).map_err(D::Error::custom)
 }
@@ -109,6 +110,7 @@ mod tests {
         let stored: serde_json::Value = serde_json::from_str(text).unwrap();
         let old = &stored["scenario"]["group"][0]["rdma"];
         assert!(GROUP_KEYS[..3].iter().all(|key| old.get(key).is_some()), "the fixture holds them: {old}");
+        assert!(RETIRED_KEYS.iter().all(|(key, _)| old.get(key).is_some()), "and the retired: {old}");
         #[derive(Deserialize)]
         struct Run {
             #[serde(deserialize_with = "read_scenario")]
@@ -121,6 +123,7 @@ mod tests {
         let table = written["group"][0]["rdma"].as_object().unwrap();
         assert_eq!(table.keys().collect::<Vec<_>>(), knobs_set(table), "name order, none unset");
         assert!(GROUP_KEYS.iter().all(|key| !table.contains_key(*key)), "{table:?}");
+        assert!(RETIRED_KEYS.iter().all(|(key, _)| !table.contains_key(*key)), "{table:?}");
         // A scenario file is held to the table's type.
         let strict = serde_json::from_value::<Scenario>(stored["scenario"].clone()).unwrap_err();
         assert!(strict.to_string().contains("unknown field `message_size`"), "{strict}");

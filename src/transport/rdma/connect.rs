@@ -7,7 +7,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sideway::ibverbs::completion::CreateCompletionQueueWorkCompletionFlags as WcFlags;
 use sideway::ibverbs::device_context::Mtu;
 use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState, QueuePairType, SendOperationFlags};
 use sideway::ibverbs::AccessFlags;
@@ -18,7 +17,7 @@ use super::error::{panic_message, RdmaError, Refused};
 use super::ffi::{Arena, Cq, Qp};
 use super::shared_cq::{ShardCq, ShardsOn, Sharing};
 use super::ud;
-use crate::scenario::rdma::{CompletionMode, Connection, PollStrategy, RdmaParams, UD_GRH};
+use crate::scenario::rdma::{CompletionMode, Connection, RdmaParams, UD_GRH};
 use crate::scenario::{Mode, Op};
 use crate::transport::validation::FlowNumber;
 use crate::transport::{FlowCounters, Side};
@@ -266,31 +265,20 @@ fn setup_failed(dev: &OpenDevice, what: String, e: &dyn std::fmt::Display) -> Rd
 }
 
 /// A CQ of `entries` on `dev` (`event`: with a completion channel, its
-/// events tagged `tag`; `routed`: its completions carry their QP number).
-fn make_cq(
-    dev: &OpenDevice,
-    entries: u32,
-    event: bool,
-    batched: bool,
-    routed: bool,
-    tag: u32,
-) -> Result<Cq, RdmaError> {
+/// events tagged `tag`).
+fn make_cq(dev: &OpenDevice, entries: u32, event: bool, tag: u32) -> Result<Cq, RdmaError> {
     let setup = |what: String, e: &dyn std::fmt::Display| setup_failed(dev, what, e);
     let channel = match event {
         true => Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?),
         false => None,
     };
-    let mut flags = WcFlags::ByteLength | WcFlags::ImmediateData;
-    if routed {
-        flags |= WcFlags::QueuePairNumber;
-    }
     let mut b = dev.ctx.create_cq_builder();
-    b.setup_cqe(entries).setup_wc_flags(flags);
+    b.setup_cqe(entries);
     if let Some(ch) = &channel {
         b.setup_comp_channel(ch, tag);
     }
-    let cq_ex = b.build_ex().map_err(|e| setup(format!("ibv_create_cq_ex(cqe={entries})"), &e))?;
-    Cq::new(cq_ex, channel, batched, routed).map_err(|e| setup("completion channel O_NONBLOCK".into(), &e))
+    let cq = b.build().map_err(|e| setup(format!("ibv_create_cq(cqe={entries})"), &e))?;
+    Cq::new(cq, channel).map_err(|e| setup("completion channel O_NONBLOCK".into(), &e))
 }
 
 fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) -> Result<PreparedFlow, RdmaError> {
@@ -313,11 +301,6 @@ fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) 
     };
     let arena = Arc::new(arena);
 
-    let batched = match params.knobs.poll_strategy {
-        PollStrategy::Auto if dev.batch_poll_broken => false,
-        PollStrategy::Auto | PollStrategy::Batched => true,
-        PollStrategy::OnePerPoll => false,
-    };
     let recv = needs_receives(params, side);
     let inline = params.effective_inline_size();
     let send_inline = params.sends_inline();
@@ -349,13 +332,13 @@ fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) 
         let my_qps: Vec<usize> = (0..qps).filter(|i| i % threads == t).collect();
         let per_qp = params.knobs.tx_depth + if recv { params.knobs.rx_depth } else { 0 };
         let need = per_qp * my_qps.len() as u32 + 16;
-        let make = |entries, event, routed| make_cq(&dev, entries, event, batched, routed, t as u32);
+        let make = |entries, event| make_cq(&dev, entries, event, t as u32);
         let cq = match (groups.get(t), sharing.as_mut()) {
             (Some(&group), Some(sharing)) => {
                 let (at, wants) = ((Arc::as_ptr(&dev.ctx) as usize, group), (need, params.knobs.poll_batch as usize));
-                ShardCq::Shared(sharing.pool.share(at, wants, max_cqe, |entries| make(entries, false, true))?)
+                ShardCq::Shared(sharing.pool.share(at, wants, max_cqe, |entries| make(entries, false))?)
             }
-            _ => ShardCq::Own(make(need.min(max_cqe), params.knobs.completion == CompletionMode::Event, false)?),
+            _ => ShardCq::Own(make(need.min(max_cqe), params.knobs.completion == CompletionMode::Event)?),
         };
 
         let mut slots = Vec::with_capacity(my_qps.len());

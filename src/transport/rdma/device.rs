@@ -16,8 +16,6 @@ use super::gids::{self, choose_gid, is_ipv4_mapped, GidInfo, GidKind};
 pub(crate) const PORT_ACTIVE: u32 = 4;
 /// `IBV_LINK_LAYER_ETHERNET`.
 pub(crate) const LINK_LAYER_ETHERNET: u8 = 2;
-/// Soft-RoCE's vendor id (RXE_VENDOR_ID).
-const RXE_VENDOR_ID: u32 = 0xff_ffff;
 
 /// The GID table of a port, skipping empty entries; never panics.
 pub(crate) fn gid_table(ctx: &DeviceContext, port: u8, table_len: i32, link_layer: u8) -> Vec<GidInfo> {
@@ -68,8 +66,6 @@ pub(crate) struct OpenDevice {
     pub gid: [u8; 16],
     /// Largest max_rd_atomic / max_dest_rd_atomic the device allows.
     pub max_rd_atomic: u8,
-    /// Extended-CQ batch polling is broken (rxe on rdma-core < 55).
-    pub batch_poll_broken: bool,
 }
 
 /// Lists devices, turning "libibverbs absent" (ENOSYS) and "no device" into
@@ -211,8 +207,6 @@ fn open_port(
             }
         },
     };
-    let is_rxe = raw.vendor_id == RXE_VENDOR_ID || dev_name.starts_with("rxe");
-    let batch_poll_broken = is_rxe && rdma_core_version().is_none_or(|v| v < 55);
     let max_rd = raw.max_qp_rd_atom.min(raw.max_qp_init_rd_atom).clamp(1, 16) as u8;
     Ok(OpenDevice {
         ctx: Arc::clone(ctx),
@@ -224,7 +218,6 @@ fn open_port(
         gid_index: gid.index,
         gid: gid.raw,
         max_rd_atomic: max_rd,
-        batch_poll_broken,
     })
 }
 

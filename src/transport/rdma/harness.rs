@@ -11,7 +11,6 @@ use super::connect::ConnectedFlow;
 use super::error::RdmaError;
 use super::task::ShardTask;
 use crate::histogram::Histogram;
-use crate::scenario::rdma::PollStrategy;
 use crate::transport::task::Turn;
 use crate::transport::FlowCounters;
 
@@ -29,8 +28,6 @@ pub struct FlowOutcome {
     pub latency: Option<Histogram>,
     /// Atomics: per QP, the sender's last fetched value / the target word.
     pub atomic_words: Option<Vec<u64>>,
-    /// The CQ polling strategy used (`auto` resolved).
-    pub poll_strategy: PollStrategy,
 }
 
 impl ConnectedFlow {
@@ -44,10 +41,6 @@ impl ConnectedFlow {
     /// ends it.
     pub fn run(self, counters: &Arc<FlowCounters>, stop: &AtomicBool) -> Result<FlowOutcome, RdmaError> {
         let before = counters.read();
-        let poll_strategy = match self.res.shards.first().is_some_and(|s| s.cq.batched()) {
-            true => PollStrategy::Batched,
-            false => PollStrategy::OnePerPoll,
-        };
         let tasks = step_tasks(self.shard_tasks(counters.clone()), stop)?;
         let atomic = tasks.first().is_some_and(|t| t.res.params.op.is_atomic());
         let atomic_words = atomic.then(|| {
@@ -60,7 +53,7 @@ impl ConnectedFlow {
         });
         let latency = tasks.into_iter().find_map(ShardTask::finish);
         let (bytes, messages) = counters.read();
-        Ok(FlowOutcome { messages: messages - before.1, bytes: bytes - before.0, latency, atomic_words, poll_strategy })
+        Ok(FlowOutcome { messages: messages - before.1, bytes: bytes - before.0, latency, atomic_words })
     }
 }
 

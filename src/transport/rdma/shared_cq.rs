@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sideway::ibverbs::completion::ExtendedCompletionQueue;
+use sideway::ibverbs::completion::BasicCompletionQueue;
 
 use super::ffi::{Cq, Wc};
 
@@ -123,7 +123,7 @@ fn lock(hub: &Mutex<Hub>) -> MutexGuard<'_, Hub> {
 
 impl CqShare {
     /// The CQ, for the member's QPs to be created on.
-    pub(crate) fn handle(&self) -> Arc<ExtendedCompletionQueue> {
+    pub(crate) fn handle(&self) -> Arc<BasicCompletionQueue> {
         lock(&self.hub).cq.handle().clone()
     }
 
@@ -198,7 +198,7 @@ impl Routes {
 
 impl ShardCq {
     /// The CQ, for the shard's QPs to be created on.
-    pub(crate) fn handle(&self) -> Arc<ExtendedCompletionQueue> {
+    pub(crate) fn handle(&self) -> Arc<BasicCompletionQueue> {
         match self {
             ShardCq::Own(cq) => cq.handle().clone(),
             ShardCq::Shared(share) => share.handle(),
@@ -248,15 +248,6 @@ impl ShardCq {
         match self {
             ShardCq::Own(_) => None,
             ShardCq::Shared(share) => Some(Arc::as_ptr(&share.hub) as usize),
-        }
-    }
-
-    /// Whether it takes a batch of completions per poll (not one).
-    #[cfg(any(test, feature = "testing"))]
-    pub(crate) fn batched(&self) -> bool {
-        match self {
-            ShardCq::Own(cq) => cq.batched(),
-            ShardCq::Shared(share) => lock(&share.hub).cq.batched(),
         }
     }
 }

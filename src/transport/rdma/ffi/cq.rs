@@ -1,16 +1,26 @@
-//! An extended CQ polled with a selectable strategy (one completion per poll
-//! or a batch), plus the completion-channel calls (`ibv_req_notify_cq`,
-//! `ibv_get_cq_event`, `ibv_ack_cq_events`) of event mode.
+//! A CQ polled with `ibv_poll_cq`, as perftest polls, plus the
+//! completion-channel calls (`ibv_req_notify_cq`, `ibv_get_cq_event`,
+//! `ibv_ack_cq_events`) of event mode.
+//!
+//! A plain CQ (`ibv_create_cq`), not an extended one: the extended CQ's
+//! reader (`ibv_start_poll`, a call per field, `ibv_end_poll`) costs
+//! several indirect calls per completion, measurable in Soft-RoCE's
+//! latency (docs/PERFORMANCE.md), and rxe's `ibv_next_poll` in
+//! rdma-core < 55 advances the consumer index twice. One `ibv_poll_cq`
+//! fills every field the loops read, the QP number included.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::ptr;
 use std::sync::Arc;
 
-use rdma_mummy_sys::{ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_req_notify_cq, ibv_wc_read_qp_num};
-use sideway::ibverbs::completion::{
-    CompletionChannel, CompletionQueue, ExtendedCompletionQueue, PollCompletionQueueError,
-};
+use rdma_mummy_sys::{ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_poll_cq, ibv_req_notify_cq, ibv_wc};
+use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel, CompletionQueue};
+
+/// Completions one `ibv_poll_cq` call may take (perftest's CTX_POLL_BATCH):
+/// the raw entries live on the stack, so a longer `out` is filled in chunks.
+const CHUNK: usize = 16;
 
 /// The fields of a completion the hot loops need.
 #[derive(Clone, Copy, Debug, Default)]
@@ -20,43 +30,41 @@ pub(crate) struct Wc {
     /// Only valid for receive completions.
     pub byte_len: u32,
     pub vendor_err: u32,
-    /// The QP it belongs to; read only from a CQ that several shards share.
+    /// The QP it belongs to (a CQ that several shards share routes by it).
     pub qp_num: u32,
 }
 
-/// An extended CQ plus (in event mode) its completion channel.
+impl From<&ibv_wc> for Wc {
+    fn from(wc: &ibv_wc) -> Self {
+        let ok = wc.status == 0;
+        Wc {
+            wr_id: wc.wr_id,
+            status: wc.status,
+            // A failed completion's length is undefined, a good one's vendor error too.
+            byte_len: if ok { wc.byte_len } else { 0 },
+            vendor_err: if ok { 0 } else { wc.vendor_err },
+            qp_num: wc.qp_num,
+        }
+    }
+}
+
+/// A CQ plus (in event mode) its completion channel.
 pub(crate) struct Cq {
-    cq: Arc<ExtendedCompletionQueue>,
+    cq: Arc<BasicCompletionQueue>,
     channel: Option<Arc<CompletionChannel>>,
-    batched: bool,
-    /// Reads each completion's QP number (the CQ was made with it).
-    routed: bool,
     unacked: u32,
 }
 
 impl Cq {
-    /// `routed`: the CQ was made with the QP number in its completions,
-    /// and `poll` reads it.
-    pub(crate) fn new(
-        cq: Arc<ExtendedCompletionQueue>,
-        channel: Option<Arc<CompletionChannel>>,
-        batched: bool,
-        routed: bool,
-    ) -> io::Result<Cq> {
+    pub(crate) fn new(cq: Arc<BasicCompletionQueue>, channel: Option<Arc<CompletionChannel>>) -> io::Result<Cq> {
         if let Some(ch) = &channel {
             ch.set_nonblocking(true)?;
         }
-        Ok(Cq { cq, channel, batched, routed, unacked: 0 })
+        Ok(Cq { cq, channel, unacked: 0 })
     }
 
-    pub(crate) fn handle(&self) -> &Arc<ExtendedCompletionQueue> {
+    pub(crate) fn handle(&self) -> &Arc<BasicCompletionQueue> {
         &self.cq
-    }
-
-    /// Whether it takes a batch of completions per poll (not one).
-    #[cfg(any(test, feature = "testing"))]
-    pub(crate) fn batched(&self) -> bool {
-        self.batched
     }
 
     pub(crate) fn is_event_driven(&self) -> bool {
@@ -65,33 +73,21 @@ impl Cq {
 
     /// Takes up to `out.len()` completions without blocking; returns how many.
     pub(crate) fn poll(&mut self, out: &mut [Wc]) -> io::Result<usize> {
+        let mut raw = [MaybeUninit::<ibv_wc>::uninit(); CHUNK];
         let mut n = 0;
         while n < out.len() {
-            let mut poller = match self.cq.start_poll() {
-                Ok(p) => p,
-                Err(PollCompletionQueueError::CompletionQueueEmpty) => return Ok(n),
-                Err(PollCompletionQueueError::Ibverbs(e)) => return Err(e),
-                Err(e) => return Err(io::Error::other(e.to_string())),
-            };
-            while n < out.len() {
-                let Some(wc) = poller.next() else { return Ok(n) };
-                let status = wc.status();
-                let qp_num = match self.routed {
-                    // SAFETY: inside a poll (the poller is live) of a CQ made
-                    // with IBV_WC_EX_WITH_QP_NUM; an extended CQ's pointer is
-                    // its ibv_cq's (ibv_cq_ex_to_cq is a cast).
-                    true => unsafe { ibv_wc_read_qp_num(self.cq.cq().as_ptr().cast()) },
-                    false => 0,
-                };
-                out[n] = if status == 0 {
-                    Wc { wr_id: wc.wr_id(), status, byte_len: wc.byte_len(), vendor_err: 0, qp_num }
-                } else {
-                    Wc { wr_id: wc.wr_id(), status, byte_len: 0, vendor_err: wc.vendor_err(), qp_num }
-                };
-                n += 1;
-                if !self.batched {
-                    break; // end_poll now (drop), then start_poll again
-                }
+            let want = (out.len() - n).min(CHUNK);
+            // SAFETY: the CQ is live (we hold an Arc); `raw` has room for
+            // `want` <= CHUNK entries.
+            let got = unsafe { ibv_poll_cq(self.cq.cq().as_ptr(), want as i32, raw.as_mut_ptr().cast()) };
+            let got = usize::try_from(got).map_err(|_| io::Error::other(format!("ibv_poll_cq returned {got}")))?;
+            for (slot, wc) in out[n..n + got].iter_mut().zip(&raw[..got]) {
+                // SAFETY: ibv_poll_cq wrote the first `got` entries.
+                *slot = Wc::from(unsafe { wc.assume_init_ref() });
+            }
+            n += got;
+            if got < want {
+                break;
             }
         }
         Ok(n)
@@ -99,8 +95,7 @@ impl Cq {
 
     /// Event mode: requests a notification for the next completion.
     pub(crate) fn arm(&self) -> io::Result<()> {
-        // SAFETY: the CQ is live (we hold an Arc); an extended CQ starts with
-        // the ibv_cq fields (ibv_cq_ex_to_cq is a cast).
+        // SAFETY: the CQ is live (we hold an Arc).
         let ret = unsafe { ibv_req_notify_cq(self.cq.cq().as_ptr(), 0) };
         if ret == 0 {
             Ok(())

@@ -6,7 +6,7 @@
 //! * [`Arena`] (`arena`): page-aligned memory registered as one MR.
 //! * [`Qp`] (`qp`): an extended RC QP that keeps its arena alive; send WRs
 //!   ([`SendSpec`], [`WrKind`]) and a preallocated receive ring.
-//! * [`Cq`] (`cq`): an extended CQ, polled or event-driven; [`Wc`] is one
+//! * [`Cq`] (`cq`): a CQ polled with `ibv_poll_cq`, or event-driven; [`Wc`] is one
 //!   completion.
 //! * [`query_port`] (`port`): `ibv_query_port` without sideway's conversions.
 //! * `ud`: UD's Q_Key at INIT and the address handle (of a
