@@ -225,6 +225,9 @@ fn post_list_moderation_sharding_and_events() {
         (Op::Write, 4, 2, 16, 64, 64, CompletionMode::Busy, Some(64)),
         (Op::Send, 2, 1, 8, 16, 256, CompletionMode::Event, None),
         (Op::Write, 1, 1, 4, 1000, 8192, CompletionMode::Event, None),
+        // More event-mode shards than the VM's 2 vCPUs (rxe's completion
+        // vectors): each CQ's vector is one the device has.
+        (Op::Write, 4, 4, 1, 16, 4096, CompletionMode::Event, None),
     ];
     for (op, qps, threads, post_list, cq_mod, size, completion, inline) in cases {
         let p = RdmaParams {

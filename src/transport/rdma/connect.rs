@@ -14,7 +14,7 @@ use sideway::ibverbs::AccessFlags;
 use super::device::{self, OpenDevice};
 use super::endpoint::RdmaEndpoint;
 use super::error::{panic_message, RdmaError, Refused};
-use super::ffi::{Arena, Cq, Qp};
+use super::ffi::{self, Arena, Cq, Qp};
 use super::shared_cq::{ShardCq, ShardsOn, Sharing};
 use super::ud;
 use crate::scenario::rdma::{CompletionMode, Connection, RdmaParams, UD_GRH};
@@ -255,36 +255,43 @@ pub fn prepare_shared(params: &RdmaParams, side: Side, sharing: Sharing) -> Resu
 
 /// A verbs call on `dev` that failed while a flow was made (it has no
 /// label yet: "flow", as in every error of `prepare`).
-fn setup_failed(dev: &OpenDevice, what: String, e: &dyn std::fmt::Display) -> RdmaError {
+fn setup_failed(dev: &OpenDevice, what: String, e: &dyn std::error::Error) -> RdmaError {
     RdmaError::Setup {
         flow: "flow".into(),
         device: dev.name.clone(),
         what,
-        source: std::io::Error::other(e.to_string()),
+        source: std::io::Error::other(ffi::with_causes(e)),
     }
 }
 
-/// A CQ of `entries` on `dev` (`event`: with a completion channel, its
-/// events tagged `tag`).
-fn make_cq(dev: &OpenDevice, entries: u32, event: bool, tag: u32) -> Result<Cq, RdmaError> {
-    let setup = |what: String, e: &dyn std::fmt::Display| setup_failed(dev, what, e);
+/// A CQ of `entries` on `dev` for shard `shard` (`event`: with a completion
+/// channel, on one of the device's completion vectors, shards spread over
+/// them).
+fn make_cq(dev: &OpenDevice, entries: u32, event: bool, shard: u32) -> Result<Cq, RdmaError> {
+    let setup = |what: String, e: &dyn std::error::Error| setup_failed(dev, what, e);
     let channel = match event {
         true => Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?),
         false => None,
     };
     let mut b = dev.ctx.create_cq_builder();
     b.setup_cqe(entries);
+    let mut vector = None;
     if let Some(ch) = &channel {
-        b.setup_comp_channel(ch, tag);
+        let v = shard % ffi::completion_vectors(&dev.ctx);
+        b.setup_comp_channel(ch, v);
+        vector = Some(v);
     }
-    let cq = b.build().map_err(|e| setup(format!("ibv_create_cq(cqe={entries})"), &e))?;
+    let cq = b.build().map_err(|e| {
+        let on = vector.map(|v| format!(", comp_vector={v}")).unwrap_or_default();
+        setup(format!("ibv_create_cq(cqe={entries}{on})"), &e)
+    })?;
     Cq::new(cq, channel).map_err(|e| setup("completion channel O_NONBLOCK".into(), &e))
 }
 
 fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) -> Result<PreparedFlow, RdmaError> {
     let flow = "flow";
     let dev = device::open(params.knobs.device.as_deref(), params.knobs.port, params.knobs.gid_index)?;
-    let setup = |what: String, e: &dyn std::fmt::Display| setup_failed(&dev, what, e);
+    let setup = |what: String, e: &dyn std::error::Error| setup_failed(&dev, what, e);
     let ud = params.knobs.connection == Connection::Ud;
     let qkey = if ud { ud::qkey(random_psns(1)[0]) } else { 0 };
     if ud {

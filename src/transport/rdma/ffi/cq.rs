@@ -17,10 +17,20 @@ use std::sync::Arc;
 
 use rdma_mummy_sys::{ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_poll_cq, ibv_req_notify_cq, ibv_wc};
 use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel, CompletionQueue};
+use sideway::ibverbs::device_context::DeviceContext;
 
 /// Completions one `ibv_poll_cq` call may take (perftest's CTX_POLL_BATCH):
 /// the raw entries live on the stack, so a longer `out` is filled in chunks.
 const CHUNK: usize = 16;
+
+/// How many completion vectors (`comp_vector` values) the device offers;
+/// at least one.
+pub(crate) fn completion_vectors(ctx: &DeviceContext) -> u32 {
+    // SAFETY: the context is live (borrowed); num_comp_vectors is set when
+    // the device is opened and never changes.
+    let n = unsafe { (*ctx.context().as_ptr()).num_comp_vectors };
+    u32::try_from(n).unwrap_or(0).max(1)
+}
 
 /// The fields of a completion the hot loops need.
 #[derive(Clone, Copy, Debug, Default)]

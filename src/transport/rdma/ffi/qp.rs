@@ -15,7 +15,7 @@ use sideway::ibverbs::queue_pair::{
 };
 
 use super::ud::{self, Ah};
-use super::Arena;
+use super::{with_causes, Arena};
 use crate::transport::rdma::path::AddressPath;
 
 /// A UD QP's peer: the address handle and the remote QP every send names.
@@ -28,19 +28,8 @@ struct UdTarget {
 /// A QP state change the device refused: sideway's error, shown with every
 /// cause beneath it (its own text hides the errno, which is the innermost).
 #[derive(Debug, thiserror::Error)]
-#[error("{}", with_causes(.0))]
+#[error("{}", with_causes(&.0))]
 pub struct QpModifyError(ModifyQueuePairError);
-
-fn with_causes(e: &ModifyQueuePairError) -> String {
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
-}
 
 /// What one send WR does (the remote side of it).
 #[derive(Clone, Copy, Debug)]
