@@ -15,6 +15,7 @@ use super::device::{self, OpenDevice};
 use super::endpoint::RdmaEndpoint;
 use super::error::{panic_message, RdmaError, Refused};
 use super::ffi::{self, Arena, Cq, Qp};
+use super::memlock;
 use super::shared_cq::{ShardCq, ShardsOn, Sharing};
 use super::ud;
 use crate::scenario::rdma::{CompletionMode, Connection, RdmaParams, UD_GRH};
@@ -255,12 +256,12 @@ pub fn prepare_shared(params: &RdmaParams, side: Side, sharing: Sharing) -> Resu
 
 /// A verbs call on `dev` that failed while a flow was made (it has no
 /// label yet: "flow", as in every error of `prepare`).
-fn setup_failed(dev: &OpenDevice, what: String, e: &dyn std::error::Error) -> RdmaError {
+fn setup_failed(dev: &OpenDevice, what: String, e: &(dyn std::error::Error + 'static)) -> RdmaError {
     RdmaError::Setup {
         flow: "flow".into(),
         device: dev.name.clone(),
         what,
-        source: std::io::Error::other(ffi::with_causes(e)),
+        source: std::io::Error::other(ffi::with_causes(e) + &memlock::hint(e)),
     }
 }
 
@@ -268,7 +269,7 @@ fn setup_failed(dev: &OpenDevice, what: String, e: &dyn std::error::Error) -> Rd
 /// channel, on one of the device's completion vectors, shards spread over
 /// them).
 fn make_cq(dev: &OpenDevice, entries: u32, event: bool, shard: u32) -> Result<Cq, RdmaError> {
-    let setup = |what: String, e: &dyn std::error::Error| setup_failed(dev, what, e);
+    let setup = |what: String, e: &(dyn std::error::Error + 'static)| setup_failed(dev, what, e);
     let channel = match event {
         true => Some(dev.ctx.create_comp_channel().map_err(|e| setup("ibv_create_comp_channel".into(), &e))?),
         false => None,
@@ -291,7 +292,7 @@ fn make_cq(dev: &OpenDevice, entries: u32, event: bool, shard: u32) -> Result<Cq
 fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) -> Result<PreparedFlow, RdmaError> {
     let flow = "flow";
     let dev = device::open(params.knobs.device.as_deref(), params.knobs.port, params.knobs.gid_index)?;
-    let setup = |what: String, e: &dyn std::error::Error| setup_failed(&dev, what, e);
+    let setup = |what: String, e: &(dyn std::error::Error + 'static)| setup_failed(&dev, what, e);
     let ud = params.knobs.connection == Connection::Ud;
     let qkey = if ud { ud::qkey(random_psns(1)[0]) } else { 0 };
     if ud {

@@ -14,7 +14,8 @@
 //! `latency` (ping-pong), `open_loop` (probes on a schedule), `probe` (inventory), `gids` (GID entries, the auto-choice, a port's
 //! table from sysfs), `inventory` (the probe's
 //! compact form in run.json), `counters` (sysfs counters),
-//! `endpoint` (the exchanged record), `error`, and `ffi` (the only unsafe).
+//! `endpoint` (the exchanged record), `error`, `memlock` (the locked-memory limit named in setup errors),
+//! and `ffi` (the only unsafe).
 
 mod cm;
 mod connect;
@@ -29,6 +30,7 @@ mod gpu;
 mod harness;
 pub mod inventory;
 mod latency;
+mod memlock;
 mod open_loop;
 mod path;
 mod peering;

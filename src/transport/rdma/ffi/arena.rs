@@ -114,8 +114,12 @@ impl Arena {
             Err(e) => {
                 // SAFETY: allocated above with this layout, never registered.
                 unsafe { alloc::dealloc(ptr.as_ptr(), layout) };
-                let os = e.0.to_string();
-                Err(io::Error::other(format!("ibv_reg_mr({} bytes): {os}", layout.size())))
+                // Keep the kind (ENOMEM: out of locked memory) under the text.
+                let kind = match &e.0 {
+                    RegisterMemoryRegionErrorKind::Ibverbs(os) => os.kind(),
+                    _ => io::ErrorKind::Other,
+                };
+                Err(io::Error::new(kind, format!("ibv_reg_mr({} bytes): {}", layout.size(), e.0)))
             }
         }
     }
