@@ -276,16 +276,15 @@ fn make_cq(dev: &OpenDevice, entries: u32, event: bool, shard: u32) -> Result<Cq
     };
     let mut b = dev.ctx.create_cq_builder();
     b.setup_cqe(entries);
-    let mut vector = None;
-    if let Some(ch) = &channel {
-        let v = shard % ffi::completion_vectors(&dev.ctx);
-        b.setup_comp_channel(ch, v);
-        vector = Some(v);
-    }
-    let cq = b.build().map_err(|e| {
-        let on = vector.map(|v| format!(", comp_vector={v}")).unwrap_or_default();
-        setup(format!("ibv_create_cq(cqe={entries}{on})"), &e)
-    })?;
+    let on = match &channel {
+        Some(ch) => {
+            let vector = shard % ffi::completion_vectors(&dev.ctx);
+            b.setup_comp_channel(ch, vector);
+            format!(", comp_vector={vector}")
+        }
+        None => String::new(),
+    };
+    let cq = b.build().map_err(|e| setup(format!("ibv_create_cq(cqe={entries}{on})"), &e))?;
     Cq::new(cq, channel).map_err(|e| setup("completion channel O_NONBLOCK".into(), &e))
 }
 
