@@ -13,6 +13,9 @@ fn main() -> ExitCode {
     if let Err(e) = fabricbench::fdlimit::raise() {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
+    if let Err(e) = fabricbench::transport::rdma::raise_memlock_limit() {
+        tracing::warn!("cannot raise the locked-memory limit: {e}");
+    }
     match commands::dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

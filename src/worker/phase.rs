@@ -133,7 +133,7 @@ pub fn prepare(
                             load => groups.place(on.device, &prepare_cores(&role, on.node), load, on.shards),
                         };
                         let sharing = rdma::Sharing { pool: &mut pool, groups: &mut choose };
-                        let p = rdma::prepare_shared(&rail, side, sharing)?;
+                        let p = rdma::prepare_shared(&rail, side, sharing).map_err(|e| e.labelled(&label))?;
                         let mut p = p.with_label(label).with_gpu_reason(gpu_reason);
                         if role.group.validate {
                             p = p.with_validation(flow)?;

@@ -304,7 +304,7 @@ fn prepare_inner(params: &RdmaParams, side: Side, mut sharing: Option<Sharing>) 
         AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
     let (arena, gpu) = match super::gpu::memory_of(params, side).is_gpu() {
         true => super::gpu::arena(&pd, params, side, slot * qps, access, &dev.name).map(|(a, g)| (a, Some(g)))?,
-        false => (Arena::new(&pd, slot * qps, access).map_err(|e| setup("ibv_reg_mr".into(), &e))?, None),
+        false => (Arena::new(&pd, slot * qps, access).map_err(|e| setup("registering its buffers".into(), &e))?, None),
     };
     let arena = Arc::new(arena);
 

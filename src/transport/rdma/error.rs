@@ -96,6 +96,29 @@ pub enum RdmaError {
     Panicked { flow: String, what: &'static str, message: String },
 }
 
+impl RdmaError {
+    /// The error under the flow's `label`: one from `prepare`, which runs
+    /// before the flow has a label, names it "flow".
+    pub fn labelled(mut self, label: &str) -> RdmaError {
+        use RdmaError::*;
+        if let Setup { flow, .. }
+        | GpuMemory { flow, .. }
+        | Connect { flow, .. }
+        | Cm { flow, .. }
+        | AboveUdMtu { flow, .. }
+        | PeerMismatch { flow, .. }
+        | Post { flow, .. }
+        | Completion { flow, .. }
+        | Poll { flow, .. }
+        | Stalled { flow, .. }
+        | Panicked { flow, .. } = &mut self
+        {
+            *flow = label.to_string();
+        }
+        self
+    }
+}
+
 /// perftest-style name of a work-completion status (ibv_wc_status_str without the prose).
 pub fn wc_status_name(status: u32) -> &'static str {
     match status {
@@ -200,6 +223,23 @@ mod tests {
         assert_eq!(wc_status_name(st::IBV_WC_RETRY_EXC_ERR), "RETRY_EXC_ERR");
         assert_eq!(wc_status_name(9999), "UNKNOWN_STATUS");
         assert_eq!(wc_opcode_name(4242), "OTHER");
+    }
+
+    #[test]
+    fn a_setup_error_takes_the_flows_label() {
+        let e = RdmaError::Setup {
+            flow: "flow".into(),
+            device: "rxe0".into(),
+            what: "registering its buffers".into(),
+            source: io::Error::other("ibv_reg_mr(1048576 bytes): Cannot allocate memory (os error 12)"),
+        };
+        let s = e.labelled("flow 2 1->0 rail 1").to_string();
+        assert_eq!(
+            s,
+            "flow 2 1->0 rail 1: registering its buffers on device rxe0: ibv_reg_mr(1048576 bytes): Cannot allocate memory (os error 12)"
+        );
+        let kept = RdmaError::NoDevices { detail: "empty list".into() }.labelled("flow 0 0->1").to_string();
+        assert_eq!(kept, "no RDMA devices / libibverbs not found (empty list)");
     }
 
     #[test]

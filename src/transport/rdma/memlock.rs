@@ -2,10 +2,21 @@
 //! on NICs the CQ and QP rings), charged to RLIMIT_MEMLOCK unless the
 //! process holds CAP_IPC_LOCK; many systems start shells and services with
 //! 64 KiB or 8 MiB, and the setup call then fails with ENOMEM alone.
+//! Every fabricbench process raises its soft limit to the hard one (what
+//! `ulimit -l` may do unprivileged); what is left is named in the error.
 
 use std::io;
 
-use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
+
+/// Raises the soft RLIMIT_MEMLOCK to the hard limit.
+pub fn raise() -> nix::Result<()> {
+    let (soft, hard) = getrlimit(Resource::RLIMIT_MEMLOCK)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_MEMLOCK, hard, hard)?;
+    }
+    Ok(())
+}
 
 /// What to add to a verbs setup error that ran out of memory while this
 /// process's locked-memory limit is finite: the limit and how to raise it;
@@ -15,16 +26,21 @@ pub(crate) fn hint(error: &(dyn std::error::Error + 'static)) -> String {
         return String::new();
     }
     match getrlimit(Resource::RLIMIT_MEMLOCK) {
-        Ok((soft, _)) if soft != RLIM_INFINITY => limited_to(soft),
+        Ok((soft, hard)) if soft != RLIM_INFINITY => limited_to(soft, hard),
         _ => String::new(),
     }
 }
 
-fn limited_to(soft: u64) -> String {
+fn limited_to(soft: u64, hard: u64) -> String {
+    let hard = match hard {
+        RLIM_INFINITY => "unlimited".to_string(),
+        h if h == soft => "its hard limit too".to_string(),
+        h => format!("hard limit {} KiB", h / 1024),
+    };
     format!(
-        " (RLIMIT_MEMLOCK is {} KiB here, and verbs pin the memory they register: raise it where fabricbench \
-         starts — `ulimit -l unlimited`, LimitMEMLOCK=infinity for a systemd unit, `* - memlock unlimited` in \
-         /etc/security/limits.conf — and run again)",
+        " (RLIMIT_MEMLOCK is {} KiB here, {hard}, and verbs pin the memory they register: raise it where \
+         fabricbench starts — `ulimit -l unlimited`, LimitMEMLOCK=infinity for a systemd unit, `* - memlock \
+         unlimited` in /etc/security/limits.conf — and run again)",
         soft / 1024
     )
 }
@@ -58,9 +74,18 @@ mod tests {
     }
 
     #[test]
+    fn soft_limit_ends_at_the_hard_limit() {
+        raise().unwrap();
+        let (soft, hard) = getrlimit(Resource::RLIMIT_MEMLOCK).unwrap();
+        assert_eq!(soft, hard);
+    }
+
+    #[test]
     fn the_hint_names_the_limit_and_how_to_raise_it() {
-        let h = limited_to(64 * 1024);
-        assert!(h.starts_with(" (RLIMIT_MEMLOCK is 64 KiB here,"), "{h}");
+        let h = limited_to(64 * 1024, 64 * 1024);
+        assert!(h.starts_with(" (RLIMIT_MEMLOCK is 64 KiB here, its hard limit too,"), "{h}");
+        assert!(limited_to(64 * 1024, 8 << 20).starts_with(" (RLIMIT_MEMLOCK is 64 KiB here, hard limit 8192 KiB,"));
+        assert!(limited_to(64 * 1024, RLIM_INFINITY).starts_with(" (RLIMIT_MEMLOCK is 64 KiB here, unlimited,"));
         assert!(h.contains("`ulimit -l unlimited`") && h.contains("LimitMEMLOCK=infinity"), "{h}");
     }
 }
