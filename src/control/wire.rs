@@ -43,8 +43,8 @@ pub const MAGIC: u32 = 0x4642_4350;
 /// op, mode, size and memory; 19: a group's plan says whether it validates
 /// data, a flow end's report what it checked; 20: a flow role carries its
 /// end's GPU from the hostfile's `gpus=`, and Welcome's GPUs say which
-/// came from there).
-pub const PROTOCOL_VERSION: u32 = 20;
+/// came from there; 21: `Probe`'s host facts carry the locked-memory limit).
+pub const PROTOCOL_VERSION: u32 = 21;
 /// The largest first frame of a connection: a Hello, with room to spare.
 pub const HELLO_MAX: usize = 4096;
 

@@ -8,6 +8,7 @@
 //! as it can be.
 
 mod gpu;
+mod limits;
 pub mod lldp;
 mod pci;
 mod rdma;
@@ -23,6 +24,7 @@ use crate::transport::rdma::libibverbs_release;
 pub use gpu::{
     dma_buf_kernel, dma_buf_possible, kernel_registers_dma_buf, peer_memory_module, GpuDevice, GpuFacts, NicAffinity,
 };
+pub use limits::LockedMemory;
 pub use pci::{PciLink, PciPlace};
 pub use rdma::{PortFacts, RdmaDeviceFacts};
 
@@ -66,6 +68,11 @@ pub struct HostFacts {
     /// host without one (and in records made before GPUs were read).
     #[serde(default)]
     pub gpus: Option<Box<GpuFacts>>,
+    /// The hard locked-memory limit of processes started as the reader
+    /// was (/proc/self/limits); `None` where unread (and in records made
+    /// before it was read).
+    #[serde(default)]
+    pub locked_memory: Option<LockedMemory>,
 }
 
 impl HostFacts {
@@ -100,6 +107,8 @@ impl HostFacts {
             rdma_core: library.as_deref().and_then(|name| libibverbs_release(name.rsplit('/').next()?)),
             libibverbs: library,
             rdma_devices: rdma::devices(&crate::sysfs::infiniband(sys)),
+            locked_memory: read("proc/self/limits")
+                .and_then(|t| LockedMemory::read(&t, read("proc/self/status").as_deref())),
         }
     }
 }
@@ -127,6 +136,7 @@ pub fn differences(hosts: &[(&str, &HostFacts)]) -> Vec<String> {
         add("cores".into(), f.cores.map(|n| n.to_string()));
         add("NUMA nodes".into(), f.numa_nodes.map(|n| n.to_string()));
         add("rdma-core".into(), f.rdma_core.map(|n| n.to_string()));
+        add("locked memory".into(), f.locked_memory.map(|m| m.to_string()));
         add("NVIDIA driver".into(), f.gpus.as_ref().and_then(|g| g.driver.clone()));
         for d in &f.rdma_devices {
             let chip = d.hca_type.clone().unwrap_or_else(|| d.name.clone());
@@ -147,6 +157,17 @@ pub fn differences(hosts: &[(&str, &HostFacts)]) -> Vec<String> {
             let listed: Vec<String> = values.iter().map(|(v, on)| format!("{v} on {}", on.join(", "))).collect();
             (values.len() > 1).then(|| format!("{fact}: {}", listed.join("; ")))
         })
+        .collect()
+}
+
+/// The hosts with RDMA devices whose locked memory is limited, and the
+/// limit of each: verbs pin a flow's buffers (and on NICs its queues)
+/// against it, so a run whose flows need more fails to set up there.
+pub fn limited_locked_memory<'h>(hosts: &[(&'h str, &HostFacts)]) -> Vec<(&'h str, LockedMemory)> {
+    hosts
+        .iter()
+        .filter(|(_, f)| !f.rdma_devices.is_empty())
+        .filter_map(|&(host, f)| Some((host, f.locked_memory.filter(|m| m.is_limited())?)))
         .collect()
 }
 
@@ -201,6 +222,9 @@ impl fmt::Display for HostFacts {
             count(self.cores),
             count(self.numa_nodes)
         )?;
+        if let Some(m) = self.locked_memory {
+            write!(f, "locked memory {m} · ")?;
+        }
         match self.rdma_core {
             Some(v) => writeln!(f, "rdma-core {v}")?,
             None => writeln!(f, "no libibverbs")?,
@@ -248,5 +272,28 @@ mod tests {
         assert!(facts.kernel.is_some(), "{facts:?}");
         assert_eq!(facts.cores, Some(crate::load::topology::online_cpus().len()), "{facts:?}");
         assert_eq!(facts.rdma_core.is_some(), facts.libibverbs.is_some(), "{facts:?}");
+        let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK).unwrap();
+        match facts.locked_memory {
+            Some(LockedMemory::Bytes(bytes)) => assert_eq!(bytes, hard),
+            Some(LockedMemory::Unlimited) => assert_eq!(hard, nix::sys::resource::RLIM_INFINITY),
+            // Root (the owner of /proc/self) with CAP_IPC_LOCK, whatever its limit.
+            Some(LockedMemory::CapIpcLock) => {
+                use std::os::unix::fs::MetadataExt;
+                assert_eq!(std::fs::metadata("/proc/self").unwrap().uid(), 0, "{facts:?}");
+            }
+            None => panic!("no locked-memory limit read: {facts:?}"),
+        }
+    }
+
+    #[test]
+    fn only_rdma_hosts_with_a_limit_are_named() {
+        let rxe = HostFacts::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/rxe"));
+        let host = |m| HostFacts { locked_memory: Some(m), ..rxe.clone() };
+        let (low, open) = (host(LockedMemory::Bytes(64 << 10)), host(LockedMemory::Unlimited));
+        let plain = HostFacts { locked_memory: Some(LockedMemory::Bytes(64 << 10)), ..HostFacts::default() };
+        let named = limited_locked_memory(&[("h1", &low), ("h2", &open), ("h3", &plain)]);
+        assert_eq!(named, [("h1", LockedMemory::Bytes(64 << 10))]);
+        let differ = differences(&[("h1", &low), ("h2", &open)]);
+        assert!(differ.contains(&"locked memory: 64 KiB on h1; unlimited on h2".to_string()), "{differ:?}");
     }
 }

@@ -140,9 +140,61 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
     let read: Vec<(&str, &HostFacts)> =
         checks.iter().filter_map(|c| Some((c.host.as_str(), c.facts.as_ref()?))).collect();
     let differ = hostfacts::differences(&read);
-    let warning = match differ.len() {
+    let mut warning = match differ.len() {
         0 => String::new(),
         n => format!("WARNING: {n} fact(s) differ between the hosts:\n  {}\n", differ.join("\n  ")),
     };
+    let limited = hostfacts::limited_locked_memory(&read);
+    if !limited.is_empty() {
+        let each: Vec<String> = limited.iter().map(|(host, m)| format!("{host}: {m}")).collect();
+        warning.push_str(&format!(
+            "WARNING: locked memory is limited on {} RDMA host(s) ({}): verbs pin each flow's buffers against it, \
+             and a run whose flows need more fails to set up there; raise it where the workers start — {}\n",
+            limited.len(),
+            each.join("; "),
+            crate::transport::rdma::HOW_TO_RAISE_MEMLOCK
+        ));
+    }
     format!("{comfy}\n{facts}{warning}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::hostfacts::LockedMemory;
+
+    fn checked(host: &str, facts: HostFacts) -> HostCheck {
+        HostCheck {
+            host: host.into(),
+            reachable: true,
+            platform: None,
+            starts: Some(true),
+            version: None,
+            rdma: None,
+            facts: Some(facts),
+            clock_offset_ms: None,
+            rtt_ms: None,
+            elapsed_ms: 1.0,
+            problem: None,
+        }
+    }
+
+    #[test]
+    fn rdma_hosts_with_limited_locked_memory_are_warned_of() {
+        let hca = HostFacts::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/mlx5-ib"));
+        let open = HostFacts { locked_memory: Some(LockedMemory::Unlimited), ..hca.clone() };
+        let text = render_host_checks(&[checked("h1", hca), checked("h2", open)]);
+        assert!(
+            text.contains("h1: Rocky Linux 9.3 (Blue Onyx) ·") && text.contains("locked memory 64 KiB ·"),
+            "{text}"
+        );
+        assert!(text.contains("locked memory: 64 KiB on h1; unlimited on h2"), "{text}");
+        let warning = text.lines().find(|l| l.starts_with("WARNING: locked memory is limited")).expect(&text);
+        assert!(
+            warning.contains("on 1 RDMA host(s) (h1: 64 KiB)") && warning.contains("`ulimit -l unlimited`"),
+            "{warning}"
+        );
+    }
 }

@@ -203,7 +203,7 @@ pub struct RankProbe {
     /// devices' drivers, firmware, models and port rates as sysfs states
     /// them (absent in runs made before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facts: Option<HostFacts>,
+    pub facts: Option<Box<HostFacts>>,
 }
 
 /// The all-pairs matrix over every rank of the plan.

@@ -782,7 +782,7 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     });
     let probe = probe.expect("a Probed event");
     assert_eq!((probe.rank, probe.host.as_str(), probe.error.as_deref()), (1, "h2", Some("no RDMA devices")));
-    assert_eq!(probe.facts, Some(facts), "the host's facts go into run.json with its probe");
+    assert_eq!(probe.facts, Some(Box::new(facts)), "the host's facts go into run.json with its probe");
     assert!(sim.failure().is_none());
 }
 

@@ -33,6 +33,9 @@ fn an_infiniband_hca_with_its_lid() {
     assert_eq!((p.state.as_deref(), p.link_layer.as_deref()), (Some("ACTIVE"), Some("InfiniBand")));
     assert_eq!((p.rate.as_deref(), p.rate_gbps), (Some("200 Gb/sec (4X HDR)"), Some(200.0)));
     assert_eq!((p.lid, p.gids), (Some(0x1a), 1));
+    // An ssh session without a memlock line in limits.conf: 64 KiB hard.
+    assert_eq!(f.locked_memory, Some(fabricbench::hostfacts::LockedMemory::Bytes(65536)));
+    assert!(f.to_string().contains("locked memory 64 KiB"), "{f}");
 }
 
 #[test]

@@ -98,6 +98,9 @@ fn hosts_command_checks_every_host() {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
         assert_eq!(c["facts"]["kernel"], kernel.trim(), "{c}");
         assert!(c["facts"]["cores"].as_u64().unwrap() > 0, "{c}");
+        // The locked-memory limit its sshd gives a session, as the workers get it.
+        let memlock = &c["facts"]["locked_memory"];
+        assert!(["unlimited", "cap_ipc_lock"].iter().any(|m| memlock == m) || memlock["bytes"].is_u64(), "{c}");
         // Read with the shell before fabricbench runs there, and it starts.
         assert_eq!(c["platform"]["machine"], std::env::consts::ARCH, "{c}");
         assert_eq!(c["platform"]["kernel"], kernel.trim(), "{c}");

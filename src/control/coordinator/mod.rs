@@ -256,7 +256,7 @@ impl Coordinator {
                 if let Some(lldp) = lldp.filter(|_| self.lldp) {
                     self.event(Event::Neighbours { rank, host: host.clone(), lldp });
                 }
-                let (devices, error, facts) = (inventory.devices, inventory.error, Some(*facts));
+                let (devices, error, facts) = (inventory.devices, inventory.error, Some(facts));
                 self.event(Event::Probed(RankProbe { rank, host, devices, error, facts }));
                 self.slots[rank].probed = true;
                 if let Some(message) = missing {

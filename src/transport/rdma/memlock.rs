@@ -39,11 +39,14 @@ fn limited_to(soft: u64, hard: u64) -> String {
     };
     format!(
         " (RLIMIT_MEMLOCK is {} KiB here, {hard}, and verbs pin the memory they register: raise it where \
-         fabricbench starts — `ulimit -l unlimited`, LimitMEMLOCK=infinity for a systemd unit, `* - memlock \
-         unlimited` in /etc/security/limits.conf — and run again)",
+         fabricbench starts — {HOW_TO_RAISE} — and run again)",
         soft / 1024
     )
 }
+
+/// The ways to lift the locked-memory limit of the processes a host starts.
+pub const HOW_TO_RAISE: &str = "`ulimit -l unlimited`, LimitMEMLOCK=infinity for a systemd unit (sshd, slurmd), \
+     `* - memlock unlimited` in /etc/security/limits.conf";
 
 /// Whether an io::Error among the causes says ENOMEM.
 fn out_of_memory(error: &(dyn std::error::Error + 'static)) -> bool {

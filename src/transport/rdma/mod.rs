@@ -54,7 +54,7 @@ pub use gpu::GpuMemoryUse;
 #[cfg(any(test, feature = "testing"))]
 pub use harness::FlowOutcome;
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
-pub use memlock::raise as raise_memlock_limit;
+pub use memlock::{raise as raise_memlock_limit, HOW_TO_RAISE as HOW_TO_RAISE_MEMLOCK};
 pub(crate) use probe::numa_node;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 pub use shared_cq::{CqGroup, CqPool, ShardsOn, Sharing};
