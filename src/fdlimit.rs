@@ -3,14 +3,22 @@
 //! pipes per worker: the soft limit many systems start with (1024) ends a
 //! run of a thousand hosts, so every fabricbench process raises it to the
 //! hard limit the administrator allows, as Go programs do by default.
+//! [`raise_to_hard`] does the same for any limit (the locked-memory one:
+//! `transport::rdma::memlock`).
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
 pub fn raise() -> nix::Result<u64> {
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    raise_to_hard(Resource::RLIMIT_NOFILE)
+}
+
+/// Raises the soft limit of `resource` to its hard limit, as an
+/// unprivileged `ulimit` may; returns the new soft limit.
+pub fn raise_to_hard(resource: Resource) -> nix::Result<u64> {
+    let (soft, hard) = getrlimit(resource)?;
     if soft < hard {
-        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+        setrlimit(resource, hard, hard)?;
     }
     Ok(hard)
 }

@@ -7,15 +7,11 @@
 
 use std::io;
 
-use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
+use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
 
 /// Raises the soft RLIMIT_MEMLOCK to the hard limit.
 pub fn raise() -> nix::Result<()> {
-    let (soft, hard) = getrlimit(Resource::RLIMIT_MEMLOCK)?;
-    if soft < hard {
-        setrlimit(Resource::RLIMIT_MEMLOCK, hard, hard)?;
-    }
-    Ok(())
+    crate::fdlimit::raise_to_hard(Resource::RLIMIT_MEMLOCK).map(drop)
 }
 
 /// What to add to a verbs setup error that ran out of memory while this
