@@ -51,9 +51,10 @@ JobCompType=jobcomp/none
 MpiDefault=none
 SelectType=select/cons_tres
 SchedulerParameters=batch_sched_delay=0
-# MinJobAge stays at its default (300 s), which makes \`sbatch --wait\` poll
-# after 2 s, 8 s, then every 32 s. At 0 it polls every 2 s, and then saw a
-# job marked TIMEOUT before its script had stopped, and returned 0.
+# MinJobAge stays at its default (300 s): the tests read how a batch job
+# ended from \`scontrol show job\` after it has (at 0 the record goes with
+# the job, and \`sbatch --wait\` once saw a job marked TIMEOUT before its
+# script had stopped, and returned 0).
 ReturnToService=2
 SlurmctldDebug=info
 SlurmdDebug=info
