@@ -45,10 +45,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum PhaseError {
     #[error("flow {flow} ({side:?}): {cause}")]
     Tcp { flow: u32, side: Side, cause: tcp::TcpError },
-    #[error("flow {flow} ({side:?}): {cause}")]
+    /// One whose cause names its flow (`flow 0 0->1 rail 1: …`) is told
+    /// under the end alone, not under the flow's number a second time.
+    #[error("{}", rdma_text(*.flow, *.side, .cause))]
     Rdma { flow: u32, side: Side, cause: rdma::RdmaError },
     #[error("flow {flow}: the coordinator sent no usable peer endpoint")]
     NoPeer { flow: u32 },
+}
+
+fn rdma_text(flow: u32, side: Side, cause: &rdma::RdmaError) -> String {
+    match side {
+        _ if !cause.names_its_flow() => format!("flow {flow} ({side:?}): {cause}"),
+        Side::Sender => format!("the sender of {cause}"),
+        Side::Receiver => format!("the receiver of {cause}"),
+    }
 }
 
 /// One end of a flow before it is connected.
@@ -440,5 +450,25 @@ mod tests {
         assert_eq!(of(0), [2, 3]);
         assert_eq!(of(1), [2, 3]);
         assert_eq!(of(2), [1], "a lane placed on one core is bound to it");
+    }
+
+    #[test]
+    fn an_rdma_error_names_its_flow_once() {
+        let setup = rdma::RdmaError::Setup {
+            flow: "flow".into(),
+            device: "rxe0".into(),
+            what: "registering its buffers".into(),
+            source: std::io::Error::other("ibv_reg_mr(1048576 bytes): Cannot allocate memory (os error 12)"),
+        };
+        let cause = setup.labelled("flow 0 0->1");
+        assert_eq!(
+            PhaseError::Rdma { flow: 0, side: Side::Sender, cause }.to_string(),
+            "the sender of flow 0 0->1: registering its buffers on device rxe0: ibv_reg_mr(1048576 bytes): Cannot allocate memory (os error 12)"
+        );
+        let cause = rdma::RdmaError::DeviceNotFound { name: "mlx5_9".into(), available: "rxe0".into() };
+        assert_eq!(
+            PhaseError::Rdma { flow: 3, side: Side::Receiver, cause }.to_string(),
+            "flow 3 (Receiver): RDMA device \"mlx5_9\" not found (available: rxe0)"
+        );
     }
 }

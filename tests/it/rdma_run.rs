@@ -1104,7 +1104,7 @@ fn a_low_memlock_limit_is_named_with_how_to_raise_it() {
     let (ok, stdout, stderr) = pair_under_memlock("65536:65536");
     let all = format!("{stdout}\n{stderr}");
     assert!(!ok, "{all}");
-    assert!(all.contains("flow 0 0->1: registering its buffers on device"), "{all}");
+    assert!(all.contains(" of flow 0 0->1: registering its buffers on device"), "named once: {all}");
     assert!(all.contains("ibv_reg_mr(") && all.contains("RLIMIT_MEMLOCK is 64 KiB here, its hard limit too"), "{all}");
     assert!(all.contains("`ulimit -l unlimited`"), "{all}");
 }

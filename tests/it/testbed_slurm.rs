@@ -99,7 +99,11 @@ fn fan_in_under_salloc_runs_one_worker_per_node() {
         .output()
         .expect("salloc");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // What is tested is where the workers run; a rank whose window began
+    // late on a loaded host is rightly called degraded (exit 4, the phase
+    // complete; CI saw rank 0's window 1.766 s of 2 s while another test
+    // ran 32 ranks beside it).
+    assert!(matches!(out.status.code(), Some(0 | 4)), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("completed"), "{stdout}");
 
     let run = read_json(&bench.result_dir().join("run.json"));

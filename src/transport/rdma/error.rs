@@ -97,6 +97,21 @@ pub enum RdmaError {
 }
 
 impl RdmaError {
+    /// Whether the text begins with the flow it happened to (`flow 0
+    /// 0->1: …`); the device and parameter errors name none.
+    pub fn names_its_flow(&self) -> bool {
+        use RdmaError::*;
+        !matches!(
+            self,
+            NoDevices { .. }
+                | DeviceNotFound { .. }
+                | NoActivePort { .. }
+                | Gid { .. }
+                | InvalidParam(_)
+                | SysfsRoot(_)
+        )
+    }
+
     /// The error under the flow's `label`: one from `prepare`, which runs
     /// before the flow has a label, names it "flow".
     pub fn labelled(mut self, label: &str) -> RdmaError {
@@ -233,13 +248,16 @@ mod tests {
             what: "registering its buffers".into(),
             source: io::Error::other("ibv_reg_mr(1048576 bytes): Cannot allocate memory (os error 12)"),
         };
-        let s = e.labelled("flow 2 1->0 rail 1").to_string();
+        let e = e.labelled("flow 2 1->0 rail 1");
+        assert!(e.names_its_flow());
+        let s = e.to_string();
         assert_eq!(
             s,
             "flow 2 1->0 rail 1: registering its buffers on device rxe0: ibv_reg_mr(1048576 bytes): Cannot allocate memory (os error 12)"
         );
-        let kept = RdmaError::NoDevices { detail: "empty list".into() }.labelled("flow 0 0->1").to_string();
-        assert_eq!(kept, "no RDMA devices / libibverbs not found (empty list)");
+        let kept = RdmaError::NoDevices { detail: "empty list".into() }.labelled("flow 0 0->1");
+        assert!(!kept.names_its_flow());
+        assert_eq!(kept.to_string(), "no RDMA devices / libibverbs not found (empty list)");
     }
 
     #[test]
