@@ -22,6 +22,16 @@ pub enum Side {
     Receiver,
 }
 
+impl Side {
+    /// The end's name in a sentence: `sender`, `receiver`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Sender => "sender",
+            Side::Receiver => "receiver",
+        }
+    }
+}
+
 /// Running totals of one end of one flow, shared by its streams and read by
 /// the sampler. Relaxed ordering: each counter is only ever summed.
 #[derive(Debug, Default)]

@@ -54,10 +54,10 @@ pub enum PhaseError {
 }
 
 fn rdma_text(flow: u32, side: Side, cause: &rdma::RdmaError) -> String {
-    match side {
-        _ if !cause.names_its_flow() => format!("flow {flow} ({side:?}): {cause}"),
-        Side::Sender => format!("the sender of {cause}"),
-        Side::Receiver => format!("the receiver of {cause}"),
+    if cause.names_its_flow() {
+        format!("the {} of {cause}", side.name())
+    } else {
+        format!("flow {flow} ({side:?}): {cause}")
     }
 }
 

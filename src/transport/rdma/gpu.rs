@@ -50,7 +50,7 @@ pub(super) fn arena(
     let memory = memory_of(params, side);
     let fail = |reason: GpuMemoryError| RdmaError::GpuMemory {
         flow: "flow".into(),
-        side: side_name(side),
+        side: side.name(),
         device: device.into(),
         reason: Box::new(reason),
     };
@@ -61,13 +61,6 @@ pub(super) fn arena(
     let (arena, registered) =
         Arena::provided(pd, provider, len, params.knobs.gpu_registration, access).map_err(|e| fail(e.into()))?;
     Ok((arena, GpuMemoryUse { memory, gpu, chosen, provider: name, registration: registered.how, why: registered.why }))
-}
-
-pub(super) fn side_name(side: Side) -> &'static str {
-    match side {
-        Side::Sender => "sender",
-        Side::Receiver => "receiver",
-    }
 }
 
 /// The GPU's number. `auto` reaching the transport means the rank's host

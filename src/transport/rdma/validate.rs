@@ -16,7 +16,6 @@
 
 use super::connect::{FlowResources, PreparedFlow, Shard};
 use super::error::{GpuMemoryError, RdmaError};
-use super::gpu::side_name;
 use crate::scenario::Op;
 use crate::transport::memory::MemoryError;
 use crate::transport::validation::{self, BadByte, FlowNumber, Pattern};
@@ -93,7 +92,7 @@ impl SlotCheck {
 fn failed(res: &FlowResources, e: MemoryError) -> RdmaError {
     RdmaError::GpuMemory {
         flow: res.label.clone(),
-        side: side_name(res.side),
+        side: res.side.name(),
         device: res.dev.name.clone(),
         reason: Box::new(GpuMemoryError::Memory(e)),
     }
