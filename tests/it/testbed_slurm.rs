@@ -29,6 +29,15 @@ fn slurm(bench: &Bench, bed: &Bed, program: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// A run under Slurm that completed: valid (exit 0) or degraded (exit 4).
+/// What these tests check is where the workers run, and a rank whose first
+/// boundary came late on a loaded host shortens its window, which
+/// fabricbench rightly calls degraded (CI saw windows of 0.665 s of 1 s,
+/// and 1.627 and 1.766 s of 2 s, while another test ran 32 ranks beside).
+fn completed(exit_code: Option<i32>) -> bool {
+    matches!(exit_code, Some(0 | 4))
+}
+
 /// How a batch job ended, as `scontrol show job` tells it.
 #[derive(Debug)]
 struct JobEnd {
@@ -99,11 +108,7 @@ fn fan_in_under_salloc_runs_one_worker_per_node() {
         .output()
         .expect("salloc");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    // What is tested is where the workers run; a rank whose window began
-    // late on a loaded host is rightly called degraded (exit 4, the phase
-    // complete; CI saw rank 0's window 1.766 s of 2 s while another test
-    // ran 32 ranks beside it).
-    assert!(matches!(out.status.code(), Some(0 | 4)), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(completed(out.status.code()), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("completed"), "{stdout}");
 
     let run = read_json(&bench.result_dir().join("run.json"));
@@ -127,11 +132,7 @@ fn sbatch_with_a_hostfile_runs_those_nodes_in_its_order() {
     bench.write("job.sh", &script);
     let job = sbatch(&bench, &bed, &["-N", "3", "-w", "h1,h2,h3", "-o", "job.out", "job.sh"], Duration::from_secs(60));
     let log = std::fs::read_to_string(bench.dir.path().join("job.out")).unwrap_or_default();
-    // What is tested is which nodes run and in what order; a rank whose
-    // first boundary came late on a loaded host shortens its 1 s window,
-    // which fabricbench rightly calls degraded (exit 4, the export
-    // complete; CI saw rank 0's window 0.665 s).
-    assert!(matches!(job.exit_code, 0 | 4), "{job:?}\njob output:\n{log}");
+    assert!(completed(Some(job.exit_code)), "{job:?}\njob output:\n{log}");
     let run = read_json(&bench.dir.path().join("out.json"));
     let flows = run["phases"][0]["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 1, "{log}");
@@ -254,7 +255,7 @@ fn two_tasks_per_node_are_two_ranks_on_each() {
     let args = ["-N", "2", "--ntasks-per-node=2", common::bin(), "run", "fan.toml", "--results", "results"];
     let out = slurm(&bench, &bed, "salloc", &args).output().expect("salloc");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(completed(out.status.code()), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let run = read_json(&bench.result_dir().join("run.json"));
     let ranks: Vec<(&str, u64)> = run["hosts"]
         .as_array()
