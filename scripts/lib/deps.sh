@@ -30,6 +30,7 @@ ensure_cargo() {
 # What building fabricbench needs: a C toolchain, and cmake + libclang for
 # rdma-mummy-sys (its libibverbs loader and bindings; libibverbs itself is
 # opened at run time, not linked).
+BUILD_PACKAGES=(gcc pkg-config cmake libclang-dev clang)
 ensure_build_deps() {
-    ensure_packages gcc pkg-config cmake libclang-dev clang
+    ensure_packages "${BUILD_PACKAGES[@]}"
 }
