@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabricbench::histogram::{Histogram, Recorder};
+use fabricbench::histogram::{Histogram, Recorder, Span};
 use fabricbench::metrics::cpu::ThreadBook;
 use fabricbench::transport::tcp::{self, Role};
 use fabricbench::worker::engine::{EndState, Engine};
@@ -117,7 +117,7 @@ fn record_cost(values: &[u64]) -> f64 {
 fn recorder_cost(values: &[u64]) -> f64 {
     let t0 = Instant::now();
     let trips: Vec<(Instant, Instant)> = values.iter().map(|&ns| (t0, t0 + Duration::from_nanos(ns))).collect();
-    let mut recorder = Recorder::new(Some((t0, t0 + Duration::from_secs(1))));
+    let mut recorder = Recorder::new(Some(Span { open: t0, close: t0 + Duration::from_secs(1) }));
     let rounds = RECORDS / trips.len();
     let t = Instant::now();
     for _ in 0..rounds {

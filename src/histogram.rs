@@ -200,22 +200,36 @@ fn check_v2_header(bytes: &[u8]) -> Result<(), BadHistogram> {
     Ok(())
 }
 
+/// The measurement window on this host's clock: what happens from `open`
+/// to `close` counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub open: Instant,
+    pub close: Instant,
+}
+
+impl Span {
+    fn holds(&self, t: Instant) -> bool {
+        t >= self.open && t <= self.close
+    }
+}
+
 /// Records the round trips that start and end inside the measurement
 /// window (all of them without one). Create it before the hot loop: it
 /// allocates the histogram, `record` allocates nothing.
 pub struct Recorder {
-    window: Option<(Instant, Instant)>,
+    window: Option<Span>,
     histogram: Histogram,
 }
 
 impl Recorder {
-    pub fn new(window: Option<(Instant, Instant)>) -> Recorder {
+    pub fn new(window: Option<Span>) -> Recorder {
         Recorder { window, histogram: Histogram::default() }
     }
 
     /// One round trip, sent at `sent` and back at `back`.
     pub fn record(&mut self, sent: Instant, back: Instant) {
-        if self.window.is_none_or(|(open, close)| sent >= open && back <= close) {
+        if self.window.is_none_or(|w| w.holds(sent) && w.holds(back)) {
             self.histogram.record(u64::try_from((back - sent).as_nanos()).unwrap_or(u64::MAX));
         }
     }
@@ -224,7 +238,7 @@ impl Recorder {
     /// when it was scheduled inside the window, however late it came back
     /// (a stall near the close is the stall the probe is there to see).
     pub fn record_scheduled(&mut self, at: Instant, back: Instant) {
-        if self.window.is_none_or(|(open, close)| at >= open && at <= close) {
+        if self.window.is_none_or(|w| w.holds(at)) {
             self.histogram.record(u64::try_from(back.saturating_duration_since(at).as_nanos()).unwrap_or(u64::MAX));
         }
     }
@@ -374,7 +388,7 @@ mod tests {
     fn recorder_keeps_the_round_trips_wholly_inside_the_window() {
         let t = Instant::now();
         let at = |us: u64| t + Duration::from_micros(us);
-        let mut r = Recorder::new(Some((at(100), at(200))));
+        let mut r = Recorder::new(Some(Span { open: at(100), close: at(200) }));
         r.record(at(50), at(110)); // starts before the window opens
         r.record(at(100), at(130)); // 30 µs, in
         r.record(at(150), at(200)); // 50 µs, in

@@ -150,7 +150,7 @@ fn a_ping_pong_on_engines_records_every_round_trip() {
     let t0 = Instant::now() + Duration::from_millis(50);
     let close = t0 + Duration::from_millis(300);
     let (tx, rx) = connections(1).pop().unwrap();
-    let rtts = crate::histogram::Recorder::new(Some((t0, close)));
+    let rtts = crate::histogram::Recorder::new(Some(crate::histogram::Span { open: t0, close }));
     let (client, ping) = seat(tx, Role::Ping { rtts, probes: None }, true);
     let (server, echo) = seat(rx, Role::Echo { close }, false);
     let cores = crate::load::placement::allowed_cores();

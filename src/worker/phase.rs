@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole, Window};
+use crate::histogram::Span;
 use crate::load::placement;
 use crate::load::stress;
 use crate::load::topology;
@@ -224,8 +225,7 @@ impl Connected {
         let PhaseContext { phase, bind, stress: stress_spec, rdma_ports } = context;
         let iface = netdev::iface_of(bind);
         let device_node = iface.as_deref().and_then(topology::iface_node);
-        let open = t0 + window.boundary(0);
-        let close = t0 + window.boundary(window.boundaries() - 1);
+        let span = Span { open: t0 + window.boundary(0), close: t0 + window.boundary(window.boundaries() - 1) };
         // The data-path and burner threads book themselves here: the
         // sampler tells their CPU time from the control plane's.
         let book = ThreadBook::default();
@@ -247,7 +247,7 @@ impl Connected {
                 Link::Tcp { streams, refused } => {
                     let mut end = FlowEnd { refused, ..FlowEnd::new(role, device_node) };
                     let usable = cores.for_end(&end);
-                    let made = end.tcp_lanes(streams, t0, (open, close));
+                    let made = end.tcp_lanes(streams, t0, span);
                     lanes.extend(made.into_iter().map(|lane| (ends.len(), usable.clone(), lane)));
                     ends.push(end);
                 }
@@ -257,7 +257,7 @@ impl Connected {
                     let per_rail = end.role.group.offered_msgs_per_s().map(|per_s| per_s / rails.len() as f64);
                     for (k, rail) in rails.into_iter().enumerate() {
                         let seed = end.poisson_seed(k as u64);
-                        let flow = rail.flow.with_pace(per_rail, seed).with_latency_window(open, close);
+                        let flow = rail.flow.with_pace(per_rail, seed).with_latency_window(span);
                         let rail = Rail { flow, ..rail };
                         let near = placement::near_node(rail.node.and_then(|n| i32::try_from(n).ok()));
                         let (made, pinned) = end.rdma_lanes(rail, failed.clone());
@@ -269,7 +269,7 @@ impl Connected {
             }
         }
         for engine in engines(lanes, &mut ends, rank, &cores.host) {
-            threads.push(engine.spawn(t0, close, stop.clone(), book.clone()));
+            threads.push(engine.spawn(t0, span.close, stop.clone(), book.clone()));
         }
         let stop_for_sampler = stop.clone();
         let sampler = std::thread::Builder::new()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::control::wire::FlowRole;
-use crate::histogram::Recorder;
+use crate::histogram::{Recorder, Span};
 use crate::load::placement::{self, Placed, PlacementError};
 use crate::metrics::EngineSeat;
 use crate::scenario::limits::TCP_MAX_MESSAGE;
@@ -105,7 +105,7 @@ impl FlowEnd {
     /// Makes a task of each connection of this end, to run from `t0` in
     /// `window` on an engine; a stream that cannot be made one is the
     /// end's error (its lane stays, counting nothing).
-    pub fn tcp_lanes(&mut self, streams: Vec<TcpStream>, t0: Instant, window: (Instant, Instant)) -> Vec<EngineLane> {
+    pub fn tcp_lanes(&mut self, streams: Vec<TcpStream>, t0: Instant, window: Span) -> Vec<EngineLane> {
         let (side, mode) = (self.role.side, self.role.group.mode);
         let size = self.role.group.message_size.bytes() as usize;
         let mut lanes = Vec::with_capacity(streams.len());
@@ -115,12 +115,12 @@ impl FlowEnd {
             let (role, load) = match (mode, side) {
                 (Mode::Bandwidth, Side::Sender) => (tcp::Role::Send { per_s: pace.map(|p| p.per_s) }, pace),
                 (Mode::Bandwidth, Side::Receiver) => {
-                    (tcp::Role::Receive { message_size: size as u64, close: window.1 }, pace)
+                    (tcp::Role::Receive { message_size: size as u64, close: window.close }, pace)
                 }
                 (Mode::Latency, Side::Sender) => {
                     (tcp::Role::Ping { rtts: Recorder::new(Some(window)), probes: pace }, None)
                 }
-                (Mode::Latency, Side::Receiver) => (tcp::Role::Echo { close: window.1 }, None),
+                (Mode::Latency, Side::Receiver) => (tcp::Role::Echo { close: window.close }, None),
             };
             let load = Load::of(mode == Mode::Latency, load.map(|p| p.per_s), size as f64);
             // One message per buffer: validation keeps TCP sizes within TCP_MAX_MESSAGE.

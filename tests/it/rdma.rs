@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use fabricbench::histogram::Span;
 use fabricbench::scenario::rdma::{CompletionMode, Connection, RdmaKnobs, RdmaParams, CMP_SWAP_VALUE};
 use fabricbench::scenario::{Mode, Op};
 use fabricbench::transport::rdma::{self, counters, FlowOutcome, RdmaEndpoint, RdmaError};
@@ -90,7 +91,7 @@ fn run_pair_in(p: &RdmaParams, duration: Option<Duration>, window: Option<(Durat
     let (se, re) = (s.endpoint(), r.endpoint());
     let mut s = s.connect(&re).expect("connect sender");
     if let Some((open, close)) = window {
-        s = s.with_latency_window(now + open, now + close);
+        s = s.with_latency_window(Span { open: now + open, close: now + close });
     }
     let r = r.connect(&se).expect("connect receiver");
     let stop = Arc::new(AtomicBool::new(false));

@@ -5,7 +5,6 @@
 use std::net::IpAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
 
 use sideway::ibverbs::device_context::Mtu;
 use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState, QueuePairType, SendOperationFlags};
@@ -18,6 +17,7 @@ use super::ffi::{self, Arena, Cq, Qp};
 use super::memlock;
 use super::shared_cq::{ShardCq, ShardsOn, Sharing};
 use super::ud;
+use crate::histogram::Span;
 use crate::scenario::rdma::{CompletionMode, Connection, RdmaParams, UD_GRH};
 use crate::scenario::{Mode, Op};
 use crate::transport::validation::FlowNumber;
@@ -82,7 +82,7 @@ pub(crate) struct FlowResources {
     /// UD: the Q_Key this flow's QPs accept (0 for RC).
     pub qkey: u32,
     /// Latency mode: the round trips recorded are those inside it (all without).
-    pub latency_window: Option<(Instant, Instant)>,
+    pub latency_window: Option<Span>,
     /// Offered load: messages per second the whole flow posts (`None`:
     /// unpaced; in latency mode, ping-pong).
     pub pace: Option<f64>,

@@ -42,8 +42,6 @@ mod task;
 mod ud;
 mod validate;
 
-use std::time::Instant;
-
 pub use connect::{prepare, prepare_shared, ConnectedFlow, PreparedFlow};
 pub use counters::{CounterDelta, CounterSnapshot};
 pub use device::{libibverbs_release, set_data_address};
@@ -59,6 +57,7 @@ pub(crate) use probe::numa_node;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 pub use shared_cq::{CqGroup, CqPool, ShardsOn, Sharing};
 
+use crate::histogram::Span;
 use crate::scenario::rdma::RdmaParams;
 use crate::scenario::Mode;
 
@@ -70,9 +69,9 @@ impl ConnectedFlow {
     }
 
     /// Latency mode: records only the round trips that start and end in
-    /// `open..=close` (without it, every one).
-    pub fn with_latency_window(mut self, open: Instant, close: Instant) -> Self {
-        self.res.latency_window = Some((open, close));
+    /// `window` (without it, every one).
+    pub fn with_latency_window(mut self, window: Span) -> Self {
+        self.res.latency_window = Some(window);
         self
     }
 
