@@ -202,33 +202,29 @@ fn toml_snippets(doc: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
+/// At least `least` of `what` were found (a reader that finds none cannot
+/// pass), and `refusal` refuses none of them.
+fn assert_none_refused<T>(what: &str, found: &[T], least: usize, refusal: impl Fn(&T) -> Option<String>) {
+    assert!(found.len() >= least, "{DOC}: only {} {what} found", found.len());
+    let refused: Vec<String> = found.iter().filter_map(refusal).collect();
+    assert!(refused.is_empty(), "{what} refused:\n{}", refused.join("\n"));
+}
+
 #[test]
 fn every_fabricbench_command_line_parses_with_the_real_cli() {
-    let commands = command_lines(&doc());
-    assert!(commands.len() >= 20, "{DOC}: only {} fabricbench command lines found", commands.len());
-    let refused: Vec<String> = commands
-        .iter()
-        .filter_map(|(line, words)| {
-            let e = Cli::try_parse_from(words).err()?;
-            Some(format!("{DOC}:{line}: `{}`:\n{}", words.join(" "), e.render()))
-        })
-        .collect();
-    assert!(refused.is_empty(), "command lines the CLI refuses:\n{}", refused.join("\n"));
+    assert_none_refused("fabricbench command lines", &command_lines(&doc()), 20, |(line, words)| {
+        let e = Cli::try_parse_from(words).err()?;
+        Some(format!("{DOC}:{line}: `{}`:\n{}", words.join(" "), e.render()))
+    });
 }
 
 #[test]
 fn every_toml_snippet_is_a_valid_scenario() {
-    let snippets = toml_snippets(&doc());
-    assert!(snippets.len() >= 8, "{DOC}: only {} TOML snippets found", snippets.len());
-    let refused: Vec<String> = snippets
-        .iter()
-        .filter_map(|(line, text)| {
-            // Blank lines above the snippet: its errors name the document's lines.
-            let placed = "\n".repeat(line - 1) + text;
-            scenario::parse(&placed, Path::new(DOC)).err().map(|e| e.to_string())
-        })
-        .collect();
-    assert!(refused.is_empty(), "snippets that are no valid scenario:\n{}", refused.join("\n"));
+    assert_none_refused("TOML snippets", &toml_snippets(&doc()), 8, |(line, text)| {
+        // Blank lines above the snippet: its errors name the document's lines.
+        let placed = "\n".repeat(line - 1) + text;
+        scenario::parse(&placed, Path::new(DOC)).err().map(|e| e.to_string())
+    });
 }
 
 /// The keys set in the `[group.rdma]` tables of the document's snippets.
@@ -255,13 +251,10 @@ fn every_mapped_rdma_key_is_set_in_a_valid_snippet() {
         .iter()
         .flat_map(|(line, text)| code_spans(text).filter_map(|s| s.strip_prefix("rdma.")).map(|key| (*line, key)))
         .collect();
-    assert!(mapped.len() >= 15, "{DOC}: only {} `rdma.KEY` mappings found", mapped.len());
-    let missing: Vec<String> = mapped
-        .iter()
-        .filter(|(_, key)| !set.contains(*key))
-        .map(|(line, key)| format!("{DOC}:{line}: `rdma.{key}` is set in no [group.rdma] snippet"))
-        .collect();
-    assert!(missing.is_empty(), "set in snippets: {set:?}\n{}", missing.join("\n"));
+    assert_none_refused("`rdma.KEY` mappings", &mapped, 15, |(line, key)| {
+        (!set.contains(*key))
+            .then(|| format!("{DOC}:{line}: `rdma.{key}` is set in no [group.rdma] snippet (those set: {set:?})"))
+    });
 }
 
 #[test]
