@@ -10,6 +10,7 @@ mod alone;
 mod architecture;
 mod closed_stderr;
 mod closed_stdout;
+mod coming_from;
 mod compare_bed;
 mod congestion_bed;
 mod congestion_plan;
