@@ -1,7 +1,9 @@
 //! The documents say what the code does: the README's sample output is what
 //! the current code renders from the run it came from, the exit code table
-//! of docs/RESULTS.md is the one `--help` shows, and every relative link in
-//! the documents reaches a file of the repository.
+//! of docs/RESULTS.md is the one `--help` shows and the scripts end with its
+//! codes, every relative link in the documents reaches a file of the
+//! repository, every `fabricbench …` line of their code blocks parses with
+//! the CLI, and every repository path they name exists.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
