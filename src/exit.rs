@@ -15,7 +15,8 @@ pub enum Exit {
     /// Bad input: nothing ran.
     BadInput,
     /// A check failed or could not be evaluated, or a host failed the
-    /// node gate (`compare`: a regression).
+    /// node gate (`compare`: a regression; `hosts`, `gpus`: a host or GPU
+    /// failed its checks).
     CheckFailed,
     /// The run completed but a phase is not a valid measurement.
     Degraded,
@@ -61,16 +62,16 @@ impl Exit {
         match self {
             Exit::Completed => "the run completed and every check passed (other commands: done as asked)",
             Exit::RunFailed => {
-                "it started but failed: a rank died, a stream broke, a host was lost, a save failed \
-                 (`hosts`: a host failed its checks); every finished phase and the measured part of the \
-                 running one are kept"
+                "it started but failed: a rank died, a stream broke, a host was lost, a save failed; every \
+                 finished phase and the measured part of the running one are kept"
             }
             Exit::BadInput => {
                 "bad input, nothing ran: the message names the file, line and field, the flag or the host"
             }
             Exit::CheckFailed => {
                 "a check failed or could not be evaluated (UNKNOWN), or a host failed the node gate \
-                 (`--gate`) and was left out; `compare`: a regression"
+                 (`--gate`) and was left out; `compare`: a regression; `hosts`, `gpus`: a host or GPU failed \
+                 its checks"
             }
             Exit::Degraded => {
                 "the run completed but is degraded: a phase is not a valid measurement (a flow failed or \

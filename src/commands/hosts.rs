@@ -39,7 +39,7 @@ pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
     }
     match checks.iter().filter(|c| !c.ok()).count() {
         0 => Ok(()),
-        failed => Err(Failure::RunFailed(anyhow::anyhow!("{failed} of {} host(s) failed the checks", checks.len()))),
+        failed => Err(Failure::CheckFailed(format!("{failed} of {} host(s) failed the checks", checks.len()))),
     }
 }
 

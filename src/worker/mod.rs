@@ -214,7 +214,7 @@ fn watch_stdin_lines(shutdown_tx: watch::Sender<bool>, instruct: mpsc::Unbounded
         // threads are blocked in or waiting for (a phase's window).
         std::thread::sleep(STOP_LEASE);
         tracing::warn!("still running {STOP_LEASE:?} after stdin closed; exiting");
-        std::process::exit(1);
+        std::process::exit(i32::from(crate::exit::Exit::RunFailed.code()));
     });
 }
 

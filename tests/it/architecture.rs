@@ -1,13 +1,13 @@
 //! The module graph is a stack: every `crate::` path in src/ points down it
-//! (or stays in its own room), and no two files of one room import each
+//! (or stays in its own module), and no two files of one module import each
 //! other in a circle. docs/ARCHITECTURE.md describes the stack; this test
 //! keeps the code telling the same story.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The rooms, bottom first. A room may use the rooms of lower layers only;
-/// rooms of one layer are peers and do not use each other.
+/// The modules, bottom first. A module may use the modules of lower layers only;
+/// modules of one layer are peers and do not use each other.
 const STACK: &[&[&str]] = &[
     &["units", "hostfile", "fdlimit", "histogram", "sysfs", "exit", "diag"],
     &["topology"],
@@ -197,7 +197,7 @@ fn violations(sources: &[Source]) -> Vec<String> {
     let rooms: BTreeSet<&str> = sources.iter().map(|s| room_of(&s.path)).collect();
     for room in &rooms {
         if layer_of(room).is_none() {
-            problems.push(format!("room `{room}` is not in the stack (tests/it/architecture.rs STACK)"));
+            problems.push(format!("module `{room}` is not in the stack (tests/it/architecture.rs STACK)"));
         }
     }
     let all = imports(sources);
@@ -207,7 +207,7 @@ fn violations(sources: &[Source]) -> Vec<String> {
             continue;
         }
         if let (Some(lower), Some(upper)) = (layer_of(to), layer_of(from)) {
-            let verb = if lower == upper { "a peer room" } else { "a room above it" };
+            let verb = if lower == upper { "a peer module" } else { "a module above it" };
             if lower >= upper {
                 problems
                     .push(format!("src/{} imports {verb}: src/{} (crate::{})", import.from, import.to, import.name));
@@ -218,7 +218,7 @@ fn violations(sources: &[Source]) -> Vec<String> {
     problems
 }
 
-/// Circles among the files of one room. A room's front door (mod.rs) is left
+/// Circles among the files of one module. A module's front door (mod.rs) is left
 /// out: its children may use what it declares while it re-exports them.
 fn file_cycles(all: &[Import]) -> Vec<String> {
     let mut edges: BTreeMap<&str, Vec<&Import>> = BTreeMap::new();
@@ -276,7 +276,7 @@ fn read_tree(root: &Path) -> Vec<Source> {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-                // The crate root and the binary are above every room.
+                // The crate root and the binary are above every module.
                 if rel != "lib.rs" && rel != "main.rs" {
                     sources.push(Source { text: std::fs::read_to_string(&path).unwrap(), path: rel });
                 }
@@ -308,7 +308,7 @@ fn a_planted_upward_import_is_named_with_both_files() {
     ];
     assert_eq!(
         violations(&sources),
-        ["src/units.rs imports a room above it: src/report/table.rs (crate::report::table::Table)"]
+        ["src/units.rs imports a module above it: src/report/table.rs (crate::report::table::Table)"]
     );
 }
 
@@ -326,8 +326,8 @@ fn grouped_super_and_commented_paths_are_read_as_rust_reads_them() {
     assert_eq!(
         violations(&sources),
         [
-            "src/load/mod.rs imports a peer room: src/transport/mod.rs (crate::transport::Side)",
-            "src/transport/mod.rs imports a room above it: src/run/mod.rs (crate::run::X)",
+            "src/load/mod.rs imports a peer module: src/transport/mod.rs (crate::transport::Side)",
+            "src/transport/mod.rs imports a module above it: src/run/mod.rs (crate::run::X)",
         ]
     );
     let found = imports(&sources);
@@ -351,7 +351,7 @@ fn files_of_one_room_in_a_circle_are_named() {
 fn a_room_outside_the_stack_is_named() {
     assert_eq!(
         violations(&[source("gadgets.rs", "")]),
-        ["room `gadgets` is not in the stack (tests/it/architecture.rs STACK)"]
+        ["module `gadgets` is not in the stack (tests/it/architecture.rs STACK)"]
     );
 }
 

@@ -1,7 +1,9 @@
 //! The documents say what the code does: the README's sample output is what
 //! the current code renders from the run it came from, the exit code table
-//! of docs/RESULTS.md is the one `--help` shows, and every relative link in
-//! the documents reaches a file of the repository.
+//! of docs/RESULTS.md is the one `--help` shows and the scripts end with its
+//! codes, every relative link in the documents reaches a file of the
+//! repository, every `fabricbench …` line of their code blocks parses with
+//! the CLI, and every repository path they name exists.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -142,4 +144,261 @@ fn every_relative_link_stays_in_the_repository_and_reaches_a_file() {
 fn links_are_found_and_anchors_dropped() {
     let text = "see [a](docs/A.md#x), [b](https://x.org/y) and [c](../c.md).";
     assert_eq!(relative_links(text), ["docs/A.md", "../c.md"]);
+}
+
+/// The documents a user or contributor reads for how to use the tool:
+/// README.md, CONTRIBUTING.md and every docs/*.md, sorted.
+fn user_documents() -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    found.sort();
+    ["README.md".to_string(), "CONTRIBUTING.md".to_string()].into_iter().chain(found).collect()
+}
+
+/// A line of a document, as messages name it (`docs/RDMA.md:112`).
+fn place(file: &str, line: usize) -> String {
+    format!("{file}:{line}")
+}
+
+/// Every `fabricbench …` command line in the code blocks of `text`, with the
+/// number of the line it starts on: a line of a fenced block that starts
+/// (after indentation) with `fabricbench ` or `$ fabricbench `, joined with
+/// the lines a trailing `\` continues it onto. The documents write commands
+/// with concrete values (`node01`, `mlx5_0`), never placeholders.
+fn command_lines(text: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut in_block = false;
+    let mut index = 0;
+    while index < lines.len() {
+        let trimmed = lines[index].trim_start();
+        let start = index;
+        index += 1;
+        if trimmed.starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        let command = trimmed.strip_prefix("$ ").unwrap_or(trimmed);
+        if !in_block || !command.starts_with("fabricbench ") {
+            continue;
+        }
+        let mut command = command.to_string();
+        while let Some(continued) = command.trim_end().strip_suffix('\\') {
+            command = format!("{continued} {}", lines.get(index).map_or("", |l| l.trim()));
+            index += 1;
+        }
+        found.push((start + 1, command));
+    }
+    found
+}
+
+/// The words a POSIX shell passes for `command`, as far as the documents
+/// need: quotes group and are dropped, an unquoted word starting with `#`
+/// begins a comment, and a redirection, pipe or list ends the command.
+fn shell_words(command: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let (mut word, mut quote, mut in_word) = (String::new(), None, false);
+    for c in command.chars() {
+        match (quote, c) {
+            (Some(open), c) if c == open => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => (quote, in_word) = (Some(c), true),
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                }
+                in_word = false;
+            }
+            (None, '#') if !in_word => break,
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    let end = words.iter().position(|w| [">", ">>", "2>", "<", "|", "||", "&&", ";", "&"].contains(&w.as_str()));
+    words.truncate(end.unwrap_or(words.len()));
+    words
+}
+
+#[test]
+fn command_lines_are_found_joined_and_split_as_a_shell_would() {
+    let text =
+        "fabricbench run a.toml\n```sh\n$ fabricbench plan s.toml -H h   # why\n  fabricbench run x.toml \\\n    \
+                --check 'flow >= 93% of best' > out\nsalloc fabricbench run y.toml\n```\n";
+    let found = command_lines(text);
+    let joined = "fabricbench run x.toml  --check 'flow >= 93% of best' > out";
+    assert_eq!(found, [(3, "fabricbench plan s.toml -H h   # why".to_string()), (4, joined.to_string())]);
+    assert_eq!(shell_words(&found[0].1), ["fabricbench", "plan", "s.toml", "-H", "h"]);
+    assert_eq!(shell_words(&found[1].1), ["fabricbench", "run", "x.toml", "--check", "flow >= 93% of best"]);
+}
+
+/// Every command line the documents show is one the CLI accepts: a renamed
+/// flag or subcommand fails here, naming the line and clap's error.
+#[test]
+fn every_command_line_of_the_documents_parses() {
+    use clap::error::ErrorKind;
+    use clap::Parser;
+    let (mut checked, mut failures) = (0, Vec::new());
+    for file in user_documents() {
+        for (line, command) in command_lines(&read(&file)) {
+            checked += 1;
+            match fabricbench::cli::Cli::try_parse_from(shell_words(&command)) {
+                Err(e) if ![ErrorKind::DisplayHelp, ErrorKind::DisplayVersion].contains(&e.kind()) => {
+                    failures.push(format!("{}: `{command}`\n{e}", place(&file, line)))
+                }
+                _ => {}
+            }
+        }
+    }
+    // The documents show dozens; a handful means the search broke.
+    assert!(checked >= 30, "only {checked} command lines found in {:?}", user_documents());
+    assert!(failures.is_empty(), "command lines the CLI refuses:\n{}", failures.join("\n"));
+}
+
+/// The folders of the repository whose paths the documents must keep true.
+const REPOSITORY_FOLDERS: [&str; 7] = ["scenarios/", "hostfiles/", "profiles/", "docs/", "scripts/", "src/", "tests/"];
+
+/// A character a path is made of.
+fn in_path(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_./-".contains(c)
+}
+
+/// Every repository path `text` names, anywhere (prose, backticks, code
+/// blocks), with its line. The rule: a word that starts with one of
+/// REPOSITORY_FOLDERS, where no path character (or `~`, `$`) comes right
+/// before it, so `/var/tmp/…/hostfile` and `fuzz/corpus/…` are not such
+/// words; it runs over letters, digits and `_ . / -`, less a sentence's
+/// final `.`. A placeholder (`<name>`, `*`, `{a,b}`, `…`) ends the path,
+/// and what comes before it must exist: `scenarios/<name>.toml` names
+/// `scenarios/`, `hostfiles/rack<N>` a file `hostfiles/rack`.
+fn repository_paths(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        for (at, c) in line.char_indices() {
+            let before = line[..at].chars().next_back();
+            if before.is_some_and(|b| in_path(b) || "~$".contains(b)) || !c.is_ascii_lowercase() {
+                continue;
+            }
+            let rest = &line[at..];
+            if REPOSITORY_FOLDERS.iter().any(|folder| rest.starts_with(folder)) {
+                let end = rest.find(|c: char| !in_path(c)).unwrap_or(rest.len());
+                let named = (number + 1, rest[..end].trim_end_matches('.').to_string());
+                // A link names its path twice, as its text and its target.
+                if !found.contains(&named) {
+                    found.push(named);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn repository_paths_follow_the_rule() {
+    let text = "`scripts/test`, see [docs/RDMA.md](docs/RDMA.md).\n/var/tmp/x/hostfile and fuzz/corpus/hello \
+                and scenarios/<name>.toml (src/result/).";
+    let found = repository_paths(text);
+    let expected = [(1, "scripts/test"), (1, "docs/RDMA.md"), (2, "scenarios/"), (2, "src/result/")];
+    assert_eq!(found, expected.map(|(line, path)| (line, path.to_string())));
+}
+
+/// Every path of the repository the documents name exists: a renamed or
+/// removed file, or an example hostfile that was never shipped, fails here.
+#[test]
+fn every_repository_path_the_documents_name_exists() {
+    let mut missing = Vec::new();
+    for file in user_documents() {
+        for (line, path) in repository_paths(&read(&file)) {
+            if !repo().join(&path).exists() {
+                missing.push(format!("{}: {path}", place(&file, line)));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "paths the documents name that the repository lacks:\n{}", missing.join("\n"));
+}
+
+/// The scripts that run another program and end with its exit status,
+/// with the codes they add of their own. scripts/softroce-vm runs a command
+/// in VMs and says its own failures as timeout(1) and env(1) do, 124 (out of
+/// time) and 125 (the command could not be started), so neither is taken
+/// for the command's; scripts/test ends as cargo-nextest does, 100 when a
+/// test failed. docs/RESULTS.md says so.
+const PASS_THROUGH: [(&str, &[u32]); 2] = [("scripts/softroce-vm", &[124, 125]), ("scripts/test", &[100])];
+
+/// The literal codes of the `exit N` commands of a shell text, with their
+/// lines: `exit` at a line's start or after a space, `;`, `{`, `(`, `|`,
+/// `&` or the quote of a trap's command. `exit "$VAR"` passes on a code
+/// that was checked where it was made.
+fn exit_codes(text: &str) -> Vec<(usize, u32)> {
+    let mut found = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        for (at, _) in line.match_indices("exit ") {
+            let command = line[..at].chars().next_back().is_none_or(|b| b.is_whitespace() || ";{(|&'".contains(b));
+            let digits: String = line[at + "exit ".len()..].chars().take_while(char::is_ascii_digit).collect();
+            if let (true, Ok(code)) = (command, digits.parse()) {
+                found.push((number + 1, code));
+            }
+        }
+    }
+    found
+}
+
+/// Every file under `dir`, sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        match path.is_dir() {
+            true => found.extend(files_under(&path)),
+            false => found.push(path),
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Whether `code` is one of the table's: a fixed row, or 128 + a signal's
+/// number.
+fn in_the_table(code: u32) -> bool {
+    let fixed = exit::TABLE.iter().any(|e| !matches!(e, exit::Exit::Stopped(_)) && u32::from(e.code()) == code);
+    let signal = code.checked_sub(128).and_then(|n| i32::try_from(n).ok());
+    fixed || signal.is_some_and(|n| nix::sys::signal::Signal::try_from(n).is_ok())
+}
+
+/// The scripts end as fabricbench does: "a check failed" is 3 from
+/// scripts/gpu-check as from `fabricbench gpus`, and no script makes up a
+/// code of its own.
+#[test]
+fn every_exit_code_of_the_scripts_is_in_the_table() {
+    let mut outside = Vec::new();
+    for path in files_under(&repo().join("scripts")) {
+        let name = path.strip_prefix(repo()).unwrap().to_string_lossy().to_string();
+        let own = PASS_THROUGH.iter().find(|(script, _)| *script == name).map_or(&[][..], |(_, codes)| codes);
+        for (line, code) in exit_codes(&std::fs::read_to_string(&path).unwrap()) {
+            if !in_the_table(code) && !own.contains(&code) {
+                outside.push(format!("{}: exit {code}", place(&name, line)));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "exit codes outside docs/RESULTS.md's table (src/exit.rs): use the table's code for the outcome\n{}",
+        outside.join("\n")
+    );
+}
+
+#[test]
+fn exit_commands_are_found_and_strings_left_alone() {
+    let text =
+        "die() { echo x; exit 125; }\ntrap 'exit 130' INT\nprintf '#!/bin/sh\\nexit 101\\n'\nexit \"$RC\"\nexit 3";
+    assert_eq!(exit_codes(text), [(1, 125), (2, 130), (5, 3)]);
+    assert!(in_the_table(3) && in_the_table(130) && in_the_table(143) && !in_the_table(100) && !in_the_table(5));
 }

@@ -2,7 +2,7 @@
 //! libcuda-double.c, named by FABRICBENCH_LIBCUDA) and a recorded sysfs
 //! tree (tests/fixtures/hosts/gpu-dgx, named by FABRICBENCH_SYSFS_ROOT):
 //! every step's PASS where the double does what a driver should, the
-//! dma-buf step's FAIL and exit 1 where it refuses, and bad usage said
+//! dma-buf step's FAIL and exit 3 where it refuses, and bad usage said
 //! plainly. The double is host memory: what this proves is the script's
 //! and `fabricbench gpus`' plumbing, never a real GPU (docs/RDMA.md).
 
@@ -80,11 +80,11 @@ fn every_step_passes_where_the_driver_does_what_it_should() {
 }
 
 #[test]
-fn a_driver_that_exports_no_dma_buf_fails_that_step_and_exits_1() {
+fn a_driver_that_exports_no_dma_buf_fails_that_step_and_exits_3() {
     let _machine = crate::common::busy_machine();
     let out = gpu_check(&double("two", &[]), &["--gpu", "1"]);
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", text(&out.stderr));
     let failed: Vec<_> = steps(&out).into_iter().filter(|(word, ..)| word == "FAIL").collect();
     let [(_, step, saw)] = &failed[..] else { panic!("one FAIL: {stdout}") };
     assert_eq!(step, "GPU 1 dma-buf export");
@@ -127,7 +127,7 @@ fn bad_usage_is_named_and_help_exits_0() {
         assert!(text(&out.stderr).starts_with(said), "{args:?}: {}", text(&out.stderr));
     }
     let out = gpu_check(&library, &["--size", "0"]);
-    assert_eq!(out.status.code(), Some(1), "fabricbench refuses the size");
+    assert_eq!(out.status.code(), Some(3), "fabricbench refuses the size");
     let said =
         "FAIL fabricbench gpus: exit 2: error: invalid value '0' for '--size <BYTES>': `0` is outside 1 byte..=16G";
     assert!(text(&out.stdout).contains(said), "{}", text(&out.stdout));

@@ -1,8 +1,9 @@
-//! Every scenario shipped in scenarios/ runs as-is on local ranks.
+//! Every scenario shipped in scenarios/ plans on the hostfile its header
+//! names, and the TCP ones run as-is on it.
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::{all_shipped_scenarios, run_json, shipped_scenarios, uses_rdma, Bench};
 
@@ -29,16 +30,50 @@ fn every_shipped_scenario_plans_and_rdma_ones_are_named() {
     }
 }
 
+/// The line of a scenario's leading comment that names the hostfile it is
+/// written for, as the documents and the tests run it.
+const HOSTFILE_HEADER: &str = "# hostfile: ";
+
+/// The hostfile a shipped scenario's header names (`# hostfile:
+/// hostfiles/local`, in the comment lines it starts with), in the
+/// repository.
+fn header_hostfile(scenario: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(scenario).unwrap();
+    let named = text
+        .lines()
+        .take_while(|line| line.starts_with('#'))
+        .find_map(|line| line.strip_prefix(HOSTFILE_HEADER))
+        .unwrap_or_else(|| panic!("{}: its leading comment has no `{HOSTFILE_HEADER}PATH` line", scenario.display()));
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(named.trim())
+}
+
+/// Every shipped scenario, RDMA ones included, plans on the hostfile its
+/// header names (one that needs RDMA devices plans without them), and no
+/// scenario hides in a subfolder of scenarios/, where the tests would miss
+/// it.
+#[test]
+fn every_shipped_scenario_plans_on_the_hostfile_its_header_names() {
+    use fabricbench::{hostfile, plan, scenario};
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let folders: Vec<_> = std::fs::read_dir(&folder).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+    assert!(folders.is_empty(), "scenarios/ holds folders the tests do not read: {folders:?}");
+    for file in all_shipped_scenarios() {
+        let named = header_hostfile(&file);
+        let hosts = hostfile::read(&named).unwrap_or_else(|e| panic!("{}: {}: {e}", file.display(), named.display()));
+        let (scenario, _) = scenario::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        if let Err(e) = plan::build(&hosts, &scenario) {
+            panic!("{} does not plan on {}, the hostfile its header names: {e}", file.display(), named.display());
+        }
+    }
+}
+
 #[test]
 fn every_shipped_scenario_runs_on_local_ranks() {
     let _machine = common::busy_machine();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scenarios = shipped_scenarios();
     assert!(scenarios.len() >= 6, "{scenarios:?}");
     for scenario in scenarios {
-        // The 4x2 fan-in needs five ranks; the others are sized for four.
-        let needs_eight = scenario.file_name().is_some_and(|n| n == "fan-in-4x2.toml");
-        let hostfile = root.join(if needs_eight { "hostfiles/local8" } else { "hostfiles/local" });
+        let hostfile = header_hostfile(&scenario);
         let run = run_json(&Bench::new(), &scenario, &hostfile, &[]);
         let name = scenario.display();
         for phase in run["phases"].as_array().unwrap() {
