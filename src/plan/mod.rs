@@ -16,15 +16,24 @@ pub use gpu::GpuAsk;
 pub use topology::Fabric;
 use topology::Job;
 
+// The words a plan is written in. The scenario's TOML model defines them,
+// since it reads and checks them; the transport and the worker take them
+// from here, so that the plan is the one thing below them they obey.
+pub use crate::scenario::limits::{MAX_DSCP, TCP_MAX_MESSAGE};
+pub use crate::scenario::memory::{GpuRegistration, Memory, MemorySides};
+pub use crate::scenario::placement::{Numa, Placement};
+pub use crate::scenario::rate::{Rate, Schedule};
+pub use crate::scenario::rdma::{
+    CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaKnobs, RdmaParams, CMP_SWAP_VALUE, UD_GRH,
+};
+pub use crate::scenario::stress::StressSpec;
+pub use crate::scenario::{BadField, BadKey, Mode, Op, Pattern, Scenario, Transport};
+
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::{GpuChoice, Host};
 use crate::scenario::limits::MAX_PHASES;
-use crate::scenario::placement::Placement;
-use crate::scenario::rate::{Rate, Schedule};
-use crate::scenario::rdma::RdmaParams;
-use crate::scenario::stress::StressSpec;
-use crate::scenario::{BadField, Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Section, Transport};
+use crate::scenario::{Field, GroupSpec, RankSet, Section};
 use crate::units::ByteSize;
 
 use patterns::{expand, select, with_reverse, Pairs};

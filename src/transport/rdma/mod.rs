@@ -59,8 +59,7 @@ pub(crate) use probe::numa_node;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 pub use shared_cq::{CqGroup, CqPool, ShardsOn, Sharing};
 
-use crate::scenario::rdma::RdmaParams;
-use crate::scenario::Mode;
+use crate::plan::{Mode, RdmaParams};
 
 impl ConnectedFlow {
     /// Names the flow in every error (e.g. "flow 3->0").
