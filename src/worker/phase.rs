@@ -121,7 +121,7 @@ pub fn prepare(
     for role in roles {
         let (flow, side) = (role.flow.id, role.side);
         let publish = |endpoint| FlowEndpoint { flow, side, endpoint };
-        let opening = match (&role.group.rdma, side) {
+        let opening = match (&role.group.rdma_request(), side) {
             (Some(params), _) => {
                 let label = format!("flow {flow} {}->{}", role.flow.src, role.flow.dst);
                 // The host's `devices=` when the group names none (both ends have as many).
