@@ -94,7 +94,7 @@ fn rank_lanes(phase: &Phase, counted: impl Fn(usize) -> bool) -> BTreeMap<usize,
     for f in &phase.flows {
         for end in [f.src, f.dst].into_iter().filter(|&r| counted(r)) {
             let lanes = ranks.entry(end).or_default();
-            match &phase.groups[f.group].rdma {
+            match &phase.groups[f.group].rdma_request() {
                 Some(rdma) => {
                     lanes.rdma_shards += rdma.rails().iter().map(|r| u64::from(r.knobs.threads.max(1))).sum::<u64>()
                 }

@@ -50,6 +50,7 @@ fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
         topology: None,
         lldp: false,
         gate: None,
+        scenario_plan: true,
     };
     let flags = LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[], mpirun_args: &[] };
     let launch = launch_for(&flags, &prepared.hosts, Allocation::from_env()?)?;

@@ -9,10 +9,8 @@ use crate::hostfile::Host;
 use crate::scenario::dv;
 use crate::scenario::limits::{self, MAX_SWEEP_POINTS, MAX_WINDOW};
 use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory, MemorySides};
-use crate::scenario::placement::Numa;
 use crate::scenario::rdma::{
-    atomic_size_error, CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaKnobs, RdmaParams, ATOMIC_SIZE,
-    UD_MAX_MESSAGE,
+    atomic_size_error, CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaKnobs, ATOMIC_SIZE, UD_MAX_MESSAGE,
 };
 use crate::scenario::sweep::{Parameter, SweepSpec, Value};
 use crate::scenario::{GroupSpec, Mode, Op, Pattern, RunSpec, Scenario, Transport};
@@ -68,44 +66,25 @@ pub fn build(args: &PairArgs) -> Result<PairJob, PairError> {
         Transport::Tcp => (None, tcp_streams(args, op, latency)?),
     };
     let gpu = gpu_memory(args, latency)?;
-    if let Some(knobs) = &rdma {
-        let memory = gpu.as_ref().map(|g| g.sides).unwrap_or_default();
-        check_rdma_sizes(&RdmaParams { memory, knobs: knobs.clone(), ..Default::default() }, op, mode, &sizes)
-            .map_err(|e| match &gpu {
-                Some(g) if e.flag == "memory" => PairError { flag: g.flag, ..e },
-                _ => e,
-            })?;
-    }
     let name = format!("pair-{}{}", op.name(), if latency { "_lat" } else { "" });
     let group = GroupSpec {
-        name: "pair".to_string(),
-        pattern: Pattern::Pairwise,
         transport: args.transport,
         op: Some(op),
         mode,
         message_size: (sizes.len() == 1).then(|| sizes[0]),
-        rate: None,
-        schedule: None,
         streams,
-        senders: None,
-        receivers: None,
-        ranks: None,
         flows: Some(vec![[0, 1]]),
         bidirectional: args.bidirectional,
-        allow_self: false,
         rdma,
         memory: gpu.as_ref().map(|g| g.sides),
-        gpu: gpu.map(|g| g.gpu),
-        dscp: None,
+        gpu: gpu.as_ref().map(|g| g.gpu.clone()),
         validate: args.data_validation,
-        cores: None,
-        numa: Numa::default(), // as a scenario that does not say
-        role: None,
-        seed: None,
-        within: None,
-        across: None,
-        hops: None,
+        ..GroupSpec::new("pair", Pattern::Pairwise)
     };
+    check_rdma_sizes(&group, &sizes).map_err(|e| match &gpu {
+        Some(g) if e.flag == "memory" => PairError { flag: g.flag, ..e },
+        _ => e,
+    })?;
     dv::check(&group).map_err(|e| PairError { flag: "--data-validation", reason: e.reason })?;
     let sweep = (sizes.len() > 1).then(|| SweepSpec {
         parameter: Parameter::MessageSize,
@@ -143,16 +122,18 @@ fn window(args: &PairArgs) -> Result<Duration, PairError> {
     Ok(duration)
 }
 
-/// Checks the RDMA request at every size asked for (without -s: the size
-/// the group defaults to, perftest's 2 B for latency).
-fn check_rdma_sizes(request: &RdmaParams, op: Op, mode: Mode, sizes: &[ByteSize]) -> Result<(), PairError> {
-    let default = [match mode {
-        Mode::Latency => mode.default_message_size(),
-        Mode::Bandwidth => ByteSize(request.message_size),
-    }];
-    for size in if sizes.is_empty() { &default[..] } else { sizes } {
-        let point = RdmaParams { op, mode, message_size: size.bytes(), ..request.clone() };
-        point.validate().map_err(flag_of)?;
+/// Checks an RDMA group's request at every size asked for (without -s:
+/// the size the group defaults to, perftest's).
+fn check_rdma_sizes(group: &GroupSpec, sizes: &[ByteSize]) -> Result<(), PairError> {
+    let points: Vec<Option<ByteSize>> = match sizes {
+        [] => vec![group.message_size],
+        sizes => sizes.iter().copied().map(Some).collect(),
+    };
+    for message_size in points {
+        let point = GroupSpec { message_size, ..group.clone() };
+        if let Some(request) = point.rdma_params() {
+            request.validate().map_err(flag_of)?;
+        }
     }
     Ok(())
 }
@@ -430,7 +411,7 @@ mod tests {
             assert!(g.mode == Mode::Latency && g.op.unwrap().is_atomic(), "{line}");
             let plan = crate::plan::build(&j.hosts, &j.scenario).unwrap();
             let g = &plan.phases[0].groups[0];
-            assert_eq!((g.message_size.bytes(), g.rdma.as_ref().unwrap().effective_message_size()), (8, 8), "{line}");
+            assert_eq!((g.message_size.bytes(), g.rdma_request().unwrap().effective_message_size()), (8, 8), "{line}");
         }
         assert_eq!(job("pair a b atomic_lat").unwrap().scenario.run.name, "pair-fetch_add_lat");
     }
@@ -661,7 +642,7 @@ mod tests {
         let plan = crate::plan::build(&j.hosts, &j.scenario).unwrap();
         assert_eq!(plan.phases.len(), 3);
         for (phase, size) in plan.phases.iter().zip([2, 4096, 1 << 20]) {
-            assert_eq!(phase.groups[0].rdma.as_ref().unwrap().message_size, size);
+            assert_eq!(phase.groups[0].rdma_request().unwrap().message_size, size);
             let flows: Vec<(usize, usize)> = phase.flows.iter().map(|f| (f.src, f.dst)).collect();
             assert_eq!(flows, [(0, 1), (1, 0)]);
         }

@@ -42,7 +42,7 @@ impl Plan {
         for phase in &self.phases {
             for flow in &phase.flows {
                 let group = &phase.groups[flow.group];
-                let Some(rdma) = group.rdma.as_ref().filter(|r| r.memory.any_gpu()) else { continue };
+                let Some(rdma) = group.rdma_request().filter(|r| r.memory.any_gpu()) else { continue };
                 let [src_rails, dst_rails] = self.host_rails(group, flow);
                 let [src_gpu, dst_gpu] = self.host_gpus(group, flow);
                 let ends = [

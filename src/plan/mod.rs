@@ -5,6 +5,7 @@
 
 mod congestion;
 mod gpu;
+mod group;
 mod patterns;
 mod rounds;
 mod shuffle;
@@ -13,19 +14,28 @@ mod topology;
 
 pub use congestion::{split, CongestionPoint, Split};
 pub use gpu::GpuAsk;
+pub use group::GroupPlan;
 pub use topology::Fabric;
 use topology::Job;
+
+// The words a plan is written in. The scenario's TOML model defines them,
+// since it reads and checks them; the transport and the worker take them
+// from here, so that the plan is the one thing below them they obey.
+pub use crate::scenario::limits::{MAX_DSCP, TCP_MAX_MESSAGE};
+pub use crate::scenario::memory::{GpuRegistration, Memory, MemorySides};
+pub use crate::scenario::placement::{Numa, Placement};
+pub use crate::scenario::rate::{Rate, Schedule};
+pub use crate::scenario::rdma::{
+    CompletionMode, ConnectMethod, Connection, InvalidParam, RdmaKnobs, RdmaParams, RdmaSetup, CMP_SWAP_VALUE, UD_GRH,
+};
+pub use crate::scenario::stress::StressSpec;
+pub use crate::scenario::{BadField, BadKey, Mode, Op, Pattern, Scenario, Transport};
 
 use serde::{Deserialize, Serialize};
 
 use crate::hostfile::{GpuChoice, Host};
 use crate::scenario::limits::MAX_PHASES;
-use crate::scenario::placement::Placement;
-use crate::scenario::rate::{Rate, Schedule};
-use crate::scenario::rdma::RdmaParams;
-use crate::scenario::stress::StressSpec;
-use crate::scenario::{BadField, Field, GroupSpec, Mode, Op, Pattern, RankSet, Scenario, Section, Transport};
-use crate::units::ByteSize;
+use crate::scenario::{Field, RankSet, Section};
 
 use patterns::{expand, select, with_reverse, Pairs};
 use stress::stress_of;
@@ -137,62 +147,6 @@ pub struct SweepCoordinate {
 pub struct RankStress {
     pub rank: usize,
     pub spec: StressSpec,
-}
-
-/// The transport settings a group's flows share.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GroupPlan {
-    pub index: usize,
-    pub name: String,
-    pub pattern: Pattern,
-    pub transport: Transport,
-    pub op: Op,
-    pub mode: Mode,
-    pub message_size: ByteSize,
-    pub streams: u32,
-    /// Where the group's stream threads run.
-    #[serde(default)] // absent from schema-1 run.json (nothing was pinned then)
-    pub placement: Placement,
-    /// RDMA groups: what every flow is asked (op, mode, size and the knobs);
-    /// one object in run.json, as it always was.
-    #[serde(default, with = "crate::scenario::rdma::stored")]
-    pub rdma: Option<RdmaParams>,
-    /// Offered load per flow (`rate`); `None`: unpaced. (Crosses the wire:
-    /// no skip_serializing_if.)
-    #[serde(default)]
-    pub rate: Option<Rate>,
-    /// Open-loop latency groups (latency with a `rate`): the probes'
-    /// schedule; `None`: closed loop (ping-pong).
-    #[serde(default)]
-    pub schedule: Option<Schedule>,
-    /// TCP groups: the DSCP both ends mark the streams with (validated 0..=63);
-    /// `None`: the sockets' default.
-    #[serde(default)]
-    pub dscp: Option<u8>,
-    /// Data validation (`validate`): senders write each message's pattern,
-    /// receivers (readers) check it (`transport::validation`).
-    #[serde(default)]
-    pub validate: bool,
-}
-
-impl GroupPlan {
-    /// What one flow offers, in messages per second (`None`: unpaced).
-    pub fn offered_msgs_per_s(&self) -> Option<f64> {
-        self.rate.map(|r| r.messages_per_s(self.message_size.bytes()))
-    }
-
-    /// Whether the sender checks a validating flow's data: the reader of
-    /// RDMA read does (it fetches the responder's pattern); else the receiver.
-    pub fn validation_checked_by_sender(&self) -> bool {
-        self.transport == Transport::Rdma && self.op == Op::Read
-    }
-
-    /// Whether a flow's bytes are counted where they arrive: the receiver
-    /// takes part in TCP, RDMA send and write-with-immediate; one-sided
-    /// ops are counted at the initiator.
-    pub fn counted_at_receiver(&self) -> bool {
-        self.transport == Transport::Tcp || self.op.needs_receives()
-    }
 }
 
 /// Traffic from one rank to another, carried by `streams` connections.
@@ -341,7 +295,7 @@ pub(super) fn phases_of(
     first: usize,
 ) -> Result<Vec<Phase>, BadField> {
     let groups: Vec<GroupPlan> =
-        scenario.groups.iter().enumerate().map(|(index, spec)| group_plan(index, spec)).collect();
+        scenario.groups.iter().enumerate().map(|(index, spec)| GroupPlan::from_spec(index, spec)).collect();
     let stress = stress_of(scenario, n)?;
     let no_flows = |index: usize, pattern: Pattern| {
         BadField::new(Field::group(index, "pattern"), format!("`{}` gives no flows with {n} rank(s)", pattern.name()))
@@ -407,31 +361,4 @@ fn numbered(per_group: &[(usize, Pairs)]) -> Vec<Flow> {
         }
     }
     flows
-}
-
-fn group_plan(index: usize, spec: &GroupSpec) -> GroupPlan {
-    GroupPlan {
-        index,
-        name: spec.name.clone(),
-        pattern: spec.pattern,
-        transport: spec.transport,
-        op: spec.effective_op(),
-        mode: spec.mode,
-        message_size: spec.effective_message_size(),
-        streams: spec.streams,
-        // Not given: RDMA threads go near their NIC (`cores` wins when given).
-        placement: Placement {
-            cores: spec.cores.clone(),
-            numa: spec.numa.or_default_for(spec.transport == Transport::Rdma),
-        },
-        rdma: spec.rdma_params(),
-        rate: spec.rate,
-        schedule: match (spec.mode, spec.rate) {
-            (Mode::Latency, Some(_)) => Some(spec.schedule.unwrap_or_default()),
-            _ => None,
-        },
-        // Validated to 0..=63 with the scenario.
-        dscp: spec.dscp.map(|d| d as u8),
-        validate: spec.validate,
-    }
 }

@@ -113,7 +113,7 @@ pub fn header(g: &GroupPlan, hosts: &[&str], both_ways: bool, probe: Option<&Ran
     let arrow = if both_ways { "<->" } else { "->" };
     let mut lines =
         vec![("Hosts", format!("{} {arrow} {}", hosts.first().unwrap_or(&"?"), hosts.get(1).unwrap_or(&"?")))];
-    let title = match &g.rdma {
+    let title = match &g.rdma_request() {
         None => {
             lines.push(("Transport type", "TCP sockets".into()));
             lines.push(("Connections", g.streams.to_string()));

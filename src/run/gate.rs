@@ -103,7 +103,7 @@ async fn gate_run(
     // The gate's phases are none of these: its result must not be read as a sweep or a congestion run.
     (scenario.sweep, scenario.congestion, scenario.stress) = (None, None, Vec::new());
     // Loopbacks cross no leaf: the gate's result has no leaf pairs.
-    let gate_run = Prepared { scenario, plan, topology: None, lldp: false, ..prepared.clone() };
+    let gate_run = Prepared { scenario, plan, topology: None, lldp: false, scenario_plan: false, ..prepared.clone() };
     let measured = run(gate_run, launch, opts, &mut ()).await?;
     let verdict = gate::judge_run(profile, &measured);
     Ok((measured, verdict))

@@ -76,6 +76,7 @@ async fn judged(
                 topology: None,
                 lldp: false,
                 gate: None,
+                scenario_plan: false,
             },
             launch,
             opts,

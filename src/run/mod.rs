@@ -78,6 +78,10 @@ pub struct Prepared {
     /// are those that passed it): the result holds it from its start, so
     /// the journal's first line keeps it.
     pub gate: Option<GateResult>,
+    /// Whether `plan` is what the scenario alone plans on `hosts` (no
+    /// topology, retest or gate made it): rank 0 of a step then plans it
+    /// itself instead of being sent every flow.
+    pub scenario_plan: bool,
 }
 
 /// Loads and checks the scenario against `hosts`, which came from `origin`
@@ -112,6 +116,7 @@ pub fn prepare(
         hosts,
         plan,
         hostfile_text: None,
+        scenario_plan: topology.is_none() && !overrides.lldp,
         topology,
         lldp: overrides.lldp,
         gate: None,

@@ -16,7 +16,6 @@ use crate::launch::start;
 use crate::launch::tree::Subtree;
 use crate::launch::workers::Workers;
 use crate::launch::Launch;
-use crate::plan;
 use crate::worker::mpi::{self, MpiJob};
 use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
@@ -114,15 +113,14 @@ fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec 
 }
 
 /// What rank 0 of a step (srun, mpirun) reads first: it plans from the
-/// scenario unless this plan is another (a retest).
+/// scenario unless this plan is another (a retest, a topology's, a gate's).
 fn step_spec(prepared: &Prepared, port: u16, job: u64, token: &str, hosts: Option<Vec<Host>>) -> SrunSpec {
     SrunSpec {
         job,
         token: token.to_string(),
         hosts,
         scenario: prepared.scenario.clone(),
-        phases: (plan::build(&prepared.hosts, &prepared.scenario).as_ref() != Ok(&prepared.plan))
-            .then(|| prepared.plan.phases.clone()),
+        phases: (!prepared.scenario_plan).then(|| prepared.plan.phases.clone()),
         port,
         lldp: prepared.lldp,
     }

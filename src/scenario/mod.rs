@@ -36,7 +36,7 @@ pub use validate::check_run;
 use crate::units::ByteSize;
 use placement::Numa;
 use rate::{Rate, Schedule};
-use rdma::{RdmaKnobs, RdmaParams};
+use rdma::{RdmaKnobs, RdmaParams, RdmaSetup};
 use stress::Threads;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -348,30 +348,74 @@ impl GroupSpec {
         }
     }
 
-    /// The message size after defaults: iperf's 128 KiB for TCP bandwidth,
-    /// perftest's 64 KiB for RDMA bandwidth, 2 bytes for latency; atomics
-    /// always their 8-byte operand.
+    /// The message size after defaults ([`Transport::default_message_size`]);
+    /// atomics always their 8-byte operand.
     pub fn effective_message_size(&self) -> ByteSize {
-        if self.effective_op().is_atomic() {
-            return ByteSize(rdma::ATOMIC_SIZE);
-        }
-        self.message_size.unwrap_or(match (self.transport, self.mode) {
-            (Transport::Rdma, Mode::Bandwidth) => ByteSize(64 * 1024),
-            (_, mode) => mode.default_message_size(),
-        })
+        let asked = self.message_size.unwrap_or(self.transport.default_message_size(self.mode));
+        ByteSize(rdma::message_bytes(self.effective_op(), asked.bytes()))
     }
 
-    /// RDMA groups: the request each flow obeys, the group's op, mode,
-    /// size and memory with its `[group.rdma]` knobs.
-    pub fn rdma_params(&self) -> Option<RdmaParams> {
-        (self.transport == Transport::Rdma).then(|| RdmaParams {
-            op: self.effective_op(),
-            mode: self.mode,
-            message_size: self.effective_message_size().bytes(),
+    /// RDMA groups: their memory, GPU and `[group.rdma]` knobs after defaults.
+    pub fn rdma_setup(&self) -> Option<RdmaSetup> {
+        (self.transport == Transport::Rdma).then(|| RdmaSetup {
             memory: self.memory.unwrap_or_default(),
             gpu: self.gpu.clone().unwrap_or_default(),
             knobs: self.rdma.clone().unwrap_or_default(),
         })
+    }
+
+    /// RDMA groups: the request each flow obeys, the group's op, mode and
+    /// size with its setup.
+    pub fn rdma_params(&self) -> Option<RdmaParams> {
+        let (op, size) = (self.effective_op(), self.effective_message_size().bytes());
+        self.rdma_setup().map(|setup| setup.request(op, self.mode, size))
+    }
+
+    /// A group with this name and pattern and every other key as a scenario
+    /// file that leaves it out has it.
+    pub fn new(name: &str, pattern: Pattern) -> GroupSpec {
+        GroupSpec {
+            name: name.to_string(),
+            pattern,
+            transport: Transport::default(),
+            op: None,
+            mode: Mode::default(),
+            message_size: None,
+            rate: None,
+            schedule: None,
+            streams: default_streams(),
+            senders: None,
+            receivers: None,
+            ranks: None,
+            flows: None,
+            bidirectional: false,
+            allow_self: false,
+            rdma: None,
+            memory: None,
+            gpu: None,
+            dscp: None,
+            validate: false,
+            cores: None,
+            numa: Numa::default(),
+            role: None,
+            seed: None,
+            within: None,
+            across: None,
+            hops: None,
+        }
+    }
+}
+
+impl Transport {
+    /// Bytes per message when a group gives none: iperf's 128 KiB for TCP
+    /// bandwidth (perftest's 64 KiB is small for TCP), perftest's 64 KiB
+    /// for RDMA bandwidth and its 2 bytes for latency.
+    pub fn default_message_size(self, mode: Mode) -> ByteSize {
+        match (self, mode) {
+            (_, Mode::Latency) => ByteSize(2),
+            (Transport::Tcp, Mode::Bandwidth) => ByteSize(128 * 1024),
+            (Transport::Rdma, Mode::Bandwidth) => ByteSize(64 * 1024),
+        }
     }
 }
 

@@ -5,8 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::ByteSize;
-
 /// The operation of a group: TCP streams `send`; RDMA flows any verb.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -99,17 +97,6 @@ pub enum Mode {
     /// One message at a time, echoed back: round-trip times. RDMA: ping-pong
     /// (write, send) or one outstanding read or atomic at a time.
     Latency,
-}
-
-impl Mode {
-    /// perftest's defaults: 64 KiB for bandwidth tests is small for TCP, so
-    /// bandwidth uses 128 KiB (iperf's); latency uses perftest's 2 bytes.
-    pub fn default_message_size(self) -> ByteSize {
-        match self {
-            Mode::Bandwidth => ByteSize(128 * 1024),
-            Mode::Latency => ByteSize(2),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,8 @@
 use std::path::Path;
 
 use crate::hostfacts::{GpuFacts, HostFacts};
-use crate::plan::GpuAsk;
-use crate::scenario::memory::GpuChoice;
-use crate::scenario::rdma::RdmaParams;
+use crate::hostfile::GpuChoice;
+use crate::plan::{GpuAsk, RdmaParams};
 use crate::transport::memory::{cuda, CudaMemory, MemoryError};
 use crate::transport::Side;
 

@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 
 use crate::hostfacts::{dma_buf_kernel, kernel_registers_dma_buf, peer_memory_module, HostFacts};
-use crate::scenario::memory::GpuRegistration;
+use crate::plan::GpuRegistration;
 use crate::transport::memory::{CudaMemory, CudaMemoryType, MemoryProvider};
 
 /// What this host offers for registering GPU memory.

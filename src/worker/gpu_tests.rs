@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::scenario::memory::{GpuRegistration, Memory};
+use crate::plan::{GpuRegistration, Memory};
 use crate::transport::memory::CudaMemoryType;
 
 /// CUDA test doubles, built into a folder that goes with them.
@@ -160,7 +160,7 @@ fn the_preflight_refuses_a_registration_the_host_cannot_do() {
 /// ends in host memory are left alone.
 #[test]
 fn a_hosts_gpus_entry_is_what_its_gpu_ends_open_and_is_named_as_the_hostfiles() {
-    use crate::scenario::memory::MemorySides;
+    use crate::plan::MemorySides;
     let rail = RdmaParams {
         memory: MemorySides { sender: Memory::Cuda, receiver: Memory::Host },
         gpu: GpuChoice::Auto,

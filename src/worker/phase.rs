@@ -24,11 +24,8 @@ use crate::metrics::cpu::{ThreadBook, ThreadClass};
 use crate::metrics::netdev;
 use crate::metrics::EngineSeat;
 use crate::metrics::RankReport;
+use crate::plan::{ConnectMethod, Mode, Numa, StressSpec};
 use crate::result::intervals::Moved;
-use crate::scenario::placement::Numa;
-use crate::scenario::rdma::ConnectMethod;
-use crate::scenario::stress::StressSpec;
-use crate::scenario::Mode;
 use crate::transport::{rdma, tcp, Side};
 use crate::worker::assign::{assign, Assignment, LaneLoad, Load};
 use crate::worker::cq_groups::CqGroups;
@@ -125,7 +122,7 @@ pub fn prepare(
     for role in roles {
         let (flow, side) = (role.flow.id, role.side);
         let publish = |endpoint| FlowEndpoint { flow, side, endpoint };
-        let opening = match (&role.group.rdma, side) {
+        let opening = match (&role.group.rdma_request(), side) {
             (Some(params), _) => {
                 let label = format!("flow {flow} {}->{}", role.flow.src, role.flow.dst);
                 // The host's `devices=` when the group names none (both ends have as many).

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use super::{Connected, Link, Opened, Opening, PhaseError, CONNECT_TIMEOUT};
 use crate::control::printable;
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole};
-use crate::scenario::rdma::ConnectMethod;
+use crate::plan::ConnectMethod;
 use crate::transport::tcp::handshake::{self, Handshake, Shaken};
 use crate::transport::{tcp, Side};
 use crate::worker::streams::Rail;

@@ -32,7 +32,7 @@ pub use super::work::{Action, SessionError, Work};
 use crate::control::report_parts;
 use crate::control::wire::{FlowEndpoint, Hello, ToCoordinator, ToWorker};
 use crate::metrics::clock::PeerClock;
-use crate::scenario::BadKey;
+use crate::plan::BadKey;
 
 /// A coordinator silent this long is gone: the worker stops and exits
 /// (or, in a job whose heartbeats are further apart, [`LEASE_INTERVALS`]

@@ -347,8 +347,9 @@ fn the_lease_expires_before_welcome_and_while_running() {
 /// never before them, and a second Peers is still an error.
 #[test]
 fn the_gpu_preflight_runs_before_any_end_is_made_and_a_failure_ends_the_rank() {
+    use crate::hostfile::GpuChoice;
     use crate::plan::GpuAsk;
-    use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
+    use crate::plan::{GpuRegistration, Memory};
     let gpus = vec![GpuAsk {
         memory: Memory::Cuda,
         gpu: GpuChoice::Index(3),

@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::wire::Window;
 use crate::hostfile::{self, Host, HostfileError};
-use crate::plan::{self, Phase, Plan};
-use crate::scenario::{BadField, Scenario};
+use crate::plan::{self, BadField, Phase, Plan, Scenario};
 use crate::worker::{JobSpec, Role};
 
 /// The first line every task of the step reads.
@@ -125,13 +124,11 @@ pub(crate) fn read_line<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
-    use std::path::Path;
 
     use super::*;
 
     fn spec(hosts: Option<Vec<Host>>) -> String {
-        let (scenario, _) =
-            crate::scenario::parse("[[group]]\nname = \"g\"\npattern = \"fan-in\"\n", Path::new("s.toml")).unwrap();
+        let scenario = serde_json::from_str(r#"{"group": [{"name": "g", "pattern": "fan-in"}]}"#).unwrap();
         let spec = SrunSpec { job: 9, token: "t".into(), hosts, scenario, phases: None, port: 0, lldp: false };
         serde_json::to_string(&spec).unwrap() + "\n"
     }

@@ -6,9 +6,8 @@ use crate::hostfacts::lldp::LldpOutput;
 use crate::hostfacts::HostFacts;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
-use crate::plan::GpuAsk;
+use crate::plan::{GpuAsk, StressSpec};
 use crate::result::intervals::Moved;
-use crate::scenario::stress::StressSpec;
 use std::time::Duration;
 
 use crate::transport::rdma::RdmaInventory;

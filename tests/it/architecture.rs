@@ -24,6 +24,11 @@ const STACK: &[&[&str]] = &[
     &["commands"],
 ];
 
+/// Rooms kept from a lower room they could reach: the transport and the
+/// worker obey the plan's resolved groups, never the scenario's TOML model
+/// (the plan names the words they need).
+const FORBIDDEN: &[(&str, &str)] = &[("transport", "scenario"), ("worker", "scenario")];
+
 /// One source file: its path below src/ (`worker/phase.rs`) and its text.
 struct Source {
     path: String,
@@ -206,6 +211,12 @@ fn violations(sources: &[Source]) -> Vec<String> {
         if from == to {
             continue;
         }
+        if FORBIDDEN.contains(&(from, to)) {
+            problems.push(format!(
+                "src/{} imports `{to}`, which `{from}` may not use: src/{} (crate::{})",
+                import.from, import.to, import.name
+            ));
+        }
         if let (Some(lower), Some(upper)) = (layer_of(to), layer_of(from)) {
             let verb = if lower == upper { "a peer module" } else { "a module above it" };
             if lower >= upper {
@@ -333,6 +344,20 @@ fn grouped_super_and_commented_paths_are_read_as_rust_reads_them() {
     let found = imports(&sources);
     assert!(found.iter().any(|i| i.from == "plan/mod.rs" && i.to == "scenario/rdma.rs"));
     assert!(found.iter().any(|i| i.from == "scenario/rdma.rs" && i.to == "scenario/mod.rs"));
+}
+
+#[test]
+fn the_transport_and_the_worker_take_the_plans_words_not_the_scenarios() {
+    let sources = [
+        source("scenario/mod.rs", "pub enum Op {}\n"),
+        source("plan/mod.rs", "pub use crate::scenario::Op;\n"),
+        source("transport/mod.rs", "use crate::plan::Op;\n"),
+        source("worker/mod.rs", "use crate::scenario::Op;\n"),
+    ];
+    assert_eq!(
+        violations(&sources),
+        ["src/worker/mod.rs imports `scenario`, which `worker` may not use: src/scenario/mod.rs (crate::scenario::Op)"]
+    );
 }
 
 #[test]

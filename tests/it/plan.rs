@@ -171,7 +171,7 @@ const RDMA_FAN: &str = "[[group]]\nname = \"in\"\npattern = \"fan-in\"\ntranspor
 
 #[test]
 fn rdma_knobs_sweep_one_phase_per_point() {
-    let knob = |ph: &plan::Phase| ph.groups[0].rdma.clone().unwrap();
+    let knob = |ph: &plan::Phase| ph.groups[0].rdma_request().unwrap();
     let p = sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"qps\"\nvalues = [1, 4]\n")).unwrap();
     assert_eq!(p.phases.iter().map(|ph| knob(ph).knobs.qps).collect::<Vec<_>>(), [1, 4]);
     let p = sweep_plan(2, &format!("{RDMA_FAN}[sweep]\nparameter = \"completion\"\nvalues = [\"busy\", \"event\"]\n"))

@@ -15,7 +15,7 @@ use fabricbench::plan::{Flow, GroupPlan};
 use fabricbench::scenario::memory::GpuChoice;
 use fabricbench::scenario::placement::{Numa, Placement};
 use fabricbench::scenario::rate::{Rate, Schedule};
-use fabricbench::scenario::rdma::{ConnectMethod, RdmaKnobs, RdmaParams};
+use fabricbench::scenario::rdma::{ConnectMethod, RdmaKnobs, RdmaSetup};
 use fabricbench::scenario::stress::{StressSpec, Threads};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
 use fabricbench::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory};
@@ -41,7 +41,7 @@ fn setup_with_stress_and_placement() {
         message_size: ByteSize(4096),
         streams: 2,
         placement: Placement { cores: Some(vec![1, 3]), numa: Numa::Far },
-        rdma: Some(RdmaParams {
+        rdma: Some(RdmaSetup {
             knobs: RdmaKnobs {
                 qps: 4,
                 inline_size: Some(64),

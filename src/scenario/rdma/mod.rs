@@ -1,19 +1,22 @@
 //! What one RDMA flow does. A group's `[group.rdma]` table is [`RdmaKnobs`],
 //! the knobs of perftest with perftest's defaults and nothing else; the
 //! request one flow obeys, [`RdmaParams`], is built from the group
-//! (`GroupSpec::rdma_params`): the group's op, mode, size and memory, and
-//! its knobs. The transport obeys these; it is the scenario that owns them,
+//! (`RdmaSetup::request`): the group's op, mode and size, and its memory
+//! and knobs ([`RdmaSetup`]). The transport obeys these; it is the scenario that owns them,
 //! so the schema never pulls in the verbs.
 
 mod knobs;
+mod setup;
 pub mod stored;
 
 use serde::{Deserialize, Serialize};
 
 pub use knobs::{write_table, CompletionMode, ConnectMethod, Connection, RdmaKnobs};
+pub use setup::RdmaSetup;
 
 use super::memory::{GpuChoice, MemorySides};
 use super::op::{self, Mode, Op};
+use super::Transport;
 
 /// A knob, or a combination of knobs, that no RDMA flow can run with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +39,16 @@ pub const RETIRED_KEYS: [(&str, &str); 1] = [(
 
 /// Bytes every atomic moves: one 8-byte operand (the verbs' only size).
 pub const ATOMIC_SIZE: u64 = 8;
+
+/// Bytes a message of `op` carries when `asked` for: an atomic always its
+/// one operand, whatever was asked.
+pub fn message_bytes(op: Op, asked: u64) -> u64 {
+    if op.is_atomic() {
+        ATOMIC_SIZE
+    } else {
+        asked
+    }
+}
 
 /// Why a size other than [`ATOMIC_SIZE`] is refused for an atomic op.
 pub fn atomic_size_error(asked: impl std::fmt::Display) -> String {
@@ -65,7 +78,7 @@ pub struct RdmaParams {
     #[serde(with = "op::perftest_name")]
     pub op: Op,
     pub mode: Mode,
-    /// Bytes per message (forced to 8 for atomics). perftest: 65536 for bw, 2 for lat.
+    /// Bytes per message (atomics move [`ATOMIC_SIZE`] whatever it says).
     pub message_size: u64,
     /// Each end's buffer memory (the group's `memory`).
     pub memory: MemorySides,
@@ -80,7 +93,7 @@ impl Default for RdmaParams {
         RdmaParams {
             op: Op::Write,
             mode: Mode::Bandwidth,
-            message_size: 65536,
+            message_size: Transport::Rdma.default_message_size(Mode::Bandwidth).bytes(),
             memory: MemorySides::default(),
             gpu: GpuChoice::Auto,
             knobs: RdmaKnobs::default(),
@@ -94,11 +107,7 @@ pub const MAX_MESSAGE_SIZE: u64 = 1 << 30;
 impl RdmaParams {
     /// Bytes each message carries on the wire.
     pub fn effective_message_size(&self) -> u64 {
-        if self.op.is_atomic() {
-            ATOMIC_SIZE
-        } else {
-            self.message_size
-        }
+        message_bytes(self.op, self.message_size)
     }
 
     /// Inline threshold after applying perftest's defaults.

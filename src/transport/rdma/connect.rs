@@ -18,8 +18,7 @@ use super::memlock;
 use super::shared_cq::{ShardCq, ShardsOn, Sharing};
 use super::ud;
 use crate::histogram::Span;
-use crate::scenario::rdma::{CompletionMode, Connection, RdmaParams, UD_GRH};
-use crate::scenario::{Mode, Op};
+use crate::plan::{CompletionMode, Connection, Mode, Op, RdmaParams, UD_GRH};
 use crate::transport::validation::FlowNumber;
 use crate::transport::{FlowCounters, Side};
 
@@ -434,7 +433,7 @@ fn init_rc(qp: &mut Qp, port: u8, access: AccessFlags) -> Result<(), Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::rdma::RdmaKnobs;
+    use crate::plan::RdmaKnobs;
 
     #[test]
     fn wr_id_round_trips() {

@@ -6,7 +6,7 @@ use std::io;
 use rdma_mummy_sys::ibv_wc_status as st;
 
 use super::ffi::{QpModifyError, RegisterError};
-use crate::scenario::rdma::InvalidParam;
+use crate::plan::InvalidParam;
 use crate::transport::memory::MemoryError;
 
 #[derive(Debug, thiserror::Error)]

@@ -9,8 +9,8 @@ use sideway::ibverbs::AccessFlags;
 
 use super::error::{GpuMemoryError, RdmaError};
 use super::ffi::Arena;
-use crate::scenario::memory::{GpuChoice, GpuRegistration, Memory};
-use crate::scenario::rdma::RdmaParams;
+use crate::hostfile::GpuChoice;
+use crate::plan::{GpuRegistration, Memory, RdmaParams};
 use crate::transport::memory::{self, cuda, CudaMemory, CudaMemoryType, MemoryKind};
 use crate::transport::Side;
 

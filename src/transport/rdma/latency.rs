@@ -18,7 +18,7 @@ use super::ffi::{SendSpec, Wc};
 use super::shared_cq::ShardCq;
 use super::stream::{poll_err, wc_error, wr_kind, EVENT_NAP};
 use crate::histogram::{Histogram, Recorder};
-use crate::scenario::Op;
+use crate::plan::Op;
 use crate::transport::task::Turn;
 use crate::transport::Side;
 

@@ -58,8 +58,7 @@ pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 pub use shared_cq::{CqGroup, CqPool, ShardsOn, Sharing};
 
 use crate::histogram::Span;
-use crate::scenario::rdma::RdmaParams;
-use crate::scenario::Mode;
+use crate::plan::{Mode, RdmaParams};
 
 impl ConnectedFlow {
     /// Names the flow in every error (e.g. "flow 3->0").

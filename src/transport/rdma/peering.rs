@@ -13,7 +13,7 @@ use super::error::RdmaError;
 use super::ffi::QpModifyError;
 use super::path::{address_path, LocalPort};
 use super::ud;
-use crate::scenario::rdma::Connection;
+use crate::plan::Connection;
 
 impl PreparedFlow {
     /// Moves every QP to RTR then RTS against `peer` (through rdma_cm when

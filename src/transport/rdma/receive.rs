@@ -10,8 +10,7 @@ use super::error::RdmaError;
 use super::ffi::Wc;
 use super::stream::{poll_err, positions, wc_error, EVENT_NAP};
 use super::validate::SlotCheck;
-use crate::scenario::rdma::{Connection, UD_GRH};
-use crate::scenario::Op;
+use crate::plan::{Connection, Op, UD_GRH};
 use crate::transport::task::Turn;
 use crate::transport::FlowCounters;
 

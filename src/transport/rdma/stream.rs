@@ -10,8 +10,7 @@ use super::connect::{wr_covered, wr_id, wr_qp, FlowResources, Shard, Step, WR_RE
 use super::error::{wc_status_name, RdmaError};
 use super::ffi::{SendSpec, Wc, WrKind};
 use super::validate::SlotCheck;
-use crate::scenario::rdma::CMP_SWAP_VALUE;
-use crate::scenario::Op;
+use crate::plan::{Op, CMP_SWAP_VALUE};
 use crate::transport::pace::Pacer;
 use crate::transport::task::Turn;
 use crate::transport::FlowCounters;

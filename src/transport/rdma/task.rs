@@ -17,7 +17,7 @@ use super::open_loop::Prober;
 use super::receive::{passive_step, Receiver};
 use super::stream::Sender;
 use crate::histogram::Histogram;
-use crate::scenario::Mode;
+use crate::plan::Mode;
 use crate::transport::task::{FlowTask, Turn};
 use crate::transport::{FlowCounters, Side};
 

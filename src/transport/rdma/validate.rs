@@ -16,7 +16,7 @@
 
 use super::connect::{FlowResources, PreparedFlow, Shard};
 use super::error::{GpuMemoryError, RdmaError};
-use crate::scenario::Op;
+use crate::plan::Op;
 use crate::transport::memory::MemoryError;
 use crate::transport::validation::{self, BadByte, FlowNumber, Pattern};
 use crate::transport::{FlowCounters, Side};

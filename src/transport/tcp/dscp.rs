@@ -6,7 +6,7 @@ use std::io;
 
 use socket2::SockRef;
 
-use crate::scenario::limits::MAX_DSCP;
+use crate::plan::MAX_DSCP;
 
 /// The TOS / traffic-class byte that carries `dscp` (ECN bits zero).
 pub fn tos_byte(dscp: u8) -> u32 {

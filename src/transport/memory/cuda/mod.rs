@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{within, Buffer, DmaBuf, Memory, MemoryError, MemoryProvider};
-use crate::scenario::memory::GpuChoice;
+use crate::hostfile::GpuChoice;
 pub(super) use driver::Allocation;
 pub use driver::CudaMemoryType;
 use driver::{CallFailure, Count, Driver, OpenFailure};
@@ -46,8 +46,8 @@ pub fn library(given: Option<OsString>) -> PathBuf {
 
 /// The allocation a scenario's `memory` asks for (host memory has none
 /// here: it is given as device memory, as the transport takes it).
-pub fn placement(memory: crate::scenario::memory::Memory) -> CudaMemoryType {
-    use crate::scenario::memory::Memory as Asked;
+pub fn placement(memory: crate::plan::Memory) -> CudaMemoryType {
+    use crate::plan::Memory as Asked;
     match memory {
         Asked::Cuda | Asked::Host => CudaMemoryType::Device,
         Asked::CudaManaged => CudaMemoryType::Managed,

@@ -15,7 +15,7 @@ use sideway::ibverbs::memory_region::{MemoryRegion, RegisterMemoryRegionErrorKin
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::AccessFlags;
 
-use crate::scenario::memory::GpuRegistration;
+use crate::plan::GpuRegistration;
 use crate::transport::memory::{Buffer, MemoryError, MemoryProvider};
 
 /// What dma-buf needs, said wherever it failed.
