@@ -799,6 +799,26 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     assert!(sim.failure().is_none());
 }
 
+/// The driver sleeps until `poll_timeout`: the next heartbeat round, or
+/// sooner the first moment a limit is passed (a stranger's Hello deadline
+/// here); nothing once the run is over.
+#[test]
+fn the_coordinator_says_when_it_is_next_due() {
+    let t = Timeouts { hello: Duration::from_millis(1_200), ..Timeouts::default() };
+    let mut sim = Sim { s: sim::Sim::new(make_plan(2, FAN_IN), t), seen: Seen::default() };
+    let start = sim.s.now;
+    assert_eq!(sim.s.c.poll_timeout(), Some(start + t.heartbeat));
+    sim.s.connect(9);
+    sim.advance(1_000);
+    let passed = start + t.hello + Duration::from_nanos(1);
+    assert_eq!(sim.s.c.poll_timeout(), Some(passed), "the Hello deadline comes before the round at 1.5 s");
+    sim.s.advance(passed - sim.s.now, |out| sim.seen.keep(out));
+    assert_eq!(sim.rejections(), ["no Hello within 1.2s"]);
+    assert_eq!(sim.s.c.poll_timeout(), Some(start + Duration::from_millis(1_500)), "then the next round");
+    sim.s.c.stop("stopped", sim.s.now);
+    assert_eq!(sim.s.c.poll_timeout(), None);
+}
+
 /// A plan of no phases: the launch that gathers the hosts' LLDP neighbours
 /// before the run is planned (`run --topology lldp`).
 fn probing_only(ranks: usize) -> Sim {
