@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use fabricbench::control::coordinator::{Output, Timeouts};
-use fabricbench::control::sim::{hello, make_plan, reply, Said, Sim};
+use fabricbench::control::sim::{make_plan, reply, Said, Sim};
 use fabricbench::control::wire::ToCoordinator;
 use fabricbench::histogram;
 use fabricbench::plan::Plan;
@@ -29,15 +29,12 @@ fn plan() -> &'static Plan {
 
 /// The honest ranks answer what they are sent; rank 1 does not.
 fn honest(out: Output) -> Option<Said> {
-    reply(out).filter(|(conn, _)| *conn != HOSTILE)
+    reply(out).filter(|said| said.conn != HOSTILE)
 }
 
 fuzz_target!(|data: &[u8]| {
     let mut sim = Sim::new(plan().clone(), Timeouts::default());
-    for rank in 0..3 {
-        sim.connect(rank as u64);
-    }
-    sim.run((0..3).map(|rank| (rank as u64, ToCoordinator::Hello(hello(rank)))), honest);
+    sim.join(3, honest);
     for frame in frames(data) {
         // An undecodable frame would end the run (`protocol_error`); skip
         // it instead, so that what follows still reaches the coordinator.

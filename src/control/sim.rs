@@ -54,7 +54,11 @@ pub fn coordinator(plan: Plan, epoch: Epoch) -> Coordinator {
 }
 
 /// A message from a rank's connection to the coordinator.
-pub type Said = (ConnId, ToCoordinator);
+#[derive(Debug)]
+pub struct Said {
+    pub conn: ConnId,
+    pub msg: ToCoordinator,
+}
 
 /// The coordinator driven as `control::driver` drives it, with the ranks
 /// around it played by the caller: the one loop that hands it messages and
@@ -111,14 +115,24 @@ impl Sim {
             while let Some(output) = self.c.poll() {
                 self.queue.extend(each(output));
             }
-            let Some((conn, msg)) = self.queue.pop_front() else { return };
+            let Some(Said { conn, msg }) = self.queue.pop_front() else { return };
             self.c.handle(conn, msg, self.now);
         }
     }
 
     /// One message from `conn`, then [`Sim::run`].
     pub fn send(&mut self, conn: ConnId, msg: ToCoordinator, each: impl FnMut(Output) -> Option<Said>) {
-        self.run([(conn, msg)], each);
+        self.run([Said { conn, msg }], each);
+    }
+
+    /// Ranks 0 to `ranks - 1` connect (connection id = rank) and say
+    /// Hello, then [`Sim::run`].
+    pub fn join(&mut self, ranks: usize, each: impl FnMut(Output) -> Option<Said>) {
+        for rank in 0..ranks {
+            self.connect(rank as ConnId);
+        }
+        let hellos = (0..ranks).map(|rank| Said { conn: rank as ConnId, msg: ToCoordinator::Hello(hello(rank)) });
+        self.run(hellos, each);
     }
 
     /// What the coordinator has to give out (after a call on `c` itself),
@@ -138,7 +152,7 @@ impl Sim {
 /// Every rank answers as a worker does ([`answer`]).
 pub fn reply(output: Output) -> Option<Said> {
     match output {
-        Output::Send(conn, msg) => answer(&msg).map(|reply| (conn, reply)),
+        Output::Send(conn, msg) => answer(&msg).map(|msg| Said { conn, msg }),
         _ => None,
     }
 }
@@ -191,11 +205,7 @@ pub struct Traffic {
 pub fn bootstrap(sim: &mut Sim, ranks: usize) -> Traffic {
     let mut traffic = Traffic { messages: vec![0; ranks], bytes: vec![0; ranks], started: false };
     let mut starts = 0;
-    for rank in 0..ranks {
-        sim.connect(rank as ConnId);
-    }
-    let hellos = (0..ranks).map(|rank| (rank as ConnId, ToCoordinator::Hello(hello(rank))));
-    sim.run(hellos, |output| {
+    sim.join(ranks, |output| {
         if let Output::Send(conn, msg) = &output {
             let rank = *conn as usize;
             traffic.messages[rank] += 1;

@@ -509,7 +509,7 @@ impl Job {
                 while let Some(action) = session.poll() {
                     quiet = false;
                     match action {
-                        Action::Send(msg) => said.push((rank as u64, msg)),
+                        Action::Send(msg) => said.push(sim::Said { conn: rank as u64, msg }),
                         Action::Probe { .. } => {
                             session.finished(Work::Probed(RdmaInventory::default(), Box::default(), Ok(()), None))
                         }

@@ -11,7 +11,7 @@ use std::path::Path;
 use fabricbench::control::coordinator::Output;
 use fabricbench::control::framing::frame;
 use fabricbench::control::instruction::Instruction;
-use fabricbench::control::sim::{answer, hello, make_plan, samples, Sim, JOB, TOKEN};
+use fabricbench::control::sim::{answer, hello, make_plan, samples, Said, Sim, JOB, TOKEN};
 use fabricbench::control::wire::{ToCoordinator, ToWorker};
 use fabricbench::metrics::RankReport;
 use fabricbench::transport::rdma::RdmaInventory;
@@ -43,10 +43,6 @@ fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
 /// (as after the window) its intervals and its report.
 fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
     let mut sim = Sim::generous(make_plan(3, SCENARIO));
-    for rank in 0..3 {
-        sim.connect(rank as u64);
-    }
-    let hellos = (0..3).map(|rank| (rank as u64, ToCoordinator::Hello(hello(rank))));
     let (mut sent, mut said) = (
         Vec::new(),
         vec![
@@ -55,7 +51,7 @@ fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
         ],
     );
     let mut ends = Vec::new();
-    sim.run(hellos, |out| {
+    sim.join(3, |out| {
         let Output::Send(conn, msg) = out else { return None };
         let reply = answer(&msg);
         if conn == RANK as u64 {
@@ -65,7 +61,7 @@ fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
             said.extend(reply.clone());
             sent.push(msg);
         }
-        reply.map(|r| (conn, r))
+        reply.map(|msg| Said { conn, msg })
     });
     for interval in 1..3 {
         let moved = vec![fabricbench::result::intervals::Moved { bytes: 1 << 20, messages: 8 }; ends.len()];
