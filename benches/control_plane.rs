@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use fabricbench::control::coordinator::Event;
 use fabricbench::control::sim;
-use fabricbench::metrics::clock::now_ns;
+use fabricbench::metrics::clock::Epoch;
 use fabricbench::report::results_dir::ResultsDir;
 use fabricbench::result::RunResult;
 use fabricbench::run::record::{Recorded, Recorder};
@@ -123,11 +123,11 @@ fn one(mode: &str, pattern: &str, n: usize) {
     let mut after = None;
     let max_bytes = match mode {
         "sim" | "life" => {
-            let mut c = sim::coordinator(run.plan.clone(), 0);
-            let traffic = sim::bootstrap(&mut c, n);
+            let mut ranks = sim::Sim::generous(run.plan.clone());
+            let traffic = sim::bootstrap(&mut ranks, n);
             assert!(traffic.started, "the ranks did not reach the barrier");
             if mode == "life" {
-                after = Some(lifecycle(&mut c, run, started.elapsed()));
+                after = Some(lifecycle(&mut ranks, run, started.elapsed()));
             }
             traffic.bytes.into_iter().max().unwrap_or(0)
         }
@@ -173,13 +173,9 @@ struct AfterBarrier {
 /// and the phase is journaled into a results folder as `fabricbench run`
 /// does (journal line flushed, every file rewritten). The lifecycle is
 /// these and the bootstrap; the run's start and end records are not.
-fn lifecycle(
-    c: &mut fabricbench::control::coordinator::Coordinator,
-    mut run: RunResult,
-    bootstrap: Duration,
-) -> AfterBarrier {
+fn lifecycle(ranks: &mut sim::Sim, mut run: RunResult, bootstrap: Duration) -> AfterBarrier {
     let started = Instant::now();
-    let gathered = sim::report_phase(c, &run.plan, 3);
+    let gathered = sim::report_phase(ranks, &run.plan, 3);
     let phase = gathered.phase.expect("the coordinator aggregated the phase");
     let gather = started.elapsed();
     let parent = tempfile::tempdir().expect("a temporary folder");
@@ -244,7 +240,7 @@ fn over_tcp(plan: fabricbench::plan::Plan, n: usize) -> (u64, Duration) {
         };
         // On a thread of its own, as rank 0 runs it (`worker::serve`).
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let coordinator = sim::coordinator(plan, now_ns());
+        let coordinator = sim::coordinator(plan, Epoch::now());
         let instructions = tokio::sync::mpsc::unbounded_channel().1;
         let driver = fabricbench::control::driver::spawn(listener, coordinator, instructions, stopped, on_event)
             .expect("the coordinator's thread");

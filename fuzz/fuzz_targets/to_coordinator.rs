@@ -1,15 +1,16 @@
 //! What a joined rank sends rank 0: frames decoded as `ToCoordinator` (as
 //! `control::framing` does after `Output::Admit`) and handed to a real
 //! coordinator of three ranks, where rank 1 speaks the input and ranks 0
-//! and 2 answer as honest workers do (`control::sim`). Whatever rank 1 says, the
-//! coordinator must not panic, and once everyone falls silent it must end
-//! the run: a rank can fail a run, not hang it.
+//! and 2 answer as honest workers do (`control::sim::Sim`). Whatever rank 1
+//! says, the coordinator must not panic, and once everyone falls silent it
+//! must end the run: a rank can fail a run, not hang it.
 #![no_main]
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
-use fabricbench::control::coordinator::{Coordinator, Output, Timeouts};
-use fabricbench::control::sim::{answer, hello, make_plan, window, JOB, TOKEN};
+use fabricbench::control::coordinator::{Output, Timeouts};
+use fabricbench::control::sim::{make_plan, reply, Said, Sim};
 use fabricbench::control::wire::ToCoordinator;
 use fabricbench::histogram;
 use fabricbench::plan::Plan;
@@ -17,7 +18,6 @@ use fabricbench_fuzz::{frames, round_trips};
 use libfuzzer_sys::fuzz_target;
 
 const HOSTILE: u64 = 1;
-const MS: i64 = 1_000_000;
 
 fn plan() -> &'static Plan {
     static PLAN: OnceLock<Plan> = OnceLock::new();
@@ -27,46 +27,31 @@ fn plan() -> &'static Plan {
     })
 }
 
-/// Drains the coordinator's outputs; the honest ranks answer theirs.
-fn pump(c: &mut Coordinator, now: i64, honest: bool) {
-    while let Some(out) = c.poll() {
-        if let Output::Send(conn, msg) = out {
-            if let Some(reply) = answer(&msg).filter(|_| honest && conn != HOSTILE) {
-                c.received(conn, reply, now);
-            }
-        }
-    }
+/// The honest ranks answer what they are sent; rank 1 does not.
+fn honest(out: Output) -> Option<Said> {
+    reply(out).filter(|said| said.conn != HOSTILE)
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut now = 0;
-    let mut c = Coordinator::new(JOB, TOKEN.into(), plan().clone(), window(), Timeouts::default(), now);
-    for rank in 0..3 {
-        c.connected(rank as u64, now);
-        c.received(rank as u64, ToCoordinator::Hello(hello(rank)), now);
-    }
-    pump(&mut c, now, true);
+    let mut sim = Sim::new(plan().clone(), Timeouts::default());
+    sim.join(3, honest);
     for frame in frames(data) {
         // An undecodable frame would end the run (`protocol_error`); skip
         // it instead, so that what follows still reaches the coordinator.
         // Decoded as the driver does: within the rank's histogram budget.
-        let budget = c.histogram_budget(HOSTILE);
+        let budget = sim.c.histogram_budget(HOSTILE);
         if let (Ok(msg), _) = histogram::decode_within(budget, || postcard::from_bytes::<ToCoordinator>(frame)) {
             round_trips(&msg, frame);
-            c.received(HOSTILE, msg, now);
+            sim.send(HOSTILE, msg, honest);
         }
-        now += 100 * MS;
-        c.tick(now);
-        pump(&mut c, now, true);
+        sim.advance(Duration::from_millis(100), honest);
     }
-    // Everyone falls silent; ticks go on at the heartbeat interval.
+    // Everyone falls silent; the clock goes on at the heartbeat interval.
     for _ in 0..1_000 {
-        if c.is_done() {
+        if sim.c.is_done() {
             return;
         }
-        now += 500 * MS;
-        c.tick(now);
-        pump(&mut c, now, false);
+        sim.advance(Duration::from_millis(500), |_| None);
     }
     panic!("the coordinator did not end the run 500 s after its ranks fell silent");
 });

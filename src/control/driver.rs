@@ -1,10 +1,11 @@
 //! The tokio layer around the sans-IO coordinator: accepts connections,
-//! turns frames into inputs, carries outputs to the right socket, ticks the
-//! clock. Nothing here decides anything.
+//! turns frames into inputs, carries outputs to the right socket, wakes the
+//! coordinator when it asks to be (`poll_timeout`). Nothing here decides
+//! anything.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -16,9 +17,7 @@ use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
 use crate::control::instruction::Instruction;
 use crate::control::wire::{decode_hello, ToCoordinator, ToWorker, HELLO_MAX};
 use crate::histogram;
-use crate::metrics::clock::now_ns;
 
-const TICK: Duration = Duration::from_millis(100);
 /// Connections the kernel queues until they are accepted. Every rank
 /// connects at once; with the usual 128, a job of more ranks loses SYNs and
 /// waits for their retransmission (1 s, then 3 s). The kernel caps this at
@@ -46,7 +45,8 @@ struct Conn {
 }
 
 /// How long accepting pauses after the kernel refused a connection (EMFILE,
-/// ENFILE, ENOBUFS): the tick and every rank's frames go on meanwhile.
+/// ENFILE, ENOBUFS): the coordinator's timeouts and every rank's frames go
+/// on meanwhile.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Addresses whose strangers were reported (each once); beyond this many, no more.
 const LOGGED_PEERS: usize = 4096;
@@ -102,7 +102,7 @@ pub async fn drive(
     let listener = match TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(e) => {
-            coordinator.stop(&format!("cannot accept control connections: {e}"), now_ns());
+            coordinator.stop(&format!("cannot accept control connections: {e}"), Instant::now());
             while let Some(output) = coordinator.poll() {
                 if let Output::Event(event) = output {
                     on_event(event);
@@ -121,9 +121,15 @@ pub async fn drive(
         logged: HashSet::new(),
         inbound: inbound_tx,
     };
-    let mut tick = tokio::time::interval(TICK);
+    // One timer, moved to each new deadline: a frame does not cost one.
+    let timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(timer);
     let mut finished = false;
-    while !d.coordinator.is_done() {
+    while let Some(due) = d.coordinator.poll_timeout() {
+        let due = tokio::time::Instant::from_std(due);
+        if timer.deadline() != due {
+            timer.as_mut().reset(due);
+        }
         let accepting = d.accept_paused.is_none_or(|until| tokio::time::Instant::now() >= until);
         tokio::select! {
             // What arrived is heard before the clock judges anyone silent.
@@ -131,10 +137,10 @@ pub async fn drive(
             Some(input) = inbound.recv() => d.heard(input),
             accepted = listener.accept(), if accepting => d.accepted(accepted),
             () = tokio::time::sleep(ACCEPT_BACKOFF), if !accepting => {}
-            _ = tick.tick() => d.coordinator.tick(now_ns()),
+            () = &mut timer => d.coordinator.handle_timeout(Instant::now()),
             Some(instruction) = instructions.recv() => match instruction {
-                Instruction::Stop { reason } => d.coordinator.stop(&reason, now_ns()),
-                Instruction::Saved { phase } => d.coordinator.saved(phase, now_ns()),
+                Instruction::Stop { reason } => d.coordinator.stop(&reason, Instant::now()),
+                Instruction::Saved { phase } => d.coordinator.saved(phase, Instant::now()),
             },
         }
         finished |= d.carry_outputs(&mut on_event);
@@ -165,11 +171,11 @@ impl Driver {
     /// What a connection's reader passed on.
     fn heard(&mut self, input: Inbound) {
         match input {
-            Inbound::Frame(id, msg) => self.coordinator.received(id, msg, now_ns()),
-            Inbound::Garbage(id, reason) => self.coordinator.protocol_error(id, &reason, now_ns()),
+            Inbound::Frame(id, msg) => self.coordinator.handle(id, msg, Instant::now()),
+            Inbound::Garbage(id, reason) => self.coordinator.protocol_error(id, &reason, Instant::now()),
             Inbound::Closed(id) => {
                 self.conns.remove(&id);
-                self.coordinator.closed(id, now_ns());
+                self.coordinator.closed(id, Instant::now());
             }
         }
     }
@@ -204,7 +210,7 @@ impl Driver {
         let frames = FrameReader::with_limit(read, HELLO_MAX);
         let reader = tokio::spawn(read_frames(id, frames, admitted, self.inbound.clone()));
         self.conns.insert(id, Conn { peer, write: Some(write), writer: None, reader, admit: Some(admit) });
-        self.coordinator.connected(id, now_ns());
+        self.coordinator.connected(id, Instant::now());
     }
 
     /// Carries every output of the coordinator to its socket or to `on_event`.

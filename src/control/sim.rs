@@ -3,7 +3,7 @@
 //! Ready, until the coordinator starts the phase, and then report it. One
 //! harness for every consumer: the worker session's unit tests, the
 //! integration tests, the control-plane benchmark (benches/control_plane.rs)
-//! and the fuzz targets. Compiled for the crate's own tests and behind the
+//! and the fuzz targets, all driving the coordinator through [`Sim`]. Compiled for the crate's own tests and behind the
 //! `testing` feature, never into the tool.
 
 use std::collections::VecDeque;
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
 use crate::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, Window, MAGIC, PROTOCOL_VERSION};
+use crate::metrics::clock::Epoch;
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::{Phase, Plan};
 use crate::result::intervals::{Moved, Series};
@@ -41,15 +42,119 @@ pub fn window() -> Window {
     Window { warmup: Duration::from_secs(1), duration: Duration::from_secs(2), interval: Duration::from_secs(1) }
 }
 
-/// A coordinator whose clock reads `now_ns` (0 for simulated ranks,
-/// `metrics::clock::now_ns()` under the tokio driver), with the heartbeats
-/// of a real job of this size. Its other limits are generous: thousands of
-/// ranks on two loaded cores are slow, not lost.
-pub fn coordinator(plan: Plan, now_ns: i64) -> Coordinator {
+/// A coordinator that starts at `epoch` (`Epoch::now()` under the tokio
+/// driver), with the heartbeats of a real job of this size. Its other
+/// limits are generous: thousands of ranks on two loaded cores are slow,
+/// not lost.
+pub fn coordinator(plan: Plan, epoch: Epoch) -> Coordinator {
     let minute = Duration::from_secs(60);
     let usual = Timeouts::for_ranks(plan.ranks.len());
     let timeouts = Timeouts { silence: minute, join: minute, stage: minute, ..usual };
-    Coordinator::new(JOB, TOKEN.into(), plan, window(), timeouts, now_ns)
+    Coordinator::new(JOB, TOKEN.into(), plan, window(), timeouts, epoch)
+}
+
+/// A message from a rank's connection to the coordinator.
+#[derive(Debug)]
+pub struct Said {
+    pub conn: ConnId,
+    pub msg: ToCoordinator,
+}
+
+/// The coordinator driven as `control::driver` drives it, with the ranks
+/// around it played by the caller: the one loop that hands it messages and
+/// takes its outputs away. Its clock is simulated: it moves only when told,
+/// and it read 0 ns on the wire when the coordinator started.
+pub struct Sim {
+    pub c: Coordinator,
+    pub now: Instant,
+    start: Instant,
+    /// Messages not yet handed to the coordinator, in order.
+    queue: VecDeque<Said>,
+}
+
+impl Sim {
+    /// A coordinator of `plan` under `timeouts`, with this module's job,
+    /// token and window.
+    pub fn new(plan: Plan, timeouts: Timeouts) -> Sim {
+        let epoch = Sim::start();
+        Sim::around(Coordinator::new(JOB, TOKEN.into(), plan, window(), timeouts, epoch), epoch)
+    }
+
+    /// A coordinator of `plan` with [`coordinator`]'s limits.
+    pub fn generous(plan: Plan) -> Sim {
+        let epoch = Sim::start();
+        Sim::around(coordinator(plan, epoch), epoch)
+    }
+
+    /// A simulated clock's start: it reads 0 ns on the wire.
+    pub fn start() -> Epoch {
+        Epoch { at: Instant::now(), ns: 0 }
+    }
+
+    /// Simulated ranks around `c`, which started at `epoch`.
+    pub fn around(c: Coordinator, epoch: Epoch) -> Sim {
+        Sim { c, now: epoch.at, start: epoch.at, queue: VecDeque::new() }
+    }
+
+    /// How far the clock has moved since the coordinator started.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    /// A connection opens.
+    pub fn connect(&mut self, conn: ConnId) {
+        self.c.connected(conn, self.now);
+    }
+
+    /// Hands the coordinator `said`, in order, and each output to `each`;
+    /// what `each` answers (a rank's reply) is handed on in turn, behind
+    /// what came before it. Returns once nothing is left to hand on.
+    pub fn run(&mut self, said: impl IntoIterator<Item = Said>, mut each: impl FnMut(Output) -> Option<Said>) {
+        self.queue.extend(said);
+        loop {
+            while let Some(output) = self.c.poll() {
+                self.queue.extend(each(output));
+            }
+            let Some(Said { conn, msg }) = self.queue.pop_front() else { return };
+            self.c.handle(conn, msg, self.now);
+        }
+    }
+
+    /// One message from `conn`, then [`Sim::run`].
+    pub fn send(&mut self, conn: ConnId, msg: ToCoordinator, each: impl FnMut(Output) -> Option<Said>) {
+        self.run([Said { conn, msg }], each);
+    }
+
+    /// Ranks 0 to `ranks - 1` connect (connection id = rank) and say
+    /// Hello, then [`Sim::run`].
+    pub fn join(&mut self, ranks: usize, each: impl FnMut(Output) -> Option<Said>) {
+        for rank in 0..ranks {
+            self.connect(rank as ConnId);
+        }
+        let hellos = (0..ranks).map(|rank| Said { conn: rank as ConnId, msg: ToCoordinator::Hello(hello(rank)) });
+        self.run(hellos, each);
+    }
+
+    /// What the coordinator has to give out (after a call on `c` itself),
+    /// as [`Sim::run`] does.
+    pub fn pump(&mut self, each: impl FnMut(Output) -> Option<Said>) {
+        self.run([], each);
+    }
+
+    /// The clock moves on by `by`, and the coordinator's timeouts run.
+    pub fn advance(&mut self, by: Duration, each: impl FnMut(Output) -> Option<Said>) {
+        self.now += by;
+        self.c.handle_timeout(self.now);
+        self.pump(each);
+    }
+}
+
+/// Every rank answers as a worker does ([`answer`]).
+pub fn reply(output: Output) -> Option<Said> {
+    match output {
+        Output::Send(conn, msg) => answer(&msg).map(|msg| Said { conn, msg }),
+        _ => None,
+    }
 }
 
 pub fn hello(rank: usize) -> Hello {
@@ -96,28 +201,19 @@ pub struct Traffic {
 }
 
 /// Hello from every rank → endpoint tables delivered → barrier → Start,
-/// all at time `now`.
-pub fn bootstrap(c: &mut Coordinator, ranks: usize) -> Traffic {
+/// all at one moment.
+pub fn bootstrap(sim: &mut Sim, ranks: usize) -> Traffic {
     let mut traffic = Traffic { messages: vec![0; ranks], bytes: vec![0; ranks], started: false };
-    let mut inputs: VecDeque<(ConnId, ToCoordinator)> = VecDeque::new();
     let mut starts = 0;
-    for rank in 0..ranks {
-        c.connected(rank as ConnId, 0);
-        inputs.push_back((rank as ConnId, ToCoordinator::Hello(hello(rank))));
-    }
-    while let Some((conn, msg)) = inputs.pop_front() {
-        c.received(conn, msg, 0);
-        while let Some(output) = c.poll() {
-            let Output::Send(conn, msg) = output else { continue };
-            let rank = conn as usize;
+    sim.join(ranks, |output| {
+        if let Output::Send(conn, msg) = &output {
+            let rank = *conn as usize;
             traffic.messages[rank] += 1;
-            traffic.bytes[rank] += postcard::to_stdvec(&msg).expect("encodes").len() as u64;
+            traffic.bytes[rank] += postcard::to_stdvec(msg).expect("encodes").len() as u64;
             starts += usize::from(matches!(msg, ToWorker::Start { .. }));
-            if let Some(reply) = answer(&msg) {
-                inputs.push_back((conn, reply));
-            }
         }
-    }
+        reply(output)
+    });
     traffic.started = starts == ranks;
     traffic
 }
@@ -266,34 +362,35 @@ pub fn rank_messages(phase: &Phase, ranks: usize, boundaries: u32) -> Vec<Vec<To
 pub struct Gathered {
     /// The aggregated phase, if the coordinator finished it.
     pub phase: Option<PhaseResult>,
-    /// The longest the coordinator spent on one message: while it works its
-    /// loop sends no heartbeats, so this is how long they can stall.
+    /// The longest the coordinator spent on one message and its outputs:
+    /// while it works its loop sends no heartbeats, so this is how long
+    /// they can stall.
     pub longest_step: Duration,
 }
 
 /// Every rank of a started phase 0 sends its intervals and its report
 /// (`boundaries` sample times); the coordinator gathers and aggregates
 /// them, and its intervals go back into the phase as the launcher puts them.
-pub fn report_phase(c: &mut Coordinator, plan: &Plan, boundaries: u32) -> Gathered {
+pub fn report_phase(sim: &mut Sim, plan: &Plan, boundaries: u32) -> Gathered {
     let said = rank_messages(&plan.phases[0], plan.ranks.len(), boundaries);
-    let mut gathered = Gathered { phase: None, longest_step: Duration::ZERO };
+    let (mut phase, mut longest_step) = (None, Duration::ZERO);
     let mut series = Series::default();
     for (rank, messages) in said.into_iter().enumerate() {
         for message in messages {
             let started = Instant::now();
-            c.received(rank as ConnId, message, 0);
-            gathered.longest_step = gathered.longest_step.max(started.elapsed());
-            while let Some(output) = c.poll() {
+            sim.send(rank as ConnId, message, |output| {
                 match output {
                     Output::Event(Event::Progress { phase, gbps, flows, .. }) => series.push(phase, gbps, &flows),
                     Output::Event(Event::PhaseDone(mut result)) => {
                         series.fill(&mut result);
-                        gathered.phase = Some(*result);
+                        phase = Some(*result);
                     }
                     _ => {}
                 }
-            }
+                None
+            });
+            longest_step = longest_step.max(started.elapsed());
         }
     }
-    gathered
+    Gathered { phase, longest_step }
 }

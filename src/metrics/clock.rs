@@ -9,6 +9,45 @@ pub fn now_ns() -> i64 {
     i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
 }
 
+/// One moment read on both clocks: the monotonic one the protocol's state
+/// machines run on, and the wall clock whose ns the wire carries (the
+/// coordinator's reading in Welcome, t0 in Start). Every conversion between
+/// the two goes through here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Epoch {
+    pub at: Instant,
+    /// The wall clock at `at`, ns since the Unix epoch.
+    pub ns: i64,
+}
+
+impl Epoch {
+    /// Both clocks, read together.
+    pub fn now() -> Epoch {
+        Epoch { at: Instant::now(), ns: now_ns() }
+    }
+
+    /// The wall clock's ns at `t`, as far from `ns` as `t` is from `at`.
+    pub fn ns_at(&self, t: Instant) -> i64 {
+        let ns = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        if t >= self.at {
+            self.ns.saturating_add(ns(t - self.at))
+        } else {
+            self.ns.saturating_sub(ns(self.at - t))
+        }
+    }
+
+    /// The `Instant` at which the wall clock reads `ns` (this moment, for
+    /// one before what the monotonic clock can show).
+    pub fn instant_at(&self, ns: i64) -> Instant {
+        let ahead = ns - self.ns;
+        if ahead >= 0 {
+            self.at + Duration::from_nanos(ahead as u64)
+        } else {
+            self.at.checked_sub(Duration::from_nanos(ahead.unsigned_abs())).unwrap_or(self.at)
+        }
+    }
+}
+
 /// A worker's view of the coordinator's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerClock {
@@ -27,22 +66,12 @@ impl PeerClock {
 
     /// The local `Instant` at which the coordinator's clock reads `peer_ns`.
     pub fn instant_of(&self, peer_ns: i64) -> Instant {
-        let local_ns = peer_ns + self.offset_ns;
-        let (now, now_ns) = (Instant::now(), now_ns());
-        let ahead = local_ns - now_ns;
-        if ahead >= 0 {
-            now + Duration::from_nanos(ahead as u64)
-        } else {
-            now.checked_sub(Duration::from_nanos(ahead.unsigned_abs())).unwrap_or(now)
-        }
+        Epoch::now().instant_at(peer_ns + self.offset_ns)
     }
 
     /// The coordinator's clock at a local `Instant`.
     pub fn peer_ns_of(&self, at: Instant) -> i64 {
-        let (now, now_ns) = (Instant::now(), now_ns());
-        let local_ns =
-            if at >= now { now_ns + (at - now).as_nanos() as i64 } else { now_ns - (now - at).as_nanos() as i64 };
-        local_ns - self.offset_ns
+        Epoch::now().ns_at(at) - self.offset_ns
     }
 }
 
@@ -54,6 +83,15 @@ mod tests {
     fn offset_from_symmetric_exchange() {
         let c = PeerClock::estimate(1_000, 5_500, 2_000);
         assert_eq!((c.offset_ns, c.rtt_ns), (-4_000, 1_000));
+    }
+
+    #[test]
+    fn an_epoch_maps_instants_to_wall_ns_and_back() {
+        let epoch = Epoch { at: Instant::now(), ns: 5_000 };
+        let later = epoch.at + Duration::from_nanos(1_500);
+        assert_eq!(epoch.ns_at(later), 6_500);
+        assert_eq!(epoch.instant_at(6_500), later);
+        assert_eq!(epoch.ns_at(epoch.instant_at(4_000)), 4_000);
     }
 
     #[test]

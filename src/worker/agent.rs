@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
 use crate::control::wire::{Hello, ToCoordinator, ToWorker, MAGIC, PROTOCOL_VERSION};
 use crate::hostfacts::HostFacts;
-use crate::metrics::clock::now_ns;
+use crate::metrics::clock::Epoch;
 use crate::transport::rdma::RdmaInventory;
 use crate::worker::engine::FlowFailed;
 use crate::worker::phase::{self, Connected, Opened, Stopper};
@@ -70,7 +70,7 @@ pub async fn run(
         host: me.host.clone(),
         pid: std::process::id(),
     };
-    let mut session = Session::new(hello, Instant::now(), now_ns());
+    let mut session = Session::new(hello, Epoch::now());
     let mut performer = Performer { rank: me.rank, bind: me.bind, out, work, stopper: None };
     let outcome = loop {
         if let Some(end) = performer.perform(&mut session) {

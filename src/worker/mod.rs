@@ -32,7 +32,7 @@ use crate::control::driver;
 use crate::control::instruction::Instruction;
 use crate::control::wire::Window;
 use crate::load::placement;
-use crate::metrics::clock::now_ns;
+use crate::metrics::clock::Epoch;
 use crate::plan::Plan;
 
 pub use agent::AgentError;
@@ -233,7 +233,7 @@ async fn serve(
     emit(&WorkerOutput::Listening { addr, version: env!("CARGO_PKG_VERSION").to_string() });
     let coordinator = {
         let timeouts = Timeouts::for_ranks(plan.ranks.len());
-        let coordinator = Coordinator::new(me.job, me.token.clone(), plan, window, timeouts, now_ns());
+        let coordinator = Coordinator::new(me.job, me.token.clone(), plan, window, timeouts, Epoch::now());
         if lldp {
             coordinator.gathering_lldp()
         } else {

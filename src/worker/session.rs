@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 pub use super::work::{Action, SessionError, Work};
 use crate::control::report_parts;
 use crate::control::wire::{FlowEndpoint, Hello, ToCoordinator, ToWorker};
-use crate::metrics::clock::PeerClock;
+use crate::metrics::clock::{Epoch, PeerClock};
 use crate::plan::BadKey;
 
 /// A coordinator silent this long is gone: the worker stops and exits
@@ -66,10 +66,9 @@ pub enum Stage<O, C> {
 pub struct Session<O, C> {
     rank: usize,
     stage: Stage<O, C>,
-    /// When Hello left: the local wall clock (ns) and the monotonic clock,
-    /// read together, so Welcome's arrival needs only the monotonic one.
-    hello_ns: i64,
-    hello_at: Instant,
+    /// When Hello left, on both clocks, so Welcome's arrival needs only
+    /// the monotonic one.
+    greeted: Epoch,
     /// The coordinator's clock as estimated at Welcome (zero offset before).
     clock: PeerClock,
     last_heard: Instant,
@@ -95,17 +94,15 @@ pub struct Session<O, C> {
 }
 
 impl<O, C> Session<O, C> {
-    /// A session that says `hello` now: `now` and `now_ns` are the same
-    /// moment on the monotonic and the wall clock.
-    pub fn new(hello: Hello, now: Instant, now_ns: i64) -> Session<O, C> {
+    /// A session that says `hello` at `now`.
+    pub fn new(hello: Hello, now: Epoch) -> Session<O, C> {
         let rank = hello.rank;
         Session {
             rank,
             stage: Stage::Greeting,
-            hello_ns: now_ns,
-            hello_at: now,
+            greeted: now,
             clock: PeerClock { offset_ns: 0, rtt_ns: 0 },
-            last_heard: now,
+            last_heard: now.at,
             heartbeat: HEARTBEAT,
             lease: LEASE,
             heartbeat_due: None,
@@ -159,8 +156,8 @@ impl<O, C> Session<O, C> {
         if matches!(self.stage, Stage::Greeting) {
             match msg {
                 ToWorker::Welcome { now_ns: coordinator_ns, heartbeat, gpus, lldp } => {
-                    let received_ns = self.hello_ns + i64::try_from((now - self.hello_at).as_nanos()).unwrap_or(0);
-                    self.clock = PeerClock::estimate(self.hello_ns, coordinator_ns, received_ns);
+                    let received_ns = self.greeted.ns_at(now);
+                    self.clock = PeerClock::estimate(self.greeted.ns, coordinator_ns, received_ns);
                     self.heartbeat = heartbeat.clamp(HEARTBEAT, MAX_HEARTBEAT);
                     self.lease = LEASE.max(self.heartbeat * LEASE_INTERVALS);
                     self.heartbeat_due = Some(now + self.heartbeat);

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::control::coordinator::{Coordinator, Event, Output, Timeouts};
-use crate::control::sim::{hello, make_plan, window, JOB, TOKEN};
+use crate::control::coordinator::{Event, Output, Timeouts};
+use crate::control::sim::{self, hello, make_plan, window};
 use crate::control::wire::{Endpoint, Window};
 use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
@@ -55,7 +55,7 @@ struct Sim {
 impl Sim {
     fn new() -> Sim {
         let start = Instant::now();
-        Sim { s: Session::new(hello(1), start, HELLO_NS), start, now: start }
+        Sim { s: Session::new(hello(1), Epoch { at: start, ns: HELLO_NS }), start, now: start }
     }
 
     /// A session past Welcome (2 ms after Hello), with Hello and the probe taken.
@@ -478,9 +478,8 @@ fn own_failures_are_reported_and_halt_the_rank() {
 /// The real coordinator and one session per rank, the ranks' blocking work
 /// done at once; with `report`, a started phase reports at once too.
 struct Job {
-    coordinator: Coordinator,
+    coordinator: sim::Sim,
     ranks: Vec<Session<Opened, Linked>>,
-    now: Instant,
     report: bool,
     events: Vec<Event>,
     stopped: Vec<usize>,
@@ -493,24 +492,25 @@ impl Job {
         let text = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n[sweep]\nparameter = \"streams\"\nvalues = [1, 2]\n";
         let plan = make_plan(2, text);
         assert_eq!(plan.phases.len(), 2);
-        let mut coordinator = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0);
+        let mut coordinator = sim::Sim::new(plan, Timeouts::default());
         for conn in 0..2 {
-            coordinator.connected(conn, 0);
+            coordinator.connect(conn);
         }
-        let now = Instant::now();
-        let ranks = (0..2).map(|r| Session::new(hello(r), now, 0)).collect();
-        Job { coordinator, ranks, now, report, events: Vec::new(), stopped: Vec::new(), exits: Vec::new() }
+        let now = Epoch { at: coordinator.now, ns: 0 };
+        let ranks = (0..2).map(|r| Session::new(hello(r), now)).collect();
+        Job { coordinator, ranks, report, events: Vec::new(), stopped: Vec::new(), exits: Vec::new() }
     }
 
     /// Carries frames both ways until neither side has anything to do.
     fn settle(&mut self) {
         loop {
             let mut quiet = true;
+            let mut said = Vec::new();
             for (rank, session) in self.ranks.iter_mut().enumerate() {
                 while let Some(action) = session.poll() {
                     quiet = false;
                     match action {
-                        Action::Send(msg) => self.coordinator.received(rank as u64, msg, 0),
+                        Action::Send(msg) => said.push(sim::Said { conn: rank as u64, msg }),
                         Action::Probe { .. } => {
                             session.finished(Work::Probed(RdmaInventory::default(), Box::default(), Ok(()), None))
                         }
@@ -540,20 +540,26 @@ impl Job {
                     }
                 }
             }
-            while let Some(output) = self.coordinator.poll() {
+            let (now, mut saved) = (self.coordinator.now, Vec::new());
+            let Job { coordinator, ranks, events, .. } = self;
+            coordinator.run(said, |output| {
                 quiet = false;
                 match output {
-                    Output::Send(conn, msg) => self.ranks[conn as usize].handle(msg, self.now),
+                    Output::Send(conn, msg) => ranks[conn as usize].handle(msg, now),
                     Output::Close(conn) => panic!("connection {conn} closed"),
                     Output::Admit(_) => {}
                     Output::Event(event) => {
-                        // The launcher's part: the phase is on disk, the next may begin.
                         if let Event::PhaseDone(phase) = &event {
-                            self.coordinator.saved(phase.index, 0);
+                            saved.push(phase.index);
                         }
-                        self.events.push(event)
+                        events.push(event)
                     }
                 }
+                None
+            });
+            // The launcher's part: the phase is on disk, the next may begin.
+            for phase in saved {
+                coordinator.c.saved(phase, now);
             }
             if quiet {
                 return;
@@ -577,7 +583,7 @@ fn the_real_coordinator_ends_the_run_with_a_sessions_refusal() {
     job.settle();
     assert!(job.ranks.iter().all(|s| matches!(s.stage, Stage::Running { phase: 0 })));
     // A coordinator that sends Start twice: rank 1 says so, and the run ends with its words.
-    job.ranks[1].handle(ToWorker::Start { phase: 0, t0_ns: 0, window: window() }, job.now);
+    job.ranks[1].handle(ToWorker::Start { phase: 0, t0_ns: 0, window: window() }, job.coordinator.now);
     job.settle();
     let failure = job.events.iter().find_map(|e| match e {
         Event::Failed(f) => Some(f.to_string()),

@@ -1,11 +1,12 @@
 //! The coordinator state machine driven by simulated ranks: no sockets, no
-//! clocks but the ones we pass in.
+//! clock but the simulated one (`control::sim::Sim`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use fabricbench::control::coordinator::{ConnId, Coordinator, Event, Output, Timeouts};
-use fabricbench::control::sim::{hello, make_plan, samples, window, JOB, TOKEN};
+use fabricbench::control::sim::{self, hello, make_plan, samples, window, Said, JOB, TOKEN};
 use fabricbench::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorker, PROTOCOL_VERSION};
 use fabricbench::histogram::Histogram;
 use fabricbench::hostfacts::HostFacts;
@@ -20,40 +21,51 @@ const MS: i64 = 1_000_000;
 const FAN_IN: &str = "[[group]]\nname = \"g\"\npattern = \"fan-in\"\n";
 const ALL_TO_ALL: &str = "[[group]]\nname = \"g\"\npattern = \"all-to-all\"\n";
 
-/// A coordinator and the simulated ranks around it; connection id = rank.
-struct Sim {
-    c: Coordinator,
-    now: i64,
+/// What the simulated ranks were given, kept for the test to look at.
+#[derive(Default)]
+struct Seen {
     inbox: HashMap<ConnId, Vec<ToWorker>>,
     closed: Vec<ConnId>,
     admitted: Vec<ConnId>,
     events: Vec<Event>,
 }
 
+impl Seen {
+    /// Keeps one output of the coordinator; no rank answers by itself.
+    fn keep(&mut self, out: Output) -> Option<Said> {
+        match out {
+            Output::Send(conn, msg) => self.inbox.entry(conn).or_default().push(msg),
+            Output::Close(conn) => self.closed.push(conn),
+            Output::Admit(conn) => self.admitted.push(conn),
+            Output::Event(e) => self.events.push(e),
+        }
+        None
+    }
+}
+
+/// A coordinator and the simulated ranks around it, which answer as each
+/// test says; connection id = rank.
+struct Sim {
+    s: sim::Sim,
+    seen: Seen,
+}
+
 impl Sim {
     fn new(plan: Plan) -> Sim {
-        let c = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0);
-        Sim { c, now: 0, inbox: HashMap::new(), closed: Vec::new(), admitted: Vec::new(), events: Vec::new() }
+        Sim { s: sim::Sim::new(plan, Timeouts::default()), seen: Seen::default() }
     }
 
+    /// What the coordinator has to give out, after a call on it.
     fn pump(&mut self) {
-        while let Some(out) = self.c.poll() {
-            match out {
-                Output::Send(conn, msg) => self.inbox.entry(conn).or_default().push(msg),
-                Output::Close(conn) => self.closed.push(conn),
-                Output::Admit(conn) => self.admitted.push(conn),
-                Output::Event(e) => self.events.push(e),
-            }
-        }
+        self.s.pump(|out| self.seen.keep(out));
     }
 
     fn send(&mut self, conn: ConnId, msg: ToCoordinator) {
-        self.c.received(conn, msg, self.now);
-        self.pump();
+        self.s.send(conn, msg, |out| self.seen.keep(out));
     }
 
     fn join(&mut self, conn: ConnId, h: Hello) {
-        self.c.connected(conn, self.now);
+        self.s.connect(conn);
         self.send(conn, ToCoordinator::Hello(h));
     }
 
@@ -64,24 +76,23 @@ impl Sim {
     }
 
     fn take(&mut self, conn: ConnId) -> Vec<ToWorker> {
-        self.inbox.remove(&conn).unwrap_or_default()
+        self.seen.inbox.remove(&conn).unwrap_or_default()
     }
 
-    fn advance(&mut self, by_ms: i64) {
-        self.now += by_ms * MS;
-        self.c.tick(self.now);
-        self.pump();
+    fn advance(&mut self, by_ms: u64) {
+        self.s.advance(Duration::from_millis(by_ms), |out| self.seen.keep(out));
     }
 
     fn failure(&self) -> Option<String> {
-        self.events.iter().find_map(|e| match e {
+        self.seen.events.iter().find_map(|e| match e {
             Event::Failed(f) => Some(f.to_string()),
             _ => None,
         })
     }
 
     fn rejections(&self) -> Vec<String> {
-        self.events
+        self.seen
+            .events
             .iter()
             .filter_map(|e| match e {
                 Event::Rejected { reason, .. } => Some(reason.clone()),
@@ -103,7 +114,7 @@ fn answer_setups(sim: &mut Sim, ranks: impl IntoIterator<Item = usize>) {
         let (peers, others): (Vec<_>, Vec<_>) =
             sim.take(r as ConnId).into_iter().partition(|m| matches!(m, ToWorker::Peers { .. }));
         if !peers.is_empty() {
-            sim.inbox.insert(r as ConnId, peers);
+            sim.seen.inbox.insert(r as ConnId, peers);
         }
         let Some(ToWorker::Setup { phase, flows, .. }) =
             others.into_iter().find(|m| matches!(m, ToWorker::Setup { .. }))
@@ -148,14 +159,14 @@ fn happy_path_fan_in() {
     let n = 4;
     let mut sim = Sim::new(make_plan(n, FAN_IN));
     sim.join_all(n);
-    assert!(matches!(sim.events.last(), Some(Event::Joined { joined: 4, total: 4, .. })));
+    assert!(matches!(sim.seen.events.last(), Some(Event::Joined { joined: 4, total: 4, .. })));
     for r in 0..n {
-        let first = &sim.inbox[&(r as ConnId)][0];
+        let first = &sim.seen.inbox[&(r as ConnId)][0];
         assert!(matches!(first, ToWorker::Welcome { .. }), "rank {r} first got {first:?}");
     }
     // Setup: rank 0 receives three flows, each sender sends one.
     let setups: Vec<usize> = (0..n)
-        .map(|r| match sim.inbox[&(r as ConnId)].last() {
+        .map(|r| match sim.seen.inbox[&(r as ConnId)].last() {
             Some(ToWorker::Setup { flows, .. }) => flows.len(),
             other => panic!("{other:?}"),
         })
@@ -176,18 +187,19 @@ fn happy_path_fan_in() {
     sim.advance(10);
     sim.send(0, ToCoordinator::Ready { phase: 0 });
     let Some(ToWorker::Start { t0_ns, .. }) = sim.take(2).pop() else { panic!("no Start") };
-    assert_eq!(t0_ns, sim.now + Timeouts::default().start_delay.as_nanos() as i64);
+    assert_eq!(t0_ns, (sim.s.elapsed() + Timeouts::default().start_delay).as_nanos() as i64);
 
     // Rank 0 receives 1, 2 and 3 GB/s; its senders count 5 B/s each. An
     // interval closes once every rank has sent it, each flow counted at
     // its receiver: 8, 16 and 24 Gb/s.
     let b = 3;
     intervals(&mut sim, 0, &[1_000_000_000, 2_000_000_000, 3_000_000_000], b);
-    assert!(!sim.events.iter().any(|e| matches!(e, Event::Progress { .. })), "not before every rank sent it");
+    assert!(!sim.seen.events.iter().any(|e| matches!(e, Event::Progress { .. })), "not before every rank sent it");
     for r in 1..n {
         intervals(&mut sim, r as ConnId, &[5], b);
     }
     let closed: Vec<(u32, f64, Vec<f64>)> = sim
+        .seen
         .events
         .iter()
         .filter_map(|e| match e {
@@ -202,7 +214,7 @@ fn happy_path_fan_in() {
         let f = (r - 1) as u32;
         sim.send(r as ConnId, ToCoordinator::Report(Box::new(report(r, vec![samples(f, Side::Sender)], b))));
     }
-    let done = sim.events.iter().find_map(|e| match e {
+    let done = sim.seen.events.iter().find_map(|e| match e {
         Event::PhaseDone(p) => Some(p.clone()),
         _ => None,
     });
@@ -218,11 +230,11 @@ fn happy_path_fan_in() {
     assert_eq!(p.receivers.len(), 1);
     assert_eq!(p.receivers[0].senders, 3);
     assert!((p.receivers[0].jain - 48.0 * 48.0 / (3.0 * (64.0 + 256.0 + 576.0))).abs() < 1e-12);
-    assert!(matches!(sim.events.last(), Some(Event::Finished)));
+    assert!(matches!(sim.seen.events.last(), Some(Event::Finished)));
     for r in 0..n {
         assert_eq!(sim.take(r as ConnId).last(), Some(&ToWorker::Bye), "rank {r}");
     }
-    assert!(sim.c.is_done());
+    assert!(sim.s.c.is_done());
 }
 
 /// Runs a fan-in on 4 ranks to the reports; `rank0` sends rank 0's (three
@@ -254,6 +266,7 @@ fn a_report_in_parts_arrives_whole() {
         sim.send(0, ToCoordinator::Report(Box::new(report(0, last, 3))));
     });
     let rates: Vec<f64> = sim
+        .seen
         .events
         .iter()
         .find_map(|e| match e {
@@ -262,7 +275,7 @@ fn a_report_in_parts_arrives_whole() {
         })
         .expect("phase result");
     assert_eq!(rates, [8.0, 16.0, 24.0]);
-    assert!(matches!(sim.events.last(), Some(Event::Finished)));
+    assert!(matches!(sim.seen.events.last(), Some(Event::Finished)));
 }
 
 #[test]
@@ -288,8 +301,8 @@ fn latency_histograms_are_held_to_the_plan() {
     let mut sim = Sim::new(make_plan(3, text));
     sim.join_all(3);
     // Rank 1 sends on two latency flows, rank 2 on one, rank 0 on none.
-    assert_eq!((0..3).map(|conn| sim.c.histogram_budget(conn)).collect::<Vec<_>>(), [0, 2, 1]);
-    assert_eq!(sim.c.histogram_budget(99), 0, "no rank, no histograms");
+    assert_eq!((0..3).map(|conn| sim.s.c.histogram_budget(conn)).collect::<Vec<_>>(), [0, 2, 1]);
+    assert_eq!(sim.s.c.histogram_budget(99), 0, "no rank, no histograms");
     answer_setups(&mut sim, 0..3);
     for r in 0..3 {
         sim.send(r, ToCoordinator::Ready { phase: 0 });
@@ -330,7 +343,7 @@ fn an_inconsistent_report_fails_its_rank_and_the_coordinator_survives() {
         let failure = sim.failure().expect("the run failed");
         assert!(failure.contains("rank 0") && failure.contains(expected), "{expected}: {failure}");
         assert!(failure.contains("its report is left out"), "{failure}");
-        assert!(sim.c.is_done(), "{expected}");
+        assert!(sim.s.c.is_done(), "{expected}");
     }
 }
 
@@ -358,7 +371,7 @@ fn an_inconsistent_interval_fails_its_rank_and_the_coordinator_survives() {
         sim.advance(3_000);
         let failure = sim.failure().expect("the run failed");
         assert!(failure.starts_with("rank 0 (h1): ") && failure.contains(expected), "{expected}: {failure}");
-        assert!(sim.c.is_done(), "{expected}");
+        assert!(sim.s.c.is_done(), "{expected}");
     }
 }
 
@@ -383,7 +396,7 @@ fn an_endpoint_for_another_ranks_flow_fails_the_rank() {
 fn a_valid_hello_admits_and_a_second_one_fails_the_rank() {
     let mut sim = Sim::new(make_plan(2, FAN_IN));
     sim.join_all(2);
-    assert_eq!(sim.admitted, [0, 1], "each joined connection may now send full-sized frames");
+    assert_eq!(sim.seen.admitted, [0, 1], "each joined connection may now send full-sized frames");
     sim.send(1, ToCoordinator::Hello(hello(1)));
     sim.advance(3_000);
     let failure = sim.failure().expect("the run failed");
@@ -407,11 +420,11 @@ fn strangers_are_rejected_and_the_run_goes_on() {
     let mut magic = hello(1);
     magic.magic = 0xdead_beef;
     sim.join(12, magic);
-    sim.c.connected(13, 0);
-    sim.c.protocol_error(13, "garbage", 0);
+    sim.s.connect(13);
+    sim.s.c.protocol_error(13, "garbage", sim.s.now);
     sim.pump();
     sim.join(14, hello(0));
-    sim.c.connected(15, 0);
+    sim.s.connect(15);
     sim.send(15, ToCoordinator::Heartbeat);
 
     let reasons = sim.rejections();
@@ -422,9 +435,9 @@ fn strangers_are_rejected_and_the_run_goes_on() {
     assert_eq!(reasons[3], "undecodable first frame: garbage");
     assert_eq!(reasons[4], "rank 0 joined twice (second Hello from h1)");
     assert_eq!(reasons[5], "first frame was not a Hello");
-    assert_eq!(sim.closed, [10, 11, 12, 13, 14, 15]);
+    assert_eq!(sim.seen.closed, [10, 11, 12, 13, 14, 15]);
     // None of them got anything; the real rank 1 still joins and the run starts.
-    assert!(sim.inbox.keys().all(|&c| c < 10));
+    assert!(sim.seen.inbox.keys().all(|&c| c < 10));
     sim.join(1, hello(1));
     assert!(matches!(sim.take(1).last(), Some(ToWorker::Setup { .. })));
     assert_eq!(sim.failure(), None);
@@ -440,22 +453,22 @@ fn strangers_hold_at_most_a_quarter_of_the_open_files_limit() {
     let limit = 40;
     let share = (limit / STRANGERS_FD_SHARE) as usize;
     for conn in 0..share + n - 1 {
-        assert!(sim.c.accepts_more(limit), "refused at {conn}");
-        sim.c.connected(100 + conn as ConnId, 0);
+        assert!(sim.s.c.accepts_more(limit), "refused at {conn}");
+        sim.s.connect(100 + conn as ConnId);
     }
-    assert!(!sim.c.accepts_more(limit));
+    assert!(!sim.s.c.accepts_more(limit));
     // One stranger leaves: one more may come.
-    sim.c.closed(100, 0);
-    assert!(sim.c.accepts_more(limit));
-    sim.c.connected(100, 0);
-    assert!(!sim.c.accepts_more(limit));
+    sim.s.c.closed(100, sim.s.now);
+    assert!(sim.s.c.accepts_more(limit));
+    sim.s.connect(100);
+    assert!(!sim.s.c.accepts_more(limit));
     // With a generous limit the fixed cap holds.
-    assert!(sim.c.accepts_more(u64::MAX));
+    assert!(sim.s.c.accepts_more(u64::MAX));
     let mut sim = Sim::new(make_plan(n, FAN_IN));
     for conn in 0..PENDING_STRANGERS + n {
-        sim.c.connected(conn as ConnId, 0);
+        sim.s.connect(conn as ConnId);
     }
-    assert!(!sim.c.accepts_more(u64::MAX));
+    assert!(!sim.s.c.accepts_more(u64::MAX));
 }
 
 #[test]
@@ -511,7 +524,7 @@ fn phase_zero_is_set_up_while_the_others_join() {
     let mut sim = Sim::new(make_plan(n, FAN_IN));
     sim.join(1, hello(1));
     answer_setups(&mut sim, 1..2);
-    assert!(sim.inbox.is_empty(), "rank 1's receiver has published nothing yet: {:?}", sim.inbox);
+    assert!(sim.seen.inbox.is_empty(), "rank 1's receiver has published nothing yet: {:?}", sim.seen.inbox);
     sim.join(0, hello(0));
     answer_setups(&mut sim, 0..1);
     let early = sim.take(1);
@@ -527,13 +540,13 @@ fn phase_zero_is_set_up_while_the_others_join() {
         ),
         "{last:?}"
     );
-    assert!(sim.inbox.is_empty(), "rank 0 waits for its last sender's endpoints: {:?}", sim.inbox);
-    sim.inbox.insert(2, last);
+    assert!(sim.seen.inbox.is_empty(), "rank 0 waits for its last sender's endpoints: {:?}", sim.seen.inbox);
+    sim.seen.inbox.insert(2, last);
     answer_setups(&mut sim, 2..3);
     assert!(matches!(sim.take(0)[..], [ToWorker::Peers { phase: 0, .. }]), "rank 0, once every sender published");
     assert!(matches!(sim.take(2)[..], [ToWorker::Peers { phase: 0, .. }]), "rank 2's, kept by its answer");
     sim.send(2, ToCoordinator::Ready { phase: 0 });
-    assert!(sim.inbox.is_empty(), "no Start before every rank is Ready: {:?}", sim.inbox);
+    assert!(sim.seen.inbox.is_empty(), "no Start before every rank is Ready: {:?}", sim.seen.inbox);
     sim.send(0, ToCoordinator::Ready { phase: 0 });
     for r in 0..n as ConnId {
         assert!(matches!(sim.take(r)[..], [ToWorker::Start { phase: 0, .. }]), "rank {r}");
@@ -593,7 +606,7 @@ fn lost_rank_mid_run_keeps_partial_results() {
     let n = 3;
     let mut sim = running_fan_in(n);
     // Rank 2 dies; the others are told to stop and send what they have.
-    sim.c.closed(2, sim.now);
+    sim.s.c.closed(2, sim.s.now);
     sim.pump();
     for r in [0, 1] {
         assert!(
@@ -604,13 +617,13 @@ fn lost_rank_mid_run_keeps_partial_results() {
     // Interval 1 came from the two ranks left: it closes without rank 2.
     intervals(&mut sim, 0, &[100, 50], 2);
     intervals(&mut sim, 1, &[100], 2);
-    assert!(!sim.events.iter().any(|e| matches!(e, Event::Progress { .. })), "rank 2 may still send it");
+    assert!(!sim.seen.events.iter().any(|e| matches!(e, Event::Progress { .. })), "rank 2 may still send it");
     sim.send(
         0,
         ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver), samples(1, Side::Receiver)], 2))),
     );
     sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender)], 2))));
-    let partial = sim.events.iter().find_map(|e| match e {
+    let partial = sim.seen.events.iter().find_map(|e| match e {
         Event::PhaseDone(p) => Some(p.clone()),
         _ => None,
     });
@@ -618,7 +631,7 @@ fn lost_rank_mid_run_keeps_partial_results() {
     assert!(!p.complete);
     assert_eq!(p.flows[0].bytes, 100);
     assert_eq!(p.window_s, 1.0);
-    let closed = sim.events.iter().find_map(|e| match e {
+    let closed = sim.seen.events.iter().find_map(|e| match e {
         Event::Progress { interval: 1, flows, .. } => Some(flows.clone()),
         _ => None,
     });
@@ -626,7 +639,7 @@ fn lost_rank_mid_run_keeps_partial_results() {
     assert_eq!(closed, Some(vec![100.0 * 8.0 / 1e9, 50.0 * 8.0 / 1e9]));
     assert!(!p.ranks[2].reported);
     assert_eq!(sim.failure().as_deref(), Some("rank 2 (h3): connection lost during phase 0; its flows: 1 (2->0)"));
-    assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
+    assert!(matches!(sim.seen.events.last(), Some(Event::Failed(_))));
     assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
 }
 
@@ -649,7 +662,7 @@ fn a_refusal_before_any_end_ends_the_run_as_refused() {
         let mut sim = Sim::new(make_plan(2, FAN_IN));
         sim.join_all(2);
         sim.send(1, msg);
-        let failure = sim.events.iter().find_map(|e| match e {
+        let failure = sim.seen.events.iter().find_map(|e| match e {
             Event::Failed(f) => Some(f.clone()),
             _ => None,
         });
@@ -703,7 +716,7 @@ fn a_frozen_rank_does_not_hold_the_abort_open() {
         sim.failure().as_deref(),
         Some("rank 1 (h2): silent for 3.1 s during phase 0 (heartbeat timeout); its flows: 0 (1->0)")
     );
-    assert!(matches!(sim.events.last(), Some(Event::Failed(_))));
+    assert!(matches!(sim.seen.events.last(), Some(Event::Failed(_))));
 }
 
 /// A rank's interval readings come in the order of its Setup's flows;
@@ -751,7 +764,7 @@ fn a_rank_of_another_version_ends_the_run_naming_both() {
             env!("CARGO_PKG_VERSION")
         )
     );
-    assert!(sim.c.is_done());
+    assert!(sim.s.c.is_done());
     assert_eq!(sim.take(0).last(), Some(&ToWorker::Bye));
 }
 
@@ -776,7 +789,7 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     let inventory = RdmaInventory { devices: Vec::new(), error: Some("no RDMA devices".into()) };
     let facts = HostFacts { kernel: Some("6.1.0-18-amd64".into()), ..HostFacts::default() };
     sim.send(1, ToCoordinator::Probe(inventory, Box::new(facts.clone()), None));
-    let probe = sim.events.iter().find_map(|e| match e {
+    let probe = sim.seen.events.iter().find_map(|e| match e {
         Event::Probed(p) => Some(p.clone()),
         _ => None,
     });
@@ -786,13 +799,34 @@ fn each_ranks_probe_becomes_an_event_naming_its_host() {
     assert!(sim.failure().is_none());
 }
 
+/// The driver sleeps until `poll_timeout`: the next heartbeat round, or
+/// sooner the first moment a limit is passed (a stranger's Hello deadline
+/// here); nothing once the run is over.
+#[test]
+fn the_coordinator_says_when_it_is_next_due() {
+    let t = Timeouts { hello: Duration::from_millis(1_200), ..Timeouts::default() };
+    let mut sim = Sim { s: sim::Sim::new(make_plan(2, FAN_IN), t), seen: Seen::default() };
+    let start = sim.s.now;
+    assert_eq!(sim.s.c.poll_timeout(), Some(start + t.heartbeat));
+    sim.s.connect(9);
+    sim.advance(1_000);
+    let passed = start + t.hello + Duration::from_nanos(1);
+    assert_eq!(sim.s.c.poll_timeout(), Some(passed), "the Hello deadline comes before the round at 1.5 s");
+    sim.s.advance(passed - sim.s.now, |out| sim.seen.keep(out));
+    assert_eq!(sim.rejections(), ["no Hello within 1.2s"]);
+    assert_eq!(sim.s.c.poll_timeout(), Some(start + Duration::from_millis(1_500)), "then the next round");
+    sim.s.c.stop("stopped", sim.s.now);
+    assert_eq!(sim.s.c.poll_timeout(), None);
+}
+
 /// A plan of no phases: the launch that gathers the hosts' LLDP neighbours
 /// before the run is planned (`run --topology lldp`).
 fn probing_only(ranks: usize) -> Sim {
     let mut plan = make_plan(ranks, FAN_IN);
     plan.phases.clear();
-    let c = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), 0).gathering_lldp();
-    Sim { c, now: 0, inbox: HashMap::new(), closed: Vec::new(), admitted: Vec::new(), events: Vec::new() }
+    let start = sim::Sim::start();
+    let c = Coordinator::new(JOB, TOKEN.into(), plan, window(), Timeouts::default(), start).gathering_lldp();
+    Sim { s: sim::Sim::around(c, start), seen: Seen::default() }
 }
 
 fn probe(text: Result<String, fabricbench::hostfacts::lldp::LldpError>) -> ToCoordinator {
@@ -810,12 +844,12 @@ fn a_plan_of_no_phases_ends_once_every_rank_has_probed() {
     }
     sim.send(0, probe(Ok("{}".into())));
     sim.send(2, probe(Err(fabricbench::hostfacts::lldp::LldpError::TimedOut)));
-    assert!(!sim.c.is_done(), "rank 1 has not probed");
+    assert!(!sim.s.c.is_done(), "rank 1 has not probed");
     sim.send(1, probe(Ok("{}".into())));
-    assert!(sim.c.is_done());
-    let neighbours = sim.events.iter().filter(|e| matches!(e, Event::Neighbours { .. })).count();
+    assert!(sim.s.c.is_done());
+    let neighbours = sim.seen.events.iter().filter(|e| matches!(e, Event::Neighbours { .. })).count();
     assert_eq!(neighbours, 3, "every rank's text, or why it has none, goes to the launcher");
-    assert!(matches!(sim.events.last(), Some(Event::Finished)), "{:?}", sim.events.last());
+    assert!(matches!(sim.seen.events.last(), Some(Event::Finished)), "{:?}", sim.seen.events.last());
     assert_eq!(sim.take(1), [ToWorker::Bye]);
 }
 
@@ -860,7 +894,7 @@ fn first_of_two_phases_done() -> Sim {
     intervals(&mut sim, 1, &[1_000], b);
     sim.send(0, ToCoordinator::Report(Box::new(report(0, vec![samples(0, Side::Receiver)], b))));
     sim.send(1, ToCoordinator::Report(Box::new(report(1, vec![samples(0, Side::Sender)], b))));
-    assert!(sim.events.iter().any(|e| matches!(e, Event::PhaseDone(p) if p.index == 0 && p.complete)));
+    assert!(sim.seen.events.iter().any(|e| matches!(e, Event::PhaseDone(p) if p.index == 0 && p.complete)));
     sim
 }
 
@@ -886,10 +920,10 @@ fn the_next_phase_starts_only_once_the_launcher_saved_the_last() {
     alive_for(&mut sim, 10);
     assert!(!set_up(&mut sim, 0, 1) && !set_up(&mut sim, 1, 1));
     // Word of another phase changes nothing; word of this one starts the next.
-    sim.c.saved(1, sim.now);
+    sim.s.c.saved(1, sim.s.now);
     sim.pump();
     assert!(!set_up(&mut sim, 0, 1));
-    sim.c.saved(0, sim.now);
+    sim.s.c.saved(0, sim.s.now);
     sim.pump();
     assert!(set_up(&mut sim, 0, 1) && set_up(&mut sim, 1, 1));
     assert_eq!(sim.failure(), None);
@@ -900,6 +934,6 @@ fn a_launcher_that_never_saves_ends_the_run_by_name() {
     let mut sim = first_of_two_phases_done();
     alive_for(&mut sim, 31);
     assert_eq!(sim.failure().as_deref(), Some("the launcher did not say within 30 s that phase 0 is on disk"));
-    assert!(sim.c.is_done());
+    assert!(sim.s.c.is_done());
     assert_eq!(sim.take(1).last(), Some(&ToWorker::Bye));
 }

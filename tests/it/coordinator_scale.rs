@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use fabricbench::control::coordinator::Event;
 use fabricbench::control::framing;
-use fabricbench::control::sim::{bootstrap, coordinator, make_plan, report_phase, tcp_rank};
-use fabricbench::metrics::clock::now_ns;
+use fabricbench::control::sim::{bootstrap, coordinator, make_plan, report_phase, tcp_rank, Sim};
+use fabricbench::metrics::clock::Epoch;
 use fabricbench::plan::Plan;
 
 const FAN_IN: &str = "[[group]]\nname = \"incast\"\npattern = \"fan-in\"\n";
@@ -41,9 +41,9 @@ fn flows_per_rank(plan: &Plan) -> Vec<u64> {
 fn a_large_fan_in_is_gathered_and_aggregated_whole() {
     let n = 4096;
     let plan = make_plan(n, FAN_IN);
-    let mut c = coordinator(plan.clone(), 0);
-    assert!(bootstrap(&mut c, n).started);
-    let phase = report_phase(&mut c, &plan, 3).phase.expect("the phase is aggregated");
+    let mut sim = Sim::generous(plan.clone());
+    assert!(bootstrap(&mut sim, n).started);
+    let phase = report_phase(&mut sim, &plan, 3).phase.expect("the phase is aggregated");
     assert!(phase.complete);
     assert_eq!(phase.flows.len(), n - 1);
     assert!(phase.flows.iter().all(|f| f.gbps == 8.0 && f.error.is_none()), "{:?}", &phase.flows[..2]);
@@ -67,8 +67,7 @@ fn each_rank_is_sent_only_its_own_flows() {
         for &n in sizes {
             let plan = make_plan(n, scenario);
             let flows = flows_per_rank(&plan);
-            let mut c = coordinator(plan, 0);
-            let traffic = bootstrap(&mut c, n);
+            let traffic = bootstrap(&mut Sim::generous(plan), n);
             assert!(traffic.started, "{name} on {n} ranks did not reach the barrier");
             for (rank, ((&messages, &bytes), &own)) in
                 traffic.messages.iter().zip(&traffic.bytes).zip(&flows).enumerate()
@@ -98,7 +97,7 @@ fn real_tcp_clients_on_loopback_reach_the_barrier() {
             let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
             let driver = tokio::spawn(fabricbench::control::driver::drive(
                 listener,
-                coordinator(plan, now_ns()),
+                coordinator(plan, Epoch::now()),
                 never(),
                 move |e| {
                     if matches!(e, Event::PhaseStarted { .. } | Event::Failed(_)) {
@@ -147,7 +146,7 @@ fn strangers_on_the_port_cannot_hurt_a_job() {
         let (rejected_tx, mut rejected) = tokio::sync::mpsc::unbounded_channel();
         let driver = tokio::spawn(fabricbench::control::driver::drive(
             listener,
-            coordinator(make_plan(n, FAN_IN), now_ns()),
+            coordinator(make_plan(n, FAN_IN), Epoch::now()),
             never(),
             move |e| {
                 if let Event::Rejected { reason, .. } = e {
@@ -291,7 +290,7 @@ fn failure_after_start(plan: Plan, after: AfterStart) -> String {
         let (failed_tx, mut failed) = tokio::sync::mpsc::unbounded_channel();
         let driver = tokio::spawn(fabricbench::control::driver::drive(
             listener,
-            coordinator(plan, now_ns()),
+            coordinator(plan, Epoch::now()),
             never(),
             move |e| {
                 if let Event::Failed(f) = e {
@@ -359,24 +358,28 @@ fn a_large_job_spreads_its_heartbeats_out() {
         assert_eq!(t.silence, Duration::from_secs(silence_s), "{ranks} ranks");
     }
     let n = 16_384;
-    let mut c = coordinator(make_plan(n, FAN_IN), 0);
-    c.connected(0, 0);
-    c.received(0, fabricbench::control::wire::ToCoordinator::Hello(fabricbench::control::sim::hello(0)), 0);
-    let sent: Vec<Output> = std::iter::from_fn(|| c.poll()).collect();
-    let welcome = sent.iter().find_map(|o| match o {
-        Output::Send(0, ToWorker::Welcome { heartbeat, .. }) => Some(*heartbeat),
-        _ => None,
+    let mut sim = Sim::generous(make_plan(n, FAN_IN));
+    let mut welcome = None;
+    sim.connect(0);
+    sim.send(0, fabricbench::control::wire::ToCoordinator::Hello(fabricbench::control::sim::hello(0)), |o| {
+        if let Output::Send(0, ToWorker::Welcome { heartbeat, .. }) = o {
+            welcome = Some(heartbeat);
+        }
+        None
     });
     assert_eq!(welcome, Some(Duration::from_secs(2)));
     // The first round (at 2 s) counts the Welcome as rank 0's sign of
     // life; the next one, not before 4 s, sends it a heartbeat.
-    let sent_to_0 = |c: &mut fabricbench::control::coordinator::Coordinator| {
-        std::iter::from_fn(|| c.poll()).filter(|o| matches!(o, Output::Send(0, _))).count()
+    let sent_to_0 = |sim: &mut Sim, by_ms| {
+        let mut sent = 0;
+        sim.advance(Duration::from_millis(by_ms), |o| {
+            sent += usize::from(matches!(o, Output::Send(0, _)));
+            None
+        });
+        sent
     };
-    for at_ms in [500, 1_000, 2_000, 3_900] {
-        c.tick(at_ms * 1_000_000);
-        assert_eq!(sent_to_0(&mut c), 0, "at {at_ms} ms");
+    for (by_ms, at_ms) in [(500, 500), (500, 1_000), (1_000, 2_000), (1_900, 3_900)] {
+        assert_eq!(sent_to_0(&mut sim, by_ms), 0, "at {at_ms} ms");
     }
-    c.tick(4_000_000_000);
-    assert_eq!(sent_to_0(&mut c), 1, "at 4 s: one heartbeat");
+    assert_eq!(sent_to_0(&mut sim, 100), 1, "at 4 s: one heartbeat");
 }

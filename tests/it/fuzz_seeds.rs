@@ -11,7 +11,7 @@ use std::path::Path;
 use fabricbench::control::coordinator::Output;
 use fabricbench::control::framing::frame;
 use fabricbench::control::instruction::Instruction;
-use fabricbench::control::sim::{answer, coordinator, hello, make_plan, samples, JOB, TOKEN};
+use fabricbench::control::sim::{answer, hello, make_plan, samples, Said, Sim, JOB, TOKEN};
 use fabricbench::control::wire::{ToCoordinator, ToWorker};
 use fabricbench::metrics::RankReport;
 use fabricbench::transport::rdma::RdmaInventory;
@@ -42,12 +42,7 @@ fn report(phase: usize, ends: &[(u32, Side)]) -> RankReport {
 /// what rank 1 was sent and what it sends: its probe, its answers, then
 /// (as after the window) its intervals and its report.
 fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
-    let mut c = coordinator(make_plan(3, SCENARIO), 0);
-    let mut inputs = Vec::new();
-    for rank in 0..3 {
-        c.connected(rank as u64, 0);
-        inputs.push((rank as u64, ToCoordinator::Hello(hello(rank))));
-    }
+    let mut sim = Sim::generous(make_plan(3, SCENARIO));
     let (mut sent, mut said) = (
         Vec::new(),
         vec![
@@ -56,23 +51,18 @@ fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
         ],
     );
     let mut ends = Vec::new();
-    while !inputs.is_empty() {
-        for (conn, msg) in std::mem::take(&mut inputs) {
-            c.received(conn, msg, 0);
-        }
-        while let Some(out) = c.poll() {
-            let Output::Send(conn, msg) = out else { continue };
-            let reply = answer(&msg);
-            if conn == RANK as u64 {
-                if let ToWorker::Setup { flows, .. } = &msg {
-                    ends = flows.iter().map(|f| (f.flow.id, f.side)).collect();
-                }
-                said.extend(reply.clone());
-                sent.push(msg);
+    sim.join(3, |out| {
+        let Output::Send(conn, msg) = out else { return None };
+        let reply = answer(&msg);
+        if conn == RANK as u64 {
+            if let ToWorker::Setup { flows, .. } = &msg {
+                ends = flows.iter().map(|f| (f.flow.id, f.side)).collect();
             }
-            inputs.extend(reply.map(|r| (conn, r)));
+            said.extend(reply.clone());
+            sent.push(msg);
         }
-    }
+        reply.map(|msg| Said { conn, msg })
+    });
     for interval in 1..3 {
         let moved = vec![fabricbench::result::intervals::Moved { bytes: 1 << 20, messages: 8 }; ends.len()];
         said.push(ToCoordinator::Interval { phase: 0, interval, span_ns: 1_000_000_000, ends: moved });

@@ -1,30 +1,32 @@
 //! Ending a run that went wrong: a failure names the rank, its host and
 //! its flows; a phase that was running collects the partial reports first.
 
-use super::{ns, ConnId, Coordinator, Event, Output, RunFailure, Stage};
+use std::time::Instant;
+
+use super::{ConnId, Coordinator, Event, Output, RunFailure, Stage};
 use crate::control::wire::ToWorker;
 use crate::result::aggregate_phase;
 
 impl Coordinator {
     /// Ends the run: a phase that was running collects partial reports first.
-    pub(super) fn fail(&mut self, rank: Option<usize>, message: String, now_ns: i64) {
-        self.end(RunFailure { rank, host: rank.map(|r| self.slots[r].host.clone()), message, refused: false }, now_ns);
+    pub(super) fn fail(&mut self, rank: Option<usize>, message: String, now: Instant) {
+        self.end(RunFailure { rank, host: rank.map(|r| self.slots[r].host.clone()), message, refused: false }, now);
     }
 
     /// Ends the run because `rank` refused before making any end (the GPU
     /// preflight): nothing ran.
-    pub(super) fn refuse(&mut self, rank: usize, message: String, now_ns: i64) {
+    pub(super) fn refuse(&mut self, rank: usize, message: String, now: Instant) {
         let host = Some(self.slots[rank].host.clone());
-        self.end(RunFailure { rank: Some(rank), host, message, refused: true }, now_ns);
+        self.end(RunFailure { rank: Some(rank), host, message, refused: true }, now);
     }
 
-    fn end(&mut self, failure: RunFailure, now_ns: i64) {
+    fn end(&mut self, failure: RunFailure, now: Instant) {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Running { phase, reports, intervals, .. } => {
                 let reason = failure.to_string();
                 self.broadcast(|| ToWorker::Abort { reason: reason.clone() });
-                let deadline_ns = now_ns + ns(self.timeouts.abort_grace);
-                self.set_stage(Stage::Aborting { phase, reports, intervals, failure, deadline_ns }, now_ns);
+                let deadline = now + self.timeouts.abort_grace;
+                self.set_stage(Stage::Aborting { phase, reports, intervals, failure, deadline }, now);
             }
             aborting @ Stage::Aborting { .. } => self.stage = aborting,
             Stage::Done => {}
@@ -76,9 +78,9 @@ impl Coordinator {
         self.out.push_back(Output::Close(conn));
     }
 
-    pub(super) fn set_stage(&mut self, stage: Stage, now_ns: i64) {
+    pub(super) fn set_stage(&mut self, stage: Stage, now: Instant) {
         self.stage = stage;
-        self.stage_since = now_ns;
+        self.stage_since = now;
     }
 
     pub(super) fn stage_name(&self) -> String {

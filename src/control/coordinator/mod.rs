@@ -1,7 +1,10 @@
 //! The rank-0 coordinator as a state machine without I/O: frames and clock
 //! readings go in, frames to send and events for the launcher come out.
-//! The tokio layer in `driver` only moves bytes; everything that decides
-//! lives here, so it is tested with simulated ranks and no sockets.
+//! It speaks as the worker's session does: `handle` a message, `poll` for
+//! what to do, `poll_timeout` for when to call `handle_timeout`, all on the
+//! monotonic clock. The tokio layer in `driver` only moves bytes;
+//! everything that decides lives here, so it is tested with simulated
+//! ranks and no sockets.
 
 mod checks;
 mod events;
@@ -13,15 +16,16 @@ mod wiring;
 pub use events::{Event, Output, RunFailure};
 pub use timeouts::Timeouts;
 
-use failing::list;
+use timeouts::past;
 use wiring::Wiring;
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+use std::time::Instant;
 
 use crate::control::gather::Gather;
 use crate::control::proofs::FlowProofs;
 use crate::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
+use crate::metrics::clock::Epoch;
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::{GpuAsk, Plan};
 use crate::result::intervals::PhaseIntervals;
@@ -34,7 +38,7 @@ struct Slot {
     host: String,
     conn: Option<ConnId>,
     joined: bool,
-    last_heard: i64,
+    last_heard: Instant,
     /// Sent something since the last heartbeat round (so it needs none).
     busy: bool,
     /// Flows of this phase's report that came ahead of it in parts.
@@ -74,7 +78,7 @@ enum Stage {
     },
     Running {
         phase: usize,
-        t0_ns: i64,
+        t0: Instant,
         reports: Gather<RankReport>,
         intervals: Box<PhaseIntervals>,
     },
@@ -92,7 +96,7 @@ enum Stage {
         reports: Gather<RankReport>,
         intervals: Box<PhaseIntervals>,
         failure: RunFailure,
-        deadline_ns: i64,
+        deadline: Instant,
     },
     Done,
 }
@@ -112,25 +116,30 @@ pub struct Coordinator {
     /// The rank on each joined connection.
     ranks: HashMap<ConnId, usize>,
     /// Connections that have not said Hello yet.
-    pending: HashMap<ConnId, i64>,
+    pending: HashMap<ConnId, Instant>,
     /// The most latency histograms each rank's report may carry, over all
     /// phases: what a frame from it may decode (`histogram_budget`).
     histograms: Vec<usize>,
     stage: Stage,
-    /// When the current stage began (coordinator clock, ns).
-    stage_since: i64,
-    last_heartbeat: i64,
-    /// The previous tick, to see when the coordinator itself was not running.
-    last_tick: i64,
+    /// When the current stage began.
+    stage_since: Instant,
+    last_heartbeat: Instant,
+    /// The previous `handle_timeout`, to see when the coordinator itself
+    /// was not running.
+    last_timeout: Instant,
+    /// The earliest Hello or silence limit as of the last check, lowered as
+    /// connections open and ranks join: when to look again.
+    watch: Option<Instant>,
+    /// The monotonic clock's reading at the wall clock's: the wire carries
+    /// wall-clock ns (Welcome's reading, Start's t0).
+    epoch: Epoch,
     out: VecDeque<Output>,
 }
 
-fn ns(d: Duration) -> i64 {
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
-
 impl Coordinator {
-    pub fn new(job: u64, token: String, plan: Plan, window: Window, timeouts: Timeouts, now_ns: i64) -> Coordinator {
+    /// A coordinator that starts at `epoch`.
+    pub fn new(job: u64, token: String, plan: Plan, window: Window, timeouts: Timeouts, epoch: Epoch) -> Coordinator {
+        let now = epoch.at;
         let slots = plan
             .ranks
             .iter()
@@ -139,7 +148,7 @@ impl Coordinator {
                 host: r.host.clone(),
                 conn: None,
                 joined: false,
-                last_heard: now_ns,
+                last_heard: now,
                 busy: false,
                 parts: Vec::new(),
                 gpus,
@@ -167,9 +176,11 @@ impl Coordinator {
             pending: HashMap::new(),
             histograms,
             stage: Stage::Done,
-            stage_since: now_ns,
-            last_heartbeat: now_ns,
-            last_tick: now_ns,
+            stage_since: now,
+            last_heartbeat: now,
+            last_timeout: now,
+            watch: None,
+            epoch,
             out: VecDeque::new(),
         };
         let n = coordinator.slots.len();
@@ -203,8 +214,9 @@ impl Coordinator {
         matches!(self.stage, Stage::Done)
     }
 
-    pub fn connected(&mut self, conn: ConnId, now_ns: i64) {
-        self.pending.insert(conn, now_ns);
+    pub fn connected(&mut self, conn: ConnId, now: Instant) {
+        self.pending.insert(conn, now);
+        self.watch_until(past(now + self.timeouts.hello));
     }
 
     /// Whether to take another connection: the job's own ranks always fit
@@ -216,7 +228,7 @@ impl Coordinator {
         self.pending.len() < PENDING_STRANGERS.min(by_fds) + self.slots.len() - self.joined
     }
 
-    pub fn closed(&mut self, conn: ConnId, now_ns: i64) {
+    pub fn closed(&mut self, conn: ConnId, now: Instant) {
         if self.pending.remove(&conn).is_some() {
             return;
         }
@@ -229,24 +241,25 @@ impl Coordinator {
         } else if !self.is_done() {
             let stage = self.stage_name();
             let flows = self.flows_of(rank);
-            self.fail(Some(rank), format!("connection lost {stage}{flows}"), now_ns);
+            self.fail(Some(rank), format!("connection lost {stage}{flows}"), now);
             self.check_abort_complete();
         }
     }
 
-    pub fn received(&mut self, conn: ConnId, msg: ToCoordinator, now_ns: i64) {
+    /// One message from `conn`, arrived at `now`.
+    pub fn handle(&mut self, conn: ConnId, msg: ToCoordinator, now: Instant) {
         if self.pending.contains_key(&conn) {
             match msg {
-                ToCoordinator::Hello(hello) => self.hello(conn, hello, now_ns),
+                ToCoordinator::Hello(hello) => self.hello(conn, hello, now),
                 _ => self.reject(conn, "first frame was not a Hello".to_string()),
             }
             return;
         }
         let Some(&rank) = self.ranks.get(&conn) else { return };
-        self.slots[rank].last_heard = now_ns;
+        self.slots[rank].last_heard = now;
         match msg {
             ToCoordinator::Hello(_) => {
-                self.fail(Some(rank), "sent a second Hello on its joined connection".to_string(), now_ns);
+                self.fail(Some(rank), "sent a second Hello on its joined connection".to_string(), now);
                 self.check_abort_complete();
             }
             ToCoordinator::Heartbeat => {}
@@ -260,27 +273,27 @@ impl Coordinator {
                 self.event(Event::Probed(RankProbe { rank, host, devices, error, facts }));
                 self.slots[rank].probed = true;
                 if let Some(message) = missing {
-                    self.fail(Some(rank), message, now_ns);
+                    self.fail(Some(rank), message, now);
                     self.check_abort_complete();
                 } else if matches!(self.stage, Stage::Probing) && self.slots.iter().all(|s| s.probed) {
                     self.broadcast(|| ToWorker::Bye);
                     self.event(Event::Finished);
-                    self.set_stage(Stage::Done, now_ns);
+                    self.set_stage(Stage::Done, now);
                 }
             }
-            ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now_ns),
-            ToCoordinator::Ready { phase } => self.ready(rank, phase, now_ns),
+            ToCoordinator::Endpoints { phase, endpoints } => self.endpoints(rank, phase, endpoints, now),
+            ToCoordinator::Ready { phase } => self.ready(rank, phase, now),
             ToCoordinator::Interval { phase, interval, span_ns, ends } => {
-                self.interval(rank, phase, interval, span_ns, ends, now_ns)
+                self.interval(rank, phase, interval, span_ns, ends, now)
             }
-            ToCoordinator::Report(report) => self.report(rank, *report, now_ns),
-            ToCoordinator::ReportPart(part) => self.report_part(rank, *part, now_ns),
+            ToCoordinator::Report(report) => self.report(rank, *report, now),
+            ToCoordinator::ReportPart(part) => self.report_part(rank, *part, now),
             ToCoordinator::Failed { phase, error } => {
-                self.fail(Some(rank), format!("failed in phase {phase}: {error}"), now_ns);
+                self.fail(Some(rank), format!("failed in phase {phase}: {error}"), now);
                 self.check_abort_complete();
             }
             ToCoordinator::Refused { phase, error } => {
-                self.refuse(rank, format!("failed in phase {phase}: {error}"), now_ns);
+                self.refuse(rank, format!("failed in phase {phase}: {error}"), now);
                 self.check_abort_complete();
             }
         }
@@ -288,109 +301,31 @@ impl Coordinator {
 
     /// Ends the run from outside (the launcher was stopped): a phase that
     /// is running collects the partial reports first, as on any failure.
-    pub fn stop(&mut self, reason: &str, now_ns: i64) {
+    pub fn stop(&mut self, reason: &str, now: Instant) {
         if !self.is_done() {
-            self.fail(None, reason.to_string(), now_ns);
+            self.fail(None, reason.to_string(), now);
             self.check_abort_complete();
         }
     }
 
     /// The launcher journaled `phase`: the next phase begins.
-    pub fn saved(&mut self, phase: usize, now_ns: i64) {
+    pub fn saved(&mut self, phase: usize, now: Instant) {
         if matches!(self.stage, Stage::Saving { phase: done } if done == phase) {
-            self.begin_phase(phase + 1, now_ns);
+            self.begin_phase(phase + 1, now);
         }
     }
 
     /// A frame that could not be decoded: a stranger is turned away, a
     /// rank that garbles its stream ends the run.
-    pub fn protocol_error(&mut self, conn: ConnId, reason: &str, now_ns: i64) {
+    pub fn protocol_error(&mut self, conn: ConnId, reason: &str, now: Instant) {
         if self.pending.contains_key(&conn) {
             self.reject(conn, format!("undecodable first frame: {reason}"));
         } else if let Some(rank) = self.ranks.remove(&conn) {
             self.out.push_back(Output::Close(conn));
             self.slots[rank].conn = None;
             let flows = self.flows_of(rank);
-            self.fail(Some(rank), format!("protocol error: {reason}{flows}"), now_ns);
+            self.fail(Some(rank), format!("protocol error: {reason}{flows}"), now);
             self.check_abort_complete();
-        }
-    }
-
-    /// Heartbeats and deadlines; call it at least every heartbeat interval.
-    pub fn tick(&mut self, now_ns: i64) {
-        if self.is_done() {
-            return;
-        }
-        // Ticks come at least every heartbeat interval; a longer gap means
-        // this process was not running (a loaded host, an emulated CPU) and
-        // heard no one: that time does not count as the ranks' silence.
-        let stalled = now_ns - self.last_tick - ns(self.timeouts.heartbeat);
-        self.last_tick = now_ns;
-        if stalled > 0 {
-            for slot in &mut self.slots {
-                slot.last_heard += stalled;
-            }
-        }
-        if now_ns - self.last_heartbeat >= ns(self.timeouts.heartbeat) {
-            self.last_heartbeat = now_ns;
-            self.heartbeat();
-        }
-        let hello_by = now_ns - ns(self.timeouts.hello);
-        let late: Vec<ConnId> = self.pending.iter().filter(|(_, &at)| at < hello_by).map(|(&conn, _)| conn).collect();
-        for conn in late {
-            self.reject(conn, format!("no Hello within {:?}", self.timeouts.hello));
-        }
-        // Already failing: only the grace for the partial reports counts. (A
-        // rank that stays connected but silent, e.g. frozen, must not keep
-        // re-failing the run here and hold the abort open forever.)
-        if let Stage::Aborting { deadline_ns, .. } = &self.stage {
-            if now_ns >= *deadline_ns {
-                self.finish_abort();
-            }
-            return;
-        }
-        let silent = self
-            .slots
-            .iter()
-            .position(|s| s.conn.is_some() && s.joined && now_ns - s.last_heard > ns(self.timeouts.silence));
-        if let Some(rank) = silent {
-            let secs = (now_ns - self.slots[rank].last_heard) as f64 / 1e9;
-            let stage = self.stage_name();
-            let flows = self.flows_of(rank);
-            self.fail(Some(rank), format!("silent for {secs:.1} s {stage} (heartbeat timeout){flows}"), now_ns);
-            return;
-        }
-        let elapsed = now_ns - self.stage_since;
-        let limit = match &self.stage {
-            Stage::Joining { .. } => ns(self.timeouts.join),
-            Stage::Setup { .. } | Stage::Connecting { .. } | Stage::Probing | Stage::Saving { .. } => {
-                ns(self.timeouts.stage)
-            }
-            Stage::Running { t0_ns, .. } => {
-                t0_ns - self.stage_since + ns(self.window.warmup + self.window.duration) + ns(self.timeouts.stage)
-            }
-            Stage::Aborting { .. } | Stage::Done => return,
-        };
-        if elapsed <= limit {
-            return;
-        }
-        if let Stage::Saving { phase } = self.stage {
-            let secs = limit as f64 / 1e9;
-            self.fail(
-                None,
-                format!("the launcher did not say within {secs:.0} s that phase {phase} is on disk"),
-                now_ns,
-            );
-            return;
-        }
-        let missing = self.unanswered();
-        if !missing.is_empty() {
-            let stage = self.stage_name();
-            let message = format!("no answer {stage} within {:.0} s", limit as f64 / 1e9);
-            let first = missing[0];
-            let others =
-                if missing.len() > 1 { format!(" (also ranks {})", list(&missing[1..])) } else { String::new() };
-            self.fail(Some(first), format!("{message}{others}"), now_ns);
         }
     }
 

@@ -2,10 +2,11 @@
 //! Hello, then per phase the endpoints, ready, the intervals and the report.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use subtle::ConstantTimeEq;
 
-use super::{checks, ns, ConnId, Coordinator, Event, Output, RunFailure, Stage, Wiring};
+use super::{checks, past, ConnId, Coordinator, Event, Output, RunFailure, Stage, Wiring};
 use crate::control::gather::Gather;
 use crate::control::printable;
 use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTOCOL_VERSION};
@@ -55,7 +56,7 @@ impl Coordinator {
         }
     }
 
-    pub(super) fn hello(&mut self, conn: ConnId, hello: Hello, now_ns: i64) {
+    pub(super) fn hello(&mut self, conn: ConnId, hello: Hello, now: Instant) {
         // Whatever a stranger wrote is shown escaped and cut short.
         if let Err(refusal) = self.admits(&hello) {
             self.reject(conn, refusal.to_string());
@@ -82,10 +83,13 @@ impl Coordinator {
         let slot = &mut self.slots[hello.rank];
         slot.conn = Some(conn);
         slot.joined = true;
-        slot.last_heard = now_ns;
+        slot.last_heard = now;
+        let silence = self.timeouts.silence;
         self.joined += 1;
         let gpus = std::mem::take(&mut slot.gpus);
         let (heartbeat, lldp) = (self.timeouts.heartbeat, self.lldp);
+        self.watch_until(past(now + silence));
+        let now_ns = self.epoch.ns_at(now);
         self.send(hello.rank, ToWorker::Welcome { now_ns, heartbeat, gpus, lldp });
         // A plan of no phases has no Setup to send: its ranks only probe.
         if let Stage::Joining { setups, .. } = &mut self.stage {
@@ -102,14 +106,14 @@ impl Coordinator {
                 unreachable!("Hello is taken only while joining")
             };
             let next = if self.plan.phases.is_empty() { Stage::Probing } else { Stage::Setup { phase: 0, wiring } };
-            self.set_stage(next, now_ns);
+            self.set_stage(next, now);
         }
     }
 
     /// Phase 0 began as the ranks joined; every later one begins here.
-    pub(super) fn begin_phase(&mut self, phase: usize, now_ns: i64) {
+    pub(super) fn begin_phase(&mut self, phase: usize, now: Instant) {
         let wiring = Wiring::new(self.plan.phases.get(phase), self.slots.len());
-        self.set_stage(Stage::Setup { phase, wiring }, now_ns);
+        self.set_stage(Stage::Setup { phase, wiring }, now);
         for (rank, flows) in self.setups(phase).into_iter().enumerate() {
             let setup = self.setup(phase, rank, flows);
             self.send(rank, setup);
@@ -152,7 +156,7 @@ impl Coordinator {
         setups
     }
 
-    pub(super) fn endpoints(&mut self, rank: usize, phase: usize, list: Vec<FlowEndpoint>, now_ns: i64) {
+    pub(super) fn endpoints(&mut self, rank: usize, phase: usize, list: Vec<FlowEndpoint>, now: Instant) {
         // Phase 0's endpoints come in while the last ranks are still joining.
         let (current, wiring) = match &mut self.stage {
             Stage::Setup { phase, wiring } => (*phase, wiring),
@@ -169,7 +173,7 @@ impl Coordinator {
             Some(p) => checks::endpoints_problem(p, rank, &list),
         };
         if let Some(problem) = problem {
-            self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns);
+            self.fail(Some(rank), format!("{problem} (phase {phase})"), now);
             return;
         }
         for (peer, peers) in wiring.publish(rank, list) {
@@ -179,13 +183,13 @@ impl Coordinator {
             let Stage::Setup { phase, wiring } = std::mem::replace(&mut self.stage, Stage::Done) else {
                 unreachable!("matched above")
             };
-            self.set_stage(Stage::Connecting { phase, wiring }, now_ns);
+            self.set_stage(Stage::Connecting { phase, wiring }, now);
         }
     }
 
     /// A rank connected its flows; it may do so while others still publish
     /// (`wiring`), and Start goes once every rank has.
-    pub(super) fn ready(&mut self, rank: usize, phase: usize, now_ns: i64) {
+    pub(super) fn ready(&mut self, rank: usize, phase: usize, now: Instant) {
         let (current, wiring) = match &mut self.stage {
             Stage::Joining { wiring, .. } => (0, wiring),
             Stage::Setup { phase, wiring } | Stage::Connecting { phase, wiring } => (*phase, wiring),
@@ -195,9 +199,10 @@ impl Coordinator {
             return;
         }
         match wiring.ready(rank) {
-            Err(problem) => self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns),
+            Err(problem) => self.fail(Some(rank), format!("{problem} (phase {phase})"), now),
             Ok(all) if all && matches!(self.stage, Stage::Connecting { .. }) => {
-                let t0_ns = now_ns + ns(self.timeouts.start_delay);
+                let t0 = now + self.timeouts.start_delay;
+                let t0_ns = self.epoch.ns_at(t0);
                 let window = self.window;
                 self.broadcast(|| ToWorker::Start { phase, t0_ns, window });
                 let name = self.plan.phases[phase].name.clone();
@@ -205,8 +210,8 @@ impl Coordinator {
                 let n = self.slots.len();
                 let intervals = self.window.boundaries() - 1;
                 let intervals = Box::new(PhaseIntervals::new(&self.plan.phases[phase], n, intervals));
-                let stage = Stage::Running { phase, t0_ns, reports: Gather::new(n), intervals };
-                self.set_stage(stage, now_ns);
+                let stage = Stage::Running { phase, t0, reports: Gather::new(n), intervals };
+                self.set_stage(stage, now);
             }
             Ok(_) => {}
         }
@@ -215,7 +220,7 @@ impl Coordinator {
     /// One interval from `rank`; the ones every rank has sent go to the
     /// launcher as they close. A stopped phase still takes them: its
     /// partial result covers the intervals every reporting rank took.
-    pub(super) fn interval(&mut self, rank: usize, phase: usize, k: u32, span_ns: i64, ends: Vec<Moved>, now_ns: i64) {
+    pub(super) fn interval(&mut self, rank: usize, phase: usize, k: u32, span_ns: i64, ends: Vec<Moved>, now: Instant) {
         let (Stage::Running { phase: current, intervals, .. } | Stage::Aborting { phase: current, intervals, .. }) =
             &mut self.stage
         else {
@@ -231,7 +236,7 @@ impl Coordinator {
                 }
             }
             Err(problem) => {
-                self.fail(Some(rank), format!("{problem} (phase {phase})"), now_ns);
+                self.fail(Some(rank), format!("{problem} (phase {phase})"), now);
                 self.check_abort_complete();
             }
         }
@@ -239,7 +244,7 @@ impl Coordinator {
 
     /// Flows that come ahead of a large report; more than the rank has ends
     /// in the phase is a broken rank.
-    pub(super) fn report_part(&mut self, rank: usize, part: RankReport, now_ns: i64) {
+    pub(super) fn report_part(&mut self, rank: usize, part: RankReport, now: Instant) {
         let ends = self.plan.phases.get(part.phase).map_or(0, |p| {
             p.flows.iter().map(|f| usize::from(f.src == rank) + usize::from(f.dst == rank)).sum::<usize>()
         });
@@ -263,19 +268,19 @@ impl Coordinator {
         };
         if let Some(message) = problem {
             parts.clear();
-            self.fail(Some(rank), message, now_ns);
+            self.fail(Some(rank), message, now);
             self.check_abort_complete();
         }
     }
 
-    pub(super) fn report(&mut self, rank: usize, mut report: RankReport, now_ns: i64) {
+    pub(super) fn report(&mut self, rank: usize, mut report: RankReport, now: Instant) {
         let parts = std::mem::take(&mut self.slots[rank].parts);
         if !parts.is_empty() {
             report.flows.splice(0..0, parts);
         }
         let problem = self.plan.phases.get(report.phase).and_then(|p| checks::report_problem(p, rank, &report));
         if let Some(problem) = problem {
-            self.fail(Some(rank), format!("{problem} (phase {}); its report is left out", report.phase), now_ns);
+            self.fail(Some(rank), format!("{problem} (phase {}); its report is left out", report.phase), now);
             self.check_abort_complete();
             return;
         }
@@ -296,11 +301,11 @@ impl Coordinator {
                 );
                 self.event(Event::PhaseDone(Box::new(result)));
                 if phase + 1 < self.plan.phases.len() {
-                    self.set_stage(Stage::Saving { phase }, now_ns);
+                    self.set_stage(Stage::Saving { phase }, now);
                 } else {
                     self.broadcast(|| ToWorker::Bye);
                     self.event(Event::Finished);
-                    self.set_stage(Stage::Done, now_ns);
+                    self.set_stage(Stage::Done, now);
                 }
             }
             Stage::Aborting { phase, reports, .. } if *phase == report.phase => {
