@@ -4,7 +4,7 @@
 //! coordinator. The flow of a run and the job of each module are described
 //! in docs/ARCHITECTURE.md.
 
-pub mod acceptance;
+mod acceptance;
 pub mod cli;
 pub mod commands;
 pub mod control;
@@ -12,14 +12,14 @@ pub mod diag;
 pub mod exit;
 pub mod fdlimit;
 pub mod histogram;
-pub mod hostcheck;
+mod hostcheck;
 pub mod hostfacts;
 pub mod hostfile;
 pub mod launch;
 pub mod load;
 pub mod metrics;
 pub mod plan;
-pub mod progress;
+mod progress;
 pub mod report;
 pub mod result;
 pub mod run;
