@@ -6,11 +6,11 @@
 //! two runs side by side.
 
 pub mod compare;
-pub mod export;
-pub mod html;
+pub(crate) mod export;
+pub(crate) mod html;
 mod markup;
 pub mod store;
-pub mod tables;
+pub(crate) mod tables;
 pub mod terminal;
 
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,7 @@
 
 pub(crate) mod fit;
 pub mod perftest;
-pub mod stdout;
+pub(crate) mod stdout;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};

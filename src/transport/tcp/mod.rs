@@ -7,12 +7,12 @@
 
 mod accept;
 mod dial;
-pub mod dscp;
+pub(crate) mod dscp;
 mod either;
 mod error;
 pub mod handshake;
 mod latency;
-pub mod preamble;
+pub(crate) mod preamble;
 mod tasks;
 
 pub use accept::{Accepted, Accepting, Listener, Stranger};
