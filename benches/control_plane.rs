@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use fabricbench::control::coordinator::Event;
 use fabricbench::control::sim;
 use fabricbench::metrics::clock::Epoch;
-use fabricbench::report::results_dir::ResultsDir;
+use fabricbench::report::store::results_dir::ResultsDir;
 use fabricbench::result::RunResult;
 use fabricbench::run::record::{Recorded, Recorder};
 use nix::sys::resource::{getrusage, UsageWho};

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub mod gpus;
-pub mod pair;
+pub(crate) mod gpus;
+pub(crate) mod pair;
 
 use crate::exit;
 use crate::launch::choose::LauncherKind;

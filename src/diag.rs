@@ -3,7 +3,7 @@
 //! `fabricbench run … 2>&-`, a pipe whose reader has gone, a worker whose
 //! ssh or launcher is gone. A note nobody can read is dropped; the command
 //! ends as it would have, with its own exit code (as stdout's readers going
-//! away is handled in `report::stdout`).
+//! away is handled in `report::terminal::stdout`).
 
 use std::fmt;
 use std::io::{self, Write};

@@ -13,7 +13,6 @@ mod switches;
 pub(crate) mod synthetic;
 
 use line_rate::LineRates;
-pub use localise::{localise, Finding, Link};
 pub use retest::{apply as apply_retest, plan as retest_plan};
 pub use switches::Paths;
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::cli::gpus::GpusArgs;
 use crate::commands::Failure;
-use crate::report::stdout;
+use crate::report::terminal::stdout;
 use crate::transport::memory::{cuda, Buffer, CudaMemory, CudaMemoryType, MemoryError, MemoryProvider};
 use crate::units::ByteSize;
 

@@ -7,8 +7,8 @@ use crate::commands::{runtime, Failure};
 use crate::hostcheck::Reach;
 use crate::launch::choose::{self, Choice, LauncherKind};
 use crate::launch::Launcher;
-use crate::report::stdout;
-use crate::{hostcheck, hostfile, report};
+use crate::report::terminal::{self, stdout};
+use crate::{hostcheck, hostfile};
 
 pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
     let ranks = hostfile::read(&args.hostfile).map_err(Failure::bad_input)?;
@@ -35,7 +35,7 @@ pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
     if args.json {
         json(&checks)?;
     } else {
-        stdout::print(report::render_host_checks(&checks))?;
+        stdout::print(terminal::render_host_checks(&checks))?;
     }
     match checks.iter().filter(|c| !c.ok()).count() {
         0 => Ok(()),

@@ -6,7 +6,7 @@ use clap::CommandFactory;
 
 use crate::cli::{Cli, CompletionShell, CompletionsArgs};
 use crate::commands::Failure;
-use crate::report::stdout::{self, StdoutError};
+use crate::report::terminal::stdout::{self, StdoutError};
 
 pub fn completions(args: &CompletionsArgs) -> Result<(), Failure> {
     let shell = match args.shell {

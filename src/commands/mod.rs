@@ -19,7 +19,7 @@ use std::fmt;
 
 use crate::cli::Command;
 use crate::exit::Exit;
-use crate::report::stdout::StdoutError;
+use crate::report::terminal::stdout::StdoutError;
 use crate::run::signals::Stop;
 use crate::worker::Starter;
 
@@ -64,7 +64,7 @@ impl Failure {
 }
 
 /// stdout that cannot be written (a closed reader is not this: see
-/// `report::stdout`).
+/// `report::terminal::stdout`).
 impl From<StdoutError> for Failure {
     fn from(e: StdoutError) -> Failure {
         Failure::RunFailed(e.into())

@@ -8,8 +8,10 @@ use std::path::Path;
 
 use crate::cli::SaveArgs;
 use crate::commands::Failure;
-use crate::report::results_dir::ResultsDir;
-use crate::report::{self, Exporter};
+use crate::report::export::{self, Exporter};
+use crate::report::store::results_dir::ResultsDir;
+use crate::report::tables::{gate, summary};
+use crate::report::terminal::stdout;
 use crate::result::{RunResult, RunStatus};
 use crate::run::record::Recorder;
 use crate::run::signals::Signals;
@@ -55,14 +57,14 @@ impl Output<'_> {
         let saved = self.folder.as_mut().map(|folder| folder.finish(result));
         let mut errors: Vec<String> = saved.iter().filter_map(|s| s.as_ref().err()).map(|e| e.to_string()).collect();
         for (target, exporter) in &self.exports {
-            if let Err(e) = report::export_to(*exporter, result, target) {
+            if let Err(e) = export::export_to(*exporter, result, target) {
                 errors.push(e.to_string());
             }
         }
         if self.summary {
             match self.stdout_taken() {
                 true => crate::diag::text(summary),
-                false => errors.extend(report::stdout::print(summary).err().map(|e| e.to_string())),
+                false => errors.extend(stdout::print(summary).err().map(|e| e.to_string())),
             }
             if let Some(folder) = &self.folder {
                 crate::diag!("results: {}", folder.path().display());
@@ -91,11 +93,11 @@ pub fn verdict(result: &RunResult, signals: &Signals) -> Result<(), Failure> {
         ))),
         (RunStatus::Ok, _) if result.gate.as_ref().is_some_and(|g| g.failed().next().is_some()) => {
             let gate = result.gate.as_ref().expect("guarded");
-            let checks = result.acceptance.as_ref().filter(|a| !a.passed).map(report::verdict_line);
-            let line = report::gate_verdict_line(gate);
+            let checks = result.acceptance.as_ref().filter(|a| !a.passed).map(summary::verdict_line);
+            let line = gate::verdict_line(gate);
             Err(Failure::CheckFailed(checks.map_or(line.clone(), |c| format!("{line}; {c}"))))
         }
-        (RunStatus::Ok, Some(a)) if !a.passed => Err(Failure::CheckFailed(report::verdict_line(a))),
+        (RunStatus::Ok, Some(a)) if !a.passed => Err(Failure::CheckFailed(summary::verdict_line(a))),
         (RunStatus::Ok, _) => Ok(()),
         // Only a folder read back while its run goes says so, never a run that ended.
         (RunStatus::Running { note }, _) => Err(Failure::RunFailed(anyhow::anyhow!("still going: {note}"))),

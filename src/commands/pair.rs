@@ -7,7 +7,8 @@ use crate::commands::output::{self, Output};
 use crate::commands::{pair_scenario, runtime, Failure};
 use crate::launch::slurm::Allocation;
 use crate::launch::Launch;
-use crate::report::{self, Exporter, JsonExporter};
+use crate::report::export::{Exporter, JsonExporter};
+use crate::report::terminal::perftest;
 use crate::run::signals::Signals;
 use crate::run::{self, RunOptions};
 
@@ -30,7 +31,7 @@ pub fn pair(args: &PairArgs) -> Result<(), Failure> {
             signals: signals.clone(),
         };
         let result = run::run(prepared, &launch, &opts, output.recorder()).await.map_err(Failure::RunFailed)?;
-        output.deliver(&result, &report::perftest::render(&result, args.report_gbits))?;
+        output.deliver(&result, &perftest::render(&result, args.report_gbits))?;
         output::verdict(&result, &signals)
     })
 }

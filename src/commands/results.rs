@@ -2,7 +2,9 @@
 
 use crate::cli::{CompareArgs, ReportArgs};
 use crate::commands::Failure;
-use crate::report::{self, journal, results_dir, stdout};
+use crate::report::compare;
+use crate::report::store::{journal, results_dir};
+use crate::report::terminal::{self, stdout, table_text, terminal_width};
 use crate::result::RunStatus;
 
 /// Every file of a results folder again, from its journal (run.json too),
@@ -13,7 +15,7 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
     let from_journal = results_dir::source_of(&args.dir).ends_with(journal::FILE);
     results_dir::write_into(&run, &dir, from_journal).map_err(Failure::run_failed)?;
     if !args.quiet {
-        stdout::print(report::render_terminal(&run, report::terminal_width()))?;
+        stdout::print(terminal::render(&run, terminal_width()))?;
     }
     crate::diag!("report: {}", dir.join("report.html").display());
     Ok(())
@@ -34,14 +36,14 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
             RunStatus::Ok => {}
         }
     }
-    let comparison = report::compare::compare(&base, &new, args.tolerance);
-    stdout::print(report::table_text(&comparison.table(), report::terminal_width()))?;
+    let comparison = compare::compare(&base, &new, args.tolerance);
+    stdout::print(table_text(&comparison.table(), terminal_width()))?;
     let regressions = comparison.regressions();
     if regressions.is_empty() {
         stdout::print(format_args!("no regressions beyond the tolerance ({})\n", args.tolerance))?;
         return Ok(());
     }
-    stdout::print(format_args!("\n{}", report::table_text(&comparison.regressions_table(), report::terminal_width())))?;
+    stdout::print(format_args!("\n{}", table_text(&comparison.regressions_table(), terminal_width())))?;
     let names: Vec<String> = regressions
         .iter()
         .map(|r| {

@@ -16,7 +16,9 @@ use crate::launch::choose::{is_this_machine, LauncherKind};
 use crate::launch::local::LocalLauncher;
 use crate::launch::slurm::Allocation;
 use crate::launch::Launch;
-use crate::report::{self, stdout, CsvExporter, Exporter, JsonExporter, JunitExporter, MarkdownExporter};
+use crate::report::export::junit::JunitExporter;
+use crate::report::export::{CsvExporter, Exporter, JsonExporter, MarkdownExporter};
+use crate::report::terminal::{self, stdout, terminal_width};
 use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
@@ -142,8 +144,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let result = run::run_and_judge(prepared, &launch, &opts, &accept, output.recorder())
             .await
             .map_err(Failure::RunFailed)?;
-        let summary =
-            if args.quiet { String::new() } else { report::render_terminal(&result, report::terminal_width()) };
+        let summary = if args.quiet { String::new() } else { terminal::render(&result, terminal_width()) };
         output.deliver(&result, &summary)?;
         output::verdict(&result, &signals)
     })

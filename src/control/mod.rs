@@ -6,8 +6,8 @@ pub mod driver;
 pub mod framing;
 mod gather;
 pub mod instruction;
-pub mod proofs;
-pub mod report_parts;
+pub(crate) mod proofs;
+pub(crate) mod report_parts;
 #[cfg(any(test, feature = "testing"))]
 pub mod sim;
 pub mod wire;

@@ -2,18 +2,18 @@
 //! `fabricbench worker` on a host with a given stdin, and nothing of the
 //! protocol spoken over it.
 
-pub mod arch;
+pub(crate) mod arch;
 mod child;
-pub mod choose;
-pub mod local;
-pub mod mpirun;
+pub(crate) mod choose;
+pub(crate) mod local;
+pub(crate) mod mpirun;
 mod node_file;
 pub mod slurm;
-pub mod ssh;
-pub mod stage;
-pub mod start;
-pub mod tree;
-pub mod workers;
+pub(crate) mod ssh;
+pub(crate) mod stage;
+pub(crate) mod start;
+pub(crate) mod tree;
+pub(crate) mod workers;
 
 use std::pin::Pin;
 

@@ -3,11 +3,11 @@
 //! (`result` aggregates those into run.json).
 
 pub mod clock;
-pub mod confidence;
+pub(crate) mod confidence;
 pub mod cpu;
 pub mod links;
 pub mod netdev;
-pub mod stats;
+pub(crate) mod stats;
 
 use serde::{Deserialize, Serialize};
 

@@ -8,7 +8,7 @@ mod judge;
 mod lldp;
 mod overrides;
 pub mod record;
-pub mod signals;
+pub(crate) mod signals;
 mod starting;
 
 use std::path::{Path, PathBuf};

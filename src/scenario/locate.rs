@@ -49,7 +49,7 @@ impl BadField {
 }
 
 /// Which table of the scenario file a field is in (named apart from
-/// `report::table::Table`, a rendered table).
+/// `report::tables::table::Table`, a rendered table).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Section {
     Top,

@@ -1,5 +1,5 @@
 //! `[soak]`: what a long run watches for. `flap` is the share of a flow's
-//! own median Gb/s below which an interval is a dip (report::flaps marks
+//! own median Gb/s below which an interval is a dip (report::tables::flaps marks
 //! them; it fails nothing: a check does that).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

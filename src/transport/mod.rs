@@ -4,7 +4,7 @@
 pub mod memory;
 pub mod pace;
 pub mod rdma;
-pub mod task;
+pub(crate) mod task;
 pub mod tcp;
 pub mod validation;
 

@@ -21,15 +21,16 @@ use std::time::Instant;
 use mio::{Registry, Token};
 
 use crate::histogram::Histogram;
-use crate::transport::{rdma, tcp};
+use crate::transport::rdma::RdmaError;
+use crate::transport::tcp::TcpError;
 
 /// Why a task ended before its peer closed.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
     #[error(transparent)]
-    Tcp(#[from] tcp::TcpError),
+    Tcp(#[from] TcpError),
     #[error(transparent)]
-    Rdma(#[from] rdma::RdmaError),
+    Rdma(#[from] RdmaError),
 }
 
 /// What a task wants after a turn.

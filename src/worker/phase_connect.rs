@@ -14,7 +14,8 @@ use super::{Connected, Link, Opened, Opening, PhaseError, CONNECT_TIMEOUT};
 use crate::control::printable;
 use crate::control::wire::{Endpoint, FlowEndpoint, FlowRole};
 use crate::plan::ConnectMethod;
-use crate::transport::tcp::handshake::{self, Handshake, Shaken};
+use crate::transport::tcp::handshake;
+use crate::transport::tcp::{Handshake, Shaken};
 use crate::transport::{tcp, Side};
 use crate::worker::streams::Rail;
 

@@ -1,7 +1,7 @@
 //! The module graph is a stack: every `crate::` path in src/ points down it
-//! (or stays in its own module), and no two files of one module import each
-//! other in a circle. docs/ARCHITECTURE.md describes the stack; this test
-//! keeps the code telling the same story.
+//! (or stays in its own module), and no files import each other in a circle
+//! (a module's `mod.rs` and its own parts aside). docs/ARCHITECTURE.md
+//! describes the stack; this test keeps the code telling the same story.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -42,6 +42,11 @@ struct Import {
     to: String,
     /// The path as written after `crate::` (for the message).
     name: String,
+    /// The module paths of the two files.
+    from_module: Vec<String>,
+    to_module: Vec<String>,
+    /// Written in test code, which may use any file of its room.
+    in_test: bool,
 }
 
 fn room_of(path: &str) -> &str {
@@ -63,46 +68,86 @@ fn module_path(path: &str) -> Vec<String> {
     parts
 }
 
-/// The code of a file without comments (a `//` comment line, or the tail of
-/// a line after ` // `), so prose that names a module does not count.
-fn code_of(text: &str) -> String {
-    let mut code = String::with_capacity(text.len());
-    for line in text.lines() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("//") {
-            continue;
+/// The module path of every file, `#[path = "x.rs"] mod name;` followed (a
+/// file beside the one that declares it: `worker/session_tests.rs` is
+/// `worker::session::tests`).
+fn module_paths(sources: &[Source]) -> BTreeMap<String, Vec<String>> {
+    let mut modules: BTreeMap<String, Vec<String>> =
+        sources.iter().map(|s| (s.path.clone(), module_path(&s.path))).collect();
+    for source in sources {
+        let dir = source.path.rsplit_once('/').map_or(String::new(), |(dir, _)| format!("{dir}/"));
+        for (at, _) in source.text.match_indices("#[path = \"") {
+            let Some((file, after)) = source.text[at + 10..].split_once('"') else { continue };
+            if let Some(name) = declared_modules(after).into_iter().next() {
+                let mut module = module_path(&source.path);
+                module.push(name);
+                modules.insert(format!("{dir}{file}"), module);
+            }
         }
-        code.push_str(line.split(" // ").next().unwrap_or(line));
-        code.push('\n');
     }
-    code
+    modules
 }
 
-/// Every path a file names after `crate::` (`{a::b, c}` groups expanded to
-/// their leading segments) and after `super::` (made absolute).
-fn paths_in(source: &Source) -> Vec<Vec<String>> {
-    let code = code_of(&source.text);
+/// The modules that code declares from files (`mod name;`, any visibility).
+fn declared_modules(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for (at, _) in code.match_indices("mod ") {
+        if code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at + 4..];
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() && rest[name.len()..].trim_start().starts_with(';') {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// Every path a file's code names (`{a::b, c}` groups expanded to their
+/// leading segments), made absolute: after `crate::`, after `super::` and
+/// `self::`, and after the name of a module the file declares (`mod tasks;`
+/// … `tasks::Stream`). Inside an inline test module `super::` is the file;
+/// each path says whether test code (such a module, or a test file) wrote it.
+fn paths_in(source: &Source, module: &[String]) -> Vec<(Vec<String>, bool)> {
+    let code = blanked(&source.text);
+    let tests = test_modules(&code);
+    let children = declared_modules(&code);
+    let starts = ["crate", "super", "self"].into_iter().chain(children.iter().map(String::as_str));
     let mut paths = Vec::new();
-    for (prefix, base) in [("crate::", Vec::new()), ("super::", parent(&module_path(&source.path)))] {
-        let mut rest = code.as_str();
-        while let Some(at) = rest.find(prefix) {
-            let before = rest[..at].chars().next_back();
-            rest = &rest[at + prefix.len()..];
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':') {
+    for start in starts {
+        for (at, _) in code.match_indices(&format!("{start}::")) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | ':' | '.')) {
                 continue;
             }
-            for tail in expand(rest) {
-                let mut path = base.clone();
-                path.extend(tail);
-                paths.push(path);
+            let in_test = tests.iter().any(|&(from, to)| (from..=to).contains(&at));
+            if in_test && children.iter().any(|c| c == start) {
+                continue;
             }
+            let mut here = module.to_vec();
+            if in_test {
+                here.push("tests".to_string());
+            }
+            let test_code = here.last().is_some_and(|m| m == "tests");
+            paths.extend(expand(&code[at..]).into_iter().map(|segments| (absolute(&here, &segments), test_code)));
         }
     }
     paths
 }
 
-fn parent(module: &[String]) -> Vec<String> {
-    module[..module.len().saturating_sub(1)].to_vec()
+/// A path as written in module `here`, from the crate root.
+fn absolute(here: &[String], segments: &[String]) -> Vec<String> {
+    let (base, rest) = match segments[0].as_str() {
+        "crate" => (&[][..], &segments[1..]),
+        "self" => (here, &segments[1..]),
+        "super" => {
+            let ups = segments.iter().take_while(|s| *s == "super").count();
+            (&here[..here.len().saturating_sub(ups)], &segments[ups..])
+        }
+        _ => (here, segments),
+    };
+    base.iter().chain(rest).cloned().collect()
 }
 
 /// The segments at the start of `text`: `a::b::C` → [[a, b, C]];
@@ -179,20 +224,48 @@ fn resolve(path: &[String], files: &BTreeSet<String>) -> Option<String> {
     })
 }
 
-fn imports(sources: &[Source]) -> Vec<Import> {
-    let files: BTreeSet<String> = sources.iter().map(|s| s.path.clone()).collect();
-    let mut found = Vec::new();
-    for source in sources {
-        for path in paths_in(source) {
-            if let Some(to) = resolve(&path, &files) {
-                if to != source.path {
-                    found.push(Import { from: source.path.clone(), to, name: path.join("::") });
-                }
+/// What a file re-exports (`pub use child::Name;`, any visibility): the
+/// name it gives, and the path it stands for, from the crate root.
+fn reexports(source: &Source, module: &[String]) -> BTreeMap<String, Vec<String>> {
+    let code = blanked(&source.text);
+    let mut names = BTreeMap::new();
+    for (at, _) in code.match_indices("use ") {
+        let head = code[..at].trim_end();
+        if !(head.ends_with("pub") || head.ends_with(')')) {
+            continue;
+        }
+        for segments in expand(&code[at + 4..]) {
+            if let Some(last) = segments.last().filter(|s| *s != "self") {
+                names.insert(last.clone(), absolute(module, &segments));
             }
         }
     }
-    found.sort_by(|a, b| (&a.from, &a.to, &a.name).cmp(&(&b.from, &b.to, &b.name)));
-    found.dedup_by(|a, b| a.from == b.from && a.to == b.to);
+    names
+}
+
+fn imports(sources: &[Source]) -> Vec<Import> {
+    let files: BTreeSet<String> = sources.iter().map(|s| s.path.clone()).collect();
+    let modules = module_paths(sources);
+    let exported: BTreeMap<&str, _> =
+        sources.iter().map(|s| (s.path.as_str(), reexports(s, &modules[&s.path]))).collect();
+    let mut found = Vec::new();
+    for source in sources {
+        for (path, in_test) in paths_in(source, &modules[&source.path]) {
+            let Some(mut to) = resolve(&path, &files) else { continue };
+            // A name a front door re-exports is an import of the file that defines it.
+            let beyond = path.get(module_path(&to).len());
+            if let Some(real) = beyond.and_then(|name| exported[to.as_str()].get(name)) {
+                to = resolve(real, &files).unwrap_or(to);
+            }
+            if to != source.path {
+                let (from_module, to_module) = (modules[&source.path].clone(), modules[&to].clone());
+                let name = path.join("::");
+                found.push(Import { from: source.path.clone(), to, name, from_module, to_module, in_test });
+            }
+        }
+    }
+    found.sort_by(|a, b| (&a.from, &a.to, a.in_test, &a.name).cmp(&(&b.from, &b.to, b.in_test, &b.name)));
+    found.dedup_by(|a, b| a.from == b.from && a.to == b.to && a.in_test == b.in_test);
     found
 }
 
@@ -229,15 +302,17 @@ fn violations(sources: &[Source]) -> Vec<String> {
     problems
 }
 
-/// Circles among the files of one module. A module's front door (mod.rs) is left
-/// out: its children may use what it declares while it re-exports them.
+/// Circles among files, through any files, a `mod.rs` included: only a
+/// module's front door and its own parts (`tcp/mod.rs` and `tcp/latency.rs`)
+/// may use each other, the door its parts and the parts what it declares.
+/// A name a front door re-exports counts as the file that defines it; test
+/// code is left out.
 fn file_cycles(all: &[Import]) -> Vec<String> {
-    let mut edges: BTreeMap<&str, Vec<&Import>> = BTreeMap::new();
+    let mut edges: BTreeMap<&str, Vec<(&str, &Import)>> = BTreeMap::new();
     for import in all {
-        let same_room = room_of(&import.from) == room_of(&import.to);
-        let front_door = |f: &str| f.ends_with("mod.rs") || !f.contains('/');
-        if same_room && !front_door(&import.from) && !front_door(&import.to) {
-            edges.entry(import.from.as_str()).or_default().push(import);
+        let (from, to) = (&import.from_module, &import.to_module);
+        if !import.in_test && !from.starts_with(to) && !to.starts_with(from) {
+            edges.entry(import.from.as_str()).or_default().push((import.to.as_str(), import));
         }
     }
     let mut cycles = Vec::new();
@@ -252,7 +327,7 @@ fn file_cycles(all: &[Import]) -> Vec<String> {
 /// `trail[i]` the import that leaves it, so a file met again closes a circle.
 fn walk<'a>(
     file: &'a str,
-    edges: &BTreeMap<&'a str, Vec<&'a Import>>,
+    edges: &BTreeMap<&'a str, Vec<(&'a str, &'a Import)>>,
     open: &mut Vec<&'a str>,
     trail: &mut Vec<&'a Import>,
     done: &mut BTreeSet<&'a str>,
@@ -268,9 +343,9 @@ fn walk<'a>(
         return;
     }
     open.push(file);
-    for import in edges.get(file).into_iter().flatten() {
+    for &(to, import) in edges.get(file).into_iter().flatten() {
         trail.push(import);
-        walk(&import.to, edges, open, trail, done, cycles);
+        walk(to, edges, open, trail, done, cycles);
         trail.pop();
     }
     open.pop();
@@ -370,6 +445,51 @@ fn files_of_one_room_in_a_circle_are_named() {
     let problems = violations(&sources);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].starts_with("files import each other in a circle: src/worker/phase.rs → src/worker/streams.rs"));
+}
+
+#[test]
+fn a_circle_through_a_front_door_or_a_reexport_is_named() {
+    let sources = [
+        source("transport/mod.rs", "pub mod task;\npub mod tcp;\n"),
+        source("transport/task.rs", "use crate::transport::tcp::TcpError;\n"),
+        source(
+            "transport/tcp/mod.rs",
+            "mod accept;\nmod handshake;\npub use accept::Accepted;\npub struct TcpError;\nuse crate::transport::task::FlowTask;\n",
+        ),
+        source("transport/tcp/accept.rs", "use super::handshake::Shake;\n"),
+        source("transport/tcp/handshake.rs", "use crate::transport::tcp::{Accepted, TcpError};\n"),
+    ];
+    assert_eq!(
+        violations(&sources),
+        [
+            "files import each other in a circle: \
+             src/transport/task.rs → src/transport/tcp/mod.rs (crate::transport::tcp::TcpError), \
+             src/transport/tcp/mod.rs → src/transport/task.rs (crate::transport::task::FlowTask)",
+            "files import each other in a circle: \
+             src/transport/tcp/accept.rs → src/transport/tcp/handshake.rs (crate::transport::tcp::handshake::Shake), \
+             src/transport/tcp/handshake.rs → src/transport/tcp/accept.rs (crate::transport::tcp::Accepted)",
+        ]
+    );
+}
+
+/// A front door and its own parts are no circle; a test module's `super::`
+/// is its file, and a `#[path]` file is the module that declares it.
+#[test]
+fn test_modules_and_path_attributes_are_read_as_rust_reads_them() {
+    let sources = [
+        source("worker/mod.rs", "mod session;\npub struct Engine;\nfn f() { session::run() }\n"),
+        source("worker/session.rs", "pub fn run() {}\n#[cfg(test)]\n#[path = \"session_tests.rs\"]\nmod tests;\n"),
+        source("worker/session_tests.rs", "use super::run;\n"),
+        source("worker/phase.rs", "pub fn go() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n"),
+        source("report/mod.rs", "mod csv;\npub enum ReportError {}\nfn flows() { csv::flows() }\n"),
+        source("report/csv.rs", "use super::ReportError;\npub fn flows() {}\n"),
+    ];
+    assert!(violations(&sources).is_empty(), "{:?}", violations(&sources));
+    let found = imports(&sources);
+    assert!(found.iter().any(|i| i.from == "worker/session_tests.rs" && i.to == "worker/session.rs"));
+    assert!(found.iter().any(|i| i.from == "worker/mod.rs" && i.to == "worker/session.rs"));
+    assert!(!found.iter().any(|i| i.from == "worker/phase.rs"));
+    assert!(found.iter().any(|i| i.from == "report/mod.rs" && i.to == "report/csv.rs"));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use common::testbed::Bed;
 use common::{text, Bench};
 use fabricbench::report::compare::{compare, Delta, Row, Tolerances};
-use fabricbench::report::results_dir;
+use fabricbench::report::store::results_dir;
 use fabricbench::result::Metric;
 
 const BANDWIDTH: &str = "[run]\nname = \"bw\"\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use crate::common::bin;
 use fabricbench::exit;
-use fabricbench::report::results_dir;
+use fabricbench::report::store::results_dir;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -43,7 +43,7 @@ const SAMPLE_WIDTH: u16 = 100;
 /// tests/fixtures/readme/run.json.
 fn readme_sample() -> String {
     let run = results_dir::read(&repo().join("tests/fixtures/readme/run.json")).unwrap();
-    let rendered = fabricbench::report::render_terminal(&run, Some(SAMPLE_WIDTH));
+    let rendered = fabricbench::report::terminal::render(&run, Some(SAMPLE_WIDTH));
     format!("```console\n$ {SAMPLE_COMMAND}\n{}```\n", rendered.trim_start_matches('\n'))
 }
 

@@ -184,7 +184,7 @@ fn the_journal_keeps_the_gate_for_report_to_render() {
         }
         let out = bench.run(&["report", dir.to_str().unwrap()]);
         assert!(out.status.success(), "{results}: {}", text(&out.stderr));
-        let run = fabricbench::report::results_dir::read(&dir).unwrap();
+        let run = fabricbench::report::store::results_dir::read(&dir).unwrap();
         let gate = run.gate.unwrap_or_else(|| panic!("{results}: no gate in the journal"));
         assert_eq!((gate.hosts.len(), gate.failed().count()), (4, 0), "{results}: {gate:?}");
         let names: Vec<&str> = run.phases.iter().map(|p| p.name.as_str()).collect();

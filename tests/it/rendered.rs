@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::bin;
-use fabricbench::report::{perftest, results_dir};
+use fabricbench::report::store::results_dir;
+use fabricbench::report::terminal::perftest;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(format!("{name}.json"))
@@ -286,11 +287,11 @@ fn the_terminal_summary_fits_80_and_120_columns() {
 /// words.
 fn fitted(name: &str, width: u16) -> String {
     let run = results_dir::read(&fixture(name)).unwrap();
-    let text = fabricbench::report::render_terminal(&run, Some(width));
+    let text = fabricbench::report::terminal::render(&run, Some(width));
     for line in text.lines() {
         assert!(line.chars().count() <= usize::from(width), "{name} at {width}: a wider line\n{line}\n{text}");
     }
-    let whole = body_cells(&fabricbench::report::render_terminal(&run, None));
+    let whole = body_cells(&fabricbench::report::terminal::render(&run, None));
     let words: std::collections::HashSet<&str> = whole.iter().flat_map(|c| c.split_whitespace()).collect();
     for cell in body_cells(&text) {
         for word in cell.split_whitespace() {

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabricbench::transport::tcp::handshake::{drive, Handshake, Shaken};
+use fabricbench::transport::tcp::handshake::drive;
 use fabricbench::transport::tcp::{Accepting, DialPlan, Dialing, FlowAuth, FlowProof, Listener, Refusal, TcpError};
+use fabricbench::transport::tcp::{Handshake, Shaken};
 
 const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 const TIMEOUT: Duration = Duration::from_secs(10);

@@ -230,7 +230,7 @@ fn the_leaf_pair_table_groups_an_all_pairs_run() {
     let cross = &leaves.rows[1];
     assert!(cross.min_gbps < cross.median_gbps && cross.median_gbps < cross.max_gbps, "{cross:?}");
     assert_eq!(cross.median_gbps, (cross.min_gbps + cross.max_gbps) / 2.0, "the median of two");
-    let summary = fabricbench::report::render_terminal(&run, None);
+    let summary = fabricbench::report::terminal::render(&run, None);
     let table = summary.split_once("Leaf pairs").map(|(_, t)| format!("Leaf pairs{t}")).unwrap_or_default();
     let table = table.split("\n\n").next().unwrap_or_default().to_string();
     insta::assert_snapshot!("leaf_pairs.v2-all-pairs.terminal", table);

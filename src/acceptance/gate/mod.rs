@@ -12,7 +12,7 @@ use crate::hostfacts::PortFacts;
 use crate::result::gate::HostGate;
 use crate::transport::rdma::counters::CounterDelta;
 pub use plan::{judge_run, plan};
-pub use profile::{load, parse, BadLoopbackMin, LoopbackMin, Profile, ProfileError, DEFAULT_COUNTERS};
+pub use profile::{load, LoopbackMin, Profile};
 
 /// Why one host fails the gate; its text is the reason run.json keeps.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -15,7 +15,7 @@ pub use repeats::{Measured, Rule};
 pub use tolerance::{Kind, ToleranceError, Tolerances};
 
 use crate::metrics::confidence::Spread;
-use crate::report::table::Table;
+use crate::report::tables::table::Table;
 use crate::result::{Metric, PhaseResult, RankResult, RunResult};
 use crate::scenario::{Mode, Transport};
 

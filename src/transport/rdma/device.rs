@@ -11,11 +11,10 @@ use sideway::ibverbs::device_context::DeviceContext;
 use super::error::{panic_message, RdmaError};
 use super::ffi;
 use super::gids::{self, choose_gid, is_ipv4_mapped, GidInfo, GidKind};
+use super::path::LINK_LAYER_ETHERNET;
 
 /// `ibv_port_state::IBV_PORT_ACTIVE`.
 pub(crate) const PORT_ACTIVE: u32 = 4;
-/// `IBV_LINK_LAYER_ETHERNET`.
-pub(crate) const LINK_LAYER_ETHERNET: u8 = 2;
 
 /// The GID table of a port, skipping empty entries; never panics.
 pub(crate) fn gid_table(ctx: &DeviceContext, port: u8, table_len: i32, link_layer: u8) -> Vec<GidInfo> {

@@ -4,8 +4,10 @@
 
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 
-use super::device::LINK_LAYER_ETHERNET;
 use super::endpoint::RdmaEndpoint;
+
+/// `IBV_LINK_LAYER_ETHERNET`: a `LocalPort`'s link layer on RoCE.
+pub(crate) const LINK_LAYER_ETHERNET: u8 = 2;
 
 /// Hop limit of GRH-routed packets (routers decrement it; 64 crosses any
 /// data-centre fabric).

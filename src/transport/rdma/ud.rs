@@ -140,7 +140,7 @@ mod tests {
     fn the_peer_is_addressed_by_gid_on_roce_and_checked() {
         let roce = LocalPort {
             port: 1,
-            link_layer: super::super::device::LINK_LAYER_ETHERNET,
+            link_layer: super::super::path::LINK_LAYER_ETHERNET,
             gid_index: 3,
             gid_index_asked: false,
             service_level: 0,

@@ -5,12 +5,11 @@
 //! flow, and a receiver waits for its sender, which a bounded pool of
 //! blocking threads could leave queued behind it.
 
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token};
 
-use crate::transport::tcp::{Accepted, Accepting, Dialing, TcpError};
+use crate::transport::tcp::TcpError;
 
 /// How often every end is looked at whatever the epoll set says: a
 /// connection that never sends its preamble is refused on its own timer,
@@ -26,43 +25,6 @@ pub trait Shake {
     fn advance(&mut self, registry: &Registry, token: Token, now: Instant) -> Option<Result<Self::Output, TcpError>>;
     /// Why it failed, when `timeout` has passed before it was done.
     fn expire(&mut self, timeout: Duration) -> TcpError;
-}
-
-/// Either end of a TCP flow.
-pub enum Handshake {
-    Accept(Accepting),
-    Dial(Dialing),
-}
-
-/// A connected end: the receiver's streams and strangers, or the sender's streams.
-pub enum Shaken {
-    Accepted(Accepted),
-    Dialed(Vec<TcpStream>),
-}
-
-impl Shake for Handshake {
-    type Output = Shaken;
-
-    fn start(&mut self, registry: &Registry, token: Token) -> Result<(), TcpError> {
-        match self {
-            Handshake::Accept(a) => a.start(registry, token),
-            Handshake::Dial(d) => d.start(registry, token),
-        }
-    }
-
-    fn advance(&mut self, registry: &Registry, token: Token, now: Instant) -> Option<Result<Shaken, TcpError>> {
-        match self {
-            Handshake::Accept(a) => a.advance(registry, token, now).map(|r| r.map(Shaken::Accepted)),
-            Handshake::Dial(d) => d.advance(registry, token, now).map(|r| r.map(Shaken::Dialed)),
-        }
-    }
-
-    fn expire(&mut self, timeout: Duration) -> TcpError {
-        match self {
-            Handshake::Accept(a) => a.expire(timeout),
-            Handshake::Dial(d) => d.expire(timeout),
-        }
-    }
 }
 
 /// Connects every end on the calling thread within `timeout` (each end

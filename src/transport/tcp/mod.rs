@@ -7,14 +7,18 @@
 
 mod accept;
 mod dial;
-pub mod dscp;
+pub(crate) mod dscp;
+mod either;
+mod error;
 pub mod handshake;
 mod latency;
-pub mod preamble;
+pub(crate) mod preamble;
 mod tasks;
 
 pub use accept::{Accepted, Accepting, Listener, Stranger};
 pub use dial::{DialPlan, Dialing};
+pub use either::{Handshake, Shaken};
+pub use error::TcpError;
 pub use preamble::{FlowAuth, FlowProof, Refusal};
 
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -39,20 +43,6 @@ const DRAIN_SILENCE: Duration = Duration::from_secs(2);
 /// …and after this long in all, whatever the sender does, so a report is
 /// never held by a peer that writes on.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
-
-#[derive(Debug, thiserror::Error)]
-pub enum TcpError {
-    #[error("cannot listen on {addr}: {cause}{hint}", hint = crate::fdlimit::hint(.cause))]
-    Listen { addr: IpAddr, cause: std::io::Error },
-    #[error("cannot connect stream {stream} from {local} to {peer}: {cause}{hint}", hint = crate::fdlimit::hint(.cause))]
-    Connect { stream: u32, local: IpAddr, peer: SocketAddr, cause: std::io::Error },
-    #[error("only {accepted} of {expected} streams connected within {timeout:?} ({refused} stranger(s) refused)")]
-    Accept { accepted: usize, expected: u32, timeout: Duration, refused: u64 },
-    #[error("cannot wait for connections: {cause}{hint}", hint = crate::fdlimit::hint(.cause))]
-    Poll { cause: std::io::Error },
-    #[error("stream to {peer} failed after {bytes} bytes: {cause}")]
-    Stream { peer: String, bytes: u64, cause: std::io::Error },
-}
 
 /// Opens `streams` connections from `local` to a receiver, each proving
 /// with its preamble that it is that stream of the flow.

@@ -8,7 +8,7 @@
 
 use comfy_table::{ColumnConstraint, Width};
 
-use crate::report::table::Table;
+use crate::report::tables::table::Table;
 
 /// What the terminal shows of one table at a width.
 pub struct Fitted {

@@ -2,7 +2,7 @@
 //! streams: a line per stream, then `[SUM]`, the flow itself. The summary
 //! gets them as a table, `pair` as iperf's text lines.
 
-use crate::report::table::{shown, slower_flow, Table, ROWS_SHOWN};
+use crate::report::tables::table::{shown, slower_flow, Table, ROWS_SHOWN};
 use crate::result::{FlowResult, PhaseResult};
 use crate::units::number;
 

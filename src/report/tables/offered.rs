@@ -1,7 +1,7 @@
 //! Offered load against what was delivered: a row per paced group, then
 //! one per flow of it (docs/METRICS.md, "Offered load").
 
-use crate::report::table::Table;
+use crate::report::tables::table::Table;
 use crate::result::{Offered, PhaseResult};
 use crate::scenario::Mode;
 use crate::units::number;

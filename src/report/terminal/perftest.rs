@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::histogram::LatencySummary;
 use crate::plan::GroupPlan;
-use crate::report::{datagrams, lanes};
+use crate::report::tables::{datagrams, lanes};
 use crate::result::{Datagrams, PhaseResult, RankProbe, RunResult, RunStatus};
 use crate::scenario::{Mode, Op};
 use crate::transport::rdma::inventory::port_used;

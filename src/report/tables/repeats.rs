@@ -3,7 +3,7 @@
 //! (run.json `repeats`), each in the unit its metric names.
 
 use crate::metrics::confidence::Spread;
-use crate::report::table::Table;
+use crate::report::tables::table::Table;
 use crate::result::repeats::RepeatedNumber;
 use crate::result::RunResult;
 use crate::units::number;

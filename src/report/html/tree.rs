@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::report::escape;
+use crate::report::markup::escape;
 use crate::result::{Acceptance, RunResult, SuspectKind, UplinkOutcome};
 use crate::units::number;
 
@@ -219,7 +219,7 @@ mod tests {
     /// The fixture run on two leaves whose uplinks are one suspect.
     fn topology_run() -> RunResult {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v3-topology.json");
-        crate::report::results_dir::read(&path).unwrap()
+        crate::report::store::results_dir::read(&path).unwrap()
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The node gate in the summary (one row per host) and its verdict line,
 //! and the gate as a JUnit suite (one case per host).
 
-use crate::report::escape as xml;
-use crate::report::table::Table;
+use crate::report::markup::escape as xml;
+use crate::report::tables::table::Table;
 use crate::result::gate::{GateResult, GpuLoopback, HostGate};
 use crate::units::number;
 

@@ -11,10 +11,11 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::report::journal::{self, Entry};
-use crate::report::{
-    csv_files, CsvExporter, Exporter, HtmlExporter, JsonExporter, JunitExporter, MarkdownExporter, ReportError,
-};
+use crate::report::export::junit::JunitExporter;
+use crate::report::export::{csv_files, CsvExporter, Exporter, JsonExporter, MarkdownExporter};
+use crate::report::html::HtmlExporter;
+use crate::report::store::journal::{self, Entry};
+use crate::report::ReportError;
 use crate::result::{RunResult, RunStatus, SCHEMA_VERSION};
 use crate::run::record::{Recorded, Recorder};
 

@@ -7,7 +7,7 @@ use plotters::coord::types::RangedCoordu32;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::report::summary_tables::matrix_unit;
+use crate::report::tables::summary::matrix_unit;
 use crate::report::ReportError;
 use crate::result::PairMatrix;
 use crate::scenario::Mode;

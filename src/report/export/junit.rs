@@ -2,7 +2,10 @@
 //! test case per item checked; with a topology, a suite `uplinks` with a
 //! case per leaf–spine uplink, failed when it is a suspect not cleared.
 
-use crate::report::{escape as xml, gate, labels, Exporter, ReportError};
+use crate::report::export::Exporter;
+use crate::report::markup::escape as xml;
+use crate::report::tables::{gate, labels};
+use crate::report::ReportError;
 use crate::result::{Acceptance, CheckOutcome, RunResult, Verdict};
 use crate::units::number;
 
@@ -117,7 +120,7 @@ mod tests {
     use super::*;
     use crate::acceptance::{self, synthetic};
     use crate::plan::Fabric;
-    use crate::report::MarkdownExporter;
+    use crate::report::export::MarkdownExporter;
     use crate::scenario::{CheckSpec, Rule};
 
     /// An all-pairs run on tests/fixtures/topology/uneven.toml whose links

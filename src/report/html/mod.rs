@@ -3,18 +3,23 @@
 //! who is to blame, the all-pairs heatmap; then every phase's charts and
 //! tables.
 
+mod charts;
+mod load_latency;
+mod tree;
+
 use std::collections::{BTreeMap, HashMap};
 
-use crate::report::charts::{self, Series};
-use crate::report::live;
-use crate::report::load_latency;
-use crate::report::table::Table;
-use crate::report::{congestion, gate, summary_tables, sweeps, tree};
-use crate::report::{escape, Exporter, ReportError};
+use crate::report::export::Exporter;
+use crate::report::markup::escape;
+use crate::report::tables::live;
+use crate::report::tables::table::Table;
+use crate::report::tables::{congestion, gate, summary, sweeps};
+use crate::report::ReportError;
 use crate::result::congestion::CanaryImpact;
 use crate::result::repeats::RepeatedPhase;
 use crate::result::sweep::SweepResult;
 use crate::result::{FlowResult, Metric, PairMatrix, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
+use charts::Series;
 
 /// Flows drawn one by one in a phase's time series; more are left to the tables.
 const SERIES_MAX_FLOWS: usize = 12;
@@ -36,8 +41,8 @@ impl Exporter for HtmlExporter {
             page += &html_table(&gate::table(g));
         }
         if let Some(a) = &run.acceptance {
-            page += &verdict_banner(a.passed, &summary_tables::verdict_line(a));
-            for table in summary_tables::acceptance(run, a) {
+            page += &verdict_banner(a.passed, &summary::verdict_line(a));
+            for table in summary::acceptance(run, a) {
                 page += &html_table(&table);
             }
         }
@@ -60,10 +65,10 @@ impl Exporter for HtmlExporter {
             page += &format!("<h2>Bandwidth vs message size</h2>\n<figure>{svg}</figure>\n");
         }
         page += &phases(run)?;
-        if let Some(ports) = summary_tables::ports(run) {
+        if let Some(ports) = summary::ports(run) {
             page += &format!("<h2>Hosts</h2>\n{}", html_table(&ports));
         }
-        page += &format!("<p class=\"meta\">{}</p>\n</body></html>\n", escape(&summary_tables::status_line(run)));
+        page += &format!("<p class=\"meta\">{}</p>\n</body></html>\n", escape(&summary::status_line(run)));
         Ok(page.into_bytes())
     }
 }
@@ -132,10 +137,8 @@ fn matrix_section(run: &RunResult, m: &PairMatrix) -> Result<String, ReportError
          <code>*</code> marks a suspect host.</p>\n",
     );
     page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
-    page += &format!(
-        "<details><summary>The matrix as a table</summary>{}</details>\n",
-        html_table(&summary_tables::matrix(m))
-    );
+    page +=
+        &format!("<details><summary>The matrix as a table</summary>{}</details>\n", html_table(&summary::matrix(m)));
     Ok(page)
 }
 
@@ -157,7 +160,7 @@ fn phases(run: &RunResult) -> Result<String, ReportError> {
 }
 
 fn phase_section(run: &RunResult, p: &PhaseResult, fold: bool) -> Result<String, ReportError> {
-    let summary = summary_tables::phase_summary(run, p);
+    let summary = summary::phase_summary(run, p);
     let mut body = String::from("<div class=\"charts\">");
     let mut incast: Vec<&ReceiverResult> = p.receivers.iter().filter(|r| r.senders >= 2).collect();
     let uncharted = incast.len().saturating_sub(CHARTED_RECEIVERS);
@@ -325,7 +328,7 @@ fn repeats_section(run: &RunResult, repeats: &[RepeatedPhase]) -> Result<String,
         let chart = charts::bars("Aggregate per phase, mean ± 95 % CI", "Gb/s", &labels, &means, None, &errors)?;
         out += &format!("<div class=\"charts\"><figure>{chart}</figure></div>\n");
     }
-    for table in crate::report::repeats::tables(run) {
+    for table in crate::report::tables::repeats::tables(run) {
         out += &html_table(&table);
     }
     Ok(out)

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::table::{shown, Table, ROWS_SHOWN};
+use crate::report::tables::table::{shown, Table, ROWS_SHOWN};
 use crate::result::{PhaseResult, RankResult};
 use crate::transport::rdma::counters::bytes_per_unit;
 use crate::transport::rdma::CounterDelta;

@@ -1,7 +1,7 @@
 //! The Flaps tables of a phase: each flow's dips below `[soak] flap` of its
 //! median (the worst first) and every link event, on the window's time axis.
 
-use crate::report::table::Table;
+use crate::report::tables::table::Table;
 use crate::result::flaps::PhaseFlaps;
 use crate::result::{PhaseResult, RunResult};
 use crate::units::number;

@@ -1,15 +1,19 @@
 //! The summary printed at the end of a run. On a terminal it fits the
-//! terminal's width (`report::fit`); piped, nothing is wrapped.
+//! terminal's width (`fit`); piped, nothing is wrapped.
+
+pub(crate) mod fit;
+pub mod perftest;
+pub(crate) mod stdout;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table as Comfy};
 
 use crate::hostcheck::HostCheck;
 use crate::hostfacts::{self, HostFacts};
-use crate::report::fit::{fit, wrap};
-use crate::report::summary_tables::{self, status_line, summarize};
-use crate::report::table::Table;
-use crate::report::{congestion, gate, leaf_pairs, live, repeats, sweeps};
+use crate::report::tables::summary::{self, status_line, summarize};
+use crate::report::tables::table::Table;
+use crate::report::tables::{congestion, gate, leaf_pairs, live, repeats, sweeps};
+use crate::report::terminal::fit::{fit, wrap};
 use crate::result::RunResult;
 
 /// Matrices wider than this many hosts are left to report.html.
@@ -41,7 +45,7 @@ pub fn render(run: &RunResult, width: Option<u16>) -> String {
     }
     if let Some(m) = &run.matrix {
         if m.hosts.len() <= MATRIX_MAX_HOSTS {
-            out += &format!("\n{}", table_text(&summary_tables::matrix(m), width));
+            out += &format!("\n{}", table_text(&summary::matrix(m), width));
         } else {
             out += &format!("\n{}", line(&format!("All pairs: {} hosts, the matrix is in report.html", m.hosts.len())));
         }
@@ -55,10 +59,10 @@ pub fn render(run: &RunResult, width: Option<u16>) -> String {
     }
     if let Some(a) = &run.acceptance {
         out.push('\n');
-        for table in summary_tables::acceptance(run, a).iter().filter(|t| !t.rows.is_empty()) {
+        for table in summary::acceptance(run, a).iter().filter(|t| !t.rows.is_empty()) {
             out += &table_text(table, width);
         }
-        out += &line(&summary_tables::verdict_line(a));
+        out += &line(&summary::verdict_line(a));
     }
     if let Some(live) = live::line(run) {
         out += &format!("\n{}", line(&live));

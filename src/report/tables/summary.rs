@@ -2,8 +2,8 @@
 //! terminal, Markdown and HTML writers alike.
 
 use crate::load::placement;
-use crate::report::table::{failed_then_lower, shown, slower_flow, Table, ROWS_SHOWN};
-use crate::report::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation};
+use crate::report::tables::table::{failed_then_lower, shown, slower_flow, Table, ROWS_SHOWN};
+use crate::report::tables::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation};
 use crate::result::{
     Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
 };
@@ -417,7 +417,7 @@ mod tests {
     /// copied from its own: Gb/s and fairness fall and p99 rises with the
     /// index, so the worst is the last.
     fn wide(n: usize) -> (RunResult, PhaseResult) {
-        let run: RunResult = serde_json::from_str(include_str!("../../tests/fixtures/v3-fan-in.json")).unwrap();
+        let run: RunResult = serde_json::from_str(include_str!("../../../tests/fixtures/v3-fan-in.json")).unwrap();
         let mut p = run.phases[0].clone();
         let probe = p.flows.iter().find(|f| f.latency.is_some()).unwrap().clone();
         p.flows = (0..n)

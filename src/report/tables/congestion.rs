@@ -2,8 +2,8 @@
 //! and beside the congestors, and their ratio (GPCNeT's impact factor).
 
 use crate::metrics::confidence::Spread;
-use crate::report::repeats::mean_ci;
-use crate::report::table::Table;
+use crate::report::tables::repeats::mean_ci;
+use crate::report::tables::table::Table;
 use crate::result::congestion::{CanaryImpact, CanaryNumbers};
 use crate::result::RunResult;
 use crate::scenario::Mode;

@@ -1,7 +1,7 @@
 //! The leaf-pair table: a run's bandwidth flows by the leaves of their
 //! ends (`result::leaf_pairs`), shown when the run had a topology.
 
-use crate::report::table::Table;
+use crate::report::tables::table::Table;
 use crate::result::leaf_pairs::LeafPairs;
 use crate::units::number;
 

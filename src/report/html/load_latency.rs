@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::histogram::LatencySummary;
 use crate::metrics::confidence::Spread;
-use crate::report::charts::{self, Series};
+use crate::report::html::charts::{self, Series};
 use crate::report::ReportError;
 use crate::result::RunResult;
 use crate::scenario::Mode;

@@ -7,8 +7,8 @@
 //! valid measurement) says so beside its number; a repeated point's mean
 //! counts only its valid repeats.
 
-use crate::report::repeats::mean_ci;
-use crate::report::table::Table;
+use crate::report::tables::repeats::mean_ci;
+use crate::report::tables::table::Table;
 use crate::result::sweep::{SweepCell, SweepResult, SweepRow};
 use crate::result::{Metric, RunResult};
 use crate::units::number;
