@@ -1,7 +1,7 @@
 //! A host's LLDP neighbours as its own `lldpctl -f json` prints them, run
 //! by the worker when the run gathers its topology from the hosts
 //! (`run --topology lldp`). The text goes to rank 0 as printed: the
-//! topology room parses it there exactly as a file of that folder form,
+//! `topology` module parses it there exactly as a file of that folder form,
 //! so both forms give the same errors. The command is bounded in time and
 //! in output, and every way it can fail says what to install or check.
 

@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::common::shell;
 use clap::{CommandFactory, Parser};
 use fabricbench::cli::Cli;
 use fabricbench::scenario;
@@ -47,36 +48,6 @@ fn split(doc: &str) -> (Vec<Block>, Vec<(usize, &str)>) {
 /// The `code spans` of a line of prose (a table row's cells among them).
 fn code_spans(text: &str) -> impl Iterator<Item = &str> {
     text.split('`').skip(1).step_by(2)
-}
-
-/// A command's words as a POSIX shell splits them: quotes group, a word
-/// that starts with `#` begins a comment, and `|`, `>`, `;`, `&&` end it.
-fn words(line: &str) -> Vec<String> {
-    let (mut words, mut word, mut quote, mut in_word) = (Vec::new(), String::new(), None, false);
-    for c in line.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => (quote, in_word) = (Some(c), true),
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                }
-                in_word = false;
-            }
-            (None, '#') if !in_word => break,
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    let end = words.iter().position(|w| ["|", ">", ";", "&&"].contains(&w.as_str())).unwrap_or(words.len());
-    words.truncate(end);
-    words
 }
 
 /// A table row's cells, with the header cell above each (`\|` is no border).
@@ -127,13 +98,13 @@ fn command_lines(doc: &str) -> Vec<(usize, Vec<String>)> {
             let (start, joined) = pending.take().map_or((*line, text.clone()), |(s, j)| (s, j + text));
             match joined.strip_suffix('\\') {
                 Some(head) => pending = Some((start, head.to_string())),
-                None => found.push((start, words(&joined))),
+                None => found.push((start, shell::words(&joined))),
             }
         }
     }
     for row in table_rows(&prose) {
         let spans = row.cells.iter().flat_map(|(_, cell)| code_spans(cell));
-        found.extend(spans.map(|s| (row.line, words(s))));
+        found.extend(spans.map(|s| (row.line, shell::words(s))));
     }
     found
         .into_iter()
@@ -171,7 +142,7 @@ fn every_flag_in_the_tables_is_one_of_the_cli() {
     for row in table_rows(&prose) {
         for (column, cell) in &row.cells {
             for span in code_spans(cell).filter(|s| !s.contains("fabricbench")) {
-                let words = words(span);
+                let words = shell::words(span);
                 let (of, known) = match (words.first().map(String::as_str), column.as_str()) {
                     (Some("pair"), _) | (_, "pair") => ("pair", &pair),
                     (Some("run"), _) => ("run", &run),
@@ -261,12 +232,15 @@ fn every_mapped_rdma_key_is_set_in_a_valid_snippet() {
 fn commands_split_into_words_as_a_shell_splits_them() {
     let line = r#"salloc -N 2 fabricbench run a.toml --check 'flow >= 90% of best' -x "a b"  # why"#;
     assert_eq!(
-        words(line),
+        shell::words(line),
         ["salloc", "-N", "2", "fabricbench", "run", "a.toml", "--check", "flow >= 90% of best", "-x", "a b"]
     );
     assert_eq!(
-        words("fabricbench run a.toml --export-json - | jq ."),
+        shell::words("fabricbench run a.toml --export-json - | jq ."),
         ["fabricbench", "run", "a.toml", "--export-json", "-"]
     );
-    assert_eq!(words("fabricbench pair a b write --x=1#2"), ["fabricbench", "pair", "a", "b", "write", "--x=1#2"]);
+    assert_eq!(
+        shell::words("fabricbench pair a b write --x=1#2"),
+        ["fabricbench", "pair", "a", "b", "write", "--x=1#2"]
+    );
 }

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::bin;
+use crate::common::{bin, shell};
 use fabricbench::exit;
 use fabricbench::report::store::results_dir;
 
@@ -196,38 +196,6 @@ fn command_lines(text: &str) -> Vec<(usize, String)> {
     found
 }
 
-/// The words a POSIX shell passes for `command`, as far as the documents
-/// need: quotes group and are dropped, an unquoted word starting with `#`
-/// begins a comment, and a redirection, pipe or list ends the command.
-fn shell_words(command: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let (mut word, mut quote, mut in_word) = (String::new(), None, false);
-    for c in command.chars() {
-        match (quote, c) {
-            (Some(open), c) if c == open => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => (quote, in_word) = (Some(c), true),
-            (None, c) if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                }
-                in_word = false;
-            }
-            (None, '#') if !in_word => break,
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    let end = words.iter().position(|w| [">", ">>", "2>", "<", "|", "||", "&&", ";", "&"].contains(&w.as_str()));
-    words.truncate(end.unwrap_or(words.len()));
-    words
-}
-
 #[test]
 fn command_lines_are_found_joined_and_split_as_a_shell_would() {
     let text =
@@ -236,8 +204,8 @@ fn command_lines_are_found_joined_and_split_as_a_shell_would() {
     let found = command_lines(text);
     let joined = "fabricbench run x.toml  --check 'flow >= 93% of best' > out";
     assert_eq!(found, [(3, "fabricbench plan s.toml -H h   # why".to_string()), (4, joined.to_string())]);
-    assert_eq!(shell_words(&found[0].1), ["fabricbench", "plan", "s.toml", "-H", "h"]);
-    assert_eq!(shell_words(&found[1].1), ["fabricbench", "run", "x.toml", "--check", "flow >= 93% of best"]);
+    assert_eq!(shell::words(&found[0].1), ["fabricbench", "plan", "s.toml", "-H", "h"]);
+    assert_eq!(shell::words(&found[1].1), ["fabricbench", "run", "x.toml", "--check", "flow >= 93% of best"]);
 }
 
 /// Every command line the documents show is one the CLI accepts: a renamed
@@ -250,7 +218,7 @@ fn every_command_line_of_the_documents_parses() {
     for file in user_documents() {
         for (line, command) in command_lines(&read(&file)) {
             checked += 1;
-            match fabricbench::cli::Cli::try_parse_from(shell_words(&command)) {
+            match fabricbench::cli::Cli::try_parse_from(shell::words(&command)) {
                 Err(e) if ![ErrorKind::DisplayHelp, ErrorKind::DisplayVersion].contains(&e.kind()) => {
                     failures.push(format!("{}: `{command}`\n{e}", place(&file, line)))
                 }

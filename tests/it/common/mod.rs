@@ -321,6 +321,7 @@ impl FanIn {
     }
 }
 
+pub mod shell;
 pub mod testbed;
 
 /// The numbers of a `fabricbench pair` table's rows, one Vec per row, between the column titles and the closing line.
