@@ -22,7 +22,8 @@ use crate::report::terminal::{self, stdout, terminal_width};
 use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
 use crate::scenario::CheckSpec;
-use crate::worker::{mpi, JobSpec};
+use crate::worker::mpi::{self, Identity};
+use crate::worker::JobSpec;
 
 pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
     if args.topology.gathers_lldp() {
@@ -93,7 +94,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let mut port = args.port;
     let launch = match under_mpirun(args, &prepared, &origin).map_err(Failure::BadInput)? {
         Some(Ranked::Member(spec)) => return crate::worker::run_job(*spec, false).map_err(Failure::RunFailed),
-        Some(Ranked::First { job, token, port: shared }) => {
+        Some(Ranked::First(Identity { job, token, port: shared })) => {
             port = shared;
             Launch::Joined { local: LocalLauncher::new(this_exe().map_err(Failure::BadInput)?), job, token }
         }
@@ -167,7 +168,7 @@ fn warn_of_load(prepared: &run::Prepared) {
 /// This process's part when mpirun started it (`mpirun … fabricbench run`).
 enum Ranked {
     /// Rank 0: the launcher, with rank 0's coordinator on `port`.
-    First { job: u64, token: String, port: u16 },
+    First(Identity),
     /// Any other rank: a worker joining rank 0.
     Member(Box<JobSpec>),
 }
@@ -203,10 +204,10 @@ fn under_mpirun(args: &RunArgs, prepared: &run::Prepared, origin: &str) -> anyho
         );
     }
     mpi::check(me, &prepared.hosts, origin, |ip| is_this_machine(&Host::named(&ip.to_string())))?;
-    let (job, token, port) = mpi::shared_identity(&env, args.port)?;
+    let identity = mpi::shared_identity(&env, args.port)?;
     Ok(Some(match me.rank {
-        0 => Ranked::First { job, token, port },
-        _ => Ranked::Member(Box::new(mpi::member_of_run(me, &prepared.hosts, (job, token, port))?)),
+        0 => Ranked::First(identity),
+        _ => Ranked::Member(Box::new(mpi::member_of_run(me, &prepared.hosts, identity)?)),
     }))
 }
 

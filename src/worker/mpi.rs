@@ -43,6 +43,15 @@ pub struct MpiJob {
     pub port: u16,
 }
 
+/// What every rank of an MPI job started by mpirun derives alike from the
+/// job's secret: the job id, its token and rank 0's coordinator port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub job: u64,
+    pub token: String,
+    pub port: u16,
+}
+
 /// This process's place in its MPI job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MpiRank {
@@ -141,19 +150,19 @@ pub fn check(me: MpiRank, hosts: &[Host], origin: &str, is_here: impl Fn(IpAddr)
 /// When mpirun started `fabricbench run` on every rank: the job id, token
 /// and coordinator port all ranks derive alike from the MPI job's secret
 /// (`port`: the one asked for, 0 for one derived).
-pub fn shared_identity(env: &impl Fn(&str) -> Option<String>, port: u16) -> Result<(u64, String, u16), MpiError> {
+pub fn shared_identity(env: &impl Fn(&str) -> Option<String>, port: u16) -> Result<Identity, MpiError> {
     let secret =
         SECRET_VARS.iter().find_map(|&v| env(v).filter(|s| s.len() >= MIN_SECRET)).ok_or(MpiError::NoSecret)?;
     let digest = Sha256::new().chain_update(b"fabricbench mpi job\0").chain_update(secret.as_bytes()).finalize();
     let token: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     let job = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
     let derived = PORTS.start + (u16::from_le_bytes([digest[8], digest[9]]) % (PORTS.end - PORTS.start));
-    Ok((job, token, if port == 0 { derived } else { port }))
+    Ok(Identity { job, token, port: if port == 0 { derived } else { port } })
 }
 
 /// A member of `mpirun … fabricbench run`: joins rank 0's coordinator.
-pub fn member_of_run(me: MpiRank, hosts: &[Host], identity: (u64, String, u16)) -> Result<JobSpec, MpiError> {
-    let (job, token, port) = identity;
+pub fn member_of_run(me: MpiRank, hosts: &[Host], identity: Identity) -> Result<JobSpec, MpiError> {
+    let Identity { job, token, port } = identity;
     let role = Role::Member { coordinator: Some(coordinator(&hosts[0], port)?) };
     Ok(spec_for(job, token, me.rank, hosts, role))
 }
@@ -211,16 +220,16 @@ mod tests {
     #[test]
     fn every_rank_derives_the_same_identity_from_the_secret() {
         let a = env(&[("OMPI_MCA_orte_precondition_transports", "faa8d4d4c7318f04-008a2ca7541bb14e")]);
-        let (job, token, port) = shared_identity(&a, 0).unwrap();
-        assert_eq!(shared_identity(&a, 0).unwrap(), (job, token.clone(), port));
-        assert!(PORTS.contains(&port) && token.len() == 64);
-        assert_eq!(shared_identity(&a, 4000).unwrap().2, 4000, "--port wins");
+        let first = shared_identity(&a, 0).unwrap();
+        assert_eq!(shared_identity(&a, 0).unwrap(), first);
+        assert!(PORTS.contains(&first.port) && first.token.len() == 64);
+        assert_eq!(shared_identity(&a, 4000).unwrap().port, 4000, "--port wins");
         // The user's own secret comes first, and another job gets another token.
         let b = env(&[
             ("FABRICBENCH_MPI_SECRET", "0123456789abcdef0123"),
             ("OMPI_MCA_orte_precondition_transports", "faa8d4d4c7318f04-008a2ca7541bb14e"),
         ]);
-        assert_ne!(shared_identity(&b, 0).unwrap().1, token);
+        assert_ne!(shared_identity(&b, 0).unwrap().token, first.token);
         let e = shared_identity(&env(&[("FABRICBENCH_MPI_SECRET", "short")]), 0).unwrap_err().to_string();
         assert!(e.starts_with("no secret for this MPI job"), "{e}");
     }

@@ -529,9 +529,11 @@ fn a_duration_shorter_than_the_scenarios_own_interval_is_refused() {
     let hosts = repo("hostfiles/local");
     let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--duration", "200ms"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let text_of = std::fs::read_to_string(&scenario).unwrap();
+    let line = 1 + text_of.lines().position(|l| l.starts_with("interval =")).expect("fan-in.toml sets an interval");
     let said = format!(
-        "{}:9: [run]: field `interval`: 500ms is longer than --duration 200ms: give a --duration of at least 500ms, \
-         or a shorter interval",
+        "{}:{line}: [run]: field `interval`: 500ms is longer than --duration 200ms: give a --duration of at least \
+         500ms, or a shorter interval",
         scenario.display()
     );
     assert!(text(&out.stderr).contains(&said), "{}", text(&out.stderr));
