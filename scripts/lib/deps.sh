@@ -14,9 +14,18 @@ ensure_packages() {
     fi
     echo "installing: ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null || { echo "apt-get update failed" >&2; return 1; }
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    apt_get update -qq >/dev/null || { echo "apt-get update failed" >&2; return 1; }
+    apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || { echo "apt-get install ${missing[*]} failed" >&2; return 1; }
+}
+
+# apt-get under the lock every apt-get of the project's scripts takes
+# (scripts/softroce-vm and scripts/testbed too): scripts/test prepares the
+# VMs' and the release checks' packages in the background while the test bed
+# may be installing its own, and apt-get fails at once on a held lock.
+APT_LOCK=/var/lock/fabricbench-apt.lock
+apt_get() {
+    flock -w 1200 "$APT_LOCK" apt-get "$@"
 }
 
 # Makes sure cargo is on PATH (rustup installs it under ~/.cargo/bin).
