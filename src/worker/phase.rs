@@ -25,8 +25,7 @@ use crate::metrics::netdev;
 use crate::metrics::EngineSeat;
 use crate::metrics::RankReport;
 use crate::plan::{ConnectMethod, Mode, Numa, StressSpec};
-use crate::result::intervals::Moved;
-use crate::transport::{rdma, tcp, Side};
+use crate::transport::{rdma, tcp, Counts, Side};
 use crate::worker::assign::{assign, Assignment, LaneLoad, Load};
 use crate::worker::cq_groups::CqGroups;
 use crate::worker::engine::{Engine, FlowFailed};
@@ -214,7 +213,7 @@ impl Connected {
         t0: Instant,
         window: Window,
         clock: PeerClock,
-        progress: impl Fn(u32, i64, Vec<Moved>) + Send + 'static,
+        progress: impl Fn(u32, i64, Vec<Counts>) + Send + 'static,
         failed: FlowFailed,
     ) -> Running {
         let stop = Arc::new(AtomicBool::new(false));

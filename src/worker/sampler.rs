@@ -19,8 +19,8 @@ use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
 use crate::metrics::links::{LinkWatch, Watched};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
-use crate::result::intervals::Moved;
 use crate::transport::rdma::counters::{self, CounterSnapshot};
+use crate::transport::Counts;
 use crate::worker::engine::sleep_until;
 use crate::worker::streams::FlowEnd;
 
@@ -45,7 +45,7 @@ pub struct Sampler {
 /// bytes at the first and at the latest.
 #[derive(Default)]
 struct EndReadings {
-    latest: Moved,
+    latest: Counts,
     opened: Vec<u64>,
     closed: Vec<u64>,
 }
@@ -61,7 +61,7 @@ impl Sampler {
     /// Samples until the window closes or `stop`; `progress(k, span_ns,
     /// moved)` is told interval k's length on the coordinator's clock and
     /// what each end moved in it, in the ends' order.
-    pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, i64, Vec<Moved>)) -> RankReport {
+    pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, i64, Vec<Counts>)) -> RankReport {
         let boundaries = self.window.boundaries();
         let mut taken = 0;
         let mut previous_ns = 0;
@@ -79,12 +79,12 @@ impl Sampler {
             // the first edge and after them at the others, so an interface
             // never shows less than the application counted through it.
             let opening = (k == 0).then(|| self.host_counters());
-            let moved: Vec<Moved> = self
+            let moved: Vec<Counts> = self
                 .ends
                 .iter()
                 .zip(counts.iter_mut())
                 .map(|(end, readings)| {
-                    let total = Moved::of(end.read(&mut readings.closed));
+                    let total = end.read(&mut readings.closed);
                     if k == 0 {
                         readings.opened.clone_from(&readings.closed);
                     }

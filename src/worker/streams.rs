@@ -14,7 +14,7 @@ use crate::metrics::EngineSeat;
 use crate::plan::{Mode, Schedule, TCP_MAX_MESSAGE};
 use crate::transport::pace::ProbePlan;
 use crate::transport::validation::DvTally;
-use crate::transport::{rdma, tcp, FlowCounters, Side};
+use crate::transport::{rdma, tcp, Counts, FlowCounters, Side};
 use crate::worker::assign::Load;
 use crate::worker::engine::{EndState, FlowFailed, Seat};
 
@@ -73,15 +73,15 @@ impl FlowEnd {
         }
     }
 
-    /// The end's totals (bytes, messages) and each lane's bytes into
-    /// `lanes`, read at one instant: the totals are the lanes' sum.
-    pub fn read(&self, lanes: &mut Vec<u64>) -> (u64, u64) {
+    /// The end's totals and each lane's bytes into `lanes`, read at one
+    /// instant: the totals are the lanes' sum.
+    pub fn read(&self, lanes: &mut Vec<u64>) -> Counts {
         lanes.clear();
-        let mut total = (0, 0);
+        let mut total = Counts::default();
         for lane in &self.lanes {
-            let (bytes, messages) = lane.counters.read();
-            lanes.push(bytes);
-            total = (total.0 + bytes, total.1 + messages);
+            let read = lane.counters.read();
+            lanes.push(read.bytes);
+            total = Counts { bytes: total.bytes + read.bytes, messages: total.messages + read.messages };
         }
         total
     }

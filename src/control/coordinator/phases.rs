@@ -13,8 +13,8 @@ use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTO
 use crate::metrics::RankReport;
 use crate::plan::GroupPlan;
 use crate::result::aggregate_phase;
-use crate::result::intervals::{Moved, PhaseIntervals};
-use crate::transport::Side;
+use crate::result::intervals::PhaseIntervals;
+use crate::transport::{Counts, Side};
 
 /// Why a Hello is refused before its rank takes part; `host` as the
 /// stranger wrote it, escaped and cut short.
@@ -220,7 +220,15 @@ impl Coordinator {
     /// One interval from `rank`; the ones every rank has sent go to the
     /// launcher as they close. A stopped phase still takes them: its
     /// partial result covers the intervals every reporting rank took.
-    pub(super) fn interval(&mut self, rank: usize, phase: usize, k: u32, span_ns: i64, ends: Vec<Moved>, now: Instant) {
+    pub(super) fn interval(
+        &mut self,
+        rank: usize,
+        phase: usize,
+        k: u32,
+        span_ns: i64,
+        ends: Vec<Counts>,
+        now: Instant,
+    ) {
         let (Stage::Running { phase: current, intervals, .. } | Stage::Aborting { phase: current, intervals, .. }) =
             &mut self.stage
         else {
