@@ -30,20 +30,27 @@ pub enum BadReading {
     NegativeSpan { interval: u32, span_ns: i64 },
 }
 
-/// Each rank's flow ends, as indices into the phase's flows with their
-/// side, in the order the rank is set up with them (flow order, a sender
-/// end before a receiver end).
-pub fn ends_by_rank(phase: &Phase, ranks: usize) -> Vec<Vec<(usize, Side)>> {
+/// Each rank's flow ends, in the order the rank is set up with them (flow
+/// order, a sender end before a receiver end).
+pub fn ends_by_rank(phase: &Phase, ranks: usize) -> Vec<Vec<End>> {
     let mut ends = vec![Vec::new(); ranks];
     for (i, flow) in phase.flows.iter().enumerate() {
         if let Some(src) = ends.get_mut(flow.src) {
-            src.push((i, Side::Sender));
+            src.push(End { flow: i, side: Side::Sender });
         }
         if let Some(dst) = ends.get_mut(flow.dst) {
-            dst.push((i, Side::Receiver));
+            dst.push(End { flow: i, side: Side::Receiver });
         }
     }
     ends
+}
+
+/// One flow end a rank plays: the flow's index among its phase's flows,
+/// and which side of it the rank is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct End {
+    pub flow: usize,
+    pub side: Side,
 }
 
 /// One closed interval: the bandwidth flows' sum and every flow's own, Gb/s.
@@ -96,7 +103,7 @@ impl PhaseIntervals {
         let ends = ends_by_rank(phase, ranks);
         let mut at: Vec<[Option<(usize, usize)>; 2]> = vec![[None; 2]; phase.flows.len()];
         for (rank, list) in ends.iter().enumerate() {
-            for (e, &(flow, side)) in list.iter().enumerate() {
+            for (e, &End { flow, side }) in list.iter().enumerate() {
                 at[flow][usize::from(side == Side::Receiver)] = Some((rank, e));
             }
         }

@@ -12,7 +12,7 @@ use fabricbench::histogram::Histogram;
 use fabricbench::hostfacts::HostFacts;
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
-use fabricbench::result::intervals::ends_by_rank;
+use fabricbench::result::intervals::{ends_by_rank, End};
 use fabricbench::transport::rdma::RdmaInventory;
 use fabricbench::transport::{Counts, Side};
 
@@ -730,7 +730,7 @@ fn each_ranks_setup_lists_its_ends_in_the_order_its_intervals_are_read() {
     sim.join_all(n);
     for (r, expected) in expected.iter().enumerate() {
         let Some(ToWorker::Setup { flows, .. }) = sim.take(r as ConnId).pop() else { panic!("rank {r}") };
-        let ends: Vec<(usize, Side)> = flows.iter().map(|f| (f.flow.id as usize, f.side)).collect();
+        let ends: Vec<End> = flows.iter().map(|f| End { flow: f.flow.id as usize, side: f.side }).collect();
         assert_eq!(&ends, expected, "rank {r}");
     }
 }

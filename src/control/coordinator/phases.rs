@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use subtle::ConstantTimeEq;
 
+use super::wiring::Known;
 use super::{checks, past, ConnId, Coordinator, Event, Output, RunFailure, Stage, Wiring};
 use crate::control::gather::Gather;
 use crate::control::printable;
@@ -176,7 +177,7 @@ impl Coordinator {
             self.fail(Some(rank), format!("{problem} (phase {phase})"), now);
             return;
         }
-        for (peer, peers) in wiring.publish(rank, list) {
+        for Known { rank: peer, peers } in wiring.publish(rank, list) {
             self.send(peer, ToWorker::Peers { phase, peers });
         }
         if matches!(&self.stage, Stage::Setup { wiring, .. } if wiring.all_published()) {
