@@ -154,7 +154,7 @@ pub fn prepare(
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
                 endpoints.push(publish(Endpoint::Rdma(prepared.iter().map(|p| p.endpoint()).collect())));
                 for rail in &prepared {
-                    let (device, port, _) = rail.device();
+                    let (device, port) = (rail.device(), rail.port());
                     if !rdma_ports.iter().any(|(d, p)| d == device && *p == port) {
                         rdma_ports.push((device.to_string(), port));
                     }
@@ -163,7 +163,7 @@ pub fn prepare(
                 let rails = prepared
                     .into_iter()
                     .map(|flow| {
-                        let (device, node) = (flow.device().0.to_string(), flow.numa_node());
+                        let (device, node) = (flow.device().to_string(), flow.numa_node());
                         Rail { flow, device, node: node.and_then(|n| usize::try_from(n).ok()) }
                     })
                     .collect();
