@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::hostfacts::{GpuFacts, HostFacts};
+use crate::hostfacts::{GpuFacts, HostFacts, NearestGpu};
 use crate::hostfile::GpuChoice;
 use crate::plan::{GpuAsk, RdmaParams};
 use crate::transport::memory::{cuda, CudaMemory, MemoryError};
@@ -23,7 +23,7 @@ pub(super) fn resolve(choice: &GpuChoice, nic: Option<&str>, gpus: Option<&GpuFa
         return (choice.clone(), None);
     }
     match gpus.and_then(|g| g.nearest_to(nic)) {
-        Some((index, why)) => (GpuChoice::Index(index), Some(why)),
+        Some(NearestGpu { index, why }) => (GpuChoice::Index(index), Some(why)),
         None => (GpuChoice::Auto, None),
     }
 }
