@@ -123,7 +123,9 @@ impl Sampler {
             let _ = s.join();
         }
         let mut report = self.report(taken, counts, (first, last), cpu.unwrap_or_default(), stress, aborted);
-        (report.link_events, report.link_events_dropped) = links.finish();
+        let seen = links.finish();
+        report.link_events = seen.events;
+        report.link_events_dropped = seen.dropped;
         report
     }
 
