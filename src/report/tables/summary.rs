@@ -2,7 +2,7 @@
 //! terminal, Markdown and HTML writers alike.
 
 use crate::load::placement;
-use crate::report::tables::table::{failed_then_lower, shown, slower_flow, Table, ROWS_SHOWN};
+use crate::report::tables::table::{failed_then_lower, shown, slower_flow, Reached, Table, ROWS_SHOWN};
 use crate::report::tables::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation};
 use crate::result::{
     Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
@@ -225,7 +225,7 @@ fn groups(p: &PhaseResult) -> Table {
 }
 
 fn ranks(p: &PhaseResult) -> Table {
-    let moved = |r: &RankResult| (r.error.is_some(), r.tx_gbps + r.rx_gbps);
+    let moved = |r: &RankResult| Reached { failed: r.error.is_some(), gbps: r.tx_gbps + r.rx_gbps };
     let (title, shown) = shown(
         "Ranks",
         p.ranks.iter(),

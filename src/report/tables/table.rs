@@ -42,12 +42,21 @@ pub fn shown<'a, T>(
     (format!("{title}: the {limit} {which} of {all}, worst first"), items)
 }
 
-/// Errors first, then the lower value.
-pub fn failed_then_lower(a: (bool, f64), b: (bool, f64)) -> Ordering {
-    b.0.cmp(&a.0).then(a.1.total_cmp(&b.1))
+/// What a flow or rank is ranked by in a table: whether it failed, and the
+/// rate it reached.
+#[derive(Clone, Copy, Debug)]
+pub struct Reached {
+    pub failed: bool,
+    pub gbps: f64,
+}
+
+/// Failed first, then the lower rate.
+pub fn failed_then_lower(a: Reached, b: Reached) -> Ordering {
+    b.failed.cmp(&a.failed).then(a.gbps.total_cmp(&b.gbps))
 }
 
 /// Failed flows first, then the slower.
 pub fn slower_flow(a: &FlowResult, b: &FlowResult) -> Ordering {
-    failed_then_lower((a.error.is_some(), a.gbps), (b.error.is_some(), b.gbps))
+    let reached = |f: &FlowResult| Reached { failed: f.error.is_some(), gbps: f.gbps };
+    failed_then_lower(reached(a), reached(b))
 }
