@@ -85,16 +85,17 @@ pub async fn alone(
 }
 
 /// One mpirun job for every rank: rank 0 reads `line` on mpirun's stdin
-/// (the only rank that has it); every rank reads `env` (the job's
-/// identity, the hosts and rank 0's port).
+/// (the only rank that has it); every rank reads the environment variable
+/// `var`, set to `value` (the job's identity, the hosts and rank 0's port).
 pub async fn mpirun(
     mpirun: &MpirunLauncher,
     hosts: &[Host],
     workers: &mut Workers,
-    env: (&str, &str),
+    var: &str,
+    value: &str,
     line: &str,
 ) -> Result<BoxRead, StartError> {
-    let step = mpirun.start_step(hosts, env)?;
+    let step = mpirun.start_step(hosts, var, value)?;
     adopt_step(workers, hosts, step, line, "mpirun's rank 0").await
 }
 

@@ -63,7 +63,7 @@ pub(super) async fn start_workers(
             };
             let shared = serde_json::to_string(&MpiJob { job, token: token.to_string(), hosts: hosts.clone(), port })?;
             let line = serde_json::to_string(&step_spec(prepared, port, job, token, Some(hosts.clone())))?;
-            (start::mpirun(mpirun, hosts, workers, (mpi::JOB_VAR, &shared), &line).await?, Tell::Nobody)
+            (start::mpirun(mpirun, hosts, workers, mpi::JOB_VAR, &shared, &line).await?, Tell::Nobody)
         }
         Launch::Joined { local, .. } => (start::alone(local, &hosts[0], workers, &rank0()?).await?, Tell::Nobody),
     };
