@@ -43,10 +43,12 @@ pub async fn per_host(
     rank0_line: &str,
     member_line: &MemberLine<'_>,
 ) -> Result<BoxRead, StartError> {
-    let others: Vec<(usize, Host)> = hosts.iter().cloned().enumerate().skip(1).collect();
     let direct = match tree {
-        Some((radix, _)) => tree::split(&others, radix),
-        None => others.into_iter().map(|(rank, host)| Subtree { rank, host, below: Vec::new() }).collect(),
+        Some((radix, _)) => tree::split(1, &hosts[1..], radix),
+        None => {
+            let leaf = |(rank, host): (usize, &Host)| Subtree { rank, host: host.clone(), below: Vec::new() };
+            hosts.iter().enumerate().skip(1).map(leaf).collect()
+        }
     };
     let host0 = &hosts[0];
     // Every start opens its host's connection (at most --fanout at once).
