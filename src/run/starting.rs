@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::control::wire::Window;
 use crate::hostfile::Host;
 use crate::launch::ssh::SshOptions;
-use crate::launch::start;
+use crate::launch::start::{self, TreeLaunch};
 use crate::launch::tree::Subtree;
 use crate::launch::workers::Workers;
 use crate::launch::Launch;
@@ -47,7 +47,7 @@ pub(super) async fn start_workers(
             (start::per_host(launcher.as_ref(), hosts, None, workers, &rank0()?, &member).await?, Tell::Members)
         }
         Launch::Tree { ssh, radix } => {
-            let tree = Some((*radix, ssh.options()));
+            let tree = Some(TreeLaunch { radix: *radix, ssh: ssh.options() });
             (start::per_host(ssh, hosts, tree, workers, &rank0()?, &member).await?, Tell::Members)
         }
         Launch::Srun(slurm) => {
