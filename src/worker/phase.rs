@@ -29,6 +29,7 @@ use crate::transport::{rdma, tcp, Counts, Side};
 use crate::worker::assign::{assign, Assignment, LaneLoad, Load};
 use crate::worker::cq_groups::CqGroups;
 use crate::worker::engine::{Engine, FlowFailed};
+use crate::worker::gpu::{resolve_end, Resolved};
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::{EngineLane, FlowEnd, Rail};
 
@@ -132,7 +133,7 @@ pub fn prepare(
                     .enumerate()
                     .map(|(k, rail)| {
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
-                        let (rail, gpu_reason) = super::gpu::resolve_end(rail, side, role.gpu.as_ref());
+                        let Resolved { value: rail, why: gpu_reason } = resolve_end(rail, side, role.gpu.as_ref());
                         // A latency shard polls a CQ of its own: no lock or
                         // hand-on lengthens its round trips.
                         let mut choose = |on: rdma::ShardsOn| match shard_load(&role, count, on.shards) {
