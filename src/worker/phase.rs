@@ -85,7 +85,7 @@ struct PhaseContext {
     bind: IpAddr,
     stress: Option<StressSpec>,
     /// The RDMA ports the rank's flows use, for their counters.
-    rdma_ports: Vec<(String, u8)>,
+    rdma_ports: Vec<rdma::DevicePort>,
 }
 
 /// The rank's ends of its flows, opened and waiting for their peers.
@@ -116,7 +116,7 @@ pub fn prepare(
 ) -> Result<(Opened, Vec<FlowEndpoint>), PhaseError> {
     let mut ends = Vec::with_capacity(roles.len());
     let mut endpoints = Vec::new();
-    let mut rdma_ports: Vec<(String, u8)> = Vec::new();
+    let mut rdma_ports: Vec<rdma::DevicePort> = Vec::new();
     // Busy-polling shards share a CQ with those their engine will run.
     let (mut pool, mut groups) = (rdma::CqPool::default(), CqGroups::default());
     for role in roles {
@@ -155,9 +155,9 @@ pub fn prepare(
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
                 endpoints.push(publish(Endpoint::Rdma(prepared.iter().map(|p| p.endpoint()).collect())));
                 for rail in &prepared {
-                    let (device, port) = (rail.device(), rail.port());
-                    if !rdma_ports.iter().any(|(d, p)| d == device && *p == port) {
-                        rdma_ports.push((device.to_string(), port));
+                    let port = rdma::DevicePort { device: rail.device().to_string(), port: rail.port() };
+                    if !rdma_ports.contains(&port) {
+                        rdma_ports.push(port);
                     }
                 }
                 // Each rail's threads go near its own device (rails may sit on different sockets).

@@ -19,7 +19,7 @@ use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
 use crate::metrics::links::{LinkWatch, Watched};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
-use crate::transport::rdma::counters::{self, CounterSnapshot};
+use crate::transport::rdma::counters::{self, CounterSnapshot, DevicePort};
 use crate::transport::Counts;
 use crate::worker::engine::sleep_until;
 use crate::worker::streams::FlowEnd;
@@ -32,7 +32,7 @@ pub struct Sampler {
     pub clock: PeerClock,
     pub iface: Option<String>,
     /// RDMA device ports whose counters are read at the window's edges.
-    pub rdma_ports: Vec<(String, u8)>,
+    pub rdma_ports: Vec<DevicePort>,
     pub ends: Vec<FlowEnd>,
     /// The rank's stress (its asked load) or why it could not start.
     pub burners: Option<Result<(u8, Burners), StressError>>,
@@ -132,7 +132,7 @@ impl Sampler {
     /// The devices whose link events are watched: the interface of the
     /// rank's address and its flows' RDMA ports.
     fn watched(&self) -> Vec<Watched> {
-        let ports = self.rdma_ports.iter().map(|(dev, port)| Watched::rdma_port(dev, *port));
+        let ports = self.rdma_ports.iter().map(|p| Watched::rdma_port(&p.device, p.port));
         self.iface.iter().map(|i| Watched::netdev(i)).chain(ports).collect()
     }
 
@@ -141,7 +141,7 @@ impl Sampler {
             cores: CoreTicks::take(),
             net: self.iface.as_deref().and_then(NetdevSnapshot::take),
             // A port whose counters cannot be read is left out of both edges.
-            rdma: self.rdma_ports.iter().filter_map(|(dev, port)| counters::snapshot(dev, *port).ok()).collect(),
+            rdma: self.rdma_ports.iter().filter_map(|p| counters::snapshot(&p.device, p.port).ok()).collect(),
         }
     }
 
