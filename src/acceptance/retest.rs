@@ -216,6 +216,9 @@ fn link(f: &Flow) -> (usize, usize) {
     link_of(f.src, f.dst)
 }
 
+/// The link between ranks `a` and `b` as a key: the pair of ranks, lower
+/// first, so that a flow either way (and a check of either) finds the same
+/// link.
 pub(crate) fn link_of(a: usize, b: usize) -> (usize, usize) {
     (a.min(b), a.max(b))
 }
