@@ -22,24 +22,31 @@ impl Table {
 /// spend most of its rendering on it); the CSVs hold every row.
 pub const ROWS_SHOWN: usize = 256;
 
+/// What a table shows of its items, and its title, which says when some
+/// are left out.
+pub struct Shown<'a, T> {
+    pub title: String,
+    pub items: Vec<&'a T>,
+}
+
 /// The items a table shows: all of them when they fit, else the `limit`
-/// that `worse` puts first (worst first), and the title that says so.
+/// that `worse` puts first (worst first).
 pub fn shown<'a, T>(
     title: &str,
     items: impl Iterator<Item = &'a T>,
     limit: usize,
     worse: impl Fn(&T, &T) -> Ordering,
     which: &str,
-) -> (String, Vec<&'a T>) {
+) -> Shown<'a, T> {
     let mut items: Vec<&T> = items.collect();
     let all = items.len();
     if all <= limit {
-        return (title.to_string(), items);
+        return Shown { title: title.to_string(), items };
     }
     items.select_nth_unstable_by(limit - 1, |a, b| worse(a, b));
     items.truncate(limit);
     items.sort_by(|a, b| worse(a, b));
-    (format!("{title}: the {limit} {which} of {all}, worst first"), items)
+    Shown { title: format!("{title}: the {limit} {which} of {all}, worst first"), items }
 }
 
 /// What a flow or rank is ranked by in a table: whether it failed, and the
