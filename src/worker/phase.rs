@@ -257,9 +257,9 @@ impl Connected {
                         let flow = rail.flow.with_pace(per_rail, seed).with_latency_window(span);
                         let rail = Rail { flow, ..rail };
                         let near = placement::near_node(rail.node.and_then(|n| i32::try_from(n).ok()));
-                        let (made, pinned) = end.rdma_lanes(rail, failed.clone());
-                        let usable = cores.usable(&pinned, end.role.group.placement.numa, &near);
-                        lanes.extend(made.into_iter().map(|lane| (ends.len(), usable.clone(), lane)));
+                        let made = end.rdma_lanes(rail, failed.clone());
+                        let usable = cores.usable(&made.cores, end.role.group.placement.numa, &near);
+                        lanes.extend(made.lanes.into_iter().map(|lane| (ends.len(), usable.clone(), lane)));
                     }
                     ends.push(end);
                 }

@@ -59,6 +59,13 @@ pub struct EngineLane {
     pub load: Load,
 }
 
+/// A rail's engine lanes, and the cores its placement gives them (empty:
+/// not pinned).
+pub struct RailLanes {
+    pub lanes: Vec<EngineLane>,
+    pub cores: Vec<usize>,
+}
+
 impl FlowEnd {
     pub fn new(role: FlowRole, device_node: Option<usize>) -> FlowEnd {
         let placed = placement::resolve(&role.group.placement, device_node);
@@ -167,12 +174,12 @@ impl FlowEnd {
     /// A rail as engine lanes, one per shard of its QPs (latency: one), each
     /// told to `failed` when it fails before the stop (a bad completion, a
     /// stall): the flow is over and the run must not wait for the window
-    /// to close. Returns them with the rail's cores (empty: not pinned).
+    /// to close.
     pub fn rdma_lanes(
         &mut self,
         Rail { flow, device, node }: Rail<rdma::ConnectedFlow>,
         failed: FlowFailed,
-    ) -> (Vec<EngineLane>, Vec<usize>) {
+    ) -> RailLanes {
         let (counters, cores) = self.add_rail(device, node);
         self.gpu_memory.extend(flow.gpu_memory().cloned());
         let load = Load::of(flow.is_latency(), flow.task_pace(), self.role.group.message_size.bytes() as f64);
@@ -185,7 +192,7 @@ impl FlowEnd {
                 EngineLane { seat, load }
             })
             .collect();
-        (lanes, cores)
+        RailLanes { lanes, cores }
     }
 }
 
