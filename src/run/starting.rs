@@ -14,7 +14,7 @@ use crate::hostfile::Host;
 use crate::launch::ssh::SshOptions;
 use crate::launch::start::{self, TreeLaunch};
 use crate::launch::tree::Subtree;
-use crate::launch::workers::Workers;
+use crate::launch::workers::{MemberRefused, Workers};
 use crate::launch::Launch;
 use crate::worker::mpi::{self, MpiJob};
 use crate::worker::relay::member_spec;
@@ -72,8 +72,8 @@ pub(super) async fn start_workers(
     let line = serde_json::to_string(&CoordinatorAt { coordinator })?;
     match tell {
         Tell::Members => {
-            if let Err((rank, e)) = workers.send_to_members(&line).await {
-                bail!("sending rank {rank} ({}) rank 0's address: {e}", workers.host(rank));
+            if let Err(MemberRefused { rank, error }) = workers.send_to_members(&line).await {
+                bail!("sending rank {rank} ({}) rank 0's address: {error}", workers.host(rank));
             }
         }
         Tell::Step => workers.send_to_last(&line).await.context("sending the srun step rank 0's address")?,
