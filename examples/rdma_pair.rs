@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use fabricbench::metrics::cpu::ThreadBook;
 use fabricbench::scenario::rdma::{CompletionMode, RdmaParams};
 use fabricbench::scenario::{Mode, Op};
-use fabricbench::transport::FlowCounters;
 use fabricbench::transport::{rdma, Side};
+use fabricbench::transport::{Counts, FlowCounters};
 use fabricbench::worker::engine::{EndState, Engine};
 
 fn main() {
@@ -101,7 +101,7 @@ fn main() {
         );
         return;
     }
-    let (bytes, messages) = sc.read();
+    let Counts { bytes, messages } = sc.read();
     println!(
         "fabricbench {} bw {} B qps {} flows {flows} engines {engines} shared {shared}: {} msgs in {:.2} s = {:.3} Gb/s, {:.6} Mpps",
         op.name(),

@@ -139,11 +139,19 @@ thread_local! {
     static BUDGET: Cell<Budget> = const { Cell::new(Budget { left: None, overdrawn: false }) };
 }
 
+/// What a decode under [`decode_within`] returned, and whether it was
+/// refused a histogram: serde formats may drop the error's own text, so
+/// this is how a caller tells an over-budget frame from a malformed one.
+#[derive(Debug)]
+pub struct Decoded<T> {
+    pub value: T,
+    pub overdrawn: bool,
+}
+
 /// Runs `decode` (a synchronous decode on this thread) letting it decode at
 /// most `histograms` latency histograms: one more fails it, before its
-/// counts array is allocated. Returns what `decode` returned and whether it
-/// was refused a histogram (serde formats may drop the error's own text).
-pub fn decode_within<T>(histograms: usize, decode: impl FnOnce() -> T) -> (T, bool) {
+/// counts array is allocated.
+pub fn decode_within<T>(histograms: usize, decode: impl FnOnce() -> T) -> Decoded<T> {
     /// Puts the enclosing budget back, also when `decode` panics.
     struct Restore(Budget);
     impl Drop for Restore {
@@ -153,10 +161,10 @@ pub fn decode_within<T>(histograms: usize, decode: impl FnOnce() -> T) -> (T, bo
     }
     let outer = BUDGET.with(|b| b.replace(Budget { left: Some(histograms), overdrawn: false }));
     let restore = Restore(outer);
-    let decoded = decode();
+    let value = decode();
     let overdrawn = BUDGET.with(|b| b.get().overdrawn);
     drop(restore);
-    (decoded, overdrawn)
+    Decoded { value, overdrawn }
 }
 
 fn take_from_budget() -> Result<(), BadHistogram> {
@@ -357,16 +365,16 @@ mod tests {
         h.record(5_000);
         let three = postcard::to_stdvec(&vec![h.clone(), h.clone(), h.clone()]).unwrap();
         let decode = || postcard::from_bytes::<Vec<Histogram>>(&three);
-        let (decoded, overdrawn) = decode_within(3, decode);
-        assert_eq!((decoded.unwrap().len(), overdrawn), (3, false));
-        let (decoded, overdrawn) = decode_within(2, decode);
-        assert!(decoded.is_err() && overdrawn, "the third of a budget of two is refused");
-        let (decoded, overdrawn) = decode_within(0, || postcard::from_bytes::<Option<Histogram>>(&[0]));
-        assert_eq!((decoded.unwrap(), overdrawn), (None, false), "no histogram, no budget needed");
+        let Decoded { value, overdrawn } = decode_within(3, decode);
+        assert_eq!((value.unwrap().len(), overdrawn), (3, false));
+        let Decoded { value, overdrawn } = decode_within(2, decode);
+        assert!(value.is_err() && overdrawn, "the third of a budget of two is refused");
+        let Decoded { value, overdrawn } = decode_within(0, || postcard::from_bytes::<Option<Histogram>>(&[0]));
+        assert_eq!((value.unwrap(), overdrawn), (None, false), "no histogram, no budget needed");
         // Outside a budget (and after one, nested or not): no limit.
-        let (inner, _) = decode_within(5, || decode_within(0, decode));
-        assert!(inner.0.is_err() && inner.1);
-        assert_eq!(decode_within(1, || decode_within(3, decode).0.map(|v| v.len())).0.unwrap(), 3);
+        let inner = decode_within(5, || decode_within(0, decode)).value;
+        assert!(inner.value.is_err() && inner.overdrawn);
+        assert_eq!(decode_within(1, || decode_within(3, decode).value.map(|v| v.len())).value.unwrap(), 3);
         assert_eq!(decode().unwrap().len(), 3);
     }
 

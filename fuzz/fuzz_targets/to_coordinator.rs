@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
         // it instead, so that what follows still reaches the coordinator.
         // Decoded as the driver does: within the rank's histogram budget.
         let budget = sim.c.histogram_budget(HOSTILE);
-        if let (Ok(msg), _) = histogram::decode_within(budget, || postcard::from_bytes::<ToCoordinator>(frame)) {
+        if let Ok(msg) = histogram::decode_within(budget, || postcard::from_bytes::<ToCoordinator>(frame)).value {
             round_trips(&msg, frame);
             sim.send(HOSTILE, msg, honest);
         }

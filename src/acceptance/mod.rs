@@ -13,7 +13,7 @@ mod switches;
 pub(crate) mod synthetic;
 
 use line_rate::LineRates;
-pub use retest::{apply as apply_retest, plan as retest_plan};
+pub use retest::{apply as apply_retest, plan as retest_plan, RetestPlan};
 pub use switches::Paths;
 
 use crate::result::{Acceptance, CheckOutcome, RunResult, Verdict};
@@ -256,7 +256,7 @@ mod tests {
     fn retest_pairs_a_host_with_a_healthy_partner_and_clears_or_confirms() {
         let run = all_pairs(4, |a, b| if a == 3 || b == 3 { 2.0 } else { 10.0 });
         let mut a = judge(&run, &spec(&["flow >= 93% of best"], None), None).unwrap();
-        let (plan, owners) = retest_plan(&run, &mut a, None).unwrap();
+        let RetestPlan { plan, owners } = retest_plan(&run, &mut a, None).unwrap();
         assert_eq!(owners, [0]);
         assert_eq!(plan.phases.len(), 1);
         assert_eq!(plan.phases[0].name, "retest host h4 with h1");
@@ -283,7 +283,7 @@ mod tests {
     fn a_failed_retest_run_leaves_the_suspect_unretested() {
         let run = all_pairs(4, |a, b| if (a, b) == (0, 1) { 1.0 } else { 10.0 });
         let mut a = judge(&run, &spec(&["flow >= 5 Gb/s"], None), None).unwrap();
-        let (plan, owners) = retest_plan(&run, &mut a, None).unwrap();
+        let RetestPlan { plan, owners } = retest_plan(&run, &mut a, None).unwrap();
         assert_eq!(plan.phases[0].name, "retest link h1 - h2");
         apply_retest(&mut a, &owners, Vec::new(), Some("rank 1 (h2) exited"));
         assert_eq!(a.suspects[0].retest, Retest::NotRun { reason: "the retest run failed: rank 1 (h2) exited".into() });
@@ -336,7 +336,7 @@ mod tests {
         // Without the topology the same run blames 12 links.
         assert_eq!(judge(&run, &spec(&["flow >= 9 Gb/s"], None), None).unwrap().suspects.len(), 12);
 
-        let (plan, owners) = retest_plan(&run, &mut a, Some(&nodes)).unwrap();
+        let RetestPlan { plan, owners } = retest_plan(&run, &mut a, Some(&nodes)).unwrap();
         assert_eq!(plan.phases[0].name, "retest uplink leaf3 ↔ spine1");
         let flows = &plan.phases[0].flows;
         assert_eq!(flows.len(), 8, "2 crossing and 2 avoiding links, both ways");

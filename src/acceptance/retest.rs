@@ -11,10 +11,17 @@ use crate::plan::{Flow, Phase, Plan};
 use crate::result::{Acceptance, Checked, FlowResult, PhaseResult, Retest, RunResult, Suspect, SuspectKind, Verdict};
 use crate::scenario::{Rule, Subject};
 
-/// The retest plan and, per phase, the index of the suspect it retests.
-/// Suspects that cannot be retested get a reason in their `retest`.
-/// `paths` (the run's topology) chooses the links that retest an uplink.
-pub fn plan(run: &RunResult, acceptance: &mut Acceptance, paths: Option<&dyn Paths>) -> Option<(Plan, Vec<usize>)> {
+/// A plan that retests suspects, one phase each.
+pub struct RetestPlan {
+    pub plan: Plan,
+    /// Per phase, the index of the suspect it retests.
+    pub owners: Vec<usize>,
+}
+
+/// The retest of the suspects that can be retested; the others get a
+/// reason in their `retest`. `paths` (the run's topology) chooses the
+/// links that retest an uplink.
+pub fn plan(run: &RunResult, acceptance: &mut Acceptance, paths: Option<&dyn Paths>) -> Option<RetestPlan> {
     let first = run.plan.phases.first()?;
     let (groups, stress) = (first.groups.clone(), first.stress.clone());
     let measured: Vec<Flow> = run.plan.phases.iter().flat_map(|p| p.flows.iter().copied()).collect();
@@ -49,7 +56,7 @@ pub fn plan(run: &RunResult, acceptance: &mut Acceptance, paths: Option<&dyn Pat
         });
         owners.push(index);
     }
-    (!phases.is_empty()).then(|| (Plan { ranks: run.plan.ranks.clone(), phases }, owners))
+    (!phases.is_empty()).then(|| RetestPlan { plan: Plan { ranks: run.plan.ranks.clone(), phases }, owners })
 }
 
 /// Why a suspect is not retested; its text is the reason run.json keeps.
@@ -209,6 +216,9 @@ fn link(f: &Flow) -> (usize, usize) {
     link_of(f.src, f.dst)
 }
 
+/// The link between ranks `a` and `b` as a key: the pair of ranks, lower
+/// first, so that a flow either way (and a check of either) finds the same
+/// link.
 pub(crate) fn link_of(a: usize, b: usize) -> (usize, usize) {
     (a.min(b), a.max(b))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::hostfile::Host;
 use crate::launch::choose::is_this_machine;
-use crate::plan::{Phase, Plan};
+use crate::plan::{BusiestRank, Phase, Plan};
 use crate::result::degraded::SKEW_FRACTION;
 
 /// A run longer than this is announced with its length.
@@ -36,7 +36,7 @@ pub fn notes(plan: &Plan, window: Duration, open_files: u64) -> Vec<String> {
     if flows > MANY_FLOWS {
         notes.push(format!("this run has {flows} flows in {phases} phase(s); rank 0 gathers a report for each"));
     }
-    let (rank, sockets) = plan.busiest_sockets();
+    let BusiestRank { rank, sockets } = plan.busiest_sockets();
     // Beside its streams a rank holds its control connection and a few files.
     if sockets + 64 > open_files {
         notes.push(format!(
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn hours_and_sockets_are_announced() {
         let p = plan(9, "[[group]]\nname = \"g\"\npattern = \"fan-in\"\nstreams = 64\n");
-        assert_eq!(p.busiest_sockets(), (0, 8 * 64));
+        assert_eq!(p.busiest_sockets(), BusiestRank { rank: 0, sockets: 8 * 64 });
         let said = notes(&p, Duration::from_secs(2 * 3600), 256);
         assert_eq!(said.len(), 2, "{said:?}");
         assert_eq!(said[0], "this run takes about 2h 1s (1 phase(s) of 2h each)");

@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::cli::SaveArgs;
 use crate::commands::Failure;
 use crate::report::export::{self, Exporter};
-use crate::report::store::results_dir::ResultsDir;
+use crate::report::store::results_dir::{Input, ResultsDir};
 use crate::report::tables::{gate, summary};
 use crate::report::terminal::stdout;
 use crate::result::{RunResult, RunStatus};
@@ -26,9 +26,9 @@ pub struct Output<'a> {
 }
 
 /// The results folder of a run about to start, with its inputs in it
-/// (`name`: the run's name; `inputs`: file name and bytes); none with
-/// --no-save. A folder that cannot be made is bad input: nothing has run.
-pub fn folder(save: &SaveArgs, name: &str, inputs: &[(&str, Vec<u8>)]) -> Result<Option<ResultsDir>, Failure> {
+/// (`name`: the run's name); none with --no-save. A folder that cannot be
+/// made is bad input: nothing has run.
+pub fn folder(save: &SaveArgs, name: &str, inputs: &[Input]) -> Result<Option<ResultsDir>, Failure> {
     match save.no_save {
         true => Ok(None),
         false => ResultsDir::create(&save.results, name, inputs).map(Some).map_err(Failure::bad_input),

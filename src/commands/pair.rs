@@ -8,6 +8,7 @@ use crate::commands::{pair_scenario, runtime, Failure};
 use crate::launch::slurm::Allocation;
 use crate::launch::Launch;
 use crate::report::export::{Exporter, JsonExporter};
+use crate::report::store::results_dir::Input;
 use crate::report::terminal::perftest;
 use crate::run::signals::Signals;
 use crate::run::{self, RunOptions};
@@ -18,7 +19,11 @@ pub fn pair(args: &PairArgs) -> Result<(), Failure> {
     ready(&runtime, &launch, &prepared.hosts)?;
     let json: &dyn Exporter = &JsonExporter;
     let mut output = Output {
-        folder: output::folder(&args.save, &prepared.scenario.run.name, &[("command.txt", output::command_line())])?,
+        folder: output::folder(
+            &args.save,
+            &prepared.scenario.run.name,
+            &[Input { name: "command.txt", bytes: output::command_line() }],
+        )?,
         exports: args.export_json.as_deref().map(|target| (target, json)).into_iter().collect(),
         summary: true,
     };

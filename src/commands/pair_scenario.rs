@@ -159,7 +159,7 @@ fn sizes(args: &PairArgs, op: Op) -> Result<Vec<ByteSize>, PairError> {
             return bad("-s/--size", atomic_size_error(other));
         }
     }
-    let (largest, valid) = limits::message_sizes(args.transport);
+    let limits::MessageSizes { largest, why: valid } = limits::message_sizes(args.transport);
     if !args.all {
         if let Some(zero) = args.size.iter().find(|s| s.bytes() == 0) {
             return bad("-s/--size", format!("{zero}: a message needs at least 1 byte"));

@@ -18,6 +18,7 @@ use crate::launch::slurm::Allocation;
 use crate::launch::Launch;
 use crate::report::export::junit::JunitExporter;
 use crate::report::export::{CsvExporter, Exporter, JsonExporter, MarkdownExporter};
+use crate::report::store::results_dir::Input;
 use crate::report::terminal::{self, stdout, terminal_width};
 use crate::run::signals::Signals;
 use crate::run::{self, JudgeOptions, RunOptions};
@@ -213,13 +214,16 @@ fn under_mpirun(args: &RunArgs, prepared: &run::Prepared, origin: &str) -> anyho
 
 /// What the results folder keeps of the inputs: the scenario and hostfile
 /// as given, and the command line.
-fn inputs(inputs: &Inputs) -> Result<Vec<(&'static str, Vec<u8>)>, Failure> {
+fn inputs(inputs: &Inputs) -> Result<Vec<Input>, Failure> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|e| Failure::BadInput(anyhow::anyhow!("cannot read {}: {e}", path.display())))
     };
-    let mut files = vec![("command.txt", output::command_line()), ("scenario.toml", read(&inputs.scenario)?)];
+    let mut files = vec![
+        Input { name: "command.txt", bytes: output::command_line() },
+        Input { name: "scenario.toml", bytes: read(&inputs.scenario)? },
+    ];
     if let Some(hostfile) = &inputs.hostfile {
-        files.push(("hostfile", read(hostfile)?));
+        files.push(Input { name: "hostfile", bytes: read(hostfile)? });
     }
     Ok(files)
 }

@@ -16,7 +16,7 @@ use crate::control::coordinator::{ConnId, Coordinator, Event, Output};
 use crate::control::framing::{pump, FrameError, FrameReader, FrameWriter};
 use crate::control::instruction::Instruction;
 use crate::control::wire::{decode_hello, ToCoordinator, ToWorker, HELLO_MAX};
-use crate::histogram;
+use crate::histogram::{self, Decoded};
 
 /// Connections the kernel queues until they are accepted. Every rank
 /// connects at once; with the usual 128, a job of more ranks loses SYNs and
@@ -307,15 +307,15 @@ async fn read_frames(
     loop {
         let input = match reader.next_frame().await {
             Some(Ok(frame)) => match histogram::decode_within(histograms, || postcard::from_bytes(&frame)) {
-                (Ok(msg), _) => Inbound::Frame(id, msg),
-                (Err(_), true) => {
+                Decoded { value: Ok(msg), .. } => Inbound::Frame(id, msg),
+                Decoded { value: Err(_), overdrawn: true } => {
                     let reason = format!(
                         "a frame carried more than {histograms} latency histograms, the most a report of this rank may carry"
                     );
                     let _ = inbound.send(Inbound::Garbage(id, reason));
                     return;
                 }
-                (Err(e), false) => {
+                Decoded { value: Err(e), overdrawn: false } => {
                     let _ = inbound.send(Inbound::Garbage(id, FrameError::Decode(e).to_string()));
                     return;
                 }

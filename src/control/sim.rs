@@ -16,9 +16,9 @@ use crate::control::wire::{Endpoint, FlowEndpoint, Hello, ToCoordinator, ToWorke
 use crate::metrics::clock::Epoch;
 use crate::metrics::{FlowSamples, RankReport};
 use crate::plan::{Phase, Plan};
-use crate::result::intervals::{Moved, Series};
+use crate::result::intervals::Series;
 use crate::result::{PhaseResult, RunResult};
-use crate::transport::Side;
+use crate::transport::{Counts, Side};
 use crate::{hostfile, plan, scenario};
 
 pub const TOKEN: &str = "secret";
@@ -344,7 +344,7 @@ pub fn rank_messages(phase: &Phase, ranks: usize, boundaries: u32) -> Vec<Vec<To
     reports
         .into_iter()
         .map(|report| {
-            let ends = vec![Moved { bytes: 1_000_000_000, messages: 7_630 }; report.flows.len()];
+            let ends = vec![Counts { bytes: 1_000_000_000, messages: 7_630 }; report.flows.len()];
             let interval = |interval| ToCoordinator::Interval {
                 phase: phase.index,
                 interval,

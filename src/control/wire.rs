@@ -12,13 +12,12 @@ use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
 use crate::plan::{Flow, FlowId, GpuAsk, GroupPlan};
 use crate::result::degraded::AskedWindow;
-use crate::result::intervals::Moved;
 use crate::scenario::memory::GpuChoice;
 use crate::scenario::stress::StressSpec;
 use crate::scenario::{check_run, BadKey, RunSpec};
 use crate::transport::rdma::{RdmaEndpoint, RdmaInventory};
 use crate::transport::tcp::FlowProof;
-use crate::transport::Side;
+use crate::transport::{Counts, Side};
 
 /// "FBCP": the first field of every Hello; anything else is a stranger.
 pub const MAGIC: u32 = 0x4642_4350;
@@ -190,7 +189,7 @@ pub enum ToCoordinator {
         phase: usize,
         interval: u32,
         span_ns: i64,
-        ends: Vec<Moved>,
+        ends: Vec<Counts>,
     },
     /// Everything the rank measured in a phase.
     Report(Box<RankReport>),

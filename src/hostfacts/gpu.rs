@@ -70,11 +70,19 @@ impl NicAffinity {
     }
 }
 
+/// The GPU `gpu = "auto"` chose for a NIC: its index, and why it (for
+/// the run's notes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NearestGpu {
+    pub index: usize,
+    pub why: String,
+}
+
 impl GpuFacts {
     /// `gpu = "auto"` for a flow on `nic` (`None`: the host's first RDMA
     /// NIC, the one a flow naming no device would open first): the nearest
-    /// GPU's index and why it; `None` when the host tells no affinity.
-    pub fn nearest_to(&self, nic: Option<&str>) -> Option<(usize, String)> {
+    /// GPU; `None` when the host tells no affinity.
+    pub fn nearest_to(&self, nic: Option<&str>) -> Option<NearestGpu> {
         let row = match nic {
             Some(name) => self.nics.iter().find(|row| row.nic == name)?,
             None => self.nics.first()?,
@@ -82,7 +90,8 @@ impl GpuFacts {
         let index = row.nearest_gpu()?;
         let gpu = self.gpus.get(index)?;
         let link = row.links[index];
-        Some((index, format!("auto: nearest {} ({link}, {}): GPU {index} at {}", row.nic, link.meaning(), gpu.bus_id)))
+        let why = format!("auto: nearest {} ({link}, {}): GPU {index} at {}", row.nic, link.meaning(), gpu.bus_id);
+        Some(NearestGpu { index, why })
     }
 
     /// The GPUs under the sysfs root `sys` (models from `root`'s

@@ -22,7 +22,8 @@ use crate::load::topology::parse_cpu_list;
 use crate::transport::rdma::libibverbs_release;
 
 pub use gpu::{
-    dma_buf_kernel, dma_buf_possible, kernel_registers_dma_buf, peer_memory_module, GpuDevice, GpuFacts, NicAffinity,
+    dma_buf_kernel, dma_buf_possible, kernel_registers_dma_buf, peer_memory_module, GpuDevice, GpuFacts, NearestGpu,
+    NicAffinity,
 };
 pub use limits::LockedMemory;
 pub use pci::{PciLink, PciPlace};

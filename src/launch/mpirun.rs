@@ -92,10 +92,10 @@ impl MpirunLauncher {
     }
 
     /// Starts one worker per entry of `hosts`, rank k on `hosts[k]`, each
-    /// with the variable `env` (name, value) in its environment.
-    pub fn start_step(&self, hosts: &[Host], env: (&str, &str)) -> Result<SrunStep, LaunchError> {
+    /// with the environment variable `var` set to `value`.
+    pub fn start_step(&self, hosts: &[Host], var: &str, value: &str) -> Result<SrunStep, LaunchError> {
         let fail = |reason: String| LaunchError::Start { rank: 0, host: hosts[0].name.clone(), reason };
-        check_env(env.1, hosts.len()).map_err(|e| fail(e.to_string()))?;
+        check_env(value, hosts.len()).map_err(|e| fail(e.to_string()))?;
         let text = hostfile(hosts).map_err(|e| fail(e.to_string()))?;
         let node_file = NodeFile::write(&text).map_err(|e| fail(format!("cannot write mpirun's hostfile: {e}")))?;
         let mut mpirun = Command::new(MPIRUN);
@@ -106,8 +106,8 @@ impl MpirunLauncher {
             // Rank order is the hostfile's; the workers pin their own threads.
             .args(["--map-by", "slot", "--bind-to", "none"])
             // The value stays in the environment, out of every argv.
-            .env(env.0, env.1)
-            .args(["-x", env.0])
+            .env(var, value)
+            .args(["-x", var])
             .arg(&self.exe)
             .args(["worker", "--mpi"]);
         let Piped { child, stdin, stdout, stderr } =

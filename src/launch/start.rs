@@ -30,23 +30,33 @@ pub enum StartError {
 /// SSH options, that worker starts the ranks below it over SSH.
 pub type MemberLine<'a> = dyn Fn(&Subtree, Option<&SshOptions>) -> Result<String, serde_json::Error> + 'a;
 
+/// A tree launch: how many workers each worker starts, and the SSH options
+/// it starts them with.
+#[derive(Clone, Copy)]
+pub struct TreeLaunch<'a> {
+    pub radix: usize,
+    pub ssh: &'a SshOptions,
+}
+
 /// One process per host, all started at once: rank 0 gets `rank0_line`, the
 /// others theirs without rank 0's address, which follows on their stdin
 /// once rank 0 listens, so a launch costs one remote start, not two in a
-/// row. In a tree launch (`tree`: radix and the SSH options the workers
-/// use) the launcher starts only the roots of the subtrees below rank 0.
+/// row. In a tree launch (`tree`) the launcher starts only the roots of the
+/// subtrees below rank 0.
 pub async fn per_host(
     launcher: &dyn Launcher,
     hosts: &[Host],
-    tree: Option<(usize, &SshOptions)>,
+    tree: Option<TreeLaunch<'_>>,
     workers: &mut Workers,
     rank0_line: &str,
     member_line: &MemberLine<'_>,
 ) -> Result<BoxRead, StartError> {
-    let others: Vec<(usize, Host)> = hosts.iter().cloned().enumerate().skip(1).collect();
     let direct = match tree {
-        Some((radix, _)) => tree::split(&others, radix),
-        None => others.into_iter().map(|(rank, host)| Subtree { rank, host, below: Vec::new() }).collect(),
+        Some(TreeLaunch { radix, .. }) => tree::split(1, &hosts[1..], radix),
+        None => {
+            let leaf = |(rank, host): (usize, &Host)| Subtree { rank, host: host.clone(), below: Vec::new() };
+            hosts.iter().enumerate().skip(1).map(leaf).collect()
+        }
     };
     let host0 = &hosts[0];
     // Every start opens its host's connection (at most --fanout at once).
@@ -60,7 +70,7 @@ pub async fn per_host(
         .map_err(|source| StartError::Send { to: "rank 0".into(), source })?;
     for (subtree, started) in direct.iter().zip(others) {
         let (rank, host) = (subtree.rank, &subtree.host);
-        let line = member_line(subtree, tree.map(|(_, ssh)| ssh))?;
+        let line = member_line(subtree, tree.map(|t| t.ssh))?;
         workers
             .adopt(rank, &host.name, started?, &line)
             .await
@@ -85,16 +95,17 @@ pub async fn alone(
 }
 
 /// One mpirun job for every rank: rank 0 reads `line` on mpirun's stdin
-/// (the only rank that has it); every rank reads `env` (the job's
-/// identity, the hosts and rank 0's port).
+/// (the only rank that has it); every rank reads the environment variable
+/// `var`, set to `value` (the job's identity, the hosts and rank 0's port).
 pub async fn mpirun(
     mpirun: &MpirunLauncher,
     hosts: &[Host],
     workers: &mut Workers,
-    env: (&str, &str),
+    var: &str,
+    value: &str,
     line: &str,
 ) -> Result<BoxRead, StartError> {
-    let step = mpirun.start_step(hosts, env)?;
+    let step = mpirun.start_step(hosts, var, value)?;
     adopt_step(workers, hosts, step, line, "mpirun's rank 0").await
 }
 

@@ -23,19 +23,19 @@ impl Subtree {
     }
 }
 
-/// Splits `ranks` (in rank order) into at most `radix` subtrees of nearly
-/// equal size; the first rank of each contiguous share roots it. Each
-/// worker is told only its own subtree, so the specs of a whole launch
-/// carry O(N log N) hosts, not O(N²).
-pub fn split(ranks: &[(usize, Host)], radix: usize) -> Vec<Subtree> {
+/// Splits the ranks `first..` (rank `first + k` on `hosts[k]`) into at
+/// most `radix` subtrees of nearly equal size; the first rank of each
+/// contiguous share roots it. Each worker is told only its own subtree, so
+/// the specs of a whole launch carry O(N log N) hosts, not O(N²).
+pub fn split(first: usize, hosts: &[Host], radix: usize) -> Vec<Subtree> {
     let radix = radix.max(1);
     let mut out = Vec::new();
-    let mut rest = ranks;
-    for share in (1..=radix.min(ranks.len())).rev() {
+    let (mut rank, mut rest) = (first, hosts);
+    for share in (1..=radix.min(hosts.len())).rev() {
         let (chunk, tail) = rest.split_at(rest.len().div_ceil(share));
-        let ((rank, host), below) = chunk.split_first().expect("chunks are not empty");
-        out.push(Subtree { rank: *rank, host: host.clone(), below: split(below, radix) });
-        rest = tail;
+        let (host, below) = chunk.split_first().expect("chunks are not empty");
+        out.push(Subtree { rank, host: host.clone(), below: split(rank + 1, below, radix) });
+        (rank, rest) = (rank + chunk.len(), tail);
     }
     out
 }
@@ -44,8 +44,9 @@ pub fn split(ranks: &[(usize, Host)], radix: usize) -> Vec<Subtree> {
 mod tests {
     use super::*;
 
-    fn ranks(n: usize) -> Vec<(usize, Host)> {
-        (1..=n).map(|r| (r, Host::named(&format!("h{}", r + 1)))).collect()
+    /// The hosts of ranks 1..=n.
+    fn hosts(n: usize) -> Vec<Host> {
+        (1..=n).map(|r| Host::named(&format!("h{}", r + 1))).collect()
     }
 
     fn depth(t: &[Subtree]) -> usize {
@@ -62,7 +63,7 @@ mod tests {
     #[test]
     fn every_rank_once_at_most_radix_children_logarithmic_depth() {
         for (n, radix, most_deep) in [(7, 2, 3), (7, 7, 1), (100, 4, 4), (9999, 32, 3), (1, 3, 1), (0, 2, 0)] {
-            let tree = split(&ranks(n), radix);
+            let tree = split(1, &hosts(n), radix);
             let mut seen = Vec::new();
             flatten(&tree, &mut seen);
             assert_eq!(seen, (1..=n).collect::<Vec<_>>(), "n {n} radix {radix}: each rank once, in order");
@@ -74,7 +75,7 @@ mod tests {
 
     #[test]
     fn shares_are_balanced() {
-        let tree = split(&ranks(10), 3);
+        let tree = split(1, &hosts(10), 3);
         assert_eq!(tree.iter().map(Subtree::size).collect::<Vec<_>>(), [4, 3, 3]);
         assert_eq!(tree.iter().map(|s| s.rank).collect::<Vec<_>>(), [1, 5, 8]);
         assert_eq!(tree[0].below.iter().map(|s| s.rank).collect::<Vec<_>>(), [2, 3, 4]);

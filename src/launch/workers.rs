@@ -72,6 +72,14 @@ pub struct Workers {
     echo: Echo,
 }
 
+/// A member's stdin refused a line: the rank whose it is (the caller
+/// names its host), and why.
+#[derive(Debug)]
+pub struct MemberRefused {
+    pub rank: usize,
+    pub error: std::io::Error,
+}
+
 impl Workers {
     pub fn new(echo: Echo) -> Workers {
         let (exits_tx, exits) = mpsc::unbounded_channel();
@@ -154,12 +162,12 @@ impl Workers {
     }
 
     /// Writes one more line to every process but the first (rank 0's), all
-    /// at once; an error names the rank whose stdin refused it.
-    pub async fn send_to_members(&mut self, line: &str) -> Result<(), (usize, std::io::Error)> {
+    /// at once.
+    pub async fn send_to_members(&mut self, line: &str) -> Result<(), MemberRefused> {
         let writes = self.handles.iter_mut().skip(1).filter_map(|h| {
             let rank = h.ranks.start;
             let stdin = h.stdin.as_mut()?;
-            Some(async move { write_line(stdin, line).await.map_err(|e| (rank, e)) })
+            Some(async move { write_line(stdin, line).await.map_err(|error| MemberRefused { rank, error }) })
         });
         futures::future::join_all(writes).await.into_iter().collect()
     }

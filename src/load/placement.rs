@@ -57,8 +57,8 @@ pub fn resolve_at(placement: &Placement, device_node: Option<usize>, sys: &Path)
             },
         });
     };
-    let near: Vec<usize> = nodes.iter().filter(|(n, _)| *n == node).flat_map(|(_, c)| c.clone()).collect();
-    let far: Vec<usize> = nodes.iter().filter(|(n, _)| *n != node).flat_map(|(_, c)| c.clone()).collect();
+    let near: Vec<usize> = nodes.iter().filter(|n| n.id == node).flat_map(|n| n.cpus.clone()).collect();
+    let far: Vec<usize> = nodes.iter().filter(|n| n.id != node).flat_map(|n| n.cpus.clone()).collect();
     Ok(match placement.numa {
         Numa::Auto | Numa::Any => Placed::default(),
         Numa::Near => Placed { cores: near, note: None },
@@ -78,7 +78,7 @@ pub fn near_node(node: Option<i32>) -> Vec<usize> {
     let nodes = topology::nodes();
     match nodes.len() {
         0 | 1 => Vec::new(),
-        _ => nodes.into_iter().find(|(n, _)| *n == node).map(|(_, cores)| cores).unwrap_or_default(),
+        _ => nodes.into_iter().find(|n| n.id == node).map(|n| n.cpus).unwrap_or_default(),
     }
 }
 
@@ -142,8 +142,8 @@ mod tests {
         assert!(near_node(Some(-1)).is_empty(), "sysfs says -1 for none");
         assert!(near_node(Some(4096)).is_empty(), "no such node");
         let nodes = topology::nodes();
-        let expected = if nodes.len() > 1 { nodes[0].1.clone() } else { Vec::new() };
-        assert_eq!(near_node(Some(nodes.first().map_or(0, |n| n.0 as i32))), expected);
+        let expected = if nodes.len() > 1 { nodes[0].cpus.clone() } else { Vec::new() };
+        assert_eq!(near_node(Some(nodes.first().map_or(0, |n| n.id as i32))), expected);
     }
 
     #[test]

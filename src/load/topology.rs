@@ -43,22 +43,30 @@ fn node_cpus_at(sys: &Path, node: usize) -> Option<Vec<usize>> {
     read_list(&sys.join("devices/system/node").join(format!("node{node}")).join("cpulist"))
 }
 
-/// Every NUMA node with its cores.
-pub fn nodes() -> Vec<(usize, Vec<usize>)> {
+/// One NUMA node: its number and its cores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumaNode {
+    pub id: usize,
+    pub cpus: Vec<usize>,
+}
+
+/// Every NUMA node with its cores, by number.
+pub fn nodes() -> Vec<NumaNode> {
     nodes_at(&sys())
 }
 
-/// Every NUMA node under the sysfs root `sys`, with its cores.
-pub fn nodes_at(sys: &Path) -> Vec<(usize, Vec<usize>)> {
+/// Every NUMA node under the sysfs root `sys`, with its cores, by number.
+pub fn nodes_at(sys: &Path) -> Vec<NumaNode> {
     let Ok(entries) = std::fs::read_dir(sys.join("devices/system/node")) else { return Vec::new() };
-    let mut nodes: Vec<(usize, Vec<usize>)> = entries
+    let mut nodes: Vec<NumaNode> = entries
         .flatten()
         .filter_map(|e| {
-            let node: usize = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
-            Some((node, node_cpus_at(sys, node)?))
+            let id: usize = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
+            Some(NumaNode { id, cpus: node_cpus_at(sys, id)? })
         })
         .collect();
-    nodes.sort();
+    // One entry per node: its number alone orders them.
+    nodes.sort_by_key(|n| n.id);
     nodes
 }
 

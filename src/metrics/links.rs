@@ -15,6 +15,13 @@ use serde::{Deserialize, Serialize};
 /// `LinkWatch::dropped` counts what was left out.
 pub const MAX_EVENTS: usize = 1000;
 
+/// What a watch saw over a phase: its events, by start, and how many more
+/// it dropped past [`MAX_EVENTS`].
+pub struct Seen {
+    pub events: Vec<LinkEvent>,
+    pub dropped: u64,
+}
+
 /// Counters whose increase is a link event.
 const NET_COUNTERS: &[&str] = &["carrier_changes"];
 const IB_COUNTERS: &[&str] = &["counters/link_downed", "counters/link_error_recovery"];
@@ -165,14 +172,14 @@ impl LinkWatch {
     }
 
     /// The events seen, those still open at the last boundary included.
-    pub fn finish(mut self) -> (Vec<LinkEvent>, u64) {
+    pub fn finish(mut self) -> Seen {
         for (_, _, open) in &mut self.devices {
             if let Some(event) = open.take() {
                 keep(&mut self.events, &mut self.dropped, event);
             }
         }
         self.events.sort_by_key(|e| e.from_ns);
-        (self.events, self.dropped)
+        Seen { events: self.events, dropped: self.dropped }
     }
 }
 
@@ -210,7 +217,7 @@ mod tests {
         netdev(dir.path(), "up", 6);
         watch.observe(400);
         watch.observe(500);
-        let (events, dropped) = watch.finish();
+        let Seen { events, dropped } = watch.finish();
         assert_eq!(dropped, 0);
         assert_eq!(
             events,
@@ -235,7 +242,7 @@ mod tests {
         watch.observe(20);
         netdev(dir.path(), "down", 3);
         watch.observe(30);
-        let (events, _) = watch.finish();
+        let events = watch.finish().events;
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!((events[0].from_ns, events[0].until_ns, events[0].states.len()), (0, Some(10), 0));
         assert_eq!((events[1].from_ns, events[1].until_ns), (20, None));
@@ -274,7 +281,7 @@ mod tests {
         watch.observe(2_000);
         std::fs::write(dir.join("state"), "4: ACTIVE\n").unwrap();
         watch.observe(3_000);
-        let (events, _) = watch.finish();
+        let events = watch.finish().events;
         assert_eq!(
             events,
             [LinkEvent {
@@ -303,7 +310,7 @@ mod tests {
             netdev(dir.path(), if k % 2 == 0 { "up" } else { "down" }, 0);
             watch.observe(k);
         }
-        let (events, dropped) = watch.finish();
+        let Seen { events, dropped } = watch.finish();
         assert_eq!((events.len(), dropped), (MAX_EVENTS, 5));
     }
 }

@@ -158,11 +158,18 @@ pub struct Flow {
     pub dst: usize,
 }
 
+/// The rank that holds the most TCP sockets at once, and how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusiestRank {
+    pub rank: usize,
+    pub sockets: u64,
+}
+
 impl Plan {
     /// The most TCP sockets one rank holds at once (its streams of one
     /// phase, both ends counted), and which rank that is.
-    pub fn busiest_sockets(&self) -> (usize, u64) {
-        let mut busiest = (0, 0);
+    pub fn busiest_sockets(&self) -> BusiestRank {
+        let mut busiest = BusiestRank { rank: 0, sockets: 0 };
         for phase in &self.phases {
             let mut sockets = vec![0u64; self.ranks.len()];
             for flow in &phase.flows {
@@ -173,8 +180,8 @@ impl Plan {
                 }
             }
             for (rank, &n) in sockets.iter().enumerate() {
-                if n > busiest.1 {
-                    busiest = (rank, n);
+                if n > busiest.sockets {
+                    busiest = BusiestRank { rank, sockets: n };
                 }
             }
         }

@@ -16,6 +16,7 @@ pub(super) fn select(
     set.as_ref().unwrap_or(&default).resolve(n).map_err(|e| BadKey::new(key, e.to_string()))
 }
 
+/// `(src, dst)` pairs of ranks.
 pub(super) type Pairs = Vec<(usize, usize)>;
 
 /// A pattern's `(src, dst)` pairs; errors carry the offending field.

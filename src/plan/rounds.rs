@@ -2,10 +2,12 @@
 //! pair of ranks meets exactly once, the pairs of a round are disjoint (each
 //! rank is in at most one pair), so a round measures each of its links alone.
 
-/// `(src, dst)` pairs per round. n ranks give n − 1 rounds of n/2 pairs when
+use super::patterns::Pairs;
+
+/// The `(src, dst)` pairs of each round. n ranks give n − 1 rounds of n/2 pairs when
 /// n is even; when n is odd, n rounds of (n − 1)/2 pairs, one rank idle in
 /// each (it meets the empty slot of the circle).
-pub fn circle(ranks: &[usize]) -> Vec<Vec<(usize, usize)>> {
+pub fn circle(ranks: &[usize]) -> Vec<Pairs> {
     if ranks.len() < 2 {
         return Vec::new();
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::patterns::{select, with_reverse, Pairs};
 use crate::hostfile::Host;
-use crate::scenario::topology::restrictions;
+use crate::scenario::topology::restriction;
 use crate::scenario::{BadKey, GroupSpec, RankSet};
 use crate::topology::{Route, SwitchName, Topology};
 
@@ -75,7 +75,7 @@ impl<'a> Fabric<'a> {
 /// The pairs of `pairs` that the group's `within`, `across` and `hops`
 /// allow; all of them when it gives none of these keys.
 pub(super) fn restrict(g: &GroupSpec, pairs: Pairs, fabric: Option<&Fabric>) -> Result<Pairs, BadKey> {
-    let Some((key, _)) = restrictions(g).into_iter().find(|&(_, given)| given) else { return Ok(pairs) };
+    let Some(key) = restriction(g) else { return Ok(pairs) };
     let fabric = fabric.ok_or_else(|| BadKey::new(key, format!("`{key}` {NEEDS}")))?;
     Ok(pairs.into_iter().filter(|&pair| fabric.allows(g, pair)).collect())
 }

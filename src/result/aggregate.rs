@@ -13,11 +13,11 @@ use crate::metrics::{stats, FlowEngines, FlowSamples, RankReport};
 use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::degraded::{self, AskedWindow, Degradation, Observed, ObservedFlow};
 use crate::result::gpu_memory::FlowGpuMemory;
-use crate::result::intervals::{Moved, PhaseIntervals};
+use crate::result::intervals::PhaseIntervals;
 use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
 use crate::scenario::rdma::Connection;
 use crate::scenario::{Mode, Op, Transport};
-use crate::transport::Side;
+use crate::transport::{Counts, Side};
 use crate::units::gbps;
 
 /// Builds the phase result from the reports that arrived (`None` for a rank
@@ -73,7 +73,7 @@ fn rank_windows(arrived: &[&RankReport], intervals: &PhaseIntervals) -> Vec<(usi
 
 /// One end of a flow that reported: its rank's report, its samples, and
 /// what it moved in the common window.
-type End<'a> = (&'a RankReport, &'a FlowSamples, Moved);
+type End<'a> = (&'a RankReport, &'a FlowSamples, Counts);
 
 /// Every rank's samples by flow and side, with the intervals that say what
 /// each end moved in the common window.
@@ -137,7 +137,7 @@ fn flow_result(
     window_s: f64,
 ) -> FlowResult {
     let counted = if group.counted_at_receiver() { rx.or(tx) } else { tx.or(rx) };
-    let Moved { bytes, messages } = counted.map_or(Moved::default(), |c| c.2);
+    let Counts { bytes, messages } = counted.map_or(Counts::default(), |c| c.2);
     let checker = if group.validation_checked_by_sender() { tx } else { rx };
     let dv = checker.and_then(|(_, s, _)| s.validation);
     let error = [tx, rx].into_iter().flatten().find_map(|(_, s, _)| s.error.clone());

@@ -9,12 +9,10 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
-
 use crate::plan::Phase;
 use crate::result::PhaseResult;
 use crate::scenario::Mode;
-use crate::transport::Side;
+use crate::transport::{Counts, Side};
 use crate::units::gbps;
 
 /// What is wrong with a rank's reading of an interval (the caller names the rank and phase).
@@ -32,45 +30,27 @@ pub enum BadReading {
     NegativeSpan { interval: u32, span_ns: i64 },
 }
 
-/// What one flow end moved (in one interval, or over several).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Moved {
-    pub bytes: u64,
-    pub messages: u64,
-}
-
-impl Moved {
-    /// A flow end's counters as read: (bytes, messages).
-    pub fn of((bytes, messages): (u64, u64)) -> Moved {
-        Moved { bytes, messages }
-    }
-
-    /// Both counts added, held at the largest count rather than wrapping.
-    pub fn saturating_add(self, other: Moved) -> Moved {
-        Moved { bytes: self.bytes.saturating_add(other.bytes), messages: self.messages.saturating_add(other.messages) }
-    }
-
-    /// What moved since the totals `was` (counters only grow; a reading
-    /// behind `was` is nothing).
-    pub fn since(self, was: Moved) -> Moved {
-        Moved { bytes: self.bytes.saturating_sub(was.bytes), messages: self.messages.saturating_sub(was.messages) }
-    }
-}
-
-/// Each rank's flow ends, as indices into the phase's flows with their
-/// side, in the order the rank is set up with them (flow order, a sender
-/// end before a receiver end).
-pub fn ends_by_rank(phase: &Phase, ranks: usize) -> Vec<Vec<(usize, Side)>> {
+/// Each rank's flow ends, in the order the rank is set up with them (flow
+/// order, a sender end before a receiver end).
+pub fn ends_by_rank(phase: &Phase, ranks: usize) -> Vec<Vec<End>> {
     let mut ends = vec![Vec::new(); ranks];
     for (i, flow) in phase.flows.iter().enumerate() {
         if let Some(src) = ends.get_mut(flow.src) {
-            src.push((i, Side::Sender));
+            src.push(End { flow: i, side: Side::Sender });
         }
         if let Some(dst) = ends.get_mut(flow.dst) {
-            dst.push((i, Side::Receiver));
+            dst.push(End { flow: i, side: Side::Receiver });
         }
     }
     ends
+}
+
+/// One flow end a rank plays: the flow's index among its phase's flows,
+/// and which side of it the rank is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct End {
+    pub flow: usize,
+    pub side: Side,
 }
 
 /// One closed interval: the bandwidth flows' sum and every flow's own, Gb/s.
@@ -84,7 +64,7 @@ pub struct Closed {
 /// One rank's reading of one interval.
 struct Reading {
     span_ns: i64,
-    ends: Vec<Moved>,
+    ends: Vec<Counts>,
 }
 
 /// One interval not closed yet: the readings of the ranks that sent it.
@@ -112,7 +92,7 @@ pub struct PhaseIntervals {
     /// Intervals `closed + 1`…, each with every rank's reading so far.
     pending: VecDeque<Pending>,
     /// Per rank and end, what it moved over the closed intervals.
-    sums: Vec<Vec<Moved>>,
+    sums: Vec<Vec<Counts>>,
     /// Per rank, the length of the closed intervals on its clock, ns.
     spans_ns: Vec<i64>,
 }
@@ -123,7 +103,7 @@ impl PhaseIntervals {
         let ends = ends_by_rank(phase, ranks);
         let mut at: Vec<[Option<(usize, usize)>; 2]> = vec![[None; 2]; phase.flows.len()];
         for (rank, list) in ends.iter().enumerate() {
-            for (e, &(flow, side)) in list.iter().enumerate() {
+            for (e, &End { flow, side }) in list.iter().enumerate() {
                 at[flow][usize::from(side == Side::Receiver)] = Some((rank, e));
             }
         }
@@ -131,7 +111,7 @@ impl PhaseIntervals {
             at,
             receiver_first: phase.flows.iter().map(|f| phase.groups[f.group].counted_at_receiver()).collect(),
             bandwidth: phase.flows.iter().map(|f| phase.groups[f.group].mode == Mode::Bandwidth).collect(),
-            sums: ends.iter().map(|e| vec![Moved::default(); e.len()]).collect(),
+            sums: ends.iter().map(|e| vec![Counts::default(); e.len()]).collect(),
             ends: ends.iter().map(Vec::len).collect(),
             last: intervals,
             next: vec![1; ranks],
@@ -148,7 +128,7 @@ impl PhaseIntervals {
         rank: usize,
         interval: u32,
         span_ns: i64,
-        ends: Vec<Moved>,
+        ends: Vec<Counts>,
     ) -> Result<Vec<Closed>, BadReading> {
         let Some(&next) = self.next.get(rank) else { return Err(BadReading::NotInJob { rank }) };
         let has = self.ends[rank];
@@ -231,7 +211,7 @@ impl PhaseIntervals {
     }
 
     /// What flow `flow`'s `side` end moved over the closed intervals.
-    pub fn moved(&self, flow: usize, side: Side) -> Option<Moved> {
+    pub fn moved(&self, flow: usize, side: Side) -> Option<Counts> {
         let (rank, e) = self.at.get(flow)?[usize::from(side == Side::Receiver)]?;
         Some(self.sums[rank][e])
     }
@@ -300,29 +280,29 @@ mod tests {
     fn an_interval_closes_once_every_rank_has_sent_it() {
         let mut iv = PhaseIntervals::new(&fan_in(3), 3, 10);
         // Rank 1 runs ahead; rank 0 receives flows 0 and 1, counting them.
-        assert_eq!(iv.take(1, 1, S, vec![Moved { bytes: 7, messages: 1 }]), Ok(vec![]));
-        assert_eq!(iv.take(1, 2, S, vec![Moved { bytes: 7, messages: 1 }]), Ok(vec![]));
+        assert_eq!(iv.take(1, 1, S, vec![Counts { bytes: 7, messages: 1 }]), Ok(vec![]));
+        assert_eq!(iv.take(1, 2, S, vec![Counts { bytes: 7, messages: 1 }]), Ok(vec![]));
         assert_eq!(
             iv.take(
                 0,
                 1,
                 S,
-                vec![Moved { bytes: 1_000_000_000, messages: 10 }, Moved { bytes: 500_000_000, messages: 5 }]
+                vec![Counts { bytes: 1_000_000_000, messages: 10 }, Counts { bytes: 500_000_000, messages: 5 }]
             ),
             Ok(vec![])
         );
-        let closed = iv.take(2, 1, S, vec![Moved { bytes: 9, messages: 1 }]).unwrap();
+        let closed = iv.take(2, 1, S, vec![Counts { bytes: 9, messages: 1 }]).unwrap();
         assert_eq!(closed, [Closed { interval: 1, gbps: 12.0, flows: vec![8.0, 4.0] }]);
         assert_eq!(
-            iv.take(0, 2, 2 * S, vec![Moved { bytes: 1_000_000_000, messages: 10 }, Moved { bytes: 0, messages: 0 }]),
+            iv.take(0, 2, 2 * S, vec![Counts { bytes: 1_000_000_000, messages: 10 }, Counts { bytes: 0, messages: 0 }]),
             Ok(vec![])
         );
-        let closed = iv.take(2, 2, S, vec![Moved { bytes: 9, messages: 1 }]).unwrap();
+        let closed = iv.take(2, 2, S, vec![Counts { bytes: 9, messages: 1 }]).unwrap();
         assert_eq!(closed, [Closed { interval: 2, gbps: 4.0, flows: vec![4.0, 0.0] }], "over rank 0's 2 s");
         assert_eq!(iv.closed(), 2);
-        assert_eq!(iv.moved(0, Side::Receiver), Some(Moved { bytes: 2_000_000_000, messages: 20 }));
-        assert_eq!(iv.moved(0, Side::Sender), Some(Moved { bytes: 14, messages: 2 }));
-        assert_eq!(iv.moved(1, Side::Sender), Some(Moved { bytes: 18, messages: 2 }));
+        assert_eq!(iv.moved(0, Side::Receiver), Some(Counts { bytes: 2_000_000_000, messages: 20 }));
+        assert_eq!(iv.moved(0, Side::Sender), Some(Counts { bytes: 14, messages: 2 }));
+        assert_eq!(iv.moved(1, Side::Sender), Some(Counts { bytes: 18, messages: 2 }));
         assert_eq!((iv.span_s(0), iv.span_s(1)), (3.0, 2.0));
     }
 
@@ -330,10 +310,10 @@ mod tests {
     fn the_end_closes_what_the_ranks_left_sent_up_to_the_first_gap() {
         let mut iv = PhaseIntervals::new(&fan_in(3), 3, 10);
         for k in 1..=3 {
-            iv.take(1, k, S, vec![Moved { bytes: 125_000_000, messages: 1 }]).unwrap();
+            iv.take(1, k, S, vec![Counts { bytes: 125_000_000, messages: 1 }]).unwrap();
         }
-        iv.take(2, 1, S, vec![Moved { bytes: 250_000_000, messages: 1 }]).unwrap();
-        iv.take(2, 2, S, vec![Moved { bytes: 250_000_000, messages: 1 }]).unwrap();
+        iv.take(2, 1, S, vec![Counts { bytes: 250_000_000, messages: 1 }]).unwrap();
+        iv.take(2, 2, S, vec![Counts { bytes: 250_000_000, messages: 1 }]).unwrap();
         // The receiver, rank 0, was lost: the senders count, and interval 3
         // (rank 2 never sent it) stays open.
         let closed = iv.finish(|rank| rank != 0);
@@ -345,7 +325,7 @@ mod tests {
             ]
         );
         assert_eq!(iv.closed(), 2);
-        assert_eq!(iv.moved(0, Side::Sender), Some(Moved { bytes: 250_000_000, messages: 2 }));
+        assert_eq!(iv.moved(0, Side::Sender), Some(Counts { bytes: 250_000_000, messages: 2 }));
         assert_eq!(iv.finish(|_| true), [], "nothing is left pending");
     }
 

@@ -62,7 +62,7 @@ async fn judged(
     } else if matches!(launch, Launch::Joined { .. }) {
         // The other ranks ended with the run: nothing could start them again.
         not_retested(&mut judged, "mpirun started the ranks for one run (use --launcher mpirun to retest)");
-    } else if let Some((plan, owners)) = acceptance::retest_plan(&result, &mut judged, paths) {
+    } else if let Some(acceptance::RetestPlan { plan, owners }) = acceptance::retest_plan(&result, &mut judged, paths) {
         if opts.progress {
             crate::diag!("retesting {} suspect(s) alone", owners.len());
         }

@@ -12,9 +12,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::control::wire::Window;
 use crate::hostfile::Host;
 use crate::launch::ssh::SshOptions;
-use crate::launch::start;
+use crate::launch::start::{self, TreeLaunch};
 use crate::launch::tree::Subtree;
-use crate::launch::workers::Workers;
+use crate::launch::workers::{MemberRefused, Workers};
 use crate::launch::Launch;
 use crate::worker::mpi::{self, MpiJob};
 use crate::worker::relay::member_spec;
@@ -47,7 +47,7 @@ pub(super) async fn start_workers(
             (start::per_host(launcher.as_ref(), hosts, None, workers, &rank0()?, &member).await?, Tell::Members)
         }
         Launch::Tree { ssh, radix } => {
-            let tree = Some((*radix, ssh.options()));
+            let tree = Some(TreeLaunch { radix: *radix, ssh: ssh.options() });
             (start::per_host(ssh, hosts, tree, workers, &rank0()?, &member).await?, Tell::Members)
         }
         Launch::Srun(slurm) => {
@@ -63,7 +63,7 @@ pub(super) async fn start_workers(
             };
             let shared = serde_json::to_string(&MpiJob { job, token: token.to_string(), hosts: hosts.clone(), port })?;
             let line = serde_json::to_string(&step_spec(prepared, port, job, token, Some(hosts.clone())))?;
-            (start::mpirun(mpirun, hosts, workers, (mpi::JOB_VAR, &shared), &line).await?, Tell::Nobody)
+            (start::mpirun(mpirun, hosts, workers, mpi::JOB_VAR, &shared, &line).await?, Tell::Nobody)
         }
         Launch::Joined { local, .. } => (start::alone(local, &hosts[0], workers, &rank0()?).await?, Tell::Nobody),
     };
@@ -72,8 +72,8 @@ pub(super) async fn start_workers(
     let line = serde_json::to_string(&CoordinatorAt { coordinator })?;
     match tell {
         Tell::Members => {
-            if let Err((rank, e)) = workers.send_to_members(&line).await {
-                bail!("sending rank {rank} ({}) rank 0's address: {e}", workers.host(rank));
+            if let Err(MemberRefused { rank, error }) = workers.send_to_members(&line).await {
+                bail!("sending rank {rank} ({}) rank 0's address: {error}", workers.host(rank));
             }
         }
         Tell::Step => workers.send_to_last(&line).await.context("sending the srun step rank 0's address")?,

@@ -38,15 +38,25 @@ pub const MAX_NAME: usize = 64;
 /// Burner threads per rank, per core of the machine that validates.
 pub const THREADS_PER_CORE: usize = 4;
 
-/// The message sizes a transport sends as asked, and why the bound.
-pub fn message_sizes(transport: Transport) -> (u64, &'static str) {
+/// The message sizes a transport sends as asked: up to `largest` bytes,
+/// and the sentence that says so and why (for the error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageSizes {
+    pub largest: u64,
+    pub why: &'static str,
+}
+
+/// The message sizes `transport` sends as asked.
+pub fn message_sizes(transport: Transport) -> MessageSizes {
     match transport {
-        Transport::Tcp => {
-            (TCP_MAX_MESSAGE, "TCP messages are 1 B to 4 MiB (each stream sends from one buffer that size)")
-        }
-        Transport::Rdma => {
-            (MAX_MESSAGE_SIZE, "RDMA messages are 1 B to 1 GiB (one work request, the RC limit of most HCAs)")
-        }
+        Transport::Tcp => MessageSizes {
+            largest: TCP_MAX_MESSAGE,
+            why: "TCP messages are 1 B to 4 MiB (each stream sends from one buffer that size)",
+        },
+        Transport::Rdma => MessageSizes {
+            largest: MAX_MESSAGE_SIZE,
+            why: "RDMA messages are 1 B to 1 GiB (one work request, the RC limit of most HCAs)",
+        },
     }
 }
 

@@ -113,9 +113,12 @@ impl fmt::Display for HopRange {
     }
 }
 
-/// The keys that choose pairs by the topology, as `(key, given)`.
-pub fn restrictions(g: &GroupSpec) -> [(&'static str, bool); 3] {
+/// The first key that chooses pairs by the topology (`within`, `across`,
+/// `hops`) the group gives, if any.
+pub fn restriction(g: &GroupSpec) -> Option<&'static str> {
     [("within", g.within.is_some()), ("across", g.across.is_some()), ("hops", g.hops.is_some())]
+        .into_iter()
+        .find_map(|(key, given)| given.then_some(key))
 }
 
 /// What one file tells of these keys: they go with all-pairs and pairwise
@@ -123,7 +126,7 @@ pub fn restrictions(g: &GroupSpec) -> [(&'static str, bool); 3] {
 pub(super) fn check(s: &Scenario) -> Result<(), BadField> {
     for (i, g) in s.groups.iter().enumerate() {
         let takes = matches!(g.pattern, Pattern::AllPairs | Pattern::Pairwise);
-        if let Some((key, _)) = restrictions(g).into_iter().find(|&(_, given)| given && !takes) {
+        if let Some(key) = restriction(g).filter(|_| !takes) {
             let message = format!(
                 "does not apply to pattern `{}`: pairs are chosen by the topology in `all-pairs` and `pairwise` \
                  (and `bisection` chooses its own)",

@@ -146,7 +146,7 @@ fn check_sizes(g: &GroupSpec) -> Result<(), BadKey> {
         return Err(BadKey::new("message_size", atomic_size_error(m)));
     }
     let size = g.effective_message_size();
-    let (largest, valid) = limits::message_sizes(g.transport);
+    let limits::MessageSizes { largest, why: valid } = limits::message_sizes(g.transport);
     if size.bytes() > largest {
         return Err(BadKey::new("message_size", format!("{size} is too large: {valid}")));
     }

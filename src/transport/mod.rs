@@ -50,7 +50,29 @@ impl FlowCounters {
         }
     }
 
-    pub fn read(&self) -> (u64, u64) {
-        (self.bytes.load(Ordering::Relaxed), self.messages.load(Ordering::Relaxed))
+    pub fn read(&self) -> Counts {
+        Counts { bytes: self.bytes.load(Ordering::Relaxed), messages: self.messages.load(Ordering::Relaxed) }
+    }
+}
+
+/// What one flow end moved: its counters as read, what they grew by over
+/// one interval, or such growths summed. Crosses the wire in a rank's
+/// interval readings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub bytes: u64,
+    pub messages: u64,
+}
+
+impl Counts {
+    /// Both counts added, held at the largest count rather than wrapping.
+    pub fn saturating_add(self, other: Counts) -> Counts {
+        Counts { bytes: self.bytes.saturating_add(other.bytes), messages: self.messages.saturating_add(other.messages) }
+    }
+
+    /// What moved since the totals `was` (counters only grow; a reading
+    /// behind `was` is nothing).
+    pub fn since(self, was: Counts) -> Counts {
+        Counts { bytes: self.bytes.saturating_sub(was.bytes), messages: self.messages.saturating_sub(was.messages) }
     }
 }

@@ -92,7 +92,7 @@ fn a_thousand_flow_ends_on_a_few_engines_count_exactly() {
     stop.store(true, Ordering::Relaxed);
     threads.into_iter().for_each(|t| t.join().unwrap());
     for (k, (tx, rx)) in senders.iter().zip(&receivers).enumerate() {
-        let (sent, received) = (tx.counters.read().0, rx.counters.read().0);
+        let (sent, received) = (tx.counters.read().bytes, rx.counters.read().bytes);
         assert!(sent > 0, "stream {k} moved nothing: one stream starved");
         assert_eq!(sent, received, "stream {k}: what the receiver got is what its sender sent");
         assert_eq!(tx.state.error(), None, "stream {k}");
@@ -131,7 +131,7 @@ fn a_failing_flow_end_is_named_and_the_others_keep_moving() {
     socket2::SockRef::from(&doomed_rx).set_linger(Some(Duration::ZERO)).unwrap();
     drop(doomed_rx);
     std::thread::sleep(Duration::from_millis(200));
-    let before: Vec<u64> = ends.iter().map(|e| e.counters.read().0).collect();
+    let before: Vec<u64> = ends.iter().map(|e| e.counters.read().bytes).collect();
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     thread.join().unwrap();
@@ -139,7 +139,7 @@ fn a_failing_flow_end_is_named_and_the_others_keep_moving() {
     assert!(error.starts_with("stream to 127.0.0.1:"), "{error}");
     for (k, end) in ends.iter().enumerate() {
         assert_eq!(end.state.error(), None, "flow {k} is not blamed");
-        assert!(end.counters.read().0 > before[k], "flow {k} kept moving after the other failed");
+        assert!(end.counters.read().bytes > before[k], "flow {k} kept moving after the other failed");
     }
 }
 
@@ -163,7 +163,7 @@ fn a_ping_pong_on_engines_records_every_round_trip() {
     std::thread::sleep(close + Duration::from_millis(20) - Instant::now());
     stop.store(true, Ordering::Relaxed);
     threads.into_iter().for_each(|t| t.join().unwrap());
-    let (pings, echoes) = (client.counters.read().1, server.counters.read().1);
+    let (pings, echoes) = (client.counters.read().messages, server.counters.read().messages);
     assert!(pings > 10, "{pings} round trips in 300 ms");
     // The stop may come after the last echo left and before it arrived.
     assert!((pings..=pings + 1).contains(&echoes), "{pings} round trips, {echoes} echoes");

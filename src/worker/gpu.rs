@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::hostfacts::{GpuFacts, HostFacts};
+use crate::hostfacts::{GpuFacts, HostFacts, NearestGpu};
 use crate::hostfile::GpuChoice;
 use crate::plan::{GpuAsk, RdmaParams};
 use crate::transport::memory::{cuda, CudaMemory, MemoryError};
@@ -13,18 +13,27 @@ use crate::transport::Side;
 
 use super::gpu_registration::{HostOffer, RegistrationRefused};
 
+/// A GPU choice (or a rail with one) as resolved on this host, and why
+/// that GPU where the group's `gpu` does not say it: the run's notes and
+/// the preflight's error name it.
+#[derive(Debug, PartialEq)]
+pub(super) struct Resolved<T> {
+    pub value: T,
+    pub why: Option<String>,
+}
+
 /// `choice` for a rail on `nic` (`None`: the host's first NIC), on a host
 /// whose GPU facts are `gpus`: `auto` becomes the nearest GPU's index, and
 /// why; anything else, and `auto` where the host tells no affinity, stays
 /// as it is (the transport then takes GPU 0 and warns). Setup and the
 /// preflight both resolve through here, so they open the same GPU.
-pub(super) fn resolve(choice: &GpuChoice, nic: Option<&str>, gpus: Option<&GpuFacts>) -> (GpuChoice, Option<String>) {
+pub(super) fn resolve(choice: &GpuChoice, nic: Option<&str>, gpus: Option<&GpuFacts>) -> Resolved<GpuChoice> {
     if *choice != GpuChoice::Auto {
-        return (choice.clone(), None);
+        return Resolved { value: choice.clone(), why: None };
     }
     match gpus.and_then(|g| g.nearest_to(nic)) {
-        Some((index, why)) => (GpuChoice::Index(index), Some(why)),
-        None => (GpuChoice::Auto, None),
+        Some(NearestGpu { index, why }) => Resolved { value: GpuChoice::Index(index), why: Some(why) },
+        None => Resolved { value: GpuChoice::Auto, why: None },
     }
 }
 
@@ -33,20 +42,20 @@ pub(super) fn resolve(choice: &GpuChoice, nic: Option<&str>, gpus: Option<&GpuFa
 /// `gpus=` (`host_gpu`, the coordinator's pick for ends in GPU memory),
 /// else `gpu = "auto"` [`resolve`]d on this host. An end in host memory
 /// stays as it is.
-pub(super) fn resolve_end(rail: &RdmaParams, side: Side, host_gpu: Option<&GpuChoice>) -> (RdmaParams, Option<String>) {
+pub(super) fn resolve_end(rail: &RdmaParams, side: Side, host_gpu: Option<&GpuChoice>) -> Resolved<RdmaParams> {
     let memory = match side {
         Side::Sender => rail.memory.sender,
         Side::Receiver => rail.memory.receiver,
     };
     if let Some(gpu) = host_gpu.filter(|_| memory.is_gpu()) {
-        return (RdmaParams { gpu: gpu.clone(), ..rail.clone() }, Some(from_hostfile(gpu)));
+        return Resolved { value: RdmaParams { gpu: gpu.clone(), ..rail.clone() }, why: Some(from_hostfile(gpu)) };
     }
     if !memory.is_gpu() || rail.gpu != GpuChoice::Auto {
-        return (rail.clone(), None);
+        return Resolved { value: rail.clone(), why: None };
     }
     let facts = HostFacts::of_this_host();
-    let (gpu, why) = resolve(&rail.gpu, rail.knobs.device.as_deref(), facts.gpus.as_deref());
-    (RdmaParams { gpu, ..rail.clone() }, why)
+    let Resolved { value: gpu, why } = resolve(&rail.gpu, rail.knobs.device.as_deref(), facts.gpus.as_deref());
+    Resolved { value: RdmaParams { gpu, ..rail.clone() }, why }
 }
 
 /// Why an end is on `gpu`: its host's `gpus=` names it.
@@ -99,7 +108,7 @@ fn preflight_at(
     host: &HostOffer,
 ) -> Result<(), PreflightError> {
     for ask in asks {
-        let (gpu, why) = resolve(&ask.gpu, ask.nic.as_deref(), gpus);
+        let Resolved { value: gpu, why } = resolve(&ask.gpu, ask.nic.as_deref(), gpus);
         let refuse = |cause| PreflightError {
             group: ask.group.clone(),
             phase: ask.phase,

@@ -85,10 +85,11 @@ fn auto_checks_the_gpu_nearest_each_nic_not_gpu_0() {
         "{e}"
     );
     assert!(preflight_at(&eight, &[far], gpus, &host).is_ok());
-    assert_eq!(resolve(&GpuChoice::Auto, Some("mlx5_2"), gpus).0, GpuChoice::Index(2));
-    assert_eq!(resolve(&GpuChoice::Auto, None, gpus).0, GpuChoice::Index(0), "the first NIC's");
-    assert_eq!(resolve(&GpuChoice::Auto, None, None), (GpuChoice::Auto, None), "no affinity: as it is");
-    assert_eq!(resolve(&GpuChoice::Index(7), Some("mlx5_2"), gpus), (GpuChoice::Index(7), None));
+    assert_eq!(resolve(&GpuChoice::Auto, Some("mlx5_2"), gpus).value, GpuChoice::Index(2));
+    assert_eq!(resolve(&GpuChoice::Auto, None, gpus).value, GpuChoice::Index(0), "the first NIC's");
+    let as_it_is = |value| Resolved { value, why: None };
+    assert_eq!(resolve(&GpuChoice::Auto, None, None), as_it_is(GpuChoice::Auto), "no affinity: as it is");
+    assert_eq!(resolve(&GpuChoice::Index(7), Some("mlx5_2"), gpus), as_it_is(GpuChoice::Index(7)));
 }
 
 /// The registration each host can do, in setup's order (dma-buf first
@@ -167,9 +168,9 @@ fn a_hosts_gpus_entry_is_what_its_gpu_ends_open_and_is_named_as_the_hostfiles() 
         ..Default::default()
     };
     let own = GpuChoice::BusId("0000:1c:00.0".into());
-    let (sender, why) = resolve_end(&rail, Side::Sender, Some(&own));
+    let Resolved { value: sender, why } = resolve_end(&rail, Side::Sender, Some(&own));
     assert_eq!((sender.gpu, why.as_deref()), (own.clone(), Some("0000:1c:00.0 (this host's gpus= in the hostfile)")));
-    let (receiver, why) = resolve_end(&rail, Side::Receiver, Some(&own));
+    let Resolved { value: receiver, why } = resolve_end(&rail, Side::Receiver, Some(&own));
     assert_eq!((receiver.gpu, why), (GpuChoice::Auto, None), "host memory: no GPU, whatever gpus= says");
 
     let doubles = Doubles::new();

@@ -25,11 +25,11 @@ use crate::metrics::netdev;
 use crate::metrics::EngineSeat;
 use crate::metrics::RankReport;
 use crate::plan::{ConnectMethod, Mode, Numa, StressSpec};
-use crate::result::intervals::Moved;
-use crate::transport::{rdma, tcp, Side};
+use crate::transport::{rdma, tcp, Counts, Side};
 use crate::worker::assign::{assign, Assignment, LaneLoad, Load};
 use crate::worker::cq_groups::CqGroups;
 use crate::worker::engine::{Engine, FlowFailed};
+use crate::worker::gpu::{resolve_end, Resolved};
 use crate::worker::sampler::Sampler;
 use crate::worker::streams::{EngineLane, FlowEnd, Rail};
 
@@ -85,7 +85,7 @@ struct PhaseContext {
     bind: IpAddr,
     stress: Option<StressSpec>,
     /// The RDMA ports the rank's flows use, for their counters.
-    rdma_ports: Vec<(String, u8)>,
+    rdma_ports: Vec<rdma::DevicePort>,
 }
 
 /// The rank's ends of its flows, opened and waiting for their peers.
@@ -116,7 +116,7 @@ pub fn prepare(
 ) -> Result<(Opened, Vec<FlowEndpoint>), PhaseError> {
     let mut ends = Vec::with_capacity(roles.len());
     let mut endpoints = Vec::new();
-    let mut rdma_ports: Vec<(String, u8)> = Vec::new();
+    let mut rdma_ports: Vec<rdma::DevicePort> = Vec::new();
     // Busy-polling shards share a CQ with those their engine will run.
     let (mut pool, mut groups) = (rdma::CqPool::default(), CqGroups::default());
     for role in roles {
@@ -133,7 +133,7 @@ pub fn prepare(
                     .enumerate()
                     .map(|(k, rail)| {
                         let label = if count > 1 { format!("{label} rail {k}") } else { label.clone() };
-                        let (rail, gpu_reason) = super::gpu::resolve_end(rail, side, role.gpu.as_ref());
+                        let Resolved { value: rail, why: gpu_reason } = resolve_end(rail, side, role.gpu.as_ref());
                         // A latency shard polls a CQ of its own: no lock or
                         // hand-on lengthens its round trips.
                         let mut choose = |on: rdma::ShardsOn| match shard_load(&role, count, on.shards) {
@@ -155,16 +155,16 @@ pub fn prepare(
                     .map_err(|cause| PhaseError::Rdma { flow, side, cause })?;
                 endpoints.push(publish(Endpoint::Rdma(prepared.iter().map(|p| p.endpoint()).collect())));
                 for rail in &prepared {
-                    let (device, port, _) = rail.device();
-                    if !rdma_ports.iter().any(|(d, p)| d == device && *p == port) {
-                        rdma_ports.push((device.to_string(), port));
+                    let port = rdma::DevicePort { device: rail.device().to_string(), port: rail.port() };
+                    if !rdma_ports.contains(&port) {
+                        rdma_ports.push(port);
                     }
                 }
                 // Each rail's threads go near its own device (rails may sit on different sockets).
                 let rails = prepared
                     .into_iter()
                     .map(|flow| {
-                        let (device, node) = (flow.device().0.to_string(), flow.numa_node());
+                        let (device, node) = (flow.device().to_string(), flow.numa_node());
                         Rail { flow, device, node: node.and_then(|n| usize::try_from(n).ok()) }
                     })
                     .collect();
@@ -214,7 +214,7 @@ impl Connected {
         t0: Instant,
         window: Window,
         clock: PeerClock,
-        progress: impl Fn(u32, i64, Vec<Moved>) + Send + 'static,
+        progress: impl Fn(u32, i64, Vec<Counts>) + Send + 'static,
         failed: FlowFailed,
     ) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
@@ -257,9 +257,9 @@ impl Connected {
                         let flow = rail.flow.with_pace(per_rail, seed).with_latency_window(span);
                         let rail = Rail { flow, ..rail };
                         let near = placement::near_node(rail.node.and_then(|n| i32::try_from(n).ok()));
-                        let (made, pinned) = end.rdma_lanes(rail, failed.clone());
-                        let usable = cores.usable(&pinned, end.role.group.placement.numa, &near);
-                        lanes.extend(made.into_iter().map(|lane| (ends.len(), usable.clone(), lane)));
+                        let made = end.rdma_lanes(rail, failed.clone());
+                        let usable = cores.usable(&made.cores, end.role.group.placement.numa, &near);
+                        lanes.extend(made.lanes.into_iter().map(|lane| (ends.len(), usable.clone(), lane)));
                     }
                     ends.push(end);
                 }

@@ -19,8 +19,8 @@ use crate::metrics::cpu::{CoreTicks, CpuSnapshot, CpuUsage, ThreadBook};
 use crate::metrics::links::{LinkWatch, Watched};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
-use crate::result::intervals::Moved;
-use crate::transport::rdma::counters::{self, CounterSnapshot};
+use crate::transport::rdma::counters::{self, CounterSnapshot, DevicePort};
+use crate::transport::Counts;
 use crate::worker::engine::sleep_until;
 use crate::worker::streams::FlowEnd;
 
@@ -32,7 +32,7 @@ pub struct Sampler {
     pub clock: PeerClock,
     pub iface: Option<String>,
     /// RDMA device ports whose counters are read at the window's edges.
-    pub rdma_ports: Vec<(String, u8)>,
+    pub rdma_ports: Vec<DevicePort>,
     pub ends: Vec<FlowEnd>,
     /// The rank's stress (its asked load) or why it could not start.
     pub burners: Option<Result<(u8, Burners), StressError>>,
@@ -45,7 +45,7 @@ pub struct Sampler {
 /// bytes at the first and at the latest.
 #[derive(Default)]
 struct EndReadings {
-    latest: Moved,
+    latest: Counts,
     opened: Vec<u64>,
     closed: Vec<u64>,
 }
@@ -61,7 +61,7 @@ impl Sampler {
     /// Samples until the window closes or `stop`; `progress(k, span_ns,
     /// moved)` is told interval k's length on the coordinator's clock and
     /// what each end moved in it, in the ends' order.
-    pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, i64, Vec<Moved>)) -> RankReport {
+    pub fn run(mut self, streams: Vec<JoinHandle<()>>, progress: impl Fn(u32, i64, Vec<Counts>)) -> RankReport {
         let boundaries = self.window.boundaries();
         let mut taken = 0;
         let mut previous_ns = 0;
@@ -79,12 +79,12 @@ impl Sampler {
             // the first edge and after them at the others, so an interface
             // never shows less than the application counted through it.
             let opening = (k == 0).then(|| self.host_counters());
-            let moved: Vec<Moved> = self
+            let moved: Vec<Counts> = self
                 .ends
                 .iter()
                 .zip(counts.iter_mut())
                 .map(|(end, readings)| {
-                    let total = Moved::of(end.read(&mut readings.closed));
+                    let total = end.read(&mut readings.closed);
                     if k == 0 {
                         readings.opened.clone_from(&readings.closed);
                     }
@@ -123,14 +123,16 @@ impl Sampler {
             let _ = s.join();
         }
         let mut report = self.report(taken, counts, (first, last), cpu.unwrap_or_default(), stress, aborted);
-        (report.link_events, report.link_events_dropped) = links.finish();
+        let seen = links.finish();
+        report.link_events = seen.events;
+        report.link_events_dropped = seen.dropped;
         report
     }
 
     /// The devices whose link events are watched: the interface of the
     /// rank's address and its flows' RDMA ports.
     fn watched(&self) -> Vec<Watched> {
-        let ports = self.rdma_ports.iter().map(|(dev, port)| Watched::rdma_port(dev, *port));
+        let ports = self.rdma_ports.iter().map(|p| Watched::rdma_port(&p.device, p.port));
         self.iface.iter().map(|i| Watched::netdev(i)).chain(ports).collect()
     }
 
@@ -139,7 +141,7 @@ impl Sampler {
             cores: CoreTicks::take(),
             net: self.iface.as_deref().and_then(NetdevSnapshot::take),
             // A port whose counters cannot be read is left out of both edges.
-            rdma: self.rdma_ports.iter().filter_map(|(dev, port)| counters::snapshot(dev, *port).ok()).collect(),
+            rdma: self.rdma_ports.iter().filter_map(|p| counters::snapshot(&p.device, p.port).ok()).collect(),
         }
     }
 

@@ -11,11 +11,10 @@ use crate::control::sim::{self, hello, make_plan, window};
 use crate::control::wire::{Endpoint, Window};
 use crate::hostfacts::HostFacts;
 use crate::metrics::RankReport;
-use crate::result::intervals::Moved;
 use crate::transport::memory::MemoryError;
 use crate::transport::rdma::RdmaInventory;
 use crate::transport::tcp::TcpError;
-use crate::transport::Side;
+use crate::transport::{Counts, Side};
 use crate::worker::gpu::{PreflightError, Unusable};
 use crate::worker::phase::PhaseError;
 
@@ -144,7 +143,7 @@ fn three_phases_in_order_then_bye() {
     for phase in 0..3 {
         sim.reach_running(phase);
         for interval in 1..=2 {
-            let ends = vec![Moved { bytes: 10, messages: 1 }, Moved { bytes: 0, messages: 0 }];
+            let ends = vec![Counts { bytes: 10, messages: 1 }, Counts { bytes: 0, messages: 0 }];
             let progress = ToCoordinator::Interval { phase, interval, span_ns: 1_000, ends: ends.clone() };
             let work = Work::Interval { phase, interval, span_ns: 1_000, ends };
             assert_eq!(sim.done(work), [Action::Send(progress)]);
@@ -435,7 +434,7 @@ fn bye_mid_phase_exits_at_once() {
     sim.reach_running(0);
     assert_eq!(sim.recv(ToWorker::Bye), [Action::Exit(Ok(()))]);
     assert_eq!(
-        sim.done(Work::Interval { phase: 0, interval: 1, span_ns: 1, ends: vec![Moved { bytes: 1, messages: 1 }] }),
+        sim.done(Work::Interval { phase: 0, interval: 1, span_ns: 1, ends: vec![Counts { bytes: 1, messages: 1 }] }),
         []
     );
     assert_eq!(sim.done(Work::Report(report(0))), []);

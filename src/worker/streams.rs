@@ -14,7 +14,7 @@ use crate::metrics::EngineSeat;
 use crate::plan::{Mode, Schedule, TCP_MAX_MESSAGE};
 use crate::transport::pace::ProbePlan;
 use crate::transport::validation::DvTally;
-use crate::transport::{rdma, tcp, FlowCounters, Side};
+use crate::transport::{rdma, tcp, Counts, FlowCounters, Side};
 use crate::worker::assign::Load;
 use crate::worker::engine::{EndState, FlowFailed, Seat};
 
@@ -59,6 +59,13 @@ pub struct EngineLane {
     pub load: Load,
 }
 
+/// A rail's engine lanes, and the cores its placement gives them (empty:
+/// not pinned).
+pub struct RailLanes {
+    pub lanes: Vec<EngineLane>,
+    pub cores: Vec<usize>,
+}
+
 impl FlowEnd {
     pub fn new(role: FlowRole, device_node: Option<usize>) -> FlowEnd {
         let placed = placement::resolve(&role.group.placement, device_node);
@@ -73,15 +80,15 @@ impl FlowEnd {
         }
     }
 
-    /// The end's totals (bytes, messages) and each lane's bytes into
-    /// `lanes`, read at one instant: the totals are the lanes' sum.
-    pub fn read(&self, lanes: &mut Vec<u64>) -> (u64, u64) {
+    /// The end's totals and each lane's bytes into `lanes`, read at one
+    /// instant: the totals are the lanes' sum.
+    pub fn read(&self, lanes: &mut Vec<u64>) -> Counts {
         lanes.clear();
-        let mut total = (0, 0);
+        let mut total = Counts::default();
         for lane in &self.lanes {
-            let (bytes, messages) = lane.counters.read();
-            lanes.push(bytes);
-            total = (total.0 + bytes, total.1 + messages);
+            let read = lane.counters.read();
+            lanes.push(read.bytes);
+            total = Counts { bytes: total.bytes + read.bytes, messages: total.messages + read.messages };
         }
         total
     }
@@ -167,12 +174,12 @@ impl FlowEnd {
     /// A rail as engine lanes, one per shard of its QPs (latency: one), each
     /// told to `failed` when it fails before the stop (a bad completion, a
     /// stall): the flow is over and the run must not wait for the window
-    /// to close. Returns them with the rail's cores (empty: not pinned).
+    /// to close.
     pub fn rdma_lanes(
         &mut self,
         Rail { flow, device, node }: Rail<rdma::ConnectedFlow>,
         failed: FlowFailed,
-    ) -> (Vec<EngineLane>, Vec<usize>) {
+    ) -> RailLanes {
         let (counters, cores) = self.add_rail(device, node);
         self.gpu_memory.extend(flow.gpu_memory().cloned());
         let load = Load::of(flow.is_latency(), flow.task_pace(), self.role.group.message_size.bytes() as f64);
@@ -185,7 +192,7 @@ impl FlowEnd {
                 EngineLane { seat, load }
             })
             .collect();
-        (lanes, cores)
+        RailLanes { lanes, cores }
     }
 }
 

@@ -7,10 +7,10 @@ use crate::hostfacts::HostFacts;
 use crate::metrics::clock::PeerClock;
 use crate::metrics::RankReport;
 use crate::plan::{GpuAsk, StressSpec};
-use crate::result::intervals::Moved;
 use std::time::Duration;
 
 use crate::transport::rdma::RdmaInventory;
+use crate::transport::Counts;
 use crate::worker::gpu::PreflightError;
 use crate::worker::phase::PhaseError;
 
@@ -74,7 +74,7 @@ pub enum Work<O, C> {
         phase: usize,
         interval: u32,
         span_ns: i64,
-        ends: Vec<Moved>,
+        ends: Vec<Counts>,
     },
     /// A flow of the running phase ended with an error before it was stopped.
     FlowFailed {

@@ -12,9 +12,9 @@ use fabricbench::histogram::Histogram;
 use fabricbench::hostfacts::HostFacts;
 use fabricbench::metrics::{FlowSamples, RankReport};
 use fabricbench::plan::Plan;
-use fabricbench::result::intervals::{ends_by_rank, Moved};
+use fabricbench::result::intervals::{ends_by_rank, End};
 use fabricbench::transport::rdma::RdmaInventory;
-use fabricbench::transport::Side;
+use fabricbench::transport::{Counts, Side};
 
 const MS: i64 = 1_000_000;
 
@@ -148,7 +148,7 @@ fn report(rank: usize, flows: Vec<FlowSamples>, boundaries: u32) -> RankReport {
 /// `rank` sends intervals 1 … `boundaries - 1` of phase 0, each 1 s long,
 /// in which its ends moved `per_second` bytes (and 10 messages) each.
 fn intervals(sim: &mut Sim, rank: ConnId, per_second: &[u64], boundaries: u32) {
-    let ends: Vec<Moved> = per_second.iter().map(|&bytes| Moved { bytes, messages: 10 }).collect();
+    let ends: Vec<Counts> = per_second.iter().map(|&bytes| Counts { bytes, messages: 10 }).collect();
     for interval in 1..boundaries {
         sim.send(rank, ToCoordinator::Interval { phase: 0, interval, span_ns: 1_000 * MS, ends: ends.clone() });
     }
@@ -355,7 +355,7 @@ fn an_inconsistent_interval_fails_its_rank_and_the_coordinator_survives() {
         phase: 0,
         interval,
         span_ns,
-        ends: vec![Moved { bytes: 1_000, messages: 1 }; ends],
+        ends: vec![Counts { bytes: 1_000, messages: 1 }; ends],
     };
     let bad = [
         ("sent interval 2 where 1 was next", vec![interval(2, 1_000 * MS, 3)]),
@@ -730,7 +730,7 @@ fn each_ranks_setup_lists_its_ends_in_the_order_its_intervals_are_read() {
     sim.join_all(n);
     for (r, expected) in expected.iter().enumerate() {
         let Some(ToWorker::Setup { flows, .. }) = sim.take(r as ConnId).pop() else { panic!("rank {r}") };
-        let ends: Vec<(usize, Side)> = flows.iter().map(|f| (f.flow.id as usize, f.side)).collect();
+        let ends: Vec<End> = flows.iter().map(|f| End { flow: f.flow.id as usize, side: f.side }).collect();
         assert_eq!(&ends, expected, "rank {r}");
     }
 }

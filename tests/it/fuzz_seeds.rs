@@ -64,7 +64,7 @@ fn record() -> (Vec<ToWorker>, Vec<ToCoordinator>) {
         reply.map(|msg| Said { conn, msg })
     });
     for interval in 1..3 {
-        let moved = vec![fabricbench::result::intervals::Moved { bytes: 1 << 20, messages: 8 }; ends.len()];
+        let moved = vec![fabricbench::transport::Counts { bytes: 1 << 20, messages: 8 }; ends.len()];
         said.push(ToCoordinator::Interval { phase: 0, interval, span_ns: 1_000_000_000, ends: moved });
     }
     said.push(ToCoordinator::Report(Box::new(report(0, &ends))));

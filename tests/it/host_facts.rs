@@ -132,7 +132,10 @@ fn infiniband(name: &str) -> PathBuf {
 #[test]
 fn line_rates_parse_from_every_recorded_port() {
     use fabricbench::transport::rdma::probe::sysfs_rate_at;
-    let rate = |host: &str, dev: &str| sysfs_rate_at(&infiniband(host), dev, 1).expect("a rate file");
+    let rate = |host: &str, dev: &str| {
+        let rate = sysfs_rate_at(&infiniband(host), dev, 1).expect("a rate file");
+        (rate.text, rate.gbps)
+    };
     assert_eq!(rate("mlx5-ib", "mlx5_0"), ("HDR 4X = 200 Gb/s".to_string(), Some(200.0)));
     assert_eq!(rate("roce-gids", "mlx5_0"), ("EDR 4X = 100 Gb/s".to_string(), Some(100.0)));
     assert_eq!(rate("two-nics", "mlx5_0"), ("NDR 4X = 400 Gb/s".to_string(), Some(400.0)));

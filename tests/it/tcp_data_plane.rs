@@ -65,7 +65,7 @@ impl End {
         self.engine.join().unwrap();
         match self.state.error() {
             Some(e) => Err(e),
-            None => Ok(self.counters.read().0),
+            None => Ok(self.counters.read().bytes),
         }
     }
 }

@@ -124,19 +124,27 @@ pub fn counter_faults(profile: &Profile, moved: &[CounterDelta]) -> Vec<GateFaul
 }
 
 /// What the loopback must reach, Gb/s, and why (for the fault's text).
-/// The line rate is the profile's `rate` when it names one (a port that
-/// came up slow is held to what it should be), else the ports' own.
-pub fn loopback_min(profile: &Profile, ports: &[(&str, &PortFacts)]) -> Result<Option<(f64, String)>, GateFault> {
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopbackFloor {
+    pub gbps: f64,
+    pub why: String,
+}
+
+/// What the loopback must reach; `None` where the profile asks for no
+/// loopback. The line rate is the profile's `rate` when it names one (a
+/// port that came up slow is held to what it should be), else the ports' own.
+pub fn loopback_min(profile: &Profile, ports: &[(&str, &PortFacts)]) -> Result<Option<LoopbackFloor>, GateFault> {
     let Some(min) = profile.loopback_min else { return Ok(None) };
     match min {
-        LoopbackMin::Gbps(g) => Ok(Some((g, "the profile's loopback_min".into()))),
+        LoopbackMin::Gbps(gbps) => Ok(Some(LoopbackFloor { gbps, why: "the profile's loopback_min".into() })),
         LoopbackMin::OfLineRate(percent) => {
             let seen = ports
                 .iter()
                 .filter_map(|(_, p)| p.rate_gbps)
                 .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
             let line = profile.rate_gbps.or(seen).ok_or(GateFault::NoLineRate)?;
-            Ok(Some((line * percent / 100.0, format!("{percent}% of line rate {}", gbps_text(line)))))
+            let why = format!("{percent}% of line rate {}", gbps_text(line));
+            Ok(Some(LoopbackFloor { gbps: line * percent / 100.0, why }))
         }
     }
 }
@@ -155,7 +163,7 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         (Err(fault), _) => faults.push(fault),
         (Ok(None), _) | (Ok(Some(_)), None) => {}
         (Ok(Some(_)), Some(Err(why))) => faults.push(GateFault::NoLoopback { why: why.clone() }),
-        (Ok(Some((min, why))), Some(Ok(gbps))) => {
+        (Ok(Some(LoopbackFloor { gbps: min, why })), Some(Ok(gbps))) => {
             min_gbps = Some(min);
             if *gbps < min {
                 faults.push(GateFault::LoopbackSlow { gbps: *gbps, min, why });

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use subtle::ConstantTimeEq;
 
+use super::wiring::Known;
 use super::{checks, past, ConnId, Coordinator, Event, Output, RunFailure, Stage, Wiring};
 use crate::control::gather::Gather;
 use crate::control::printable;
@@ -13,8 +14,8 @@ use crate::control::wire::{FlowEndpoint, FlowRole, Hello, ToWorker, MAGIC, PROTO
 use crate::metrics::RankReport;
 use crate::plan::GroupPlan;
 use crate::result::aggregate_phase;
-use crate::result::intervals::{Moved, PhaseIntervals};
-use crate::transport::Side;
+use crate::result::intervals::PhaseIntervals;
+use crate::transport::{Counts, Side};
 
 /// Why a Hello is refused before its rank takes part; `host` as the
 /// stranger wrote it, escaped and cut short.
@@ -176,7 +177,7 @@ impl Coordinator {
             self.fail(Some(rank), format!("{problem} (phase {phase})"), now);
             return;
         }
-        for (peer, peers) in wiring.publish(rank, list) {
+        for Known { rank: peer, peers } in wiring.publish(rank, list) {
             self.send(peer, ToWorker::Peers { phase, peers });
         }
         if matches!(&self.stage, Stage::Setup { wiring, .. } if wiring.all_published()) {
@@ -220,7 +221,15 @@ impl Coordinator {
     /// One interval from `rank`; the ones every rank has sent go to the
     /// launcher as they close. A stopped phase still takes them: its
     /// partial result covers the intervals every reporting rank took.
-    pub(super) fn interval(&mut self, rank: usize, phase: usize, k: u32, span_ns: i64, ends: Vec<Moved>, now: Instant) {
+    pub(super) fn interval(
+        &mut self,
+        rank: usize,
+        phase: usize,
+        k: u32,
+        span_ns: i64,
+        ends: Vec<Counts>,
+        now: Instant,
+    ) {
         let (Stage::Running { phase: current, intervals, .. } | Stage::Aborting { phase: current, intervals, .. }) =
             &mut self.stage
         else {

@@ -16,6 +16,13 @@ use crate::plan::Phase;
 use crate::scenario::rdma::ConnectMethod;
 use crate::transport::Side;
 
+/// A rank whose peers are all known, and those peers (the far ends of its
+/// flows): what it is sent next.
+pub(super) struct Known {
+    pub rank: usize,
+    pub peers: Vec<FlowEndpoint>,
+}
+
 pub(super) struct Wiring {
     /// Each flow's published ends (flow ids are 0..flows): sender, receiver.
     ends: Vec<[Option<FlowEndpoint>; 2]>,
@@ -72,7 +79,7 @@ impl Wiring {
 
     /// `rank`'s own ends (checked against the plan, published once): the
     /// ranks whose peers are all known now, with their peers.
-    pub fn publish(&mut self, rank: usize, list: Vec<FlowEndpoint>) -> Vec<(usize, Vec<FlowEndpoint>)> {
+    pub fn publish(&mut self, rank: usize, list: Vec<FlowEndpoint>) -> Vec<Known> {
         for e in list {
             if let Some(end) = self.ends.get_mut(e.flow as usize) {
                 let side = side_index(e.side);
@@ -86,13 +93,13 @@ impl Wiring {
             let far = self.ranks[flow][1 - side_index(side)];
             self.waiting[far] -= 1;
             if self.due(far) {
-                known.push((far, self.peers_of(far)));
+                known.push(Known { rank: far, peers: self.peers_of(far) });
             }
         }
         if all {
             for r in 0..self.sent.len() {
                 if self.due(r) {
-                    known.push((r, self.peers_of(r)));
+                    known.push(Known { rank: r, peers: self.peers_of(r) });
                 }
             }
         }

@@ -78,7 +78,7 @@ type Pooled = Vec<(String, Metric, Measured)>;
 fn measured(run: &RunResult) -> Vec<(String, Pooled)> {
     repeats::phases_by_name(run)
         .into_iter()
-        .map(|(name, phases)| {
+        .map(|repeats::Counted { name, phases }| {
             let mut items: Vec<(String, Metric, Vec<f64>)> = Vec::new();
             for (item, metric, v) in phases.iter().flat_map(|p| values(&name, p)) {
                 match items.iter_mut().find(|(i, m, _)| *i == item && *m == metric) {

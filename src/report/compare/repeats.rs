@@ -59,20 +59,27 @@ fn repeats(run: &RunResult) -> bool {
     run.plan.phases.iter().any(|p| p.repeat.is_some())
 }
 
-/// Each phase's name (without the repeat) and the phases that count for
-/// it: every phase that ran once; of a repeated phase, the repeats that are
-/// a valid measurement (complete, not degraded; as `result::repeats`).
-pub fn phases_by_name(run: &RunResult) -> Vec<(String, Vec<&PhaseResult>)> {
-    let mut out: Vec<(String, Vec<&PhaseResult>)> = Vec::new();
+/// A phase by its name (without the repeat), and the phases that count for
+/// it: the phase itself when it ran once; of a repeated phase, the repeats
+/// that are a valid measurement (complete, not degraded; as
+/// `result::repeats`).
+pub struct Counted<'a> {
+    pub name: String,
+    pub phases: Vec<&'a PhaseResult>,
+}
+
+/// Each phase of the run, in order, with the phases that count for it.
+pub fn phases_by_name(run: &RunResult) -> Vec<Counted<'_>> {
+    let mut out: Vec<Counted> = Vec::new();
     for p in &run.phases {
         if !repeats::counts(&run.plan, p) {
             continue;
         }
         let repeat = run.plan.phases.iter().find(|q| q.index == p.index).and_then(|q| q.repeat.as_ref());
         let name = repeat.map_or(&p.name, |r| &r.of);
-        match out.iter_mut().find(|(n, _)| n == name) {
-            Some((_, phases)) => phases.push(p),
-            None => out.push((name.clone(), vec![p])),
+        match out.iter_mut().find(|c| c.name == *name) {
+            Some(counted) => counted.phases.push(p),
+            None => out.push(Counted { name: name.clone(), phases: vec![p] }),
         }
     }
     out
@@ -183,7 +190,7 @@ mod tests {
         let run = fixture("v3-repeats-fan-in.json");
         let by_name = phases_by_name(&run);
         assert_eq!(by_name.len(), 1);
-        let (name, phases) = &by_name[0];
+        let Counted { name, phases } = &by_name[0];
         assert_eq!(name, "fan-in");
         let degraded = run.phases.iter().filter(|p| !p.degraded.is_empty()).count();
         assert!(degraded > 0, "the fixture has a degraded repeat");

@@ -24,6 +24,13 @@ const NAME_CHARS: usize = 64;
 /// Folders of one name in one millisecond before giving up.
 const SUFFIXES: usize = 100;
 
+/// One of the run's input files, kept in its folder as given.
+pub struct Input {
+    /// The file's name in the folder, e.g. "scenario.toml".
+    pub name: &'static str,
+    pub bytes: Vec<u8>,
+}
+
 /// A run's folder, open for its journal.
 pub struct ResultsDir {
     path: PathBuf,
@@ -36,7 +43,7 @@ impl ResultsDir {
     /// Makes a new folder under `parent` (never an existing one: two runs
     /// started in the same millisecond get `…-2`), writes `inputs` into it
     /// and opens the journal. An error names the path and the cause.
-    pub fn create(parent: &Path, name: &str, inputs: &[(&str, Vec<u8>)]) -> Result<ResultsDir, ReportError> {
+    pub fn create(parent: &Path, name: &str, inputs: &[Input]) -> Result<ResultsDir, ReportError> {
         let fail = |path: &Path, cause| ReportError::Write { path: path.display().to_string(), cause };
         std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
         let base = folder_name(SystemTime::now(), name);
@@ -56,7 +63,7 @@ impl ResultsDir {
             }
         }
         let path = made.ok_or_else(|| fail(&parent.join(&base), ErrorKind::AlreadyExists.into()))?;
-        for (file, bytes) in inputs {
+        for Input { name: file, bytes } in inputs {
             replace(&path.join(file), bytes)?;
         }
         let journal_path = path.join(journal::FILE);
@@ -245,7 +252,7 @@ mod tests {
     #[test]
     fn two_runs_in_one_millisecond_get_two_folders() {
         let parent = tempfile::tempdir().unwrap();
-        let inputs = [("scenario.toml", b"[run]\n".to_vec())];
+        let inputs = [Input { name: "scenario.toml", bytes: b"[run]\n".to_vec() }];
         let dirs: Vec<PathBuf> =
             (0..3).map(|_| ResultsDir::create(parent.path(), "same", &inputs).unwrap().path().to_path_buf()).collect();
         assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 3, "{dirs:?}");

@@ -2,7 +2,7 @@
 //! streams: a line per stream, then `[SUM]`, the flow itself. The summary
 //! gets them as a table, `pair` as iperf's text lines.
 
-use crate::report::tables::table::{shown, slower_flow, Table, ROWS_SHOWN};
+use crate::report::tables::table::{shown, slower_flow, Shown, Table, ROWS_SHOWN};
 use crate::result::{FlowResult, PhaseResult};
 use crate::units::number;
 
@@ -14,7 +14,7 @@ const BYTE_UNITS: [&str; 5] = ["Bytes", "KBytes", "MBytes", "GBytes", "TBytes"];
 pub fn table(p: &PhaseResult) -> Table {
     let laned = || p.flows.iter().filter(|f| !f.lanes.is_empty());
     let rows_per_flow = laned().map(|f| f.lanes.len() + 1).max().unwrap_or(1);
-    let (title, shown) = shown(
+    let Shown { title, items: shown } = shown(
         "Streams and rails (in the window; [SUM] is the flow)",
         laned(),
         (ROWS_SHOWN / rows_per_flow).max(1),

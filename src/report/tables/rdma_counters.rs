@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::tables::table::{shown, Table, ROWS_SHOWN};
+use crate::report::tables::table::{shown, Shown, Table, ROWS_SHOWN};
 use crate::result::{PhaseResult, RankResult};
 use crate::transport::rdma::counters::bytes_per_unit;
 use crate::transport::rdma::CounterDelta;
@@ -39,7 +39,7 @@ pub fn table(p: &PhaseResult) -> Table {
     // Each port's worry once, not in every comparison of the selection.
     let ports: Vec<((u64, u64), &RankResult, &CounterDelta)> =
         p.ranks.iter().flat_map(|r| r.rdma_counters.iter().map(move |d| (worry(d), r, d))).collect();
-    let (title, shown) = shown(
+    let Shown { title, items: shown } = shown(
         "RDMA port counters over the window (NIC view)",
         ports.iter(),
         ROWS_SHOWN,

@@ -2,7 +2,7 @@
 //! terminal, Markdown and HTML writers alike.
 
 use crate::load::placement;
-use crate::report::tables::table::{failed_then_lower, shown, slower_flow, Table, ROWS_SHOWN};
+use crate::report::tables::table::{failed_then_lower, shown, slower_flow, Reached, Shown, Table, ROWS_SHOWN};
 use crate::report::tables::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation};
 use crate::result::{
     Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
@@ -126,7 +126,7 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
 }
 
 fn flows(p: &PhaseResult) -> Table {
-    let (title, shown) =
+    let Shown { title, items: shown } =
         shown("Flows", p.flows.iter(), ROWS_SHOWN, slower_flow, "slowest or failed (every flow is in flows.csv)");
     let mut t = Table::new(title, &["flow", "group", "src → dst", "streams", "msg size (B)", "Gb/s", "msgs/s", "note"]);
     for f in shown {
@@ -146,7 +146,7 @@ fn flows(p: &PhaseResult) -> Table {
 
 fn latency(p: &PhaseResult) -> Table {
     let p99 = |f: &FlowResult| f.latency.as_ref().map_or(0.0, |l| l.p99_us);
-    let (title, shown) = shown(
+    let Shown { title, items: shown } = shown(
         "Latency (half round trip, µs, as perftest reports ping-pong)",
         p.flows.iter().filter(|f| f.latency.is_some()),
         ROWS_SHOWN,
@@ -178,7 +178,7 @@ fn latency(p: &PhaseResult) -> Table {
 }
 
 fn receivers(p: &PhaseResult) -> Table {
-    let (title, shown) = shown(
+    let Shown { title, items: shown } = shown(
         "Receivers",
         p.receivers.iter(),
         ROWS_SHOWN,
@@ -225,8 +225,8 @@ fn groups(p: &PhaseResult) -> Table {
 }
 
 fn ranks(p: &PhaseResult) -> Table {
-    let moved = |r: &RankResult| (r.error.is_some(), r.tx_gbps + r.rx_gbps);
-    let (title, shown) = shown(
+    let moved = |r: &RankResult| Reached { failed: r.error.is_some(), gbps: r.tx_gbps + r.rx_gbps };
+    let Shown { title, items: shown } = shown(
         "Ranks",
         p.ranks.iter(),
         ROWS_SHOWN,

@@ -22,32 +22,48 @@ impl Table {
 /// spend most of its rendering on it); the CSVs hold every row.
 pub const ROWS_SHOWN: usize = 256;
 
+/// What a table shows of its items, and its title, which says when some
+/// are left out.
+pub struct Shown<'a, T> {
+    pub title: String,
+    pub items: Vec<&'a T>,
+}
+
 /// The items a table shows: all of them when they fit, else the `limit`
-/// that `worse` puts first (worst first), and the title that says so.
+/// that `worse` puts first (worst first).
 pub fn shown<'a, T>(
     title: &str,
     items: impl Iterator<Item = &'a T>,
     limit: usize,
     worse: impl Fn(&T, &T) -> Ordering,
     which: &str,
-) -> (String, Vec<&'a T>) {
+) -> Shown<'a, T> {
     let mut items: Vec<&T> = items.collect();
     let all = items.len();
     if all <= limit {
-        return (title.to_string(), items);
+        return Shown { title: title.to_string(), items };
     }
     items.select_nth_unstable_by(limit - 1, |a, b| worse(a, b));
     items.truncate(limit);
     items.sort_by(|a, b| worse(a, b));
-    (format!("{title}: the {limit} {which} of {all}, worst first"), items)
+    Shown { title: format!("{title}: the {limit} {which} of {all}, worst first"), items }
 }
 
-/// Errors first, then the lower value.
-pub fn failed_then_lower(a: (bool, f64), b: (bool, f64)) -> Ordering {
-    b.0.cmp(&a.0).then(a.1.total_cmp(&b.1))
+/// What a flow or rank is ranked by in a table: whether it failed, and the
+/// rate it reached.
+#[derive(Clone, Copy, Debug)]
+pub struct Reached {
+    pub failed: bool,
+    pub gbps: f64,
+}
+
+/// Failed first, then the lower rate.
+pub fn failed_then_lower(a: Reached, b: Reached) -> Ordering {
+    b.failed.cmp(&a.failed).then(a.gbps.total_cmp(&b.gbps))
 }
 
 /// Failed flows first, then the slower.
 pub fn slower_flow(a: &FlowResult, b: &FlowResult) -> Ordering {
-    failed_then_lower((a.error.is_some(), a.gbps), (b.error.is_some(), b.gbps))
+    let reached = |f: &FlowResult| Reached { failed: f.error.is_some(), gbps: f.gbps };
+    failed_then_lower(reached(a), reached(b))
 }

@@ -222,9 +222,14 @@ impl PreparedFlow {
         super::probe::numa_node(&self.res.dev.name)
     }
 
-    /// Device name, port and GID index this flow uses.
-    pub fn device(&self) -> (&str, u8, u32) {
-        (&self.res.dev.name, self.res.dev.port, self.res.dev.gid_index)
+    /// The name of the device this flow uses.
+    pub fn device(&self) -> &str {
+        &self.res.dev.name
+    }
+
+    /// The device's port this flow uses.
+    pub fn port(&self) -> u8 {
+        self.res.dev.port
     }
 
     /// `connect = "rdma_cm"`: the receiver listens on `local` (its endpoint

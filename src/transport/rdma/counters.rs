@@ -9,6 +9,14 @@ use serde::{Deserialize, Serialize};
 /// Files under hw_counters that are settings, not counters.
 const NOT_COUNTERS: &[&str] = &["lifespan"];
 
+/// A port of an RDMA device: the device's name (`mlx5_0`) and the port's
+/// number, as sysfs names them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DevicePort {
+    pub device: String,
+    pub port: u8,
+}
+
 /// One reading of every counter of one port, keyed "counters/<name>" and
 /// "hw_counters/<name>".
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -52,8 +52,13 @@ impl ConnectedFlow {
             words.into_iter().map(|(_, w)| w).collect()
         });
         let latency = tasks.into_iter().find_map(ShardTask::finish);
-        let (bytes, messages) = counters.read();
-        Ok(FlowOutcome { messages: messages - before.1, bytes: bytes - before.0, latency, atomic_words })
+        let after = counters.read();
+        Ok(FlowOutcome {
+            messages: after.messages - before.messages,
+            bytes: after.bytes - before.bytes,
+            latency,
+            atomic_words,
+        })
     }
 }
 

@@ -43,7 +43,7 @@ mod ud;
 mod validate;
 
 pub use connect::{prepare, prepare_shared, ConnectedFlow, PreparedFlow};
-pub use counters::{CounterDelta, CounterSnapshot};
+pub use counters::{CounterDelta, CounterSnapshot, DevicePort};
 pub use device::{libibverbs_release, set_data_address};
 pub use endpoint::RdmaEndpoint;
 pub use error::RdmaError;

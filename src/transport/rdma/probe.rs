@@ -145,12 +145,13 @@ fn port_report(
     r.link_layer = link_layer_name(a.link_layer).to_string();
     let speed = if a.active_speed_ex != 0 { a.active_speed_ex } else { u32::from(a.active_speed) };
     // A speed this build does not know (a newer generation): the kernel's own words.
-    let (rate, gbps) = match rate_string(speed, a.active_width) {
-        (_, None) => sysfs_rate_at(infiniband, device, port).unwrap_or_else(|| rate_string(speed, a.active_width)),
+    let codes = RateCodes { speed, width: a.active_width };
+    let rate = match rate_string(codes) {
+        LineRate { gbps: None, .. } => sysfs_rate_at(infiniband, device, port).unwrap_or_else(|| rate_string(codes)),
         known => known,
     };
-    r.rate = rate;
-    r.rate_gbps = gbps;
+    r.rate = rate.text;
+    r.rate_gbps = rate.gbps;
     r.active_mtu = mtu_bytes(a.active_mtu);
     r.max_mtu = mtu_bytes(a.max_mtu);
     r.lid = a.lid;
@@ -172,16 +173,32 @@ pub fn numa_node_at(infiniband: &Path, dev: &str) -> Option<i32> {
 }
 
 /// A port's `rate` file under `infiniband`, read as [`sysfs_rate`] reads it.
-pub fn sysfs_rate_at(infiniband: &Path, dev: &str, port: u8) -> Option<(String, Option<f64>)> {
+pub fn sysfs_rate_at(infiniband: &Path, dev: &str, port: u8) -> Option<LineRate> {
     let text = fs::read_to_string(infiniband.join(dev).join("ports").join(port.to_string()).join("rate")).ok()?;
-    sysfs_rate(&text).map(|(s, w)| rate_string(s, w))
+    sysfs_rate(&text).map(rate_string)
+}
+
+/// A port's verbs speed and width codes (`ibv_port_attr`'s active speed
+/// and active width: one bit each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateCodes {
+    pub speed: u32,
+    pub width: u8,
+}
+
+/// A port's line rate in words ("HDR 4X = 200 Gb/s", or why it is
+/// unknown), and its data Gb/s where the codes are known.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineRate {
+    pub text: String,
+    pub gbps: Option<f64>,
 }
 
 /// The verbs speed and width codes of a sysfs `rate` such as
 /// "200 Gb/sec (4X HDR)" or "2.5 Gb/sec (1X SDR)" (the kernel's
 /// `rate_show`: signalling Gb/s, then lanes and generation). The number is
 /// not used: it is the signalling rate (QDR 4X says 40 where 32 carry data).
-pub fn sysfs_rate(text: &str) -> Option<(u32, u8)> {
+pub fn sysfs_rate(text: &str) -> Option<RateCodes> {
     let inner = text.trim().rsplit_once('(')?.1.strip_suffix(')')?;
     let (lanes, generation) = inner.split_once(' ')?;
     let width = match lanes.strip_suffix('X')? {
@@ -204,7 +221,7 @@ pub fn sysfs_rate(text: &str) -> Option<(u32, u8)> {
         "XDR" => 256,
         _ => return None,
     };
-    Some((speed, width))
+    Some(RateCodes { speed, width })
 }
 
 fn guid_string(g: u64) -> String {
@@ -254,7 +271,7 @@ fn link_layer_name(l: u8) -> &'static str {
 }
 
 /// "HDR 4X = 200 Gb/s" from the verbs speed and width codes.
-pub(crate) fn rate_string(speed: u32, width: u8) -> (String, Option<f64>) {
+pub(crate) fn rate_string(RateCodes { speed, width }: RateCodes) -> LineRate {
     let lanes = match width {
         1 => Some(1u32),
         2 => Some(4),
@@ -280,9 +297,9 @@ pub(crate) fn rate_string(speed: u32, width: u8) -> (String, Option<f64>) {
         (Some((name, per_lane)), Some(n)) => {
             let total = per_lane * f64::from(n);
             let shown = if total.fract() == 0.0 { format!("{total:.0}") } else { format!("{total:.2}") };
-            (format!("{name} {n}X = {shown} Gb/s"), Some(total))
+            LineRate { text: format!("{name} {n}X = {shown} Gb/s"), gbps: Some(total) }
         }
-        _ => (format!("unknown (speed code {speed}, width code {width})"), None),
+        _ => LineRate { text: format!("unknown (speed code {speed}, width code {width})"), gbps: None },
     }
 }
 
@@ -341,24 +358,25 @@ mod tests {
 
     #[test]
     fn rates_read_like_ibstat() {
-        assert_eq!(rate_string(64, 2).0, "HDR 4X = 200 Gb/s");
-        assert_eq!(rate_string(32, 2).0, "EDR 4X = 100 Gb/s");
-        assert_eq!(rate_string(1, 1).0, "SDR 1X = 2 Gb/s"); // what rxe reports
-        assert_eq!(rate_string(16, 2).0, "FDR 4X = 54.56 Gb/s");
-        assert!(rate_string(3, 9).1.is_none());
+        let text = |speed, width| rate_string(RateCodes { speed, width }).text;
+        assert_eq!(text(64, 2), "HDR 4X = 200 Gb/s");
+        assert_eq!(text(32, 2), "EDR 4X = 100 Gb/s");
+        assert_eq!(text(1, 1), "SDR 1X = 2 Gb/s"); // what rxe reports
+        assert_eq!(text(16, 2), "FDR 4X = 54.56 Gb/s");
+        assert!(rate_string(RateCodes { speed: 3, width: 9 }).gbps.is_none());
         assert_eq!(mtu_bytes(5), 4096);
         assert_eq!(mtu_bytes(9), 0);
     }
 
     #[test]
     fn sysfs_rates_read_like_the_verbs_codes() {
-        let rate = |t: &str| sysfs_rate(t).map(|(s, w)| rate_string(s, w));
+        let rate = |t: &str| sysfs_rate(t).map(rate_string).map(|r| (r.text, r.gbps));
         assert_eq!(rate("200 Gb/sec (4X HDR)\n"), Some(("HDR 4X = 200 Gb/s".into(), Some(200.0))));
         assert_eq!(rate("400 Gb/sec (4X NDR)"), Some(("NDR 4X = 400 Gb/s".into(), Some(400.0))));
         assert_eq!(rate("100 Gb/sec (2X HDR)"), Some(("HDR 2X = 100 Gb/s".into(), Some(100.0))));
         assert_eq!(rate("2.5 Gb/sec (1X SDR)"), Some(("SDR 1X = 2 Gb/s".into(), Some(2.0)))); // rxe
         assert_eq!(rate("40 Gb/sec (4X QDR)"), Some(("QDR 4X = 32 Gb/s".into(), Some(32.0))));
-        assert_eq!(sysfs_rate("56 Gb/sec (4X FDR)"), Some((16, 2)));
+        assert_eq!(sysfs_rate("56 Gb/sec (4X FDR)"), Some(RateCodes { speed: 16, width: 2 }));
         for bad in ["", "200 Gb/sec", "200 Gb/sec (4X)", "200 Gb/sec (3X HDR)", "800 Gb/sec (4X YDR)"] {
             assert_eq!(sysfs_rate(bad), None, "{bad:?}");
         }

@@ -40,7 +40,7 @@ impl Stream {
     }
 
     pub fn error(&self, cause: std::io::Error) -> TcpError {
-        TcpError::Stream { peer: self.peer.clone(), bytes: self.counters.read().0, cause }
+        TcpError::Stream { peer: self.peer.clone(), bytes: self.counters.read().bytes, cause }
     }
 
     pub fn failed(&self, cause: std::io::Error) -> Turn {

@@ -95,6 +95,14 @@ unsafe impl Send for Driver {}
 // SAFETY: as for Send; no method mutates the struct.
 unsafe impl Sync for Driver {}
 
+/// Which GPU a driver opened, in its own words.
+pub(crate) struct Identity {
+    /// PCI bus id, e.g. "0000:1B:00.0".
+    pub bus_id: String,
+    /// Model name, e.g. "NVIDIA H100 80GB HBM3".
+    pub name: String,
+}
+
 /// One allocation. Only [`Driver`] makes one, so its address and length
 /// are what the driver returned; not `Clone`, so it is freed once.
 #[derive(Debug)]
@@ -163,8 +171,8 @@ impl Driver {
         check(&self.api, "cuCtxSetCurrent", unsafe { (self.api.ctx_set_current)(self.context) })
     }
 
-    /// The GPU's PCI bus id ("0000:1B:00.0") and name.
-    pub fn identity(&self) -> Result<(String, String), CallFailure> {
+    /// The GPU's PCI bus id and name.
+    pub fn identity(&self) -> Result<Identity, CallFailure> {
         let text = |call: &'static str, f: unsafe extern "C" fn(*mut c_char, c_int, CuDevice) -> CuResult| {
             let mut buf = [0 as c_char; 128];
             // SAFETY: the buffer holds the 128 bytes the call is told of.
@@ -173,10 +181,10 @@ impl Driver {
             // SAFETY: the driver wrote a NUL-terminated string into buf, and its last byte is 0.
             Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
         };
-        Ok((
-            text("cuDeviceGetPCIBusId", self.api.device_get_pci_bus_id)?,
-            text("cuDeviceGetName", self.api.device_get_name)?,
-        ))
+        Ok(Identity {
+            bus_id: text("cuDeviceGetPCIBusId", self.api.device_get_pci_bus_id)?,
+            name: text("cuDeviceGetName", self.api.device_get_name)?,
+        })
     }
 
     pub fn allocate(&self, len: usize, kind: CudaMemoryType) -> Result<Allocation, CallFailure> {

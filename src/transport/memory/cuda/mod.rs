@@ -12,7 +12,7 @@ use super::{within, Buffer, DmaBuf, Memory, MemoryError, MemoryProvider};
 use crate::hostfile::GpuChoice;
 pub(super) use driver::Allocation;
 pub use driver::CudaMemoryType;
-use driver::{CallFailure, Count, Driver, OpenFailure};
+use driver::{CallFailure, Count, Driver, Identity, OpenFailure};
 
 /// The variable naming the driver library to open instead of libcuda.so.1.
 pub const LIBRARY_ENV: &str = "FABRICBENCH_LIBCUDA";
@@ -76,7 +76,7 @@ impl CudaMemory {
             Ok(Err(Count::Failed(f))) => return Err(failed(f, gpu)),
             Ok(Ok(driver)) => driver,
         };
-        let (bus_id, name) = driver.identity().map_err(|f| failed(f, gpu))?;
+        let Identity { bus_id, name } = driver.identity().map_err(|f| failed(f, gpu))?;
         Ok(CudaMemory { driver, gpu, placement, bus_id, name })
     }
 
