@@ -7,7 +7,7 @@ pub(crate) mod confidence;
 pub mod cpu;
 pub mod links;
 pub mod netdev;
-pub(crate) mod stats;
+pub mod stats;
 
 use serde::{Deserialize, Serialize};
 

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use fabricbench::metrics::stats::median;
+
 use crate::common::testbed::Bed;
 use crate::common::{self, read_json, run_json, text, Bench, LOCAL_HOSTS};
 
@@ -63,13 +65,25 @@ fn paced_tcp_flows_deliver_their_rate_on_loopback() {
         let (asked, delivered, ratio) = flows[0];
         assert!((asked - gbps).abs() < 1e-9, "{rate}: offered {asked} Gb/s");
         assert!((ratio - delivered / asked).abs() < 1e-9, "the ratio is delivered / offered");
-        // Loose: the goal (±1 %) is the benchmark's.
-        assert!(
-            (0.95..=1.02).contains(&ratio),
-            "{rate} of an unpaced {capacity:.2} Gb/s: delivered {delivered} Gb/s, {ratio} of offered"
-        );
+        // The pacer's steady rate: the median interval, which one held-up
+        // sender cannot move (its interval is short and the next makes up).
+        let intervals = interval_gbps(&run["phases"][0]["flows"][0]);
+        let said = format!("{rate} of an unpaced {capacity:.2} Gb/s: {ratio} of offered, intervals {intervals:?} Gb/s");
+        let typical = median(&intervals).expect("intervals in the window");
+        assert!((0.97..=1.03).contains(&(typical / gbps)), "median interval {typical} Gb/s; {said}");
+        // The window: a stall within CATCH_UP (100 ms) is made up unless it
+        // straddles an edge of the 3 s window, so credit spent or owed at an
+        // edge moves it by up to 3.3 %; a longer stall (CI saw ~300 ms on a
+        // loaded 2-core host) forfeits the rest, by design.
+        assert!((0.9..=1.04).contains(&ratio), "{said}");
         assert_eq!(group, (asked, ratio), "one flow: the group is the flow");
     }
+}
+
+/// A flow's Gb/s in each interval of the window.
+fn interval_gbps(flow: &serde_json::Value) -> Vec<f64> {
+    let intervals = flow["interval_gbps"].as_array().unwrap_or_else(|| panic!("no interval_gbps: {flow}"));
+    intervals.iter().map(|v| v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))).collect()
 }
 
 /// The Gb/s of an unpaced phase's one flow, which has no offered load.
