@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub(crate) mod gpus;
 pub(crate) mod pair;
+pub mod shipped;
 
 use crate::exit;
 use crate::launch::choose::LauncherKind;
@@ -165,7 +166,10 @@ pub struct WorkerArgs {
 
 #[derive(Debug, Args)]
 pub struct Inputs {
-    /// Scenario file (TOML), e.g. scenarios/fan-in.toml
+    /// Scenario file (TOML), e.g. scenarios/fan-in.toml, or a shipped scenario's name
+    /// (`fan-in`, `acceptance/rdma-all-pairs`), found here, beside the binary or where
+    /// the packages install them (/usr/share/fabricbench/scenarios)
+    #[arg(value_parser = shipped::scenario)]
     pub scenario: PathBuf,
     /// Hostfile: one host per line (plain, `host slots=N`, `host:N`, `node[01-04]`,
     /// `addr=IP`, `devices=mlx5_0,mlx5_1`, `gpus=0,1`); a host runs one worker (rank) per

@@ -14,6 +14,8 @@
 GLIBC_FLOOR=2.17
 # glibc's own libraries, the loader, and libgcc_s (Rust's unwinder).
 ALLOWED_NEEDED='^(libc|libm|libpthread|libdl|librt|libgcc_s)\.so\.[0-9]+$|^ld-linux[-a-z0-9_]*\.so\.[0-9]+$'
+# The acceptance kit, as the packages must hold it.
+KIT=(scenarios/acceptance/{tcp-all-pairs,rdma-all-pairs,gpu-all-pairs,rdma-incast-sweep}.toml hostfiles/examples/rails-64x8)
 # A pristine minbase root, made once (about 200 MB) and copied for each check.
 MINBASE=/var/cache/fabricbench-dist/minbase-bookworm
 QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
@@ -116,6 +118,12 @@ check_deb_install() {
     page=$(chroot "$root" env MANPAGER=cat MANWIDTH=80 man fabricbench 2>&1) || true
     grep -q 'fabricbench - Benchmark' <<<"$page" \
         || fail "man fabricbench in the minbase root: $(chroot "$root" env MANPAGER=cat man fabricbench 2>&1 | head -n 5)"
+    # An installed scenario by its name, on an installed hostfile, from a
+    # folder that holds neither.
+    out=$(chroot "$root" sh -c 'cd /tmp && fabricbench plan acceptance/tcp-all-pairs -H /usr/share/fabricbench/hostfiles/local') \
+        || fail "fabricbench plan acceptance/tcp-all-pairs in the minbase root: $out"
+    grep -q "round 3/3" <<<"$out" || fail "plan acceptance/tcp-all-pairs in the minbase root: no third round of the four hosts: $out"
+    echo "dist --check: the installed acceptance/tcp-all-pairs plans by name" >&2
     rm -rf "$root"
 }
 
@@ -126,14 +134,16 @@ check_packages() {
         # Listings are read whole first: `tar | grep -q` under pipefail
         # fails when grep stops reading at its first match (SIGPIPE).
         listing=$(tar -tzf "$dist/$name.tar.gz") || fail "$name.tar.gz cannot be read"
-        for want in fabricbench README.md LICENSE-MIT LICENSE-APACHE scenarios/fan-in.toml hostfiles/local profiles/tcp-loopback.toml fabricbench.1; do
+        for want in fabricbench README.md LICENSE-MIT LICENSE-APACHE docs/ACCEPTANCE.md scenarios/fan-in.toml \
+            "${KIT[@]}" hostfiles/local profiles/tcp-loopback.toml fabricbench.1; do
             grep -qx "$name/$want" <<<"$listing" || fail "$name.tar.gz holds no $name/$want"
         done
         rpmarch=$arch
         rpm -qp --qf '%{ARCH}\n' "$dist/fabricbench-$version-1.$rpmarch.rpm" 2>/dev/null | grep -qx "$rpmarch" \
             || fail "fabricbench-$version-1.$rpmarch.rpm is not $rpmarch"
         listing=$(rpm -qpl "$dist/fabricbench-$version-1.$rpmarch.rpm" 2>/dev/null) || listing=
-        for want in /usr/bin/fabricbench /usr/share/fabricbench/profiles/tcp-loopback.toml; do
+        for want in /usr/bin/fabricbench /usr/share/fabricbench/profiles/tcp-loopback.toml /usr/share/doc/fabricbench/ACCEPTANCE.md \
+            "${KIT[@]/#//usr/share/fabricbench/}"; do
             grep -qx "$want" <<<"$listing" || fail "fabricbench-$version-1.$rpmarch.rpm installs no $want"
         done
     done

@@ -2,11 +2,12 @@
 //! the profile found and read before anything starts, so a bad one is bad
 //! input (exit 2).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::anyhow;
 
 use crate::acceptance::gate;
+use crate::cli::shipped::{self, Kit};
 use crate::commands::Failure;
 use crate::run::GateOptions;
 use crate::scenario::gate::GateSpec;
@@ -36,17 +37,6 @@ pub fn options(
         }
         (None, None) => return Ok(None),
     };
-    let profile = gate::load(&name, &profile_dirs()).map_err(Failure::bad_input)?;
+    let profile = gate::load(&name, &shipped::dirs(Kit::Profiles)).map_err(Failure::bad_input)?;
     Ok(Some(GateOptions { profile, only }))
-}
-
-/// Where shipped profiles are looked for: `profiles/` here, beside the
-/// binary (the release tarball) and in the packages' share folder.
-pub fn profile_dirs() -> Vec<PathBuf> {
-    let mut dirs = vec![PathBuf::from("profiles")];
-    if let Some(bin) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
-        dirs.push(bin.join("profiles"));
-        dirs.push(bin.join("../share/fabricbench/profiles"));
-    }
-    dirs
 }

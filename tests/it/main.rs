@@ -6,6 +6,7 @@
 mod common;
 
 mod acceptance_bed;
+mod acceptance_kit;
 mod alone;
 mod architecture;
 mod closed_stderr;

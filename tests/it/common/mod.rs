@@ -143,13 +143,20 @@ pub fn run_json(bench: &Bench, scenario: &Path, hostfile: &Path, extra: &[&str])
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
-/// Every scenario shipped in scenarios/, sorted.
+/// Every scenario shipped in scenarios/ and its subfolders (the acceptance
+/// kit in scenarios/acceptance/), sorted.
 pub fn all_shipped_scenarios() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("scenarios/")
-        .flatten()
-        .map(|e| e.path())
+    let entries = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .flatten()
+            .map(|e| e.path())
+            .collect()
+    };
+    let mut found: Vec<PathBuf> = entries(&dir)
+        .into_iter()
+        .flat_map(|p| if p.is_dir() { entries(&p) } else { vec![p] })
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     found.sort();

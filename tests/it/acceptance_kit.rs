@@ -1,0 +1,71 @@
+//! The acceptance kit (scenarios/acceptance/, hostfiles/examples/): each
+//! scenario says what it needs and plans on the example cluster its header
+//! names, and the TCP one runs as shipped, by its name, on local ranks. The
+//! packages' copy of the kit, found by name from another folder, is
+//! scripts/dist --check's (`plan acceptance/tcp-all-pairs` in a minbase root).
+
+use std::path::Path;
+
+use crate::common::{self, text, Bench};
+
+fn kit() -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/acceptance");
+    let mut found: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn every_kit_scenario_says_what_it_needs_and_answers() {
+    let names: Vec<String> = kit().iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["gpu-all-pairs.toml", "rdma-all-pairs.toml", "rdma-incast-sweep.toml", "tcp-all-pairs.toml"]);
+    for file in kit() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
+        for key in ["# Needs: ", "# Answers: ", "# hostfile: "] {
+            assert!(header.iter().any(|l| l.starts_with(key)), "{}: no `{key}` line in its header", file.display());
+        }
+    }
+}
+
+/// As a user runs it from a checkout: by name, shortened. Loopback ranks
+/// share two cores, so "93 % of best" may pass or fail here; what must hold
+/// is that every host was gated, every directed pair measured and judged,
+/// and the exit code says the verdict.
+#[test]
+fn the_tcp_acceptance_runs_as_shipped_by_name() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let args = ["run", "acceptance/tcp-all-pairs", "-H", "hostfiles/local", "--duration", "1s", "--warmup", "300ms"];
+    let out = bench
+        .command(&args)
+        .args(["--export-json", "-", "--no-save", "--quiet"])
+        .current_dir(root)
+        .output()
+        .expect("run fabricbench");
+    let stderr = text(&out.stderr);
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let gated = run["gate"]["hosts"].as_array().unwrap_or_else(|| panic!("no gate: {stderr}"));
+    assert_eq!(gated.len(), 4, "every host gated alone");
+    assert!(gated.iter().all(|h| h["passed"] == true), "a loopback host failed its gate: {gated:?}");
+    let rows = run["matrix"]["values"].as_array().unwrap();
+    let measured = rows.iter().flat_map(|r| r.as_array().unwrap()).filter(|v| v.as_f64().is_some_and(|g| g > 0.0));
+    assert_eq!(measured.count(), 12, "4 hosts, every pair both ways: {}", run["matrix"]);
+    let checks = run["acceptance"]["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 12, "one flow check per direction of each pair");
+    assert!(checks.iter().all(|c| c["verdict"] == "pass" || c["verdict"] == "fail"), "judged: {checks:?}");
+    let passed = run["acceptance"]["passed"].as_bool().unwrap();
+    assert_eq!(out.status.code(), Some(if passed { 0 } else { 3 }), "{stderr}");
+}
+
+#[test]
+fn an_unknown_scenario_name_lists_the_shipped_ones() {
+    let bench = Bench::new();
+    let out = bench.run(&["plan", "acceptance/no-such-kit", "-H", "hostfiles/local"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("'acceptance/no-such-kit'"), "{stderr}");
+    assert!(stderr.contains("no shipped scenario of that name in scenarios, "), "{stderr}");
+    assert!(stderr.contains("shipped: none found"), "from a folder without the kit: {stderr}");
+}
