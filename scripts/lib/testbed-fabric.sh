@@ -43,7 +43,12 @@ need_leaf() {   # need_leaf leafJ, or die
 
 # shape_uplink leafJ RATE[/DIR]: tbf on the uplink's ends.  DIR: up (what
 # the leaf sends to the spine: up-leafJ's egress), down (what the spine
-# sends to the leaf: dn-leafJ's egress) or both (default).
+# sends to the leaf: dn-leafJ's egress) or both (default).  Shaped one way,
+# the port's packets under 128 bytes (the ACKs of the flows whose data goes
+# the other way) pass beside the tbf instead of queueing behind the slow
+# way's data: a port slow one way (a bad optic) does not hold up the
+# traffic going the other way.  This kernel has htb, tbf and u32 but no
+# fq or prio qdisc, hence an htb with two classes and the tbf under one.
 shape_uplink() {
     (($# == 2)) || die "usage: $0 shape-uplink LEAF RATE[/up|down|both], e.g. leaf1 250mbit"
     local leaf=$1 rate=$2 dir=both bits mtu args
@@ -55,11 +60,26 @@ shape_uplink() {
     read -r -a args <<<"$(shape_args "$bits" "$mtu")"
     unshape_uplink "$leaf"
     if [[ $dir == up || $dir == both ]]; then
-        tc -n "$SW_NS" qdisc replace dev "up-$leaf" root tbf "${args[@]}" || die "tc tbf on up-$leaf failed"
+        shape_port "up-$leaf" "$dir" "${args[@]}"
     fi
     if [[ $dir == down || $dir == both ]]; then
-        tc -n "$SW_NS" qdisc replace dev "dn-$leaf" root tbf "${args[@]}" || die "tc tbf on dn-$leaf failed"
+        shape_port "dn-$leaf" "$dir" "${args[@]}"
     fi
+}
+
+shape_port() {  # shape_port DEV DIR TBF-ARGS...: tbf, with small packets beside it one way only
+    local dev=$1 dir=$2 tc=(tc -n "$SW_NS")
+    shift 2
+    if [[ $dir == both ]]; then
+        "${tc[@]}" qdisc replace dev "$dev" root handle 1: tbf "$@" || die "tc tbf on $dev failed"
+        return
+    fi
+    { "${tc[@]}" qdisc replace dev "$dev" root handle 1: htb default 20 \
+        && "${tc[@]}" class add dev "$dev" parent 1: classid 1:10 htb rate 10gbit \
+        && "${tc[@]}" class add dev "$dev" parent 1: classid 1:20 htb rate 10gbit \
+        && "${tc[@]}" qdisc add dev "$dev" parent 1:20 handle 20: tbf "$@" \
+        && "${tc[@]}" filter add dev "$dev" parent 1: protocol ip prio 1 u32 match u16 0 0xff80 at 2 flowid 1:10; } \
+        || die "tc htb, tbf and u32 on $dev failed"
 }
 
 unshape_uplink() {  # unshape_uplink leafJ

@@ -50,6 +50,7 @@ mod tests {
     use crate::result::degraded::Degradation;
     use crate::result::{Checked, GroupResult, RankProbe, Retest, Suspect, SuspectKind};
     use crate::scenario::{Rule, Subject};
+    use crate::topology::{SwitchName, Way};
     use crate::transport::rdma::{InventoryDevice, InventoryPort};
 
     fn spec(rules: &[&str], line_rate: Option<f64>) -> CheckSpec {
@@ -305,6 +306,25 @@ mod tests {
     }
 
     #[test]
+    fn an_uplink_slow_only_into_its_leaf_is_named_with_that_way() {
+        // Ranks 4 and 5 are leaf3's hosts; its uplink is slow spine1 → leaf3 only.
+        let nodes = switches::tests::Nodes::new("uneven.toml");
+        let on3 = |r: usize| r / 2 == 2;
+        let run = all_pairs(8, |src, dst| if !on3(src) && on3(dst) { 4.0 } else { 10.0 });
+        let a = judge(&run, &spec(&["flow >= 9 Gb/s"], None), Some(&nodes)).unwrap();
+        let [Suspect { kind: SuspectKind::Uplink { uplinks, one_way, .. }, evidence, .. }] = &a.suspects[..] else {
+            panic!("one uplink suspect: {:?}", a.suspects)
+        };
+        assert_eq!(uplinks, &[switches::tests::up("leaf3", "spine1")]);
+        let spine_to_leaf3 = Way { from: SwitchName("spine1".into()), to: SwitchName("leaf3".into()) };
+        assert_eq!(one_way, &[spine_to_leaf3]);
+        assert!(evidence.contains("; only flows going spine1 → leaf3 failed, the other way passed;"), "{evidence}");
+        let json = serde_json::to_string(&a).unwrap();
+        assert!(json.contains(r#""one_way":[{"from":"spine1","to":"leaf3"}]"#), "{json}");
+        assert_eq!(serde_json::from_str::<Acceptance>(&json).unwrap(), a, "run.json reads back");
+    }
+
+    #[test]
     fn with_a_topology_a_slow_uplink_is_named_and_retested_against_links_avoiding_it() {
         // Ranks 4 and 5 are leaf3's hosts, whose one uplink is slow.
         let nodes = switches::tests::Nodes::new("uneven.toml");
@@ -313,7 +333,7 @@ mod tests {
         let run = all_pairs(8, rate);
         let mut a = judge(&run, &spec(&["flow >= 9 Gb/s"], None), Some(&nodes)).unwrap();
         assert_eq!(a.suspects.len(), 1, "{:?}", a.suspects);
-        let SuspectKind::Uplink { uplinks, pairs } = &a.suspects[0].kind else { panic!("{:?}", a.suspects) };
+        let SuspectKind::Uplink { uplinks, pairs, .. } = &a.suspects[0].kind else { panic!("{:?}", a.suspects) };
         assert_eq!(uplinks, &[switches::tests::up("leaf3", "spine1")]);
         assert_eq!(pairs.len(), 12);
         assert_eq!(

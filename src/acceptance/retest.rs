@@ -105,7 +105,7 @@ fn links_of(
         SuspectKind::Link { a, b, a_host, b_host } => {
             Ok((format!("retest link {a_host} - {b_host}"), vec![link_of(*a, *b)]))
         }
-        SuspectKind::Uplink { uplinks, pairs } => {
+        SuspectKind::Uplink { uplinks, pairs, .. } => {
             let paths = paths.ok_or(NotRetested::NoTopology)?;
             let explained: Vec<(usize, usize)> = pairs.iter().map(|&[a, b]| link_of(a, b)).collect();
             let mut links: Vec<Link> = Vec::new();

@@ -3,10 +3,11 @@
 //! topology, [`localise_on`]) with their evidence in words.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use crate::acceptance::localise::{localise, Finding, Link, OnLink};
 use crate::acceptance::retest;
-use crate::acceptance::switches::{localise_on, Paths};
+use crate::acceptance::switches::{localise_on, one_way, Flow, Paths};
 use crate::result::{CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, UplinkOutcome, Verdict};
 use crate::scenario::{Mode, Pattern};
 use crate::topology::Uplink;
@@ -14,6 +15,8 @@ use crate::topology::Uplink;
 /// One measured link's failures.
 struct Tally {
     failed: bool,
+    /// Each way measured (sender, receiver) and whether it failed.
+    ways: BTreeMap<(usize, usize), bool>,
     /// The worst failing flow's share of its limit.
     worst: f64,
     /// The rules it failed.
@@ -28,7 +31,7 @@ pub(super) fn suspects(run: &RunResult, checks: &[CheckOutcome], paths: Option<&
         Some(paths) => localise_on(&measured, paths),
         None => localise(&measured),
     };
-    let words = Evidence { run, links: &links, measured: &measured };
+    let words = Evidence { run, links: &links, measured: &measured, paths };
     let mut found: Vec<((u8, f64), Suspect)> = findings.into_iter().map(|f| words.suspect(f)).collect();
     found.sort_by(|x, y| x.0 .0.cmp(&y.0 .0).then(x.0 .1.total_cmp(&y.0 .1)));
     found.into_iter().map(|(_, s)| s).collect()
@@ -84,9 +87,12 @@ fn tally(run: &RunResult, checks: &[CheckOutcome]) -> BTreeMap<(usize, usize), T
         }
         let entry = links.entry(retest::link_of(src, dst)).or_insert(Tally {
             failed: false,
+            ways: BTreeMap::new(),
             worst: f64::INFINITY,
             rules: Vec::new(),
         });
+        let way = entry.ways.entry((src, dst)).or_insert(false);
+        *way |= c.verdict == Verdict::Fail;
         if c.verdict == Verdict::Fail {
             entry.failed = true;
             entry.worst = entry.worst.min(share_of_limit(c));
@@ -104,6 +110,7 @@ struct Evidence<'a> {
     run: &'a RunResult,
     links: &'a BTreeMap<(usize, usize), Tally>,
     measured: &'a [Link],
+    paths: Option<&'a dyn Paths>,
 }
 
 impl Evidence<'_> {
@@ -113,6 +120,12 @@ impl Evidence<'_> {
 
     fn failing<'s>(&'s self, on: &'s dyn Fn(usize, usize) -> bool) -> impl Iterator<Item = &'s Tally> + 's {
         self.links.iter().filter(move |(&(a, b), t)| t.failed && on(a, b)).map(|(_, t)| t)
+    }
+
+    /// Every way of every measured link.
+    fn flows(&self) -> Vec<Flow> {
+        let ways = self.links.values().flat_map(|t| &t.ways);
+        ways.map(|(&(src, dst), &failed)| Flow { src, dst, failed }).collect()
     }
 
     fn worst_share(&self, on: &dyn Fn(usize, usize) -> bool) -> f64 {
@@ -157,13 +170,19 @@ impl Evidence<'_> {
             }
             Finding::Uplinks { uplinks, links } => {
                 let pairs: Vec<[usize; 2]> = links.iter().map(|&(a, b)| [a, b]).collect();
+                let one_way = self.paths.map(|p| one_way(&uplinks, &links, &self.flows(), p)).unwrap_or_default();
                 let on = move |a: usize, b: usize| links.contains(&(a, b));
                 let which = match uplinks.len() {
                     1 => "all may cross this uplink and no host explains them".to_string(),
                     n => format!("all may cross any of these {n} uplinks, which their paths cannot tell apart"),
                 };
-                let evidence = format!("{} links between leaves failed {}: {which}", pairs.len(), self.rules_of(&on));
-                (2, Box::new(on), SuspectKind::Uplink { uplinks, pairs }, evidence)
+                let mut evidence =
+                    format!("{} links between leaves failed {}: {which}", pairs.len(), self.rules_of(&on));
+                if !one_way.is_empty() {
+                    let named: Vec<String> = one_way.iter().map(ToString::to_string).collect();
+                    let _ = write!(evidence, "; only flows going {} failed, the other way passed", named.join(" or "));
+                }
+                (2, Box::new(on), SuspectKind::Uplink { uplinks, pairs, one_way }, evidence)
             }
             Finding::Link(a, b) => {
                 let on = move |x: usize, y: usize| (x, y) == (a, b);

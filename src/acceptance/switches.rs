@@ -13,12 +13,15 @@
 //!   ("one of"). Failing links that share one host are that host's, not an
 //!   uplink's, and stay links. Two bad uplinks are found one after the
 //!   other: the uplink that explains the most failing links first.
+//! - One way: where every failing flow of an uplink suspect may have gone
+//!   one way along it (into a leaf, or out of it) and passing flows cleared
+//!   the other way, that way is named: a bad optic usually fails one way.
 
 use std::collections::BTreeSet;
 
 use crate::acceptance::localise::{localise, Finding, Link};
 use crate::plan::Fabric;
-use crate::topology::{SwitchName, Uplink};
+use crate::topology::{SwitchName, Uplink, Way};
 
 /// The paths between the ranks of a run: each rank's leaf and the uplinks
 /// the path between two ranks may cross.
@@ -120,6 +123,55 @@ fn uplinks(links: &[Link], mut failing: Vec<Link>, paths: &dyn Paths) -> (Vec<Fi
         found.push(Finding::Uplinks { uplinks: same, links });
     }
     (found, failing)
+}
+
+/// One measured direction of a link: a flow of all-pairs or pairwise.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flow {
+    pub src: usize,
+    pub dst: usize,
+    pub failed: bool,
+}
+
+/// The ways along `uplinks` that every failing flow of the `explained`
+/// links may have taken and no passing flow with one way through took
+/// (several: the paths cannot tell them apart). Empty where the flows do
+/// not single out one way: failing both ways, or nothing failed.
+pub fn one_way(uplinks: &[Uplink], explained: &[(usize, usize)], flows: &[Flow], paths: &dyn Paths) -> Vec<Way> {
+    let suspected: BTreeSet<Way> = uplinks.iter().flat_map(Way::both).collect();
+    let cleared: BTreeSet<Way> = flows
+        .iter()
+        .filter(|f| !f.failed && paths.uplinks(f.src, f.dst).len() == 2)
+        .flat_map(|f| ways(f, paths))
+        .collect();
+    let failing = flows.iter().filter(|f| f.failed && explained.contains(&(f.src.min(f.dst), f.src.max(f.dst))));
+    let mut common: Option<BTreeSet<Way>> = None;
+    for flow in failing {
+        let taken: BTreeSet<Way> = ways(flow, paths).into_iter().collect();
+        common = Some(match common {
+            None => taken,
+            Some(so_far) => so_far.intersection(&taken).cloned().collect(),
+        });
+    }
+    let common = common.unwrap_or_default();
+    common.intersection(&suspected).filter(|way| !cleared.contains(*way)).cloned().collect()
+}
+
+/// The ways a flow may take along the uplinks of its path: up from its
+/// sender's leaf, down into its receiver's.
+fn ways(flow: &Flow, paths: &dyn Paths) -> Vec<Way> {
+    let (from, to) = (paths.leaf(flow.src), paths.leaf(flow.dst));
+    let mut out = Vec::new();
+    for uplink in paths.uplinks(flow.src, flow.dst) {
+        let [up, down] = Way::both(&uplink);
+        if from == Some(&uplink.leaf) {
+            out.push(up);
+        }
+        if to == Some(&uplink.leaf) {
+            out.push(down);
+        }
+    }
+    out
 }
 
 /// How many pairs of each kind an uplink's retest measures.
@@ -324,6 +376,66 @@ pub(crate) mod tests {
         let one = retest_links(uplinks, &[(2, 4)], &links, &nodes);
         assert_eq!(one.crossing, [(2, 4)]);
         assert!([one.avoiding[0].0, one.avoiding[0].1].contains(&3), "{one:?}");
+    }
+
+    /// Every flow (both ways of every pair) of 8 ranks that has a path,
+    /// failed where `bad` says so, and the links they make (failed when a
+    /// way did).
+    fn directed(nodes: &Nodes, bad: impl Fn(usize, usize) -> bool) -> (Vec<Flow>, Vec<Link>) {
+        let mut flows = Vec::new();
+        for src in 0..8 {
+            for dst in (0..8).filter(|&d| d != src) {
+                if nodes.0.route(&nodes.1[src], &nodes.1[dst]).is_some() {
+                    flows.push(Flow { src, dst, failed: bad(src, dst) });
+                }
+            }
+        }
+        let links = all_pairs(nodes, |a, b| bad(a, b) || bad(b, a));
+        (flows, links)
+    }
+
+    fn way(from: &str, to: &str) -> Way {
+        Way { from: SwitchName(from.into()), to: SwitchName(to.into()) }
+    }
+
+    /// The uplink finding's ways, as named.
+    fn ways_named(nodes: &Nodes, flows: &[Flow], links: &[Link]) -> Vec<Way> {
+        let found = localise_on(links, nodes);
+        let [Finding::Uplinks { uplinks, links: explained }] = &found[..] else { panic!("one uplink: {found:?}") };
+        one_way(uplinks, explained, flows, nodes)
+    }
+
+    #[test]
+    fn an_uplink_failing_into_its_leaf_only_is_named_with_that_way() {
+        let nodes = Nodes::new("uneven.toml");
+        let on3 = |r| leaf_of(&nodes, r) == "leaf3";
+        // Into leaf3 from every other leaf fails; out of it passes.
+        let (flows, links) = directed(&nodes, |src, dst| !on3(src) && on3(dst));
+        assert_eq!(ways_named(&nodes, &flows, &links), [way("spine1", "leaf3")]);
+        // Out of it only: the other way.
+        let (flows, links) = directed(&nodes, |src, dst| on3(src) && !on3(dst));
+        assert_eq!(ways_named(&nodes, &flows, &links), [way("leaf3", "spine1")]);
+    }
+
+    #[test]
+    fn an_uplink_failing_both_ways_names_no_way() {
+        let nodes = Nodes::new("uneven.toml");
+        let on3 = |r| leaf_of(&nodes, r) == "leaf3";
+        let (flows, links) = directed(&nodes, |src, dst| on3(src) != on3(dst));
+        assert_eq!(ways_named(&nodes, &flows, &links), []);
+    }
+
+    #[test]
+    fn between_two_leaves_one_way_is_one_of_the_sender_leafs_up_and_the_receiver_leafs_down() {
+        let nodes = Nodes::new("fat-tree.toml");
+        // Every flow from leaf1 (ranks 0-3) into leaf2 (4-7) fails, the other
+        // way passes: up from leaf1 or down into leaf2, on either spine.
+        let (flows, links) = directed(&nodes, |src, dst| src < 4 && dst >= 4);
+        let found = localise_on(&links, &nodes);
+        let [Finding::Uplinks { uplinks, links: explained }] = &found[..] else { panic!("{found:?}") };
+        let named = one_way(uplinks, explained, &flows, &nodes);
+        let expected = [way("leaf1", "spine1"), way("leaf1", "spine2"), way("spine1", "leaf2"), way("spine2", "leaf2")];
+        assert_eq!(named, expected);
     }
 
     #[test]

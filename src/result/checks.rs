@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::FlowId;
 use crate::result::PhaseResult;
 use crate::scenario::Rule;
-use crate::topology::{SwitchName, Uplink};
+use crate::topology::{SwitchName, Uplink, Way};
 
 /// How the run measured up to its checks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -141,7 +141,14 @@ pub enum SuspectKind {
     /// With a topology: failing links between leaves that all may cross
     /// this leaf–spine uplink, or one of these when the paths cannot tell
     /// them apart (`pairs`: the links it explains, by rank).
-    Uplink { uplinks: Vec<Uplink>, pairs: Vec<[usize; 2]> },
+    /// `one_way`: the way along it (`spine1 → leaf2`) every failing flow
+    /// may have gone while the other way passed, where the flows say so.
+    Uplink {
+        uplinks: Vec<Uplink>,
+        pairs: Vec<[usize; 2]>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        one_way: Vec<Way>,
+    },
     /// With a topology: every host on this leaf (`ranks`) failed every link,
     /// their same-leaf links too: the switch, not each host.
     Leaf { leaf: SwitchName, ranks: Vec<usize> },

@@ -65,6 +65,28 @@ impl fmt::Display for Uplink {
     }
 }
 
+/// One way along an uplink's cables, leaf to spine or spine to leaf: a bad
+/// optic or a port shaped one way slows only the traffic going that way.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Way {
+    pub from: SwitchName,
+    pub to: SwitchName,
+}
+
+impl Way {
+    /// Both ways of an uplink, up first.
+    pub fn both(uplink: &Uplink) -> [Way; 2] {
+        let (leaf, spine) = (uplink.leaf.clone(), uplink.spine.clone());
+        [Way { from: leaf.clone(), to: spine.clone() }, Way { from: spine, to: leaf }]
+    }
+}
+
+impl fmt::Display for Way {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} → {}", self.from, self.to)
+    }
+}
+
 /// A two-level tree of switches and the hosts on its leaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {

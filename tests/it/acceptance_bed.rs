@@ -297,4 +297,23 @@ fn a_slow_uplink_on_a_two_level_bed_is_named_and_confirmed() {
         let case = &suite[suite.find(&format!("name=\"uplink {other} ↔ spine1\"")).expect("its case")..];
         assert!(!case[..case.find("</testcase>").unwrap()].contains("<failure"), "{other} passes: {suite}");
     }
+    assert!(found[0].get("one_way").is_none(), "slow both ways names no way: {found:?}");
+
+    // Slow only from the spine into leaf1, as a bad optic fails: the same
+    // uplink, and the way the failing flows went (flows out of leaf1 pass).
+    bed.shape_uplink("leaf1", "250mbit/down");
+    let bench = Bench::new();
+    let (code, output, run) = accept(&bed, &bench, &with_topology);
+    assert_eq!(code, Some(3), "a failed check exits with 3:\n{output}");
+    let found = blamed(&run);
+    assert_eq!(found.len(), 1, "exactly one suspect: {found:?}\n{output}");
+    assert_eq!(found[0]["uplinks"], serde_json::json!([{"leaf": "leaf1", "spine": "spine1"}]), "{found:?}");
+    let into_leaf1: Vec<(u64, u64)> = {
+        let mut flows: Vec<(u64, u64)> = leaf1_to_others.iter().map(|&[a, b]| (b, a)).collect();
+        flows.sort();
+        flows
+    };
+    assert_eq!(failed_flows(&run), into_leaf1, "only the flows into leaf1: {}", run["matrix"]);
+    assert_eq!(found[0]["one_way"], serde_json::json!([{"from": "spine1", "to": "leaf1"}]), "{found:?}");
+    assert!(output.contains("only flows going spine1 → leaf1 failed"), "{output}");
 }

@@ -39,21 +39,29 @@ pub fn checked(run: &RunResult, item: &Checked) -> String {
     }
 }
 
-/// `host h3`, `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1`, `leaf switch leaf3`.
+/// `host h3`, `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1` (`… (spine1 → leaf3
+/// only)` when one way failed), `leaf switch leaf3`.
 pub fn suspect(s: &Suspect) -> String {
     match &s.kind {
         SuspectKind::Host { rank, host } => format!("host {host} (rank {rank})"),
         SuspectKind::Link { a_host, b_host, .. } => format!("link {a_host} – {b_host}"),
         SuspectKind::Fabric => "the fabric".to_string(),
-        SuspectKind::Uplink { uplinks, .. } => match &uplinks[..] {
-            [one] => format!("uplink {one}"),
-            several => {
-                let names: Vec<String> = several.iter().map(ToString::to_string).collect();
-                format!("one of uplinks {}", names.join(", "))
+        SuspectKind::Uplink { uplinks, one_way, .. } => {
+            let named = match &uplinks[..] {
+                [one] => format!("uplink {one}"),
+                several => format!("one of uplinks {}", listed(several, ", ")),
+            };
+            match one_way.is_empty() {
+                true => named,
+                false => format!("{named} ({} only)", listed(one_way, " or ")),
             }
-        },
+        }
         SuspectKind::Leaf { leaf, .. } => format!("leaf switch {leaf}"),
     }
+}
+
+fn listed<T: ToString>(items: &[T], between: &str) -> String {
+    items.iter().map(ToString::to_string).collect::<Vec<_>>().join(between)
 }
 
 /// What the retest showed, in words.
@@ -63,5 +71,37 @@ pub fn retest(r: &Retest) -> String {
         Retest::Confirmed { gbps, .. } => format!("BAD: failed again alone ({gbps:.3} Gb/s)"),
         Retest::Cleared { gbps, .. } => format!("cleared: passed alone ({gbps:.3} Gb/s)"),
         Retest::Inconclusive { reason, .. } => format!("inconclusive: {reason}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{SwitchName, Uplink, Way};
+
+    fn uplink_suspect(uplinks: &[(&str, &str)], one_way: &[(&str, &str)]) -> Suspect {
+        let name = |s: &str| SwitchName(s.into());
+        Suspect {
+            kind: SuspectKind::Uplink {
+                uplinks: uplinks.iter().map(|&(leaf, spine)| Uplink { leaf: name(leaf), spine: name(spine) }).collect(),
+                pairs: vec![[0, 4]],
+                one_way: one_way.iter().map(|&(from, to)| Way { from: name(from), to: name(to) }).collect(),
+            },
+            evidence: String::new(),
+            retest: Retest::NotRun { reason: "not retested".into() },
+        }
+    }
+
+    #[test]
+    fn an_uplink_suspect_names_the_one_way_that_failed() {
+        assert_eq!(suspect(&uplink_suspect(&[("leaf3", "spine1")], &[])), "uplink leaf3 ↔ spine1");
+        let one = uplink_suspect(&[("leaf3", "spine1")], &[("spine1", "leaf3")]);
+        assert_eq!(suspect(&one), "uplink leaf3 ↔ spine1 (spine1 → leaf3 only)");
+        let two =
+            uplink_suspect(&[("leaf1", "spine1"), ("leaf2", "spine1")], &[("leaf1", "spine1"), ("spine1", "leaf2")]);
+        assert_eq!(
+            suspect(&two),
+            "one of uplinks leaf1 ↔ spine1, leaf2 ↔ spine1 (leaf1 → spine1 or spine1 → leaf2 only)"
+        );
     }
 }
