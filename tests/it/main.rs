@@ -33,6 +33,7 @@ mod manual;
 mod pacing;
 mod pair;
 mod plan;
+mod rails;
 mod rdma;
 mod rdma_run;
 mod rendered;
