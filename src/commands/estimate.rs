@@ -66,22 +66,30 @@ fn about(length: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(Duration::from_secs(seconds))
 }
 
+/// One group over the run: its flows and the phases it is in.
+struct GroupTally<'a> {
+    name: &'a str,
+    pattern: Pattern,
+    flows: usize,
+    phases: usize,
+}
+
 /// `plan`'s lines for each group, in the order they first run: its
 /// pattern (and rails), its flows over the run and the phases it is in.
 pub fn group_lines(plan: &Plan, scenario: &Scenario) -> Vec<String> {
-    let mut groups: Vec<(&str, Pattern, usize, usize)> = Vec::new();
+    let mut groups: Vec<GroupTally> = Vec::new();
     for phase in &plan.phases {
         for group in &phase.groups {
             let flows = phase.flows.iter().filter(|f| f.group == group.index).count();
-            match groups.iter_mut().find(|(name, ..)| *name == group.name) {
-                Some((.., total, phases)) => (*total, *phases) = (*total + flows, *phases + 1),
-                None => groups.push((&group.name, group.pattern, flows, 1)),
+            match groups.iter_mut().find(|g| g.name == group.name) {
+                Some(tally) => (tally.flows, tally.phases) = (tally.flows + flows, tally.phases + 1),
+                None => groups.push(GroupTally { name: &group.name, pattern: group.pattern, flows, phases: 1 }),
             }
         }
     }
     groups
         .into_iter()
-        .map(|(name, pattern, flows, phases)| {
+        .map(|GroupTally { name, pattern, flows, phases }| {
             let rails = scenario.groups.iter().find(|g| g.name == name).map_or(Rails::All, |g| g.rails());
             let rails = if rails == Rails::Same { format!(", rails = \"{}\"", rails.name()) } else { String::new() };
             let unit = if pattern == Pattern::AllPairs { "round(s)" } else { "phase(s)" };

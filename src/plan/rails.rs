@@ -14,9 +14,15 @@ use super::RankInfo;
 use crate::scenario::rails::not_for;
 use crate::scenario::{BadKey, GroupSpec, Pattern, RankSet};
 
-/// A rank's place: its host (by the hostfile's name) and its rail (slot).
-fn rail_of(rank: &RankInfo) -> (&str, u32) {
-    (rank.host.as_str(), rank.slot)
+/// Where a rank is: its host (by the hostfile's name) and its rail (slot).
+#[derive(PartialEq, Eq)]
+struct Place<'a> {
+    host: &'a str,
+    rail: u32,
+}
+
+fn place(rank: &RankInfo) -> Place<'_> {
+    Place { host: rank.host.as_str(), rail: rank.slot }
 }
 
 /// The hosts of some ranks, in the order of their first rank, each with
@@ -32,7 +38,7 @@ impl Hosts {
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         let mut hosts = Hosts { rails: Vec::new(), host_of: HashMap::new() };
         for &rank in members {
-            let (name, rail) = rail_of(&ranks[rank]);
+            let Place { host: name, rail } = place(&ranks[rank]);
             let next = hosts.rails.len();
             let host = *by_name.entry(name).or_insert(next);
             if host == next {
@@ -86,9 +92,11 @@ pub(super) fn expand(g: &GroupSpec, ranks: &[RankInfo]) -> Result<Pairs, BadKey>
     let n = ranks.len();
     match (g.pattern, &g.flows) {
         (Pattern::FanIn, _) => {
-            // Rank 0's host, all its rails: with rails, the receiver is a host.
-            let first_host = ranks.iter().filter(|r| ranks.first().is_some_and(|f| f.host == r.host));
-            let default = RankSet::Ranges(first_host.map(|r| (r.rank, r.rank)).collect());
+            // Not given: every rail of rank 0's host, as receivers = 0 is the
+            // first host where a host runs one rank.
+            let home = ranks.first().map(|r| r.host.as_str());
+            let home_ranks = ranks.iter().filter(|r| Some(r.host.as_str()) == home);
+            let default = RankSet::Ranges(home_ranks.map(|r| (r.rank, r.rank)).collect());
             let receivers = select("receivers", &g.receivers, default, n)?;
             let senders = select("senders", &g.senders, RankSet::All, n)?;
             Ok(cross(&senders, &receivers, false).into_iter().filter(|&pair| one_rail(ranks, pair)).collect())
@@ -124,8 +132,8 @@ pub(super) fn expand(g: &GroupSpec, ranks: &[RankInfo]) -> Result<Pairs, BadKey>
 
 /// Whether two ranks are one rail of two hosts.
 fn one_rail(ranks: &[RankInfo], (src, dst): (usize, usize)) -> bool {
-    let ((a_host, a_rail), (b_host, b_rail)) = (rail_of(&ranks[src]), rail_of(&ranks[dst]));
-    a_host != b_host && a_rail == b_rail
+    let (a, b) = (place(&ranks[src]), place(&ranks[dst]));
+    a.host != b.host && a.rail == b.rail
 }
 
 fn off_rail(src: &RankInfo, dst: &RankInfo) -> String {
