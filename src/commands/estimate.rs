@@ -2,15 +2,18 @@
 //! length when it runs for hours, its flows when they are millions, a
 //! rank that needs more sockets than this host may open, and more
 //! data-path threads on this machine than its cores can start together;
-//! for `plan`, the engines each rank's TCP streams would use at most.
+//! for `plan`, how long the run takes, each group's flows, and the engines
+//! each rank's TCP streams would use at most.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::hostfile::Host;
 use crate::launch::choose::is_this_machine;
-use crate::plan::{BusiestRank, Phase, Plan};
+use crate::plan::{uneven_rails, BusiestRank, Pattern, Phase, Plan};
 use crate::result::degraded::SKEW_FRACTION;
+use crate::scenario::rails::Rails;
+use crate::scenario::Scenario;
 
 /// A run longer than this is announced with its length.
 const LONG: Duration = Duration::from_secs(3600);
@@ -19,12 +22,95 @@ const MANY_FLOWS: usize = 1_000_000;
 /// What setting up and tearing down a phase takes, roughly (launch aside).
 const PHASE_OVERHEAD: Duration = Duration::from_secs(1);
 
+/// How long a run's phases take, roughly: each its window and its setup
+/// (the launch aside, which depends on the launcher and the hosts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Length {
+    pub phases: u32,
+    /// Each phase's warm-up + duration.
+    pub window: Duration,
+}
+
+impl Length {
+    pub fn of(plan: &Plan, window: Duration) -> Length {
+        Length { phases: u32::try_from(plan.phases.len()).unwrap_or(u32::MAX), window }
+    }
+
+    pub fn setup(self) -> Duration {
+        PHASE_OVERHEAD.saturating_mul(self.phases)
+    }
+
+    pub fn total(self) -> Duration {
+        self.window.saturating_mul(self.phases).saturating_add(self.setup())
+    }
+}
+
+impl std::fmt::Display for Length {
+    /// `63 phase(s) × 11s (warm-up + duration) + 1m 3s setup ≈ 12m 36s`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} phase(s) × {} (warm-up + duration) + {} setup ≈ {}",
+            self.phases,
+            humantime::format_duration(self.window),
+            about(self.setup()),
+            about(self.total())
+        )
+    }
+}
+
+/// A length as a person reads it: to the second, to the minute from an hour.
+fn about(length: Duration) -> humantime::FormattedDuration {
+    let seconds = length.as_secs_f64().round() as u64;
+    let seconds = if seconds >= 3600 { (seconds + 30) / 60 * 60 } else { seconds };
+    humantime::format_duration(Duration::from_secs(seconds))
+}
+
+/// One group over the run: its flows and the phases it is in.
+struct GroupTally<'a> {
+    name: &'a str,
+    pattern: Pattern,
+    flows: usize,
+    phases: usize,
+}
+
+/// `plan`'s lines for each group, in the order they first run: its
+/// pattern (and rails), its flows over the run and the phases it is in.
+pub fn group_lines(plan: &Plan, scenario: &Scenario) -> Vec<String> {
+    let mut groups: Vec<GroupTally> = Vec::new();
+    for phase in &plan.phases {
+        for group in &phase.groups {
+            let flows = phase.flows.iter().filter(|f| f.group == group.index).count();
+            match groups.iter_mut().find(|g| g.name == group.name) {
+                Some(tally) => (tally.flows, tally.phases) = (tally.flows + flows, tally.phases + 1),
+                None => groups.push(GroupTally { name: &group.name, pattern: group.pattern, flows, phases: 1 }),
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|GroupTally { name, pattern, flows, phases }| {
+            let rails = scenario.groups.iter().find(|g| g.name == name).map_or(Rails::All, |g| g.rails());
+            let rails = if rails == Rails::Same { format!(", rails = \"{}\"", rails.name()) } else { String::new() };
+            let unit = if pattern == Pattern::AllPairs { "round(s)" } else { "phase(s)" };
+            format!("group `{name}` ({}{rails}): {flows} flow(s) in {phases} {unit}", pattern.name())
+        })
+        .collect()
+}
+
+/// The note for a scenario whose groups join rails (`rails = "same"`) on
+/// hosts that do not all have as many: which, and what it means.
+pub fn rails_note(plan: &Plan, scenario: &Scenario) -> Option<String> {
+    let group = scenario.groups.iter().find(|g| g.rails() == Rails::Same)?;
+    uneven_rails(&plan.ranks).map(|uneven| format!("group `{}`: {uneven}", group.name))
+}
+
 /// The notes for `plan` with each phase's `window` (warm-up + duration)
 /// on hosts allowing `open_files` descriptors a process.
 pub fn notes(plan: &Plan, window: Duration, open_files: u64) -> Vec<String> {
     let mut notes = Vec::new();
     let phases = plan.phases.len() as u32;
-    let length = (window + PHASE_OVERHEAD).saturating_mul(phases);
+    let length = Length::of(plan, window).total();
     if length > LONG {
         notes.push(format!(
             "this run takes about {} ({phases} phase(s) of {} each)",
@@ -167,6 +253,50 @@ mod tests {
         let hosts: Vec<Host> = (0..ranks).map(|i| Host::named(&format!("n{i}"))).collect();
         let (scenario, _) = crate::scenario::parse(scenario, std::path::Path::new("s.toml")).unwrap();
         crate::plan::build(&hosts, &scenario).unwrap()
+    }
+
+    fn on(hostfile: &str, scenario: &str) -> (Plan, Scenario) {
+        let hosts = crate::hostfile::parse(hostfile, std::path::Path::new("hosts")).unwrap();
+        let (scenario, _) = crate::scenario::parse(scenario, std::path::Path::new("s.toml")).unwrap();
+        (crate::plan::build(&hosts, &scenario).unwrap(), scenario)
+    }
+
+    #[test]
+    fn plan_says_each_groups_flows_and_the_runs_length() {
+        let rails = "[run]\nduration = \"10s\"\nwarmup = \"2s\"\n[[group]]\nname = \"all\"\npattern = \"all-pairs\"\n";
+        let (p, s) = on("node[01-64] slots=8\n", &format!("{rails}rails = \"same\"\nbidirectional = true\n"));
+        assert_eq!(group_lines(&p, &s), ["group `all` (all-pairs, rails = \"same\"): 32256 flow(s) in 63 round(s)"]);
+        let length = Length::of(&p, Duration::from_secs(12));
+        assert_eq!(length.total(), Duration::from_secs(63 * 13));
+        assert_eq!(length.to_string(), "63 phase(s) × 12s (warm-up + duration) + 1m 3s setup ≈ 13m 39s");
+        // Without rails the same hosts are 512 ranks in 511 rounds.
+        let (p, s) = on("node[01-64] slots=8\n", rails);
+        assert_eq!(group_lines(&p, &s), ["group `all` (all-pairs): 130816 flow(s) in 511 round(s)"]);
+        assert_eq!(
+            Length::of(&p, Duration::from_secs(12)).to_string(),
+            "511 phase(s) × 12s (warm-up + duration) + 8m 31s setup ≈ 1h 51m"
+        );
+        let fan = "[[group]]\nname = \"in\"\npattern = \"fan-in\"\n[[group]]\nname = \"ring\"\npattern = \"ring\"\n";
+        let (p, s) = on("n[1-4]\n", fan);
+        assert_eq!(
+            group_lines(&p, &s),
+            ["group `in` (fan-in): 3 flow(s) in 1 phase(s)", "group `ring` (ring): 4 flow(s) in 1 phase(s)"]
+        );
+    }
+
+    #[test]
+    fn rails_on_hosts_of_uneven_rails_are_noted_and_only_then() {
+        let all_pairs = "[[group]]\nname = \"g\"\npattern = \"all-pairs\"\n";
+        let same = format!("{all_pairs}rails = \"same\"\n");
+        let (p, s) = on("a slots=8\nb slots=8\nc slots=7\n", &same);
+        let note = rails_note(&p, &s).expect("c lacks rail 7");
+        assert!(
+            note.starts_with("group `g`: the hosts do not all have the same rails (ranks): 2 host(s) have 8, c has 7;"),
+            "{note}"
+        );
+        assert_eq!(rails_note(&on("a slots=8\nb slots=8\n", &same).0, &s), None, "even rails");
+        let (p, s) = on("a slots=8\nb slots=8\nc slots=7\n", all_pairs);
+        assert_eq!(rails_note(&p, &s), None, "no rails asked");
     }
 
     #[test]

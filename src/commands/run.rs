@@ -77,6 +77,15 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
             say(format_args!("{line}"))?;
         }
     }
+    // Last, where a long plan's reader lands: what the whole run costs.
+    for line in estimate::group_lines(&prepared.plan, &prepared.scenario) {
+        say(format_args!("{line}"))?;
+    }
+    let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
+    say(format_args!("estimate: {}", estimate::Length::of(&prepared.plan, window)))?;
+    if let Some(note) = estimate::rails_note(&prepared.plan, &prepared.scenario) {
+        say(format_args!("note: {note}"))?;
+    }
     Ok(())
 }
 
@@ -156,7 +165,8 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
 fn warn_of_load(prepared: &run::Prepared) {
     let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
     let open_files = crate::fdlimit::current().unwrap_or(u64::MAX);
-    for note in estimate::notes(&prepared.plan, window, open_files) {
+    let rails = estimate::rails_note(&prepared.plan, &prepared.scenario);
+    for note in estimate::notes(&prepared.plan, window, open_files).into_iter().chain(rails) {
         crate::diag!("note: {note}");
     }
     let local = estimate::local_ranks(&prepared.hosts);

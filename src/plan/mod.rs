@@ -7,6 +7,7 @@ mod congestion;
 mod gpu;
 mod group;
 mod patterns;
+mod rails;
 mod rounds;
 mod shuffle;
 mod stress;
@@ -15,6 +16,7 @@ mod topology;
 pub use congestion::{split, CongestionPoint, Split};
 pub use gpu::GpuAsk;
 pub use group::GroupPlan;
+pub use rails::{uneven_rails, HostRails, UnevenRails};
 pub use topology::Fabric;
 use topology::Job;
 
@@ -35,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hostfile::{GpuChoice, Host};
 use crate::scenario::limits::MAX_PHASES;
+use crate::scenario::rails::Rails;
 use crate::scenario::{Field, RankSet, Section};
 
 use patterns::{expand, select, with_reverse, Pairs};
@@ -233,8 +236,8 @@ pub fn build(hosts: &[Host], scenario: &Scenario) -> Result<Plan, BadField> {
 /// Builds the plan, choosing pairs by `fabric` where the scenario asks.
 pub fn build_on(hosts: &[Host], scenario: &Scenario, fabric: Option<&Fabric>) -> Result<Plan, BadField> {
     let n = hosts.len();
-    let job = Job { n, fabric };
     let ranks = ranks_of(hosts);
+    let job = Job { n, ranks: &ranks, fabric };
     let mut phases = Vec::new();
     match (&scenario.sweep, &scenario.congestion) {
         // Validation keeps the two apart: a congestion run makes its own pairs of phases.
@@ -297,7 +300,7 @@ fn repeated(once: Vec<Phase>, count: u32) -> Vec<Phase> {
 pub(super) fn phases_of(
     scenario: &Scenario,
     name: &str,
-    Job { n, fabric }: Job,
+    Job { n, ranks, fabric }: Job,
     sweep: Option<SweepPoint>,
     first: usize,
 ) -> Result<Vec<Phase>, BadField> {
@@ -310,8 +313,11 @@ pub(super) fn phases_of(
     if let [spec] = &scenario.groups[..] {
         if spec.pattern == Pattern::AllPairs {
             let members = select("ranks", &spec.ranks, RankSet::All, n).map_err(|e| e.within(Section::Group(0)))?;
-            let rounds = topology::restrict_rounds(spec, rounds::circle(&members), fabric)
-                .map_err(|e| e.within(Section::Group(0)))?;
+            let rounds = match spec.rails() {
+                Rails::All => rounds::circle(&members),
+                Rails::Same => rails::rounds(&members, ranks),
+            };
+            let rounds = topology::restrict_rounds(spec, rounds, fabric).map_err(|e| e.within(Section::Group(0)))?;
             if rounds.is_empty() {
                 return Err(no_flows(0, spec.pattern));
             }
@@ -336,9 +342,13 @@ pub(super) fn phases_of(
     }
     let mut per_group = Vec::new();
     for (index, spec) in scenario.groups.iter().enumerate() {
-        let pairs = match spec.pattern {
-            Pattern::Bisection => topology::bisection(spec, n, fabric),
-            _ => expand(spec, n).and_then(|pairs| topology::restrict(spec, pairs, fabric)),
+        let pairs = match (spec.pattern, spec.rails()) {
+            (Pattern::Bisection, Rails::All) => topology::bisection(spec, n, fabric),
+            (Pattern::Bisection, Rails::Same) => {
+                topology::bisection(spec, n, fabric).and_then(|hosts| rails::widen(spec, hosts, ranks))
+            }
+            (_, Rails::All) => expand(spec, n).and_then(|pairs| topology::restrict(spec, pairs, fabric)),
+            (_, Rails::Same) => rails::expand(spec, ranks).and_then(|pairs| topology::restrict(spec, pairs, fabric)),
         };
         let pairs = pairs.map_err(|e| e.within(Section::Group(index)))?;
         if pairs.is_empty() {

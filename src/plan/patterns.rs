@@ -81,7 +81,7 @@ fn ring_of(ranks: &[usize]) -> Pairs {
     (0..ranks.len()).map(|i| (ranks[i], ranks[(i + 1) % ranks.len()])).collect()
 }
 
-fn cross(srcs: &[usize], dsts: &[usize], allow_self: bool) -> Pairs {
+pub(super) fn cross(srcs: &[usize], dsts: &[usize], allow_self: bool) -> Pairs {
     let mut out = Vec::new();
     for &dst in dsts {
         for &src in srcs {

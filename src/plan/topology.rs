@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::patterns::{select, with_reverse, Pairs};
+use super::RankInfo;
 use crate::hostfile::Host;
 use crate::scenario::topology::restriction;
 use crate::scenario::{BadKey, GroupSpec, RankSet};
@@ -16,11 +17,12 @@ const NEEDS: &str = "needs the fabric's topology: add a [topology] table with fi
                      scenario, or give --topology FILE (docs/TOPOLOGY.md), or `run --topology lldp` to gather it \
                      from the hosts' LLDP neighbours";
 
-/// The ranks a scenario is planned on: how many, and where they are cabled
-/// when the run has a topology.
+/// The ranks a scenario is planned on: how many, their hosts and slots
+/// (rails), and where they are cabled when the run has a topology.
 #[derive(Clone, Copy)]
 pub(crate) struct Job<'a> {
     pub n: usize,
+    pub ranks: &'a [RankInfo],
     pub fabric: Option<&'a Fabric<'a>>,
 }
 

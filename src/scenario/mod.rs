@@ -13,6 +13,7 @@ mod locate;
 pub mod memory;
 mod op;
 pub mod placement;
+pub mod rails;
 mod ranks;
 pub mod rate;
 pub mod rdma;
@@ -233,6 +234,10 @@ pub struct GroupSpec {
     /// All-pairs, pairwise: only pairs whose route has these hop counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hops: Option<topology::HopRange>,
+    /// All-pairs, pairwise, fan-in, bisection: `same` keeps rail k of one
+    /// host with rail k of another only (not given: every pair, `all`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rails: Option<rails::Rails>,
 }
 
 fn default_streams() -> u32 {
@@ -325,6 +330,7 @@ pub fn parse(text: &str, path: &Path) -> Result<(Scenario, Source), ScenarioErro
     }
     validate::validate(&scenario, &limits::Machine::this())
         .and_then(|()| topology::check(&scenario))
+        .and_then(|()| rails::check(&scenario))
         .map_err(|bad| ScenarioError::Invalid(source.explain(&bad)))?;
     Ok((scenario, source))
 }
@@ -353,6 +359,11 @@ impl GroupSpec {
     pub fn effective_message_size(&self) -> ByteSize {
         let asked = self.message_size.unwrap_or(self.transport.default_message_size(self.mode));
         ByteSize(rdma::message_bytes(self.effective_op(), asked.bytes()))
+    }
+
+    /// Which rails the group's pairs join (not given: all).
+    pub fn rails(&self) -> rails::Rails {
+        self.rails.unwrap_or_default()
     }
 
     /// RDMA groups: their memory, GPU and `[group.rdma]` knobs after defaults.
@@ -402,6 +413,7 @@ impl GroupSpec {
             within: None,
             across: None,
             hops: None,
+            rails: None,
         }
     }
 }

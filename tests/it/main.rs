@@ -34,6 +34,7 @@ mod manual;
 mod pacing;
 mod pair;
 mod plan;
+mod rails;
 mod rdma;
 mod rdma_run;
 mod rendered;
