@@ -215,7 +215,7 @@ pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
         .map(|(rank, h)| RankInfo {
             rank,
             host: h.name.clone(),
-            addr: h.data_addr().to_string(),
+            addr: h.host_addr().to_string(),
             devices: h.devices.clone(),
             slot: h.slot,
             slots: h.slots,

@@ -89,7 +89,7 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
         let at: CoordinatorAt = read_line(stdin, "rank 0's address")?;
         Role::Member { coordinator: Some(at.coordinator) }
     };
-    let bind = host.data_addr().to_string();
+    let bind = host.host_addr().to_string();
     let devices = host.devices;
     Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None, devices })
 }
