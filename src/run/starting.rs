@@ -101,6 +101,7 @@ fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec 
         rank: 0,
         host: host0.name.clone(),
         bind: host0.host_addr().to_string(),
+        data_addr: host0.nic_addr().map(str::to_string),
         role: Role::Coordinator {
             plan: Box::new(prepared.plan.clone()),
             window: Window::of(&prepared.scenario.run),

@@ -180,6 +180,7 @@ fn spec_for(job: u64, token: String, rank: usize, hosts: &[Host], role: Role) ->
         token,
         rank,
         bind: host.host_addr().to_string(),
+        data_addr: host.nic_addr().map(str::to_string),
         host: host.name.clone(),
         role,
         relay: None,

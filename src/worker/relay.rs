@@ -43,6 +43,7 @@ pub fn member_spec(
         rank: subtree.rank,
         host: subtree.host.name.clone(),
         bind: subtree.host.host_addr().to_string(),
+        data_addr: subtree.host.nic_addr().map(str::to_string),
         role: Role::Member { coordinator },
         relay: ssh
             .filter(|_| !subtree.below.is_empty())
