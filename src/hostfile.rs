@@ -121,7 +121,7 @@ pub const MAX_HOSTS: usize = 65_536;
 /// hosts. A hostfile whose `slots` count cores (`slots=64` on 2 048 nodes)
 /// is refused at the line that passes it, before anything expands.
 pub const MAX_RANKS: usize = 65_536;
-/// Above this many slots on a host without `devices=`, the launcher warns
+/// Above this many slots on a host without `devices=` or `addrs=`, the launcher warns
 /// (see [`crowded`]): an OpenMPI hostfile's `slots` often count cores, and
 /// that many workers on one host measure its CPUs, not its NICs.
 pub const CROWDED_SLOTS: u32 = 8;
@@ -244,11 +244,12 @@ pub fn expand(expr: &str) -> Result<Vec<String>, Problem> {
 }
 
 /// Warnings for hosts that run more than CROWDED_SLOTS ranks without
-/// `devices=`, one line each (hosts appear once).
+/// `devices=` or `addrs=` (which ask for a rank per NIC), one line each
+/// (hosts appear once).
 pub fn crowded(ranks: &[Host]) -> Vec<String> {
     ranks
         .iter()
-        .filter(|h| h.slot == 0 && h.slots > CROWDED_SLOTS && h.devices.is_empty())
+        .filter(|h| h.slot == 0 && h.slots > CROWDED_SLOTS && h.devices.is_empty() && h.nic_addr().is_none())
         .map(|h| {
             format!(
                 "host `{}` has slots={}: {} workers will run on it; an OpenMPI hostfile's slots often count cores — \
@@ -637,7 +638,9 @@ n1 slots=2 gpus=0
 
     #[test]
     fn crowded_hosts_are_warned_about_once() {
-        let hosts = ok("big slots=64\nnics slots=2 devices=a,b\nsmall slots=8\n");
+        let rails = (0..9).map(|k| format!("10.{k}.0.1")).collect::<Vec<_>>().join(",");
+        let hosts = ok(&format!("big slots=64\nnics slots=2 devices=a,b\nsmall slots=8\nrails addrs={rails}\n"));
+        assert_eq!(hosts.iter().filter(|h| h.name == "rails").count(), 9, "nine ranks, one per address");
         assert_eq!(
             crowded(&hosts),
             ["host `big` has slots=64: 64 workers will run on it; an OpenMPI hostfile's slots often count cores — \
