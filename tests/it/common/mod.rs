@@ -372,6 +372,15 @@ pub fn root_or_skip(what: &str) -> bool {
 }
 
 #[test]
+fn proc_net_tcp_addresses_read_as_the_kernel_wrote_them() {
+    let at = |ip: [u8; 4], port| Some(SocketAddrV4::new(Ipv4Addr::from(ip), port));
+    // As a little-endian machine (x86-64, arm64) writes them.
+    assert_eq!(proc_net_addr("0201007F:1F90"), at([127, 0, 1, 2], 8080));
+    assert_eq!(proc_net_addr("0F00010A:0000"), at([10, 1, 0, 15], 0));
+    assert_eq!(proc_net_addr("0100007F"), None, "no port");
+}
+
+#[test]
 fn a_fan_in_is_the_scenario_text_the_tests_wrote_out() {
     let text = FanIn::new("rep", "2s").warmup("200ms").run_line("repeat = 3").senders("1-3").then("\n[sweep]\n").text();
     let written = "[run]\nname = \"rep\"\nduration = \"2s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\nrepeat = 3\n\n\
