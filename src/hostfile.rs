@@ -1,7 +1,7 @@
 //! Hostfiles in the forms cluster operators already have: plain lines,
 //! OpenMPI (`host slots=N`), MPICH (`host:N`) and Slurm hostlist expressions
-//! (`node[01-04,07]`), with `#` comments and optional `addr=` / `devices=` /
-//! `gpus=`.
+//! (`node[01-04,07]`), with `#` comments and optional `addr=` / `addrs=` /
+//! `devices=` / `gpus=`.
 //!
 //! Inside a Slurm allocation the hosts can also come from the environment
 //! Slurm sets (`SLURM_JOB_NODELIST`, `SLURM_TASKS_PER_NODE`).
@@ -21,8 +21,14 @@
 //! should not silently double the load on one NIC. `gpus=0,1` (indices or
 //! PCI bus ids) is one GPU per rank the same way, rank k of the host on the
 //! k-th: the GPU its ends in GPU memory use, whatever their group's `gpu`.
-//! Parsing touches no network.
+//! `addrs=10.0.0.1,10.1.0.1` is one address per rank the same way (one
+//! NIC's, e.g. IPoIB ib0…ib7): rank k's TCP data listens on and leaves from
+//! the k-th, while the host's own address (`addr=`, else its name) keeps
+//! the control plane, rank 0's coordinator included. Parsing touches no
+//! network.
 
+mod addrs;
+mod count;
 mod gpu;
 mod hostlist;
 mod problem;
@@ -30,22 +36,24 @@ mod problem;
 use std::collections::HashSet;
 use std::fmt;
 use std::io::Read;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use addrs::{addr_list, unicast};
+use count::count_ranks;
 pub use gpu::{GpuChoice, MAX_GPU_INDEX};
 use hostlist::expand_hostlist;
-pub use problem::Problem;
+pub use problem::{Problem, RankCount};
 
 /// One rank of the job: its host and what it uses there, in rank order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Host {
     /// The name used to reach the host's launcher (ssh destination, node name).
     pub name: String,
-    /// The address the data plane and coordinator bind to, when it differs
-    /// from `name` (e.g. an IPoIB address).
+    /// The host's address, when it differs from `name` (e.g. an IPoIB
+    /// address): rank 0's coordinator listens on it, and the data plane
+    /// binds to it unless `addrs=` gives the rank its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
     /// Ranks on this host (OpenMPI `slots=`, MPICH `:N`, Slurm's tasks
@@ -63,6 +71,11 @@ pub struct Host {
     /// most one per rank once the hostfile is parsed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuChoice>,
+    /// The address this rank's TCP data binds to, over the host's: its own
+    /// one of `addrs=10.0.0.1,10.1.0.1` (rank k of the host gets the k-th).
+    /// At most one per rank once the hostfile is parsed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addrs: Vec<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -72,7 +85,15 @@ fn is_zero(n: &u32) -> bool {
 impl Host {
     /// A host reached and bound by its name alone.
     pub fn named(name: &str) -> Host {
-        Host { name: name.to_string(), addr: None, slots: 1, slot: 0, devices: Vec::new(), gpus: Vec::new() }
+        Host {
+            name: name.to_string(),
+            addr: None,
+            slots: 1,
+            slot: 0,
+            devices: Vec::new(),
+            gpus: Vec::new(),
+            addrs: Vec::new(),
+        }
     }
 
     /// The GPU the hostfile's `gpus=` gives this rank, if any.
@@ -80,9 +101,15 @@ impl Host {
         self.gpus.first()
     }
 
-    /// The address the data plane binds to on this host.
-    pub fn data_addr(&self) -> &str {
+    /// The host's address: where rank 0's coordinator listens, and where
+    /// the data plane binds when the rank has no address of its own.
+    pub fn host_addr(&self) -> &str {
         self.addr.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The address the hostfile's `addrs=` gives this rank's data, if any.
+    pub fn nic_addr(&self) -> Option<&str> {
+        self.addrs.first().map(String::as_str)
     }
 }
 
@@ -94,7 +121,7 @@ pub const MAX_HOSTS: usize = 65_536;
 /// hosts. A hostfile whose `slots` count cores (`slots=64` on 2 048 nodes)
 /// is refused at the line that passes it, before anything expands.
 pub const MAX_RANKS: usize = 65_536;
-/// Above this many slots on a host without `devices=`, the launcher warns
+/// Above this many slots on a host without `devices=` or `addrs=`, the launcher warns
 /// (see [`crowded`]): an OpenMPI hostfile's `slots` often count cores, and
 /// that many workers on one host measure its CPUs, not its NICs.
 pub const CROWDED_SLOTS: u32 = 8;
@@ -124,7 +151,7 @@ pub enum HostfileError {
     SlurmEnv { var: &'static str, value: String, problem: Problem },
 }
 
-const VALID_FORMS: &str = "\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP`, `devices=dev1,dev2` and `gpus=0,1`";
+const VALID_FORMS: &str = "\n  valid forms: `host`, `host slots=N`, `host:N`, `node[01-04,07]`, optionally followed by `addr=IP`, `addrs=IP1,IP2`, `devices=dev1,dev2` and `gpus=0,1`";
 
 /// Where a repeated host was first named: an earlier line, or this one
 /// (`n[1-2],n1`).
@@ -178,8 +205,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Host>, HostfileError> {
 
 /// The rank list of `hosts` (each with what names it in an error, such as
 /// its line): every host once per slot, its ranks consecutive, rank k of
-/// a host on its k-th device and its k-th GPU. The total is counted before anything is
-/// expanded; past MAX_RANKS the error names the host that passes it.
+/// a host on its k-th device, its k-th GPU and its k-th address. The total
+/// is counted before anything is expanded; past MAX_RANKS the error names
+/// the host that passes it.
 fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, Problem)> {
     let mut total = 0usize;
     for (at, host) in &hosts {
@@ -189,14 +217,20 @@ fn ranks<T: Copy>(hosts: Vec<(T, Host)>) -> Result<Vec<Host>, (T, Problem)> {
         }
     }
     let mut out = Vec::with_capacity(total);
-    for (_, host) in hosts {
+    for (_, mut host) in hosts {
+        // Each rank takes its own entries; the lists are not copied to every
+        // rank (a host may list as many addresses as a run takes ranks).
+        let (all_devices, all_gpus, all_addrs) =
+            (std::mem::take(&mut host.devices), std::mem::take(&mut host.gpus), std::mem::take(&mut host.addrs));
         for slot in 0..host.slots {
+            let own = slot as usize;
             let devices = match host.slots {
-                1 => host.devices.clone(),
-                _ => host.devices.get(slot as usize).cloned().into_iter().collect(),
+                1 => all_devices.clone(),
+                _ => all_devices.get(own).cloned().into_iter().collect(),
             };
-            let gpus = host.gpus.get(slot as usize).cloned().into_iter().collect();
-            out.push(Host { slot, devices, gpus, ..host.clone() });
+            let gpus = all_gpus.get(own).cloned().into_iter().collect();
+            let addrs = all_addrs.get(own).cloned().into_iter().collect();
+            out.push(Host { slot, devices, gpus, addrs, ..host.clone() });
         }
     }
     Ok(out)
@@ -210,11 +244,12 @@ pub fn expand(expr: &str) -> Result<Vec<String>, Problem> {
 }
 
 /// Warnings for hosts that run more than CROWDED_SLOTS ranks without
-/// `devices=`, one line each (hosts appear once).
+/// `devices=` or `addrs=` (which ask for a rank per NIC), one line each
+/// (hosts appear once).
 pub fn crowded(ranks: &[Host]) -> Vec<String> {
     ranks
         .iter()
-        .filter(|h| h.slot == 0 && h.slots > CROWDED_SLOTS && h.devices.is_empty())
+        .filter(|h| h.slot == 0 && h.slots > CROWDED_SLOTS && h.devices.is_empty() && h.nic_addr().is_none())
         .map(|h| {
             format!(
                 "host `{}` has slots={}: {} workers will run on it; an OpenMPI hostfile's slots often count cores — \
@@ -281,6 +316,7 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, Problem> {
     let mut addr = None;
     let mut devices = Vec::new();
     let mut gpus = Vec::new();
+    let mut addrs = Vec::new();
     for word in words {
         let (key, value) = word.split_once('=').ok_or_else(|| Problem::Unexpected { word: word.to_string() })?;
         if value.is_empty() {
@@ -294,54 +330,23 @@ fn parse_line(content: &str, room: usize) -> Result<Vec<Host>, Problem> {
                 }
             }
             "addr" => addr = Some(unicast(value)?),
+            "addrs" => addrs = addr_list(value)?,
             "devices" => devices = device_list(value)?,
             "gpus" => gpus = gpu_list(value)?,
             other => return Err(Problem::UnknownAttribute { key: other.to_string() }),
         }
     }
-    // The count of ranks is set by `slots=` or `devices=` where given, else by `gpus=`.
-    let counted = slots.is_some() || !devices.is_empty();
-    let slots = slots_for_devices(slots, &devices).ok_or_else(|| Problem::SlotsBesideDevices {
-        first: first.to_string(),
-        slots: slots.unwrap_or_default(),
-        devices: devices.clone(),
-    })?;
-    let slots = slots_for_gpus(slots, counted, &gpus).ok_or_else(|| Problem::SlotsBesideGpus {
-        first: first.to_string(),
-        slots,
-        gpus: gpus.clone(),
-    })?;
+    let slots = count_ranks(first, slots, &devices, &addrs, &gpus)?;
     let names = expand_hostlist(names, room)?;
     if addr.is_some() && names.len() > 1 {
         return Err(Problem::AddrForMany { first: first.to_string(), hosts: names.len() });
     }
-    Ok(names
-        .into_iter()
-        .map(|name| Host { name, addr: addr.clone(), slots, slot: 0, devices: devices.clone(), gpus: gpus.clone() })
-        .collect())
-}
-
-/// The slots of a line given (`None`: not) beside its `devices=`: one rank
-/// per device unless given; `slots=1` is one multi-rail rank; any other
-/// count must match the devices (`None`: it does not).
-fn slots_for_devices(slots: Option<u32>, devices: &[String]) -> Option<u32> {
-    match (slots, devices.len()) {
-        (None, 0) => Some(1),
-        (None, n) => Some(n as u32),
-        (Some(s), n) if n == 0 || s == 1 || s as usize == n => Some(s),
-        (Some(_), _) => None,
+    // Two hosts cannot both own one NIC's address.
+    if !addrs.is_empty() && names.len() > 1 {
+        return Err(Problem::AddrsForMany { first: first.to_string(), hosts: names.len() });
     }
-}
-
-/// The slots of a line beside its `gpus=`: one GPU per rank, so as many
-/// ranks as GPUs unless `slots=` or `devices=` counted them (`counted`),
-/// when the counts must match (`None`: they do not).
-fn slots_for_gpus(slots: u32, counted: bool, gpus: &[GpuChoice]) -> Option<u32> {
-    match (counted, gpus.len()) {
-        (_, 0) => Some(slots),
-        (false, n) => Some(n as u32),
-        (true, n) => (n == slots as usize).then_some(slots),
-    }
+    let host = Host { addr, slots, devices, gpus, addrs, ..Host::named("") };
+    Ok(names.into_iter().map(|name| Host { name, ..host.clone() }).collect())
 }
 
 /// `gpus=0,1` or `gpus=0000:1b:00.0,0000:1c:00.0`: distinct GPUs, each
@@ -411,16 +416,6 @@ fn validate_name(name: &str) -> Result<(), Problem> {
     } else {
         Err(Problem::NotAName { name: name.to_string() })
     }
-}
-
-/// `addr=`: the unicast IP this host's data plane binds to.
-fn unicast(value: &str) -> Result<String, Problem> {
-    let ip: IpAddr = value.parse().map_err(|_| Problem::NotAnIp { value: value.to_string() })?;
-    let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
-    if ip.is_unspecified() || ip.is_multicast() || broadcast {
-        return Err(Problem::NotUnicast { value: value.to_string() });
-    }
-    Ok(ip.to_string())
 }
 
 /// Text quoted in an error, cut to a readable length.
@@ -643,7 +638,9 @@ n1 slots=2 gpus=0
 
     #[test]
     fn crowded_hosts_are_warned_about_once() {
-        let hosts = ok("big slots=64\nnics slots=2 devices=a,b\nsmall slots=8\n");
+        let rails = (0..9).map(|k| format!("10.{k}.0.1")).collect::<Vec<_>>().join(",");
+        let hosts = ok(&format!("big slots=64\nnics slots=2 devices=a,b\nsmall slots=8\nrails addrs={rails}\n"));
+        assert_eq!(hosts.iter().filter(|h| h.name == "rails").count(), 9, "nine ranks, one per address");
         assert_eq!(
             crowded(&hosts),
             ["host `big` has slots=64: 64 workers will run on it; an OpenMPI hostfile's slots often count cores — \
@@ -660,10 +657,10 @@ n1 slots=2 gpus=0
     #[test]
     fn addr_and_devices() {
         let hosts = ok("n1 addr=10.0.0.1 slots=1 devices=mlx5_0,mlx5_1\n");
-        assert_eq!(hosts[0].data_addr(), "10.0.0.1");
+        assert_eq!(hosts[0].host_addr(), "10.0.0.1");
         assert_eq!(hosts[0].devices, ["mlx5_0", "mlx5_1"]);
         let hosts = ok("n1 addr=10.0.0.1 devices=mlx5_0,mlx5_1\n");
-        assert!(hosts.iter().all(|h| h.data_addr() == "10.0.0.1"), "both ranks bind the host's address");
+        assert!(hosts.iter().all(|h| h.host_addr() == "10.0.0.1"), "both ranks bind the host's address");
     }
 
     #[test]
@@ -715,8 +712,10 @@ n1 slots=2 gpus=0
 
     #[test]
     fn unknown_attribute_says_what_is_valid() {
-        assert!(err("a color=red\n")
-            .starts_with("hosts:1: unknown attribute `color` (valid: slots=N, addr=IP, devices=dev1,dev2, gpus=0,1)"));
+        assert!(err("a color=red\n").starts_with(
+            "hosts:1: unknown attribute `color` (valid: slots=N, addr=IP, addrs=IP1,IP2, devices=dev1,dev2, gpus=0,1)"
+        ));
+        assert!(err("a color=red\n").contains("`addrs=IP1,IP2`"), "the valid forms list addrs=");
         assert!(err("a b\n").starts_with("hosts:1: unexpected `b` after the host name"));
     }
 
@@ -778,6 +777,99 @@ n1 slots=2 gpus=0
         assert!(err(&format!("{}[1-2]\n", "h".repeat(253))).contains("makes names longer than 253 characters"));
     }
 
+    /// `addrs=`: one address per rank, rank k of the host on the k-th,
+    /// for its data alone; the host's address stays the control plane's.
+    #[test]
+    fn addrs_give_each_rank_of_a_host_its_own_address() {
+        let addrs = |hosts: &[Host]| hosts.iter().map(|h| h.nic_addr().map(str::to_string)).collect::<Vec<_>>();
+        let hosts = ok("n1 slots=2 addrs=10.0.0.1,10.1.0.1\nn2\n");
+        assert_eq!(addrs(&hosts), [Some("10.0.0.1".into()), Some("10.1.0.1".into()), None]);
+        assert!(hosts.iter().all(|h| h.addrs.len() <= 1), "each rank carries its own entry only");
+        assert_eq!(hosts[1].host_addr(), "n1", "the host's own address stays its name");
+        // Without slots: one rank per address; IPv6 in its canonical form.
+        let hosts = ok("n1 addrs=fd00::1,fd01:0::1,10.2.0.1\n");
+        assert_eq!(addrs(&hosts), [Some("fd00::1".into()), Some("fd01::1".into()), Some("10.2.0.1".into())]);
+        assert_eq!(hosts.iter().map(|h| h.slot).collect::<Vec<_>>(), [0, 1, 2]);
+        // addr= beside addrs=: the host's (control) address, the ranks' data on their own.
+        let hosts = ok("n1 addr=192.168.0.1 addrs=10.0.0.1,10.1.0.1\n");
+        assert_eq!(hosts.iter().map(Host::host_addr).collect::<Vec<_>>(), ["192.168.0.1", "192.168.0.1"]);
+        assert_eq!(addrs(&hosts), [Some("10.0.0.1".into()), Some("10.1.0.1".into())]);
+        // With devices= and gpus=: rank k on the k-th of each; MPICH's count the same.
+        let hosts = ok("n1 devices=mlx5_0,mlx5_1 addrs=10.0.0.1,10.1.0.1 gpus=0,1\n");
+        assert_eq!((hosts[1].devices.as_slice(), hosts[1].nic_addr()), (&["mlx5_1".to_string()][..], Some("10.1.0.1")));
+        assert_eq!(hosts[1].gpu(), Some(&GpuChoice::Index(1)));
+        assert_eq!(addrs(&ok("n1:2 addrs=10.0.0.1,10.1.0.1\n")).len(), 2);
+        // slots=1 over two devices (multi-rail) is one rank: one address.
+        let hosts = ok("n1 slots=1 devices=mlx5_0,mlx5_1 addrs=10.0.0.1\n");
+        assert_eq!((hosts.len(), hosts[0].devices.len(), hosts[0].nic_addr()), (1, 2, Some("10.0.0.1")));
+        // The addresses set the count that gpus= then matches.
+        assert_eq!(ok("n1 addrs=10.0.0.1,10.1.0.1 gpus=0,1\n").len(), 2);
+    }
+
+    #[test]
+    fn an_addrs_count_other_than_the_ranks_is_refused_naming_the_line() {
+        assert_eq!(
+            err("a\nn1 slots=3 addrs=10.0.0.1,10.1.0.1\n"),
+            "hosts:2: `n1`: slots=3 but addrs= lists 2 (10.0.0.1, 10.1.0.1): each rank of a host binds its TCP data \
+             to its own address; give one address per rank (3 in addrs=)"
+        );
+        let e = err("n1:2 addrs=10.0.0.1\n");
+        assert!(e.starts_with("hosts:1: `n1:2`: slots=2 but addrs= lists 1 (10.0.0.1)"), "{e}");
+        let e = err("n1 slots=1 addrs=10.0.0.1,10.1.0.1\n");
+        assert!(e.starts_with("hosts:1: `n1`: slots=1 but addrs= lists 2"), "{e}");
+        let e = err("n1 devices=a,b,c addrs=10.0.0.1,10.1.0.1\n");
+        assert!(e.starts_with("hosts:1: `n1`: devices= makes 3 ranks but addrs= lists 2 (10.0.0.1, 10.1.0.1)"), "{e}");
+        assert!(e.ends_with("(3 in addrs=)"), "a count, not a form: no list of forms follows: {e}");
+        let e = err("n1 addrs=10.0.0.1,10.1.0.1 gpus=0\n");
+        assert!(e.starts_with("hosts:1: `n1`: slots=2 but gpus= lists 1 (0)"), "{e}");
+        let e = err("n[1-2] addrs=10.0.0.1\n");
+        assert!(
+            e.starts_with("hosts:1: `addrs=` gives one host's ranks their addresses but `n[1-2]` expands to 2 hosts")
+        );
+    }
+
+    #[test]
+    fn addrs_entries_are_checked() {
+        let e = err("n0\nn1 addrs=10.0.0.1,ib0\n");
+        assert!(
+            e.starts_with(
+                "hosts:2: `addrs=10.0.0.1,ib0`: `ib0` is not an IP address: give one IPv4 or IPv6 address per rank \
+                 of the host, e.g. addrs=10.0.0.1,10.1.0.1"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("valid forms"), "{e}");
+        for bad in ["999.1.1.1", "10.0.0", "", "10.0.0.1:80", "[fd00::1]", "10.0.0.1/24"] {
+            let e = err(&format!("n1 addrs=10.0.0.1,{bad}\n"));
+            assert!(e.starts_with(&format!("hosts:1: `addrs=10.0.0.1,{bad}`: `{bad}` is not an IP address")), "{e}");
+        }
+        for bad in ["0.0.0.0", "::", "224.0.0.1", "255.255.255.255", "ff02::1"] {
+            let e = err(&format!("n1 addrs={bad}\n"));
+            assert!(e.starts_with(&format!("hosts:1: `addrs={bad}`: `{bad}` is not a unicast address")), "{e}");
+        }
+        let e = err("n1 addrs=10.0.0.1,10.0.0.1\n");
+        assert!(e.starts_with("hosts:1: `addrs=10.0.0.1,10.0.0.1` lists `10.0.0.1` twice; each rank"), "{e}");
+        let e = err("n1 addrs=fd00::1,fd00:0::1\n");
+        assert!(e.contains("lists `fd00:0::1` twice"), "one address in two spellings: {e}");
+        assert!(err("n1 addrs=\n").starts_with("hosts:1: `addrs=` needs a value"));
+    }
+
+    #[test]
+    fn addrs_are_bounded_by_the_ranks_a_run_takes() {
+        let many = (0..=MAX_RANKS).map(|i| format!("10.{}.{}.1", i >> 8, i & 255)).collect::<Vec<_>>().join(",");
+        let e = err(&format!("n1 addrs={many}\n"));
+        assert!(e.starts_with("hosts:1: `addrs=10.0.0.1,10.0.1.1,"), "{e}");
+        assert!(
+            e.ends_with("` lists more than 65536 addresses, more ranks than a run takes (hostfile::MAX_RANKS)"),
+            "{e}"
+        );
+        // As many as a run takes, on one host: the run's limit, not the list's.
+        let all = (0..MAX_RANKS).map(|i| format!("10.{}.{}.1", i >> 8, i & 255)).collect::<Vec<_>>().join(",");
+        assert_eq!(ok(&format!("n1 addrs={all}\n")).len(), MAX_RANKS);
+        let e = err(&format!("n0\nn1 addrs={all}\n"));
+        assert!(e.starts_with("hosts:2: `n1` with slots=65536 makes 65537 ranks or more"), "{e}");
+    }
+
     #[test]
     fn addr_must_be_a_unicast_ip() {
         let e = err("n1 addr=999.1.1.1\n");
@@ -786,7 +878,7 @@ n1 slots=2 gpus=0
             let e = err(&format!("n1 addr={bad}\n"));
             assert!(e.starts_with(&format!("hosts:1: `addr={bad}` is not a unicast address")), "{e}");
         }
-        assert_eq!(ok("n1 addr=fd00::1\n")[0].data_addr(), "fd00::1");
+        assert_eq!(ok("n1 addr=fd00::1\n")[0].host_addr(), "fd00::1");
     }
 
     #[test]

@@ -28,6 +28,10 @@ fuzz_target!(|data: &[u8]| {
         if !devices.is_empty() {
             write!(written, " devices={}", devices.join(",")).unwrap();
         }
+        let addrs: Vec<&str> = ranks.iter().filter_map(|r| r.nic_addr()).collect();
+        if !addrs.is_empty() {
+            write!(written, " addrs={}", addrs.join(",")).unwrap();
+        }
         written.push('\n');
     }
     let again = hostfile::parse(&written, Path::new("written")).expect("written hosts read back");

@@ -43,4 +43,9 @@ pub fn check_host(host: &Host) {
         let ip: IpAddr = addr.parse().expect("addr= is an IP");
         assert!(!ip.is_unspecified() && !ip.is_multicast(), "addr={addr}");
     }
+    assert!(host.addrs.len() <= 1, "{name}: a rank has one address of its own, not {:?}", host.addrs);
+    for addr in &host.addrs {
+        let ip: IpAddr = addr.parse().expect("addrs= are IPs");
+        assert!(!ip.is_unspecified() && !ip.is_multicast(), "addrs= {addr}");
+    }
 }

@@ -40,14 +40,16 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
         say(format_args!("topology {}:", topology.path.display()))?;
         stdout::print(topology.topology.render())?;
     }
-    // Hosts of several ranks, or GPUs from the hostfile: where each rank
-    // runs, on which device, and the GPU its ends in GPU memory use.
-    if prepared.plan.ranks.iter().any(|r| r.slots > 1 || r.gpu.is_some()) {
+    // Hosts of several ranks, GPUs or addresses from the hostfile: where
+    // each rank runs, on which device, the GPU its ends in GPU memory use
+    // and the address its TCP data binds to.
+    if prepared.plan.ranks.iter().any(|r| r.slots > 1 || r.gpu.is_some() || r.data_addr.is_some()) {
         for r in &prepared.plan.ranks {
             let devices = if r.devices.is_empty() { "-".to_string() } else { r.devices.join(",") };
             let gpu = r.gpu.as_ref().map_or_else(String::new, |g| format!("  gpu {} (gpus=)", g.describe()));
+            let addr = r.data_addr.as_ref().map_or_else(String::new, |a| format!("  addr {a} (addrs=)"));
             say(format_args!(
-                "rank {:>4}  {:<24} slot {} of {}  devices {devices}{gpu}",
+                "rank {:>4}  {:<24} slot {} of {}  devices {devices}{gpu}{addr}",
                 r.rank, r.host, r.slot, r.slots
             ))?;
         }

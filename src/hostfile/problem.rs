@@ -2,6 +2,8 @@
 //! value; [`super::HostfileError`] adds where it is (file and line, or the
 //! variable and its value).
 
+use std::fmt;
+
 use super::{GpuChoice, MAX_DEVICE_NAME, MAX_GPU_INDEX, MAX_HOSTS, MAX_NAME, MAX_RANKS, MAX_TEXT};
 
 /// One line's (or one Slurm variable's) problem. Texts quoted from the
@@ -14,7 +16,7 @@ pub enum Problem {
     Unexpected { word: String },
     #[error("`{key}=` needs a value")]
     NoValue { key: String },
-    #[error("unknown attribute `{key}` (valid: slots=N, addr=IP, devices=dev1,dev2, gpus=0,1)")]
+    #[error("unknown attribute `{key}` (valid: slots=N, addr=IP, addrs=IP1,IP2, devices=dev1,dev2, gpus=0,1)")]
     UnknownAttribute { key: String },
     #[error(
         "`{first}`: slots={slots} but devices= lists {count} ({list}): each rank of a host uses its own device; \
@@ -46,6 +48,29 @@ pub enum Problem {
     TooManyGpus { list: String },
     #[error("`addr=` names one address but `{first}` expands to {hosts} hosts")]
     AddrForMany { first: String, hosts: usize },
+    #[error(
+        "`{first}`: {ranks} but addrs= lists {count} ({list}): each rank of a host binds its TCP data to its own \
+         address; give one address per rank ({wanted} in addrs=)",
+        count = addrs.len(), list = addrs.join(", "), wanted = ranks.count()
+    )]
+    // A boxed list keeps every hostfile error within clippy's size for an Err.
+    SlotsBesideAddrs { first: String, ranks: RankCount, addrs: Box<[String]> },
+    #[error(
+        "`addrs={list}`: `{entry}` is not an IP address: give one IPv4 or IPv6 address per rank of the host, \
+         e.g. addrs=10.0.0.1,10.1.0.1"
+    )]
+    AddrsEntry { list: String, entry: String },
+    #[error(
+        "`addrs={list}`: `{entry}` is not a unicast address: give the IP each rank's TCP data binds to \
+         (not 0.0.0.0, ::, multicast or 255.255.255.255)"
+    )]
+    AddrsNotUnicast { list: String, entry: String },
+    #[error("`addrs={list}` lists `{entry}` twice; each rank of the host uses its own address")]
+    AddrsTwice { list: String, entry: String },
+    #[error("`addrs={list}` lists more than {MAX_RANKS} addresses, more ranks than a run takes (hostfile::MAX_RANKS)")]
+    TooManyAddrs { list: String },
+    #[error("`addrs=` gives one host's ranks their addresses but `{first}` expands to {hosts} hosts; give each host a line of its own")]
+    AddrsForMany { first: String, hosts: usize },
     #[error("`{name}` is host {} of the file; {}", MAX_HOSTS + 1, at_most())]
     HostPastLimit { name: String },
     #[error("`{expr}` names {names} hosts{}; {}", before_it(*before), at_most())]
@@ -96,12 +121,40 @@ impl Problem {
         matches!(
             self,
             Problem::SlotsBesideDevices { .. }
+                | Problem::SlotsBesideAddrs { .. }
+                | Problem::TooManyAddrs { .. }
                 | Problem::SlotsBesideGpus { .. }
                 | Problem::TooManyGpus { .. }
                 | Problem::HostPastLimit { .. }
                 | Problem::TooManyNames { .. }
                 | Problem::TooManyRanks { .. }
         )
+    }
+}
+
+/// What set a line's count of ranks, for a list beside it that does not match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankCount {
+    /// `slots=N` (or MPICH's `host:N`).
+    Slots(u32),
+    /// One rank per device of `devices=`, slots not given.
+    Devices(u32),
+}
+
+impl RankCount {
+    pub fn count(self) -> u32 {
+        match self {
+            RankCount::Slots(n) | RankCount::Devices(n) => n,
+        }
+    }
+}
+
+impl fmt::Display for RankCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RankCount::Slots(n) => write!(f, "slots={n}"),
+            RankCount::Devices(n) => write!(f, "devices= makes {n} ranks"),
+        }
     }
 }
 

@@ -92,7 +92,7 @@ pub fn choose(
 /// Whether a host's data address belongs to this machine (loopback or one
 /// of its interfaces).
 pub fn is_this_machine(host: &Host) -> bool {
-    let Ok(ip) = host.data_addr().parse::<std::net::IpAddr>() else { return host.data_addr() == "localhost" };
+    let Ok(ip) = host.host_addr().parse::<std::net::IpAddr>() else { return host.host_addr() == "localhost" };
     ip.is_loopback() || if_addrs::get_if_addrs().is_ok_and(|ifs| ifs.iter().any(|i| i.ip() == ip))
 }
 

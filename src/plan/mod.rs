@@ -57,8 +57,13 @@ pub struct Plan {
 pub struct RankInfo {
     pub rank: usize,
     pub host: String,
-    /// Where the rank's data plane (and, for rank 0, the coordinator) binds.
+    /// Its host's address: where the rank's data plane binds unless
+    /// `data_addr` says otherwise, and, for rank 0, the coordinator.
     pub addr: String,
+    /// The address its TCP data listens on and leaves from, its NIC's,
+    /// from the hostfile's `addrs=` (absent: `addr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")] // the plan goes as JSON, never postcard
+    pub data_addr: Option<String>,
     /// This rank's RDMA devices from the hostfile (`devices=`: its own one,
     /// or all of the host's with `slots=1`): the rails of RDMA groups that
     /// name none. (Crosses the wire: no skip_serializing_if.)
@@ -218,7 +223,8 @@ pub fn ranks_of(hosts: &[Host]) -> Vec<RankInfo> {
         .map(|(rank, h)| RankInfo {
             rank,
             host: h.name.clone(),
-            addr: h.data_addr().to_string(),
+            addr: h.host_addr().to_string(),
+            data_addr: h.nic_addr().map(str::to_string),
             devices: h.devices.clone(),
             slot: h.slot,
             slots: h.slots,

@@ -347,6 +347,7 @@ fn rank_results(
                 host: r.host.clone(),
                 slot: r.slot,
                 devices: r.devices.clone(),
+                data_addr: r.data_addr.clone(),
                 reported: report.is_some(),
                 tx_gbps: gbps(tx, window_s),
                 rx_gbps: gbps(rx, window_s),

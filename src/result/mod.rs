@@ -404,6 +404,10 @@ pub struct RankResult {
     /// (absent when none were listed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// The address its TCP data listened on and left from, its own from the
+    /// hostfile's `addrs=` (absent: its host's, `plan.ranks[].addr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_addr: Option<String>,
     /// False when the rank's report never arrived (it died).
     pub reported: bool,
     pub tx_gbps: f64,

@@ -100,7 +100,8 @@ fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec 
         token: token.to_string(),
         rank: 0,
         host: host0.name.clone(),
-        bind: host0.data_addr().to_string(),
+        bind: host0.host_addr().to_string(),
+        data_addr: host0.nic_addr().map(str::to_string),
         role: Role::Coordinator {
             plan: Box::new(prepared.plan.clone()),
             window: Window::of(&prepared.scenario.run),

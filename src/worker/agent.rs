@@ -39,7 +39,10 @@ pub struct Identity {
     pub token: String,
     pub rank: usize,
     pub host: String,
+    /// The host's address, where rank 0's coordinator listens.
     pub bind: IpAddr,
+    /// Where this rank's data plane binds: its own address, else the host's.
+    pub data: IpAddr,
 }
 
 type Work = crate::worker::session::Work<Opened, Connected>;
@@ -71,7 +74,7 @@ pub async fn run(
         pid: std::process::id(),
     };
     let mut session = Session::new(hello, Epoch::now());
-    let mut performer = Performer { rank: me.rank, bind: me.bind, out, work, stopper: None };
+    let mut performer = Performer { rank: me.rank, data: me.data, out, work, stopper: None };
     let outcome = loop {
         if let Some(end) = performer.perform(&mut session) {
             break end.map_err(AgentError::from);
@@ -100,7 +103,8 @@ pub async fn run(
 /// Carries out the session's actions.
 struct Performer {
     rank: usize,
-    bind: IpAddr,
+    /// Where the rank's flow ends bind.
+    data: IpAddr,
     out: mpsc::UnboundedSender<ToCoordinator>,
     work: mpsc::UnboundedSender<Work>,
     /// The streams of the last phase started.
@@ -125,9 +129,9 @@ impl Performer {
                     Work::Probed(inventory, facts, preflight, neighbours)
                 }),
                 Action::Prepare { phase, flows, stress } => {
-                    let bind = self.bind;
+                    let data = self.data;
                     self.off_thread(move || {
-                        let result = phase::prepare(phase, flows, stress, bind);
+                        let result = phase::prepare(phase, flows, stress, data);
                         Work::Prepared { phase, result }
                     })
                 }

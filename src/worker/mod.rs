@@ -51,8 +51,13 @@ pub struct JobSpec {
     pub token: String,
     pub rank: usize,
     pub host: String,
-    /// Address to bind the data plane (and rank 0's coordinator) to.
+    /// The host's address: rank 0's coordinator listens on it, and the
+    /// data plane binds to it unless `data_addr` is given.
     pub bind: String,
+    /// This rank's own address for its data (the hostfile's `addrs=`): its
+    /// TCP listeners and outgoing data connections bind to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_addr: Option<String>,
     pub role: Role,
     /// In a tree launch: the workers this one starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,8 +142,12 @@ pub fn main(label: Option<usize>, starter: Starter) -> anyhow::Result<()> {
 /// instructions and its end stops the worker.
 pub fn run_job(spec: JobSpec, watch_stdin: bool) -> anyhow::Result<()> {
     let bind = resolve(&spec.bind)?;
+    let data = match &spec.data_addr {
+        Some(own) => resolve(own)?,
+        None => bind,
+    };
     // The GID auto-choice prefers the interface this address is on.
-    crate::transport::rdma::set_data_address(bind);
+    crate::transport::rdma::set_data_address(data);
     // One rank per NIC runs where its NIC is, as `numactl --cpunodebind`
     // would start it: every thread made from here on inherits the cores;
     // a group's own `cores`/`numa` still pins its threads as it asks.
@@ -167,6 +176,7 @@ pub fn run_job(spec: JobSpec, watch_stdin: bool) -> anyhow::Result<()> {
             rank: spec.rank,
             host: spec.host.clone(),
             bind,
+            data,
         };
         match (spec.role, spec.relay) {
             (Role::Member { coordinator: None }, _) => bail!("no coordinator address in the job spec"),

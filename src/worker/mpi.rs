@@ -136,11 +136,11 @@ pub fn check(me: MpiRank, hosts: &[Host], origin: &str, is_here: impl Fn(IpAddr)
     }
     let host = &hosts[me.rank];
     // A name that does not resolve here fails at bind, saying so.
-    let Ok(ip) = crate::worker::resolve(host.data_addr()) else { return Ok(()) };
+    let Ok(ip) = crate::worker::resolve(host.host_addr()) else { return Ok(()) };
     if !is_here(ip) {
-        let addr = match host.data_addr() == ip.to_string() {
+        let addr = match host.host_addr() == ip.to_string() {
             true => ip.to_string(),
-            false => format!("{ip} ({})", host.data_addr()),
+            false => format!("{ip} ({})", host.host_addr()),
         };
         return Err(MpiError::Misplaced { rank: me.rank, addr, origin: origin.to_string() });
     }
@@ -168,7 +168,7 @@ pub fn member_of_run(me: MpiRank, hosts: &[Host], identity: Identity) -> Result<
 }
 
 fn coordinator(host0: &Host, port: u16) -> Result<SocketAddr, MpiError> {
-    let ip = crate::worker::resolve(host0.data_addr())
+    let ip = crate::worker::resolve(host0.host_addr())
         .map_err(|e| MpiError::Unresolved { host: host0.name.clone(), reason: format!("{e:#}") })?;
     Ok(SocketAddr::new(ip, port))
 }
@@ -179,7 +179,8 @@ fn spec_for(job: u64, token: String, rank: usize, hosts: &[Host], role: Role) ->
         job,
         token,
         rank,
-        bind: host.data_addr().to_string(),
+        bind: host.host_addr().to_string(),
+        data_addr: host.nic_addr().map(str::to_string),
         host: host.name.clone(),
         role,
         relay: None,

@@ -42,7 +42,8 @@ pub fn member_spec(
         token: token.to_string(),
         rank: subtree.rank,
         host: subtree.host.name.clone(),
-        bind: subtree.host.data_addr().to_string(),
+        bind: subtree.host.host_addr().to_string(),
+        data_addr: subtree.host.nic_addr().map(str::to_string),
         role: Role::Member { coordinator },
         relay: ssh
             .filter(|_| !subtree.below.is_empty())

@@ -89,9 +89,10 @@ pub fn job_spec(stdin: &mut impl BufRead, env: impl Fn(&str) -> Option<String>) 
         let at: CoordinatorAt = read_line(stdin, "rank 0's address")?;
         Role::Member { coordinator: Some(at.coordinator) }
     };
-    let bind = host.data_addr().to_string();
+    let bind = host.host_addr().to_string();
+    let data_addr = host.nic_addr().map(str::to_string);
     let devices = host.devices;
-    Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, host: host.name, role, relay: None, devices })
+    Ok(JobSpec { job: spec.job, token: spec.token, rank, bind, data_addr, host: host.name, role, relay: None, devices })
 }
 
 /// Rank 0's role: the plan of `hosts` (in rank order), from the spec's
@@ -161,6 +162,12 @@ mod tests {
         assert!(matches!(member.role, Role::Member { coordinator: Some(c) } if c.port() == 4000));
         assert_eq!((member.rank, member.host.as_str(), member.bind.as_str()), (1, "n1", "10.0.0.2"));
         assert_eq!(member.devices, ["mlx5_1"], "the rank starts near its own device");
+        assert_eq!(member.data_addr, None, "without addrs=, the data binds where the host does");
+        // addrs=: the rank's data on its own address, the host's kept for the control plane.
+        let n1 = Host { addr: Some("10.0.0.2".into()), addrs: vec!["10.1.0.2".into()], ..Host::named("n1") };
+        let input = spec(Some(vec![Host::named("n3"), n1])) + "{\"coordinator\":\"10.0.0.3:4000\"}\n";
+        let member = job_spec(&mut input.as_bytes(), task("1", "n1")).unwrap();
+        assert_eq!((member.bind.as_str(), member.data_addr.as_deref()), ("10.0.0.2", Some("10.1.0.2")));
         let e = job_spec(&mut spec(None).as_bytes(), task("2", "n3")).unwrap_err();
         assert_eq!(e.to_string(), "stdin closed before rank 0's address arrived");
     }

@@ -90,6 +90,7 @@ fn seeds() -> BTreeMap<String, Vec<u8>> {
         rank: RANK,
         host: "h2".into(),
         bind: "127.0.0.2".into(),
+        data_addr: None,
         role: Role::Member { coordinator: None },
         relay: None,
         devices: Vec::new(),

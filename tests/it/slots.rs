@@ -1,14 +1,17 @@
-//! Several ranks per host (hostfile `slots=N`, `devices=`): each its own
-//! worker process, its own data address and port, named by host, slot and
-//! device in every output; and the hostfile's bad inputs, as the CLI says them.
+//! Several ranks per host (hostfile `slots=N`, `devices=`, `addrs=`): each
+//! its own worker process, its own data address and port, named by host,
+//! slot and device in every output; and the hostfile's bad inputs, as the
+//! CLI says them.
 
 use crate::common;
 
-use std::collections::BTreeSet;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
 
 use common::testbed::Bed;
-use common::{read_json, text, Bench, FanIn};
+use common::{read_json, text, Bench, FanIn, TcpSocket};
 
 /// Senders 1 and 2 into rank 0: with `h slots=2` first, rank 1 is rank 0's
 /// neighbour on the same host, rank 2 another host.
@@ -114,6 +117,139 @@ fn plan_lists_each_rank_with_its_slot_and_device() {
     assert!(stdout.contains("1 (n1#1) -> 0 (n1#0)") && stdout.contains("2 (n2) -> 0 (n1#0)"), "{stdout}");
 }
 
+/// Two loopback "hosts" of two ranks, each rank on its own loopback
+/// "NIC" address (all of 127.0.0.0/8 is loopback on Linux).
+const ADDRS_HOSTS: &str = "127.0.0.1 slots=2 addrs=127.0.1.1,127.0.1.2\n127.0.0.2 slots=2 addrs=127.0.2.1,127.0.2.2\n";
+/// Each rank's address in ADDRS_HOSTS, by rank.
+const RANK_ADDRS: [[u8; 4]; 4] = [[127, 0, 1, 1], [127, 0, 1, 2], [127, 0, 2, 1], [127, 0, 2, 2]];
+/// Flows across the hosts and within one, two streams each, so that every
+/// rank sends or receives and each pair of addresses is a flow's.
+const ADDRS_FLOWS: [(usize, usize); 3] = [(0, 2), (3, 1), (1, 0)];
+
+/// The established TCP connections of this test's workers, by the rank
+/// whose process holds each end.
+fn established_by_rank(bench: &Bench) -> Vec<(usize, TcpSocket)> {
+    let mut found = Vec::new();
+    for (pid, cmdline) in bench.processes() {
+        let Some(rank) = cmdline.split("worker --rank ").nth(1) else { continue };
+        let Some(rank) = rank.split_whitespace().next().and_then(|r| r.parse().ok()) else { continue };
+        let established = common::tcp_table(pid).into_iter().filter(|s| s.state == "01");
+        found.extend(established.map(|s| (rank, s)));
+    }
+    found
+}
+
+/// `addrs=`: rank k of a host binds its TCP data to the host's k-th
+/// address. The kernel's own table of the workers' connections, sampled
+/// while the run goes, shows each flow's streams between exactly its two
+/// ranks' addresses (the sender's end on the sender's address), no data on
+/// the hosts' own addresses, and the control connections to the
+/// coordinator where they were; run.json records each rank's address.
+#[test]
+fn addrs_bind_each_ranks_tcp_data_to_its_own_address() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", ADDRS_HOSTS);
+    let flows = ADDRS_FLOWS.map(|(s, d)| format!("[{s}, {d}]")).join(", ");
+    let scenario = bench.write(
+        "rails.toml",
+        &format!(
+            "[run]\nname = \"rails\"\nduration = \"2s\"\nwarmup = \"300ms\"\ninterval = \"500ms\"\n\
+             [[group]]\nname = \"rails\"\npattern = \"explicit\"\nflows = [{flows}]\nstreams = 2\n\
+             message_size = \"64K\"\n"
+        ),
+    );
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()];
+    let mut child = bench.spawn(&[&args[..], &["--export-json", "-", "--no-save", "--quiet"]].concat());
+    let mut stdout = child.stdout.take().expect("stdout piped");
+    let json = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        stdout.read_to_end(&mut all).map(|_| all)
+    });
+    let (_, stderr) = common::follow_stderr(&mut child);
+    // Every established connection seen while the run goes, by the rank
+    // holding it (its ports tell the streams of one flow apart).
+    let mut seen: BTreeSet<(usize, TcpSocket)> = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run did not end");
+        seen.extend(established_by_rank(&bench));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = child.wait().unwrap();
+    let (stdout, stderr) = (json.join().unwrap().unwrap(), stderr.join().unwrap());
+    // What is tested is where the connections run; a rank that started late
+    // on a loaded machine shortens its window, which fabricbench rightly
+    // calls degraded (exit 4, the result complete).
+    assert!(matches!(status.code(), Some(0 | 4)), "{stderr}");
+    assert_eq!(bench.leftovers(Duration::from_secs(2)), []);
+
+    let addr = |rank: usize| Ipv4Addr::from(RANK_ADDRS[rank]);
+    let data: BTreeSet<(usize, TcpSocket)> =
+        seen.iter().filter(|(_, s)| RANK_ADDRS.contains(&s.local.ip().octets())).cloned().collect();
+    // Each end of a data connection is on its own rank's address.
+    for (rank, s) in &data {
+        assert_eq!(*s.local.ip(), addr(*rank), "rank {rank} holds a data connection off its address: {s:?}");
+    }
+    // Exactly the flows' address pairs, both ends seen, and nothing else.
+    let pairs: BTreeSet<(Ipv4Addr, Ipv4Addr)> = data.iter().map(|(_, s)| (*s.local.ip(), *s.remote.ip())).collect();
+    let wanted: BTreeSet<(Ipv4Addr, Ipv4Addr)> =
+        ADDRS_FLOWS.iter().flat_map(|&(s, d)| [(addr(s), addr(d)), (addr(d), addr(s))]).collect();
+    assert_eq!(pairs, wanted, "the data connections' address pairs");
+    // Two streams a flow: on each sender, two connections to the flow's receiver.
+    for &(s, d) in &ADDRS_FLOWS {
+        let streams = data.iter().filter(|(rank, c)| *rank == s && *c.remote.ip() == addr(d)).count();
+        assert!(streams >= 2, "flow {s} -> {d}: {streams} connection(s) seen from its sender: {data:?}");
+    }
+    // Everything else is the control plane, as without addrs=: members
+    // connected to rank 0's coordinator on its host's address, 127.0.0.1.
+    let host0 = Ipv4Addr::new(127, 0, 0, 1);
+    let control: Vec<&(usize, TcpSocket)> = seen.iter().filter(|entry| !data.contains(entry)).collect();
+    assert!(control.iter().all(|(_, s)| *s.local.ip() == host0 && *s.remote.ip() == host0), "{control:?}");
+    let members: BTreeSet<usize> = control.iter().map(|(rank, _)| *rank).filter(|&r| r != 0).collect();
+    assert_eq!(members, BTreeSet::from([1, 2, 3]), "every member's control connection: {control:?}");
+
+    // The result records each rank's data address, where its host is named.
+    let run: serde_json::Value = serde_json::from_slice(&stdout).expect("stdout is one JSON document");
+    let phase = &run["phases"][0];
+    for rank in 0..4 {
+        let (own, host) = (addr(rank).to_string(), ["127.0.0.1", "127.0.0.2"][rank / 2]);
+        assert_eq!(run["plan"]["ranks"][rank]["data_addr"], own.as_str(), "{}", run["plan"]["ranks"]);
+        assert_eq!(run["plan"]["ranks"][rank]["addr"], host, "{}", run["plan"]["ranks"]);
+        assert_eq!(phase["ranks"][rank]["data_addr"], own.as_str(), "{}", phase["ranks"][rank]);
+        assert_eq!(run["hosts"][rank]["addrs"], serde_json::json!([own]), "{}", run["hosts"]);
+    }
+    let moved: BTreeMap<(u64, u64), u64> = phase["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| ((f["src"].as_u64().unwrap(), f["dst"].as_u64().unwrap()), f["rx_bytes"].as_u64().unwrap()))
+        .collect();
+    let planned: BTreeSet<(u64, u64)> = ADDRS_FLOWS.iter().map(|&(s, d)| (s as u64, d as u64)).collect();
+    assert_eq!(moved.keys().copied().collect::<BTreeSet<_>>(), planned, "the flows of the scenario");
+    assert!(moved.values().all(|&bytes| bytes > 0), "every flow moved data: {moved:?}");
+}
+
+#[test]
+fn plan_shows_each_ranks_address_from_addrs() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", ADDRS_HOSTS);
+    let scenario = bench.write("fan.toml", &fan_in("1s"));
+    let out = bench.run(&["plan", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ranks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("rank")).collect();
+    assert_eq!(ranks.len(), 4, "{stdout}");
+    for (line, own) in ranks.iter().zip(RANK_ADDRS) {
+        assert!(line.ends_with(&format!("devices -  addr {} (addrs=)", Ipv4Addr::from(own))), "{stdout}");
+    }
+    // One address, one rank: still listed, as the address is news.
+    let hosts = bench.write("hosts", "n1 addrs=10.0.0.1\nn2\nn3\n");
+    let out = bench.run(&["plan", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.lines().any(|l| l.starts_with("rank") && l.ends_with("addr 10.0.0.1 (addrs=)")), "{stdout}");
+}
+
 #[test]
 fn bad_slots_and_devices_are_refused_naming_the_line() {
     let bench = Bench::new();
@@ -130,6 +266,11 @@ fn bad_slots_and_devices_are_refused_naming_the_line() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("hosts:2: `n1`: slots=3 but devices= lists 2 (mlx5_0, mlx5_1)"), "{err}");
     assert!(err.contains("give slots=2 (or leave slots out)"), "{err}");
+    let (code, err) = plan("n0\nn1 slots=2 addrs=10.0.0.1,ib1\n");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("hosts:2: `addrs=10.0.0.1,ib1`: `ib1` is not an IP address"), "{err}");
+    let (_, err) = plan("n0\nn1 slots=3 addrs=10.0.0.1,10.1.0.1\n");
+    assert!(err.contains("hosts:2: `n1`: slots=3 but addrs= lists 2 (10.0.0.1, 10.1.0.1)"), "{err}");
     let (_, err) = plan("n0\nn[1-1024] slots=64\n");
     assert!(
         err.contains("hosts:2: `n1024` with slots=64 makes 65537 ranks or more; a run takes at most 65536 ranks"),

@@ -104,6 +104,7 @@ mod tests {
             host: format!("h{rank}"),
             slot: 0,
             devices: Vec::new(),
+            data_addr: None,
             reported: true,
             tx_gbps: 0.0,
             rx_gbps: 0.0,

@@ -1,6 +1,7 @@
 //! Helpers for tests that run the real binary.
 
 use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -163,9 +164,23 @@ pub fn all_shipped_scenarios() -> Vec<PathBuf> {
     found
 }
 
-/// The TCP sockets `pid` holds, as (state, local port): its sockets'
-/// inodes found in /proc/PID/net/tcp (state 0A is LISTEN, 01 ESTABLISHED).
+/// The TCP sockets `pid` holds, as (state, local port): see [`tcp_table`].
 pub fn tcp_sockets(pid: u32) -> Vec<(String, u16)> {
+    tcp_table(pid).into_iter().map(|s| (s.state, s.local.port())).collect()
+}
+
+/// One IPv4 TCP socket as the kernel lists it in /proc/net/tcp.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TcpSocket {
+    /// The kernel's state in hex: 0A is LISTEN, 01 ESTABLISHED.
+    pub state: String,
+    pub local: SocketAddrV4,
+    pub remote: SocketAddrV4,
+}
+
+/// The IPv4 TCP sockets `pid` holds: its sockets' inodes found in
+/// /proc/PID/net/tcp, the kernel's own account of each connection's ends.
+pub fn tcp_table(pid: u32) -> Vec<TcpSocket> {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
     let inodes: Vec<String> = fds
         .filter_map(|fd| std::fs::read_link(fd.path()).ok())
@@ -178,10 +193,18 @@ pub fn tcp_sockets(pid: u32) -> Vec<(String, u16)> {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             inodes.iter().any(|i| Some(&i.as_str()) == fields.get(9)).then_some(())?;
-            let port = u16::from_str_radix(fields.get(1)?.rsplit(':').next()?, 16).ok()?;
-            Some((fields.get(3)?.to_string(), port))
+            let (local, remote) = (proc_net_addr(fields.get(1)?)?, proc_net_addr(fields.get(2)?)?);
+            Some(TcpSocket { state: fields.get(3)?.to_string(), local, remote })
         })
         .collect()
+}
+
+/// `0101007F:1F90` as /proc/net/tcp writes 127.0.1.1:8080: the address's
+/// bytes in network order printed as one native-endian word, the port in hex.
+fn proc_net_addr(field: &str) -> Option<SocketAddrV4> {
+    let (ip, port) = field.split_once(':')?;
+    let ip = Ipv4Addr::from(u32::from_str_radix(ip, 16).ok()?.to_ne_bytes());
+    Some(SocketAddrV4::new(ip, u16::from_str_radix(port, 16).ok()?))
 }
 
 /// Follows a spawned run's stderr (progress as plain lines, as it is a
@@ -353,6 +376,15 @@ pub fn root_or_skip(what: &str) -> bool {
         eprintln!("SKIP: {what} needs root");
     }
     is_root
+}
+
+#[test]
+fn proc_net_tcp_addresses_read_as_the_kernel_wrote_them() {
+    let at = |ip: [u8; 4], port| Some(SocketAddrV4::new(Ipv4Addr::from(ip), port));
+    // As a little-endian machine (x86-64, arm64) writes them.
+    assert_eq!(proc_net_addr("0201007F:1F90"), at([127, 0, 1, 2], 8080));
+    assert_eq!(proc_net_addr("0F00010A:0000"), at([10, 1, 0, 15], 0));
+    assert_eq!(proc_net_addr("0100007F"), None, "no port");
 }
 
 #[test]
