@@ -69,3 +69,29 @@ fn an_unknown_scenario_name_lists_the_shipped_ones() {
     assert!(stderr.contains("no shipped scenario of that name in scenarios, "), "{stderr}");
     assert!(stderr.contains("shipped: none found"), "from a folder without the kit: {stderr}");
 }
+
+/// On the example cluster the all-pairs kit joins NIC k of one host with
+/// NIC k of another only: 63 rounds of 64 hosts, every rail of a pair of
+/// hosts in the same round, each rank once a round.
+#[test]
+fn the_all_pairs_kit_runs_rail_by_rail_on_the_example_cluster() {
+    use fabricbench::{hostfile, plan, scenario};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hosts = hostfile::read(&root.join("hostfiles/examples/rails-64x8")).unwrap();
+    assert_eq!(hosts.len(), 512, "64 hosts of 8 ranks");
+    for name in ["tcp-all-pairs", "rdma-all-pairs", "gpu-all-pairs"] {
+        let (s, _) = scenario::read(&root.join(format!("scenarios/acceptance/{name}.toml"))).unwrap();
+        let plan = plan::build(&hosts, &s).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(plan.phases.len(), 63, "{name}: a round per other host");
+        for phase in &plan.phases {
+            assert_eq!(phase.flows.len(), 512, "{name}: 32 host pairs × 8 rails × both ways");
+            let senders: std::collections::BTreeSet<usize> = phase.flows.iter().map(|f| f.src).collect();
+            assert_eq!(senders.len(), 512, "{name}: every rank sends once a round");
+            for f in &phase.flows {
+                let (src, dst) = (&hosts[f.src], &hosts[f.dst]);
+                assert!(src.name != dst.name && src.slot == dst.slot, "{name}: {} → {}", f.src, f.dst);
+                assert_eq!(src.devices, [format!("mlx5_{}", src.slot)], "{name}: rank {} on its own NIC", f.src);
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{all_shipped_scenarios, run_json, shipped_scenarios, uses_rdma, Bench};
+use common::{all_shipped_scenarios, header_hostfile, run_json, shipped_scenarios, uses_rdma, Bench};
 
 /// Every shipped scenario parses and plans; the RDMA ones run only where
 /// verbs exist (tests/it/rdma_run.rs, in the Soft-RoCE VM: scripts/test-rdma).
@@ -28,23 +28,6 @@ fn every_shipped_scenario_plans_and_rdma_ones_are_named() {
             file.display()
         );
     }
-}
-
-/// The line of a scenario's leading comment that names the hostfile it is
-/// written for, as the documents and the tests run it.
-const HOSTFILE_HEADER: &str = "# hostfile: ";
-
-/// The hostfile a shipped scenario's header names (`# hostfile:
-/// hostfiles/local`, in the comment lines it starts with), in the
-/// repository.
-fn header_hostfile(scenario: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(scenario).unwrap();
-    let named = text
-        .lines()
-        .take_while(|line| line.starts_with('#'))
-        .find_map(|line| line.strip_prefix(HOSTFILE_HEADER))
-        .unwrap_or_else(|| panic!("{}: its leading comment has no `{HOSTFILE_HEADER}PATH` line", scenario.display()));
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(named.trim())
 }
 
 /// Every shipped scenario, RDMA ones included, plans on the hostfile its
@@ -98,8 +81,8 @@ fn every_shipped_scenario_runs_on_local_ranks() {
 fn every_shipped_scenario_plans_the_same_after_the_srun_broadcast() {
     use fabricbench::worker::srun::SrunSpec;
     use fabricbench::{hostfile, plan, scenario};
-    let hosts = hostfile::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("hostfiles/local8")).unwrap();
     for file in all_shipped_scenarios() {
+        let hosts = hostfile::read(&header_hostfile(&file)).unwrap();
         let (scenario, _) = scenario::read(&file).unwrap();
         let launcher = plan::build(&hosts, &scenario).unwrap();
         let spec = SrunSpec { job: 1, token: "t".into(), hosts: None, scenario, phases: None, port: 0, lldp: false };

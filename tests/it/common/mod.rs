@@ -144,6 +144,23 @@ pub fn run_json(bench: &Bench, scenario: &Path, hostfile: &Path, extra: &[&str])
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
+/// The line of a scenario's leading comment that names the hostfile it is
+/// written for, as the documents and the tests run it.
+pub const HOSTFILE_HEADER: &str = "# hostfile: ";
+
+/// The hostfile a shipped scenario's header names (`# hostfile:
+/// hostfiles/local`, in the comment lines it starts with), in the
+/// repository.
+pub fn header_hostfile(scenario: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(scenario).unwrap();
+    let named = text
+        .lines()
+        .take_while(|line| line.starts_with('#'))
+        .find_map(|line| line.strip_prefix(HOSTFILE_HEADER))
+        .unwrap_or_else(|| panic!("{}: its leading comment has no `{HOSTFILE_HEADER}PATH` line", scenario.display()));
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(named.trim())
+}
+
 /// Every scenario shipped in scenarios/ and its subfolders (the acceptance
 /// kit in scenarios/acceptance/), sorted.
 pub fn all_shipped_scenarios() -> Vec<PathBuf> {
@@ -232,8 +249,7 @@ pub fn signal(pid: u32, signal: &str) {
 /// Whether any phase of the scenario's plan has an RDMA group (a group of
 /// its own, or a point of a `transport` sweep).
 pub fn uses_rdma(scenario: &Path) -> bool {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let hosts = fabricbench::hostfile::read(&root.join("hostfiles/local8")).unwrap();
+    let hosts = fabricbench::hostfile::read(&header_hostfile(scenario)).unwrap();
     let (s, _) = fabricbench::scenario::read(scenario).expect("shipped scenarios parse");
     let plan = fabricbench::plan::build(&hosts, &s).unwrap_or_else(|e| panic!("{}: {e:?}", scenario.display()));
     plan.phases.iter().flat_map(|p| &p.groups).any(|g| g.transport == fabricbench::scenario::Transport::Rdma)
