@@ -9,10 +9,11 @@ mod plan;
 mod profile;
 
 use crate::hostfacts::PortFacts;
-use crate::result::gate::HostGate;
+use crate::result::gate::{GateLine, HostGate};
+use crate::scenario::Transport;
 use crate::transport::rdma::counters::CounterDelta;
 pub use plan::{judge_run, plan};
-pub use profile::{load, LoopbackMin, Profile};
+pub use profile::{load, LoopbackMin, Profile, TcpLoopbackMin};
 
 /// Why one host fails the gate; its text is the reason run.json keeps.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -31,10 +32,10 @@ pub enum GateFault {
     NoFacts { why: String },
     #[error("{port}: {counter} rose by {by} during the gate")]
     CounterMoved { port: String, counter: String, by: u64 },
-    #[error("loopback at {}, below {} ({why})", gbps_text(*gbps), gbps_text(*min))]
-    LoopbackSlow { gbps: f64, min: f64, why: String },
-    #[error("loopback not measured: {why}")]
-    NoLoopback { why: Unmeasured },
+    #[error("{} loopback at {}, below {} ({why})", label(*transport), gbps_text(*gbps), gbps_text(*min))]
+    LoopbackSlow { transport: Transport, gbps: f64, min: f64, why: String },
+    #[error("{} loopback not measured: {why}", label(*transport))]
+    NoLoopback { transport: Transport, why: Unmeasured },
     #[error("loopback_min is a share of line rate, but no line rate is known: set `rate` in the profile")]
     NoLineRate,
 }
@@ -50,6 +51,14 @@ pub enum Unmeasured {
     RunFailed(String),
     #[error("no loopback flow of this host completed")]
     NoFlow,
+}
+
+/// `TCP`, `RDMA`: which loopback a line speaks of.
+fn label(transport: Transport) -> &'static str {
+    match transport {
+        Transport::Tcp => "TCP",
+        Transport::Rdma => "RDMA",
+    }
 }
 
 /// `376 Gb/s`, `187.5 Gb/s`: to 0.01 Gb/s, no trailing zeros; below
@@ -76,9 +85,11 @@ pub struct HostReadings<'a> {
     pub unknown_ports: Option<String>,
     /// The counters that moved during the gate, per port.
     pub moved: Vec<CounterDelta>,
-    /// The slowest loopback flow, Gb/s, or why none was measured
-    /// (`None`: the profile asks for no loopback).
-    pub loopback: Option<Result<f64, Unmeasured>>,
+    /// The slowest RDMA loopback flow, Gb/s, or why none was measured
+    /// (`None`: no RDMA loopback ran, or the profile asks for none).
+    pub rdma_loopback: Option<Result<f64, Unmeasured>>,
+    /// The same of the TCP loopback, held to the profile's TCP floor.
+    pub tcp_loopback: Option<Result<f64, Unmeasured>>,
 }
 
 /// The port's width from its rate text: `200 Gb/sec (4X HDR)` → 4.
@@ -130,13 +141,13 @@ pub struct LoopbackFloor {
     pub why: String,
 }
 
-/// What the loopback must reach; `None` where the profile asks for no
+/// What the RDMA loopback must reach; `None` where the profile asks for no
 /// loopback. The line rate is the profile's `rate` when it names one (a
 /// port that came up slow is held to what it should be), else the ports' own.
 pub fn loopback_min(profile: &Profile, ports: &[(&str, &PortFacts)]) -> Result<Option<LoopbackFloor>, GateFault> {
     let Some(min) = profile.loopback_min else { return Ok(None) };
     match min {
-        LoopbackMin::Gbps(gbps) => Ok(Some(LoopbackFloor { gbps, why: "the profile's loopback_min".into() })),
+        LoopbackMin::Gbps(gbps) => Ok(Some(LoopbackFloor { gbps, why: "loopback_min".into() })),
         LoopbackMin::OfLineRate(percent) => {
             let seen = ports
                 .iter()
@@ -149,36 +160,88 @@ pub fn loopback_min(profile: &Profile, ports: &[(&str, &PortFacts)]) -> Result<O
     }
 }
 
-/// One host's verdict.
+/// What the TCP loopback must reach: the profile's TCP floor, named by
+/// the key it came from; never a share of an RDMA line rate.
+fn tcp_loopback_min(profile: &Profile) -> Option<LoopbackFloor> {
+    let TcpLoopbackMin { gbps, from } = profile.tcp_loopback_min?;
+    Some(LoopbackFloor { gbps, why: from.to_string() })
+}
+
+/// One host's verdict: each port alone, each transport's loopback against
+/// its own floor, every one of them a line of `judged`.
 pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
     let mut faults: Vec<GateFault> =
         readings.missing.iter().map(|d| GateFault::NoDevice { device: d.clone() }).collect();
     faults.extend(readings.unknown_ports.iter().map(|why| GateFault::NoFacts { why: why.clone() }));
+    let mut judged = Vec::new();
     for (device, port) in &readings.ports {
-        faults.extend(port_faults(profile, device, port));
+        let own = port_faults(profile, device, port);
+        judged.push(port_line(profile, device, port, &own));
+        faults.extend(own);
     }
     faults.extend(counter_faults(profile, &readings.moved));
-    let mut min_gbps = None;
-    match (loopback_min(profile, &readings.ports), &readings.loopback) {
-        (Err(fault), _) => faults.push(fault),
-        (Ok(None), _) | (Ok(Some(_)), None) => {}
-        (Ok(Some(_)), Some(Err(why))) => faults.push(GateFault::NoLoopback { why: why.clone() }),
-        (Ok(Some(LoopbackFloor { gbps: min, why })), Some(Ok(gbps))) => {
-            min_gbps = Some(min);
-            if *gbps < min {
-                faults.push(GateFault::LoopbackSlow { gbps: *gbps, min, why });
-            }
+    let rdma_floor = readings.rdma_loopback.as_ref().map(|_| loopback_min(profile, &readings.ports)).transpose();
+    let rdma = match rdma_floor {
+        Err(fault) => {
+            faults.push(fault);
+            None
         }
+        Ok(floor) => floor.flatten().zip(readings.rdma_loopback.as_ref()).map(|(f, m)| (Transport::Rdma, f, m)),
+    };
+    let tcp = tcp_loopback_min(profile).zip(readings.tcp_loopback.as_ref()).map(|(f, m)| (Transport::Tcp, f, m));
+    let (mut loopback_gbps, mut loopback_min_gbps) = (None, None);
+    // The RDMA loopback's numbers stand for the host when there is one (the table's columns).
+    for (transport, floor, measured) in rdma.into_iter().chain(tcp) {
+        let (line, fault) = loopback_verdict(transport, floor.clone(), measured);
+        judged.push(line);
+        faults.extend(fault);
+        loopback_gbps = loopback_gbps.or(measured.as_ref().ok().copied());
+        loopback_min_gbps = loopback_min_gbps.or(Some(floor.gbps));
     }
     HostGate {
         host: readings.host.clone(),
         passed: faults.is_empty(),
         ports: readings.ports.iter().map(|(d, p)| format!("{d}/{}", p.port)).collect(),
-        loopback_gbps: readings.loopback.as_ref().and_then(|l| l.as_ref().ok().copied()),
-        loopback_min_gbps: min_gbps,
+        loopback_gbps,
+        loopback_min_gbps,
         reasons: faults.iter().map(ToString::to_string).collect(),
+        judged,
         ..HostGate::default()
     }
+}
+
+/// `mlx5_0 port 1 ACTIVE at 400 Gb/s 4X`, or its faults.
+fn port_line(profile: &Profile, device: &str, port: &PortFacts, faults: &[GateFault]) -> GateLine {
+    if !faults.is_empty() {
+        let text = faults.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        return GateLine { passed: false, text };
+    }
+    let mut text = format!("{device} port {} ACTIVE", port.port);
+    if let Some(gbps) = port.rate_gbps {
+        text += &format!(" at {}", gbps_text(gbps));
+    }
+    if let Some(width) = profile.width {
+        text += &format!(" {width}X");
+    }
+    GateLine { passed: true, text }
+}
+
+/// `TCP loopback 38.2 Gb/s ≥ 10 Gb/s (tcp_loopback_min)`, or the fault.
+fn loopback_verdict(
+    transport: Transport,
+    floor: LoopbackFloor,
+    measured: &Result<f64, Unmeasured>,
+) -> (GateLine, Option<GateFault>) {
+    let LoopbackFloor { gbps: min, why } = floor;
+    let fault = match measured {
+        Err(why) => GateFault::NoLoopback { transport, why: why.clone() },
+        Ok(gbps) if *gbps < min => GateFault::LoopbackSlow { transport, gbps: *gbps, min, why },
+        Ok(gbps) => {
+            let text = format!("{} loopback {} ≥ {} ({why})", label(transport), gbps_text(*gbps), gbps_text(min));
+            return (GateLine { passed: true, text }, None);
+        }
+    };
+    (GateLine { passed: false, text: fault.to_string() }, Some(fault))
 }
 
 #[cfg(test)]
