@@ -68,19 +68,21 @@ where
     R: FnMut(Prepared) -> F,
     F: Future<Output = anyhow::Result<RunResult>>,
 {
-    let (mut measured, mut verdict) = gate_run(prepared, profile, &mut run_on).await?;
+    // What the run (not the gate's loopback) registers, for each host's locked-memory limit.
+    let pinned = gate::Pinned::of(&prepared.plan);
+    let (mut measured, mut verdict) = gate_run(prepared, profile, &pinned, &mut run_on).await?;
     // The hosts that failed alone, and the gate's run without them, when it ran again so.
     let mut left_out: Option<(GateResult, Prepared)> = None;
     if let RunStatus::Failed { .. } = measured.status {
         // A host failing for its own ports (a port down breaks its loopback's
         // connect) fails the whole gate run: once more without those hosts,
         // so that the others are judged on their own loopback.
-        let alone =
-            gate::judge_run(&Profile { loopback_min: None, tcp_loopback_min: None, ..profile.clone() }, &measured);
+        let ports_only = Profile { loopback_min: None, tcp_loopback_min: None, ..profile.clone() };
+        let alone = gate::judge_run(&ports_only, &measured, &pinned);
         let culprits = alone.failed().count();
         if culprits > 0 && culprits < alone.hosts.len() {
             let without = gate_without(prepared, &alone);
-            let (again, second) = gate_run(&without, profile, &mut run_on).await?;
+            let (again, second) = gate_run(&without, profile, &pinned, &mut run_on).await?;
             verdict = merged(&alone, &verdict, second);
             measured = again;
             left_out = Some((alone, without));
@@ -95,7 +97,7 @@ where
             crate::diag!("the gate's run was degraded ({why}): running it once more");
         }
         let on = left_out.as_ref().map_or(prepared, |(_, without)| without);
-        let (again, next) = gate_run(on, profile, &mut run_on).await?;
+        let (again, next) = gate_run(on, profile, &pinned, &mut run_on).await?;
         verdict = match &left_out {
             Some((alone, _)) => merged(alone, &verdict, next),
             None => next,
@@ -110,6 +112,7 @@ where
 async fn gate_run<R, F>(
     prepared: &Prepared,
     profile: &Profile,
+    pinned: &gate::Pinned,
     run_on: &mut R,
 ) -> anyhow::Result<(RunResult, GateResult)>
 where
@@ -117,7 +120,7 @@ where
     F: Future<Output = anyhow::Result<RunResult>>,
 {
     let measured = run_on(looping(prepared, profile)?).await?;
-    let verdict = gate::judge_run(profile, &measured);
+    let verdict = gate::judge_run(profile, &measured, pinned);
     Ok((measured, verdict))
 }
 

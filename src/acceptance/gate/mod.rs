@@ -5,13 +5,16 @@
 //! the profile and what was read; `plan` builds the loopback phases and
 //! `judge_run` reads a gate run's result.
 
+mod memlock;
 mod plan;
 mod profile;
 
-use crate::hostfacts::PortFacts;
+use crate::hostfacts::{LockedMemory, PortFacts};
 use crate::result::gate::{GateLine, HostGate};
 use crate::scenario::Transport;
 use crate::transport::rdma::counters::CounterDelta;
+use crate::transport::rdma::HOW_TO_RAISE_MEMLOCK;
+pub use memlock::Pinned;
 pub use plan::{judge_run, plan};
 pub use profile::{load, LoopbackMin, Profile, TcpLoopbackMin};
 
@@ -36,6 +39,12 @@ pub enum GateFault {
     LoopbackSlow { transport: Transport, gbps: f64, min: f64, why: String },
     #[error("{} loopback not measured: {why}", label(*transport))]
     NoLoopback { transport: Transport, why: Unmeasured },
+    #[error(
+        "locked memory is limited to {limit} (RLIMIT_MEMLOCK), below the {} its RDMA buffers register in one \
+         process: raise it where fabricbench starts ({HOW_TO_RAISE_MEMLOCK})",
+        LockedMemory::Bytes(*needed)
+    )]
+    LockedMemory { limit: LockedMemory, needed: u64 },
     #[error("loopback_min is a share of line rate, but no line rate is known: set `rate` in the profile")]
     NoLineRate,
 }
@@ -90,6 +99,31 @@ pub struct HostReadings<'a> {
     pub rdma_loopback: Option<Result<f64, Unmeasured>>,
     /// The same of the TCP loopback, held to the profile's TCP floor.
     pub tcp_loopback: Option<Result<f64, Unmeasured>>,
+    /// An RDMA run's locked-memory limit on the host beside what its
+    /// buffers register (`None`: no RDMA, or the limit is unknown).
+    pub locked: Option<Locked>,
+}
+
+/// A host's locked-memory limit and what one of its processes registers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Locked {
+    pub limit: LockedMemory,
+    /// Bytes: the most one rank registers in one phase ([`Pinned`]).
+    pub needed: u64,
+}
+
+/// `locked memory 8 MiB ≥ 1 MiB …`, or the fault of a limit below the need.
+fn locked_verdict(Locked { limit, needed }: Locked) -> (GateLine, Option<GateFault>) {
+    match limit {
+        LockedMemory::Bytes(bytes) if bytes < needed => {
+            let fault = GateFault::LockedMemory { limit, needed };
+            (GateLine { passed: false, text: fault.to_string() }, Some(fault))
+        }
+        _ => {
+            let text = format!("locked memory {limit} ≥ the {} its RDMA buffers register", LockedMemory::Bytes(needed));
+            (GateLine { passed: true, text }, None)
+        }
+    }
 }
 
 /// The port's width from its rate text: `200 Gb/sec (4X HDR)` → 4.
@@ -180,6 +214,11 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         faults.extend(own);
     }
     faults.extend(counter_faults(profile, &readings.moved));
+    if let Some(locked) = readings.locked {
+        let (line, fault) = locked_verdict(locked);
+        judged.push(line);
+        faults.extend(fault);
+    }
     let rdma_floor = readings.rdma_loopback.as_ref().map(|_| loopback_min(profile, &readings.ports)).transpose();
     let rdma = match rdma_floor {
         Err(fault) => {

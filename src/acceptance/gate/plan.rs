@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::acceptance::gate::{judge_host, HostReadings, Profile, Unmeasured};
+use crate::acceptance::gate::{judge_host, HostReadings, Locked, Pinned, Profile, Unmeasured};
 use crate::hostfacts::{PortFacts, RdmaDeviceFacts};
 use crate::plan::{Flow, GroupPlan, Phase, Plan};
 use crate::result::gate::{GateResult, GpuLoopback, HostGate};
@@ -74,8 +74,9 @@ fn gpu_to_gpu(memory: MemorySides) -> MemorySides {
     MemorySides { sender: pick(memory.sender, memory.receiver), receiver: pick(memory.receiver, memory.sender) }
 }
 
-/// Each host's verdict from the gate run's result, in the hostfile's order.
-pub fn judge_run(profile: &Profile, gate: &RunResult) -> GateResult {
+/// Each host's verdict from the gate run's result, in the hostfile's
+/// order; `pinned`: what the run's RDMA flows register on each host.
+pub fn judge_run(profile: &Profile, gate: &RunResult, pinned: &Pinned) -> GateResult {
     let mut hosts: Vec<&str> = Vec::new();
     for r in &gate.plan.ranks {
         if !hosts.contains(&r.host.as_str()) {
@@ -84,12 +85,12 @@ pub fn judge_run(profile: &Profile, gate: &RunResult) -> GateResult {
     }
     GateResult {
         profile: profile.name.clone(),
-        hosts: hosts.into_iter().map(|h| judge_one(profile, gate, h)).collect(),
+        hosts: hosts.into_iter().map(|h| judge_one(profile, gate, h, pinned.on(h))).collect(),
         retried: None,
     }
 }
 
-fn judge_one(profile: &Profile, gate: &RunResult, host: &str) -> HostGate {
+fn judge_one(profile: &Profile, gate: &RunResult, host: &str, pinned: u64) -> HostGate {
     let ranks: BTreeSet<usize> = gate.plan.ranks.iter().filter(|r| r.host == host).map(|r| r.rank).collect();
     let facts = gate.probes.iter().filter(|p| ranks.contains(&p.rank)).find_map(|p| p.facts.as_ref());
     let groups: Vec<&GroupPlan> = gate.plan.phases.iter().flat_map(|p| &p.groups).collect();
@@ -114,6 +115,9 @@ fn judge_one(profile: &Profile, gate: &RunResult, host: &str) -> HostGate {
         .filter(|r| ranks.contains(&r.rank))
         .flat_map(|r| r.rdma_counters.iter().cloned())
         .collect();
+    // An RDMA run's limit is held to what the run registers there; a limit unknown is not guessed at.
+    let limit = facts.and_then(|f| f.locked_memory).filter(|_| runs(Transport::Rdma) && pinned > 0);
+    readings.locked = limit.map(|limit| Locked { limit, needed: pinned });
     let looped = |t: Transport| runs(t).then(|| loopback(gate, &ranks, t));
     readings.rdma_loopback = profile.loopback_min.and_then(|_| looped(Transport::Rdma));
     readings.tcp_loopback = profile.tcp_loopback_min.and_then(|_| looped(Transport::Tcp));

@@ -148,7 +148,7 @@ fn a_host_with_an_unused_down_nic_passes() {
         if !opened {
             run.phases[0].ranks.iter_mut().for_each(|r| r.rdma_counters.clear());
         }
-        let verdict = judge_run(&shipped("ndr-ib"), &run);
+        let verdict = judge_run(&shipped("ndr-ib"), &run, &Pinned::of(&run.plan));
         for h in &verdict.hosts {
             assert!(h.passed, "opened {opened}: {h:?}");
             assert_eq!(h.ports, ["mlx5_0/1"], "opened {opened}");
@@ -170,13 +170,13 @@ fn a_host_with_an_unused_down_nic_passes() {
 fn a_used_nic_at_the_wrong_rate_fails_naming_it() {
     let mut hdr = recorded_run("v3-rdma-fan-in.json", "mlx5-ib", 195.0);
     hdr.plan.ranks.iter_mut().for_each(|r| r.devices = vec!["mlx5_0".into()]);
-    let h = &judge_run(&shipped("ndr-ib"), &hdr).hosts[0];
+    let h = &judge_run(&shipped("ndr-ib"), &hdr, &Pinned::default()).hosts[0];
     assert!(!h.passed);
     assert_eq!(h.judged[0].text, "mlx5_0 port 1 at 200 Gb/s, expected 400 Gb/s");
     assert!(!h.judged[0].passed);
     let mut spare = recorded_run("v3-rdma-fan-in.json", "two-nics", 390.0);
     spare.plan.ranks.iter_mut().for_each(|r| r.devices = vec!["mlx5_1".into()]);
-    let h = &judge_run(&shipped("ndr-ib"), &spare).hosts[0];
+    let h = &judge_run(&shipped("ndr-ib"), &spare, &Pinned::default()).hosts[0];
     assert_eq!(h.ports, ["mlx5_1/1"]);
     assert_eq!(h.judged[0].text, "mlx5_1 port 1 is DOWN, expected ACTIVE; mlx5_1 port 1 at 10 Gb/s, expected 400 Gb/s");
 }
@@ -186,14 +186,15 @@ fn a_used_nic_at_the_wrong_rate_fails_naming_it() {
 /// profile's `tcp_loopback_min`, never to a share of the 400 Gb/s line rate.
 #[test]
 fn a_tcp_run_is_held_to_the_tcp_floor_not_the_line_rate() {
-    let healthy = judge_run(&shipped("ndr-ib"), &recorded_run("v3-gate.json", "two-nics", 38.2));
+    let tcp = |gbps| recorded_run("v3-gate.json", "two-nics", gbps);
+    let healthy = judge_run(&shipped("ndr-ib"), &tcp(38.2), &Pinned::default());
     for h in &healthy.hosts {
         assert!(h.passed, "{h:?}");
         assert!(h.ports.is_empty(), "{h:?}");
         assert_eq!(judged(h), ["TCP loopback 38.2 Gb/s ≥ 10 Gb/s (tcp_loopback_min)"]);
         assert_eq!((h.loopback_gbps, h.loopback_min_gbps), (Some(38.2), Some(10.0)));
     }
-    let slow = judge_run(&shipped("ndr-ib"), &recorded_run("v3-gate.json", "two-nics", 5.0));
+    let slow = judge_run(&shipped("ndr-ib"), &tcp(5.0), &Pinned::default());
     assert_eq!(slow.hosts[0].reasons, ["TCP loopback at 5 Gb/s, below 10 Gb/s (tcp_loopback_min)"]);
 }
 
@@ -224,4 +225,33 @@ fn the_rdma_loopback_is_in_gpu_memory_when_a_group_is() {
     let host_only = looped(groups.split("\n\n").next().unwrap());
     assert_eq!(host_only.phases[0].groups[0].rdma.as_ref().unwrap().memory, MemorySides::default());
     assert!(host_only.gpu_asks().iter().all(Vec::is_empty));
+}
+
+/// An RDMA run on a host whose processes may lock 64 KiB (mlx5-ib's
+/// /proc/self/limits: an ssh session limits.conf does not raise) fails it,
+/// naming the limit, what its ranks register and how to raise it; the
+/// same host with no limit passes and says what was held.
+#[test]
+fn a_locked_memory_limit_below_the_runs_buffers_fails_the_host() {
+    let mut run = recorded_run("v3-rdma-fan-in.json", "mlx5-ib", 195.0);
+    let pinned = Pinned::of(&run.plan);
+    let needed = pinned.on("127.0.0.1");
+    assert!(needed > 64 << 10, "the fan-in's receiver registers more than 64 KiB: {needed}");
+    let h = &judge_run(&shipped("hdr-ib"), &run, &pinned).hosts[0];
+    let want = format!(
+        "locked memory is limited to 64 KiB (RLIMIT_MEMLOCK), below the {} its RDMA buffers register in one process: \
+         raise it where fabricbench starts (`ulimit -l unlimited`",
+        crate::hostfacts::LockedMemory::Bytes(needed)
+    );
+    assert!(!h.passed && h.reasons.len() == 1 && h.reasons[0].starts_with(&want), "{:?}", h.reasons);
+    for probe in &mut run.probes {
+        probe.facts.as_mut().unwrap().locked_memory = Some(crate::hostfacts::LockedMemory::Unlimited);
+    }
+    let h = &judge_run(&shipped("hdr-ib"), &run, &pinned).hosts[0];
+    assert!(h.passed, "{:?}", h.reasons);
+    let line = format!(
+        "locked memory unlimited ≥ the {} its RDMA buffers register",
+        crate::hostfacts::LockedMemory::Bytes(needed)
+    );
+    assert!(judged(h).contains(&line.as_str()), "{:?}", h.judged);
 }
