@@ -10,11 +10,17 @@ use crate::common::{self, fan_in, read_json, run_json, text, Bench, FanIn, LOCAL
 
 const QUICK: &str = "loopback_min = \"0.1 Gb/s\"\ntcp_loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
 
+/// An InfiniBand profile (NDR's rate, width and share of line rate) on a
+/// TCP run: no RDMA port is held, and each host's TCP loopback is held to
+/// the profile's `tcp_loopback_min`, not to 94 % of 400 Gb/s.
+const NDR_ON_TCP: &str = "rate = \"400 Gb/s\"\nwidth = 4\nloopback_min = \"94% of line rate\"\n\
+                          tcp_loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
+
 #[test]
 fn local_hosts_pass_the_gate_and_the_pairs_run() {
     let bench = Bench::new();
     let (hosts, scenario) = (bench.write("hosts", LOCAL_HOSTS), bench.write("fan.toml", &fan_in("1s")));
-    let profile = bench.write("quick.toml", QUICK);
+    let profile = bench.write("ndr.toml", NDR_ON_TCP);
     let run = run_json(&bench, &scenario, &hosts, &["--gate", profile.to_str().unwrap()]);
     let gate = &run["gate"];
     assert_eq!(gate["profile"], profile.to_str().unwrap());

@@ -210,7 +210,7 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
     let mut judged = Vec::new();
     for (device, port) in &readings.ports {
         let own = port_faults(profile, device, port);
-        judged.push(port_line(profile, device, port, &own));
+        judged.push(port_line(device, port, &own));
         faults.extend(own);
     }
     faults.extend(counter_faults(profile, &readings.moved));
@@ -250,7 +250,7 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
 }
 
 /// `mlx5_0 port 1 ACTIVE at 400 Gb/s 4X`, or its faults.
-fn port_line(profile: &Profile, device: &str, port: &PortFacts, faults: &[GateFault]) -> GateLine {
+fn port_line(device: &str, port: &PortFacts, faults: &[GateFault]) -> GateLine {
     if !faults.is_empty() {
         let text = faults.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         return GateLine { passed: false, text };
@@ -259,7 +259,7 @@ fn port_line(profile: &Profile, device: &str, port: &PortFacts, faults: &[GateFa
     if let Some(gbps) = port.rate_gbps {
         text += &format!(" at {}", gbps_text(gbps));
     }
-    if let Some(width) = profile.width {
+    if let Some(width) = port.rate.as_deref().and_then(width_of) {
         text += &format!(" {width}X");
     }
     GateLine { passed: true, text }
