@@ -47,8 +47,9 @@ pub struct HostGate {
     pub reasons: Vec<String>,
     /// Everything judged, one line each, passed or not, with the
     /// expectation its number met: each port held ("mlx5_0 port 1 ACTIVE
-    /// at 400 Gb/s 4X"), each transport's loopback ("TCP loopback 38.2
-    /// Gb/s ≥ 10 Gb/s (tcp_loopback_min)"). Absent in older runs.
+    /// at 400 Gb/s 4X"), the locked-memory limit on an RDMA run, each
+    /// loopback ("TCP loopback 38.2 Gb/s ≥ 10 Gb/s (tcp_loopback_min)",
+    /// "RDMA loopback on mlx5_0 …"). Absent in older runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub judged: Vec<GateLine>,
 }

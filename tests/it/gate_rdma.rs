@@ -147,7 +147,7 @@ fn rxe_held_to_an_impossible_rate_is_excluded_and_the_run_exits_3() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
-        err.contains("gate (impossible.toml): 1 of 1 host(s) failed and were left out: 127.0.0.1 (RDMA loopback at "),
+        err.contains("gate (impossible.toml): 1 of 1 host(s) failed and were left out: 127.0.0.1 (RDMA loopback on "),
         "{err}"
     );
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");

@@ -35,10 +35,11 @@ pub enum GateFault {
     NoFacts { why: String },
     #[error("{port}: {counter} rose by {by} during the gate")]
     CounterMoved { port: String, counter: String, by: u64 },
-    #[error("{} loopback at {}, below {} ({why})", label(*transport), gbps_text(*gbps), gbps_text(*min))]
-    LoopbackSlow { transport: Transport, gbps: f64, min: f64, why: String },
-    #[error("{} loopback not measured: {why}", label(*transport))]
-    NoLoopback { transport: Transport, why: Unmeasured },
+    /// `what`: `TCP loopback`, `RDMA loopback on mlx5_0`.
+    #[error("{what} at {}, below {} ({why})", gbps_text(*gbps), gbps_text(*min))]
+    LoopbackSlow { what: String, gbps: f64, min: f64, why: String },
+    #[error("{what} not measured: {why}")]
+    NoLoopback { what: String, why: Unmeasured },
     #[error(
         "locked memory is limited to {limit} (RLIMIT_MEMLOCK), below the {} its RDMA buffers register in one \
          process: raise it where fabricbench starts ({HOW_TO_RAISE_MEMLOCK})",
@@ -62,11 +63,12 @@ pub enum Unmeasured {
     NoFlow,
 }
 
-/// `TCP`, `RDMA`: which loopback a line speaks of.
-fn label(transport: Transport) -> &'static str {
-    match transport {
-        Transport::Tcp => "TCP",
-        Transport::Rdma => "RDMA",
+/// `TCP loopback`, `RDMA loopback on mlx5_0`: which loopback a line speaks of.
+fn loopback_name(transport: Transport, on: &[String]) -> String {
+    match (transport, on) {
+        (Transport::Tcp, _) => "TCP loopback".into(),
+        (Transport::Rdma, []) => "RDMA loopback".into(),
+        (Transport::Rdma, on) => format!("RDMA loopback on {}", on.join("+")),
     }
 }
 
@@ -94,14 +96,23 @@ pub struct HostReadings<'a> {
     pub unknown_ports: Option<String>,
     /// The counters that moved during the gate, per port.
     pub moved: Vec<CounterDelta>,
-    /// The slowest RDMA loopback flow, Gb/s, or why none was measured
-    /// (`None`: no RDMA loopback ran, or the profile asks for none).
-    pub rdma_loopback: Option<Result<f64, Unmeasured>>,
+    /// Each looping rank's RDMA loopback, on its own NICs (empty: no RDMA
+    /// loopback ran, or the profile asks for none).
+    pub rdma_loopbacks: Vec<RdmaLoopback>,
     /// The same of the TCP loopback, held to the profile's TCP floor.
     pub tcp_loopback: Option<Result<f64, Unmeasured>>,
     /// An RDMA run's locked-memory limit on the host beside what its
     /// buffers register (`None`: no RDMA, or the limit is unknown).
     pub locked: Option<Locked>,
+}
+
+/// One rank's RDMA loopback: the devices it ran on and its slowest flow,
+/// Gb/s, or why none was measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RdmaLoopback {
+    /// By the counters the rank read (empty: none read).
+    pub on: Vec<String>,
+    pub measured: Result<f64, Unmeasured>,
 }
 
 /// A host's locked-memory limit and what one of its processes registers.
@@ -219,23 +230,31 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         judged.push(line);
         faults.extend(fault);
     }
-    let rdma_floor = readings.rdma_loopback.as_ref().map(|_| loopback_min(profile, &readings.ports)).transpose();
-    let rdma = match rdma_floor {
-        Err(fault) => {
-            faults.push(fault);
-            None
-        }
-        Ok(floor) => floor.flatten().zip(readings.rdma_loopback.as_ref()).map(|(f, m)| (Transport::Rdma, f, m)),
-    };
-    let tcp = tcp_loopback_min(profile).zip(readings.tcp_loopback.as_ref()).map(|(f, m)| (Transport::Tcp, f, m));
-    let (mut loopback_gbps, mut loopback_min_gbps) = (None, None);
+    let looped = !readings.rdma_loopbacks.is_empty();
+    let mut loopbacks: Vec<(String, LoopbackFloor, &Result<f64, Unmeasured>)> = Vec::new();
+    match looped.then(|| loopback_min(profile, &readings.ports)).transpose().map(Option::flatten) {
+        Err(fault) => faults.push(fault),
+        Ok(None) => {}
+        Ok(Some(floor)) => loopbacks.extend(
+            readings.rdma_loopbacks.iter().map(|l| (loopback_name(Transport::Rdma, &l.on), floor.clone(), &l.measured)),
+        ),
+    }
+    if let (Some(floor), Some(measured)) = (tcp_loopback_min(profile), &readings.tcp_loopback) {
+        loopbacks.push((loopback_name(Transport::Tcp, &[]), floor, measured));
+    }
     // The RDMA loopback's numbers stand for the host when there is one (the table's columns).
-    for (transport, floor, measured) in rdma.into_iter().chain(tcp) {
-        let (line, fault) = loopback_verdict(transport, floor.clone(), measured);
+    let slowest = |of: &mut dyn Iterator<Item = &Result<f64, Unmeasured>>| {
+        of.filter_map(|m| m.as_ref().ok().copied()).reduce(f64::min)
+    };
+    let loopback_gbps = match looped {
+        true => slowest(&mut readings.rdma_loopbacks.iter().map(|l| &l.measured)),
+        false => slowest(&mut readings.tcp_loopback.iter()),
+    };
+    let loopback_min_gbps = loopbacks.first().map(|(_, floor, _)| floor.gbps);
+    for (what, floor, measured) in loopbacks {
+        let (line, fault) = loopback_verdict(what, floor, measured);
         judged.push(line);
         faults.extend(fault);
-        loopback_gbps = loopback_gbps.or(measured.as_ref().ok().copied());
-        loopback_min_gbps = loopback_min_gbps.or(Some(floor.gbps));
     }
     HostGate {
         host: readings.host.clone(),
@@ -267,16 +286,16 @@ fn port_line(device: &str, port: &PortFacts, faults: &[GateFault]) -> GateLine {
 
 /// `TCP loopback 38.2 Gb/s ≥ 10 Gb/s (tcp_loopback_min)`, or the fault.
 fn loopback_verdict(
-    transport: Transport,
+    what: String,
     floor: LoopbackFloor,
     measured: &Result<f64, Unmeasured>,
 ) -> (GateLine, Option<GateFault>) {
     let LoopbackFloor { gbps: min, why } = floor;
     let fault = match measured {
-        Err(why) => GateFault::NoLoopback { transport, why: why.clone() },
-        Ok(gbps) if *gbps < min => GateFault::LoopbackSlow { transport, gbps: *gbps, min, why },
+        Err(why) => GateFault::NoLoopback { what, why: why.clone() },
+        Ok(gbps) if *gbps < min => GateFault::LoopbackSlow { what, gbps: *gbps, min, why },
         Ok(gbps) => {
-            let text = format!("{} loopback {} ≥ {} ({why})", label(transport), gbps_text(*gbps), gbps_text(min));
+            let text = format!("{what} {} ≥ {} ({why})", gbps_text(*gbps), gbps_text(min));
             return (GateLine { passed: true, text }, None);
         }
     };

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::acceptance::gate::{judge_host, HostReadings, Locked, Pinned, Profile, Unmeasured};
+use crate::acceptance::gate::{judge_host, HostReadings, Locked, Pinned, Profile, RdmaLoopback, Unmeasured};
 use crate::hostfacts::{PortFacts, RdmaDeviceFacts};
 use crate::plan::{Flow, GroupPlan, Phase, Plan};
 use crate::result::gate::{GateResult, GpuLoopback, HostGate};
@@ -119,7 +119,9 @@ fn judge_one(profile: &Profile, gate: &RunResult, host: &str, pinned: u64) -> Ho
     let limit = facts.and_then(|f| f.locked_memory).filter(|_| runs(Transport::Rdma) && pinned > 0);
     readings.locked = limit.map(|limit| Locked { limit, needed: pinned });
     let looped = |t: Transport| runs(t).then(|| loopback(gate, &ranks, t));
-    readings.rdma_loopback = profile.loopback_min.and_then(|_| looped(Transport::Rdma));
+    if profile.loopback_min.is_some() && runs(Transport::Rdma) {
+        readings.rdma_loopbacks = rdma_loopbacks(gate, &ranks);
+    }
     readings.tcp_loopback = profile.tcp_loopback_min.and_then(|_| looped(Transport::Tcp));
     HostGate { loopback_devices, loopback_gpu, ..judge_host(profile, &readings) }
 }
@@ -202,6 +204,31 @@ fn ports_of<'a>(
         let first_active = all.iter().find(|(_, p)| only_port.is_some() || p.state.as_deref() == Some("ACTIVE"));
         first_active.map_or(all.clone(), |&used| vec![used])
     };
+}
+
+/// Each of these ranks' RDMA loopback, alone, on the devices whose
+/// counters it read: a host with a rank per NIC has each NIC judged on
+/// its own. One without a NIC named when no rank's loopback has a flow.
+fn rdma_loopbacks(gate: &RunResult, ranks: &BTreeSet<usize>) -> Vec<RdmaLoopback> {
+    let rdma: Vec<&PhaseResult> =
+        gate.phases.iter().filter(|p| p.groups.iter().any(|g| g.transport == Transport::Rdma)).collect();
+    let looping = ranks.iter().filter(|&&r| rdma.iter().flat_map(|p| &p.flows).any(|f| f.src == r));
+    let mut out: Vec<RdmaLoopback> = looping
+        .map(|&rank| {
+            let mut on: Vec<String> = Vec::new();
+            let counted = rdma.iter().flat_map(|p| &p.ranks).filter(|r| r.rank == rank);
+            for d in counted.flat_map(|r| &r.rdma_counters) {
+                if !on.contains(&d.device) {
+                    on.push(d.device.clone());
+                }
+            }
+            RdmaLoopback { on, measured: loopback(gate, &BTreeSet::from([rank]), Transport::Rdma) }
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(RdmaLoopback { on: Vec::new(), measured: loopback(gate, ranks, Transport::Rdma) });
+    }
+    out
 }
 
 /// The slowest loopback flow of these ranks over `transport`, or why there is none.

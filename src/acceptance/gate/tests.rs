@@ -20,7 +20,8 @@ fn shipped(name: &str) -> Profile {
 
 fn readings<'a>(host: &str, devices: &'a [RdmaDeviceFacts], loopback: f64) -> HostReadings<'a> {
     let ports = devices.iter().flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p))).collect();
-    HostReadings { host: host.into(), ports, rdma_loopback: Some(Ok(loopback)), ..HostReadings::default() }
+    let rdma_loopbacks = vec![RdmaLoopback { on: Vec::new(), measured: Ok(loopback) }];
+    HostReadings { host: host.into(), ports, rdma_loopbacks, ..HostReadings::default() }
 }
 
 #[test]
@@ -112,7 +113,8 @@ fn an_unmeasured_loopback_or_unknown_line_rate_fails() {
     let gate = judge_host(&p, &fast);
     assert!(gate.passed && gate.loopback_gbps == Some(20.0) && gate.loopback_min_gbps == Some(1.0), "{gate:?}");
     let share = Profile { loopback_min: Some(LoopbackMin::OfLineRate(94.0)), ..p };
-    let rdma = HostReadings { rdma_loopback: Some(Ok(20.0)), ..HostReadings::default() };
+    let rdma_loopbacks = vec![RdmaLoopback { on: vec!["rxe0".into()], measured: Ok(20.0) }];
+    let rdma = HostReadings { rdma_loopbacks, ..HostReadings::default() };
     assert_eq!(judge_host(&share, &rdma).reasons, [GateFault::NoLineRate.to_string()]);
 }
 
@@ -152,13 +154,9 @@ fn a_host_with_an_unused_down_nic_passes() {
         for h in &verdict.hosts {
             assert!(h.passed, "opened {opened}: {h:?}");
             assert_eq!(h.ports, ["mlx5_0/1"], "opened {opened}");
-            assert_eq!(
-                judged(h),
-                [
-                    "mlx5_0 port 1 ACTIVE at 400 Gb/s 4X",
-                    "RDMA loopback 390 Gb/s ≥ 376 Gb/s (94% of line rate 400 Gb/s)"
-                ]
-            );
+            let on = if opened { " on mlx5_0" } else { "" };
+            let looped = format!("RDMA loopback{on} 390 Gb/s ≥ 376 Gb/s (94% of line rate 400 Gb/s)");
+            assert_eq!(judged(h), ["mlx5_0 port 1 ACTIVE at 400 Gb/s 4X", looped.as_str()]);
         }
     }
 }
@@ -254,4 +252,26 @@ fn a_locked_memory_limit_below_the_runs_buffers_fails_the_host() {
         crate::hostfacts::LockedMemory::Bytes(needed)
     );
     assert!(judged(h).contains(&line.as_str()), "{:?}", h.judged);
+}
+
+/// A host with a rank per NIC (`devices=mlx5_0` and `devices=mlx5_1`):
+/// each NIC's loopback is judged alone and named, so a slow one fails the
+/// host by its own name while the other's line says it passed.
+#[test]
+fn each_nics_loopback_is_judged_alone() {
+    let mut run = recorded_run("v3-rdma-fan-in.json", "two-nics", 390.0);
+    let node = run.plan.ranks[0].host.clone();
+    for (rank, device) in [(0, "mlx5_0"), (1, "mlx5_1")] {
+        run.plan.ranks[rank].host = node.clone();
+        run.plan.ranks[rank].devices = vec![device.into()];
+        run.phases[0].ranks[rank].rdma_counters.iter_mut().for_each(|c| c.device = device.into());
+    }
+    run.phases[0].flows[1].gbps = 301.2;
+    let h = &judge_run(&shipped("ndr-ib"), &run, &Pinned::default()).hosts[0];
+    assert_eq!(h.ports, ["mlx5_0/1", "mlx5_1/1"]);
+    let texts = judged(h);
+    assert!(texts.contains(&"RDMA loopback on mlx5_0 390 Gb/s ≥ 376 Gb/s (94% of line rate 400 Gb/s)"), "{texts:?}");
+    let slow = "RDMA loopback on mlx5_1 at 301.2 Gb/s, below 376 Gb/s (94% of line rate 400 Gb/s)";
+    assert!(h.reasons.iter().any(|r| r == slow), "{:?}", h.reasons);
+    assert_eq!(h.loopback_gbps, Some(301.2), "the host's number is its slowest NIC's");
 }
