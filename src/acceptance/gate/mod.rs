@@ -219,12 +219,16 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         readings.missing.iter().map(|d| GateFault::NoDevice { device: d.clone() }).collect();
     faults.extend(readings.unknown_ports.iter().map(|why| GateFault::NoFacts { why: why.clone() }));
     let mut judged = Vec::new();
+    // A port's own counters go on its line; those of a port not held (none, as a rule) stay reasons.
+    let mut moved = counter_faults(profile, &readings.moved);
     for (device, port) in &readings.ports {
-        let own = port_faults(profile, device, port);
+        let name = format!("{device} port {}", port.port);
+        let mut own = port_faults(profile, device, port);
+        own.extend(moved.extract_if(.., |f| matches!(f, GateFault::CounterMoved { port, .. } if *port == name)));
         judged.push(port_line(device, port, &own));
         faults.extend(own);
     }
-    faults.extend(counter_faults(profile, &readings.moved));
+    faults.extend(moved);
     if let Some(locked) = readings.locked {
         let (line, fault) = locked_verdict(locked);
         judged.push(line);
@@ -243,12 +247,9 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         loopbacks.push((loopback_name(Transport::Tcp, &[]), floor, measured));
     }
     // The RDMA loopback's numbers stand for the host when there is one (the table's columns).
-    let slowest = |of: &mut dyn Iterator<Item = &Result<f64, Unmeasured>>| {
-        of.filter_map(|m| m.as_ref().ok().copied()).reduce(f64::min)
-    };
     let loopback_gbps = match looped {
-        true => slowest(&mut readings.rdma_loopbacks.iter().map(|l| &l.measured)),
-        false => slowest(&mut readings.tcp_loopback.iter()),
+        true => slowest(readings.rdma_loopbacks.iter().map(|l| &l.measured)),
+        false => slowest(readings.tcp_loopback.iter()),
     };
     let loopback_min_gbps = loopbacks.first().map(|(_, floor, _)| floor.gbps);
     for (what, floor, measured) in loopbacks {
@@ -266,6 +267,11 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         judged,
         ..HostGate::default()
     }
+}
+
+/// The slowest of the loopbacks measured.
+fn slowest<'m>(loopbacks: impl Iterator<Item = &'m Result<f64, Unmeasured>>) -> Option<f64> {
+    loopbacks.filter_map(|m| m.as_ref().ok().copied()).reduce(f64::min)
 }
 
 /// `mlx5_0 port 1 ACTIVE at 400 Gb/s 4X`, or its faults.

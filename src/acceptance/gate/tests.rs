@@ -67,6 +67,8 @@ fn a_moving_error_counter_fails_and_a_data_counter_does_not() {
     let gate = judge_host(&shipped("hdr-ib"), &r);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(gate.reasons, ["mlx5_0 port 1: counters/symbol_error rose by 12 during the gate"]);
+    let line = &gate.judged[0];
+    assert_eq!((line.passed, line.text.as_str()), (false, gate.reasons[0].as_str()), "the port's own line says it");
 }
 
 fn copy(from: &Path, to: &Path) {
