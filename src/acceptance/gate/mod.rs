@@ -1,6 +1,8 @@
-//! The node gate: every host alone, before any pair runs — its ports up at
-//! the profile's rate and width, its error counters still, its loopback at
-//! the profile's share of line rate. A host that fails is left out of the
+//! The node gate: every host alone, before any pair runs — the ports the
+//! run uses up at the profile's rate and width, their error counters
+//! still, its locked-memory limit above what its RDMA buffers register,
+//! its RDMA loopback at the profile's share of line rate and its TCP
+//! loopback at the profile's TCP floor. A host that fails is left out of the
 //! pairs, named for its own fault. The verdicts here are pure functions of
 //! the profile and what was read; `plan` builds the loopback phases and
 //! `judge_run` reads a gate run's result.
