@@ -12,6 +12,11 @@ pub struct GateResult {
     pub profile: String,
     /// One per host, in the hostfile's order.
     pub hosts: Vec<HostGate>,
+    /// Why the gate ran once more: the reasons its run was degraded (a
+    /// window that cannot be trusted judges no host), so these verdicts are
+    /// the next run's. Absent when no run of it was degraded, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -22,7 +27,8 @@ pub struct HostGate {
     /// The RDMA ports held to the profile, `device/port`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<String>,
-    /// The slowest of its loopback flows, Gb/s (`None`: not measured).
+    /// The slowest of its loopback flows, Gb/s: the RDMA loopback's when
+    /// the run has one, else the TCP loopback's (`None`: not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loopback_gbps: Option<f64>,
     /// What the loopback had to reach, Gb/s.
@@ -39,6 +45,20 @@ pub struct HostGate {
     /// Why it failed, one line each ("mlx5_2 port 1 at 200 Gb/s, expected 400 Gb/s").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// Everything judged, one line each, passed or not, with the
+    /// expectation its number met: each port held ("mlx5_0 port 1 ACTIVE
+    /// at 400 Gb/s 4X"), the locked-memory limit on an RDMA run, each
+    /// loopback ("TCP loopback 38.2 Gb/s ≥ 10 Gb/s (tcp_loopback_min)",
+    /// "RDMA loopback on mlx5_0 …"). Absent in older runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judged: Vec<GateLine>,
+}
+
+/// One thing the gate judged on a host, and how it came out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateLine {
+    pub passed: bool,
+    pub text: String,
 }
 
 /// A loopback from GPU memory to GPU memory through one NIC, as

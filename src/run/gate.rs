@@ -3,6 +3,7 @@
 //! profile; the hosts that fail are left out of the run that follows.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -43,39 +44,8 @@ pub async fn gate(
             "the node gate needs runs of its own, and mpirun started the ranks for one: use --launcher mpirun"
         );
     }
-    let profile = &gate_opts.profile;
-    let (mut measured, mut verdict) = gate_run(&prepared, launch, opts, profile).await?;
-    // The hosts that failed alone, and the gate's run without them, when it ran again so.
-    let mut left_out: Option<(GateResult, Prepared)> = None;
-    if let RunStatus::Failed { .. } = measured.status {
-        // A host failing for its own ports (a port down breaks its loopback's
-        // connect) fails the whole gate run: once more without those hosts,
-        // so that the others are judged on their own loopback.
-        let alone = gate::judge_run(&Profile { loopback_min: None, ..profile.clone() }, &measured);
-        let culprits = alone.failed().count();
-        if culprits > 0 && culprits < alone.hosts.len() {
-            let without = gate_without(&prepared, &alone);
-            let (again, second) = gate_run(&without, launch, opts, profile).await?;
-            verdict = merged(&alone, &verdict, second);
-            measured = again;
-            left_out = Some((alone, without));
-        }
-    }
-    if let RunStatus::Degraded { reasons } = &measured.status {
-        // A loopback window that cannot be trusted (a host busy as it
-        // opened) judges no host: once more over the same hosts; a second
-        // degraded run stops the run as before.
-        if opts.progress {
-            crate::diag!("the gate's run was degraded ({}): running it once more", reasons.join(" | "));
-        }
-        let on = left_out.as_ref().map_or(&prepared, |(_, without)| without);
-        let (again, next) = gate_run(on, launch, opts, profile).await?;
-        verdict = match &left_out {
-            Some((alone, _)) => merged(alone, &verdict, next),
-            None => next,
-        };
-        measured = again;
-    }
+    let run_on = |on: Prepared| async move { run(on, launch, opts, &mut ()).await };
+    let (mut measured, verdict) = gate_runs(&prepared, &gate_opts.profile, opts.progress, run_on).await?;
     let all_failed = verdict.failed().count() == verdict.hosts.len();
     if gate_opts.only || all_failed || !matches!(measured.status, RunStatus::Ok) {
         measured.gate = Some(verdict);
@@ -85,13 +55,78 @@ pub async fn gate(
     Ok(Gated::Go(Box::new(Prepared { gate: Some(verdict), ..passed })))
 }
 
-/// One gate run over the prepared run's hosts, and its verdict.
-async fn gate_run(
+/// The gate's runs (`run_on` runs one) and the verdict of the last: once
+/// more without the hosts that failed alone when the run failed, and once
+/// more over the same hosts when it was degraded; no more than that.
+async fn gate_runs<R, F>(
     prepared: &Prepared,
-    launch: &Launch,
-    opts: &RunOptions,
     profile: &Profile,
-) -> anyhow::Result<(RunResult, GateResult)> {
+    progress: bool,
+    mut run_on: R,
+) -> anyhow::Result<(RunResult, GateResult)>
+where
+    R: FnMut(Prepared) -> F,
+    F: Future<Output = anyhow::Result<RunResult>>,
+{
+    // What the run (not the gate's loopback) registers, for each host's locked-memory limit.
+    let pinned = gate::Pinned::of(&prepared.plan);
+    let (mut measured, mut verdict) = gate_run(prepared, profile, &pinned, &mut run_on).await?;
+    // The hosts that failed alone, and the gate's run without them, when it ran again so.
+    let mut left_out: Option<(GateResult, Prepared)> = None;
+    if let RunStatus::Failed { .. } = measured.status {
+        // A host failing for its own ports (a port down breaks its loopback's
+        // connect) fails the whole gate run: once more without those hosts,
+        // so that the others are judged on their own loopback.
+        let ports_only = Profile { loopback_min: None, tcp_loopback_min: None, ..profile.clone() };
+        let alone = gate::judge_run(&ports_only, &measured, &pinned);
+        let culprits = alone.failed().count();
+        if culprits > 0 && culprits < alone.hosts.len() {
+            let without = gate_without(prepared, &alone);
+            let (again, second) = gate_run(&without, profile, &pinned, &mut run_on).await?;
+            verdict = merged(&alone, &verdict, second);
+            measured = again;
+            left_out = Some((alone, without));
+        }
+    }
+    if let RunStatus::Degraded { reasons } = &measured.status {
+        // A loopback window that cannot be trusted (a host busy as it
+        // opened) judges no host: once more over the same hosts; a second
+        // degraded run stops the run as before.
+        let why = reasons.join(" | ");
+        if progress {
+            crate::diag!("the gate's run was degraded ({why}): running it once more");
+        }
+        let on = left_out.as_ref().map_or(prepared, |(_, without)| without);
+        let (again, next) = gate_run(on, profile, &pinned, &mut run_on).await?;
+        verdict = match &left_out {
+            Some((alone, _)) => merged(alone, &verdict, next),
+            None => next,
+        };
+        verdict.retried = Some(why);
+        measured = again;
+    }
+    Ok((measured, verdict))
+}
+
+/// One gate run over the prepared run's hosts, and its verdict.
+async fn gate_run<R, F>(
+    prepared: &Prepared,
+    profile: &Profile,
+    pinned: &gate::Pinned,
+    run_on: &mut R,
+) -> anyhow::Result<(RunResult, GateResult)>
+where
+    R: FnMut(Prepared) -> F,
+    F: Future<Output = anyhow::Result<RunResult>>,
+{
+    let measured = run_on(looping(prepared, profile)?).await?;
+    let verdict = gate::judge_run(profile, &measured, pinned);
+    Ok((measured, verdict))
+}
+
+/// The gate's own run of the prepared run's hosts: its loopback phases
+/// over the profile's window, none of the scenario's sweeps or stress.
+fn looping(prepared: &Prepared, profile: &Profile) -> anyhow::Result<Prepared> {
     let plan = gate::plan(&prepared.plan).ok_or_else(|| {
         anyhow!("the gate loops back the run's bandwidth groups, and {} has none", prepared.scenario_file.display())
     })?;
@@ -103,10 +138,7 @@ async fn gate_run(
     // The gate's phases are none of these: its result must not be read as a sweep or a congestion run.
     (scenario.sweep, scenario.congestion, scenario.stress) = (None, None, Vec::new());
     // Loopbacks cross no leaf: the gate's result has no leaf pairs.
-    let gate_run = Prepared { scenario, plan, topology: None, lldp: false, scenario_plan: false, ..prepared.clone() };
-    let measured = run(gate_run, launch, opts, &mut ()).await?;
-    let verdict = gate::judge_run(profile, &measured);
-    Ok((measured, verdict))
+    Ok(Prepared { scenario, plan, topology: None, lldp: false, scenario_plan: false, ..prepared.clone() })
 }
 
 /// The gate's run without the hosts that failed: the same ranks less
@@ -138,7 +170,7 @@ fn merged(alone: &GateResult, first: &GateResult, second: GateResult) -> GateRes
             false => second.hosts.iter().find(|s| s.host == h.host).cloned().unwrap_or_else(|| h.clone()),
         })
         .collect();
-    GateResult { profile: first.profile.clone(), hosts }
+    GateResult { profile: first.profile.clone(), hosts, retried: None }
 }
 
 /// The run without the hosts that failed the gate, planned again over
@@ -179,6 +211,7 @@ mod tests {
         let verdict = GateResult {
             profile: "ndr-ib".into(),
             hosts: vec![host("node01", true), host("node02", false), host("node03", true), host("node04", true)],
+            retried: None,
         };
         (prepared, verdict)
     }
@@ -193,7 +226,8 @@ mod tests {
         let loops = gate::plan(&again.plan).unwrap();
         assert!(loops.phases[0].flows.iter().map(|f| (f.src, f.dst)).eq([(0, 0), (1, 1), (2, 2)]));
         // The second run's verdict for the others; the first one's for node02.
-        let second = GateResult { profile: "ndr-ib".into(), hosts: vec![host("node01", true), host("node03", false)] };
+        let hosts = vec![host("node01", true), host("node03", false)];
+        let second = GateResult { profile: "ndr-ib".into(), hosts, retried: None };
         let first = GateResult { hosts: alone.hosts.iter().map(|h| host(&h.host, false)).collect(), ..alone.clone() };
         let passed: Vec<bool> = merged(&alone, &first, second).hosts.iter().map(|h| h.passed).collect();
         assert_eq!(passed, [true, false, false, false], "node04 was not in the second run: its first verdict stays");
@@ -209,5 +243,41 @@ mod tests {
         // Three hosts: three rounds of one pair, each host idle in one.
         assert_eq!(kept.plan.phases.len(), 3);
         assert!(kept.plan.phases.iter().flat_map(|p| &p.flows).all(|f| f.src < 3 && f.dst < 3));
+    }
+
+    /// The gate's runs as `statuses` say they end, one after the other:
+    /// how many ran, and what the gate ended with.
+    fn gate_ending(statuses: &[RunStatus]) -> (usize, RunResult, GateResult) {
+        let (prepared, _) = four_hosts_node02_failed();
+        let profile = gate::load("tcp-loopback", &[std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles")]);
+        let mut left = statuses.iter().cloned();
+        let ran = std::cell::Cell::new(0);
+        let run_on = |on: Prepared| {
+            ran.set(ran.get() + 1);
+            let status = left.next().expect("no more runs than the statuses");
+            async move {
+                let file = on.scenario_file.display().to_string();
+                Ok(RunResult { status, ..RunResult::new(file, on.scenario, on.hosts, on.plan) })
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let (measured, verdict) = runtime.block_on(gate_runs(&prepared, &profile.unwrap(), false, run_on)).unwrap();
+        (ran.get(), measured, verdict)
+    }
+
+    /// A degraded gate run judges no host: the gate runs once more, its
+    /// verdict says why; a second degraded run ends it degraded, as before
+    /// (exit 4), with no third.
+    #[test]
+    fn a_degraded_gate_run_is_retried_once() {
+        let degraded = RunStatus::Degraded { reasons: vec!["rank 2 started late".into()] };
+        let (ran, measured, verdict) = gate_ending(&[degraded.clone(), RunStatus::Ok]);
+        assert_eq!((ran, &measured.status), (2, &RunStatus::Ok));
+        assert_eq!(verdict.retried.as_deref(), Some("rank 2 started late"));
+        let (ran, measured, verdict) = gate_ending(&[degraded.clone(), degraded.clone()]);
+        assert_eq!((ran, &measured.status), (2, &degraded));
+        assert!(verdict.retried.is_some());
+        let (ran, _, verdict) = gate_ending(&[RunStatus::Ok]);
+        assert_eq!((ran, verdict.retried), (1, None));
     }
 }

@@ -1,5 +1,6 @@
 //! The node gate end to end on local TCP ranks: each host's loopback to its
-//! own address before the pairs; a host that fails is named with its reason
+//! own address before the pairs, held to the profile's TCP floor (never to
+//! an RDMA line rate); a host that fails is named with its reason
 //! (summary, run.json, JUnit) and the run exits 3; bad profiles are bad
 //! input (exit 2) named with their file and key.
 
@@ -7,13 +8,19 @@ use std::time::Duration;
 
 use crate::common::{self, fan_in, read_json, run_json, text, Bench, FanIn, LOCAL_HOSTS};
 
-const QUICK: &str = "loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
+const QUICK: &str = "loopback_min = \"0.1 Gb/s\"\ntcp_loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
+
+/// An InfiniBand profile (NDR's rate, width and share of line rate) on a
+/// TCP run: no RDMA port is held, and each host's TCP loopback is held to
+/// the profile's `tcp_loopback_min`, not to 94 % of 400 Gb/s.
+const NDR_ON_TCP: &str = "rate = \"400 Gb/s\"\nwidth = 4\nloopback_min = \"94% of line rate\"\n\
+                          tcp_loopback_min = \"0.1 Gb/s\"\nduration = \"1s\"\n";
 
 #[test]
 fn local_hosts_pass_the_gate_and_the_pairs_run() {
     let bench = Bench::new();
     let (hosts, scenario) = (bench.write("hosts", LOCAL_HOSTS), bench.write("fan.toml", &fan_in("1s")));
-    let profile = bench.write("quick.toml", QUICK);
+    let profile = bench.write("ndr.toml", NDR_ON_TCP);
     let run = run_json(&bench, &scenario, &hosts, &["--gate", profile.to_str().unwrap()]);
     let gate = &run["gate"];
     assert_eq!(gate["profile"], profile.to_str().unwrap());
@@ -23,6 +30,12 @@ fn local_hosts_pass_the_gate_and_the_pairs_run() {
         assert_eq!(h["passed"], true, "{h}");
         assert!(h["loopback_gbps"].as_f64().unwrap() > 0.1, "{h}");
         assert_eq!(h["loopback_min_gbps"], 0.1);
+        // Only the TCP loopback was judged, by the TCP floor, and it says so.
+        let judged = h["judged"].as_array().unwrap();
+        assert_eq!(judged.len(), 1, "{h}");
+        let line = judged[0]["text"].as_str().unwrap();
+        assert!(line.starts_with("TCP loopback ") && line.ends_with(" ≥ 0.1 Gb/s (tcp_loopback_min)"), "{h}");
+        assert!(h.get("ports").is_none(), "a TCP run holds no RDMA port: {h}");
     }
     let phases = run["phases"].as_array().unwrap();
     assert_eq!(phases.iter().map(|p| p["name"].as_str().unwrap()).collect::<Vec<_>>(), ["fan"]);
@@ -41,13 +54,15 @@ fn a_failing_gate_names_every_host_and_exits_3() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
-        err.contains("gate (fast.toml): 4 of 4 host(s) failed and were left out: 127.0.0.1 (loopback at "),
+        err.contains("gate (fast.toml): 4 of 4 host(s) failed and were left out: 127.0.0.1 (TCP loopback at "),
         "{err}"
     );
-    assert!(err.contains("Gb/s, below 10000 Gb/s (the profile's loopback_min))"), "{err}");
+    // A profile without `tcp_loopback_min` holds TCP to its `loopback_min` rate, and says which.
+    assert!(err.contains("Gb/s, below 10000 Gb/s (loopback_min))"), "{err}");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("<testsuite name=\"gate fast.toml\" tests=\"4\" failures=\"4\""), "{xml}");
-    assert_eq!(xml.matches("<failure message=\"excluded by the gate: loopback at ").count(), 4, "{xml}");
+    assert_eq!(xml.matches("<failure message=\"excluded by the gate: TCP loopback at ").count(), 4, "{xml}");
+    assert_eq!(xml.matches("<system-out>FAIL TCP loopback at ").count(), 4, "{xml}");
 }
 
 #[test]
@@ -128,7 +143,8 @@ fn a_host_that_fails_alone_is_left_out_and_the_rest_run() {
 /// A gate run whose window cannot be trusted judges no host: rank 2's
 /// worker frozen (SIGSTOP) across the opening of the gate's first window
 /// degrades that run (as tests/it/degraded.rs degrades a fan-in); the gate
-/// runs once more, every host passes, and the pairs follow (exit 0).
+/// runs once more, every host passes, the pairs follow (exit 0), and
+/// run.json and the summary say the gate was retried and why.
 #[test]
 fn a_degraded_gate_runs_once_more_and_the_pairs_follow() {
     let _machine = common::busy_machine();
@@ -156,6 +172,9 @@ fn a_degraded_gate_runs_once_more_and_the_pairs_follow() {
     let gate = &run["gate"]["hosts"];
     assert_eq!(gate.as_array().unwrap().len(), 4, "{gate}");
     assert!(gate.as_array().unwrap().iter().all(|h| h["passed"] == true), "the second run judged them: {gate}");
+    assert!(run["gate"]["retried"].as_str().is_some_and(|why| !why.is_empty()), "{}", run["gate"]);
+    let summary = text(&out.stdout);
+    assert!(summary.contains("; retried once, its run was degraded ("), "{summary}");
     let phases: Vec<&str> = run["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(phases, ["fan"], "the pairs ran after the gate");
     assert_eq!(bench.leftovers(Duration::from_secs(3)), []);

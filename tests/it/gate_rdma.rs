@@ -147,17 +147,14 @@ fn rxe_held_to_an_impossible_rate_is_excluded_and_the_run_exits_3() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
-        err.contains("gate (impossible.toml): 1 of 1 host(s) failed and were left out: 127.0.0.1 (loopback at "),
+        err.contains("gate (impossible.toml): 1 of 1 host(s) failed and were left out: 127.0.0.1 (RDMA loopback on "),
         "{err}"
     );
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     for h in run["gate"]["hosts"].as_array().unwrap() {
         assert_eq!(h["passed"], false, "{h}");
         let reason = h["reasons"][0].as_str().unwrap();
-        assert!(
-            reason.starts_with("loopback at ") && reason.ends_with("below 10000 Gb/s (the profile's loopback_min)"),
-            "{h}"
-        );
+        assert!(reason.starts_with("RDMA loopback at ") && reason.ends_with("below 10000 Gb/s (loopback_min)"), "{h}");
         assert!(h["loopback_gbps"].as_f64().unwrap() > 0.0, "measured, and too slow: {h}");
         assert_eq!(h["loopback_devices"], serde_json::json!([device]), "{h}");
     }

@@ -1,18 +1,24 @@
-//! The node gate: every host alone, before any pair runs — its ports up at
-//! the profile's rate and width, its error counters still, its loopback at
-//! the profile's share of line rate. A host that fails is left out of the
+//! The node gate: every host alone, before any pair runs — the ports the
+//! run uses up at the profile's rate and width, their error counters
+//! still, its locked-memory limit above what its RDMA buffers register,
+//! its RDMA loopback at the profile's share of line rate and its TCP
+//! loopback at the profile's TCP floor. A host that fails is left out of the
 //! pairs, named for its own fault. The verdicts here are pure functions of
 //! the profile and what was read; `plan` builds the loopback phases and
 //! `judge_run` reads a gate run's result.
 
+mod memlock;
 mod plan;
 mod profile;
 
-use crate::hostfacts::PortFacts;
-use crate::result::gate::HostGate;
+use crate::hostfacts::{LockedMemory, PortFacts};
+use crate::result::gate::{GateLine, HostGate};
+use crate::scenario::Transport;
 use crate::transport::rdma::counters::CounterDelta;
+use crate::transport::rdma::HOW_TO_RAISE_MEMLOCK;
+pub use memlock::Pinned;
 pub use plan::{judge_run, plan};
-pub use profile::{load, LoopbackMin, Profile};
+pub use profile::{load, LoopbackMin, Profile, TcpLoopbackMin};
 
 /// Why one host fails the gate; its text is the reason run.json keeps.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -31,10 +37,17 @@ pub enum GateFault {
     NoFacts { why: String },
     #[error("{port}: {counter} rose by {by} during the gate")]
     CounterMoved { port: String, counter: String, by: u64 },
-    #[error("loopback at {}, below {} ({why})", gbps_text(*gbps), gbps_text(*min))]
-    LoopbackSlow { gbps: f64, min: f64, why: String },
-    #[error("loopback not measured: {why}")]
-    NoLoopback { why: Unmeasured },
+    /// `what`: `TCP loopback`, `RDMA loopback on mlx5_0`.
+    #[error("{what} at {}, below {} ({why})", gbps_text(*gbps), gbps_text(*min))]
+    LoopbackSlow { what: String, gbps: f64, min: f64, why: String },
+    #[error("{what} not measured: {why}")]
+    NoLoopback { what: String, why: Unmeasured },
+    #[error(
+        "locked memory is limited to {limit} (RLIMIT_MEMLOCK), below the {} its RDMA buffers register in one \
+         process: raise it where fabricbench starts ({HOW_TO_RAISE_MEMLOCK})",
+        LockedMemory::Bytes(*needed)
+    )]
+    LockedMemory { limit: LockedMemory, needed: u64 },
     #[error("loopback_min is a share of line rate, but no line rate is known: set `rate` in the profile")]
     NoLineRate,
 }
@@ -50,6 +63,15 @@ pub enum Unmeasured {
     RunFailed(String),
     #[error("no loopback flow of this host completed")]
     NoFlow,
+}
+
+/// `TCP loopback`, `RDMA loopback on mlx5_0`: which loopback a line speaks of.
+fn loopback_name(transport: Transport, on: &[String]) -> String {
+    match (transport, on) {
+        (Transport::Tcp, _) => "TCP loopback".into(),
+        (Transport::Rdma, []) => "RDMA loopback".into(),
+        (Transport::Rdma, on) => format!("RDMA loopback on {}", on.join("+")),
+    }
 }
 
 /// `376 Gb/s`, `187.5 Gb/s`: to 0.01 Gb/s, no trailing zeros; below
@@ -76,9 +98,45 @@ pub struct HostReadings<'a> {
     pub unknown_ports: Option<String>,
     /// The counters that moved during the gate, per port.
     pub moved: Vec<CounterDelta>,
-    /// The slowest loopback flow, Gb/s, or why none was measured
-    /// (`None`: the profile asks for no loopback).
-    pub loopback: Option<Result<f64, Unmeasured>>,
+    /// Each looping rank's RDMA loopback, on its own NICs (empty: no RDMA
+    /// loopback ran, or the profile asks for none).
+    pub rdma_loopbacks: Vec<RdmaLoopback>,
+    /// The same of the TCP loopback, held to the profile's TCP floor.
+    pub tcp_loopback: Option<Result<f64, Unmeasured>>,
+    /// An RDMA run's locked-memory limit on the host beside what its
+    /// buffers register (`None`: no RDMA, or the limit is unknown).
+    pub locked: Option<Locked>,
+}
+
+/// One rank's RDMA loopback: the devices it ran on and its slowest flow,
+/// Gb/s, or why none was measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RdmaLoopback {
+    /// By the counters the rank read (empty: none read).
+    pub on: Vec<String>,
+    pub measured: Result<f64, Unmeasured>,
+}
+
+/// A host's locked-memory limit and what one of its processes registers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Locked {
+    pub limit: LockedMemory,
+    /// Bytes: the most one rank registers in one phase ([`Pinned`]).
+    pub needed: u64,
+}
+
+/// `locked memory 8 MiB ≥ 1 MiB …`, or the fault of a limit below the need.
+fn locked_verdict(Locked { limit, needed }: Locked) -> (GateLine, Option<GateFault>) {
+    match limit {
+        LockedMemory::Bytes(bytes) if bytes < needed => {
+            let fault = GateFault::LockedMemory { limit, needed };
+            (GateLine { passed: false, text: fault.to_string() }, Some(fault))
+        }
+        _ => {
+            let text = format!("locked memory {limit} ≥ the {} its RDMA buffers register", LockedMemory::Bytes(needed));
+            (GateLine { passed: true, text }, None)
+        }
+    }
 }
 
 /// The port's width from its rate text: `200 Gb/sec (4X HDR)` → 4.
@@ -130,13 +188,13 @@ pub struct LoopbackFloor {
     pub why: String,
 }
 
-/// What the loopback must reach; `None` where the profile asks for no
+/// What the RDMA loopback must reach; `None` where the profile asks for no
 /// loopback. The line rate is the profile's `rate` when it names one (a
 /// port that came up slow is held to what it should be), else the ports' own.
 pub fn loopback_min(profile: &Profile, ports: &[(&str, &PortFacts)]) -> Result<Option<LoopbackFloor>, GateFault> {
     let Some(min) = profile.loopback_min else { return Ok(None) };
     match min {
-        LoopbackMin::Gbps(gbps) => Ok(Some(LoopbackFloor { gbps, why: "the profile's loopback_min".into() })),
+        LoopbackMin::Gbps(gbps) => Ok(Some(LoopbackFloor { gbps, why: "loopback_min".into() })),
         LoopbackMin::OfLineRate(percent) => {
             let seen = ports
                 .iter()
@@ -149,36 +207,107 @@ pub fn loopback_min(profile: &Profile, ports: &[(&str, &PortFacts)]) -> Result<O
     }
 }
 
-/// One host's verdict.
+/// What the TCP loopback must reach: the profile's TCP floor, named by
+/// the key it came from; never a share of an RDMA line rate.
+fn tcp_loopback_min(profile: &Profile) -> Option<LoopbackFloor> {
+    let TcpLoopbackMin { gbps, from } = profile.tcp_loopback_min?;
+    Some(LoopbackFloor { gbps, why: from.to_string() })
+}
+
+/// One host's verdict: each port alone, each transport's loopback against
+/// its own floor, every one of them a line of `judged`.
 pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
     let mut faults: Vec<GateFault> =
         readings.missing.iter().map(|d| GateFault::NoDevice { device: d.clone() }).collect();
     faults.extend(readings.unknown_ports.iter().map(|why| GateFault::NoFacts { why: why.clone() }));
+    let mut judged = Vec::new();
+    // A port's own counters go on its line; those of a port not held (none, as a rule) stay reasons.
+    let mut moved = counter_faults(profile, &readings.moved);
     for (device, port) in &readings.ports {
-        faults.extend(port_faults(profile, device, port));
+        let name = format!("{device} port {}", port.port);
+        let mut own = port_faults(profile, device, port);
+        own.extend(moved.extract_if(.., |f| matches!(f, GateFault::CounterMoved { port, .. } if *port == name)));
+        judged.push(port_line(device, port, &own));
+        faults.extend(own);
     }
-    faults.extend(counter_faults(profile, &readings.moved));
-    let mut min_gbps = None;
-    match (loopback_min(profile, &readings.ports), &readings.loopback) {
-        (Err(fault), _) => faults.push(fault),
-        (Ok(None), _) | (Ok(Some(_)), None) => {}
-        (Ok(Some(_)), Some(Err(why))) => faults.push(GateFault::NoLoopback { why: why.clone() }),
-        (Ok(Some(LoopbackFloor { gbps: min, why })), Some(Ok(gbps))) => {
-            min_gbps = Some(min);
-            if *gbps < min {
-                faults.push(GateFault::LoopbackSlow { gbps: *gbps, min, why });
-            }
-        }
+    faults.extend(moved);
+    if let Some(locked) = readings.locked {
+        let (line, fault) = locked_verdict(locked);
+        judged.push(line);
+        faults.extend(fault);
+    }
+    let looped = !readings.rdma_loopbacks.is_empty();
+    let mut loopbacks: Vec<(String, LoopbackFloor, &Result<f64, Unmeasured>)> = Vec::new();
+    match looped.then(|| loopback_min(profile, &readings.ports)).transpose().map(Option::flatten) {
+        Err(fault) => faults.push(fault),
+        Ok(None) => {}
+        Ok(Some(floor)) => loopbacks.extend(
+            readings.rdma_loopbacks.iter().map(|l| (loopback_name(Transport::Rdma, &l.on), floor.clone(), &l.measured)),
+        ),
+    }
+    if let (Some(floor), Some(measured)) = (tcp_loopback_min(profile), &readings.tcp_loopback) {
+        loopbacks.push((loopback_name(Transport::Tcp, &[]), floor, measured));
+    }
+    // The RDMA loopback's numbers stand for the host when there is one (the table's columns).
+    let loopback_gbps = match looped {
+        true => slowest(readings.rdma_loopbacks.iter().map(|l| &l.measured)),
+        false => slowest(readings.tcp_loopback.iter()),
+    };
+    let loopback_min_gbps = loopbacks.first().map(|(_, floor, _)| floor.gbps);
+    for (what, floor, measured) in loopbacks {
+        let (line, fault) = loopback_verdict(what, floor, measured);
+        judged.push(line);
+        faults.extend(fault);
     }
     HostGate {
         host: readings.host.clone(),
         passed: faults.is_empty(),
         ports: readings.ports.iter().map(|(d, p)| format!("{d}/{}", p.port)).collect(),
-        loopback_gbps: readings.loopback.as_ref().and_then(|l| l.as_ref().ok().copied()),
-        loopback_min_gbps: min_gbps,
+        loopback_gbps,
+        loopback_min_gbps,
         reasons: faults.iter().map(ToString::to_string).collect(),
+        judged,
         ..HostGate::default()
     }
+}
+
+/// The slowest of the loopbacks measured.
+fn slowest<'m>(loopbacks: impl Iterator<Item = &'m Result<f64, Unmeasured>>) -> Option<f64> {
+    loopbacks.filter_map(|m| m.as_ref().ok().copied()).reduce(f64::min)
+}
+
+/// `mlx5_0 port 1 ACTIVE at 400 Gb/s 4X`, or its faults.
+fn port_line(device: &str, port: &PortFacts, faults: &[GateFault]) -> GateLine {
+    if !faults.is_empty() {
+        let text = faults.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        return GateLine { passed: false, text };
+    }
+    let mut text = format!("{device} port {} ACTIVE", port.port);
+    if let Some(gbps) = port.rate_gbps {
+        text += &format!(" at {}", gbps_text(gbps));
+    }
+    if let Some(width) = port.rate.as_deref().and_then(width_of) {
+        text += &format!(" {width}X");
+    }
+    GateLine { passed: true, text }
+}
+
+/// `TCP loopback 38.2 Gb/s ≥ 10 Gb/s (tcp_loopback_min)`, or the fault.
+fn loopback_verdict(
+    what: String,
+    floor: LoopbackFloor,
+    measured: &Result<f64, Unmeasured>,
+) -> (GateLine, Option<GateFault>) {
+    let LoopbackFloor { gbps: min, why } = floor;
+    let fault = match measured {
+        Err(why) => GateFault::NoLoopback { what, why: why.clone() },
+        Ok(gbps) if *gbps < min => GateFault::LoopbackSlow { what, gbps: *gbps, min, why },
+        Ok(gbps) => {
+            let text = format!("{what} {} ≥ {} ({why})", gbps_text(*gbps), gbps_text(min));
+            return (GateLine { passed: true, text }, None);
+        }
+    };
+    (GateLine { passed: false, text: fault.to_string() }, Some(fault))
 }
 
 #[cfg(test)]

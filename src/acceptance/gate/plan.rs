@@ -6,12 +6,12 @@
 
 use std::collections::BTreeSet;
 
-use crate::acceptance::gate::{judge_host, HostReadings, Profile, Unmeasured};
-use crate::hostfacts::RdmaDeviceFacts;
+use crate::acceptance::gate::{judge_host, HostReadings, Locked, Pinned, Profile, RdmaLoopback, Unmeasured};
+use crate::hostfacts::{PortFacts, RdmaDeviceFacts};
 use crate::plan::{Flow, GroupPlan, Phase, Plan};
 use crate::result::gate::{GateResult, GpuLoopback, HostGate};
 use crate::result::gpu_memory::FlowGpuMemory;
-use crate::result::{RunResult, RunStatus};
+use crate::result::{PhaseResult, RunResult, RunStatus};
 use crate::scenario::memory::{Memory, MemorySides};
 use crate::scenario::{Mode, Pattern, Transport};
 use crate::transport::rdma::GpuMemoryUse;
@@ -74,8 +74,9 @@ fn gpu_to_gpu(memory: MemorySides) -> MemorySides {
     MemorySides { sender: pick(memory.sender, memory.receiver), receiver: pick(memory.receiver, memory.sender) }
 }
 
-/// Each host's verdict from the gate run's result, in the hostfile's order.
-pub fn judge_run(profile: &Profile, gate: &RunResult) -> GateResult {
+/// Each host's verdict from the gate run's result, in the hostfile's
+/// order; `pinned`: what the run's RDMA flows register on each host.
+pub fn judge_run(profile: &Profile, gate: &RunResult, pinned: &Pinned) -> GateResult {
     let mut hosts: Vec<&str> = Vec::new();
     for r in &gate.plan.ranks {
         if !hosts.contains(&r.host.as_str()) {
@@ -84,27 +85,28 @@ pub fn judge_run(profile: &Profile, gate: &RunResult) -> GateResult {
     }
     GateResult {
         profile: profile.name.clone(),
-        hosts: hosts.into_iter().map(|h| judge_one(profile, gate, h)).collect(),
+        hosts: hosts.into_iter().map(|h| judge_one(profile, gate, h, pinned.on(h))).collect(),
+        retried: None,
     }
 }
 
-fn judge_one(profile: &Profile, gate: &RunResult, host: &str) -> HostGate {
+fn judge_one(profile: &Profile, gate: &RunResult, host: &str, pinned: u64) -> HostGate {
     let ranks: BTreeSet<usize> = gate.plan.ranks.iter().filter(|r| r.host == host).map(|r| r.rank).collect();
     let facts = gate.probes.iter().filter(|p| ranks.contains(&p.rank)).find_map(|p| p.facts.as_ref());
     let groups: Vec<&GroupPlan> = gate.plan.phases.iter().flat_map(|p| &p.groups).collect();
+    let runs = |t: Transport| groups.iter().any(|g| g.transport == t);
     let mut readings = HostReadings { host: host.to_string(), ..HostReadings::default() };
     let named = named_devices(gate, &ranks, &groups);
-    let wants_ports = !named.is_empty()
-        || groups.iter().any(|g| g.transport == Transport::Rdma)
-        || profile.rate_gbps.is_some()
-        || profile.width.is_some();
+    let (loopback_devices, loopback_gpu) = looped_on(gate, &ranks);
     match facts {
-        Some(f) => ports_of(&f.rdma_devices, &named, &groups, &mut readings),
-        None if wants_ports => readings.unknown_ports = Some("the host sent no facts of its devices".into()),
+        Some(f) => {
+            let used = UsedNics { named: &named, opened: &loopback_devices, rdma: runs(Transport::Rdma) };
+            ports_of(&f.rdma_devices, &used, &groups, &mut readings)
+        }
+        None if runs(Transport::Rdma) || !named.is_empty() => {
+            readings.unknown_ports = Some("the host sent no facts of its devices".into())
+        }
         None => {}
-    }
-    if !wants_ports {
-        readings.ports.clear();
     }
     readings.moved = gate
         .phases
@@ -113,8 +115,14 @@ fn judge_one(profile: &Profile, gate: &RunResult, host: &str) -> HostGate {
         .filter(|r| ranks.contains(&r.rank))
         .flat_map(|r| r.rdma_counters.iter().cloned())
         .collect();
-    readings.loopback = profile.loopback_min.map(|_| loopback(gate, &ranks));
-    let (loopback_devices, loopback_gpu) = looped_on(gate, &ranks);
+    // An RDMA run's limit is held to what the run registers there; a limit unknown is not guessed at.
+    let limit = facts.and_then(|f| f.locked_memory).filter(|_| runs(Transport::Rdma) && pinned > 0);
+    readings.locked = limit.map(|limit| Locked { limit, needed: pinned });
+    let looped = |t: Transport| runs(t).then(|| loopback(gate, &ranks, t));
+    if profile.loopback_min.is_some() && runs(Transport::Rdma) {
+        readings.rdma_loopbacks = rdma_loopbacks(gate, &ranks);
+    }
+    readings.tcp_loopback = profile.tcp_loopback_min.and_then(|_| looped(Transport::Tcp));
     HostGate { loopback_devices, loopback_gpu, ..judge_host(profile, &readings) }
 }
 
@@ -154,26 +162,80 @@ fn named_devices(gate: &RunResult, ranks: &BTreeSet<usize>, groups: &[&GroupPlan
     named
 }
 
-/// The ports held to the profile: those of the named devices (every
-/// device when none is named), only the groups' `port` when one is set.
+/// The NICs a host's run uses, as far as the gate can tell.
+struct UsedNics<'n> {
+    /// The hostfile's `devices=` for its ranks, else the groups' `device`/`devices`.
+    named: &'n BTreeSet<String>,
+    /// The devices its RDMA loopback opened (whose counters it read).
+    opened: &'n [String],
+    /// Whether the run has an RDMA group at all.
+    rdma: bool,
+}
+
+/// The ports held to the profile: only those the run uses, so that a NIC
+/// it leaves alone (storage, management, a spare that is down) fails no
+/// host. The named devices' ports; with none named, the devices the RDMA
+/// loopback opened, else the port the transport would open (the first
+/// ACTIVE one), else — no port ACTIVE — every port, each naming itself. A
+/// run without RDMA holds no port to a rate; a named device the host
+/// lacks is a fault either way. The groups' `port`, when set, narrows it.
 fn ports_of<'a>(
     devices: &'a [RdmaDeviceFacts],
-    named: &BTreeSet<String>,
+    used: &UsedNics,
     groups: &[&GroupPlan],
     readings: &mut HostReadings<'a>,
 ) {
     let only_port = groups.iter().find_map(|g| g.rdma.as_ref()?.knobs.port);
-    readings.missing.extend(named.iter().filter(|n| !devices.iter().any(|d| &d.name == *n)).cloned());
-    for d in devices.iter().filter(|d| named.is_empty() || named.contains(&d.name)) {
-        for p in d.ports.iter().filter(|p| only_port.is_none_or(|n| n == p.port)) {
-            readings.ports.push((d.name.as_str(), p));
-        }
+    readings.missing.extend(used.named.iter().filter(|n| !devices.iter().any(|d| &d.name == *n)).cloned());
+    if !used.rdma {
+        return;
     }
+    let all: Vec<(&'a str, &'a PortFacts)> = devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p)))
+        .filter(|(_, p)| only_port.is_none_or(|n| n == p.port))
+        .collect();
+    let on = |names: &dyn Fn(&str) -> bool| all.iter().filter(|(d, _)| names(d)).copied().collect::<Vec<_>>();
+    readings.ports = if !used.named.is_empty() {
+        on(&|d| used.named.contains(d))
+    } else if !used.opened.is_empty() {
+        on(&|d| used.opened.iter().any(|o| o == d))
+    } else {
+        let first_active = all.iter().find(|(_, p)| only_port.is_some() || p.state.as_deref() == Some("ACTIVE"));
+        first_active.map_or(all.clone(), |&used| vec![used])
+    };
 }
 
-/// The slowest loopback flow of these ranks, or why there is none.
-fn loopback(gate: &RunResult, ranks: &BTreeSet<usize>) -> Result<f64, Unmeasured> {
-    let flows: Vec<_> = gate.phases.iter().flat_map(|p| &p.flows).filter(|f| ranks.contains(&f.src)).collect();
+/// Each of these ranks' RDMA loopback, alone, on the devices whose
+/// counters it read: a host with a rank per NIC has each NIC judged on
+/// its own. One without a NIC named when no rank's loopback has a flow.
+fn rdma_loopbacks(gate: &RunResult, ranks: &BTreeSet<usize>) -> Vec<RdmaLoopback> {
+    let rdma: Vec<&PhaseResult> =
+        gate.phases.iter().filter(|p| p.groups.iter().any(|g| g.transport == Transport::Rdma)).collect();
+    let looping = ranks.iter().filter(|&&r| rdma.iter().flat_map(|p| &p.flows).any(|f| f.src == r));
+    let mut out: Vec<RdmaLoopback> = looping
+        .map(|&rank| {
+            let mut on: Vec<String> = Vec::new();
+            let counted = rdma.iter().flat_map(|p| &p.ranks).filter(|r| r.rank == rank);
+            for d in counted.flat_map(|r| &r.rdma_counters) {
+                if !on.contains(&d.device) {
+                    on.push(d.device.clone());
+                }
+            }
+            RdmaLoopback { on, measured: loopback(gate, &BTreeSet::from([rank]), Transport::Rdma) }
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(RdmaLoopback { on: Vec::new(), measured: loopback(gate, ranks, Transport::Rdma) });
+    }
+    out
+}
+
+/// The slowest loopback flow of these ranks over `transport`, or why there is none.
+fn loopback(gate: &RunResult, ranks: &BTreeSet<usize>, transport: Transport) -> Result<f64, Unmeasured> {
+    let over = |p: &&PhaseResult| p.groups.iter().any(|g| g.transport == transport);
+    let flows: Vec<_> =
+        gate.phases.iter().filter(over).flat_map(|p| &p.flows).filter(|f| ranks.contains(&f.src)).collect();
     if let Some(error) = flows.iter().find_map(|f| f.error.as_deref()) {
         return Err(Unmeasured::FlowFailed(error.to_string()));
     }

@@ -36,8 +36,11 @@ pub struct Profile {
     pub rate_gbps: Option<f64>,
     /// Every port's expected width, lanes (`None`: any).
     pub width: Option<u8>,
-    /// What the loopback test must reach (`None`: no loopback test).
+    /// What the RDMA loopback must reach (`None`: no loopback test).
     pub loopback_min: Option<LoopbackMin>,
+    /// What the TCP loopback must reach, and which key said so (`None`:
+    /// no loopback test).
+    pub tcp_loopback_min: Option<TcpLoopbackMin>,
     /// Counters that must not move during the gate.
     pub counters: Vec<String>,
     /// How long the loopback runs (warm-up apart).
@@ -52,6 +55,43 @@ pub enum LoopbackMin {
     OfLineRate(f64),
 }
 
+/// `tcp_loopback_min`: a TCP loopback goes through the host's own
+/// network stack, not a NIC at a line rate, so it is held to a rate only.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TcpLoopbackMin {
+    pub gbps: f64,
+    pub from: TcpFloorFrom,
+}
+
+/// Where a profile's TCP floor came from, named beside every number it judges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpFloorFrom {
+    /// `tcp_loopback_min` itself.
+    Key,
+    /// A profile without the key whose `loopback_min` is a rate: written
+    /// for a TCP bed before the key existed, it meant that rate.
+    LoopbackMin,
+    /// A profile without the key whose `loopback_min` is a share of line
+    /// rate: [`DEFAULT_TCP_LOOPBACK_GBPS`].
+    Default,
+}
+
+impl std::fmt::Display for TcpFloorFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TcpFloorFrom::Key => "tcp_loopback_min",
+            TcpFloorFrom::LoopbackMin => "loopback_min",
+            TcpFloorFrom::Default => "the default tcp_loopback_min",
+        })
+    }
+}
+
+/// The TCP floor of a profile that names none and holds its RDMA loopback
+/// to a share of line rate: what a host's kernel loopback reaches on any
+/// machine that can run the tool (a laptop's single stream goes well past
+/// it), so that only a broken or starved host fails it.
+pub const DEFAULT_TCP_LOOPBACK_GBPS: f64 = 1.0;
+
 /// The file as written; `deny_unknown_fields` names a misspelt key.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,6 +100,7 @@ struct ProfileFile {
     rate: Option<String>,
     width: Option<i64>,
     loopback_min: Option<String>,
+    tcp_loopback_min: Option<String>,
     counters: Option<Vec<String>>,
     #[serde(default, with = "humantime_serde")]
     duration: Option<std::time::Duration>,
@@ -75,11 +116,11 @@ pub enum ProfileError {
     Syntax { path: PathBuf, line: usize, message: String },
     #[error("{path}: `{key}`: {message}")]
     Key { path: PathBuf, key: &'static str, message: String },
-    #[error("{path}: `loopback_min`: {cause}")]
-    LoopbackMin { path: PathBuf, cause: BadLoopbackMin },
+    #[error("{path}: `{key}`: {cause}")]
+    LoopbackMin { path: PathBuf, key: &'static str, cause: BadLoopbackMin },
 }
 
-/// Why a `loopback_min` value is refused.
+/// Why a `loopback_min` or `tcp_loopback_min` value is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BadLoopbackMin {
     #[error(transparent)]
@@ -88,6 +129,9 @@ pub enum BadLoopbackMin {
     /// gated alone, with nothing to compare it to.
     #[error("`{0}`: use a rate (\"90 Gb/s\") or a share of line rate (\"94% of line rate\")")]
     NotARate(String),
+    /// A share of line rate for the TCP loopback, which has no line rate.
+    #[error("`{0}`: a TCP loopback has no line rate: use a rate (\"10 Gb/s\")")]
+    NoLineRate(String),
 }
 
 /// The profile `name` names: a file path, or the stem of a file in one of
@@ -136,11 +180,20 @@ pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileErro
         ),
         None => None,
     };
-    let loopback_min = file
-        .loopback_min
-        .as_deref()
-        .map(|t| loopback(t).map_err(|cause| ProfileError::LoopbackMin { path: path.to_path_buf(), cause }))
-        .transpose()?;
+    let floor = |key: &'static str, text: &str| {
+        loopback(text).map_err(|cause| ProfileError::LoopbackMin { path: path.to_path_buf(), key, cause })
+    };
+    let loopback_min = file.loopback_min.as_deref().map(|t| floor("loopback_min", t)).transpose()?;
+    let tcp_key = match file.tcp_loopback_min.as_deref().map(|t| floor("tcp_loopback_min", t)).transpose()? {
+        Some(LoopbackMin::OfLineRate(_)) => {
+            let text = file.tcp_loopback_min.unwrap_or_default();
+            let cause = BadLoopbackMin::NoLineRate(text);
+            return Err(ProfileError::LoopbackMin { path: path.to_path_buf(), key: "tcp_loopback_min", cause });
+        }
+        Some(LoopbackMin::Gbps(gbps)) => Some(gbps),
+        None => None,
+    };
+    let tcp_loopback_min = tcp_floor(tcp_key, loopback_min);
     let counters = file.counters.unwrap_or_else(|| DEFAULT_COUNTERS.iter().map(|c| c.to_string()).collect());
     if let Some(bad) = counters.iter().find(|c| c.is_empty() || c.contains(char::is_whitespace)) {
         return Err(key("counters", format!("`{bad}` is not a counter name (e.g. \"symbol_error\")")));
@@ -155,9 +208,23 @@ pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileErro
         rate_gbps,
         width,
         loopback_min,
+        tcp_loopback_min,
         counters,
         duration,
     })
+}
+
+/// The TCP floor: the key when given, else what `loopback_min` said
+/// before the key existed (its rate, or the default for a share of line
+/// rate); no TCP loopback test without either.
+fn tcp_floor(key: Option<f64>, loopback_min: Option<LoopbackMin>) -> Option<TcpLoopbackMin> {
+    let (gbps, from) = match (key, loopback_min) {
+        (Some(gbps), _) => (gbps, TcpFloorFrom::Key),
+        (None, Some(LoopbackMin::Gbps(gbps))) => (gbps, TcpFloorFrom::LoopbackMin),
+        (None, Some(LoopbackMin::OfLineRate(_))) => (DEFAULT_TCP_LOOPBACK_GBPS, TcpFloorFrom::Default),
+        (None, None) => return None,
+    };
+    Some(TcpLoopbackMin { gbps, from })
 }
 
 fn loopback(text: &str) -> Result<LoopbackMin, BadLoopbackMin> {
@@ -201,6 +268,21 @@ mod tests {
         assert!(bare.watches("counters/link_downed"), "the default counters are watched");
     }
 
+    /// A TCP loopback is held to its own key; a profile without it keeps
+    /// what its `loopback_min` meant (a rate), or the default beside a
+    /// share of line rate, and each says where its floor came from.
+    #[test]
+    fn the_tcp_floor_is_its_own_key_or_a_named_default() {
+        let floor = |text: &str| parsed(text).unwrap().tcp_loopback_min.map(|t| (t.gbps, t.from.to_string()));
+        let tcp = |gbps: f64, from: &str| Some((gbps, from.to_string()));
+        let both = "loopback_min = \"94% of line rate\"\ntcp_loopback_min = \"10 Gb/s\"";
+        assert_eq!(floor(both), tcp(10.0, "tcp_loopback_min"));
+        assert_eq!(floor("tcp_loopback_min = \"2.5 Gb/s\""), tcp(2.5, "tcp_loopback_min"));
+        assert_eq!(floor("loopback_min = \"5 Gb/s\""), tcp(5.0, "loopback_min"));
+        assert_eq!(floor("loopback_min = \"94% of line rate\""), tcp(1.0, "the default tcp_loopback_min"));
+        assert_eq!(floor("rate = \"400 Gb/s\""), None, "no loopback asked for: none run");
+    }
+
     #[test]
     fn every_bad_key_is_named_with_the_file() {
         let cases = [
@@ -211,6 +293,11 @@ mod tests {
                 "loopback_min = \"140% of line rate\"",
                 "profiles/p.toml: `loopback_min`: `140% of line rate`: the percentage",
             ),
+            (
+                "tcp_loopback_min = \"90% of line rate\"",
+                "profiles/p.toml: `tcp_loopback_min`: `90% of line rate`: a TCP loopback has no line rate",
+            ),
+            ("tcp_loopback_min = \"fast\"", "profiles/p.toml: `tcp_loopback_min`: `fast`"),
             ("counters = [\"\"]", "profiles/p.toml: `counters`: `` is not a counter name"),
             ("duration = \"0s\"", "profiles/p.toml: `duration`: must be above 0"),
             ("rat = \"400 Gb/s\"", "profiles/p.toml:1: unknown field `rat`"),
@@ -246,7 +333,9 @@ mod tests {
         assert_eq!(names, ["hdr-ib", "ndr-ib", "roce-100g", "roce-200g", "roce-400g", "tcp-loopback"]);
         for name in names {
             let p = load(&name, std::slice::from_ref(&shipped)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(p.loopback_min.is_some(), "{name} tests loopback");
+            assert!(p.loopback_min.is_some(), "{name} tests the RDMA loopback");
+            let tcp = p.tcp_loopback_min.unwrap_or_else(|| panic!("{name} tests the TCP loopback"));
+            assert_eq!(tcp.from, TcpFloorFrom::Key, "{name} names its TCP floor");
         }
     }
 }

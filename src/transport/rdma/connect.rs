@@ -142,6 +142,13 @@ pub(crate) fn slot_len(p: &RdmaParams) -> usize {
     }) as usize
 }
 
+/// What one flow end registers for its buffers: a slot per QP. Its queues'
+/// rings are pinned on top, so this is the least its locked-memory limit
+/// must allow.
+pub fn registered_len(p: &RdmaParams) -> u64 {
+    slot_len(p) as u64 * u64::from(p.knobs.qps)
+}
+
 fn random_psns(n: usize) -> Vec<u32> {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let mut x = (nanos as u64) ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15;

@@ -42,7 +42,7 @@ mod task;
 mod ud;
 mod validate;
 
-pub use connect::{prepare, prepare_shared, ConnectedFlow, PreparedFlow};
+pub use connect::{prepare, prepare_shared, registered_len, ConnectedFlow, PreparedFlow};
 pub use counters::{CounterDelta, CounterSnapshot, DevicePort};
 pub use device::{libibverbs_release, set_data_address};
 pub use endpoint::RdmaEndpoint;
