@@ -154,7 +154,8 @@ fn rxe_held_to_an_impossible_rate_is_excluded_and_the_run_exits_3() {
     for h in run["gate"]["hosts"].as_array().unwrap() {
         assert_eq!(h["passed"], false, "{h}");
         let reason = h["reasons"][0].as_str().unwrap();
-        assert!(reason.starts_with("RDMA loopback at ") && reason.ends_with("below 10000 Gb/s (loopback_min)"), "{h}");
+        let named = format!("RDMA loopback on {device} at ");
+        assert!(reason.starts_with(&named) && reason.ends_with("below 10000 Gb/s (loopback_min)"), "{h}");
         assert!(h["loopback_gbps"].as_f64().unwrap() > 0.0, "measured, and too slow: {h}");
         assert_eq!(h["loopback_devices"], serde_json::json!([device]), "{h}");
     }
