@@ -30,8 +30,8 @@ fn every_kit_scenario_says_what_it_needs_and_answers() {
 
 /// As a user runs it from a checkout: by name, shortened. Loopback ranks
 /// share two cores, so "93 % of best" may pass or fail here; what must hold
-/// is that every host was gated, every directed pair measured and judged,
-/// and the exit code says the verdict.
+/// is that every host was gated, every directed pair measured and judged
+/// (a failure retested alone), and the exit code says the verdict.
 #[test]
 fn the_tcp_acceptance_runs_as_shipped_by_name() {
     let _machine = common::busy_machine();
@@ -54,7 +54,9 @@ fn the_tcp_acceptance_runs_as_shipped_by_name() {
     assert_eq!(measured.count(), 12, "4 hosts, every pair both ways: {}", run["matrix"]);
     let checks = run["acceptance"]["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 12, "one flow check per direction of each pair");
-    assert!(checks.iter().all(|c| c["verdict"] == "pass" || c["verdict"] == "fail"), "judged: {checks:?}");
+    // Judged, never unknown: passed, failed, or failed and cleared by its retest alone.
+    let judged = |c: &serde_json::Value| ["pass", "fail", "cleared"].iter().any(|v| c["verdict"] == *v);
+    assert!(checks.iter().all(judged), "judged: {checks:?}");
     let passed = run["acceptance"]["passed"].as_bool().unwrap();
     assert_eq!(out.status.code(), Some(if passed { 0 } else { 3 }), "{stderr}");
 }
