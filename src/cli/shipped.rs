@@ -33,6 +33,16 @@ pub fn dirs(kit: Kit) -> Vec<PathBuf> {
     dirs
 }
 
+/// [`dirs`], after the kind's folder in the tree `scenario` was shipped in
+/// (`…/profiles` for `…/scenarios/acceptance/tcp-all-pairs.toml`), so a
+/// shipped scenario finds its profile from any folder.
+pub fn dirs_beside(kit: Kit, scenario: &Path) -> Vec<PathBuf> {
+    let tree = scenario.ancestors().skip(1).take(2).find(|a| a.file_name().is_some_and(|n| n == "scenarios"));
+    let mut dirs: Vec<PathBuf> = tree.and_then(Path::parent).map(|root| root.join(kit.folder())).into_iter().collect();
+    dirs.extend(self::dirs(kit));
+    dirs
+}
+
 /// The scenario argument: a file that exists as given, else a shipped
 /// scenario's name (`fan-in`, `acceptance/rdma-all-pairs`, with or without
 /// `.toml`). A name without `.toml` that nothing matches is refused by clap
@@ -122,6 +132,15 @@ mod tests {
     #[test]
     fn a_missing_toml_path_is_left_for_the_reader_to_name() {
         assert_eq!(find("mine/clusterkit.toml", &shipped()).unwrap(), PathBuf::from("mine/clusterkit.toml"));
+    }
+
+    #[test]
+    fn a_shipped_scenarios_profiles_are_those_of_its_tree_first() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let kit = root.join("scenarios/acceptance/tcp-all-pairs.toml");
+        assert_eq!(dirs_beside(Kit::Profiles, &kit)[0], root.join("profiles"));
+        assert_eq!(dirs_beside(Kit::Profiles, &root.join("scenarios/fan-in.toml"))[0], root.join("profiles"));
+        assert_eq!(dirs_beside(Kit::Profiles, Path::new("/tmp/mine.toml")), dirs(Kit::Profiles), "not shipped");
     }
 
     #[test]

@@ -37,6 +37,6 @@ pub fn options(
         }
         (None, None) => return Ok(None),
     };
-    let profile = gate::load(&name, &shipped::dirs(Kit::Profiles)).map_err(Failure::bad_input)?;
+    let profile = gate::load(&name, &shipped::dirs_beside(Kit::Profiles, scenario_file)).map_err(Failure::bad_input)?;
     Ok(Some(GateOptions { profile, only }))
 }

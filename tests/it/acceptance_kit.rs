@@ -97,3 +97,19 @@ fn the_all_pairs_kit_runs_rail_by_rail_on_the_example_cluster() {
         }
     }
 }
+
+/// From a folder outside the checkout, by its path: the scenario's
+/// `[gate] profile = "tcp-loopback"` is found in the tree it was shipped in.
+#[test]
+fn a_kit_scenario_run_from_elsewhere_finds_its_gate_profile() {
+    let _machine = common::busy_machine();
+    let bench = Bench::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = root.join("scenarios/acceptance/tcp-all-pairs.toml");
+    let hosts = root.join("hostfiles/local");
+    let args = ["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--gate-only", "--no-save"];
+    let out = bench.run(&args);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("gate (tcp-loopback): all 4 host(s) passed"), "{stdout}");
+}

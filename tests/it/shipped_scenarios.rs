@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::{all_shipped_scenarios, header_hostfile, run_json, shipped_scenarios, uses_rdma, Bench};
 
@@ -52,14 +52,10 @@ fn every_shipped_scenario_plans_on_the_hostfile_its_header_names() {
     }
 }
 
-/// The TCP ones outside the acceptance kit run on their header's local
-/// hostfile and pass their checks there; the kit's are held to a real
-/// fabric's rules (tests/it/acceptance_kit.rs runs them).
 #[test]
 fn every_shipped_scenario_runs_on_local_ranks() {
     let _machine = common::busy_machine();
-    let kit = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/acceptance");
-    let scenarios: Vec<PathBuf> = shipped_scenarios().into_iter().filter(|p| !p.starts_with(&kit)).collect();
+    let scenarios = shipped_scenarios();
     assert!(scenarios.len() >= 6, "{scenarios:?}");
     for scenario in scenarios {
         let hostfile = header_hostfile(&scenario);
