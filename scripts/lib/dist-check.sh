@@ -119,8 +119,10 @@ check_deb_install() {
     grep -q 'fabricbench - Benchmark' <<<"$page" \
         || fail "man fabricbench in the minbase root: $(chroot "$root" env MANPAGER=cat man fabricbench 2>&1 | head -n 5)"
     # An installed scenario by its name, on an installed hostfile, from a
-    # folder that holds neither.
-    out=$(chroot "$root" sh -c 'cd /tmp && fabricbench plan acceptance/tcp-all-pairs -H /usr/share/fabricbench/hostfiles/local') \
+    # folder that holds neither. The binary finds its share folder through
+    # /proc/self/exe, as on any host: a proc of its own, gone with it.
+    out=$(unshare --mount --pid --fork --mount-proc="$root/proc" chroot "$root" \
+        sh -c 'cd /tmp && fabricbench plan acceptance/tcp-all-pairs -H /usr/share/fabricbench/hostfiles/local' 2>&1) \
         || fail "fabricbench plan acceptance/tcp-all-pairs in the minbase root: $out"
     grep -q "round 3/3" <<<"$out" || fail "plan acceptance/tcp-all-pairs in the minbase root: no third round of the four hosts: $out"
     echo "dist --check: the installed acceptance/tcp-all-pairs plans by name" >&2
