@@ -46,17 +46,18 @@ fn paced_tcp_flows_deliver_their_rate_on_loopback() {
     let _machine = common::quiet_machine();
     let bench = Bench::new();
     let hosts = bench.write("hosts", LOCAL_HOSTS);
-    // 1 Gb/s, then fractions of what one unpaced pair moves here, measured
+    // 1 Gb/s, then a quarter of what one unpaced pair moves here, measured
     // first in the same test: a debug pair moved 12.7-15.1 Gb/s on the
-    // development machine and 7.8 Gb/s on a CI one, so 10 Gb/s is not
-    // "well below capacity" on both. At half of it, a sender held up can
-    // make up at twice the rate; above offered stays tight
-    // (scripts/bench pacing has the release numbers and the ±1 % goal).
+    // development machine and 5.6-7.8 Gb/s on CI ones, so 10 Gb/s is not
+    // "well below capacity" on both. Not half of it: on a 2-core CI host
+    // the same pair's capacity swung below 2 Gb/s within a run, so 2.7 Gb/s
+    // paced fell to 0.55-0.66 of offered, twice, for want of CPU, not of
+    // pacing (scripts/bench pacing has the release numbers and the ±1 % goal).
     let unpaced = bench.write("unpaced.toml", &unpaced_pair("64K", "[[0, 1]]"));
     let capacity = offered_free(&run_json(&bench, &unpaced, &hosts, &[])["phases"][0]);
     assert!(capacity > 2.0, "one unpaced loopback pair moved {capacity} Gb/s");
     let mbps = |fraction: f64| (capacity * fraction * 10.0).floor() as u64 * 100;
-    for mbps in [1000, mbps(0.25), mbps(0.5)] {
+    for mbps in [1000, mbps(0.25)] {
         // A second try where the first was held up: on a 2-core CI host a
         // sender was held up again and again for over CATCH_UP (100 ms), its
         // 500 ms intervals swinging 1.62-2.33 Gb/s around 2.2, which the
