@@ -367,8 +367,9 @@ fn gpu_list(value: &str) -> Result<Vec<GpuChoice>, Problem> {
     Ok(gpus)
 }
 
-/// `devices=mlx5_0,mlx5_1`: distinct RDMA device names, as the kernel forms them.
-fn device_list(value: &str) -> Result<Vec<String>, Problem> {
+/// `devices=mlx5_0,mlx5_1`: distinct RDMA device names, as the kernel forms
+/// them (a topology's `nics` names them so too).
+pub fn device_list(value: &str) -> Result<Vec<String>, Problem> {
     let mut devices: Vec<String> = Vec::new();
     for name in value.split(',') {
         let ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));

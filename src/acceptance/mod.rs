@@ -1,11 +1,14 @@
 //! Acceptance: checking a run against its rules (`[check]`, `--check`),
-//! localising failing links to suspect hosts and links, and retesting the
+//! localising failing links to suspect hosts, NICs and links, and retesting the
 //! suspects alone. Pure: the retest run itself is started by `run`.
 
 mod evaluate;
 pub mod gate;
 mod line_rate;
 mod localise;
+mod paths;
+#[cfg(test)]
+mod rails_tests;
 mod retest;
 mod suspects;
 mod switches;
@@ -13,8 +16,8 @@ mod switches;
 pub(crate) mod synthetic;
 
 use line_rate::LineRates;
+pub use paths::Paths;
 pub use retest::{apply as apply_retest, plan as retest_plan, RetestPlan};
-pub use switches::Paths;
 
 use crate::result::{Acceptance, CheckOutcome, RunResult, Verdict};
 use crate::scenario::CheckSpec;
@@ -75,7 +78,7 @@ mod tests {
         let best = 10.0 - 0.01;
         assert!(a.checks.iter().all(|c| (c.limit.unwrap() - best * 0.93).abs() < 1e-9));
         assert_eq!(a.suspects.len(), 1);
-        assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 2, host: "h3".into() });
+        assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 2, host: "h3".into(), ranks: vec![] });
         assert!(
             a.suspects[0].evidence.starts_with("all 5 of its links failed flow >= 93% of best"),
             "{}",
@@ -245,7 +248,7 @@ mod tests {
         assert_eq!(latency.iter().filter(|c| c.verdict == Verdict::Fail).count(), 6);
         // Bandwidth rules skip latency flows: nothing to check them on.
         assert_eq!(a.checks.iter().filter(|c| c.verdict == Verdict::Unknown).count(), 1);
-        assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 3, host: "h4".into() });
+        assert_eq!(a.suspects[0].kind, SuspectKind::Host { rank: 3, host: "h4".into(), ranks: vec![] });
         assert_eq!(
             a.suspects[0].evidence,
             "all 3 of its links failed latency <= 2x min; the worst reached 50% of its limit"

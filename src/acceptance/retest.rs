@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use crate::acceptance::evaluate;
 use crate::acceptance::localise::{Link, OnLink};
-use crate::acceptance::switches::{self, Paths};
+use crate::acceptance::paths::Paths;
+use crate::acceptance::switches;
 use crate::plan::{Flow, Phase, Plan};
 use crate::result::{Acceptance, Checked, FlowResult, PhaseResult, Retest, RunResult, Suspect, SuspectKind, Verdict};
 use crate::scenario::{Rule, Subject};
@@ -83,24 +84,40 @@ fn links_of(
     failed: &BTreeSet<(usize, usize)>,
     paths: Option<&dyn Paths>,
 ) -> Result<(String, Vec<(usize, usize)>), NotRetested> {
-    let suspect_hosts: BTreeSet<usize> = suspects
-        .iter()
-        .filter_map(|s| match s.kind {
-            SuspectKind::Host { rank, .. } => Some(rank),
-            _ => None,
-        })
-        .collect();
+    let suspect_ranks: BTreeSet<usize> = suspects.iter().flat_map(|s| s.kind.own_ranks()).collect();
+    // A partner whose own links passed (apart from those to suspect ranks),
+    // one per rank retested.
+    let mut taken = BTreeSet::new();
+    let mut partner = |rank: usize| {
+        let found = run.plan.ranks.iter().map(|r| r.rank).find(|&r| {
+            r != rank
+                && !suspect_ranks.contains(&r)
+                && !taken.contains(&r)
+                && measured.iter().any(|f| link(f) == link_of(rank, r))
+                && failed.iter().all(|&(x, y)| (x != r && y != r) || suspect_ranks.contains(&(x + y - r)))
+        });
+        taken.extend(found);
+        found.map(|p| link_of(rank, p)).ok_or(NotRetested::NoPartner)
+    };
+    let hosts_of = |links: &[(usize, usize)], own: &[usize]| {
+        let mut hosts: Vec<&str> = links
+            .iter()
+            .map(|&(a, b)| if own.contains(&a) { b } else { a })
+            .map(|p| run.plan.ranks[p].host.as_str())
+            .collect();
+        hosts.dedup();
+        hosts.join(", ")
+    };
     match &suspect.kind {
-        SuspectKind::Host { rank, host } => {
-            // A partner whose own links passed (apart from those to suspect hosts).
-            let partner = run.plan.ranks.iter().map(|r| r.rank).find(|&r| {
-                r != *rank
-                    && !suspect_hosts.contains(&r)
-                    && measured.iter().any(|f| link(f) == link_of(*rank, r))
-                    && failed.iter().all(|&(x, y)| (x != r && y != r) || suspect_hosts.contains(&(x + y - r)))
-            });
-            let partner = partner.ok_or(NotRetested::NoPartner)?;
-            Ok((format!("retest host {host} with {}", run.plan.ranks[partner].host), vec![link_of(*rank, partner)]))
+        SuspectKind::Host { host, .. } => {
+            let own = suspect.kind.own_ranks();
+            let links = own.iter().map(|&r| partner(r)).collect::<Result<Vec<_>, _>>()?;
+            Ok((format!("retest host {host} with {}", hosts_of(&links, &own)), links))
+        }
+        SuspectKind::Nic { rank, host, nic, .. } => {
+            let links = vec![partner(*rank)?];
+            let nic = nic.as_deref().map_or_else(|| format!("rank {rank}"), str::to_string);
+            Ok((format!("retest NIC {host} {nic} with {}", hosts_of(&links, &[*rank])), links))
         }
         SuspectKind::Link { a, b, a_host, b_host } => {
             Ok((format!("retest link {a_host} - {b_host}"), vec![link_of(*a, *b)]))
@@ -192,7 +209,10 @@ pub(crate) fn is_latency(rule: Rule) -> bool {
 /// or a leaf's hosts' flows, a link's, the links an uplink explains.
 fn on(suspect: &Suspect) -> OnLink {
     match suspect.kind.clone() {
-        SuspectKind::Host { rank, .. } => Box::new(move |a, b| a == rank || b == rank),
+        kind @ (SuspectKind::Host { .. } | SuspectKind::Nic { .. }) => {
+            let ranks = kind.own_ranks();
+            Box::new(move |a, b| ranks.contains(&a) || ranks.contains(&b))
+        }
         SuspectKind::Link { a, b, .. } => Box::new(move |x, y| link_of(x, y) == link_of(a, b)),
         SuspectKind::Uplink { pairs, .. } => Box::new(move |x, y| pairs.contains(&[x.min(y), x.max(y)])),
         SuspectKind::Leaf { ranks, .. } => Box::new(move |a, b| ranks.contains(&a) || ranks.contains(&b)),

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::acceptance::localise::{localise, Finding, Link, OnLink};
+use crate::acceptance::localise::{by_host, localise, Finding, Link, OnLink};
+use crate::acceptance::paths::Paths;
 use crate::acceptance::retest;
-use crate::acceptance::switches::{localise_on, one_way, Flow, Paths};
+use crate::acceptance::switches::{localise_on, one_way, Flow};
 use crate::result::{CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, UplinkOutcome, Verdict};
 use crate::scenario::{Mode, Pattern};
 use crate::topology::Uplink;
@@ -31,6 +32,8 @@ pub(super) fn suspects(run: &RunResult, checks: &[CheckOutcome], paths: Option<&
         Some(paths) => localise_on(&measured, paths),
         None => localise(&measured),
     };
+    let host_of = |r: usize| run.plan.ranks.get(r).map(|i| i.host.clone());
+    let findings = by_host(findings, &measured, &host_of);
     let words = Evidence { run, links: &links, measured: &measured, paths };
     let mut found: Vec<((u8, f64), Suspect)> = findings.into_iter().map(|f| words.suspect(f)).collect();
     found.sort_by(|x, y| x.0 .0.cmp(&y.0 .0).then(x.0 .1.total_cmp(&y.0 .1)));
@@ -114,7 +117,7 @@ struct Evidence<'a> {
 }
 
 impl Evidence<'_> {
-    fn host(&self, r: usize) -> String {
+    fn host_of(&self, r: usize) -> String {
         self.run.plan.ranks.get(r).map_or_else(|| format!("rank {r}"), |i| i.host.clone())
     }
 
@@ -139,6 +142,37 @@ impl Evidence<'_> {
         all.join(", ")
     }
 
+    /// A host whose every link failed, those of each of its NICs' ranks
+    /// where it has several.
+    fn host(&self, ranks: Vec<usize>) -> (u8, OnLink, SuspectKind, String) {
+        let count = self.measured.iter().filter(|l| ranks.contains(&l.a) || ranks.contains(&l.b)).count();
+        let (rank, host) = (ranks[0], self.host_of(ranks[0]));
+        let of = match ranks.len() {
+            1 => String::new(),
+            n => format!(", those of each of its {n} NICs (ranks),"),
+        };
+        let ranks = if ranks.len() > 1 { ranks } else { Vec::new() };
+        let kind = SuspectKind::Host { rank, host, ranks: ranks.clone() };
+        let on = move |a: usize, b: usize| [a, b].iter().any(|r| *r == rank || ranks.contains(r));
+        let evidence = format!("all {count} of its links{of} failed {}", self.rules_of(&on));
+        (1, Box::new(on), kind, evidence)
+    }
+
+    /// A NIC whose every link failed while its host's other NICs passed.
+    fn nic(&self, rank: usize) -> (u8, OnLink, SuspectKind, String) {
+        let count = self.measured.iter().filter(|l| l.a == rank || l.b == rank).count();
+        let on = move |a: usize, b: usize| a == rank || b == rank;
+        let evidence =
+            format!("all {count} of its links failed {} while its host's other NICs passed", self.rules_of(&on));
+        let kind = SuspectKind::Nic {
+            rank,
+            host: self.host_of(rank),
+            nic: self.run.plan.ranks.get(rank).and_then(|r| r.own_nic()).map(str::to_string),
+            cable: self.paths.and_then(|p| p.cable(rank)),
+        };
+        (1, Box::new(on), kind, evidence)
+    }
+
     /// The suspect of a finding and its sort key.
     fn suspect(&self, finding: Finding) -> ((u8, f64), Suspect) {
         let (order, on, kind, evidence): (u8, OnLink, SuspectKind, String) = match finding {
@@ -150,14 +184,10 @@ impl Evidence<'_> {
                 );
                 return ((0, 0.0), Suspect { kind: SuspectKind::Fabric, evidence, retest: not_run() });
             }
-            Finding::Host(rank) => {
-                let count = self.measured.iter().filter(|l| l.a == rank || l.b == rank).count();
-                let on = move |a: usize, b: usize| a == rank || b == rank;
-                let evidence = format!("all {count} of its links failed {}", self.rules_of(&on));
-                (1, Box::new(on), SuspectKind::Host { rank, host: self.host(rank) }, evidence)
-            }
+            Finding::Host(ranks) => self.host(ranks),
+            Finding::Nic(rank) => self.nic(rank),
             Finding::Leaf { leaf, ranks } => {
-                let hosts: Vec<String> = ranks.iter().map(|&r| self.host(r)).collect();
+                let hosts: Vec<String> = ranks.iter().map(|&r| self.host_of(r)).collect();
                 let kind = SuspectKind::Leaf { leaf, ranks: ranks.clone() };
                 let on = move |a: usize, b: usize| ranks.contains(&a) || ranks.contains(&b);
                 let evidence = format!(
@@ -187,7 +217,12 @@ impl Evidence<'_> {
             Finding::Link(a, b) => {
                 let on = move |x: usize, y: usize| (x, y) == (a, b);
                 let evidence = format!("this link failed {}", self.rules_of(&on));
-                (3, Box::new(on), SuspectKind::Link { a, b, a_host: self.host(a), b_host: self.host(b) }, evidence)
+                (
+                    3,
+                    Box::new(on),
+                    SuspectKind::Link { a, b, a_host: self.host_of(a), b_host: self.host_of(b) },
+                    evidence,
+                )
             }
         };
         let worst = self.worst_share(&*on);

@@ -20,33 +20,8 @@
 use std::collections::BTreeSet;
 
 use crate::acceptance::localise::{localise, Finding, Link};
-use crate::plan::Fabric;
+use crate::acceptance::paths::Paths;
 use crate::topology::{SwitchName, Uplink, Way};
-
-/// The paths between the ranks of a run: each rank's leaf and the uplinks
-/// the path between two ranks may cross.
-pub trait Paths {
-    /// The leaf a rank's host is cabled to (its first NIC's).
-    fn leaf(&self, rank: usize) -> Option<&SwitchName>;
-    /// The uplinks the path between two ranks may take; empty under one leaf.
-    fn uplinks(&self, a: usize, b: usize) -> Vec<Uplink>;
-    /// How many cables join an uplink's leaf and spine.
-    fn cables(&self, uplink: &Uplink) -> Option<u32>;
-}
-
-impl Paths for Fabric<'_> {
-    fn leaf(&self, rank: usize) -> Option<&SwitchName> {
-        self.leaves(rank).next()
-    }
-
-    fn uplinks(&self, a: usize, b: usize) -> Vec<Uplink> {
-        self.route(a, b).map(|r| r.uplinks).unwrap_or_default()
-    }
-
-    fn cables(&self, uplink: &Uplink) -> Option<u32> {
-        self.topology().uplinks.get(uplink).copied()
-    }
-}
 
 /// [`localise`], then hosts filling a leaf become the leaf and links an
 /// uplink explains become the uplink (one, or the several it is one of).
@@ -71,15 +46,19 @@ pub fn localise_on(links: &[Link], paths: &dyn Paths) -> Vec<Finding> {
 
 /// The host findings, those that fill a leaf replaced by the leaf.
 fn leaves(findings: &[Finding], links: &[Link], paths: &dyn Paths) -> Vec<Finding> {
-    let hosts: BTreeSet<usize> =
-        findings.iter().filter_map(|f| if let Finding::Host(r) = f { Some(*r) } else { None }).collect();
+    let hosts: BTreeSet<usize> = findings
+        .iter()
+        .filter_map(|f| if let Finding::Host(r) = f { Some(r) } else { None })
+        .flatten()
+        .copied()
+        .collect();
     let measured: BTreeSet<usize> = links.iter().flat_map(|l| [l.a, l.b]).collect();
     let on = |leaf: &SwitchName| measured.iter().copied().filter(|&r| paths.leaf(r) == Some(leaf)).collect::<Vec<_>>();
     let mut out = Vec::new();
     let mut named = BTreeSet::new();
     for &rank in &hosts {
         let Some(leaf) = paths.leaf(rank) else {
-            out.push(Finding::Host(rank));
+            out.push(Finding::Host(vec![rank]));
             continue;
         };
         let ranks = on(leaf);
@@ -88,7 +67,7 @@ fn leaves(findings: &[Finding], links: &[Link], paths: &dyn Paths) -> Vec<Findin
                 out.push(Finding::Leaf { leaf: leaf.clone(), ranks });
             }
         } else {
-            out.push(Finding::Host(rank));
+            out.push(Finding::Host(vec![rank]));
         }
     }
     out
@@ -260,6 +239,9 @@ pub(crate) mod tests {
         fn leaf(&self, rank: usize) -> Option<&SwitchName> {
             self.0.hosts.get(self.1.get(rank)?)?.first().map(|a| &a.leaf)
         }
+        fn cable(&self, _: usize) -> Option<String> {
+            None
+        }
         fn uplinks(&self, a: usize, b: usize) -> Vec<Uplink> {
             self.0.route(&self.1[a], &self.1[b]).map(|r| r.uplinks).unwrap_or_default()
         }
@@ -334,7 +316,7 @@ pub(crate) mod tests {
     fn a_bad_host_is_the_host_not_an_uplink() {
         let nodes = Nodes::new("fat-tree.toml");
         let links = all_pairs(&nodes, |a, b| a == 1 || b == 1);
-        assert_eq!(localise_on(&links, &nodes), [Finding::Host(1)]);
+        assert_eq!(localise_on(&links, &nodes), [Finding::Host(vec![1])]);
         // A host failing only its links off its leaf: that host's links, no uplink.
         let links = all_pairs(&nodes, |a, b| (a == 1 && b >= 4) || (b == 1 && a >= 4));
         assert_eq!(localise_on(&links, &nodes).len(), 4);

@@ -13,9 +13,23 @@ pub(crate) fn all_pairs(n: usize, rate: impl Fn(usize, usize) -> f64) -> RunResu
 
 /// An all-pairs run on `hosts`, each flow at `rate(src, dst)` Gb/s.
 pub(crate) fn all_pairs_on(hosts: &[String], rate: impl Fn(usize, usize) -> f64) -> RunResult {
-    let hosts = hostfile::parse(&hosts.join("\n"), Path::new("hosts")).unwrap();
-    let text = "[[group]]\nname = \"pairs\"\npattern = \"all-pairs\"\nbidirectional = true\n";
-    let (scenario, _) = scenario::parse(text, Path::new("s.toml")).unwrap();
+    run_of(&hosts.join("\n"), "", rate)
+}
+
+/// A rail all-pairs run (`rails = "same"`) on node01, node02, … of `nics`
+/// NICs each (`devices=mlx5_0,…`, rank `nics * h + k` is NIC k of host h),
+/// each flow at `rate(src, dst)` Gb/s.
+pub(crate) fn rails(hosts: usize, nics: usize, rate: impl Fn(usize, usize) -> f64) -> RunResult {
+    let devices: Vec<String> = (0..nics).map(|k| format!("mlx5_{k}")).collect();
+    let lines: Vec<String> = (1..=hosts).map(|h| format!("node{h:02} devices={}", devices.join(","))).collect();
+    run_of(&lines.join("\n"), "rails = \"same\"\n", rate)
+}
+
+/// An all-pairs run of a hostfile's text, its group given `keys` too.
+fn run_of(hostfile: &str, keys: &str, rate: impl Fn(usize, usize) -> f64) -> RunResult {
+    let hosts = hostfile::parse(hostfile, Path::new("hosts")).unwrap();
+    let text = format!("[[group]]\nname = \"pairs\"\npattern = \"all-pairs\"\nbidirectional = true\n{keys}");
+    let (scenario, _) = scenario::parse(&text, Path::new("s.toml")).unwrap();
     let plan = plan::build(&hosts, &scenario).unwrap();
     let phases = plan.phases.iter().map(|p| phase(p, &rate)).collect();
     let mut run = RunResult::new("s.toml".into(), scenario, hosts, plan);

@@ -94,6 +94,16 @@ fn is_one(n: &u32) -> bool {
 }
 
 impl RankInfo {
+    /// The NIC this rank uses alone on a host of several ranks: its one
+    /// device of `devices=`, else its own address of `addrs=`.
+    pub fn own_nic(&self) -> Option<&str> {
+        match self.devices.as_slice() {
+            _ if self.slots < 2 => None,
+            [device] => Some(device),
+            _ => self.data_addr.as_deref(),
+        }
+    }
+
     /// How reports name the rank: its host, or `host#slot` on a host that
     /// runs several ranks.
     pub fn label(&self) -> String {

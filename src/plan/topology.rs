@@ -10,7 +10,7 @@ use super::RankInfo;
 use crate::hostfile::Host;
 use crate::scenario::topology::restriction;
 use crate::scenario::{BadKey, GroupSpec, RankSet};
-use crate::topology::{Route, SwitchName, Topology};
+use crate::topology::{Attachment, Route, SwitchName, Topology};
 
 /// What a key that chooses pairs by the topology asks for when there is none.
 const NEEDS: &str = "needs the fabric's topology: add a [topology] table with file = \"fabric.toml\" to the \
@@ -26,16 +26,23 @@ pub(crate) struct Job<'a> {
     pub fabric: Option<&'a Fabric<'a>>,
 }
 
-/// The job's ranks on the topology, which places every rank's host.
+/// The job's ranks on the topology, which places every rank's host (and
+/// on a rail fabric, its NIC).
 pub struct Fabric<'a> {
     topology: &'a Topology,
     /// Each rank's host, by rank.
     hosts: Vec<&'a str>,
+    /// Where each rank is cabled, by rank: its own NIC, or all its host's.
+    attached: Vec<Vec<&'a Attachment>>,
 }
 
 impl<'a> Fabric<'a> {
     pub fn new(topology: &'a Topology, hosts: &'a [Host]) -> Fabric<'a> {
-        Fabric { topology, hosts: hosts.iter().map(|h| h.name.as_str()).collect() }
+        Fabric {
+            topology,
+            hosts: hosts.iter().map(|h| h.name.as_str()).collect(),
+            attached: hosts.iter().map(|h| topology.attachments_of(h)).collect(),
+        }
     }
 
     pub(crate) fn topology(&self) -> &Topology {
@@ -43,10 +50,19 @@ impl<'a> Fabric<'a> {
     }
 
     pub(crate) fn leaves(&self, rank: usize) -> impl Iterator<Item = &SwitchName> {
-        self.hosts.get(rank).and_then(|h| self.topology.hosts.get(*h)).into_iter().flatten().map(|a| &a.leaf)
+        self.attached.get(rank).into_iter().flatten().map(|a| &a.leaf)
     }
 
-    /// Whether two ranks' hosts have a NIC on one leaf.
+    /// The one attachment a rank is placed by (its own NIC, or its host's
+    /// only one); `None` where it may use several.
+    pub(crate) fn attachment(&self, rank: usize) -> Option<&Attachment> {
+        match self.attached.get(rank)?.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
+    /// Whether two ranks have a NIC on one leaf.
     fn share_leaf(&self, a: usize, b: usize) -> bool {
         self.leaves(a).any(|leaf| self.leaves(b).any(|other| other == leaf))
     }
@@ -55,9 +71,9 @@ impl<'a> Fabric<'a> {
         self.route(a, b).map(|route| route.hops)
     }
 
-    /// The path between two ranks' hosts (`None`: no spine joins their leaves).
+    /// The path between two ranks' NICs (`None`: no spine joins their leaves).
     pub(crate) fn route(&self, a: usize, b: usize) -> Option<Route> {
-        self.topology.route(self.hosts.get(a)?, self.hosts.get(b)?)
+        self.topology.route_between(self.attached.get(a)?, self.attached.get(b)?)
     }
 
     /// Whether the pair meets the group's `within`, `across` and `hops`.

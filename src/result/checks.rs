@@ -32,6 +32,11 @@ pub struct Acceptance {
 impl Acceptance {
     /// Whether a suspect names this uplink (alone or as one of several)
     /// and its retest did not clear it.
+    /// Whether a host or NIC suspect not cleared by its retest stands for `rank`.
+    pub fn suspects_rank(&self, rank: usize) -> bool {
+        self.suspects.iter().any(|s| s.kind.own_ranks().contains(&rank) && !matches!(s.retest, Retest::Cleared { .. }))
+    }
+
     pub fn suspects_uplink(&self, uplink: &Uplink) -> bool {
         self.suspects.iter().any(|s| {
             matches!(&s.kind, SuspectKind::Uplink { uplinks, .. } if uplinks.contains(uplink))
@@ -132,8 +137,25 @@ pub struct Suspect {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "suspect", rename_all = "snake_case")]
 pub enum SuspectKind {
-    /// Every link of this host failed.
-    Host { rank: usize, host: String },
+    /// Every link of this host failed: of each of its ranks where it has
+    /// several (`ranks`, one per NIC on a rail fabric; `rank` is the first).
+    Host {
+        rank: usize,
+        host: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ranks: Vec<usize>,
+    },
+    /// Every link of this rank failed while other ranks of its host passed:
+    /// the NIC it uses alone (`nic`: its device, else its data address) or
+    /// the cable from it to `cable` (its leaf and port), where known.
+    Nic {
+        rank: usize,
+        host: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nic: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cable: Option<String>,
+    },
     /// This link failed while both its hosts passed elsewhere.
     Link { a: usize, b: usize, a_host: String, b_host: String },
     /// Every link failed: no one host or link stands out (the threshold, or the whole fabric).
@@ -152,6 +174,19 @@ pub enum SuspectKind {
     /// With a topology: every host on this leaf (`ranks`) failed every link,
     /// their same-leaf links too: the switch, not each host.
     Leaf { leaf: SwitchName, ranks: Vec<usize> },
+}
+
+impl SuspectKind {
+    /// The ranks a host or NIC suspect stands for (a host's every rank, a
+    /// NIC's one); none for a link or switch.
+    pub fn own_ranks(&self) -> Vec<usize> {
+        match self {
+            SuspectKind::Host { rank, ranks, .. } if ranks.is_empty() => vec![*rank],
+            SuspectKind::Host { ranks, .. } => ranks.clone(),
+            SuspectKind::Nic { rank, .. } => vec![*rank],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// What retesting a suspect alone showed.

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::hostfacts::lldp::LldpOutput;
+use crate::hostfile::Host;
 use crate::launch::Launch;
 use crate::result::RunStatus;
 use crate::scenario::topology::RunTopology;
@@ -48,10 +49,10 @@ impl Gathering {
         self.texts.entry(host).or_insert(lldp);
     }
 
-    /// The topology of `hosts` (in rank order, a host once per rank).
-    fn build<'a>(&self, hosts: impl Iterator<Item = &'a str> + Clone) -> Result<RunTopology, GatherError> {
+    /// The topology of `ranks` (each rank's host, in rank order).
+    fn build(&self, ranks: &[Host]) -> Result<RunTopology, GatherError> {
         let mut texts = Vec::new();
-        for host in hosts.clone() {
+        for host in ranks.iter().map(|h| h.name.as_str()) {
             match self.texts.get(host) {
                 // Every rank is asked in its Welcome; one that was not is a bug, named all the same.
                 None => return Err(GatherError::Topology(format!("host {host} sent no LLDP neighbours in its probe"))),
@@ -63,7 +64,7 @@ impl Gathering {
         let path = Path::new(SOURCE);
         let bad = |e: topology::TopologyError| GatherError::Topology(e.to_string());
         let topology = topology::from_lldp_texts(texts, path).map_err(bad)?;
-        topology.check_placed(hosts, path).map_err(bad)?;
+        topology.check_placed(ranks, path).map_err(bad)?;
         Ok(RunTopology { path: path.to_path_buf(), topology })
     }
 }
@@ -91,7 +92,7 @@ pub async fn gather(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> R
         Ok(RunStatus::Failed { error }) => return Err(GatherError::Launch(error)),
         Ok(_) => {}
     }
-    let built = gathering.build(prepared.plan.ranks.iter().map(|r| r.host.as_str()))?;
+    let built = gathering.build(&prepared.hosts)?;
     if opts.progress {
         crate::diag!("topology {}:\n{}", built.path.display(), built.topology.render().trim_end());
     }

@@ -95,11 +95,10 @@ pub fn prepare(
     let (mut scenario, source) = scenario::read(scenario_file)?;
     overrides.apply(&mut scenario.run, &source)?;
     // The flag's path is the working directory's; the table's, the scenario file's folder's.
-    let names = || hosts.iter().map(|h| h.name.as_str());
     let topology = match (&overrides.topology, &scenario.topology) {
         _ if overrides.lldp => None,
-        (Some(flag), _) => Some(flag.load(names())?),
-        (None, Some(table)) => Some(table.beside(scenario_file).load(names()).map_err(|e| {
+        (Some(flag), _) => Some(flag.load(&hosts)?),
+        (None, Some(table)) => Some(table.beside(scenario_file).load(&hosts).map_err(|e| {
             anyhow!("{} (with {origin})", source.describe(&scenario::Field::top("topology"), &e.to_string()))
         })?),
         (None, None) => None,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{BadField, Field, GroupSpec, Pattern, Scenario};
+use crate::hostfile::Host;
 use crate::topology::{self, Format, Topology, TopologyError};
 
 /// `[topology]`: the file that describes the fabric (docs/TOPOLOGY.md).
@@ -33,10 +34,11 @@ impl TopologyTable {
         TopologyTable { file: folder.join(&self.file), format: self.format }
     }
 
-    /// Reads the topology and checks that it places every host of `hosts`.
-    pub fn load<'a>(&self, hosts: impl IntoIterator<Item = &'a str>) -> Result<RunTopology, TopologyError> {
+    /// Reads the topology and checks that it places every rank of `ranks`
+    /// (each rank's host, in rank order).
+    pub fn load(&self, ranks: &[Host]) -> Result<RunTopology, TopologyError> {
         let topology = topology::read(&self.file, self.format)?;
-        topology.check_placed(hosts, &self.file)?;
+        topology.check_placed(ranks, &self.file)?;
         Ok(RunTopology { path: self.file.clone(), topology })
     }
 }

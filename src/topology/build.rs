@@ -17,11 +17,13 @@ pub enum Problem {
     #[error("not valid TOML: {detail}")]
     Toml { detail: String },
     #[error(
-        "{detail}; valid: [switch.NAME] tables with `hosts = \"node[01-16]\"` and/or `links = [\"leaf1\", \"leaf2\"]`"
+        "{detail}; valid: [switch.NAME] tables with `hosts = \"node[01-16]\"` (or `nics = \"node[01-16]:mlx5_0\"`) and/or `links = [\"leaf1\", \"leaf2\"]`"
     )]
     TomlShape { detail: String },
     #[error("`hosts`: {0}")]
     Hostlist(hostfile::Problem),
+    #[error("`nics` entry `{entry}`: {detail}; valid: `nics = \"node[01-64]:mlx5_3\"` (hosts, `:`, their NIC)")]
+    Nics { entry: String, detail: String },
     #[error("a link names switch `{name}`, which no [switch.{name}] table (or ibnetdiscover Switch block) defines")]
     UnknownSwitch { name: String },
     #[error("switch `{name}` is linked to itself; a link joins a leaf to a spine")]
@@ -62,10 +64,10 @@ impl Builder {
         Ok(())
     }
 
-    /// Attaches `host` to `leaf` (a switch already defined); a NIC given
-    /// twice is kept once.
-    pub fn attach(&mut self, host: &str, leaf: &str, nic: Option<&str>) {
-        let attachment = Attachment { leaf: SwitchName(leaf.to_string()), nic: nic.map(str::to_string) };
+    /// Attaches `host` to `leaf` (a switch already defined), by `nic` on
+    /// the leaf's `port` where the input says; a NIC given twice is kept once.
+    pub fn attach(&mut self, host: &str, leaf: &str, nic: Option<&str>, port: Option<u32>) {
+        let attachment = Attachment { leaf: SwitchName(leaf.to_string()), nic: nic.map(str::to_string), port };
         let on = self.hosts.entry(host.to_string()).or_default();
         if !on.contains(&attachment) {
             on.push(attachment);

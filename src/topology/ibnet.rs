@@ -63,7 +63,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
             let Some(host) = words.next() else {
                 return Err(at(i + 1, BadLine::NoDescription { port: port.port }));
             };
-            builder.attach(host, me, words.next());
+            builder.attach(host, me, words.next(), Some(port.port));
         }
     }
     Ok(builder)

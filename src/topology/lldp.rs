@@ -94,7 +94,7 @@ fn add_text(text: &str, file: &Path, host: &str, builder: &mut Builder) -> Resul
             return Err(at(line, BadLldp::NoChassis(nic.to_string())));
         };
         builder.switch(chassis, line).map_err(|problem| TopologyError::Line { path: file.into(), line, problem })?;
-        builder.attach(host, chassis, Some(nic));
+        builder.attach(host, chassis, Some(nic), None);
     }
     Ok(())
 }

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use build::Builder;
 pub use build::Problem;
 
+use crate::hostfile::Host;
+
 /// Largest topology file read: ibnetdiscover of a few thousand switches
 /// is a few MiB; `--topology /dev/zero` ends here instead of in swap.
 pub const MAX_TEXT: u64 = 16 << 20;
@@ -48,8 +50,22 @@ pub enum Level {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attachment {
     pub leaf: SwitchName,
-    /// The NIC (`mlx5_0`, `eth0`) when the input names it (TOML does not).
+    /// The NIC (`mlx5_0`, `eth0`) when the input names it (TOML's `nics`,
+    /// ibnetdiscover, LLDP; not TOML's `hosts`).
     pub nic: Option<String>,
+    /// The leaf's port its cable goes to, when the input says (ibnetdiscover).
+    pub port: Option<u32>,
+}
+
+impl Attachment {
+    /// Where its cable goes, as `plan --topology` and suspects say it:
+    /// `rail3 port 17`, or the leaf alone.
+    pub fn cable_end(&self) -> String {
+        match self.port {
+            Some(port) => format!("{} port {port}", self.leaf),
+            None => self.leaf.to_string(),
+        }
+    }
 }
 
 /// The links between one leaf and one spine.
@@ -149,6 +165,12 @@ pub enum TopologyError {
          the host name; LLDP: give {host}.json)"
     )]
     Unplaced { path: PathBuf, host: String },
+    #[error(
+        "NIC `{nic}` of host `{host}` (its rank {rank}'s `devices=`) is not placed by the topology {path}, \
+         which places {placed} of that host: name the NICs as the hostfile's `devices=` does (TOML: \
+         `nics = \"{host}:{nic}\"` on its leaf; ibnetdiscover: the HCA's node description `{host} {nic}`)"
+    )]
+    NicUnplaced { path: PathBuf, host: String, nic: String, rank: usize, placed: String },
 }
 
 /// Reads a topology file (or LLDP folder) in `format`, or the form its
@@ -171,6 +193,17 @@ pub fn from_lldp_texts<'a>(
     lldp::from_hosts(texts, source)
 }
 
+/// The NIC a rank uses alone, by which the topology places it: its one
+/// device of `devices=` where its host has several named NICs (a rail
+/// fabric); `None` where the host's attachments place it as well.
+fn own_nic<'h>(rank: &'h Host, attached: &[Attachment]) -> Option<&'h str> {
+    let named = attached.iter().filter(|a| a.nic.is_some()).count();
+    match rank.devices.as_slice() {
+        [device] if named >= 2 => Some(device),
+        _ => None,
+    }
+}
+
 /// A file's text, at most [`MAX_TEXT`] bytes.
 fn read_text(path: &Path) -> Result<String, TopologyError> {
     let read = |cause| TopologyError::Read { path: path.to_path_buf(), cause };
@@ -183,22 +216,53 @@ fn read_text(path: &Path) -> Result<String, TopologyError> {
 }
 
 impl Topology {
-    /// Every host of `hosts` the topology places, or the first one it does not.
-    pub fn check_placed<'a>(&self, hosts: impl IntoIterator<Item = &'a str>, path: &Path) -> Result<(), TopologyError> {
-        match hosts.into_iter().find(|h| !self.hosts.contains_key(*h)) {
-            Some(host) => Err(TopologyError::Unplaced { path: path.to_path_buf(), host: host.to_string() }),
-            None => Ok(()),
+    /// Whether the topology places every rank of `ranks` (each rank's host,
+    /// in rank order): its host, and where the host has several named NICs
+    /// and the rank one device of its own, that NIC; the first it does not
+    /// place is the error.
+    pub fn check_placed(&self, ranks: &[Host], path: &Path) -> Result<(), TopologyError> {
+        for (rank, host) in ranks.iter().enumerate() {
+            let Some(attached) = self.hosts.get(&host.name) else {
+                return Err(TopologyError::Unplaced { path: path.to_path_buf(), host: host.name.clone() });
+            };
+            if let (Some(nic), None) = (own_nic(host, attached), self.attachment(&host.name, own_nic(host, attached))) {
+                let placed: Vec<&str> = attached.iter().filter_map(|a| a.nic.as_deref()).collect();
+                let (host, nic, placed) = (host.name.clone(), nic.to_string(), placed.join(", "));
+                return Err(TopologyError::NicUnplaced { path: path.to_path_buf(), host, nic, rank, placed });
+            }
+        }
+        Ok(())
+    }
+
+    /// A host's attachment of `nic`; `None` for no NIC or one not placed.
+    fn attachment(&self, host: &str, nic: Option<&str>) -> Option<&Attachment> {
+        let nic = nic?;
+        self.hosts.get(host)?.iter().find(|a| a.nic.as_deref() == Some(nic))
+    }
+
+    /// Where a rank is cabled: its own NIC's attachment (see [`own_nic`]),
+    /// else every attachment of its host (a rank using all of them, or a
+    /// topology that names no NIC).
+    pub fn attachments_of(&self, rank: &Host) -> Vec<&Attachment> {
+        let all = self.hosts.get(&rank.name).map(Vec::as_slice).unwrap_or_default();
+        match self.attachment(&rank.name, own_nic(rank, all)) {
+            Some(own) => vec![own],
+            None => all.iter().collect(),
         }
     }
 
-    fn leaves_of(&self, host: &str) -> Vec<&SwitchName> {
-        self.hosts.get(host).into_iter().flatten().map(|a| &a.leaf).collect()
+    /// The path between two placed hosts, over all their NICs; `None` when
+    /// either is not placed or no spine joins their leaves.
+    pub fn route(&self, from: &str, to: &str) -> Option<Route> {
+        let attached = |host| self.hosts.get(host).into_iter().flatten().collect::<Vec<_>>();
+        self.route_between(&attached(from), &attached(to))
     }
 
-    /// The path between two placed hosts; `None` when either is not
-    /// placed or no spine joins their leaves.
-    pub fn route(&self, from: &str, to: &str) -> Option<Route> {
-        let (a, b) = (self.leaves_of(from), self.leaves_of(to));
+    /// The path between two sets of attachments (two NICs, or all of two
+    /// hosts'); `None` when either is empty or no spine joins their leaves.
+    pub fn route_between(&self, from: &[&Attachment], to: &[&Attachment]) -> Option<Route> {
+        let a: Vec<&SwitchName> = from.iter().map(|a| &a.leaf).collect();
+        let b: Vec<&SwitchName> = to.iter().map(|a| &a.leaf).collect();
         if a.is_empty() || b.is_empty() {
             return None;
         }
@@ -225,10 +289,23 @@ impl Topology {
         self.switches.iter().filter(|(_, l)| **l == Level::Spine).map(|(name, _)| name)
     }
 
-    /// Hosts on a leaf, by name.
-    fn hosts_on(&self, leaf: &SwitchName) -> Vec<&str> {
-        let on = |a: &Vec<Attachment>| a.iter().any(|a| &a.leaf == leaf);
-        self.hosts.iter().filter(|(_, a)| on(a)).map(|(h, _)| h.as_str()).collect()
+    /// Hosts on a leaf, by name, each with the NICs (and ports) cabled to
+    /// it where the input names them: `node01`, `node01:mlx5_3 port 1`.
+    fn cabled_to(&self, leaf: &SwitchName) -> (usize, Vec<String>) {
+        let (mut hosts, mut names) = (0, Vec::new());
+        for (host, attached) in &self.hosts {
+            let on: Vec<&Attachment> = attached.iter().filter(|a| &a.leaf == leaf).collect();
+            hosts += usize::from(!on.is_empty());
+            if on.iter().all(|a| a.nic.is_none()) {
+                names.extend(on.first().map(|_| host.clone()));
+                continue;
+            }
+            for a in on {
+                let port = a.port.map_or(String::new(), |p| format!(" port {p}"));
+                names.push(format!("{host}:{}{port}", a.nic.as_deref().unwrap_or("?")));
+            }
+        }
+        (hosts, names)
     }
 
     /// The tree as `plan --topology` prints it: each spine, its leaves with
@@ -236,10 +313,10 @@ impl Topology {
     pub fn render(&self) -> String {
         let mut out = String::new();
         let leaf_line = |out: &mut String, leaf: &SwitchName, links: Option<u32>| {
-            let hosts = self.hosts_on(leaf);
+            let (hosts, names) = self.cabled_to(leaf);
             // "×N" as report.html labels an uplink's cables.
             let links = links.map_or(String::new(), |n| format!(", ×{n} cable{}", if n == 1 { "" } else { "s" }));
-            let _ = writeln!(out, "  leaf {leaf} ({} host(s){links}): {}", hosts.len(), hosts.join(", "));
+            let _ = writeln!(out, "  leaf {leaf} ({hosts} host(s){links}): {}", names.join(", "));
         };
         for spine in self.spines() {
             let _ = writeln!(out, "spine {spine}");
@@ -302,10 +379,59 @@ mod tests {
         );
     }
 
+    fn ranks(hostfile: &str) -> Vec<Host> {
+        crate::hostfile::parse(hostfile, Path::new("hosts")).unwrap()
+    }
+
     #[test]
     fn an_unplaced_host_is_named() {
-        let e = tree().check_placed(["a1", "zz"], Path::new("t.toml")).unwrap_err();
+        let e = tree().check_placed(&ranks("a1\nzz\n"), Path::new("t.toml")).unwrap_err();
         assert!(e.to_string().starts_with("host `zz` of the hostfile is not placed by the topology t.toml"), "{e}");
+    }
+
+    /// Two hosts of two NICs, NIC k on rail leaf k, both rails on one spine.
+    fn rails() -> Topology {
+        let text = "[switch.rail0]\nnics = \"n[1-2]:mlx5_0\"\n[switch.rail1]\nnics = [\"n1:mlx5_1\", \"n2:mlx5_1\"]\n\
+                    [switch.spine]\nlinks = [\"rail0\", \"rail1\"]\n";
+        let path = Path::new("r.toml");
+        toml_form::parse(text, path, Builder::default()).unwrap().finish(path).unwrap()
+    }
+
+    #[test]
+    fn a_rank_with_a_nic_of_its_own_is_placed_by_it() {
+        let topology = rails();
+        let four = ranks("n1 devices=mlx5_0,mlx5_1\nn2 devices=mlx5_0,mlx5_1\n");
+        let [n1_0, n1_1, n2_0, n2_1] = [0, 1, 2, 3].map(|r| topology.attachments_of(&four[r]));
+        assert_eq!(n1_1.iter().map(|a| a.leaf.0.as_str()).collect::<Vec<_>>(), ["rail1"]);
+        assert_eq!(topology.route_between(&n1_0, &n2_0), Some(Route { hops: 2, uplinks: vec![] }));
+        assert_eq!(topology.route_between(&n1_1, &n2_1), Some(Route { hops: 2, uplinks: vec![] }));
+        let cross = topology.route_between(&n1_0, &n2_1).unwrap();
+        assert_eq!((cross.hops, cross.uplinks), (4, vec![up("rail0", "spine"), up("rail1", "spine")]));
+        // A rank using every NIC of its host (slots=1) is on both rails.
+        let whole = ranks("n1 slots=1 devices=mlx5_0,mlx5_1\n");
+        assert_eq!(topology.attachments_of(&whole[0]).len(), 2);
+        topology.check_placed(&four, Path::new("r.toml")).unwrap();
+    }
+
+    #[test]
+    fn a_nic_the_topology_does_not_place_is_named_with_those_it_does() {
+        let e = rails().check_placed(&ranks("n1 devices=mlx5_0,mlx5_7\n"), Path::new("r.toml")).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "NIC `mlx5_7` of host `n1` (its rank 1's `devices=`) is not placed by the topology r.toml, \
+                 which places mlx5_0, mlx5_1 of that host"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_tree_lists_each_leafs_nics() {
+        assert_eq!(
+            rails().render(),
+            "spine spine\n  leaf rail0 (2 host(s), ×1 cable): n1:mlx5_0, n2:mlx5_0\n\
+             \x20 leaf rail1 (2 host(s), ×1 cable): n1:mlx5_1, n2:mlx5_1\n"
+        );
     }
 
     #[test]

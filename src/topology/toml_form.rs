@@ -1,7 +1,9 @@
 //! The small TOML form, for fabrics without discovery:
 //! `[switch.leaf1] hosts = "node[01-16]"`, `[switch.spine1] links =
 //! ["leaf1", "leaf2"]` (a leaf listed twice is two links). Host lists
-//! expand as a hostfile line's do.
+//! expand as a hostfile line's do. On a rail fabric a leaf holds one NIC
+//! of each host: `[switch.rail3] nics = "node[01-64]:mlx5_3"` (a list of
+//! such strings where several host lists share a leaf).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,8 +24,29 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct SwitchTable {
     hosts: Option<String>,
+    nics: Option<toml::Value>,
     #[serde(default)]
     links: Vec<String>,
+}
+
+/// `nics = "node[01-64]:mlx5_3"`, or a list of such strings.
+fn nic_entries(value: &toml::Value) -> Result<Vec<&str>, Problem> {
+    let not = || Problem::Nics { entry: value.to_string(), detail: "not a string or a list of strings".into() };
+    match value {
+        toml::Value::String(entry) => Ok(vec![entry]),
+        toml::Value::Array(entries) => entries.iter().map(|e| e.as_str().ok_or_else(not)).collect(),
+        _ => Err(not()),
+    }
+}
+
+/// One `nics` entry: `HOSTLIST:NIC[,NIC…]`, each host's NICs by name.
+fn nic_entry(entry: &str) -> Result<(Vec<String>, Vec<String>), Problem> {
+    let bad = |detail: String| Problem::Nics { entry: entry.to_string(), detail };
+    let (hosts, nics) =
+        entry.rsplit_once(':').ok_or_else(|| bad("it has no `:` between the hosts and the NIC".into()))?;
+    let hosts = hostfile::expand(hosts).map_err(|p| bad(p.to_string()))?;
+    let nics = hostfile::device_list(nics).map_err(|p| bad(p.to_string()))?;
+    Ok((hosts, nics))
 }
 
 /// Adds the switches, hosts and links of TOML `text` to `builder`.
@@ -45,7 +68,14 @@ pub(super) fn parse(text: &str, path: &Path, mut builder: Builder) -> Result<Bui
         let line = table_line(text, name);
         if let Some(hosts) = &table.hosts {
             let names = hostfile::expand(hosts).map_err(|p| at(line, Problem::Hostlist(p)))?;
-            names.iter().for_each(|host| builder.attach(host, name, None));
+            names.iter().for_each(|host| builder.attach(host, name, None, None));
+        }
+        let entries = table.nics.as_ref().map(nic_entries).transpose().map_err(|p| at(line, p))?;
+        for entry in entries.unwrap_or_default() {
+            let (hosts, nics) = nic_entry(entry).map_err(|p| at(line, p))?;
+            for host in &hosts {
+                nics.iter().for_each(|nic| builder.attach(host, name, Some(nic), None));
+            }
         }
         table.links.iter().for_each(|other| builder.link(name, other, line));
     }
@@ -95,6 +125,20 @@ mod tests {
         );
         let e = error("[switch.l1]\nhosts = \"a1\"\nlinks = [\"l2\"]\n[switch.l2]\nhosts = \"b1\"\n");
         assert!(e.starts_with("t.toml:1: the link between `l1` and `l2` joins two leaves"), "{e}");
+    }
+
+    #[test]
+    fn bad_nics_entries_name_the_entry_and_the_valid_form() {
+        let e = error("[switch.r0]\nnics = \"n[1-2]\"\n");
+        assert_eq!(
+            e,
+            "t.toml:1: `nics` entry `n[1-2]`: it has no `:` between the hosts and the NIC; \
+             valid: `nics = \"node[01-64]:mlx5_3\"` (hosts, `:`, their NIC)"
+        );
+        let e = error("[switch.r0]\nnics = \"n1:mlx5 0\"\n");
+        assert!(e.starts_with("t.toml:1: `nics` entry `n1:mlx5 0`: "), "{e}");
+        let e = error("[switch.r0]\nnics = 3\n");
+        assert!(e.starts_with("t.toml:1: `nics` entry `3`: not a string or a list of strings"), "{e}");
     }
 
     #[test]

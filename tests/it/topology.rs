@@ -1,5 +1,6 @@
 //! The topology input: one fat tree recorded in all three forms reads as
-//! one model, and `plan --topology` prints it or names the unplaced host.
+//! one model, a two-rail fabric places each NIC on its rail's leaf, and
+//! `plan --topology` prints it or names the unplaced host or NIC.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,6 +17,11 @@ fn fixture(name: &str) -> PathBuf {
 /// has two on one leaf), what the forms share.
 fn placement(t: &Topology) -> BTreeMap<String, BTreeSet<SwitchName>> {
     t.hosts.iter().map(|(h, a)| (h.clone(), a.iter().map(|a| a.leaf.clone()).collect())).collect()
+}
+
+/// The tree's lines without what is cabled to each leaf.
+fn heads(tree: &str) -> Vec<&str> {
+    tree.lines().map(|line| line.split_once("): ").map_or(line, |(head, _)| head)).collect()
 }
 
 fn name(s: &str) -> SwitchName {
@@ -41,8 +47,12 @@ fn the_three_forms_of_one_fat_tree_read_as_one_topology() {
         assert_eq!(other.switches, toml.switches, "{form}");
         assert_eq!(other.uplinks, toml.uplinks, "{form}");
         assert_eq!(placement(other), placement(&toml), "{form}");
-        assert_eq!(other.render(), toml.render(), "{form}");
+        assert_eq!(heads(&other.render()), heads(&toml.render()), "{form}");
     }
+    // Each leaf lists the NICs where the form names them, with their ports.
+    assert!(toml.render().contains("): node01, node02, node03, node04\n"), "{}", toml.render());
+    assert!(ib.render().contains("): node01:mlx5_0 port 1, node02:mlx5_0 port 2,"), "{}", ib.render());
+    assert!(lldp.render().contains("): node01:eth0, node01:eth1, node02:eth0,"), "{}", lldp.render());
     // The NICs the discovered forms name.
     let nics =
         |t: &Topology, host: &str| -> Vec<Option<String>> { t.hosts[host].iter().map(|a| a.nic.clone()).collect() };
@@ -101,4 +111,54 @@ fn plan_refuses_a_host_the_topology_does_not_place_with_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("error: host `127.0.0.4` of the hostfile is not placed by the topology "), "{stderr}");
     assert!(out.stdout.is_empty(), "nothing is printed before the check");
+}
+
+#[test]
+fn a_two_rail_fabric_places_each_nic_on_its_rails_leaf_and_port() {
+    let ib = topology::read(&fixture("rails.ibnetdiscover"), None).unwrap();
+    let toml = topology::read(&fixture("rails.toml"), None).unwrap();
+    assert_eq!((ib.switches.clone(), ib.uplinks.clone()), (toml.switches.clone(), toml.uplinks.clone()));
+    for t in [&ib, &toml] {
+        assert_eq!(t.hosts.len(), 4);
+        for attached in t.hosts.values() {
+            let nics: Vec<(&str, Option<&str>)> =
+                attached.iter().map(|a| (a.leaf.0.as_str(), a.nic.as_deref())).collect();
+            assert_eq!(nics, [("rail0", Some("mlx5_0")), ("rail1", Some("mlx5_1"))]);
+        }
+    }
+    // ibnetdiscover says which leaf port each HCA is cabled to; TOML does not.
+    let ports = |t: &Topology| -> Vec<Option<u32>> { t.hosts["node03"].iter().map(|a| a.port).collect() };
+    assert_eq!((ports(&ib), ports(&toml)), (vec![Some(3), Some(3)], vec![None, None]));
+    assert_eq!(ib.hosts["node03"][1].cable_end(), "rail1 port 3");
+}
+
+/// `plan` of the two-rail fixture on a hostfile of `devices=` lines.
+fn plan_rails(hostfile: &str) -> std::process::Output {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", hostfile);
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/all-to-all.toml");
+    let topology = fixture("rails.ibnetdiscover");
+    let args = ["plan", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--topology"];
+    bench.run(&[&args[..], &[topology.to_str().unwrap()]].concat())
+}
+
+#[test]
+fn plan_prints_each_rails_nics_and_refuses_a_nic_the_topology_does_not_place() {
+    let out = plan_rails("node[01-02] devices=mlx5_0,mlx5_1\n");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(
+            "spine spine1\n  leaf rail0 (4 host(s), ×2 cables): node01:mlx5_0 port 1, node02:mlx5_0 port 2, \
+             node03:mlx5_0 port 3, node04:mlx5_0 port 4\n  leaf rail1 (4 host(s), ×2 cables): node01:mlx5_1 port 1,"
+        ),
+        "{stdout}"
+    );
+    let out = plan_rails("node01 devices=mlx5_0,mlx5_3\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: NIC `mlx5_3` of host `node01` (its rank 1's `devices=`) is not placed"),
+        "{stderr}"
+    );
 }

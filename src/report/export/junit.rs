@@ -1,12 +1,14 @@
 //! The checks as JUnit XML, for CI systems: one test suite per rule, one
 //! test case per item checked; with a topology, a suite `uplinks` with a
-//! case per leaf–spine uplink, failed when it is a suspect not cleared.
+//! case per leaf–spine uplink, failed when it is a suspect not cleared; on
+//! hosts of several NICs (`devices=`, `addrs=`), a suite `nics` with a case
+//! per NIC, failed when a host or NIC suspect not cleared stands for it.
 
 use crate::report::export::Exporter;
 use crate::report::markup::escape as xml;
 use crate::report::tables::{gate, labels};
 use crate::report::ReportError;
-use crate::result::{Acceptance, CheckOutcome, RunResult, Verdict};
+use crate::result::{Acceptance, CheckOutcome, Checked, RunResult, Verdict};
 use crate::units::number;
 
 pub struct JunitExporter;
@@ -24,13 +26,14 @@ impl Exporter for JunitExporter {
         let count = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
         let gated = run.gate.as_ref().map_or((0, 0), |g| (g.hosts.len(), g.failed().count()));
         let uplinks = run.acceptance.as_ref().map(|a| uplink_cases(run, a)).unwrap_or_default();
-        let uplink_failures = uplinks.iter().filter(|(failed, _)| *failed).count();
+        let nics = run.acceptance.as_ref().map(|a| nic_cases(run, a)).unwrap_or_default();
+        let own_failures = uplinks.iter().chain(&nics).filter(|(failed, _)| *failed).count();
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         out += &format!(
             "<testsuites name=\"fabricbench {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
             xml(name),
-            checks.len() + gated.0 + uplinks.len(),
-            count(Verdict::Fail) + gated.1 + uplink_failures,
+            checks.len() + gated.0 + uplinks.len() + nics.len(),
+            count(Verdict::Fail) + gated.1 + own_failures,
             count(Verdict::Unknown)
         );
         if let Some(g) = &run.gate {
@@ -50,14 +53,8 @@ impl Exporter for JunitExporter {
             }
             out += "  </testsuite>\n";
         }
-        if !uplinks.is_empty() {
-            out += &format!(
-                "  <testsuite name=\"uplinks\" tests=\"{}\" failures=\"{uplink_failures}\" errors=\"0\">\n",
-                uplinks.len()
-            );
-            uplinks.into_iter().for_each(|(_, case)| out += &case);
-            out += "  </testsuite>\n";
-        }
+        out += &suite("uplinks", uplinks);
+        out += &suite("nics", nics);
         out += "</testsuites>\n";
         Ok(out.into_bytes())
     }
@@ -84,6 +81,48 @@ fn case(run: &RunResult, c: &CheckOutcome) -> String {
             format!("{open}>\n      <error message=\"cannot be evaluated: {}\"/>\n    </testcase>\n", xml(&note))
         }
     }
+}
+
+/// A suite of cases (whether each failed, its XML); nothing when there are none.
+fn suite(name: &str, cases: Vec<(bool, String)>) -> String {
+    if cases.is_empty() {
+        return String::new();
+    }
+    let failures = cases.iter().filter(|(failed, _)| *failed).count();
+    let mut out =
+        format!("  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">\n", cases.len());
+    cases.into_iter().for_each(|(_, case)| out += &case);
+    out + "  </testsuite>\n"
+}
+
+/// One case per NIC of a host of several (a rank with its own device or
+/// address): failed when a host or NIC suspect not cleared stands for it.
+fn nic_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)> {
+    let classname = xml(&format!("fabricbench.{}.nic", run.scenario.run.name));
+    let mut cases = Vec::new();
+    for info in &run.plan.ranks {
+        let Some(nic) = info.own_nic() else { continue };
+        let mut links = std::collections::BTreeMap::new();
+        for c in &acceptance.checks {
+            if let Checked::Flow { src, dst, .. } = c.item {
+                if src == info.rank || dst == info.rank {
+                    *links.entry((src.min(dst), src.max(dst))).or_insert(false) |= c.verdict == Verdict::Fail;
+                }
+            }
+        }
+        if links.is_empty() {
+            continue;
+        }
+        let failed = links.values().filter(|f| **f).count();
+        let tally = format!("{failed} of its {} links failed", links.len());
+        let name = xml(&format!("NIC {} {nic} (rank {})", info.host, info.rank));
+        let open = format!("    <testcase classname=\"{classname}\" name=\"{name}\"");
+        cases.push(match acceptance.suspects_rank(info.rank) {
+            false => (false, format!("{open}>\n      <system-out>{tally}</system-out>\n    </testcase>\n")),
+            true => (true, format!("{open}>\n      <failure message=\"suspect: {tally}\"/>\n    </testcase>\n")),
+        });
+    }
+    cases
 }
 
 /// One case per uplink (whether it failed, the XML): failed when a suspect
@@ -136,6 +175,29 @@ mod tests {
         let fabric = Fabric::new(&topology, &run.hosts);
         run.acceptance = acceptance::judge(&run, &spec, Some(&fabric));
         run
+    }
+
+    #[test]
+    fn on_hosts_of_two_nics_each_nic_is_a_case_and_the_slow_one_fails() {
+        let mut run = synthetic::rails(3, 2, |a, b| if a == 3 || b == 3 { 2.0 } else { 10.0 });
+        let mut spec = CheckSpec::default();
+        spec.push(Rule::parse("flow >= 9 Gb/s").unwrap());
+        run.acceptance = acceptance::judge(&run, &spec, None);
+        let xml = String::from_utf8(JunitExporter.render(&run).unwrap()).unwrap();
+        let nics = &xml[xml.find("<testsuite name=\"nics\"").unwrap_or_else(|| panic!("no nics suite: {xml}"))..];
+        assert!(nics.starts_with("<testsuite name=\"nics\" tests=\"6\" failures=\"1\" errors=\"0\">"), "{nics}");
+        assert!(
+            nics.contains(
+                "name=\"NIC node02 mlx5_1 (rank 3)\">\n      <failure message=\"suspect: 2 of its 2 links failed\"/>"
+            ),
+            "{nics}"
+        );
+        assert!(
+            nics.contains(
+                "name=\"NIC node01 mlx5_1 (rank 1)\">\n      <system-out>1 of its 2 links failed</system-out>"
+            ),
+            "{nics}"
+        );
     }
 
     #[test]

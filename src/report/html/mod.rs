@@ -18,7 +18,7 @@ use crate::report::ReportError;
 use crate::result::congestion::CanaryImpact;
 use crate::result::repeats::RepeatedPhase;
 use crate::result::sweep::SweepResult;
-use crate::result::{FlowResult, Metric, PairMatrix, PhaseResult, ReceiverResult, RunResult, RunStatus, SuspectKind};
+use crate::result::{FlowResult, Metric, PairMatrix, PhaseResult, ReceiverResult, RunResult, RunStatus};
 use charts::Series;
 
 /// Flows drawn one by one in a phase's time series; more are left to the tables.
@@ -122,19 +122,11 @@ fn status_banner(run: &RunResult) -> String {
 
 /// The all-pairs heatmap, suspect hosts marked, and the matrix as a table.
 fn matrix_section(run: &RunResult, m: &PairMatrix) -> Result<String, ReportError> {
-    let marked: Vec<usize> = run
-        .acceptance
-        .iter()
-        .flat_map(|a| &a.suspects)
-        .filter_map(|s| match s.kind {
-            SuspectKind::Host { rank, .. } => Some(rank),
-            _ => None,
-        })
-        .collect();
+    let marked: Vec<usize> = run.acceptance.iter().flat_map(|a| &a.suspects).flat_map(|s| s.kind.own_ranks()).collect();
     let mut page = String::from(
         "<h2>All pairs</h2>\n<p>Each cell is one pair measured alone in its round; colour is how close \
          it comes to the best pair (green 100 %, yellow 75 %, red 50 % and below; grey: not measured). \
-         <code>*</code> marks a suspect host.</p>\n",
+         <code>*</code> marks a suspect host or NIC.</p>\n",
     );
     page += &format!("<figure>{}</figure>\n", charts::heatmap(m, &marked)?);
     page +=

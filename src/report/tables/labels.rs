@@ -39,11 +39,22 @@ pub fn checked(run: &RunResult, item: &Checked) -> String {
     }
 }
 
-/// `host h3`, `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1` (`… (spine1 → leaf3
+/// `host h3`, `NIC node17 mlx5_3 (rank 5) or its cable to rail3 port 17`,
+/// `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1` (`… (spine1 → leaf3
 /// only)` when one way failed), `leaf switch leaf3`.
 pub fn suspect(s: &Suspect) -> String {
     match &s.kind {
-        SuspectKind::Host { rank, host } => format!("host {host} (rank {rank})"),
+        SuspectKind::Host { rank, host, ranks } => match &ranks[..] {
+            [] => format!("host {host} (rank {rank})"),
+            all => format!("host {host} (all {} of its NICs: ranks {})", all.len(), listed(all, ", ")),
+        },
+        SuspectKind::Nic { rank, host, nic, cable } => {
+            let nic = nic.as_deref().map_or_else(|| format!("of rank {rank}"), |n| format!("{n} (rank {rank})"));
+            match cable {
+                Some(end) => format!("NIC {host} {nic} or its cable to {end}"),
+                None => format!("NIC {host} {nic}"),
+            }
+        }
         SuspectKind::Link { a_host, b_host, .. } => format!("link {a_host} – {b_host}"),
         SuspectKind::Fabric => "the fabric".to_string(),
         SuspectKind::Uplink { uplinks, one_way, .. } => {
@@ -79,17 +90,35 @@ mod tests {
     use super::*;
     use crate::topology::{SwitchName, Uplink, Way};
 
+    fn suspect_of(kind: SuspectKind) -> Suspect {
+        Suspect { kind, evidence: String::new(), retest: Retest::NotRun { reason: "not retested".into() } }
+    }
+
     fn uplink_suspect(uplinks: &[(&str, &str)], one_way: &[(&str, &str)]) -> Suspect {
         let name = |s: &str| SwitchName(s.into());
-        Suspect {
-            kind: SuspectKind::Uplink {
-                uplinks: uplinks.iter().map(|&(leaf, spine)| Uplink { leaf: name(leaf), spine: name(spine) }).collect(),
-                pairs: vec![[0, 4]],
-                one_way: one_way.iter().map(|&(from, to)| Way { from: name(from), to: name(to) }).collect(),
-            },
-            evidence: String::new(),
-            retest: Retest::NotRun { reason: "not retested".into() },
-        }
+        suspect_of(SuspectKind::Uplink {
+            uplinks: uplinks.iter().map(|&(leaf, spine)| Uplink { leaf: name(leaf), spine: name(spine) }).collect(),
+            pairs: vec![[0, 4]],
+            one_way: one_way.iter().map(|&(from, to)| Way { from: name(from), to: name(to) }).collect(),
+        })
+    }
+
+    #[test]
+    fn a_nic_suspect_names_its_device_and_cable_and_a_host_its_nics() {
+        let nic = |nic: Option<&str>, cable: Option<&str>| {
+            let (nic, cable) = (nic.map(str::to_string), cable.map(str::to_string));
+            suspect(&suspect_of(SuspectKind::Nic { rank: 5, host: "node03".into(), nic, cable }))
+        };
+        assert_eq!(nic(Some("mlx5_1"), None), "NIC node03 mlx5_1 (rank 5)");
+        assert_eq!(
+            nic(Some("mlx5_1"), Some("rail1 port 3")),
+            "NIC node03 mlx5_1 (rank 5) or its cable to rail1 port 3"
+        );
+        assert_eq!(nic(None, None), "NIC node03 of rank 5");
+        let host =
+            |ranks: Vec<usize>| suspect(&suspect_of(SuspectKind::Host { rank: 2, host: "node02".into(), ranks }));
+        assert_eq!(host(vec![]), "host node02 (rank 2)");
+        assert_eq!(host(vec![2, 3]), "host node02 (all 2 of its NICs: ranks 2, 3)");
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! Suspects on hosts of several NICs (`rails = "same"`): one NIC failing
+//! is that NIC (with its cable where the topology knows the port), every
+//! NIC of a host the host once; each retested with partners on its rails.
+
+use std::path::Path;
+
+use super::synthetic::rails;
+use super::{judge, retest_plan, Paths, RetestPlan};
+use crate::plan::Fabric;
+use crate::result::{Acceptance, RunResult, SuspectKind};
+use crate::scenario::{CheckSpec, Rule};
+
+fn checked(run: &RunResult, paths: Option<&dyn Paths>) -> Acceptance {
+    let mut spec = CheckSpec::default();
+    spec.push(Rule::parse("flow >= 90% of best").unwrap());
+    judge(run, &spec, paths).unwrap()
+}
+
+/// Rank `2h + k` is NIC k of node0{h+1}; 4 hosts of 2 NICs.
+fn slow(bad: &[usize]) -> RunResult {
+    rails(4, 2, |a, b| if bad.contains(&a) || bad.contains(&b) { 2.0 } else { 10.0 })
+}
+
+#[test]
+fn one_nic_failing_is_that_nic_retested_on_its_rail() {
+    let run = slow(&[5]);
+    let mut a = checked(&run, None);
+    let nic = SuspectKind::Nic { rank: 5, host: "node03".into(), nic: Some("mlx5_1".into()), cable: None };
+    assert_eq!(a.suspects.iter().map(|s| &s.kind).collect::<Vec<_>>(), [&nic]);
+    assert!(
+        a.suspects[0]
+            .evidence
+            .starts_with("all 3 of its links failed flow >= 90% of best while its host's other NICs passed"),
+        "{}",
+        a.suspects[0].evidence
+    );
+    let RetestPlan { plan, .. } = retest_plan(&run, &mut a, None).unwrap();
+    let flows = &plan.phases[0].flows;
+    assert!(flows.iter().all(|f| (f.src == 5) != (f.dst == 5) && (f.src + f.dst) % 2 == 0), "rail 1 only: {flows:?}");
+    assert!(plan.phases[0].name.starts_with("retest NIC node03 mlx5_1 with node"), "{}", plan.phases[0].name);
+}
+
+#[test]
+fn every_nic_of_a_host_failing_is_the_host_once_retested_on_each_rail() {
+    let run = slow(&[2, 3]);
+    let mut a = checked(&run, None);
+    let host = SuspectKind::Host { rank: 2, host: "node02".into(), ranks: vec![2, 3] };
+    assert_eq!(a.suspects.iter().map(|s| &s.kind).collect::<Vec<_>>(), [&host]);
+    let RetestPlan { plan, .. } = retest_plan(&run, &mut a, None).unwrap();
+    let mut links: Vec<(usize, usize)> =
+        plan.phases[0].flows.iter().map(|f| (f.src.min(f.dst), f.src.max(f.dst))).collect();
+    links.sort_unstable();
+    links.dedup();
+    assert_eq!(links.len(), 2, "one partner per NIC: {links:?}");
+    for (x, y) in links {
+        assert!([x, y].iter().any(|r| [2, 3].contains(r)), "{x}-{y}");
+        assert_eq!(x % 2, y % 2, "a partner on the NIC's own rail: {x}-{y}");
+    }
+}
+
+#[test]
+fn with_the_fabrics_ports_a_nic_is_named_with_its_cable() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/rails.ibnetdiscover");
+    let topology = crate::topology::read(&path, None).unwrap();
+    let run = slow(&[5]);
+    let fabric = Fabric::new(&topology, &run.hosts);
+    let a = checked(&run, Some(&fabric));
+    let [suspect] = &a.suspects[..] else { panic!("one suspect: {:?}", a.suspects) };
+    assert_eq!(
+        suspect.kind,
+        SuspectKind::Nic {
+            rank: 5,
+            host: "node03".into(),
+            nic: Some("mlx5_1".into()),
+            cable: Some("rail1 port 3".into())
+        }
+    );
+    // A whole rail leaf failing is the leaf, not each of its NICs.
+    let run = slow(&[1, 3, 5, 7]);
+    let fabric = Fabric::new(&topology, &run.hosts);
+    let a = checked(&run, Some(&fabric));
+    let kinds: Vec<&SuspectKind> = a.suspects.iter().map(|s| &s.kind).collect();
+    assert!(
+        matches!(kinds[..], [SuspectKind::Leaf { leaf, ranks }] if leaf.0 == "rail1" && ranks == &[1, 3, 5, 7]),
+        "{kinds:?}"
+    );
+}
