@@ -15,7 +15,7 @@ GLIBC_FLOOR=2.17
 # glibc's own libraries, the loader, and libgcc_s (Rust's unwinder).
 ALLOWED_NEEDED='^(libc|libm|libpthread|libdl|librt|libgcc_s)\.so\.[0-9]+$|^ld-linux[-a-z0-9_]*\.so\.[0-9]+$'
 # The acceptance kit, as the packages must hold it.
-KIT=(scenarios/acceptance/{tcp-all-pairs,rdma-all-pairs,gpu-all-pairs,rdma-incast-sweep}.toml hostfiles/examples/rails-64x8)
+KIT=(scenarios/acceptance/{tcp-all-pairs,rdma-all-pairs,gpu-all-pairs,rdma-incast-sweep}.toml hostfiles/examples/rails-64x8 hostfiles/examples/rails-64x8.topology.toml)
 # A pristine minbase root, made once (about 200 MB) and copied for each check.
 MINBASE=/var/cache/fabricbench-dist/minbase-bookworm
 QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
@@ -72,9 +72,18 @@ check_runs() {
     [ "$rc" -le 1 ] || fail "$bin probe exited $rc: $(cat "$work/probe")"
     "$bin" plan scenarios/fan-in.toml -H hostfiles/local >"$work/plan" || fail "$bin plan failed"
     [ "$(grep -c -- '-> 0 (' "$work/plan")" = 3 ] || fail "$bin plan: expected 3 flows into rank 0: $(cat "$work/plan")"
-    timeout 120 "$bin" run scenarios/fan-in.toml -H hostfiles/local --duration 2s --warmup 1s --no-save \
-        --no-progress --quiet --export-json "$work/run.json" 2>"$work/err" \
-        || fail "$bin fan-in exited $?: $(tail -n 20 "$work/err")"
+    # Exit 4 is the run refusing a window a rank was held up in (degraded):
+    # the aarch64 binary runs under qemu-user, and a busy host held one up
+    # 1.25 s once. Once more then; a second one fails.
+    local attempt rc
+    for attempt in 1 2; do
+        rc=0
+        timeout 120 "$bin" run scenarios/fan-in.toml -H hostfiles/local --duration 2s --warmup 1s --no-save \
+            --no-progress --quiet --export-json "$work/run.json" 2>"$work/err" || rc=$?
+        if [ "$rc" != 4 ] || [ "$attempt" = 2 ]; then break; fi
+        echo "dist --check: $bin fan-in degraded (exit 4): once more. $(grep -m1 degraded "$work/err")" >&2
+    done
+    [ "$rc" = 0 ] || fail "$bin fan-in exited $rc: $(tail -n 20 "$work/err")"
     python3 - "$work/run.json" <<'EOF' || fail "$bin fan-in: $(cat "$work/err")"
 import json, sys
 run = json.load(open(sys.argv[1]))

@@ -33,9 +33,14 @@ fabric_links() {  # fabric_links K MTU
     done
 }
 
-need_leaf() {   # need_leaf leafJ, or die
-    local leaf=$1 k
-    k=$(bed_leaves)
+need_leaf() {   # need_leaf leafJ (or rail leaf rKlJ), or die
+    local leaf=$1 k r
+    k=$(bed_leaves); r=$(bed_rails)
+    if [[ $leaf =~ ^r([1-9])l([1-9][0-9]*)$ ]]; then
+        ((BASH_REMATCH[1] <= r && BASH_REMATCH[2] <= (k ? k : 1))) \
+            || die "no rail leaf '$leaf' in the running bed (rails: $r, leaves per rail: $((k ? k : 1)))"
+        return 0
+    fi
     ((k > 0)) || die "the running bed has no leaves (bring it up with: $0 up N --leaves K)"
     { [[ $leaf =~ ^leaf([1-9][0-9]*)$ ]] && ((BASH_REMATCH[1] <= k)); } \
         || die "no leaf '$leaf' in the running bed (leaf1..leaf$k)"

@@ -206,6 +206,13 @@ impl Plan {
         busiest
     }
 
+    /// Whether any group moves data over RDMA: only then must the hostfile's
+    /// `devices=` be RDMA devices of their hosts (a TCP run names its ranks'
+    /// NICs with them, for the topology and suspects, and uses none).
+    pub fn uses_rdma(&self) -> bool {
+        self.phases.iter().flat_map(|p| &p.groups).any(|g| g.transport == Transport::Rdma)
+    }
+
     /// The devices each end of an RDMA flow uses when its group names none:
     /// each host's hostfile `devices=`, as many rails as both ends have
     /// (rail k meets rail k); empty for both when the group names its own

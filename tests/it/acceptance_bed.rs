@@ -62,7 +62,7 @@ fn accept_unchecked(bed: &Bed, bench: &Bench, extra: &[&str]) -> (Option<i32>, S
 /// The suspects still blamed after their retest. Others may have been
 /// suspected in the run (a busy 2-core machine slows a flow now and then)
 /// but must have passed when retested alone.
-fn blamed(run: &serde_json::Value) -> Vec<serde_json::Value> {
+pub(crate) fn blamed(run: &serde_json::Value) -> Vec<serde_json::Value> {
     let all = run["acceptance"]["suspects"].as_array().expect("suspects").clone();
     let (cleared, blamed): (Vec<_>, Vec<_>) = all.into_iter().partition(|s| s["retest"]["state"] == "cleared");
     for s in &cleared {
@@ -72,7 +72,7 @@ fn blamed(run: &serde_json::Value) -> Vec<serde_json::Value> {
 }
 
 /// Flows that failed and stayed failed, as (src, dst) ranks.
-fn failed_flows(run: &serde_json::Value) -> Vec<(u64, u64)> {
+pub(crate) fn failed_flows(run: &serde_json::Value) -> Vec<(u64, u64)> {
     let mut failed: Vec<(u64, u64)> = run["acceptance"]["checks"]
         .as_array()
         .unwrap()

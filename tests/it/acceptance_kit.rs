@@ -98,6 +98,30 @@ fn the_all_pairs_kit_runs_rail_by_rail_on_the_example_cluster() {
     }
 }
 
+/// The example cluster's topology places each rank on its own rail's leaf
+/// of its unit, and `plan` takes the two together.
+#[test]
+fn the_example_clusters_topology_places_every_nic_on_its_rails_leaf() {
+    use fabricbench::{hostfile, topology};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hosts = hostfile::read(&root.join("hostfiles/examples/rails-64x8")).unwrap();
+    let path = root.join("hostfiles/examples/rails-64x8.topology.toml");
+    let fabric = topology::read(&path, None).unwrap();
+    fabric.check_placed(&hosts, &path).unwrap();
+    for rank in &hosts {
+        let unit = if rank.name.as_str() <= "node32" { 1 } else { 2 };
+        let leaves: Vec<String> = fabric.attachments_of(rank).iter().map(|a| a.leaf.0.clone()).collect();
+        assert_eq!(leaves, [format!("su{unit}-rail{}", rank.slot)], "{} slot {}", rank.name, rank.slot);
+    }
+    let bench = Bench::new();
+    let args = ["plan", "acceptance/rdma-all-pairs", "-H", "hostfiles/examples/rails-64x8", "--topology"];
+    let topology = "hostfiles/examples/rails-64x8.topology.toml";
+    let out = bench.command(&[&args[..], &[topology]].concat()).current_dir(root).output().expect("run fabricbench");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("  leaf su2-rail7 (32 host(s), ×1 cable): node33:mlx5_7, node34:mlx5_7,"), "{stdout}");
+}
+
 /// From a folder outside the checkout, by its path: the scenario's
 /// `[gate] profile = "tcp-loopback"` is found in the tree it was shipped in.
 #[test]

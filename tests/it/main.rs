@@ -35,6 +35,7 @@ mod pacing;
 mod pair;
 mod plan;
 mod rails;
+mod rails_bed;
 mod rdma;
 mod rdma_run;
 mod rendered;

@@ -282,22 +282,37 @@ fn bad_slots_and_devices_are_refused_naming_the_line() {
     assert!(err.contains("warning: host `n0` has slots=64: 64 workers will run on it"), "{err}");
 }
 
-/// A device the hostfile names that the host does not have ends the run as
-/// it starts, naming the rank, the host, the device and what the host has.
+/// A device the hostfile names that the host does not have ends an RDMA
+/// run as it starts, naming the rank, the host, the device and what the
+/// host has. A TCP run uses no device: there `devices=` only names the
+/// ranks' NICs (for the topology and suspects), and the run goes on.
 #[test]
-fn a_device_not_on_the_host_fails_at_the_start() {
+fn a_device_not_on_the_host_fails_an_rdma_run_at_the_start() {
     let _machine = common::busy_machine();
     let bench = Bench::new();
-    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2 devices=nosuch0\n");
-    let scenario = bench.write(
-        "pair.toml",
-        "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\npattern = \"pairwise\"\n",
-    );
-    let out = bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-save", "--quiet"]);
+    // Both ranks name it: here neither has RDMA, and a rank without a
+    // check would fail in the phase on its own, racing the other's.
+    let hosts = bench.write("hosts", "127.0.0.1 devices=nosuch0\n127.0.0.2 devices=nosuch0\n");
+    let pair = |transport: &str| {
+        let scenario = bench.write(
+            "pair.toml",
+            &format!(
+                "[run]\nduration = \"1s\"\nwarmup = \"0s\"\ninterval = \"500ms\"\n[[group]]\nname = \"p\"\n\
+                 pattern = \"pairwise\"\ntransport = \"{transport}\"\n"
+            ),
+        );
+        bench.run(&["run", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--no-save", "--quiet"])
+    };
+    let tcp = pair("tcp");
+    assert!(tcp.status.success(), "{}", text(&tcp.stderr));
+    let out = pair("rdma");
     let err = text(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
-        err.contains("rank 1 (127.0.0.2): the hostfile gives host `127.0.0.2` device `nosuch0` (devices=), which is not on the host; "),
+        ["1 (127.0.0.2)", "0 (127.0.0.1)"].iter().any(|r| err.contains(&format!(
+            "rank {r}: the hostfile gives host `{}` device `nosuch0` (devices=), which is not on the host; ",
+            &r[3..r.len() - 1]
+        ))),
         "{err}"
     );
     assert!(err.contains("it has no RDMA devices (") || err.contains("its RDMA devices: "), "{err}");

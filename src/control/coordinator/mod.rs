@@ -264,7 +264,8 @@ impl Coordinator {
             }
             ToCoordinator::Heartbeat => {}
             ToCoordinator::Probe(inventory, facts, lldp) => {
-                let missing = self.plan.ranks.get(rank).and_then(|r| checks::missing_device(r, &inventory));
+                let rank_info = self.plan.ranks.get(rank).filter(|_| self.plan.uses_rdma());
+                let missing = rank_info.and_then(|r| checks::missing_device(r, &inventory));
                 let host = self.slots[rank].host.clone();
                 if let Some(lldp) = lldp.filter(|_| self.lldp) {
                     self.event(Event::Neighbours { rank, host: host.clone(), lldp });
