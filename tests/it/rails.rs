@@ -1,6 +1,11 @@
 //! `rails = "same"` through the binary: `plan` on hosts of two rails
 //! prints only rail k of one host with rail k of another, each group's
-//! flows and the run's length; a local run moves bytes on exactly those.
+//! flows and the run's length; a local run moves bytes on exactly those,
+//! and in the Soft-RoCE VM (rxe0, and rxe1 on a dummy interface) an RDMA
+//! all-pairs moves them device k to device k, each device's counters
+//! moving. (One VM: both "hosts" share its two devices, so the counters
+//! show each device carried traffic, and the ranks' own counters which
+//! device each rank used.)
 
 use crate::common;
 
@@ -86,5 +91,44 @@ fn a_local_run_moves_bytes_on_the_same_rail_of_two_hosts_only() {
     );
     for f in flows {
         assert!(f["rx_bytes"].as_u64().unwrap() > 0, "{f}");
+    }
+}
+
+#[test]
+fn rdma_rails_move_data_device_k_to_device_k_in_the_softroce_vm() {
+    use crate::rdma_run::{has_rdma, sent_packets, two_devices};
+    if !has_rdma() {
+        return;
+    }
+    let devices = two_devices();
+    if devices.len() < 2 {
+        eprintln!("SKIP: two rails need two ACTIVE RDMA devices, found {devices:?}");
+        return;
+    }
+    let bench = Bench::new();
+    let list = devices.join(",");
+    let hosts = bench.write("hosts", &format!("127.0.0.1 devices={list}\n127.0.0.2 devices={list}\n"));
+    let scenario = bench.write(
+        "rails.toml",
+        &format!("{}transport = \"rdma\"\nmessage_size = \"16K\"\n[group.rdma]\ntx_depth = 16\n", all_pairs("2s")),
+    );
+    let before: Vec<u64> = devices.iter().map(|d| sent_packets(d)).collect();
+    let run = run_json(&bench, &scenario, &hosts, &[]);
+    for (device, before) in devices.iter().zip(before) {
+        assert!(sent_packets(device) > before, "{device} carried nothing");
+    }
+    let device_of = |rank: u64| run["plan"]["ranks"][rank as usize]["devices"][0].as_str().unwrap().to_string();
+    let phase = &run["phases"][0];
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 4, "two rails of one host pair, both ways");
+    for f in flows {
+        let (src, dst) = (f["src"].as_u64().unwrap(), f["dst"].as_u64().unwrap());
+        assert_eq!(device_of(src), device_of(dst), "rail k meets rail k: {f}");
+        assert!(f["bytes"].as_u64().unwrap() > 0, "{f}");
+    }
+    for (rank, r) in phase["ranks"].as_array().unwrap().iter().enumerate() {
+        let used: Vec<&str> =
+            r["rdma_counters"].as_array().unwrap().iter().map(|c| c["device"].as_str().unwrap()).collect();
+        assert_eq!(used, [device_of(rank as u64).as_str()], "rank {rank} counts only its own device: {r}");
     }
 }
