@@ -320,9 +320,15 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct HostsArgs {
-    /// Hostfile to check
+    /// Hostfile to check (inside a Slurm allocation the default is its nodes)
     #[arg(short = 'H', long = "hostfile")]
-    pub hostfile: PathBuf,
+    pub hostfile: Option<PathBuf>,
+    /// How the hosts are reached, as `run` starts workers there (auto: srun
+    /// inside a Slurm allocation whose nodes the hosts are; else here when
+    /// every host is this machine; else ssh). mpirun is not one: it starts
+    /// one job, not a command per host
+    #[arg(long, value_enum, default_value_t = LauncherKind::Auto)]
+    pub launcher: LauncherKind,
     #[command(flatten)]
     pub ssh: SshArgs,
     /// Print the checks as JSON instead of a table

@@ -1,6 +1,6 @@
 //! `fabricbench hosts`: before a long run, check every host in parallel:
-//! reachable (over ssh, or here for local ranks, as `run` would start
-//! them), fabricbench present at the same version, clock offset, what the
+//! reachable (over ssh, through srun inside a Slurm allocation, or here for
+//! local ranks, as `run` would start them), fabricbench present at the same version, clock offset, what the
 //! host is (its own `fabricbench facts`), and its architecture, kernel and
 //! glibc, asked with the shell before fabricbench runs there, so a host
 //! whose glibc is too old for the binary says so.
@@ -106,12 +106,18 @@ pub enum Reach<'a> {
     /// Every host is this machine (local ranks): commands run here, with
     /// this binary.
     Here { exe: PathBuf },
+    /// Inside a Slurm allocation of the hosts: each command is a step of
+    /// one task on its node, with this binary's path (shared, as `run`'s
+    /// srun step assumes).
+    Srun { exe: PathBuf },
 }
 
 /// Where one host's commands run once it is reached.
 enum Shell {
     Ssh(Arc<openssh::Session>),
     Here,
+    /// A step on this node of the allocation.
+    Srun(String),
 }
 
 impl Shell {
@@ -119,6 +125,12 @@ impl Shell {
         match self {
             Shell::Ssh(session) => Ok(session.command(program).args(args).output().await?),
             Shell::Here => Ok(tokio::process::Command::new(program).args(args).output().await?),
+            Shell::Srun(node) => {
+                // --overlap: a step beside the other hosts' (and a run's) own.
+                let step = ["--nodes=1", "--ntasks=1", "--quiet", "--overlap", "--job-name=fabricbench-hosts"];
+                let mut srun = tokio::process::Command::new("srun");
+                Ok(srun.args(step).args(["--nodelist", node, program]).args(args).output().await?)
+            }
         }
     }
 }
@@ -133,25 +145,27 @@ enum NotRun {
 }
 
 impl Reach<'_> {
-    /// The host's shell and the fabricbench to run there.
-    async fn open(&self, host: &Host) -> Result<(Shell, String), Unreached> {
+    /// The host's shell, and the fabricbench to run there or why there is
+    /// none (staging found no binary for it).
+    async fn open(&self, host: &Host) -> Result<(Shell, Result<String, StageError>), String> {
         match self {
             Reach::Ssh(launcher) => {
-                let session = launcher.session(&host.name).await.map_err(Unreached::Connect)?;
-                let exe = launcher.remote_exe(&host.name, &session).await.map_err(Unreached::Exe)?;
+                let session = launcher.session(&host.name).await.map_err(|e: Unconnected| e.to_string())?;
+                let exe = launcher.remote_exe(&host.name, &session).await;
                 Ok((Shell::Ssh(session), exe))
             }
-            Reach::Here { exe } => Ok((Shell::Here, exe.display().to_string())),
+            Reach::Here { exe } => Ok((Shell::Here, Ok(exe.display().to_string()))),
+            Reach::Srun { exe } => {
+                // Reached when a step runs there at all.
+                let shell = Shell::Srun(host.name.clone());
+                match shell.output("true", &[]).await {
+                    Ok(out) if out.status.success() => Ok((shell, Ok(exe.display().to_string()))),
+                    Ok(out) => Err(format!("srun: ({}) {}", out.status, String::from_utf8_lossy(&out.stderr).trim())),
+                    Err(e) => Err(format!("cannot run srun: {e}")),
+                }
+            }
         }
     }
-}
-
-/// Why a host's checks could not start.
-enum Unreached {
-    /// Not reached at all.
-    Connect(Unconnected),
-    /// Reached, but no fabricbench to run there.
-    Exe(StageError),
 }
 
 /// Checks every host at once.
@@ -176,12 +190,8 @@ async fn check(reach: &Reach<'_>, host: &Host) -> HostCheck {
     };
     let (shell, exe) = match reach.open(host).await {
         Ok(opened) => opened,
-        Err(unreached) => {
-            result.reachable = matches!(unreached, Unreached::Exe(_));
-            result.problem = Some(match unreached {
-                Unreached::Connect(e) => format!("unreachable: {e}"),
-                Unreached::Exe(e) => e.to_string(),
-            });
+        Err(e) => {
+            result.problem = Some(format!("unreachable: {e}"));
             result.elapsed_ms = ms(started.elapsed());
             return result;
         }
@@ -190,6 +200,15 @@ async fn check(reach: &Reach<'_>, host: &Host) -> HostCheck {
     if let Ok(out) = shell.output("sh", &["-c", PLATFORM_SCRIPT]).await {
         result.platform = Platform::parse(&String::from_utf8_lossy(&out.stdout));
     }
+    // A host staging refused still gets its row: reached, its platform, why.
+    let exe = match exe {
+        Ok(exe) => exe,
+        Err(refused) => {
+            result.problem = Some(refused.to_string());
+            result.elapsed_ms = ms(started.elapsed());
+            return result;
+        }
+    };
     let ours = format!("fabricbench {}", env!("CARGO_PKG_VERSION"));
     match shell.output(&exe, &["--version"]).await {
         Ok(out) if out.status.success() => {

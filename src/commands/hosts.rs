@@ -3,27 +3,28 @@
 
 use crate::cli::{HostsArgs, ProbeArgs};
 use crate::commands::launching::{ssh_launcher, this_exe};
+use crate::commands::run::hosts_of;
 use crate::commands::{runtime, Failure};
+use crate::hostcheck;
 use crate::hostcheck::Reach;
-use crate::launch::choose::{self, Choice, LauncherKind};
+use crate::launch::choose::{self, Choice};
+use crate::launch::slurm::Allocation;
 use crate::launch::Launcher;
 use crate::report::terminal::{self, stdout};
-use crate::{hostcheck, hostfile};
 
 pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
-    let ranks = hostfile::read(&args.hostfile).map_err(Failure::bad_input)?;
+    let allocation = Allocation::from_env().map_err(Failure::bad_input)?;
+    let (ranks, _) = hosts_of(args.hostfile.as_deref(), allocation.as_ref()).map_err(Failure::bad_input)?;
     // Each host once, however many ranks it runs.
     let hosts: Vec<_> = ranks.into_iter().filter(|h| h.slot == 0).collect();
-    // Reached as `run` would start them: local ranks here, the rest over
-    // ssh (a Slurm allocation's nodes too: srun runs no checks).
-    let local =
-        matches!(choose::choose(LauncherKind::Auto, &hosts, None, None, choose::is_this_machine), Ok(Choice::Local));
-    let checks = match local {
-        true => {
-            let reach = Reach::Here { exe: this_exe().map_err(Failure::RunFailed)? };
-            runtime()?.block_on(hostcheck::check_all(&reach, &hosts))
-        }
-        false => {
+    // Reached as `run` would start them: here, through srun, or over ssh.
+    let choice = choose::choose(args.launcher, &hosts, allocation, None, choose::is_this_machine);
+    let exe = || this_exe().map_err(Failure::RunFailed);
+    let checks = match choice.map_err(Failure::bad_input)? {
+        Choice::Local => runtime()?.block_on(hostcheck::check_all(&Reach::Here { exe: exe()? }, &hosts)),
+        Choice::Slurm(_) => runtime()?.block_on(hostcheck::check_all(&Reach::Srun { exe: exe()? }, &hosts)),
+        Choice::Mpirun => return Err(Failure::bad_input(anyhow::anyhow!(MPIRUN))),
+        Choice::Ssh | Choice::Tree { .. } => {
             let launcher = ssh_launcher(&args.ssh).map_err(Failure::RunFailed)?;
             runtime()?.block_on(async {
                 let checks = hostcheck::check_all(&Reach::Ssh(&launcher), &hosts).await;
@@ -42,6 +43,10 @@ pub fn hosts(args: &HostsArgs) -> Result<(), Failure> {
         failed => Err(Failure::CheckFailed(format!("{failed} of {} host(s) failed the checks", checks.len()))),
     }
 }
+
+/// Why `hosts --launcher mpirun` is refused.
+const MPIRUN: &str = "`hosts --launcher mpirun`: mpirun starts one job, not a command on each host; check the \
+                      hosts over ssh (--launcher ssh) or, inside a Slurm allocation, through srun (--launcher slurm)";
 
 /// What this host is (kernel, OS, CPU, rdma-core, RDMA devices' drivers,
 /// firmware, models and port rates); never fails for a missing fact.

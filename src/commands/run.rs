@@ -278,7 +278,10 @@ fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::
 
 /// The hosts of a run: the hostfile's, or else the Slurm allocation's
 /// nodes; with where they came from, for messages.
-fn hosts_of(hostfile: Option<&Path>, allocation: Option<&Allocation>) -> anyhow::Result<(Vec<Host>, String)> {
+pub(crate) fn hosts_of(
+    hostfile: Option<&Path>,
+    allocation: Option<&Allocation>,
+) -> anyhow::Result<(Vec<Host>, String)> {
     match (hostfile, allocation) {
         (Some(path), _) => Ok((hostfile::read(path)?, format!("hostfile {}", path.display()))),
         (None, Some(a)) => Ok((a.nodes.clone(), format!("the {} node(s) of Slurm job {}", a.nodes.len(), a.job))),

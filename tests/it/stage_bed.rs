@@ -88,4 +88,22 @@ fn a_host_without_a_binary_for_its_architecture_is_refused_before_anything_start
         assert!(bed.workers(host).is_empty(), "a worker started on {host}");
     }
     assert!(bench.processes().is_empty(), "{:?}", bench.processes());
+
+    // `hosts` staging from the same folder: a row for each refused host,
+    // reached, with its platform and why nothing can run there.
+    let config = bed.ssh_config.to_str().unwrap();
+    let hosts = ["hosts", "-H", bed.hostfile.to_str().unwrap(), "--ssh-config", config, "--stage", "--dist"];
+    let out = bench.run(&[&hosts[..], &[dist.to_str().unwrap(), "--json"]].concat());
+    assert_eq!(out.status.code(), Some(3), "failed checks: {}", text(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the rows as JSON");
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for row in rows {
+        assert_eq!((&row["reachable"], &row["platform"]["machine"]), (&true.into(), &arch.into()), "{row}");
+        let problem = row["problem"].as_str().unwrap_or_default();
+        assert!(
+            problem.contains(&format!("is {arch} (uname -m)")) && problem.contains(&format!("have: {other}")),
+            "{row}"
+        );
+    }
 }

@@ -116,6 +116,23 @@ fn fan_in_under_salloc_runs_one_worker_per_node() {
     assert!(run["launch_s"].as_f64().unwrap() > 0.0);
     assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(5)), Vec::<String>::new());
     assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
+
+    // `hosts` in an allocation checks its nodes through srun, as `run` starts them.
+    let out = slurm(&bench, &bed, "salloc", &["-N", "2", "-w", "h2,h3", common::bin(), "hosts", "--json"])
+        .output()
+        .expect("salloc");
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let json = text(&out.stdout);
+    let rows: serde_json::Value = serde_json::from_str(&json[json.find('[').unwrap_or(0)..]).expect("the rows");
+    let ours = format!("fabricbench {}", env!("CARGO_PKG_VERSION"));
+    let checked: Vec<(&str, bool, &str)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["host"].as_str().unwrap(), r["reachable"] == true, r["version"].as_str().unwrap_or("?")))
+        .collect();
+    assert_eq!(checked, [("h2", true, ours.as_str()), ("h3", true, ours.as_str())], "{json}");
+    assert!(rows.as_array().unwrap().iter().all(|r| r["problem"].is_null()), "{json}");
 }
 
 #[test]
@@ -165,6 +182,20 @@ fn worker_killed_under_srun_is_named_and_partial_results_kept() {
     }
     assert_eq!(left_on(&bed, &HOSTS4, Duration::from_secs(8)), Vec::<String>::new());
     assert!(bench.leftovers(Duration::from_secs(5)).is_empty(), "{:?}", bench.processes());
+}
+
+#[test]
+fn hosts_refuses_mpirun_and_srun_outside_an_allocation() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "h1\nh2\n");
+    let hosts = hosts.to_str().unwrap();
+    let out = bench.command(&["hosts", "-H", hosts, "--launcher", "mpirun"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("mpirun starts one job, not a command on each host"), "{}", text(&out.stderr));
+    let out =
+        bench.command(&["hosts", "-H", hosts, "--launcher", "slurm"]).env_remove("SLURM_JOB_ID").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("salloc"), "says how to get an allocation: {}", text(&out.stderr));
 }
 
 #[test]
