@@ -185,6 +185,10 @@ pub struct PlanArgs {
     pub inputs: Inputs,
     #[command(flatten)]
     pub topology: TopologyArgs,
+    /// Print the plan as JSON (its ranks, phases and flows, as run.json's
+    /// `plan`, with the estimate in seconds) instead of lines
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The `--topology` that asks the workers for their hosts' LLDP neighbours.

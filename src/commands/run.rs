@@ -35,6 +35,9 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
     }
     let overrides = run::Overrides { topology: args.topology.table(), ..Default::default() };
     let (prepared, ..) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
+    if args.json {
+        return plan_json(&prepared);
+    }
     let say = |line: std::fmt::Arguments| stdout::print(format_args!("{line}\n"));
     if let Some(topology) = &prepared.topology {
         say(format_args!("topology {}:", topology.path.display()))?;
@@ -89,6 +92,26 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
         say(format_args!("note: {note}"))?;
     }
     Ok(())
+}
+
+/// `plan --json`: the plan as run.json records it, the topology's file and
+/// the run's length in seconds.
+fn plan_json(prepared: &run::Prepared) -> Result<(), Failure> {
+    let window = prepared.scenario.run.warmup + prepared.scenario.run.duration;
+    let length = estimate::Length::of(&prepared.plan, window);
+    let value = serde_json::json!({
+        "topology": prepared.topology.as_ref().map(|t| t.path.display().to_string()),
+        "plan": prepared.plan,
+        "estimate": {
+            "phases": length.phases,
+            "window_s": length.window.as_secs_f64(),
+            "setup_s": length.setup().as_secs_f64(),
+            "total_s": length.total().as_secs_f64(),
+        },
+        "notes": estimate::rails_note(&prepared.plan, &prepared.scenario).into_iter().collect::<Vec<_>>(),
+    });
+    let text = serde_json::to_string(&value).map_err(Failure::run_failed)?;
+    Ok(stdout::print(format_args!("{text}\n"))?)
 }
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {

@@ -120,6 +120,18 @@ fn the_example_clusters_topology_places_every_nic_on_its_rails_leaf() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout.contains("  leaf su2-rail7 (32 host(s), ×1 cable): node33:mlx5_7, node34:mlx5_7,"), "{stdout}");
+
+    // The same plan as JSON, for scripts: run.json's plan and the estimate in seconds.
+    let json = [&args[..], &[topology, "--json"]].concat();
+    let out = bench.command(&json).current_dir(root).output().expect("run fabricbench");
+    let plan: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    assert_eq!(plan["topology"], topology);
+    assert_eq!(plan["plan"]["ranks"].as_array().unwrap().len(), 512);
+    let phases = plan["plan"]["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 63, "a round per other host");
+    assert!(phases.iter().all(|p| p["flows"].as_array().unwrap().len() == 512), "32 host pairs × 8 rails × 2 ways");
+    assert_eq!(plan["estimate"], serde_json::json!({"phases": 63, "window_s": 6.0, "setup_s": 63.0, "total_s": 441.0}));
 }
 
 /// From a folder outside the checkout, by its path: the scenario's
