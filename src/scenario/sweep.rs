@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::scenario::limits::MAX_SWEEP_POINTS;
 use crate::scenario::placement::Numa;
+use crate::scenario::rails::Rails;
 use crate::scenario::rate::{BadRate, Rate};
 use crate::scenario::rdma::{CompletionMode, InvalidParam, RdmaKnobs};
 use crate::scenario::stress::Threads;
@@ -240,6 +241,12 @@ pub enum PointError {
     Ranks(#[from] BadRanks),
     #[error("{asked} senders asked, but group `{group}` has only {has}")]
     TooFewSenders { asked: usize, group: String, has: usize },
+    #[error(
+        "sweeping `senders` of group `{group}` with rails = \"same\" needs its senders listed: the sweep takes \
+         the first N of them, and those of the receiver's rail on other hosts are the ones that can send \
+         (e.g. senders = \"8,16,24\" with eight ranks a host)"
+    )]
+    SendersOnRails { group: String },
     #[error("`{0}` is not a load; use 0 to 100 (percent)")]
     NotALoad(String),
     #[error("`{value}` is not {what}")]
@@ -353,6 +360,11 @@ fn rate(value: &Value) -> Result<Rate, PointError> {
 fn set_senders(g: &mut GroupSpec, k: usize, ranks: usize) -> Result<(), PointError> {
     if g.pattern != Pattern::FanIn {
         return Err(PointError::SendersNeedFanIn { group: g.name.clone(), pattern: g.pattern.name() });
+    }
+    // The first N of every rank would be the receiver's own host's other
+    // rails, which rails = "same" leaves out: the user names the rail's.
+    if g.rails == Some(Rails::Same) && g.senders.is_none() {
+        return Err(PointError::SendersOnRails { group: g.name.clone() });
     }
     if ranks == usize::MAX {
         return Ok(());

@@ -65,6 +65,41 @@ fn plan_prints_one_rail_of_two_hosts_per_flow_and_the_length() {
     }
 }
 
+/// A senders sweep of a rail fan-in takes the first N of the senders the
+/// group lists; left to every rank, it says to list the rail's.
+#[test]
+fn a_senders_sweep_on_rails_takes_the_listed_senders_of_the_rail() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "n[1-5] devices=mlx5_0,mlx5_1\n");
+    let sweep = |senders: &str| {
+        let scenario = bench.write(
+            "sweep.toml",
+            &format!(
+                "[[group]]\nname = \"incast\"\npattern = \"fan-in\"\nrails = \"same\"\nreceivers = 0\n{senders}\
+                 [sweep]\nparameter = \"senders\"\nvalues = [1, 2, 4]\n"
+            ),
+        );
+        bench.run(&["plan", scenario.to_str().unwrap(), "-H", hosts.to_str().unwrap(), "--json"])
+    };
+    let out = sweep("");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr)
+            .contains("sweeping `senders` of group `incast` with rails = \"same\" needs its senders listed"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = sweep("senders = \"2,4,6,8\"\n");
+    let plan: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let phases = plan["plan"]["phases"].as_array().unwrap();
+    let senders: Vec<Vec<u64>> = phases
+        .iter()
+        .map(|p| p["flows"].as_array().unwrap().iter().map(|f| f["src"].as_u64().unwrap()).collect())
+        .collect();
+    assert_eq!(senders, [vec![2], vec![2, 4], vec![2, 4, 6, 8]], "rail 0 of the next hosts, into rank 0");
+}
+
 #[test]
 fn a_local_run_moves_bytes_on_the_same_rail_of_two_hosts_only() {
     let _machine = common::busy_machine();
