@@ -41,7 +41,7 @@ impl<'a> Fabric<'a> {
         Fabric {
             topology,
             hosts: hosts.iter().map(|h| h.name.as_str()).collect(),
-            attached: hosts.iter().map(|h| topology.attachments_of(h)).collect(),
+            attached: hosts.iter().map(|h| topology.attachments_of(&h.name, &h.devices)).collect(),
         }
     }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::stats::median;
-use crate::plan::Plan;
+use crate::plan::{Plan, RankInfo};
 use crate::result::{repeats, PhaseResult};
 use crate::scenario::Mode;
 use crate::topology::Topology;
@@ -19,7 +19,8 @@ use crate::topology::Topology;
 pub struct LeafPairs {
     /// The topology file (or LLDP folder) the leaves come from, as given.
     pub topology: String,
-    /// Each rank's leaf, by rank: where its host's first NIC is cabled.
+    /// Each rank's leaf, by rank: where its own NIC (on a rail fabric) or
+    /// its host's first NIC is cabled.
     pub rank_leaves: Vec<String>,
     /// One row per pair of leaves with a bandwidth flow between them, in
     /// the leaves' name order.
@@ -43,10 +44,10 @@ pub struct LeafPairRow {
 impl LeafPairs {
     /// The ranks of `plan` on `topology` (read from `path`), no rows yet.
     pub fn new(path: &Path, plan: &Plan, topology: &Topology) -> LeafPairs {
-        let leaf = |host: &str| topology.hosts.get(host).and_then(|on| on.first()).map(|a| a.leaf.0.clone());
+        let leaf = |r: &RankInfo| topology.attachments_of(&r.host, &r.devices).first().map(|a| a.leaf.0.clone());
         LeafPairs {
             topology: path.display().to_string(),
-            rank_leaves: plan.ranks.iter().map(|r| leaf(&r.host).unwrap_or_default()).collect(),
+            rank_leaves: plan.ranks.iter().map(|r| leaf(r).unwrap_or_default()).collect(),
             rows: Vec::new(),
         }
     }

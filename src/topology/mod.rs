@@ -196,9 +196,9 @@ pub fn from_lldp_texts<'a>(
 /// The NIC a rank uses alone, by which the topology places it: its one
 /// device of `devices=` where its host has several named NICs (a rail
 /// fabric); `None` where the host's attachments place it as well.
-fn own_nic<'h>(rank: &'h Host, attached: &[Attachment]) -> Option<&'h str> {
+fn own_nic<'h>(devices: &'h [String], attached: &[Attachment]) -> Option<&'h str> {
     let named = attached.iter().filter(|a| a.nic.is_some()).count();
-    match rank.devices.as_slice() {
+    match devices {
         [device] if named >= 2 => Some(device),
         _ => None,
     }
@@ -225,7 +225,8 @@ impl Topology {
             let Some(attached) = self.hosts.get(&host.name) else {
                 return Err(TopologyError::Unplaced { path: path.to_path_buf(), host: host.name.clone() });
             };
-            if let (Some(nic), None) = (own_nic(host, attached), self.attachment(&host.name, own_nic(host, attached))) {
+            let own = own_nic(&host.devices, attached);
+            if let (Some(nic), None) = (own, self.attachment(&host.name, own)) {
                 let placed: Vec<&str> = attached.iter().filter_map(|a| a.nic.as_deref()).collect();
                 let (host, nic, placed) = (host.name.clone(), nic.to_string(), placed.join(", "));
                 return Err(TopologyError::NicUnplaced { path: path.to_path_buf(), host, nic, rank, placed });
@@ -240,12 +241,13 @@ impl Topology {
         self.hosts.get(host)?.iter().find(|a| a.nic.as_deref() == Some(nic))
     }
 
-    /// Where a rank is cabled: its own NIC's attachment (see [`own_nic`]),
+    /// Where a rank of `host` using `devices` is cabled: its own NIC's
+    /// attachment (see [`own_nic`]),
     /// else every attachment of its host (a rank using all of them, or a
     /// topology that names no NIC).
-    pub fn attachments_of(&self, rank: &Host) -> Vec<&Attachment> {
-        let all = self.hosts.get(&rank.name).map(Vec::as_slice).unwrap_or_default();
-        match self.attachment(&rank.name, own_nic(rank, all)) {
+    pub fn attachments_of(&self, host: &str, devices: &[String]) -> Vec<&Attachment> {
+        let all = self.hosts.get(host).map(Vec::as_slice).unwrap_or_default();
+        match self.attachment(host, own_nic(devices, all)) {
             Some(own) => vec![own],
             None => all.iter().collect(),
         }
@@ -401,7 +403,7 @@ mod tests {
     fn a_rank_with_a_nic_of_its_own_is_placed_by_it() {
         let topology = rails();
         let four = ranks("n1 devices=mlx5_0,mlx5_1\nn2 devices=mlx5_0,mlx5_1\n");
-        let [n1_0, n1_1, n2_0, n2_1] = [0, 1, 2, 3].map(|r| topology.attachments_of(&four[r]));
+        let [n1_0, n1_1, n2_0, n2_1] = [0, 1, 2, 3].map(|r| topology.attachments_of(&four[r].name, &four[r].devices));
         assert_eq!(n1_1.iter().map(|a| a.leaf.0.as_str()).collect::<Vec<_>>(), ["rail1"]);
         assert_eq!(topology.route_between(&n1_0, &n2_0), Some(Route { hops: 2, uplinks: vec![] }));
         assert_eq!(topology.route_between(&n1_1, &n2_1), Some(Route { hops: 2, uplinks: vec![] }));
@@ -409,7 +411,7 @@ mod tests {
         assert_eq!((cross.hops, cross.uplinks), (4, vec![up("rail0", "spine"), up("rail1", "spine")]));
         // A rank using every NIC of its host (slots=1) is on both rails.
         let whole = ranks("n1 slots=1 devices=mlx5_0,mlx5_1\n");
-        assert_eq!(topology.attachments_of(&whole[0]).len(), 2);
+        assert_eq!(topology.attachments_of("n1", &whole[0].devices).len(), 2);
         topology.check_placed(&four, Path::new("r.toml")).unwrap();
     }
 

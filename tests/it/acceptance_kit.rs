@@ -110,7 +110,8 @@ fn the_example_clusters_topology_places_every_nic_on_its_rails_leaf() {
     fabric.check_placed(&hosts, &path).unwrap();
     for rank in &hosts {
         let unit = if rank.name.as_str() <= "node32" { 1 } else { 2 };
-        let leaves: Vec<String> = fabric.attachments_of(rank).iter().map(|a| a.leaf.0.clone()).collect();
+        let leaves: Vec<String> =
+            fabric.attachments_of(&rank.name, &rank.devices).iter().map(|a| a.leaf.0.clone()).collect();
         assert_eq!(leaves, [format!("su{unit}-rail{}", rank.slot)], "{} slot {}", rank.name, rank.slot);
     }
     let bench = Bench::new();

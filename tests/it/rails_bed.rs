@@ -57,6 +57,7 @@ struct Accepted {
     output: String,
     run: serde_json::Value,
     junit: String,
+    html: String,
 }
 
 fn accept(bed: &Bed, n: usize, leaves: usize) -> Accepted {
@@ -77,6 +78,7 @@ fn accept(bed: &Bed, n: usize, leaves: usize) -> Accepted {
         output: text(&out.stderr) + &text(&out.stdout),
         run: read_json(&bench.result_dir().join("run.json")),
         junit: std::fs::read_to_string(&junit).expect("--export-junit wrote its file"),
+        html: std::fs::read_to_string(bench.result_dir().join("report.html")).expect("report.html"),
     }
 }
 
@@ -188,4 +190,10 @@ fn a_slow_rail_uplink_is_named_on_a_rail_bed() {
     let crossing: Vec<[u64; 2]> = [1u64, 3].iter().flat_map(|&a| [5u64, 7, 9, 11].map(|b| [a, b])).collect();
     assert_eq!(found[0]["pairs"], serde_json::json!(crossing), "{found:?}");
     assert!(slow.output.contains("suspect(s): uplink r2l1 ↔ rsp"), "{}", slow.output);
+    // report.html's fabric tree: every rail leaf with its NICs, the suspect uplink red and dashed.
+    let tree = &slow.html[slow.html.find("<h2>Fabric tree</h2>").expect("a fabric tree")..];
+    for nic in ["h1 eth1", "h1 eth2", "h6 eth2"] {
+        assert!(tree.contains(&format!(">{nic}<")), "{nic} under its rail leaf: {tree}");
+    }
+    assert!(tree.contains("<title>uplink r2l1 ↔ rsp") && tree.contains("stroke-dasharray"), "{tree}");
 }

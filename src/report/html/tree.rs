@@ -1,6 +1,6 @@
 //! The fabric tree of a run with a topology, as an inline SVG written by
 //! hand (plotters has no `<title>` tooltips): spines on top, leaves below,
-//! each leaf's hosts under it, one line per leaf–spine uplink coloured by
+//! each leaf's hosts under it (on a rail fabric, each rail leaf's NICs), one line per leaf–spine uplink coloured by
 //! what `acceptance.uplinks` says of the links that crossed it. An uplink
 //! of several cables is still one line (the cables of one leaf–spine pair
 //! would lie on top of each other), labelled with their count ("×4") from
@@ -68,11 +68,17 @@ impl UplinkState {
 /// without a topology.
 pub fn section(run: &RunResult) -> Option<String> {
     let leaf_pairs = run.leaf_pairs.as_ref()?;
-    let mut hosts: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    // Hosts by name; on a rail fabric each with the NIC cabled to that leaf.
+    let mut names: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for (rank, leaf) in leaf_pairs.rank_leaves.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
-        let host = run.plan.ranks.get(rank).map(|r| r.host.as_str());
-        hosts.entry(leaf).or_default().extend(host);
+        let Some(r) = run.plan.ranks.get(rank) else { continue };
+        names
+            .entry(leaf)
+            .or_default()
+            .insert(r.own_nic().map_or_else(|| r.host.clone(), |nic| format!("{} {nic}", r.host)));
     }
+    let mut hosts: BTreeMap<&str, BTreeSet<&str>> =
+        names.iter().map(|(leaf, on)| (*leaf, on.iter().map(String::as_str).collect())).collect();
     let uplinks = run.acceptance.as_ref().map(|a| a.uplinks.as_slice()).unwrap_or_default();
     for u in uplinks {
         hosts.entry(&u.uplink.leaf.0).or_default();
