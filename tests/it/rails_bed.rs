@@ -2,17 +2,24 @@
 //! each (`scripts/testbed up --rails 2`), NIC k of every host on rail k's
 //! leaf, TCP ranks bound to their NIC's address by `addrs=` and named by
 //! `devices=`, all-pairs with `rails = "same"`. Every NIC port runs at
-//! 1 Gbit/s (tbf); the fault under test is one NIC or both NICs of one host
-//! at 300 Mbit/s, or one rail leaf's uplink at 250 Mbit/s. The interface
-//! counters of each host say which NIC carried what.
+//! 500 Mbit/s (tbf; a round of 4 hosts is 8 flows, which at 1 Gbit/s each
+//! left a 2-core CI host too busy to keep the ranks' windows); the fault
+//! under test is one NIC or both NICs of one host at 150 Mbit/s, or one
+//! rail leaf's uplink at 250 Mbit/s, which two flows share each way. The
+//! interface counters of each host say which NIC carried what.
 
-use crate::acceptance_bed::{blamed, failed_flows};
+use crate::acceptance_bed::{blamed_at, failed_flows};
 use crate::common::testbed::Bed;
 use crate::common::{read_json, text, Bench};
 
 const RAILS: usize = 2;
-const HEALTHY: &str = "1gbit";
-const SLOW: &str = "300mbit";
+const HEALTHY: &str = "500mbit";
+const SLOW: &str = "150mbit";
+
+/// The suspects still blamed after their retest, those cleared at the healthy rate.
+fn blamed(run: &serde_json::Value) -> Vec<serde_json::Value> {
+    blamed_at(run, 0.35)
+}
 
 /// `hI devices=eth1,eth2 addrs=…` for h1..hN: rank 2(I-1)+k-1 is hI's ethk.
 fn hostfile(n: usize) -> String {
@@ -36,8 +43,8 @@ fn topology(n: usize, leaves: usize) -> String {
     text + &format!("[switch.rsp]\nlinks = [{}]\n", links.join(", "))
 }
 
-/// Every NIC of `n` hosts shaped to 1 Gbit/s both ways, but those of `slow`
-/// (`h3:eth2`) at 300 Mbit/s.
+/// Every NIC of `n` hosts shaped to 500 Mbit/s both ways, but those of
+/// `slow` (`h3:eth2`) at 150 Mbit/s.
 fn shapes(n: usize, slow: &[&str]) -> Vec<String> {
     let nics = (1..=n).flat_map(|i| (1..=RAILS).map(move |k| format!("h{i}:eth{k}")));
     nics.flat_map(|nic| {
@@ -47,7 +54,8 @@ fn shapes(n: usize, slow: &[&str]) -> Vec<String> {
     .collect()
 }
 
-const SCENARIO: &str = "[run]\nname = \"rails\"\nduration = \"1s\"\nwarmup = \"300ms\"\ninterval = \"250ms\"\n\n\
+/// 2 s windows: in 1 s ones a rank held up 120 ms was a degraded round.
+const SCENARIO: &str = "[run]\nname = \"rails\"\nduration = \"2s\"\nwarmup = \"500ms\"\ninterval = \"500ms\"\n\n\
      [[group]]\nname = \"pairs\"\npattern = \"all-pairs\"\nrails = \"same\"\nbidirectional = true\n\n\
      [check]\nflow = \"70% of best\"\n";
 
@@ -137,7 +145,7 @@ fn a_slow_nic_and_a_slow_host_are_named_on_a_rail_bed() {
     }
     assert!(healthy.junit.contains("<testsuite name=\"nics\" tests=\"8\" failures=\"0\""), "{}", healthy.junit);
 
-    // h3's eth2 (rank 5) at 300 Mbit/s: that NIC, with its leaf, not h3.
+    // h3's eth2 (rank 5) at 150 Mbit/s: that NIC, with its leaf, not h3.
     bed.shape(&format!("h3:eth2={SLOW}"));
     let nic = accept(&bed, 4, 1);
     assert_eq!(nic.code, Some(3), "{}", nic.output);

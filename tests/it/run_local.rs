@@ -485,8 +485,11 @@ fn a_long_tcp_latency_phase_keeps_every_round_trip() {
         "{samples} samples ({} 2^20), {sent} round trips counted, {echoed} echoed, {rate:.0}/s",
         if samples > 1 << 20 { "above" } else { "below" }
     );
-    assert!((samples as f64 - sent as f64).abs() <= 2.0 + rate * 0.005, "{samples} samples of {sent} round trips");
-    assert!((samples as f64 - echoed as f64).abs() <= 2.0 + rate * (0.005 + rtt_s), "{samples} vs {echoed} echoed");
+    // The reads' slack: 20 ms, a few scheduler quanta; a loaded 2-core CI
+    // host woke them 7.8 ms apart (58 round trips at 7.4 k/s).
+    let slack = rate * 0.02;
+    assert!((samples as f64 - sent as f64).abs() <= 2.0 + slack, "{samples} samples of {sent} round trips");
+    assert!((samples as f64 - echoed as f64).abs() <= 2.0 + slack + rate * rtt_s, "{samples} vs {echoed} echoed");
     assert!(samples as f64 >= rate * 44.0, "the whole window: {flow}");
 }
 
