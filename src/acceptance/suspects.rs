@@ -145,15 +145,15 @@ impl Evidence<'_> {
     /// A host whose every link failed, those of each of its NICs' ranks
     /// where it has several.
     fn host(&self, ranks: Vec<usize>) -> (u8, OnLink, SuspectKind, String) {
-        let count = self.measured.iter().filter(|l| ranks.contains(&l.a) || ranks.contains(&l.b)).count();
-        let (rank, host) = (ranks[0], self.host_of(ranks[0]));
         let of = match ranks.len() {
             1 => String::new(),
             n => format!(", those of each of its {n} NICs (ranks),"),
         };
-        let ranks = if ranks.len() > 1 { ranks } else { Vec::new() };
-        let kind = SuspectKind::Host { rank, host, ranks: ranks.clone() };
-        let on = move |a: usize, b: usize| [a, b].iter().any(|r| *r == rank || ranks.contains(r));
+        let (rank, host) = (ranks[0], self.host_of(ranks[0]));
+        let kind = SuspectKind::Host { rank, host, ranks: if ranks.len() > 1 { ranks } else { Vec::new() } };
+        let own = kind.own_ranks();
+        let count = self.measured.iter().filter(|l| own.contains(&l.a) || own.contains(&l.b)).count();
+        let on = move |a: usize, b: usize| own.contains(&a) || own.contains(&b);
         let evidence = format!("all {count} of its links{of} failed {}", self.rules_of(&on));
         (1, Box::new(on), kind, evidence)
     }
