@@ -14,6 +14,43 @@ pub struct Link {
     pub failed: bool,
 }
 
+impl Link {
+    pub fn pair(&self) -> RankPair {
+        RankPair::of(self.a, self.b)
+    }
+}
+
+/// The two ranks a link joins as a key, lower first, so that a flow either
+/// way (and a check of either) finds the same link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RankPair {
+    pub low: usize,
+    pub high: usize,
+}
+
+impl RankPair {
+    pub fn of(a: usize, b: usize) -> RankPair {
+        RankPair { low: a.min(b), high: a.max(b) }
+    }
+
+    pub fn has(self, rank: usize) -> bool {
+        self.low == rank || self.high == rank
+    }
+
+    /// The end that is not `rank` (`rank` being one of the two).
+    pub fn other(self, rank: usize) -> usize {
+        if self.low == rank {
+            self.high
+        } else {
+            self.low
+        }
+    }
+
+    pub fn ends(self) -> [usize; 2] {
+        [self.low, self.high]
+    }
+}
+
 /// Whether a flow between two ranks is on a suspect.
 pub(crate) type OnLink = Box<dyn Fn(usize, usize) -> bool>;
 
@@ -26,12 +63,12 @@ pub enum Finding {
     /// the NIC it uses alone, or its cable ([`by_host`]).
     Nic(usize),
     /// This link failed; neither end is a suspect host.
-    Link(usize, usize),
+    Link(RankPair),
     /// Every link failed: no host or link stands out.
     Fabric,
     /// With a topology (`switches`): failing links no host explains all may
     /// cross this uplink, or one of these; `links` are those failing links.
-    Uplinks { uplinks: Vec<crate::topology::Uplink>, links: Vec<(usize, usize)> },
+    Uplinks { uplinks: Vec<crate::topology::Uplink>, links: Vec<RankPair> },
     /// With a topology: every host on this leaf (`ranks`) is a suspect host.
     Leaf { leaf: crate::topology::SwitchName, ranks: Vec<usize> },
 }
@@ -58,10 +95,7 @@ pub fn localise(links: &[Link]) -> Vec<Finding> {
         tally.iter().filter(|(_, &(measured, bad))| measured >= 2 && bad == measured).map(|(&r, _)| r).collect();
     let mut findings: Vec<Finding> = hosts.iter().map(|&h| Finding::Host(vec![h])).collect();
     findings.extend(
-        failed
-            .iter()
-            .filter(|l| !hosts.contains(&l.a) && !hosts.contains(&l.b))
-            .map(|l| Finding::Link(l.a.min(l.b), l.a.max(l.b))),
+        failed.iter().filter(|l| !hosts.contains(&l.a) && !hosts.contains(&l.b)).map(|l| Finding::Link(l.pair())),
     );
     findings
 }
@@ -126,24 +160,24 @@ mod tests {
     #[test]
     fn a_single_failing_pair_is_a_suspect_link() {
         let links = all_pairs(6, |a, b| (a, b) == (1, 4));
-        assert_eq!(localise(&links), [Finding::Link(1, 4)]);
+        assert_eq!(localise(&links), [Finding::Link(RankPair::of(1, 4))]);
         // Reported with the lower rank first whatever the direction measured.
         let links = [Link { a: 5, b: 3, failed: true }, Link { a: 3, b: 4, failed: false }];
-        assert_eq!(localise(&links), [Finding::Link(3, 5)]);
+        assert_eq!(localise(&links), [Finding::Link(RankPair::of(3, 5))]);
         // Two ranks, one link: the link, not either host.
-        assert_eq!(localise(&[Link { a: 0, b: 1, failed: true }]), [Finding::Link(0, 1)]);
+        assert_eq!(localise(&[Link { a: 0, b: 1, failed: true }]), [Finding::Link(RankPair::of(0, 1))]);
     }
 
     #[test]
     fn a_bad_host_and_an_unrelated_bad_link() {
         let links = all_pairs(6, |a, b| a == 5 || b == 5 || (a, b) == (0, 1));
-        assert_eq!(localise(&links), [Finding::Host(vec![5]), Finding::Link(0, 1)]);
+        assert_eq!(localise(&links), [Finding::Host(vec![5]), Finding::Link(RankPair::of(0, 1))]);
     }
 
     #[test]
     fn some_failing_links_of_a_host_name_the_links() {
         let links = all_pairs(5, |a, b| (a, b) == (0, 1) || (a, b) == (0, 2));
-        assert_eq!(localise(&links), [Finding::Link(0, 1), Finding::Link(0, 2)]);
+        assert_eq!(localise(&links), [Finding::Link(RankPair::of(0, 1)), Finding::Link(RankPair::of(0, 2))]);
     }
 
     /// Ranks 2k and 2k+1 are host k's two NICs.

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::acceptance::evaluate;
-use crate::acceptance::localise::{Link, OnLink};
+use crate::acceptance::localise::{Link, OnLink, RankPair};
 use crate::acceptance::paths::Paths;
 use crate::acceptance::switches;
 use crate::plan::{Flow, Phase, Plan};
@@ -31,7 +31,7 @@ pub fn plan(run: &RunResult, acceptance: &mut Acceptance, paths: Option<&dyn Pat
     let mut owners = Vec::new();
     let suspects = acceptance.suspects.clone();
     for (index, suspect) in acceptance.suspects.iter_mut().enumerate() {
-        let (name, links) = match links_of(run, &suspects, suspect, &measured, &failed, paths) {
+        let Retesting { name, links } = match links_of(run, &suspects, suspect, &measured, &failed, paths) {
             Ok(chosen) => chosen,
             Err(why) => {
                 suspect.retest = Retest::NotRun { reason: why.to_string() };
@@ -75,15 +75,21 @@ enum NotRetested {
     Fabric,
 }
 
-/// The retest phase's name and the links it measures, or why there is none.
+/// A suspect's retest phase: its name and the links it measures.
+struct Retesting {
+    name: String,
+    links: Vec<RankPair>,
+}
+
+/// The retest phase of `suspect`, or why there is none.
 fn links_of(
     run: &RunResult,
     suspects: &[Suspect],
     suspect: &Suspect,
     measured: &[Flow],
-    failed: &BTreeSet<(usize, usize)>,
+    failed: &BTreeSet<RankPair>,
     paths: Option<&dyn Paths>,
-) -> Result<(String, Vec<(usize, usize)>), NotRetested> {
+) -> Result<Retesting, NotRetested> {
     let suspect_ranks: BTreeSet<usize> = suspects.iter().flat_map(|s| s.kind.own_ranks()).collect();
     // A partner whose own links passed (apart from those to suspect ranks),
     // one per rank retested.
@@ -93,16 +99,16 @@ fn links_of(
             r != rank
                 && !suspect_ranks.contains(&r)
                 && !taken.contains(&r)
-                && measured.iter().any(|f| link(f) == link_of(rank, r))
-                && failed.iter().all(|&(x, y)| (x != r && y != r) || suspect_ranks.contains(&(x + y - r)))
+                && measured.iter().any(|f| link(f) == RankPair::of(rank, r))
+                && failed.iter().all(|l| !l.has(r) || suspect_ranks.contains(&l.other(r)))
         });
         taken.extend(found);
-        found.map(|p| link_of(rank, p)).ok_or(NotRetested::NoPartner)
+        found.map(|p| RankPair::of(rank, p)).ok_or(NotRetested::NoPartner)
     };
-    let hosts_of = |links: &[(usize, usize)], own: &[usize]| {
+    let hosts_of = |links: &[RankPair], own: &[usize]| {
         let mut hosts: Vec<&str> = links
             .iter()
-            .map(|&(a, b)| if own.contains(&a) { b } else { a })
+            .map(|l| if own.contains(&l.low) { l.high } else { l.low })
             .map(|p| run.plan.ranks[p].host.as_str())
             .collect();
         hosts.dedup();
@@ -112,23 +118,23 @@ fn links_of(
         SuspectKind::Host { host, .. } => {
             let own = suspect.kind.own_ranks();
             let links = own.iter().map(|&r| partner(r)).collect::<Result<Vec<_>, _>>()?;
-            Ok((format!("retest host {host} with {}", hosts_of(&links, &own)), links))
+            Ok(Retesting { name: format!("retest host {host} with {}", hosts_of(&links, &own)), links })
         }
         SuspectKind::Nic { rank, host, nic, .. } => {
             let links = vec![partner(*rank)?];
             let nic = nic.as_deref().map_or_else(|| format!("rank {rank}"), str::to_string);
-            Ok((format!("retest NIC {host} {nic} with {}", hosts_of(&links, &[*rank])), links))
+            Ok(Retesting { name: format!("retest NIC {host} {nic} with {}", hosts_of(&links, &[*rank])), links })
         }
         SuspectKind::Link { a, b, a_host, b_host } => {
-            Ok((format!("retest link {a_host} - {b_host}"), vec![link_of(*a, *b)]))
+            Ok(Retesting { name: format!("retest link {a_host} - {b_host}"), links: vec![RankPair::of(*a, *b)] })
         }
         SuspectKind::Uplink { uplinks, pairs, .. } => {
             let paths = paths.ok_or(NotRetested::NoTopology)?;
-            let explained: Vec<(usize, usize)> = pairs.iter().map(|&[a, b]| link_of(a, b)).collect();
+            let explained: Vec<RankPair> = pairs.iter().map(|&[a, b]| RankPair::of(a, b)).collect();
             let mut links: Vec<Link> = Vec::new();
             for l in measured.iter().map(link) {
-                if !links.iter().any(|m| (m.a, m.b) == l) {
-                    links.push(Link { a: l.0, b: l.1, failed: failed.contains(&l) });
+                if !links.iter().any(|m| m.pair() == l) {
+                    links.push(Link { a: l.low, b: l.high, failed: failed.contains(&l) });
                 }
             }
             let switches::RetestLinks { crossing, avoiding } =
@@ -137,7 +143,8 @@ fn links_of(
                 return Err(NotRetested::NothingAvoids);
             }
             let names: Vec<String> = uplinks.iter().map(ToString::to_string).collect();
-            Ok((format!("retest uplink {}", names.join(" / ")), crossing.into_iter().chain(avoiding).collect()))
+            let links = crossing.into_iter().chain(avoiding).collect();
+            Ok(Retesting { name: format!("retest uplink {}", names.join(" / ")), links })
         }
         SuspectKind::Leaf { .. } => Err(NotRetested::Leaf),
         SuspectKind::Fabric => Err(NotRetested::Fabric),
@@ -213,32 +220,25 @@ fn on(suspect: &Suspect) -> OnLink {
             let ranks = kind.own_ranks();
             Box::new(move |a, b| ranks.contains(&a) || ranks.contains(&b))
         }
-        SuspectKind::Link { a, b, .. } => Box::new(move |x, y| link_of(x, y) == link_of(a, b)),
+        SuspectKind::Link { a, b, .. } => Box::new(move |x, y| RankPair::of(x, y) == RankPair::of(a, b)),
         SuspectKind::Uplink { pairs, .. } => Box::new(move |x, y| pairs.contains(&[x.min(y), x.max(y)])),
         SuspectKind::Leaf { ranks, .. } => Box::new(move |a, b| ranks.contains(&a) || ranks.contains(&b)),
         SuspectKind::Fabric => Box::new(|_, _| false),
     }
 }
 
-fn failed_links(acceptance: &Acceptance) -> BTreeSet<(usize, usize)> {
+fn failed_links(acceptance: &Acceptance) -> BTreeSet<RankPair> {
     acceptance
         .checks
         .iter()
         .filter(|c| c.verdict == Verdict::Fail)
         .filter_map(|c| match c.item {
-            Checked::Flow { src, dst, .. } => Some(link_of(src, dst)),
+            Checked::Flow { src, dst, .. } => Some(RankPair::of(src, dst)),
             _ => None,
         })
         .collect()
 }
 
-fn link(f: &Flow) -> (usize, usize) {
-    link_of(f.src, f.dst)
-}
-
-/// The link between ranks `a` and `b` as a key: the pair of ranks, lower
-/// first, so that a flow either way (and a check of either) finds the same
-/// link.
-pub(crate) fn link_of(a: usize, b: usize) -> (usize, usize) {
-    (a.min(b), a.max(b))
+fn link(f: &Flow) -> RankPair {
+    RankPair::of(f.src, f.dst)
 }

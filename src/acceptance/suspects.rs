@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::acceptance::localise::{by_host, localise, Finding, Link, OnLink};
+use crate::acceptance::localise::{by_host, localise, Finding, Link, OnLink, RankPair};
 use crate::acceptance::paths::Paths;
 use crate::acceptance::retest;
 use crate::acceptance::switches::{localise_on, one_way, Flow};
@@ -27,7 +27,7 @@ struct Tally {
 /// Fabric, then leaves and hosts, then uplinks, then links; each slowest first.
 pub(super) fn suspects(run: &RunResult, checks: &[CheckOutcome], paths: Option<&dyn Paths>) -> Vec<Suspect> {
     let links = tally(run, checks);
-    let measured: Vec<Link> = links.iter().map(|(&(a, b), t)| Link { a, b, failed: t.failed }).collect();
+    let measured: Vec<Link> = links.iter().map(|(p, t)| Link { a: p.low, b: p.high, failed: t.failed }).collect();
     let findings = match paths {
         Some(paths) => localise_on(&measured, paths),
         None => localise(&measured),
@@ -43,15 +43,15 @@ pub(super) fn suspects(run: &RunResult, checks: &[CheckOutcome], paths: Option<&
 /// Each uplink the measured links may cross: how many, which failed, the
 /// lowest Gb/s among their bandwidth flows.
 pub(super) fn uplinks(run: &RunResult, checks: &[CheckOutcome], paths: &dyn Paths) -> Vec<UplinkOutcome> {
-    let mut lowest: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    let mut lowest: BTreeMap<RankPair, f64> = BTreeMap::new();
     for f in run.phases.iter().flat_map(|p| &p.flows).filter(|f| f.mode == Mode::Bandwidth) {
-        let gbps = lowest.entry(retest::link_of(f.src, f.dst)).or_insert(f.gbps);
+        let gbps = lowest.entry(RankPair::of(f.src, f.dst)).or_insert(f.gbps);
         *gbps = gbps.min(f.gbps);
     }
     let mut by_uplink: BTreeMap<Uplink, UplinkOutcome> = BTreeMap::new();
-    for (&(a, b), t) in &tally(run, checks) {
-        let gbps = lowest.get(&(a, b)).copied();
-        for uplink in paths.uplinks(a, b) {
+    for (&pair, t) in &tally(run, checks) {
+        let gbps = lowest.get(&pair).copied();
+        for uplink in paths.uplinks(pair.low, pair.high) {
             let outcome = by_uplink.entry(uplink.clone()).or_insert_with(|| UplinkOutcome {
                 cables: paths.cables(&uplink),
                 uplink,
@@ -61,7 +61,7 @@ pub(super) fn uplinks(run: &RunResult, checks: &[CheckOutcome], paths: &dyn Path
             });
             outcome.links += 1;
             if t.failed {
-                outcome.failed.push([a, b]);
+                outcome.failed.push(pair.ends());
             }
             outcome.min_gbps = match (outcome.min_gbps, gbps) {
                 (Some(x), Some(y)) => Some(x.min(y)),
@@ -73,7 +73,7 @@ pub(super) fn uplinks(run: &RunResult, checks: &[CheckOutcome], paths: &dyn Path
 }
 
 /// Each link measured by an isolating pattern, and how it failed.
-fn tally(run: &RunResult, checks: &[CheckOutcome]) -> BTreeMap<(usize, usize), Tally> {
+fn tally(run: &RunResult, checks: &[CheckOutcome]) -> BTreeMap<RankPair, Tally> {
     let isolating = |phase: usize, flow: u32| -> bool {
         run.plan.phases.get(phase).is_some_and(|p| {
             p.flows
@@ -82,13 +82,13 @@ fn tally(run: &RunResult, checks: &[CheckOutcome]) -> BTreeMap<(usize, usize), T
                 .is_some_and(|f| matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise))
         })
     };
-    let mut links: BTreeMap<(usize, usize), Tally> = BTreeMap::new();
+    let mut links: BTreeMap<RankPair, Tally> = BTreeMap::new();
     for c in checks.iter().filter(|c| retest::is_flow_rule(c.rule)) {
         let Checked::Flow { phase, flow, src, dst } = c.item else { continue };
         if !isolating(phase, flow) {
             continue;
         }
-        let entry = links.entry(retest::link_of(src, dst)).or_insert(Tally {
+        let entry = links.entry(RankPair::of(src, dst)).or_insert(Tally {
             failed: false,
             ways: BTreeMap::new(),
             worst: f64::INFINITY,
@@ -111,7 +111,7 @@ fn tally(run: &RunResult, checks: &[CheckOutcome]) -> BTreeMap<(usize, usize), T
 /// What the suspects' evidence is drawn from.
 struct Evidence<'a> {
     run: &'a RunResult,
-    links: &'a BTreeMap<(usize, usize), Tally>,
+    links: &'a BTreeMap<RankPair, Tally>,
     measured: &'a [Link],
     paths: Option<&'a dyn Paths>,
 }
@@ -122,7 +122,7 @@ impl Evidence<'_> {
     }
 
     fn failing<'s>(&'s self, on: &'s dyn Fn(usize, usize) -> bool) -> impl Iterator<Item = &'s Tally> + 's {
-        self.links.iter().filter(move |(&(a, b), t)| t.failed && on(a, b)).map(|(_, t)| t)
+        self.links.iter().filter(move |(p, t)| t.failed && on(p.low, p.high)).map(|(_, t)| t)
     }
 
     /// Every way of every measured link.
@@ -199,9 +199,9 @@ impl Evidence<'_> {
                 (1, Box::new(on), kind, evidence)
             }
             Finding::Uplinks { uplinks, links } => {
-                let pairs: Vec<[usize; 2]> = links.iter().map(|&(a, b)| [a, b]).collect();
+                let pairs: Vec<[usize; 2]> = links.iter().map(|l| l.ends()).collect();
                 let one_way = self.paths.map(|p| one_way(&uplinks, &links, &self.flows(), p)).unwrap_or_default();
-                let on = move |a: usize, b: usize| links.contains(&(a, b));
+                let on = move |a: usize, b: usize| links.contains(&RankPair::of(a, b));
                 let which = match uplinks.len() {
                     1 => "all may cross this uplink and no host explains them".to_string(),
                     n => format!("all may cross any of these {n} uplinks, which their paths cannot tell apart"),
@@ -214,7 +214,7 @@ impl Evidence<'_> {
                 }
                 (2, Box::new(on), SuspectKind::Uplink { uplinks, pairs, one_way }, evidence)
             }
-            Finding::Link(a, b) => {
+            Finding::Link(RankPair { low: a, high: b }) => {
                 let on = move |x: usize, y: usize| (x, y) == (a, b);
                 let evidence = format!("this link failed {}", self.rules_of(&on));
                 (

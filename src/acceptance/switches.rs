@@ -19,7 +19,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::acceptance::localise::{localise, Finding, Link};
+use crate::acceptance::localise::{localise, Finding, Link, RankPair};
 use crate::acceptance::paths::Paths;
 use crate::topology::{SwitchName, Uplink, Way};
 
@@ -34,13 +34,13 @@ pub fn localise_on(links: &[Link], paths: &dyn Paths) -> Vec<Finding> {
     let failing: Vec<Link> = findings
         .iter()
         .filter_map(|f| match *f {
-            Finding::Link(a, b) => links.iter().find(|l| (l.a.min(l.b), l.a.max(l.b)) == (a, b)).copied(),
+            Finding::Link(pair) => links.iter().find(|l| l.pair() == pair).copied(),
             _ => None,
         })
         .collect();
     let (uplinks, rest) = uplinks(links, failing, paths);
     out.extend(uplinks);
-    out.extend(rest.iter().map(|l| Finding::Link(l.a.min(l.b), l.a.max(l.b))));
+    out.extend(rest.iter().map(|l| Finding::Link(l.pair())));
     out
 }
 
@@ -98,7 +98,7 @@ fn uplinks(links: &[Link], mut failing: Vec<Link>, paths: &dyn Paths) -> (Vec<Fi
         }
         let same: Vec<Uplink> = candidates.iter().filter(|u| cover(u) == covered).map(|u| (*u).clone()).collect();
         failing.retain(|l| !covered.contains(l));
-        let links = covered.iter().map(|l| (l.a.min(l.b), l.a.max(l.b))).collect();
+        let links = covered.iter().map(Link::pair).collect();
         found.push(Finding::Uplinks { uplinks: same, links });
     }
     (found, failing)
@@ -116,14 +116,14 @@ pub struct Flow {
 /// links may have taken and no passing flow with one way through took
 /// (several: the paths cannot tell them apart). Empty where the flows do
 /// not single out one way: failing both ways, or nothing failed.
-pub fn one_way(uplinks: &[Uplink], explained: &[(usize, usize)], flows: &[Flow], paths: &dyn Paths) -> Vec<Way> {
+pub fn one_way(uplinks: &[Uplink], explained: &[RankPair], flows: &[Flow], paths: &dyn Paths) -> Vec<Way> {
     let suspected: BTreeSet<Way> = uplinks.iter().flat_map(Way::both).collect();
     let cleared: BTreeSet<Way> = flows
         .iter()
         .filter(|f| !f.failed && paths.uplinks(f.src, f.dst).len() == 2)
         .flat_map(|f| ways(f, paths))
         .collect();
-    let failing = flows.iter().filter(|f| f.failed && explained.contains(&(f.src.min(f.dst), f.src.max(f.dst))));
+    let failing = flows.iter().filter(|f| f.failed && explained.contains(&RankPair::of(f.src, f.dst)));
     let mut common: Option<BTreeSet<Way>> = None;
     for flow in failing {
         let taken: BTreeSet<Way> = ways(flow, paths).into_iter().collect();
@@ -160,44 +160,36 @@ const RETEST_PAIRS: usize = 2;
 #[derive(Debug)]
 pub struct RetestLinks {
     /// Failing links it explains: they should fail again.
-    pub crossing: Vec<(usize, usize)>,
+    pub crossing: Vec<RankPair>,
     /// Passing links whose paths avoid it: they should pass again.
-    pub avoiding: Vec<(usize, usize)>,
+    pub avoiding: Vec<RankPair>,
 }
 
 /// The links that retest an uplink suspect: some of the failing links it
 /// explains (`explained`), and passing links whose paths avoid every uplink
 /// of the suspect (those with the most ends on the crossing links' leaves
 /// first, so the same leaves where possible); no host in two links.
-pub fn retest_links(
-    uplinks: &[Uplink],
-    explained: &[(usize, usize)],
-    measured: &[Link],
-    paths: &dyn Paths,
-) -> RetestLinks {
+pub fn retest_links(uplinks: &[Uplink], explained: &[RankPair], measured: &[Link], paths: &dyn Paths) -> RetestLinks {
     // Each host in one link at most, as in an all-pairs round: a host
     // shared by two links would slow both.
-    let fresh = |chosen: &[(usize, usize)], &(a, b): &(usize, usize)| {
-        chosen.iter().all(|&(x, y)| ![x, y].contains(&a) && ![x, y].contains(&b))
-    };
-    let mut crossing: Vec<(usize, usize)> = Vec::new();
+    let fresh = |chosen: &[RankPair], link: &RankPair| chosen.iter().all(|c| !c.has(link.low) && !c.has(link.high));
+    let mut crossing: Vec<RankPair> = Vec::new();
     for link in explained {
         if crossing.len() < RETEST_PAIRS && fresh(&crossing, link) {
             crossing.push(*link);
         }
     }
-    let leaves: BTreeSet<&SwitchName> =
-        crossing.iter().flat_map(|&(a, b)| [a, b]).filter_map(|r| paths.leaf(r)).collect();
+    let leaves: BTreeSet<&SwitchName> = crossing.iter().flat_map(|l| l.ends()).filter_map(|r| paths.leaf(r)).collect();
     let near = |r: usize| usize::from(paths.leaf(r).is_some_and(|l| leaves.contains(l)));
-    let mut passing: Vec<(usize, usize)> = measured
+    let mut passing: Vec<RankPair> = measured
         .iter()
         .filter(|l| !l.failed && paths.uplinks(l.a, l.b).iter().all(|u| !uplinks.contains(u)))
-        .map(|l| (l.a.min(l.b), l.a.max(l.b)))
+        .map(Link::pair)
         .collect();
-    passing.sort_by_key(|&(a, b)| std::cmp::Reverse(near(a) + near(b)));
-    let mut avoiding: Vec<(usize, usize)> = Vec::new();
+    passing.sort_by_key(|l| std::cmp::Reverse(near(l.low) + near(l.high)));
+    let mut avoiding: Vec<RankPair> = Vec::new();
     for link in &passing {
-        let chosen: Vec<(usize, usize)> = crossing.iter().chain(&avoiding).copied().collect();
+        let chosen: Vec<RankPair> = crossing.iter().chain(&avoiding).copied().collect();
         if avoiding.len() < RETEST_PAIRS && fresh(&chosen, link) {
             avoiding.push(*link);
         }
@@ -292,7 +284,7 @@ pub(crate) mod tests {
         assert_eq!(named(&found), [vec![up("leaf3", "spine1")]]);
         let Finding::Uplinks { links: explained, .. } = &found[0] else { unreachable!() };
         assert_eq!(explained.len(), 12, "leaf3's 2 hosts with the 6 off it");
-        assert!(explained.iter().all(|&(a, b)| on3(a) != on3(b)));
+        assert!(explained.iter().all(|l| on3(l.low) != on3(l.high)));
     }
 
     #[test]
@@ -320,7 +312,7 @@ pub(crate) mod tests {
         // A host failing only its links off its leaf: that host's links, no uplink.
         let links = all_pairs(&nodes, |a, b| (a == 1 && b >= 4) || (b == 1 && a >= 4));
         assert_eq!(localise_on(&links, &nodes).len(), 4);
-        assert!(localise_on(&links, &nodes).iter().all(|f| matches!(f, Finding::Link(1, _))));
+        assert!(localise_on(&links, &nodes).iter().all(|f| matches!(f, Finding::Link(RankPair { low: 1, .. }))));
     }
 
     #[test]
@@ -343,21 +335,21 @@ pub(crate) mod tests {
         let Finding::Uplinks { uplinks, links: explained } = &found[0] else { panic!("{found:?}") };
         let RetestLinks { crossing, avoiding } = retest_links(uplinks, explained, &links, &nodes);
         assert_eq!(crossing.len(), 2);
-        assert!(crossing.iter().all(|&(a, b)| nodes.uplinks(a, b).contains(&up("leaf3", "spine1"))));
+        assert!(crossing.iter().all(|l| nodes.uplinks(l.low, l.high).contains(&up("leaf3", "spine1"))));
         assert_eq!(avoiding.len(), 2);
-        for &(a, b) in &avoiding {
+        for &RankPair { low: a, high: b } in &avoiding {
             assert!(!nodes.uplinks(a, b).contains(&up("leaf3", "spine1")), "{a}-{b} crosses it");
             assert!(links.iter().any(|l| (l.a, l.b) == (a, b) && !l.failed));
         }
-        let mut ends: Vec<usize> = crossing.iter().chain(&avoiding).flat_map(|&(a, b)| [a, b]).collect();
+        let mut ends: Vec<usize> = crossing.iter().chain(&avoiding).flat_map(|l| l.ends()).collect();
         ends.sort();
         ends.dedup();
         assert_eq!(ends.len(), 8, "no host in two links: {crossing:?} {avoiding:?}");
         // The same leaves first: retesting node03–node05 alone, leaf2's free
         // host (node04) is in the first avoiding link, before node01–node02.
-        let one = retest_links(uplinks, &[(2, 4)], &links, &nodes);
-        assert_eq!(one.crossing, [(2, 4)]);
-        assert!([one.avoiding[0].0, one.avoiding[0].1].contains(&3), "{one:?}");
+        let one = retest_links(uplinks, &[RankPair::of(2, 4)], &links, &nodes);
+        assert_eq!(one.crossing, [RankPair::of(2, 4)]);
+        assert!(one.avoiding[0].has(3), "{one:?}");
     }
 
     /// Every flow (both ways of every pair) of 8 ranks that has a path,
@@ -426,6 +418,6 @@ pub(crate) mod tests {
         assert_eq!(localise_on(&all_pairs(&nodes, |_, _| false), &nodes), []);
         assert_eq!(localise_on(&all_pairs(&nodes, |_, _| true), &nodes), [Finding::Fabric]);
         let links = all_pairs(&nodes, |a, b| (a, b) == (0, 5));
-        assert_eq!(localise_on(&links, &nodes), [Finding::Link(0, 5)]);
+        assert_eq!(localise_on(&links, &nodes), [Finding::Link(RankPair::of(0, 5))]);
     }
 }
