@@ -82,9 +82,12 @@ pub struct Session<O, C> {
     /// while thousands of ranks bootstrap the heartbeats would be a third
     /// of rank 0's frames.
     busy: bool,
-    /// The probe has gone; until it has, Endpoints wait in `held`, so every
-    /// rank's probe reaches rank 0 before the phase can start (a short run
-    /// used to end before a slow probe arrived, and run.json lacked it).
+    /// The probe has gone; until it has, Endpoints (or the failure to make
+    /// them) wait in `held`, so every rank's probe reaches rank 0 before the
+    /// phase can start (a short run used to end before a slow probe arrived,
+    /// and run.json lacked it), and rank 0 judges the probe first: a device
+    /// the hostfile names and the host lacks is named as such, not as the
+    /// engine's failure to open it.
     probed: bool,
     held: Option<ToCoordinator>,
     /// While the GPU preflight runs (Welcome named GPUs), the first phase's
@@ -324,7 +327,12 @@ impl<O, C> Session<O, C> {
     /// ends the run with the error's text (the wire carries text).
     fn failed(&mut self, phase: usize, error: impl std::fmt::Display) {
         self.stage = Stage::Halted { phase };
-        self.send(ToCoordinator::Failed { phase, error: error.to_string() });
+        let failed = ToCoordinator::Failed { phase, error: error.to_string() };
+        if self.probed {
+            self.send(failed);
+        } else {
+            self.held = Some(failed);
+        }
     }
 
     fn unexpected(&mut self, what: String) {

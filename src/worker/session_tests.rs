@@ -421,6 +421,18 @@ fn early_peers_are_held_until_the_endpoints_have_gone() {
     let connect = Action::Connect { phase: 0, ends: Opened(0), peers: endpoints(0) };
     assert_eq!(sim.done(Work::Probed(inventory, facts, Ok(()), None)), [probe, sent, connect]);
 
+    // So does a failure to make them: rank 0 hears the probe (the devices the host has) first.
+    let mut sim = Sim::new();
+    sim.actions();
+    sim.recv(ToWorker::Welcome { now_ns: COORDINATOR_NS, heartbeat: HEARTBEAT, gpus: Vec::new(), lldp: false });
+    sim.setup(0);
+    assert_eq!(sim.done(Work::Prepared { phase: 0, result: Err(PhaseError::NoPeer { flow: 3 }) }), []);
+    let (inventory, facts) = (RdmaInventory::default(), Box::<HostFacts>::default());
+    let probe = Action::Send(ToCoordinator::Probe(inventory.clone(), facts.clone(), None));
+    let text = "flow 3: the coordinator sent no usable peer endpoint";
+    assert_eq!(sim.done(Work::Probed(inventory, facts, Ok(()), None)), [probe, failed(0, text)]);
+    assert!(matches!(sim.s.stage, Stage::Halted { phase: 0 }), "{:?}", sim.s.stage);
+
     let mut sim = Sim::welcomed();
     sim.setup(0);
     sim.peers(0);
