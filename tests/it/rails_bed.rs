@@ -198,10 +198,14 @@ fn a_slow_rail_uplink_is_named_on_a_rail_bed() {
     let crossing: Vec<[u64; 2]> = [1u64, 3].iter().flat_map(|&a| [5u64, 7, 9, 11].map(|b| [a, b])).collect();
     assert_eq!(found[0]["pairs"], serde_json::json!(crossing), "{found:?}");
     assert!(slow.output.contains("suspect(s): uplink r2l1 ↔ rsp"), "{}", slow.output);
-    // report.html's fabric tree: every rail leaf with its NICs, the suspect uplink red and dashed.
+    // report.html's fabric tree, one per rail: every rail leaf with its NICs, the suspect uplink
+    // red and dashed in its rail's tree.
     let tree = &slow.html[slow.html.find("<h2>Fabric tree</h2>").expect("a fabric tree")..];
-    for nic in ["h1 eth1", "h1 eth2", "h6 eth2"] {
-        assert!(tree.contains(&format!(">{nic}<")), "{nic} under its rail leaf: {tree}");
+    let (rail1, rail2) = tree.split_once("<h3>Rail 1 (eth2)</h3>").expect("rail 2's own tree");
+    assert!(rail1.contains("<h3>Rail 0 (eth1)</h3>"), "{tree}");
+    for (rail, nic) in [(rail1, "h1 eth1"), (rail2, "h1 eth2"), (rail2, "h6 eth2")] {
+        assert!(rail.contains(&format!(">{nic}<")), "{nic} under its rail leaf: {rail}");
     }
-    assert!(tree.contains("<title>uplink r2l1 ↔ rsp") && tree.contains("stroke-dasharray"), "{tree}");
+    assert!(!rail1.contains("r2l1") && !rail1.contains("stroke-dasharray"), "{rail1}");
+    assert!(rail2.contains("<title>uplink r2l1 ↔ rsp") && rail2.contains("stroke-dasharray"), "{rail2}");
 }

@@ -1,7 +1,10 @@
 //! The fabric tree of a run with a topology, as an inline SVG written by
 //! hand (plotters has no `<title>` tooltips): spines on top, leaves below,
-//! each leaf's hosts under it (on a rail fabric, each rail leaf's NICs), one line per leaf–spine uplink coloured by
-//! what `acceptance.uplinks` says of the links that crossed it. An uplink
+//! each leaf's hosts under it, one line per leaf–spine uplink coloured by
+//! what `acceptance.uplinks` says of the links that crossed it. On a rail
+//! fabric (each leaf holds NIC k of its hosts, for two k at least) one tree
+//! per rail: its leaves, their NICs, their uplinks and the spines those
+//! reach; a leaf no measured NIC is on is drawn after the rails. An uplink
 //! of several cables is still one line (the cables of one leaf–spine pair
 //! would lie on top of each other), labelled with their count ("×4") from
 //! `acceptance.uplinks[].cables`; a file written before that has no label.
@@ -64,8 +67,8 @@ impl UplinkState {
     }
 }
 
-/// The "Fabric tree" section: the SVG and its legend; `None` for a run
-/// without a topology.
+/// The "Fabric tree" section: the SVG (one per rail on a rail fabric) and
+/// its legend; `None` for a run without a topology.
 pub fn section(run: &RunResult) -> Option<String> {
     let leaf_pairs = run.leaf_pairs.as_ref()?;
     // Hosts by name; on a rail fabric each with the NIC cabled to that leaf.
@@ -83,7 +86,26 @@ pub fn section(run: &RunResult) -> Option<String> {
     for u in uplinks {
         hosts.entry(&u.uplink.leaf.0).or_default();
     }
-    let spines: BTreeSet<&str> = uplinks.iter().map(|u| u.uplink.spine.0.as_str()).collect();
+    let figure = |hosts: &BTreeMap<&str, BTreeSet<&str>>| {
+        format!("<figure style=\"overflow-x:auto\">{}</figure>\n", svg(run.acceptance.as_ref(), hosts))
+    };
+    let drawn = match rails(run, &leaf_pairs.rank_leaves) {
+        Some(rails) => {
+            let mut out = String::new();
+            let mut left = hosts.clone();
+            for rail in &rails {
+                let on: BTreeMap<&str, BTreeSet<&str>> =
+                    hosts.iter().filter(|(l, _)| rail.leaves.contains(*l)).map(|(l, h)| (*l, h.clone())).collect();
+                left.retain(|l, _| !rail.leaves.contains(l));
+                out += &format!("<h3>{}</h3>\n{}", escape(&rail.name), figure(&on));
+            }
+            if !left.is_empty() {
+                out += &format!("<h3>Leaves no measured NIC is on</h3>\n{}", figure(&left));
+            }
+            out
+        }
+        None => figure(&hosts),
+    };
     let legend = match &run.acceptance {
         Some(_) if !uplinks.is_empty() => {
             "A line is a leaf–spine uplink, coloured by the all-pairs and pairwise links whose paths may cross it: \
@@ -95,8 +117,40 @@ pub fn section(run: &RunResult) -> Option<String> {
         }
         _ => "No checks ran, so the uplinks were not judged: the leaves and their hosts only.",
     };
-    let svg = svg(run.acceptance.as_ref(), &hosts, &spines);
-    Some(format!("<h2>Fabric tree</h2>\n<p>{legend}</p>\n<figure style=\"overflow-x:auto\">{svg}</figure>\n"))
+    Some(format!("<h2>Fabric tree</h2>\n<p>{legend}</p>\n{drawn}"))
+}
+
+/// One rail of a rail fabric: NIC K of every host.
+struct Rail<'r> {
+    /// "Rail K (DEVICE)", or "Rail K" where its ranks name no one device.
+    name: String,
+    leaves: BTreeSet<&'r str>,
+}
+
+/// The rails in slot order where the run is on a rail fabric: every leaf
+/// holds the ranks of one slot only (NIC K of their hosts), and two slots
+/// at least have leaves; `None` otherwise.
+fn rails<'r>(run: &RunResult, rank_leaves: &'r [String]) -> Option<Vec<Rail<'r>>> {
+    let mut slots: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    let mut devices: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
+    for (rank, leaf) in rank_leaves.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+        let r = run.plan.ranks.get(rank)?;
+        r.own_nic()?;
+        slots.entry(leaf).or_default().insert(r.slot);
+        devices.entry(r.slot).or_default().extend(r.devices.first().map(String::as_str));
+    }
+    if slots.values().any(|s| s.len() != 1) || devices.len() < 2 {
+        return None;
+    }
+    let mut leaves: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
+    for (leaf, slot) in slots {
+        leaves.entry(*slot.first()?).or_default().insert(leaf);
+    }
+    let name = |slot: u32| match devices[&slot].iter().collect::<Vec<_>>().as_slice() {
+        [device] => format!("Rail {slot} ({device})"),
+        _ => format!("Rail {slot}"),
+    };
+    Some(leaves.into_iter().map(|(slot, leaves)| Rail { name: name(slot), leaves }).collect())
 }
 
 /// A name cut to [`NAME_CHARS`], escaped.
@@ -112,7 +166,15 @@ fn centre(i: usize, n: usize, width: usize) -> usize {
     width * (2 * i + 1) / (2 * n.max(1))
 }
 
-fn svg(acceptance: Option<&Acceptance>, hosts: &BTreeMap<&str, BTreeSet<&str>>, spines: &BTreeSet<&str>) -> String {
+/// The tree of `hosts`' leaves: the uplinks of those leaves and the spines
+/// they reach.
+fn svg(acceptance: Option<&Acceptance>, hosts: &BTreeMap<&str, BTreeSet<&str>>) -> String {
+    let uplinks: Vec<(&Acceptance, &UplinkOutcome)> = acceptance
+        .into_iter()
+        .flat_map(|a| a.uplinks.iter().map(move |u| (a, u)))
+        .filter(|(_, u)| hosts.contains_key(u.uplink.leaf.0.as_str()))
+        .collect();
+    let spines: BTreeSet<&str> = uplinks.iter().map(|(_, u)| u.uplink.spine.0.as_str()).collect();
     let width = COLUMN * hosts.len().max(spines.len()).max(2);
     let lines = hosts.values().map(|h| if h.len() > HOSTS_LISTED { 1 } else { h.len() }).max().unwrap_or(0);
     let height = LEAF_Y + BOX_H + 20 + HOST_LINE * lines;
@@ -124,7 +186,7 @@ fn svg(acceptance: Option<&Acceptance>, hosts: &BTreeMap<&str, BTreeSet<&str>>, 
         hosts.keys().enumerate().map(|(i, l)| (*l, centre(i, hosts.len(), width))).collect();
     let spine_x: BTreeMap<&str, usize> =
         spines.iter().enumerate().map(|(i, s)| (*s, centre(i, spines.len(), width))).collect();
-    for (a, u) in acceptance.into_iter().flat_map(|a| a.uplinks.iter().map(move |u| (a, u))) {
+    for (a, u) in uplinks {
         let state = UplinkState::of(a, u);
         let (colour, stroke, dash) = state.stroke();
         let lowest = u.min_gbps.map_or("no bandwidth measured".to_string(), |g| format!("worst {} Gb/s", number(g, 3)));
@@ -257,6 +319,41 @@ mod tests {
         assert!(!drawn.contains("×1"), "one cable needs no label: {drawn}");
         assert!(drawn.contains("<title>uplink leaf1 ↔ spine1 (4 cables): 4 pair(s) crossed"), "{drawn}");
         assert!(drawn.contains("<title>uplink leaf2 ↔ spine1 (1 cable): "), "{drawn}");
+    }
+
+    /// The fixture's four ranks as two hosts of two NICs: NIC k of both on leaf k+1.
+    fn rail_run() -> RunResult {
+        let mut run = topology_run();
+        for (rank, r) in run.plan.ranks.iter_mut().enumerate() {
+            (r.host, r.slot, r.slots) = (["a", "b"][rank / 2].to_string(), (rank % 2) as u32, 2);
+            r.devices = vec![format!("mlx5_{}", rank % 2)];
+        }
+        run.leaf_pairs.as_mut().unwrap().rank_leaves = ["leaf1", "leaf2", "leaf1", "leaf2"].map(String::from).into();
+        run
+    }
+
+    #[test]
+    fn a_rail_fabric_is_drawn_one_tree_per_rail() {
+        let drawn = section(&rail_run()).unwrap();
+        let rails: Vec<&str> = drawn.split("<h3>").skip(1).collect();
+        assert_eq!(rails.len(), 2, "{drawn}");
+        for (k, rail) in rails.iter().enumerate() {
+            assert!(rail.starts_with(&format!("Rail {k} (mlx5_{k})</h3>")), "{rail}");
+            assert_eq!(rail.matches("<svg").count(), 1, "{rail}");
+            assert_eq!(rail.matches("<line").count(), 1, "its leaf's one uplink: {rail}");
+            assert!(rail.contains(&format!("uplink leaf{} ↔ spine1", k + 1)), "{rail}");
+            assert!(rail.contains(&format!(">a mlx5_{k}<")) && rail.contains(&format!(">b mlx5_{k}<")), "{rail}");
+            assert!(!rail.contains(&format!("mlx5_{}<", 1 - k)), "the other rail's NICs: {rail}");
+        }
+        assert!(!section(&topology_run()).unwrap().contains("<h3>"), "hosts of one NIC: one tree");
+    }
+
+    #[test]
+    fn a_leaf_of_two_rails_is_one_tree() {
+        let mut run = rail_run();
+        run.leaf_pairs.as_mut().unwrap().rank_leaves[1] = "leaf1".into();
+        let drawn = section(&run).unwrap();
+        assert!(!drawn.contains("<h3>") && drawn.matches("<svg").count() == 1, "{drawn}");
     }
 
     #[test]
