@@ -5,7 +5,10 @@
 //! all-pairs moves them device k to device k, each device's counters
 //! moving. (One VM: both "hosts" share its two devices, so the counters
 //! show each device carried traffic, and the ranks' own counters which
-//! device each rank used.)
+//! device each rank used.) Across two VMs of two NICs each
+//! (scripts/softroce-vm --nics 2: NIC k of both on a segment of its own,
+//! rxek on it), a device can reach only its own rail: data moving at all
+//! is NIC k meeting NIC k, and each device of each VM counts its share.
 
 use crate::common;
 
@@ -165,5 +168,57 @@ fn rdma_rails_move_data_device_k_to_device_k_in_the_softroce_vm() {
         let used: Vec<&str> =
             r["rdma_counters"].as_array().unwrap().iter().map(|c| c["device"].as_str().unwrap()).collect();
         assert_eq!(used, [device_of(rank as u64).as_str()], "rank {rank} counts only its own device: {r}");
+    }
+}
+
+/// Packets `device` of `host` sent: read here, or over ssh on a peer VM.
+fn sent_on(host: &str, device: &str) -> u64 {
+    let here = std::env::var("SOFTROCE_VM_INDEX").is_ok_and(|i| host == format!("vm{i}"));
+    if here {
+        return crate::rdma_run::sent_packets(device);
+    }
+    let path = format!("/sys/class/infiniband/{device}/ports/1/hw_counters/sent_pkts");
+    let out = std::process::Command::new("ssh").args([host, "cat", &path]).output().unwrap();
+    assert!(out.status.success(), "ssh {host} cat {path}: {}", text(&out.stderr));
+    text(&out.stdout).trim().parse().unwrap_or_else(|e| panic!("{host} {path}: {e}"))
+}
+
+#[test]
+fn rdma_rails_across_two_vms_meet_nic_k_to_nic_k() {
+    let Ok(names) = std::env::var("FB_RDMA_RAILS_HOSTS") else {
+        eprintln!("SKIP: FB_RDMA_RAILS_HOSTS is not set (only VMs of two NICs each have the rails)");
+        return;
+    };
+    let hosts: Vec<&str> = names.split_whitespace().collect();
+    assert_eq!(hosts.len(), 2, "FB_RDMA_RAILS_HOSTS names two VMs: {names}");
+    let devices = ["rxe0", "rxe1"];
+    let bench = Bench::new();
+    let hostfile: String = hosts.iter().map(|h| format!("{h} devices={}\n", devices.join(","))).collect();
+    let hostfile = bench.write("hosts", &hostfile);
+    let scenario = bench.write(
+        "rails.toml",
+        &format!("{}transport = \"rdma\"\nmessage_size = \"4K\"\n[group.rdma]\ntx_depth = 16\n", all_pairs("2s")),
+    );
+    let counters = || -> Vec<u64> { hosts.iter().flat_map(|h| devices.map(|d| sent_on(h, d))).collect() };
+    let before = counters();
+    // Each ssh connection takes seconds under TCG.
+    let run = run_json(&bench, &scenario, &hostfile, &["--connect-timeout", "60s"]);
+    let after = counters();
+    let named = hosts.iter().flat_map(|h| devices.map(|d| format!("{h} {d}")));
+    for ((name, before), after) in named.zip(before).zip(after) {
+        assert!(after > before, "{name} sent nothing ({before} packets before, {after} after)");
+    }
+    let phase = &run["phases"][0];
+    assert_eq!(phase["complete"], true, "{phase}");
+    let flows = phase["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 4, "two rails of one host pair, both ways: {phase}");
+    let device_of = |rank: &serde_json::Value| {
+        run["plan"]["ranks"][rank.as_u64().unwrap() as usize]["devices"][0].as_str().unwrap().to_string()
+    };
+    for f in flows {
+        let host = |end: &str| f[end].as_str().unwrap().split('#').next().unwrap().to_string();
+        assert_ne!(host("src_host"), host("dst_host"), "one VM's NIC with the other's: {f}");
+        assert_eq!(device_of(&f["src"]), device_of(&f["dst"]), "rail k meets rail k: {f}");
+        assert!(f["bytes"].as_u64().unwrap() > 0, "{f}");
     }
 }

@@ -53,10 +53,13 @@ fn thread_allocs() -> u64 {
 /// why) otherwise. Panics instead when FABRICBENCH_REQUIRE_RDMA=1.
 pub(crate) fn rdma_device(test: &str) -> Option<String> {
     let why = match rdma::probe() {
-        Ok(r) => match r.devices.iter().find(|d| d.ports.iter().any(|p| p.state == "ACTIVE")) {
-            Some(d) => return Some(d.name.clone()),
-            None => "no ACTIVE RDMA port".to_string(),
-        },
+        // The first by name (rxe0 before an rxe1 another test added): the same device whatever ran before.
+        Ok(r) => {
+            match r.devices.iter().filter(|d| d.ports.iter().any(|p| p.state == "ACTIVE")).map(|d| &d.name).min() {
+                Some(name) => return Some(name.clone()),
+                None => "no ACTIVE RDMA port".to_string(),
+            }
+        }
         Err(e) => e.to_string(),
     };
     if std::env::var_os("FABRICBENCH_REQUIRE_RDMA").is_some_and(|v| v == "1") {

@@ -787,7 +787,9 @@ pub(crate) fn active_devices() -> Vec<String> {
 /// goes on a dummy interface; elsewhere the host's own devices.
 pub(crate) fn two_devices() -> Vec<String> {
     if active_devices().len() < 2 && std::env::var("SOFTROCE_VM_INDEX").is_ok() {
-        let setup = "ip link add fbrail0 type dummy && ip addr add 10.88.0.1/24 dev fbrail0 \
+        // eth0's MTU (9000: RoCE MTU 4096), so rxe1 takes what rxe0 takes.
+        let setup = "ip link add fbrail0 type dummy && ip link set fbrail0 mtu 9000 \
+                     && ip addr add 10.88.0.1/24 dev fbrail0 \
                      && ip link set fbrail0 up && rdma link add rxe1 type rxe netdev fbrail0";
         let ok = std::process::Command::new("sh").args(["-c", setup]).status().is_ok_and(|s| s.success());
         assert!(ok, "could not add rxe1 on a dummy interface");
