@@ -1,13 +1,15 @@
 //! Suspects on hosts of several NICs (`rails = "same"`): one NIC failing
-//! is that NIC (with its cable where the topology knows the port), every
-//! NIC of a host the host once; each retested with partners on its rails.
+//! is that NIC (with its cable where the topology knows the port), or its
+//! cable where its own link went down in the run; every NIC of a host the
+//! host once; each retested with partners on its rails.
 
 use std::path::Path;
 
 use super::synthetic::rails;
 use super::{judge, retest_plan, Paths, RetestPlan};
+use crate::metrics::links::LinkEvent;
 use crate::plan::Fabric;
-use crate::result::{Acceptance, RunResult, SuspectKind};
+use crate::result::{Acceptance, RankResult, RunResult, SuspectKind};
 use crate::scenario::{CheckSpec, Rule};
 
 fn checked(run: &RunResult, paths: Option<&dyn Paths>) -> Acceptance {
@@ -38,6 +40,63 @@ fn one_nic_failing_is_that_nic_retested_on_its_rail() {
     let flows = &plan.phases[0].flows;
     assert!(flows.iter().all(|f| (f.src == 5) != (f.dst == 5) && (f.src + f.dst) % 2 == 0), "rail 1 only: {flows:?}");
     assert!(plan.phases[0].name.starts_with("retest NIC node03 mlx5_1 with node"), "{}", plan.phases[0].name);
+}
+
+/// `rank`'s report in the first phase of `run`, its link down once (eth2 of
+/// the rail bed, or an RDMA port) with its carrier changes.
+fn link_went_down(run: &mut RunResult, rank: usize, device: &str) {
+    let host = run.plan.ranks[rank].host.clone();
+    run.phases[0].ranks.push(RankResult {
+        rank,
+        host,
+        slot: 1,
+        devices: Vec::new(),
+        data_addr: None,
+        reported: true,
+        tx_gbps: 2.0,
+        rx_gbps: 2.0,
+        cpu: Default::default(),
+        netdevs: Vec::new(),
+        rdma_counters: Vec::new(),
+        stress: None,
+        placements: Vec::new(),
+        clock_offset_us: 0.0,
+        rtt_us: 0.0,
+        error: None,
+        link_events: vec![LinkEvent {
+            device: device.into(),
+            from_ns: 100_000_000,
+            until_ns: Some(600_000_000),
+            states: vec!["down".into()],
+            counters: [("carrier_changes".to_string(), 2), ("rx_crc_errors".to_string(), 0)].into(),
+        }],
+        link_events_dropped: 0,
+    });
+}
+
+#[test]
+fn a_failing_nic_whose_own_link_went_down_is_its_cable() {
+    let mut run = slow(&[5]);
+    link_went_down(&mut run, 5, "eth2");
+    // Another host's link event is no evidence against rank 5.
+    link_went_down(&mut run, 0, "eth1");
+    let mut a = checked(&run, None);
+    let cable =
+        SuspectKind::Cable { rank: 5, host: "node03".into(), nic: Some("mlx5_1".into()), cable: None, link_events: 1 };
+    assert_eq!(a.suspects.iter().map(|s| &s.kind).collect::<Vec<_>>(), [&cable]);
+    let evidence = &a.suspects[0].evidence;
+    assert!(
+        evidence.contains(
+            "while its host's other NICs passed, and its own link went down or recovered from errors 1 time(s) in \
+             the run (eth2: down, carrier_changes +2): the cable or optic, not the NIC"
+        ),
+        "{evidence}"
+    );
+    assert_eq!(crate::report::tables::labels::suspect(&a.suspects[0]), "cable of NIC node03 mlx5_1 (rank 5)");
+    let RetestPlan { plan, .. } = retest_plan(&run, &mut a, None).unwrap();
+    let name = &plan.phases[0].name;
+    assert!(name.starts_with("retest the cable of NIC node03 mlx5_1 with node"), "{name}");
+    assert!(plan.phases[0].flows.iter().all(|f| (f.src == 5) != (f.dst == 5) && (f.src + f.dst) % 2 == 0), "its rail");
 }
 
 #[test]

@@ -120,10 +120,12 @@ fn links_of(
             let links = own.iter().map(|&r| partner(r)).collect::<Result<Vec<_>, _>>()?;
             Ok(Retesting { name: format!("retest host {host} with {}", hosts_of(&links, &own)), links })
         }
-        SuspectKind::Nic { rank, host, nic, .. } => {
+        SuspectKind::Nic { rank, host, nic, .. } | SuspectKind::Cable { rank, host, nic, .. } => {
             let links = vec![partner(*rank)?];
+            let what = if matches!(suspect.kind, SuspectKind::Cable { .. }) { "the cable of NIC" } else { "NIC" };
             let nic = nic.as_deref().map_or_else(|| format!("rank {rank}"), str::to_string);
-            Ok(Retesting { name: format!("retest NIC {host} {nic} with {}", hosts_of(&links, &[*rank])), links })
+            let name = format!("retest {what} {host} {nic} with {}", hosts_of(&links, &[*rank]));
+            Ok(Retesting { name, links })
         }
         SuspectKind::Link { a, b, a_host, b_host } => {
             Ok(Retesting { name: format!("retest link {a_host} - {b_host}"), links: vec![RankPair::of(*a, *b)] })
@@ -216,7 +218,7 @@ pub(crate) fn is_latency(rule: Rule) -> bool {
 /// or a leaf's hosts' flows, a link's, the links an uplink explains.
 fn on(suspect: &Suspect) -> OnLink {
     match suspect.kind.clone() {
-        kind @ (SuspectKind::Host { .. } | SuspectKind::Nic { .. }) => {
+        kind @ (SuspectKind::Host { .. } | SuspectKind::Nic { .. } | SuspectKind::Cable { .. }) => {
             let ranks = kind.own_ranks();
             Box::new(move |a, b| ranks.contains(&a) || ranks.contains(&b))
         }

@@ -158,17 +158,30 @@ impl Evidence<'_> {
         (1, Box::new(on), kind, evidence)
     }
 
-    /// A NIC whose every link failed while its host's other NICs passed.
+    /// A NIC whose every link failed while its host's other NICs passed;
+    /// its cable where its own link went down or recovered from errors in
+    /// the run (the physical link's counters moved, not just its rate).
     fn nic(&self, rank: usize) -> (u8, OnLink, SuspectKind, String) {
         let count = self.measured.iter().filter(|l| l.a == rank || l.b == rank).count();
         let on = move |a: usize, b: usize| a == rank || b == rank;
-        let evidence =
+        let mut evidence =
             format!("all {count} of its links failed {} while its host's other NICs passed", self.rules_of(&on));
-        let kind = SuspectKind::Nic {
-            rank,
-            host: self.host_of(rank),
-            nic: self.run.plan.ranks.get(rank).and_then(|r| r.own_nic()).map(str::to_string),
-            cable: self.paths.and_then(|p| p.cable(rank)),
+        let (host, cable) = (self.host_of(rank), self.paths.and_then(|p| p.cable(rank)));
+        let nic = self.run.plan.ranks.get(rank).and_then(|r| r.own_nic()).map(str::to_string);
+        let events = link_events(self.run, rank);
+        let kind = match events.len() {
+            0 => SuspectKind::Nic { rank, host, nic, cable },
+            n => {
+                let listed: Vec<&str> = events.iter().take(EVENTS_TOLD).map(String::as_str).collect();
+                let more = if n > EVENTS_TOLD { format!(" and {} more", n - EVENTS_TOLD) } else { String::new() };
+                let _ = write!(
+                    evidence,
+                    ", and its own link went down or recovered from errors {n} time(s) in the run ({}{more}): \
+                     the cable or optic, not the NIC",
+                    listed.join("; ")
+                );
+                SuspectKind::Cable { rank, host, nic, cable, link_events: n }
+            }
         };
         (1, Box::new(on), kind, evidence)
     }
@@ -234,6 +247,22 @@ impl Evidence<'_> {
         };
         ((order, worst), Suspect { kind, evidence, retest: not_run() })
     }
+}
+
+/// Link events a cable suspect's evidence lists; it counts them all.
+const EVENTS_TOLD: usize = 3;
+
+/// Each link event of `rank`'s interface and RDMA ports in the run, in
+/// words: `eth2: down, carrier_changes +2`.
+fn link_events(run: &RunResult, rank: usize) -> Vec<String> {
+    let events = run.phases.iter().flat_map(|p| &p.ranks).filter(|r| r.rank == rank).flat_map(|r| &r.link_events);
+    events
+        .map(|e| {
+            let moved = e.counters.iter().filter(|(_, &n)| n > 0).map(|(c, n)| format!("{c} +{n}"));
+            let told: Vec<String> = e.states.iter().cloned().chain(moved).collect();
+            format!("{}: {}", e.device, told.join(", "))
+        })
+        .collect()
 }
 
 fn not_run() -> Retest {

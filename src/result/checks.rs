@@ -156,6 +156,19 @@ pub enum SuspectKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cable: Option<String>,
     },
+    /// A NIC suspect whose own link (its interface, or its RDMA port) went
+    /// down or recovered from errors during the run (`link_events` of
+    /// them): the physical link, the cable or optic from it to `cable`
+    /// (its leaf and port, where known), rather than the NIC.
+    Cable {
+        rank: usize,
+        host: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nic: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cable: Option<String>,
+        link_events: usize,
+    },
     /// This link failed while both its hosts passed elsewhere.
     Link { a: usize, b: usize, a_host: String, b_host: String },
     /// Every link failed: no one host or link stands out (the threshold, or the whole fabric).
@@ -177,13 +190,13 @@ pub enum SuspectKind {
 }
 
 impl SuspectKind {
-    /// The ranks a host or NIC suspect stands for (a host's every rank, a
-    /// NIC's one); none for a link or switch.
+    /// The ranks a host, NIC or cable suspect stands for (a host's every
+    /// rank, a NIC's one); none for a link or switch.
     pub fn own_ranks(&self) -> Vec<usize> {
         match self {
             SuspectKind::Host { rank, ranks, .. } if ranks.is_empty() => vec![*rank],
             SuspectKind::Host { ranks, .. } => ranks.clone(),
-            SuspectKind::Nic { rank, .. } => vec![*rank],
+            SuspectKind::Nic { rank, .. } | SuspectKind::Cable { rank, .. } => vec![*rank],
             _ => Vec::new(),
         }
     }

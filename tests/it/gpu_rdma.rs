@@ -263,7 +263,10 @@ fn hostfile_gpus_and_pair_memory_sides_reach_each_end() {
         (&0.into(), Some("auto: no NIC–GPU affinity known on this host, so GPU 0"))
     );
 
-    let pair = ["pair", "localhost", "localhost", "write", "-s", "64K", "-D", "0.5", "-m", "cuda,host", "--use_cuda=1"];
+    // 1 s of 16 writes in flight: a loaded emulated VM moved nothing in 0.5 s of 128 (rxe drops
+    // packets of deep queues and waits out a retransmit timeout).
+    let pair: Vec<&str> =
+        "pair localhost localhost write -s 64K -t 16 -D 1 -m cuda,host --use_cuda=1".split(' ').collect();
     let flow = &run(&pair)["phases"][0]["flows"][0];
     assert!(flow["tx_bytes"].as_u64().unwrap() > 0, "{flow}");
     let gpu = &flow["gpu_memory"];

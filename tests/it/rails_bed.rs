@@ -4,9 +4,13 @@
 //! `devices=`, all-pairs with `rails = "same"`. Every NIC port runs at
 //! 500 Mbit/s (tbf; a round of 4 hosts is 8 flows, which at 1 Gbit/s each
 //! left a 2-core CI host too busy to keep the ranks' windows); the fault
-//! under test is one NIC or both NICs of one host at 150 Mbit/s, or one
-//! rail leaf's uplink at 250 Mbit/s, which two flows share each way. The
+//! under test is one NIC or both NICs of one host at 150 Mbit/s, a NIC
+//! whose cable is pulled and plugged back again and again, or one rail
+//! leaf's uplink at 250 Mbit/s, which two flows share each way. The
 //! interface counters of each host say which NIC carried what.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use crate::acceptance_bed::{blamed_at, failed_flows};
 use crate::common::testbed::Bed;
@@ -110,8 +114,26 @@ fn all_touch(run: &serde_json::Value, ranks: &[u64]) -> bool {
     failed_flows(run).iter().all(|(src, dst)| ranks.contains(src) || ranks.contains(dst))
 }
 
+/// Acceptance while `nic`'s cable is pulled for 0.7 s every 1.5 s.
+fn accept_flapping(bed: &Bed, nic: &str) -> Accepted {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                bed.link(nic, "down");
+                std::thread::sleep(Duration::from_millis(700));
+                bed.link(nic, "up");
+                std::thread::sleep(Duration::from_millis(800));
+            }
+        });
+        let accepted = accept(bed, 4, 1);
+        stop.store(true, Ordering::Relaxed);
+        accepted
+    })
+}
+
 #[test]
-fn a_slow_nic_and_a_slow_host_are_named_on_a_rail_bed() {
+fn a_slow_nic_a_pulled_cable_and_a_slow_host_are_named_on_a_rail_bed() {
     let shaped = shapes(4, &[]);
     let rails = RAILS.to_string();
     let args: Vec<&str> =
@@ -144,6 +166,23 @@ fn a_slow_nic_and_a_slow_host_are_named_on_a_rail_bed() {
         assert!(control < payload[i][1] / 20, "h{} eth0 (control only) received {control} B", i + 1);
     }
     assert!(healthy.junit.contains("<testsuite name=\"nics\" tests=\"8\" failures=\"0\""), "{}", healthy.junit);
+
+    // h2's eth1 (rank 2) losing its carrier again and again: its cable, its link events the evidence.
+    let pulled = accept_flapping(&bed, "h2:eth1");
+    let suspects = pulled.run["acceptance"]["suspects"].as_array().expect("suspects").clone();
+    assert_eq!(suspects.len(), 1, "exactly one suspect: {suspects:?}\n{}", pulled.output);
+    let cable = &suspects[0];
+    assert_eq!(
+        (&cable["suspect"], &cable["rank"], &cable["host"], &cable["nic"], &cable["cable"]),
+        (&"cable".into(), &2.into(), &"h2".into(), &"eth1".into(), &"r1l1".into()),
+        "{cable}"
+    );
+    assert!(cable["link_events"].as_u64().unwrap() >= 1, "{cable}");
+    assert!(cable["evidence"].as_str().unwrap().contains("(eth1: "), "its own interface's events: {cable}");
+    // The retest ran while the cable still flapped: failed again, or passed in a window it stayed in.
+    assert!(["confirmed", "cleared"].contains(&cable["retest"]["state"].as_str().unwrap()), "{cable}");
+    assert!(all_touch(&pulled.run, &[2]), "only rank 2's links: {:?}", failed_flows(&pulled.run));
+    assert!(pulled.output.contains("cable of NIC h2 eth1 (rank 2) to r1l1"), "{}", pulled.output);
 
     // h3's eth2 (rank 5) at 150 Mbit/s: that NIC, with its leaf, not h3.
     bed.shape(&format!("h3:eth2={SLOW}"));

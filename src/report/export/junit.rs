@@ -8,7 +8,7 @@ use crate::report::export::Exporter;
 use crate::report::markup::escape as xml;
 use crate::report::tables::{gate, labels};
 use crate::report::ReportError;
-use crate::result::{Acceptance, CheckOutcome, Checked, RunResult, Verdict};
+use crate::result::{Acceptance, CheckOutcome, Checked, RunResult, SuspectKind, Verdict};
 use crate::units::number;
 
 pub struct JunitExporter;
@@ -96,7 +96,8 @@ fn suite(name: &str, cases: Vec<(bool, String)>) -> String {
 }
 
 /// One case per NIC of a host of several (a rank with its own device or
-/// address): failed when a host or NIC suspect not cleared stands for it.
+/// address): failed when a host, NIC or cable suspect not cleared stands
+/// for it.
 fn nic_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)> {
     let classname = xml(&format!("fabricbench.{}.nic", run.scenario.run.name));
     let mut cases = Vec::new();
@@ -117,9 +118,13 @@ fn nic_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)> {
         let tally = format!("{failed} of its {} links failed", links.len());
         let name = xml(&format!("NIC {} {nic} (rank {})", info.host, info.rank));
         let open = format!("    <testcase classname=\"{classname}\" name=\"{name}\"");
+        // The cable where the NIC's own link went down or recovered from errors.
+        let cable =
+            acceptance.suspects.iter().any(|s| matches!(s.kind, SuspectKind::Cable { rank, .. } if rank == info.rank));
+        let what = if cable { "suspect, its cable" } else { "suspect" };
         cases.push(match acceptance.suspects_rank(info.rank) {
             false => (false, format!("{open}>\n      <system-out>{tally}</system-out>\n    </testcase>\n")),
-            true => (true, format!("{open}>\n      <failure message=\"suspect: {tally}\"/>\n    </testcase>\n")),
+            true => (true, format!("{open}>\n      <failure message=\"{what}: {tally}\"/>\n    </testcase>\n")),
         });
     }
     cases

@@ -40,7 +40,7 @@ pub fn checked(run: &RunResult, item: &Checked) -> String {
 }
 
 /// `host h3`, `NIC node17 mlx5_3 (rank 5) or its cable to rail3 port 17`,
-/// `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1` (`… (spine1 → leaf3
+/// `cable of NIC node17 mlx5_3 (rank 5) to rail3 port 17`, `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1` (`… (spine1 → leaf3
 /// only)` when one way failed), `leaf switch leaf3`.
 pub fn suspect(s: &Suspect) -> String {
     match &s.kind {
@@ -53,6 +53,13 @@ pub fn suspect(s: &Suspect) -> String {
             match cable {
                 Some(end) => format!("NIC {host} {nic} or its cable to {end}"),
                 None => format!("NIC {host} {nic}"),
+            }
+        }
+        SuspectKind::Cable { rank, host, nic, cable, .. } => {
+            let nic = nic.as_deref().map_or_else(|| format!("of rank {rank}"), |n| format!("{n} (rank {rank})"));
+            match cable {
+                Some(end) => format!("cable of NIC {host} {nic} to {end}"),
+                None => format!("cable of NIC {host} {nic}"),
             }
         }
         SuspectKind::Link { a_host, b_host, .. } => format!("link {a_host} – {b_host}"),

@@ -124,6 +124,12 @@ impl Bed {
         assert!(out.status.success(), "testbed shape {spec}: {}", super::text(&out.stderr));
     }
 
+    /// Takes a NIC's switch port down or up (`h3:eth2`, `down`): a pulled cable.
+    pub fn link(&self, nic: &str, state: &str) {
+        let out = Command::new(&self.script).args(["link", nic, state]).output().expect("testbed link");
+        assert!(out.status.success(), "testbed link {nic} {state}: {}", super::text(&out.stderr));
+    }
+
     /// Shapes a leaf's uplink to the spine, both ways (`leaf1`, `250mbit`).
     pub fn shape_uplink(&self, leaf: &str, rate: &str) {
         let out = Command::new(&self.script).args(["shape-uplink", leaf, rate]).output().expect("testbed shape-uplink");
