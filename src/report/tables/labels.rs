@@ -111,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn a_nic_suspect_names_its_device_and_cable_and_a_host_its_nics() {
+    fn a_nic_or_cable_suspect_names_its_device_and_cable_and_a_host_its_nics() {
         let nic = |nic: Option<&str>, cable: Option<&str>| {
             let (nic, cable) = (nic.map(str::to_string), cable.map(str::to_string));
             suspect(&suspect_of(SuspectKind::Nic { rank: 5, host: "node03".into(), nic, cable }))
@@ -122,6 +122,12 @@ mod tests {
             "NIC node03 mlx5_1 (rank 5) or its cable to rail1 port 3"
         );
         assert_eq!(nic(None, None), "NIC node03 of rank 5");
+        let cable = |cable: Option<&str>| {
+            let (nic, cable) = (Some("mlx5_1".to_string()), cable.map(str::to_string));
+            suspect(&suspect_of(SuspectKind::Cable { rank: 5, host: "node03".into(), nic, cable, link_events: 2 }))
+        };
+        assert_eq!(cable(Some("rail1 port 3")), "cable of NIC node03 mlx5_1 (rank 5) to rail1 port 3");
+        assert_eq!(cable(None), "cable of NIC node03 mlx5_1 (rank 5)");
         let host =
             |ranks: Vec<usize>| suspect(&suspect_of(SuspectKind::Host { rank: 2, host: "node02".into(), ranks }));
         assert_eq!(host(vec![]), "host node02 (rank 2)");
