@@ -5,11 +5,13 @@
 
 use std::path::Path;
 
+use serde_json::json;
+
 use super::synthetic::rails;
 use super::{judge, retest_plan, Paths, RetestPlan};
 use crate::metrics::links::LinkEvent;
 use crate::plan::Fabric;
-use crate::result::{Acceptance, RankResult, RunResult, SuspectKind};
+use crate::result::{Acceptance, NicEnd, RankResult, RunResult, SuspectKind};
 use crate::scenario::{CheckSpec, Rule};
 
 fn checked(run: &RunResult, paths: Option<&dyn Paths>) -> Acceptance {
@@ -27,8 +29,12 @@ fn slow(bad: &[usize]) -> RunResult {
 fn one_nic_failing_is_that_nic_retested_on_its_rail() {
     let run = slow(&[5]);
     let mut a = checked(&run, None);
-    let nic = SuspectKind::Nic { rank: 5, host: "node03".into(), nic: Some("mlx5_1".into()), cable: None };
+    let nic = SuspectKind::Nic(NicEnd { rank: 5, host: "node03".into(), nic: Some("mlx5_1".into()), cable: None });
     assert_eq!(a.suspects.iter().map(|s| &s.kind).collect::<Vec<_>>(), [&nic]);
+    let json = serde_json::to_value(&a.suspects[0]).unwrap();
+    let keys = ["suspect", "rank", "host", "nic"].map(|k| json[k].clone());
+    assert_eq!(keys, [json!("nic"), json!(5), json!("node03"), json!("mlx5_1")], "{json}");
+    assert_eq!(serde_json::from_value::<crate::result::Suspect>(json).unwrap(), a.suspects[0]);
     assert!(
         a.suspects[0]
             .evidence
@@ -81,9 +87,16 @@ fn a_failing_nic_whose_own_link_went_down_is_its_cable() {
     // Another host's link event is no evidence against rank 5.
     link_went_down(&mut run, 0, "eth1");
     let mut a = checked(&run, None);
-    let cable =
-        SuspectKind::Cable { rank: 5, host: "node03".into(), nic: Some("mlx5_1".into()), cable: None, link_events: 1 };
+    let cable = SuspectKind::Cable {
+        end: NicEnd { rank: 5, host: "node03".into(), nic: Some("mlx5_1".into()), cable: None },
+        link_events: 1,
+    };
     assert_eq!(a.suspects.iter().map(|s| &s.kind).collect::<Vec<_>>(), [&cable]);
+    // run.json keeps a NIC's keys flat beside `suspect`, and reads them back.
+    let json = serde_json::to_value(&a.suspects[0]).unwrap();
+    let keys = ["suspect", "rank", "host", "nic", "link_events"].map(|k| json[k].clone());
+    assert_eq!(keys, [json!("cable"), json!(5), json!("node03"), json!("mlx5_1"), json!(1)], "{json}");
+    assert_eq!(serde_json::from_value::<crate::result::Suspect>(json).unwrap(), a.suspects[0]);
     let evidence = &a.suspects[0].evidence;
     assert!(
         evidence.contains(
@@ -126,12 +139,12 @@ fn with_the_fabrics_ports_a_nic_is_named_with_its_cable() {
     let [suspect] = &a.suspects[..] else { panic!("one suspect: {:?}", a.suspects) };
     assert_eq!(
         suspect.kind,
-        SuspectKind::Nic {
+        SuspectKind::Nic(NicEnd {
             rank: 5,
             host: "node03".into(),
             nic: Some("mlx5_1".into()),
             cable: Some("rail1 port 3".into())
-        }
+        })
     );
     // A whole rail leaf failing is the leaf, not each of its NICs.
     let run = slow(&[1, 3, 5, 7]);

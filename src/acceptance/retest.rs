@@ -120,11 +120,11 @@ fn links_of(
             let links = own.iter().map(|&r| partner(r)).collect::<Result<Vec<_>, _>>()?;
             Ok(Retesting { name: format!("retest host {host} with {}", hosts_of(&links, &own)), links })
         }
-        SuspectKind::Nic { rank, host, nic, .. } | SuspectKind::Cable { rank, host, nic, .. } => {
-            let links = vec![partner(*rank)?];
+        SuspectKind::Nic(end) | SuspectKind::Cable { end, .. } => {
+            let links = vec![partner(end.rank)?];
             let what = if matches!(suspect.kind, SuspectKind::Cable { .. }) { "the cable of NIC" } else { "NIC" };
-            let nic = nic.as_deref().map_or_else(|| format!("rank {rank}"), str::to_string);
-            let name = format!("retest {what} {host} {nic} with {}", hosts_of(&links, &[*rank]));
+            let nic = end.nic.clone().unwrap_or_else(|| format!("rank {}", end.rank));
+            let name = format!("retest {what} {} {nic} with {}", end.host, hosts_of(&links, &[end.rank]));
             Ok(Retesting { name, links })
         }
         SuspectKind::Link { a, b, a_host, b_host } => {

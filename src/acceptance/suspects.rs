@@ -9,7 +9,7 @@ use crate::acceptance::localise::{by_host, localise, Finding, Link, OnLink, Rank
 use crate::acceptance::paths::Paths;
 use crate::acceptance::retest;
 use crate::acceptance::switches::{localise_on, one_way, Flow};
-use crate::result::{CheckOutcome, Checked, Retest, RunResult, Suspect, SuspectKind, UplinkOutcome, Verdict};
+use crate::result::{CheckOutcome, Checked, NicEnd, Retest, RunResult, Suspect, SuspectKind, UplinkOutcome, Verdict};
 use crate::scenario::{Mode, Pattern};
 use crate::topology::Uplink;
 
@@ -166,11 +166,15 @@ impl Evidence<'_> {
         let on = move |a: usize, b: usize| a == rank || b == rank;
         let mut evidence =
             format!("all {count} of its links failed {} while its host's other NICs passed", self.rules_of(&on));
-        let (host, cable) = (self.host_of(rank), self.paths.and_then(|p| p.cable(rank)));
-        let nic = self.run.plan.ranks.get(rank).and_then(|r| r.own_nic()).map(str::to_string);
+        let end = NicEnd {
+            rank,
+            host: self.host_of(rank),
+            nic: self.run.plan.ranks.get(rank).and_then(|r| r.own_nic()).map(str::to_string),
+            cable: self.paths.and_then(|p| p.cable(rank)),
+        };
         let events = link_events(self.run, rank);
         let kind = match events.len() {
-            0 => SuspectKind::Nic { rank, host, nic, cable },
+            0 => SuspectKind::Nic(end),
             n => {
                 let listed: Vec<&str> = events.iter().take(EVENTS_TOLD).map(String::as_str).collect();
                 let more = if n > EVENTS_TOLD { format!(" and {} more", n - EVENTS_TOLD) } else { String::new() };
@@ -180,7 +184,7 @@ impl Evidence<'_> {
                      the cable or optic, not the NIC",
                     listed.join("; ")
                 );
-                SuspectKind::Cable { rank, host, nic, cable, link_events: n }
+                SuspectKind::Cable { end, link_events: n }
             }
         };
         (1, Box::new(on), kind, evidence)

@@ -146,27 +146,15 @@ pub enum SuspectKind {
         ranks: Vec<usize>,
     },
     /// Every link of this rank failed while other ranks of its host passed:
-    /// the NIC it uses alone (`nic`: its device, else its data address) or
-    /// the cable from it to `cable` (its leaf and port), where known.
-    Nic {
-        rank: usize,
-        host: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nic: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cable: Option<String>,
-    },
+    /// the NIC it uses alone, or the cable from it, where known.
+    Nic(NicEnd),
     /// A NIC suspect whose own link (its interface, or its RDMA port) went
     /// down or recovered from errors during the run (`link_events` of
     /// them): the physical link, the cable or optic from it to `cable`
     /// (its leaf and port, where known), rather than the NIC.
     Cable {
-        rank: usize,
-        host: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nic: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cable: Option<String>,
+        #[serde(flatten)]
+        end: NicEnd,
         link_events: usize,
     },
     /// This link failed while both its hosts passed elsewhere.
@@ -196,8 +184,31 @@ impl SuspectKind {
         match self {
             SuspectKind::Host { rank, ranks, .. } if ranks.is_empty() => vec![*rank],
             SuspectKind::Host { ranks, .. } => ranks.clone(),
-            SuspectKind::Nic { rank, .. } | SuspectKind::Cable { rank, .. } => vec![*rank],
+            SuspectKind::Nic(end) | SuspectKind::Cable { end, .. } => vec![end.rank],
             _ => Vec::new(),
+        }
+    }
+}
+
+/// The NIC of a NIC or cable suspect: the rank that uses it alone, its
+/// host, its device (`nic`; else its data address) and the leaf and port
+/// its cable goes to (`cable`), where known.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NicEnd {
+    pub rank: usize,
+    pub host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cable: Option<String>,
+}
+
+impl NicEnd {
+    /// `node03 mlx5_1 (rank 5)`, or `node03 of rank 5` where it has no name.
+    pub fn named(&self) -> String {
+        match &self.nic {
+            Some(nic) => format!("{} {nic} (rank {})", self.host, self.rank),
+            None => format!("{} of rank {}", self.host, self.rank),
         }
     }
 }

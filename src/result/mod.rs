@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 
 pub use aggregate::aggregate_phase;
 pub use build::Build;
-pub use checks::{Acceptance, CheckOutcome, Checked, Direction, Retest, Suspect, SuspectKind, UplinkOutcome, Verdict};
+pub use checks::{
+    Acceptance, CheckOutcome, Checked, Direction, NicEnd, Retest, Suspect, SuspectKind, UplinkOutcome, Verdict,
+};
 pub use datagrams::Datagrams;
 pub use matrix::pair_matrix;
 pub use metric::Metric;

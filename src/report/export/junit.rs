@@ -119,8 +119,10 @@ fn nic_cases(run: &RunResult, acceptance: &Acceptance) -> Vec<(bool, String)> {
         let name = xml(&format!("NIC {} {nic} (rank {})", info.host, info.rank));
         let open = format!("    <testcase classname=\"{classname}\" name=\"{name}\"");
         // The cable where the NIC's own link went down or recovered from errors.
-        let cable =
-            acceptance.suspects.iter().any(|s| matches!(s.kind, SuspectKind::Cable { rank, .. } if rank == info.rank));
+        let cable = acceptance
+            .suspects
+            .iter()
+            .any(|s| matches!(&s.kind, SuspectKind::Cable { end, .. } if end.rank == info.rank));
         let what = if cable { "suspect, its cable" } else { "suspect" };
         cases.push(match acceptance.suspects_rank(info.rank) {
             false => (false, format!("{open}>\n      <system-out>{tally}</system-out>\n    </testcase>\n")),

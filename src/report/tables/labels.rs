@@ -48,20 +48,14 @@ pub fn suspect(s: &Suspect) -> String {
             [] => format!("host {host} (rank {rank})"),
             all => format!("host {host} (all {} of its NICs: ranks {})", all.len(), listed(all, ", ")),
         },
-        SuspectKind::Nic { rank, host, nic, cable } => {
-            let nic = nic.as_deref().map_or_else(|| format!("of rank {rank}"), |n| format!("{n} (rank {rank})"));
-            match cable {
-                Some(end) => format!("NIC {host} {nic} or its cable to {end}"),
-                None => format!("NIC {host} {nic}"),
-            }
-        }
-        SuspectKind::Cable { rank, host, nic, cable, .. } => {
-            let nic = nic.as_deref().map_or_else(|| format!("of rank {rank}"), |n| format!("{n} (rank {rank})"));
-            match cable {
-                Some(end) => format!("cable of NIC {host} {nic} to {end}"),
-                None => format!("cable of NIC {host} {nic}"),
-            }
-        }
+        SuspectKind::Nic(end) => match &end.cable {
+            Some(to) => format!("NIC {} or its cable to {to}", end.named()),
+            None => format!("NIC {}", end.named()),
+        },
+        SuspectKind::Cable { end, .. } => match &end.cable {
+            Some(to) => format!("cable of NIC {} to {to}", end.named()),
+            None => format!("cable of NIC {}", end.named()),
+        },
         SuspectKind::Link { a_host, b_host, .. } => format!("link {a_host} – {b_host}"),
         SuspectKind::Fabric => "the fabric".to_string(),
         SuspectKind::Uplink { uplinks, one_way, .. } => {
@@ -95,6 +89,7 @@ pub fn retest(r: &Retest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::NicEnd;
     use crate::topology::{SwitchName, Uplink, Way};
 
     fn suspect_of(kind: SuspectKind) -> Suspect {
@@ -114,7 +109,7 @@ mod tests {
     fn a_nic_or_cable_suspect_names_its_device_and_cable_and_a_host_its_nics() {
         let nic = |nic: Option<&str>, cable: Option<&str>| {
             let (nic, cable) = (nic.map(str::to_string), cable.map(str::to_string));
-            suspect(&suspect_of(SuspectKind::Nic { rank: 5, host: "node03".into(), nic, cable }))
+            suspect(&suspect_of(SuspectKind::Nic(NicEnd { rank: 5, host: "node03".into(), nic, cable })))
         };
         assert_eq!(nic(Some("mlx5_1"), None), "NIC node03 mlx5_1 (rank 5)");
         assert_eq!(
@@ -124,7 +119,8 @@ mod tests {
         assert_eq!(nic(None, None), "NIC node03 of rank 5");
         let cable = |cable: Option<&str>| {
             let (nic, cable) = (Some("mlx5_1".to_string()), cable.map(str::to_string));
-            suspect(&suspect_of(SuspectKind::Cable { rank: 5, host: "node03".into(), nic, cable, link_events: 2 }))
+            let end = NicEnd { rank: 5, host: "node03".into(), nic, cable };
+            suspect(&suspect_of(SuspectKind::Cable { end, link_events: 2 }))
         };
         assert_eq!(cable(Some("rail1 port 3")), "cable of NIC node03 mlx5_1 (rank 5) to rail1 port 3");
         assert_eq!(cable(None), "cable of NIC node03 mlx5_1 (rank 5)");
