@@ -72,7 +72,20 @@ struct Accepted {
     html: String,
 }
 
+/// An acceptance of `n` hosts on `leaves` leaves per rail, run once more
+/// when it comes out degraded (exit 4): on a loaded 2-core CI host a rank
+/// started 0.53 s late into a 2 s round, and the round measured nothing
+/// of the fault under test.
 fn accept(bed: &Bed, n: usize, leaves: usize) -> Accepted {
+    let first = accept_once(bed, n, leaves);
+    if first.code != Some(4) {
+        return first;
+    }
+    eprintln!("degraded (exit 4), running the acceptance once more:\n{}", first.output);
+    accept_once(bed, n, leaves)
+}
+
+fn accept_once(bed: &Bed, n: usize, leaves: usize) -> Accepted {
     let bench = Bench::new();
     let (scenario, hosts) = (bench.write("accept.toml", SCENARIO), bench.write("hosts", &hostfile(n)));
     let fabric = bench.write("fabric.toml", &topology(n, leaves));
