@@ -249,12 +249,7 @@ impl<O, C> Session<O, C> {
                             _ => None,
                         };
                         self.stage = Stage::Prepared { phase, ends, peers };
-                        let endpoints = ToCoordinator::Endpoints { phase, endpoints };
-                        if self.probed {
-                            self.send(endpoints);
-                        } else {
-                            self.held = Some(endpoints);
-                        }
+                        self.send_once_probed(ToCoordinator::Endpoints { phase, endpoints });
                         self.connect_when_published();
                     }
                     Err(error) => self.failed(phase, error),
@@ -327,11 +322,15 @@ impl<O, C> Session<O, C> {
     /// ends the run with the error's text (the wire carries text).
     fn failed(&mut self, phase: usize, error: impl std::fmt::Display) {
         self.stage = Stage::Halted { phase };
-        let failed = ToCoordinator::Failed { phase, error: error.to_string() };
+        self.send_once_probed(ToCoordinator::Failed { phase, error: error.to_string() });
+    }
+
+    /// Sends `msg` now if the probe has gone, else holds it until the probe goes.
+    fn send_once_probed(&mut self, msg: ToCoordinator) {
         if self.probed {
-            self.send(failed);
+            self.send(msg);
         } else {
-            self.held = Some(failed);
+            self.held = Some(msg);
         }
     }
 

@@ -134,8 +134,8 @@ fn rails<'r>(run: &RunResult, rank_leaves: &'r [String]) -> Option<Vec<Rail<'r>>
     let mut slots: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
     let mut devices: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
     for (rank, leaf) in rank_leaves.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
-        let r = run.plan.ranks.get(rank)?;
-        r.own_nic()?;
+        // A rank without a NIC of its own (one rank per host) is no rail.
+        let r = run.plan.ranks.get(rank).filter(|r| r.own_nic().is_some())?;
         slots.entry(leaf).or_default().insert(r.slot);
         devices.entry(r.slot).or_default().extend(r.devices.first().map(String::as_str));
     }

@@ -40,8 +40,9 @@ pub fn checked(run: &RunResult, item: &Checked) -> String {
 }
 
 /// `host h3`, `NIC node17 mlx5_3 (rank 5) or its cable to rail3 port 17`,
-/// `cable of NIC node17 mlx5_3 (rank 5) to rail3 port 17`, `link h2 – h5`, `the fabric`, `uplink leaf3 ↔ spine1` (`… (spine1 → leaf3
-/// only)` when one way failed), `leaf switch leaf3`.
+/// `cable of NIC node17 mlx5_3 (rank 5) to rail3 port 17`, `link h2 – h5`,
+/// `the fabric`, `uplink leaf3 ↔ spine1` (`… (spine1 → leaf3 only)` when
+/// one way failed), `leaf switch leaf3`.
 pub fn suspect(s: &Suspect) -> String {
     match &s.kind {
         SuspectKind::Host { rank, host, ranks } => match &ranks[..] {
