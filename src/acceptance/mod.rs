@@ -169,6 +169,7 @@ mod tests {
                 jain: 1.0,
                 latency: None,
                 offered: None,
+                limit: None,
             });
         }
         let probe = |rank: usize, devices: Vec<InventoryDevice>| RankProbe {

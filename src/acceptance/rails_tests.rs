@@ -11,7 +11,7 @@ use super::synthetic::rails;
 use super::{judge, retest_plan, Paths, RetestPlan};
 use crate::metrics::links::LinkEvent;
 use crate::plan::Fabric;
-use crate::result::{Acceptance, NicEnd, RankResult, RunResult, SuspectKind};
+use crate::result::{testing, Acceptance, NicEnd, RankResult, RunResult, SuspectKind};
 use crate::scenario::{CheckSpec, Rule};
 
 fn checked(run: &RunResult, paths: Option<&dyn Paths>) -> Acceptance {
@@ -53,22 +53,9 @@ fn one_nic_failing_is_that_nic_retested_on_its_rail() {
 fn link_went_down(run: &mut RunResult, rank: usize, device: &str) {
     let host = run.plan.ranks[rank].host.clone();
     run.phases[0].ranks.push(RankResult {
-        rank,
-        host,
         slot: 1,
-        devices: Vec::new(),
-        data_addr: None,
-        reported: true,
         tx_gbps: 2.0,
         rx_gbps: 2.0,
-        cpu: Default::default(),
-        netdevs: Vec::new(),
-        rdma_counters: Vec::new(),
-        stress: None,
-        placements: Vec::new(),
-        clock_offset_us: 0.0,
-        rtt_us: 0.0,
-        error: None,
         link_events: vec![LinkEvent {
             device: device.into(),
             from_ns: 100_000_000,
@@ -76,7 +63,7 @@ fn link_went_down(run: &mut RunResult, rank: usize, device: &str) {
             states: vec!["down".into()],
             counters: [("carrier_changes".to_string(), 2), ("rx_crc_errors".to_string(), 0)].into(),
         }],
-        link_events_dropped: 0,
+        ..testing::rank(rank, &host)
     });
 }
 

@@ -75,20 +75,8 @@ pub(crate) fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64)
             dv_checked: None,
             dv_errors: None,
             dv_first_bad: None,
+            limit: None,
         })
         .collect();
-    PhaseResult {
-        index: p.index,
-        name: p.name.clone(),
-        complete: true,
-        window_s: 1.0,
-        start_skew_us: 0.0,
-        degraded: Vec::new(),
-        aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
-        interval_gbps: Vec::new(),
-        groups: Vec::new(),
-        flows,
-        receivers: Vec::new(),
-        ranks: Vec::new(),
-    }
+    PhaseResult { index: p.index, name: p.name.clone(), ..crate::result::testing::phase(flows, Vec::new()) }
 }

@@ -64,6 +64,9 @@ struct ThreadTimes {
     system_ticks: u64,
     /// Time on a CPU in ns (schedstat), when the kernel has it.
     run_ns: Option<u64>,
+    /// Time runnable but waiting on a run queue in ns (schedstat's second
+    /// field): a thread that wanted a core and had none.
+    wait_ns: Option<u64>,
 }
 
 impl ThreadTimes {
@@ -77,17 +80,17 @@ impl ThreadTimes {
         let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
         let (user_ticks, system_ticks) = parse_process_stat(&stat)?;
         let name = stat.get(stat.find('(')? + 1..stat.rfind(')')?)?.to_string();
-        let run_ns = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse().ok());
-        Some((ThreadTimes { user_ticks, system_ticks, run_ns }, name))
+        let schedstat = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok();
+        let field = |n: usize| schedstat.as_deref().and_then(|s| s.split_whitespace().nth(n)?.parse().ok());
+        Some((ThreadTimes { user_ticks, system_ticks, run_ns: field(0), wait_ns: field(1) }, name))
     }
 
     /// User and system ns from `self` (start; `None`: the thread began in
     /// the window) to `end`: the total from schedstat when both ends have
     /// it, split as the ticks moved (as they stand when too few moved).
     fn moved_until(start: Option<&ThreadTimes>, end: &ThreadTimes) -> (u64, u64) {
-        let zero = ThreadTimes { run_ns: end.run_ns.map(|_| 0), ..ThreadTimes::default() };
+        let zero =
+            ThreadTimes { run_ns: end.run_ns.map(|_| 0), wait_ns: end.wait_ns.map(|_| 0), ..ThreadTimes::default() };
         let start = start.unwrap_or(&zero);
         let user = end.user_ticks.saturating_sub(start.user_ticks);
         let system = end.system_ticks.saturating_sub(start.system_ticks);
@@ -98,6 +101,14 @@ impl ThreadTimes {
         let (u, s) = if user + system > 0 { (user, system) } else { (end.user_ticks, end.system_ticks) };
         let user_ns = if u + s > 0 { (u128::from(total) * u128::from(u) / u128::from(u + s)) as u64 } else { total };
         (user_ns, total - user_ns)
+    }
+}
+
+impl ThreadTimes {
+    /// Run-queue wait in ns from `start` (`None`: the thread began in the
+    /// window) to `end`; `None` without schedstat.
+    fn waited_until(start: Option<&ThreadTimes>, end: &ThreadTimes) -> Option<u64> {
+        Some(end.wait_ns?.saturating_sub(start.map_or(Some(0), |s| s.wait_ns)?))
     }
 }
 
@@ -178,6 +189,21 @@ pub struct ThreadsCpu {
     pub threads: usize,
     /// The busiest of them alone: 100 is one thread that never left its core.
     pub busiest_thread_pct: f64,
+    /// The thread that wanted a core most: the time it ran plus the time it
+    /// waited on a run queue (schedstat), with the wait alone; 100 is a
+    /// thread that could have used a core the whole window. `None` where
+    /// the kernel keeps no schedstat, and in runs made before it was read.
+    #[serde(default)]
+    pub wanting_thread: Option<ThreadDemand>,
+}
+
+/// One thread's demand for a core over the window, % of the window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadDemand {
+    /// Ran plus waited to run.
+    pub demand_pct: f64,
+    /// Waited on a run queue: runnable, but every core it may use was busy.
+    pub waited_pct: f64,
 }
 
 /// CPU used over a window. (Every field is always written: the rank
@@ -255,6 +281,8 @@ impl CpuSnapshot {
             system_ns: u64,
             threads: usize,
             busiest_ns: u64,
+            /// The most wanting thread's ran + waited and waited ns (`None` without schedstat).
+            wanting: Option<(u64, u64)>,
         }
         let mut sums: HashMap<Class, Sum> = HashMap::new();
         for (tid, (class, times)) in &end.threads {
@@ -264,15 +292,24 @@ impl CpuSnapshot {
             sum.system_ns += system_ns;
             sum.threads += 1;
             sum.busiest_ns = sum.busiest_ns.max(user_ns + system_ns);
+            if let Some(waited) = ThreadTimes::waited_until(self.threads.get(tid).map(|(_, t)| t), times) {
+                let demand = (user_ns + system_ns + waited, waited);
+                sum.wanting = Some(sum.wanting.map_or(demand, |w| w.max(demand)));
+            }
         }
-        let of =
-            |class: Class| sums.get(&class).map_or((0, 0, 0, 0), |s| (s.user_ns, s.system_ns, s.threads, s.busiest_ns));
-        let cpu = |(user, system, threads, busiest): (u64, u64, usize, u64)| ThreadsCpu {
+        let of = |class: Class| {
+            sums.get(&class)
+                .map_or((0, 0, 0, 0, None), |s| (s.user_ns, s.system_ns, s.threads, s.busiest_ns, s.wanting))
+        };
+        type Of = (u64, u64, usize, u64, Option<(u64, u64)>);
+        let cpu = |(user, system, threads, busiest, wanting): Of| ThreadsCpu {
             pct: pct(user + system),
             user_pct: pct(user),
             system_pct: pct(system),
             threads,
             busiest_thread_pct: pct(busiest),
+            wanting_thread: wanting
+                .map(|(demand, waited)| ThreadDemand { demand_pct: pct(demand), waited_pct: pct(waited) }),
         };
         let (data, burners, live) = (of(Class::Data), of(Class::Burner), of(Class::Control));
         let process_user = end.process_user_ns.saturating_sub(self.process_user_ns);
@@ -287,7 +324,7 @@ impl CpuSnapshot {
         let gone = process.saturating_sub(read);
         let gone_user =
             if process > 0 { (u128::from(gone) * u128::from(process_user) / u128::from(process)) as u64 } else { 0 };
-        let control = (live.0 + gone_user, live.1 + gone - gone_user, live.2, live.3);
+        let control = (live.0 + gone_user, live.1 + gone - gone_user, live.2, live.3, live.4);
         let (worker_user, worker_system) = (data.0 + control.0, data.1 + control.1);
         let total = end.host_total.saturating_sub(self.host_total);
         let busy = end.host_busy.saturating_sub(self.host_busy);
@@ -394,7 +431,7 @@ mod tests {
     }
 
     fn times(user_ticks: u64, system_ticks: u64, run_ns: Option<u64>) -> ThreadTimes {
-        ThreadTimes { user_ticks, system_ticks, run_ns }
+        ThreadTimes { user_ticks, system_ticks, run_ns, wait_ns: None }
     }
 
     #[test]
@@ -420,6 +457,37 @@ mod tests {
             host_busy: host.0,
             host_total: host.1,
         }
+    }
+
+    #[test]
+    fn the_thread_that_wanted_a_core_most_is_told_with_its_run_queue_wait() {
+        const S: u64 = 1_000_000_000;
+        let waited = |run: u64, wait: u64| ThreadTimes { wait_ns: Some(wait), ..times(1, 1, Some(run)) };
+        let a = snapshot((0, 0), &[(1, Class::Data, waited(0, 0)), (2, Class::Data, waited(0, 0))], (0, 0));
+        // Over 2 s: thread 1 ran 1.2 s and waited 0.2 s; thread 2 ran 0.6 s
+        // and waited 1.2 s (it wanted more); thread 3 began in the window,
+        // ran 0.2 s and waited 1.7 s.
+        let b = snapshot(
+            (S * 3, 0),
+            &[
+                (1, Class::Data, waited(S * 6 / 5, S / 5)),
+                (2, Class::Data, waited(S * 3 / 5, S * 6 / 5)),
+                (3, Class::Control, waited(S / 5, S * 17 / 10)),
+            ],
+            (0, 0),
+        );
+        let u = a.usage_until(&b, 2.0);
+        let close = |got: f64, want: f64| (got - want).abs() < 1e-6;
+        let data = u.data.unwrap();
+        assert!(close(data.busiest_thread_pct, 60.0), "{data:?}");
+        let wanting = data.wanting_thread.unwrap();
+        assert!(close(wanting.demand_pct, 90.0) && close(wanting.waited_pct, 60.0), "{wanting:?}");
+        let control = u.control.unwrap().wanting_thread.unwrap();
+        assert!(close(control.demand_pct, 95.0) && close(control.waited_pct, 85.0), "{control:?}");
+        // Without schedstat no wait is told.
+        let bare = |run: u64| snapshot((0, 0), &[(1, Class::Data, times(1, 1, Some(run)))], (0, 0));
+        let data = bare(0).usage_until(&bare(S), 2.0).data.unwrap();
+        assert_eq!((data.busiest_thread_pct, data.wanting_thread), (50.0, None));
     }
 
     #[test]

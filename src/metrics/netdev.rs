@@ -11,6 +11,7 @@ pub struct NetdevSnapshot {
     pub iface: String,
     rx_bytes: u64,
     tx_bytes: u64,
+    speed_mbps: Option<u64>,
 }
 
 /// Bytes an interface received and sent over a window.
@@ -19,6 +20,11 @@ pub struct NetdevDelta {
     pub iface: String,
     pub rx_bytes: u64,
     pub tx_bytes: u64,
+    /// The link's speed at the window's end (/sys/class/net/IF/speed), Mb/s;
+    /// `None` where the kernel tells none (loopback, a link that is down),
+    /// and in runs made before it was read.
+    #[serde(default)]
+    pub speed_mbps: Option<u64>,
 }
 
 /// The interface that owns `addr`: the one holding it, or whose subnet has it
@@ -49,7 +55,18 @@ impl NetdevSnapshot {
     pub fn take(iface: &str) -> Option<NetdevSnapshot> {
         let dir = Path::new("/sys/class/net").join(iface).join("statistics");
         let read = |name: &str| -> Option<u64> { std::fs::read_to_string(dir.join(name)).ok()?.trim().parse().ok() };
-        Some(NetdevSnapshot { iface: iface.to_string(), rx_bytes: read("rx_bytes")?, tx_bytes: read("tx_bytes")? })
+        // The kernel says -1 (unknown) as 4294967295 or -1; neither is a speed.
+        let speed_mbps = std::fs::read_to_string(Path::new("/sys/class/net").join(iface).join("speed"))
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .and_then(|mbps| u64::try_from(mbps).ok())
+            .filter(|&mbps| mbps > 0 && mbps < u64::from(u32::MAX));
+        Some(NetdevSnapshot {
+            iface: iface.to_string(),
+            rx_bytes: read("rx_bytes")?,
+            tx_bytes: read("tx_bytes")?,
+            speed_mbps,
+        })
     }
 
     pub fn delta_until(&self, end: &NetdevSnapshot) -> NetdevDelta {
@@ -57,6 +74,7 @@ impl NetdevSnapshot {
             iface: self.iface.clone(),
             rx_bytes: end.rx_bytes.saturating_sub(self.rx_bytes),
             tx_bytes: end.tx_bytes.saturating_sub(self.tx_bytes),
+            speed_mbps: end.speed_mbps,
         }
     }
 }

@@ -59,6 +59,7 @@ pub fn aggregate_phase(
         receivers: receivers(ranks, &flows),
         ranks: rank_results(ranks, reports, &flows, window_s),
         flows,
+        limit: None,
     }
 }
 
@@ -171,6 +172,7 @@ fn flow_result(
         dv_checked: dv.map(|d| d.checked),
         dv_errors: dv.map(|d| d.errors),
         dv_first_bad: dv.and_then(|d| d.first_bad),
+        limit: None,
     };
     result.offered = offered(group, &[(result.gbps, result.msgs_per_s)]);
     result
@@ -272,6 +274,7 @@ fn groups(phase: &Phase, flows: &[FlowResult], round_trips: &[Option<Histogram>]
                 jain: stats::jain(&rates).unwrap_or(0.0),
                 latency: round_trips.as_ref().and_then(|h| h.summary(reported_share(g))),
                 offered: offered(g, &delivered),
+                limit: None,
             }
         })
         .collect()

@@ -2,9 +2,25 @@
 //! for a latency group, of the typical half round trip in µs. With
 //! repeats, each cell is the mean over the pair's counted repeats.
 
+use serde::{Deserialize, Serialize};
+
 use crate::plan::{Plan, RankInfo};
-use crate::result::{repeats, PairMatrix, PhaseResult};
+use crate::result::{repeats, PhaseResult};
 use crate::scenario::{Mode, Pattern};
+
+/// The all-pairs matrix over every rank of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairMatrix {
+    pub group: String,
+    /// Host of each rank: the row and column labels.
+    pub hosts: Vec<String>,
+    /// What the cells hold: Gb/s (bandwidth) or µs (latency: the typical
+    /// half round trip).
+    pub mode: Mode,
+    /// `values[src][dst]`: the flow src → dst; `null` where none ran (the
+    /// diagonal, the direction not measured, ranks left out).
+    pub values: Vec<Vec<Option<f64>>>,
+}
 
 /// The matrix when the plan is all-pairs; `None` otherwise.
 pub fn pair_matrix(plan: &Plan, phases: &[PhaseResult]) -> Option<PairMatrix> {

@@ -16,10 +16,14 @@ pub mod gate;
 pub mod gpu_memory;
 pub mod intervals;
 pub mod leaf_pairs;
+pub mod limit;
+pub mod line_rate;
 mod matrix;
 pub mod metric;
 pub mod repeats;
 pub mod sweep;
+#[cfg(test)]
+pub(crate) mod testing;
 mod validation;
 
 use serde::{Deserialize, Serialize};
@@ -30,7 +34,7 @@ pub use checks::{
     Acceptance, CheckOutcome, Checked, Direction, NicEnd, Retest, Suspect, SuspectKind, UplinkOutcome, Verdict,
 };
 pub use datagrams::Datagrams;
-pub use matrix::pair_matrix;
+pub use matrix::{pair_matrix, PairMatrix};
 pub use metric::Metric;
 
 use crate::histogram::LatencySummary;
@@ -185,6 +189,7 @@ impl RunResult {
         self.congestion = congestion::summarize(&self.plan, &self.phases);
         self.congestion_repeats = self.congestion.as_deref().and_then(congestion::over_repeats);
         self.flaps = flaps::of_run(self);
+        limit::judge_run(self);
         if let Some(leaf_pairs) = &mut self.leaf_pairs {
             leaf_pairs.summarize(&self.plan, &self.phases);
         }
@@ -206,20 +211,6 @@ pub struct RankProbe {
     /// them (absent in runs made before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts: Option<Box<HostFacts>>,
-}
-
-/// The all-pairs matrix over every rank of the plan.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PairMatrix {
-    pub group: String,
-    /// Host of each rank: the row and column labels.
-    pub hosts: Vec<String>,
-    /// What the cells hold: Gb/s (bandwidth) or µs (latency: the typical
-    /// half round trip).
-    pub mode: Mode,
-    /// `values[src][dst]`: the flow src → dst; `null` where none ran (the
-    /// diagonal, the direction not measured, ranks left out).
-    pub values: Vec<Vec<Option<f64>>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,6 +254,9 @@ pub struct PhaseResult {
     pub flows: Vec<FlowResult>,
     pub receivers: Vec<ReceiverResult>,
     pub ranks: Vec<RankResult>,
+    /// What held most of the phase's bandwidth flows; absent without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<limit::MostHeld>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -329,6 +323,10 @@ pub struct FlowResult {
     /// …and the first bad byte: its lane, message and offset in the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dv_first_bad: Option<BadByte>,
+    /// A bandwidth flow: what held it, by which rule, on what evidence
+    /// ("Why this number"); absent for latency and failed flows, older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<limit::Limit>,
 }
 
 /// Offered load against what was delivered in the window.
@@ -392,6 +390,9 @@ pub struct GroupResult {
     /// delivered / offered (absent when unpaced, and in older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offered: Option<Offered>,
+    /// What held most of its bandwidth flows (absent for latency groups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<limit::MostHeld>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

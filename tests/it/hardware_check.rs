@@ -59,13 +59,30 @@ fn quick_run_across_two_hosts_within_a_budget() {
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     println!("{report}");
-    let bw = table(&report, "Bandwidth");
-    let write = bw.iter().find(|r| r[0] == "write" && r[2] == "1").unwrap_or_else(|| panic!("no write row:\n{report}"));
-    assert!(number(&write[3], "fabricbench Gb/s") > 0.0, "{write:?}");
-    if perftest_installed() {
-        assert!(number(&write[4], "perftest Gb/s") > 0.0 && number(&write[5], "ratio") > 0.0, "{write:?}");
-    }
     let could_not = report.split("## Could not test").nth(1).expect("a could-not-test section");
+    let bw = table(&report, "Bandwidth");
+    match bw.iter().find(|r| r[0] == "write" && r[2] == "1") {
+        Some(write) => {
+            assert!(number(&write[3], "fabricbench Gb/s") > 0.0, "{write:?}");
+            // perftest's write is measured, or left out for the budget:
+            // never started to fail on a server its timeout ended.
+            if perftest_installed() {
+                match could_not.lines().find(|l| l.contains("perftest write-q1")) {
+                    Some(line) => assert!(line.contains("budget was spent"), "{line}\n{report}"),
+                    None => assert!(number(&write[4], "perftest Gb/s") > 0.0 && number(&write[5], "ratio") > 0.0),
+                }
+            }
+        }
+        // On a loaded host fabricbench's first run can take the whole
+        // budget (CI once saw 100 s): stopped, it keeps what it measured.
+        None => {
+            let line = could_not.lines().find(|l| l.contains("fabricbench write-q1")).expect("the write, or why not");
+            assert!(line.contains("stopped at the end of the check's 60 s budget"), "{line}\n{report}");
+            let folders = std::fs::read_dir(out.path().join("fabricbench/write-q1")).expect("its results folder");
+            let kept = folders.flatten().any(|d| d.path().join("run.json").is_file());
+            assert!(kept, "the stopped write kept no run.json:\n{report}");
+        }
+    }
     assert!(could_not.contains("budget (--budget)") || could_not.contains("budget was spent"), "{report}");
     assert_eq!(left_here(), Vec::<String>::new(), "left running here");
     let ps = Command::new("ssh").args([peer.as_str(), "ps -eo args="]).output().expect("ssh to the peer");

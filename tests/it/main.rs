@@ -29,6 +29,7 @@ mod gpu_memory;
 mod gpu_rdma;
 mod hardware_check;
 mod host_facts;
+mod limits;
 mod load_scenarios;
 mod manual;
 mod pacing;

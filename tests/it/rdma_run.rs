@@ -52,6 +52,24 @@ fn rdma_fan_in_with_a_latency_probe() {
         assert_eq!(f["bytes"], f["tx_bytes"], "{f}");
         assert!(f["gbps"].as_f64().unwrap() > 0.0, "{f}");
     }
+    // Why each number: every bandwidth flow's verdict rests on this run's
+    // evidence (Soft-RoCE's port says 2 Gb/s: only a rate near it is "line
+    // rate"); the latency probe has none.
+    for f in &flows[..3] {
+        let kind = f["limit"]["kind"].as_str().unwrap_or_else(|| panic!("no limit: {f}"));
+        assert!(!f["limit"]["evidence"].as_array().unwrap().is_empty(), "{f}");
+        if kind == "line_rate" {
+            let share = f["gbps"].as_f64().unwrap() / port["ports"][0]["rate_gbps"].as_f64().unwrap();
+            assert!((0.9..=1.05).contains(&share), "{f}");
+        }
+        if kind == "loss" || kind == "congestion" {
+            assert!(
+                f["limit"]["evidence"][0]["what"].as_str().unwrap().contains(port["name"].as_str().unwrap()),
+                "{f}"
+            );
+        }
+    }
+    assert!(flows[3].get("limit").is_none(), "{}", flows[3]);
     let sum: f64 = flows[..3].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
     assert!((phase["aggregate_gbps"].as_f64().unwrap() - sum).abs() < 1e-9);
     assert_eq!(phase["receivers"][0]["senders"], 3);

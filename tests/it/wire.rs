@@ -7,7 +7,7 @@ use fabricbench::histogram::Histogram;
 use fabricbench::hostfacts::HostFacts;
 use fabricbench::load::placement::Placed;
 use fabricbench::load::stress::StressReport;
-use fabricbench::metrics::cpu::{CpuUsage, ThreadsCpu};
+use fabricbench::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
 use fabricbench::metrics::links::LinkEvent;
 use fabricbench::metrics::netdev::NetdevDelta;
 use fabricbench::metrics::{EngineSeat, FlowSamples, GroupPlacement, RankReport};
@@ -122,6 +122,7 @@ fn report_with_every_optional_part() {
                     system_pct: 0.5,
                     threads: 2,
                     busiest_thread_pct: 0.5,
+                    wanting_thread: Some(ThreadDemand { demand_pct: 0.7, waited_pct: 0.2 }),
                 }),
                 control: Some(ThreadsCpu {
                     pct: 0.25,
@@ -129,6 +130,7 @@ fn report_with_every_optional_part() {
                     system_pct: 0.0,
                     threads: 5,
                     busiest_thread_pct: 0.1,
+                    wanting_thread: None,
                 }),
                 burners: Some(ThreadsCpu {
                     pct: 99.0,
@@ -136,12 +138,13 @@ fn report_with_every_optional_part() {
                     system_pct: 0.0,
                     threads: 2,
                     busiest_thread_pct: 50.0,
+                    wanting_thread: None,
                 }),
                 process_pct: Some(100.0),
                 host_pct: 2.0,
                 host_cores: 2,
             },
-            netdevs: vec![NetdevDelta { iface: "lo".into(), rx_bytes: 1, tx_bytes: 2 }],
+            netdevs: vec![NetdevDelta { iface: "lo".into(), rx_bytes: 1, tx_bytes: 2, speed_mbps: Some(25_000) }],
             rdma_counters: vec![CounterDelta {
                 device: "mlx5_0".into(),
                 port: 1,

@@ -51,6 +51,9 @@ struct FlowRow<'a> {
     offered_gbps: Option<f64>,
     offered_msgs_per_s: Option<f64>,
     delivered_ratio: Option<f64>,
+    /// Bandwidth flows: what held it (docs/METRICS.md, "Why this number") and the rule.
+    limited_by: Option<String>,
+    limit_rule: Option<&'a str>,
 }
 
 pub fn flows(run: &RunResult) -> Result<Vec<u8>, ReportError> {
@@ -75,6 +78,8 @@ pub fn flows(run: &RunResult) -> Result<Vec<u8>, ReportError> {
             offered_gbps: f.offered.map(|o| o.gbps),
             offered_msgs_per_s: f.offered.map(|o| o.msgs_per_s),
             delivered_ratio: f.offered.map(|o| o.delivered_ratio),
+            limited_by: f.limit.as_ref().map(|l| l.kind.to_string()),
+            limit_rule: f.limit.as_ref().map(|l| l.rule.as_str()),
         })
     });
     write_rows("flows.csv", rows)

@@ -107,20 +107,7 @@ mod tests {
     }
 
     fn phase(flows: Vec<FlowResult>) -> PhaseResult {
-        PhaseResult {
-            index: 0,
-            name: "p".into(),
-            complete: true,
-            window_s: 10.0,
-            start_skew_us: 0.0,
-            aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
-            interval_gbps: Vec::new(),
-            groups: Vec::new(),
-            flows,
-            receivers: Vec::new(),
-            ranks: Vec::new(),
-            degraded: Vec::new(),
-        }
+        PhaseResult { window_s: 10.0, ..crate::result::testing::phase(flows, Vec::new()) }
     }
 
     #[test]

@@ -95,47 +95,18 @@ fn moved(counters: &BTreeMap<String, u64>, names: &[&str], fmt: impl Fn(u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::cpu::CpuUsage;
+    use crate::result::testing;
 
     fn rank(rank: usize, counters: &[(&str, u64)]) -> RankResult {
         let counters = counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         RankResult {
-            rank,
-            host: format!("h{rank}"),
-            slot: 0,
-            devices: Vec::new(),
-            data_addr: None,
-            reported: true,
-            tx_gbps: 0.0,
-            rx_gbps: 0.0,
-            cpu: CpuUsage::default(),
-            netdevs: Vec::new(),
             rdma_counters: vec![CounterDelta { device: "rxe0".into(), port: 1, counters }],
-            stress: None,
-            placements: Vec::new(),
-            clock_offset_us: 0.0,
-            rtt_us: 0.0,
-            error: None,
-            link_events: Vec::new(),
-            link_events_dropped: 0,
+            ..testing::rank(rank, &format!("h{rank}"))
         }
     }
 
     fn phase(ranks: Vec<RankResult>) -> PhaseResult {
-        PhaseResult {
-            index: 0,
-            name: "p".into(),
-            complete: true,
-            window_s: 1.0,
-            start_skew_us: 0.0,
-            degraded: Vec::new(),
-            aggregate_gbps: 0.0,
-            interval_gbps: Vec::new(),
-            groups: Vec::new(),
-            flows: Vec::new(),
-            receivers: Vec::new(),
-            ranks,
-        }
+        testing::phase(Vec::new(), ranks)
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
     };
     // A phase of latency flows alone moves no bandwidth worth a headline.
     let aggregate = if p.flows.iter().any(|f| f.mode == Mode::Bandwidth) {
-        format!("aggregate {} Gb/s", number(p.aggregate_gbps, 3))
+        let held = p.limit.as_ref().map_or_else(String::new, |l| format!(", flows limited by {l}"));
+        format!("aggregate {} Gb/s{held}", number(p.aggregate_gbps, 3))
     } else {
         "latency only".to_string()
     };
@@ -128,7 +129,10 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
 fn flows(p: &PhaseResult) -> Table {
     let Shown { title, items: shown } =
         shown("Flows", p.flows.iter(), ROWS_SHOWN, slower_flow, "slowest or failed (every flow is in flows.csv)");
-    let mut t = Table::new(title, &["flow", "group", "src → dst", "streams", "msg size (B)", "Gb/s", "msgs/s", "note"]);
+    let mut t = Table::new(
+        title,
+        &["flow", "group", "src → dst", "streams", "msg size (B)", "Gb/s", "msgs/s", "limited by", "note"],
+    );
     for f in shown {
         t.rows.push(vec![
             f.id.to_string(),
@@ -138,6 +142,7 @@ fn flows(p: &PhaseResult) -> Table {
             f.message_size.to_string(),
             number(f.gbps, 3),
             number(f.msgs_per_s, 0),
+            f.limit.as_ref().map_or_else(|| "-".into(), |l| l.kind.to_string()),
             f.error.clone().unwrap_or_default(),
         ]);
     }
@@ -207,7 +212,17 @@ fn receivers(p: &PhaseResult) -> Table {
 fn groups(p: &PhaseResult) -> Table {
     let mut t = Table::new(
         "Groups".into(),
-        &["group", "pattern", "transport", "flows", "aggregate Gb/s", "min flow Gb/s", "max flow Gb/s", "Jain index"],
+        &[
+            "group",
+            "pattern",
+            "transport",
+            "flows",
+            "aggregate Gb/s",
+            "min flow Gb/s",
+            "max flow Gb/s",
+            "Jain index",
+            "limited by (flows)",
+        ],
     );
     for g in &p.groups {
         t.rows.push(vec![
@@ -219,6 +234,7 @@ fn groups(p: &PhaseResult) -> Table {
             number(g.min_flow_gbps, 3),
             number(g.max_flow_gbps, 3),
             format!("{:.4}", g.jain),
+            g.limit.as_ref().map_or_else(|| "-".into(), ToString::to_string),
         ]);
     }
     t

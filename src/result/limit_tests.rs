@@ -1,0 +1,259 @@
+//! Each rule on the evidence that fires it, and on the evidence that must
+//! not: a fan-in of four hosts (h1 receives from h2, h3, h4), its flows and
+//! ranks written as a run would report them.
+
+use std::path::Path;
+
+use super::*;
+use crate::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
+use crate::metrics::netdev::NetdevDelta;
+use crate::result::{GroupResult, Offered, RankProbe, ReceiverResult};
+use crate::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort};
+use crate::{hostfile, plan, scenario};
+
+/// A run of one fan-in phase, `transport` its group's, each sender at `gbps`.
+fn fan_in(transport: &str, gbps: [f64; 3]) -> RunResult {
+    let hosts = hostfile::parse("h1\nh2\nh3\nh4", Path::new("hosts")).unwrap();
+    let text = format!(
+        "[[group]]\nname = \"in\"\npattern = \"fan-in\"\nreceivers = 0\nsenders = \"1-3\"\ntransport = \"{transport}\"\n"
+    );
+    let (scenario, _) = scenario::parse(&text, Path::new("s.toml")).unwrap();
+    let plan = plan::build(&hosts, &scenario).unwrap();
+    let mut run = RunResult::new("s.toml".into(), scenario, hosts, plan);
+    let flows: Vec<FlowResult> = (0..3).map(|k| flow(k, k as usize + 1, 0, gbps[k as usize])).collect();
+    let group = GroupResult {
+        name: "in".into(),
+        mode: Mode::Bandwidth,
+        pattern: crate::scenario::Pattern::FanIn,
+        transport: if transport == "rdma" { Transport::Rdma } else { Transport::Tcp },
+        op: crate::scenario::Op::Send,
+        flows: 3,
+        aggregate_gbps: gbps.iter().sum(),
+        min_flow_gbps: 0.0,
+        max_flow_gbps: 0.0,
+        jain: 1.0,
+        latency: None,
+        offered: None,
+        limit: None,
+    };
+    let receiver = ReceiverResult {
+        rank: 0,
+        host: "h1".into(),
+        senders: 3,
+        aggregate_gbps: gbps.iter().sum(),
+        min_share: 0.0,
+        max_share: 0.0,
+        jain: 1.0,
+        cov: 0.0,
+    };
+    let ranks = (0..4).map(rank).collect();
+    run.phases = vec![PhaseResult {
+        groups: vec![group],
+        receivers: vec![receiver],
+        ..crate::result::testing::phase(flows, ranks)
+    }];
+    run
+}
+
+fn flow(id: u32, src: usize, dst: usize, gbps: f64) -> FlowResult {
+    let json = serde_json::json!({"id": id, "group": "in", "mode": "bandwidth", "src": src, "dst": dst,
+        "src_host": format!("h{}", src + 1), "dst_host": format!("h{}", dst + 1), "streams": 1,
+        "message_size": 65536, "tx_bytes": null, "rx_bytes": null, "bytes": 1, "gbps": gbps,
+        "msgs_per_s": 1.0, "interval_gbps": []});
+    serde_json::from_value(json).unwrap()
+}
+
+/// A rank on a 10 Gb/s eth0 whose data thread ran a tenth of the window.
+fn rank(rank: usize) -> RankResult {
+    let data = ThreadsCpu {
+        pct: 10.0,
+        busiest_thread_pct: 10.0,
+        threads: 1,
+        wanting_thread: Some(ThreadDemand { demand_pct: 11.0, waited_pct: 1.0 }),
+        ..ThreadsCpu::default()
+    };
+    RankResult {
+        cpu: CpuUsage { data: Some(data), ..CpuUsage::default() },
+        netdevs: vec![NetdevDelta { iface: "eth0".into(), rx_bytes: 0, tx_bytes: 0, speed_mbps: Some(10_000) }],
+        ..crate::result::testing::rank(rank, &format!("h{}", rank + 1))
+    }
+}
+
+fn judged(mut run: RunResult) -> RunResult {
+    judge_run(&mut run);
+    run
+}
+
+fn kinds(run: &RunResult) -> Vec<Option<LimitKind>> {
+    run.phases[0].flows.iter().map(|f| f.limit.as_ref().map(|l| l.kind)).collect()
+}
+
+fn evidence(limit: &Limit, what: &str) -> f64 {
+    limit.evidence.iter().find(|e| e.what == what).unwrap_or_else(|| panic!("no `{what}` in {limit:?}")).value
+}
+
+#[test]
+fn a_flow_near_its_interface_speed_is_at_line_rate_and_one_far_below_is_unexplained() {
+    // The receiver has a 100 Gb/s port: each flow is held to its sender's 10.
+    let mut run = fan_in("tcp", [9.5, 3.0, 0.5]);
+    run.phases[0].ranks[0].netdevs[0].speed_mbps = Some(100_000);
+    let run = judged(run);
+    assert_eq!(kinds(&run), [Some(LimitKind::LineRate), Some(LimitKind::Unexplained), Some(LimitKind::Unexplained)]);
+    let line = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(evidence(line, "line rate"), 10.0);
+    assert!(line.rule.contains("eth0 of h"), "{}", line.rule);
+    let below = run.phases[0].flows[1].limit.as_ref().unwrap();
+    assert!((evidence(below, "share of line rate") - 30.0).abs() < 1e-9, "{below:?}");
+    let phase = run.phases[0].limit.as_ref().unwrap();
+    assert_eq!((phase.kind, phase.flows, phase.of), (LimitKind::Unexplained, 2, 3));
+    assert_eq!(phase.to_string(), "unexplained (2 of 3)");
+}
+
+#[test]
+fn senders_that_fill_the_receivers_line_share_it_and_each_shows_its_share() {
+    let run = judged(fan_in("tcp", [4.6, 2.3, 2.3]));
+    assert_eq!(kinds(&run), [Some(LimitKind::SharedLink); 3]);
+    let first = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert!((evidence(first, "this flow's share") - 50.0).abs() < 1e-9, "{first:?}");
+    assert_eq!(evidence(first, "receiver aggregate"), 9.2);
+    // Under 90 % of the receiver's line, the same senders are not said to share it.
+    let under = judged(fan_in("tcp", [4.0, 2.0, 2.0]));
+    assert!(!kinds(&under).contains(&Some(LimitKind::SharedLink)), "{:?}", kinds(&under));
+}
+
+#[test]
+fn a_paced_flow_that_delivered_its_offer_is_paced_and_one_that_fell_short_is_judged_on() {
+    let mut run = fan_in("tcp", [1.0, 0.5, 3.0]);
+    run.phases[0].flows[0].offered = Some(Offered { gbps: 1.0, msgs_per_s: 1.0, delivered_ratio: 1.0 });
+    run.phases[0].flows[1].offered = Some(Offered { gbps: 1.0, msgs_per_s: 1.0, delivered_ratio: 0.5 });
+    let run = judged(run);
+    assert_eq!(kinds(&run)[..2], [Some(LimitKind::Paced), Some(LimitKind::Unexplained)]);
+}
+
+#[test]
+fn moved_loss_counters_outrank_congestion_counters_and_name_the_port() {
+    let mut run = fan_in("tcp", [1.0, 1.0, 1.0]);
+    let counters = |names: &[(&str, u64)]| {
+        let counters = names.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        vec![CounterDelta { device: "mlx5_0".into(), port: 1, counters }]
+    };
+    run.phases[0].ranks[1].rdma_counters =
+        counters(&[("hw_counters/out_of_sequence", 7), ("hw_counters/np_cnp_sent", 2)]);
+    run.phases[0].ranks[2].rdma_counters =
+        counters(&[("hw_counters/rp_cnp_handled", 40), ("counters/port_rcv_data", 9)]);
+    let run = judged(run);
+    assert_eq!(kinds(&run)[..2], [Some(LimitKind::Loss), Some(LimitKind::Congestion)]);
+    let loss = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(evidence(loss, "sender mlx5_0:1 out_of_sequence"), 7.0);
+    let congestion = run.phases[0].flows[1].limit.as_ref().unwrap();
+    assert_eq!(congestion.evidence.len(), 1, "only congestion counters: {congestion:?}");
+}
+
+#[test]
+fn the_end_whose_data_thread_wanted_a_core_most_is_named() {
+    let mut run = fan_in("tcp", [1.0, 1.0, 1.0]);
+    let busy = |ran: f64, waited: f64| ThreadsCpu {
+        busiest_thread_pct: ran,
+        wanting_thread: Some(ThreadDemand { demand_pct: ran + waited, waited_pct: waited }),
+        ..ThreadsCpu::default()
+    };
+    // h2 ran its whole core; h3 ran a third and waited half the window for
+    // one; h4 is idle, but the receiver waited a quarter of the window.
+    run.phases[0].ranks[1].cpu.data = Some(busy(97.0, 0.0));
+    run.phases[0].ranks[2].cpu.data = Some(busy(33.0, 50.0));
+    run.phases[0].ranks[0].cpu.data = Some(busy(40.0, 25.0));
+    let run = judged(run);
+    assert_eq!(kinds(&run), [Some(LimitKind::SenderCpu), Some(LimitKind::SenderCpu), Some(LimitKind::ReceiverCpu)]);
+    let starved = run.phases[0].flows[1].limit.as_ref().unwrap();
+    assert_eq!(evidence(starved, "sender data thread waited for a core"), 50.0);
+    assert!(starved.rule.contains("waited for a core ≥ 20 %"), "{}", starved.rule);
+    assert!(run.phases[0].flows[0].limit.as_ref().unwrap().rule.contains("ran ≥ 95 % of a core"));
+    // Without schedstat, the time it ran alone decides.
+    let mut bare = fan_in("tcp", [1.0, 1.0, 1.0]);
+    bare.phases[0].ranks[1].cpu.data = Some(ThreadsCpu { busiest_thread_pct: 96.0, ..ThreadsCpu::default() });
+    bare.phases[0].ranks[2].cpu.data = Some(ThreadsCpu { busiest_thread_pct: 90.0, ..ThreadsCpu::default() });
+    assert_eq!(kinds(&judged(bare))[..2], [Some(LimitKind::SenderCpu), Some(LimitKind::Unexplained)]);
+}
+
+#[test]
+fn a_polling_rdma_thread_that_fills_its_core_is_no_cpu_verdict_but_one_that_waited_is() {
+    let mut run = fan_in("rdma", [1.0, 1.0, 1.0]);
+    let polling = |waited: f64| ThreadsCpu {
+        busiest_thread_pct: 100.0 - waited,
+        wanting_thread: Some(ThreadDemand { demand_pct: 100.0, waited_pct: waited }),
+        ..ThreadsCpu::default()
+    };
+    for r in &mut run.phases[0].ranks {
+        r.cpu.data = Some(polling(0.0));
+    }
+    run.phases[0].ranks[3].cpu.data = Some(polling(40.0));
+    let run = judged(run);
+    assert_eq!(kinds(&run), [Some(LimitKind::Unexplained), Some(LimitKind::Unexplained), Some(LimitKind::SenderCpu)]);
+}
+
+#[test]
+fn loopback_flows_are_held_by_their_ends_cpus_never_by_a_line() {
+    let mut run = fan_in("tcp", [20.0, 20.0, 20.0]);
+    for (k, r) in run.phases[0].ranks.iter_mut().enumerate() {
+        r.netdevs = vec![NetdevDelta { iface: "lo".into(), rx_bytes: 0, tx_bytes: 0, speed_mbps: None }];
+        r.cpu.data = Some(ThreadsCpu { busiest_thread_pct: if k == 0 { 80.0 } else { 40.0 }, ..ThreadsCpu::default() });
+    }
+    let run = judged(run);
+    assert_eq!(kinds(&run), [Some(LimitKind::ReceiverCpu); 3]);
+    assert!(run.phases[0].flows[0].limit.as_ref().unwrap().rule.starts_with("loopback"));
+}
+
+#[test]
+fn an_rdma_flow_is_held_to_its_probed_port() {
+    let mut run = fan_in("rdma", [30.0, 30.0, 33.0]);
+    let port = InventoryPort {
+        port: 1,
+        state: "ACTIVE".into(),
+        link_layer: "InfiniBand".into(),
+        rate_gbps: Some(100.0),
+        mtu: 4096,
+    };
+    let device = InventoryDevice { name: "mlx5_0".into(), numa_node: None, error: None, ports: vec![port] };
+    run.probes = (0..4)
+        .map(|rank| RankProbe {
+            rank,
+            host: format!("h{}", rank + 1),
+            devices: vec![device.clone()],
+            error: None,
+            facts: None,
+        })
+        .collect();
+    let run = judged(run);
+    assert_eq!(kinds(&run), [Some(LimitKind::SharedLink); 3]);
+    let shared = run.phases[0].flows[2].limit.as_ref().unwrap();
+    assert!(shared.rule.contains("mlx5_0 port 1 of h1 at 100 Gb/s"), "{}", shared.rule);
+}
+
+#[test]
+fn a_line_its_flows_outrun_is_no_limit() {
+    // veth says 10 Gb/s and carries 20; Soft-RoCE's port says 2 Gb/s.
+    let run = judged(fan_in("tcp", [20.0, 1.0, 1.0]));
+    assert_eq!(kinds(&run), [Some(LimitKind::Unexplained); 3]);
+    let fast = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert!((evidence(fast, "share of line rate") - 200.0).abs() < 1e-9, "{fast:?}");
+}
+
+#[test]
+fn latency_and_failed_flows_get_no_verdict_and_groups_count_theirs() {
+    let mut run = fan_in("tcp", [9.5, 9.5, 1.0]);
+    run.phases[0].flows[1].error = Some("peer lost".into());
+    run.phases[0].flows[2].mode = Mode::Latency;
+    let run = judged(run);
+    assert_eq!(kinds(&run), [Some(LimitKind::LineRate), None, None]);
+    let group = run.phases[0].groups[0].limit.as_ref().unwrap();
+    assert_eq!((group.kind, group.flows, group.of), (LimitKind::LineRate, 1, 1));
+}
+
+#[test]
+fn a_tie_goes_to_the_first_kind_in_rule_order() {
+    let mut run = fan_in("tcp", [9.5, 1.0, 1.0]);
+    run.phases[0].flows[1].offered = Some(Offered { gbps: 1.0, msgs_per_s: 1.0, delivered_ratio: 1.0 });
+    run.phases[0].flows[2].error = Some("lost".into());
+    let phase = judged(run).phases[0].limit.clone().unwrap();
+    assert_eq!((phase.kind, phase.flows, phase.of), (LimitKind::Paced, 1, 2));
+}

@@ -1,0 +1,48 @@
+//! Results for unit tests to start from.
+
+use crate::result::{FlowResult, PhaseResult, RankResult};
+
+/// A rank that reported and measured nothing; a test sets what it needs
+/// (`RankResult { cpu, ..rank(3, "h4") }`).
+pub(crate) fn rank(rank: usize, host: &str) -> RankResult {
+    RankResult {
+        rank,
+        host: host.into(),
+        slot: 0,
+        devices: Vec::new(),
+        data_addr: None,
+        reported: true,
+        tx_gbps: 0.0,
+        rx_gbps: 0.0,
+        cpu: Default::default(),
+        netdevs: Vec::new(),
+        rdma_counters: Vec::new(),
+        stress: None,
+        placements: Vec::new(),
+        clock_offset_us: 0.0,
+        rtt_us: 0.0,
+        error: None,
+        link_events: Vec::new(),
+        link_events_dropped: 0,
+    }
+}
+
+/// A complete phase of one second with these flows and ranks, its aggregate
+/// their sum; groups and receivers empty.
+pub(crate) fn phase(flows: Vec<FlowResult>, ranks: Vec<RankResult>) -> PhaseResult {
+    PhaseResult {
+        index: 0,
+        name: "p".into(),
+        complete: true,
+        window_s: 1.0,
+        start_skew_us: 0.0,
+        degraded: Vec::new(),
+        aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
+        interval_gbps: Vec::new(),
+        groups: Vec::new(),
+        flows,
+        receivers: Vec::new(),
+        ranks,
+        limit: None,
+    }
+}
