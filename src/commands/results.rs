@@ -38,6 +38,9 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
     }
     let comparison = compare::compare(&base, &new, args.tolerance);
     stdout::print(table_text(&comparison.table(), terminal_width()))?;
+    if let Some(limits) = comparison.limits_table() {
+        stdout::print(format_args!("\n{}", table_text(&limits, terminal_width())))?;
+    }
     let regressions = comparison.regressions();
     if regressions.is_empty() {
         stdout::print(format_args!("no regressions beyond the tolerance ({})\n", args.tolerance))?;
@@ -49,7 +52,9 @@ pub fn compare(args: &CompareArgs) -> Result<(), Failure> {
         .map(|r| {
             let (b, n) = (r.base.unwrap_or_default(), r.new.unwrap_or_default());
             let pct = r.change_pct().map_or_else(String::new, |p| format!(" ({p:+.1}%)"));
-            format!("{} {} {b:.3} → {n:.3} {}{pct}", r.item, r.metric.label(), r.metric.unit())
+            let held =
+                comparison.limit_change_of(r).map_or_else(String::new, |c| format!(", limited by {}", c.moved()));
+            format!("{} {} {b:.3} → {n:.3} {}{pct}{held}", r.item, r.metric.label(), r.metric.unit())
         })
         .collect();
     Err(Failure::CheckFailed(format!(

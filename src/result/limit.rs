@@ -144,10 +144,17 @@ pub fn judge_run(run: &mut RunResult) {
     }
 }
 
+/// The verdicts of `flows` counted (those without one left out).
 fn most_held<'a>(flows: impl Iterator<Item = &'a FlowResult>) -> Option<MostHeld> {
+    most_often(flows.filter_map(|f| f.limit.as_ref().map(|l| l.kind)))
+}
+
+/// The kind most of `held` are (ties: the first in rule order), with each
+/// kind's count; `None` when there are none.
+pub fn most_often(held: impl Iterator<Item = LimitKind>) -> Option<MostHeld> {
     let mut kinds: BTreeMap<LimitKind, usize> = BTreeMap::new();
-    for limit in flows.filter_map(|f| f.limit.as_ref()) {
-        *kinds.entry(limit.kind).or_default() += 1;
+    for kind in held {
+        *kinds.entry(kind).or_default() += 1;
     }
     let (&kind, &held) = kinds.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))?;
     Some(MostHeld { kind, flows: held, of: kinds.values().sum(), kinds })

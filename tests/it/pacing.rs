@@ -134,8 +134,10 @@ fn every_paced_table_and_file_shows_offered_against_delivered() {
         assert!((0.95..=1.02).contains(&f.2), "{f:?}");
     }
     let csv = std::fs::read_to_string(dir.join("flows.csv")).unwrap();
-    assert!(csv.lines().next().unwrap().ends_with(",offered_gbps,offered_msgs_per_s,delivered_ratio"), "{csv}");
+    let header = ",offered_gbps,offered_msgs_per_s,delivered_ratio,limited_by,limit_rule";
+    assert!(csv.lines().next().unwrap().ends_with(header), "{csv}");
     assert!(csv.lines().nth(1).unwrap().contains(",0.2,"), "{csv}");
+    assert!(csv.lines().skip(1).all(|l| l.contains(",paced,delivered ≥ 90 % of the group's `rate`")), "{csv}");
     for file in ["summary.md", "report.html"] {
         let page = std::fs::read_to_string(dir.join(file)).unwrap();
         assert!(page.contains("Offered load (rate) vs delivered"), "{file}");

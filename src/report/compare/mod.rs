@@ -8,15 +8,17 @@
 //! on the repeats' means and, when both repeat, their intervals
 //! (`repeats`).
 
+mod limits;
 mod repeats;
 mod tolerance;
 
+pub use limits::LimitChange;
 pub use repeats::{Measured, Rule};
 pub use tolerance::{Kind, ToleranceError, Tolerances};
 
 use crate::metrics::confidence::Spread;
 use crate::report::tables::table::Table;
-use crate::result::{Metric, PhaseResult, RankResult, RunResult};
+use crate::result::{FlowResult, Metric, PhaseResult, RankResult, RunResult};
 use crate::scenario::{Mode, Transport};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +67,8 @@ pub struct Comparison {
     /// Whether repeats' intervals took part.
     pub rule: Rule,
     pub rows: Vec<Row>,
+    /// Flows whose limit (docs/METRICS.md, "Why this number") differs.
+    pub limits: Vec<LimitChange>,
 }
 
 /// A phase's numbers: item, metric, value.
@@ -126,7 +130,7 @@ pub fn compare(base: &RunResult, new: &RunResult, tolerances: Tolerances) -> Com
             });
         }
     }
-    Comparison { tolerances, rule, rows }
+    Comparison { tolerances, rule, rows, limits: limits::changes(base, new) }
 }
 
 /// Worse by more than `tolerance_pct` is a regression, better by more is
@@ -167,7 +171,7 @@ fn values(name: &str, p: &PhaseResult) -> Values {
     }
     let rdma = |group: &str| p.groups.iter().any(|g| g.name == group && g.transport == Transport::Rdma);
     for f in &p.flows {
-        let item = format!("{name}: {} {} → {}", f.group, f.src_host, f.dst_host);
+        let item = flow_item(name, f);
         match (&f.latency, f.mode) {
             (Some(l), _) => out.extend(
                 [
@@ -196,6 +200,11 @@ fn values(name: &str, p: &PhaseResult) -> Values {
     out
 }
 
+/// A flow's item in both runs: `phase: group SRC → DST`.
+fn flow_item(name: &str, f: &FlowResult) -> String {
+    format!("{name}: {} {} → {}", f.group, f.src_host, f.dst_host)
+}
+
 fn number(x: Option<f64>) -> String {
     x.map_or_else(|| "–".to_string(), |x| format!("{x:.3}"))
 }
@@ -219,6 +228,16 @@ impl Comparison {
             Some(note) => format!("{what} (tolerance {}; {note})", self.tolerances),
             None => format!("{what} (tolerance {})", self.tolerances),
         }
+    }
+
+    /// The flows whose limit changed; `None` when none did.
+    pub fn limits_table(&self) -> Option<Table> {
+        limits::table(&self.limits)
+    }
+
+    /// A regressed item's limit change, when its flow's limit changed.
+    pub fn limit_change_of(&self, row: &Row) -> Option<&LimitChange> {
+        self.limits.iter().find(|c| c.item == row.item)
     }
 
     pub fn regressions(&self) -> Vec<&Row> {
@@ -321,6 +340,28 @@ mod tests {
         let c = compare(&v3, &v1, wide_latency);
         assert_eq!(delta(&c, "fan-in: probe 127.0.0.3 → 127.0.0.1", Metric::LatencyP99), Delta::Same, "+20 % < 100 %");
         assert_eq!(delta(&c, incast, Metric::Gbps), Delta::Better, "Gb/s keeps its 5 %");
+    }
+
+    #[test]
+    fn a_flow_whose_limit_changed_is_told_with_both_kinds() {
+        use crate::result::limit::{Limit, LimitKind};
+        let verdict = |kind| Some(Limit { kind, rule: "r".into(), evidence: Vec::new() });
+        let mut base = fixture("v3-fan-in.json");
+        for f in &mut base.phases[0].flows {
+            f.limit = verdict(LimitKind::LineRate);
+        }
+        let mut new = base.clone();
+        new.phases[0].flows[0].limit = verdict(LimitKind::SenderCpu);
+        let c = compare(&base, &new, Tolerances::default());
+        let item = flow_item("fan-in", &new.phases[0].flows[0]);
+        assert_eq!(
+            c.limits,
+            [LimitChange { item: item.clone(), base: LimitKind::LineRate, new: LimitKind::SenderCpu }]
+        );
+        assert_eq!(c.limits_table().unwrap().rows, [[item, "line rate → sender CPU".to_string()]]);
+        assert!(compare(&base, &base, Tolerances::default()).limits_table().is_none());
+        // A run made before verdicts has none to change from.
+        assert!(compare(&fixture("v3-fan-in.json"), &new, Tolerances::default()).limits.is_empty());
     }
 
     #[test]
