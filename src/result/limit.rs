@@ -111,8 +111,12 @@ pub const PACED_SHARE: f64 = 0.90;
 /// no time to spare.
 pub const CPU_BUSY_PCT: f64 = 95.0;
 /// A data thread runnable but without a core for 20 % of the window lost at
-/// least that share of it to the CPU.
+/// least that share of it to the CPU…
 pub const CPU_WAITED_PCT: f64 = 20.0;
+/// …when it was runnable (running or waiting to run) 80 % of the window: a
+/// thread that mostly slept, waiting for its socket, was held by the
+/// network, however long each wake-up waited for a core.
+pub const CPU_RUNNABLE_PCT: f64 = 80.0;
 
 /// Counters (the name after `counters/` or `hw_counters/`) that mean lost
 /// or reordered packets and retries: mlx5's and Soft-RoCE's.
@@ -281,17 +285,19 @@ fn polls(phase: &PhaseResult, flow: &FlowResult) -> bool {
     phase.groups.iter().any(|g| g.name == flow.group && g.transport == Transport::Rdma)
 }
 
-/// The end whose data thread wanted a core most, when it ran at least
-/// `CPU_BUSY_PCT` (ran and waited: the same) or waited for one at least
-/// `CPU_WAITED_PCT` of the window; threads that `poll` are judged by their
-/// wait alone.
+/// The end whose data thread wanted a core most, when it ran (or ran and
+/// waited to run) at least `CPU_BUSY_PCT` of the window, or was runnable
+/// `CPU_RUNNABLE_PCT` of it and waited for a core `CPU_WAITED_PCT`;
+/// threads that `poll` are runnable all the time, so only their wait counts.
 fn cpu(src: Option<&RankResult>, dst: Option<&RankResult>, poll: bool) -> Option<Limit> {
-    let waited = |t: &ThreadsCpu| t.wanting_thread.is_some_and(|w| w.waited_pct >= CPU_WAITED_PCT);
+    let starved = |t: &ThreadsCpu| {
+        t.wanting_thread.is_some_and(|w| w.demand_pct >= CPU_RUNNABLE_PCT && w.waited_pct >= CPU_WAITED_PCT)
+    };
     let busy = |t: &ThreadsCpu| {
         !poll
             && (t.busiest_thread_pct >= CPU_BUSY_PCT || t.wanting_thread.is_some_and(|w| w.demand_pct >= CPU_BUSY_PCT))
     };
-    let bound = |t: &ThreadsCpu| busy(t) || waited(t);
+    let bound = |t: &ThreadsCpu| busy(t) || starved(t);
     let demand = |t: &ThreadsCpu| match t.wanting_thread {
         Some(w) if poll => w.waited_pct,
         Some(w) => w.demand_pct,
@@ -305,10 +311,13 @@ fn cpu(src: Option<&RankResult>, dst: Option<&RankResult>, poll: bool) -> Option
         .max_by(|a, b| demand(&a.2).total_cmp(&demand(&b.2)))?;
     let mut evidence = vec![pct(format!("{end} busiest data thread ran"), data.busiest_thread_pct, "% of a core")];
     if let Some(w) = data.wanting_thread {
+        evidence.push(pct(format!("{end} data thread was runnable"), w.demand_pct, "% of the window"));
         evidence.push(pct(format!("{end} data thread waited for a core"), w.waited_pct, "% of the window"));
     }
     let why = match data.wanting_thread {
-        _ if !busy(&data) => format!("waited for a core ≥ {CPU_WAITED_PCT} % of the window"),
+        _ if !busy(&data) => format!(
+            "was runnable ≥ {CPU_RUNNABLE_PCT} % of the window and waited for a core ≥ {CPU_WAITED_PCT} % of it"
+        ),
         _ if data.busiest_thread_pct >= CPU_BUSY_PCT => format!("ran ≥ {CPU_BUSY_PCT} % of a core"),
         _ => format!("ran or waited to run ≥ {CPU_BUSY_PCT} % of the window"),
     };

@@ -161,13 +161,18 @@ fn the_end_whose_data_thread_wanted_a_core_most_is_named() {
     // one; h4 is idle, but the receiver waited a quarter of the window.
     run.phases[0].ranks[1].cpu.data = Some(busy(97.0, 0.0));
     run.phases[0].ranks[2].cpu.data = Some(busy(33.0, 50.0));
-    run.phases[0].ranks[0].cpu.data = Some(busy(40.0, 25.0));
+    run.phases[0].ranks[0].cpu.data = Some(busy(56.0, 25.0));
     let run = judged(run);
     assert_eq!(kinds(&run), [Some(LimitKind::SenderCpu), Some(LimitKind::SenderCpu), Some(LimitKind::ReceiverCpu)]);
     let starved = run.phases[0].flows[1].limit.as_ref().unwrap();
     assert_eq!(evidence(starved, "sender data thread waited for a core"), 50.0);
-    assert!(starved.rule.contains("waited for a core ≥ 20 %"), "{}", starved.rule);
+    assert!(starved.rule.contains("runnable ≥ 80 % of the window and waited for a core ≥ 20 %"), "{}", starved.rule);
     assert!(run.phases[0].flows[0].limit.as_ref().unwrap().rule.contains("ran ≥ 95 % of a core"));
+    // A thread that mostly slept on its socket (a shaped link on a busy
+    // host: ran 2 %, waited 20 % over its wake-ups) was held by the network.
+    let mut asleep = fan_in("tcp", [0.1, 0.1, 0.1]);
+    asleep.phases[0].ranks[1].cpu.data = Some(busy(2.0, 20.0));
+    assert_eq!(kinds(&judged(asleep))[0], Some(LimitKind::Unexplained));
     // Without schedstat, the time it ran alone decides.
     let mut bare = fan_in("tcp", [1.0, 1.0, 1.0]);
     bare.phases[0].ranks[1].cpu.data = Some(ThreadsCpu { busiest_thread_pct: 96.0, ..ThreadsCpu::default() });

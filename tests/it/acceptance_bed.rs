@@ -27,9 +27,17 @@ const ALL_PAIRS: &str = "[run]\nname = \"accept\"\nduration = \"1s\"\nwarmup = \
      [check]\nflow = \"70% of best\"\n";
 
 /// Runs the all-pairs acceptance on the bed with `extra` arguments; returns
-/// the exit code, stderr and run.json.
+/// the exit code, stderr and run.json. A degraded run (exit 4) runs once
+/// more: on a loaded 2-core CI host a round's flows once started 0.245 s
+/// apart in its 1 s window, and that round measured nothing of the fault
+/// under test.
 fn accept(bed: &Bed, bench: &Bench, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
-    let (code, output, xml) = accept_unchecked(bed, bench, extra);
+    let (mut code, mut output, mut xml) = accept_unchecked(bed, bench, extra);
+    if code == Some(4) {
+        eprintln!("degraded (exit 4), running the acceptance once more:\n{output}");
+        std::fs::remove_dir_all(bench.results()).expect("the degraded run's results folder");
+        (code, output, xml) = accept_unchecked(bed, bench, extra);
+    }
     check_junit(&xml);
     (code, output, read_json(&bench.result_dir().join("run.json")))
 }
