@@ -367,8 +367,11 @@ fn fd_flood_past_rank0s_open_files_limit_stops_no_heartbeat() {
         assert!(!err.contains(lost), "`{lost}`: {err}");
     }
     // Strangers may hold a quarter of the limit: the rest carries the second
-    // phase's sockets, so the run completes.
-    assert!(out.status.success(), "{err}");
+    // phase's sockets, so the run completes. (On a loaded 2-core CI host the
+    // flood once held a phase's flows 0.58 s apart at their start: degraded,
+    // exit 4, yet completed with every phase measured.)
+    let late_start = out.status.code() == Some(4) && stdout.contains("DEGRADED: the flows started");
+    assert!(out.status.success() || late_start, "{err}");
     assert!(stdout.contains("completed"), "{stdout}");
     assert!(err.contains("too many have not said Hello yet"), "{err}");
     assert!(bed.hosts_with_workers(&["h1", "h2", "h3"], Duration::from_secs(10)).is_empty());
