@@ -51,7 +51,7 @@ mod tests {
     use super::synthetic::{all_pairs, phase};
     use super::*;
     use crate::result::degraded::Degradation;
-    use crate::result::{Checked, GroupResult, RankProbe, Retest, Suspect, SuspectKind};
+    use crate::result::{Checked, RankProbe, Retest, Suspect, SuspectKind};
     use crate::scenario::{Rule, Subject};
     use crate::topology::{SwitchName, Way};
     use crate::transport::rdma::{InventoryDevice, InventoryPort};
@@ -156,21 +156,9 @@ mod tests {
     fn line_rate_comes_from_each_hosts_probe() {
         let mut run = all_pairs(3, |a, b| if a == 2 || b == 2 { 9.5 } else { 12.0 });
         for p in &mut run.phases {
-            p.groups.push(GroupResult {
-                name: "pairs".into(),
-                mode: crate::scenario::Mode::Bandwidth,
-                pattern: crate::scenario::Pattern::AllPairs,
-                transport: crate::scenario::Transport::Rdma,
-                op: crate::scenario::Op::Write,
-                flows: p.flows.len(),
-                aggregate_gbps: p.aggregate_gbps,
-                min_flow_gbps: 0.0,
-                max_flow_gbps: 0.0,
-                jain: 1.0,
-                latency: None,
-                offered: None,
-                limit: None,
-            });
+            use crate::scenario::{Op, Pattern, Transport};
+            let group = crate::result::testing::group("pairs", Pattern::AllPairs, Transport::Rdma, Op::Write, &p.flows);
+            p.groups.push(group);
         }
         let probe = |rank: usize, devices: Vec<InventoryDevice>| RankProbe {
             rank,

@@ -11,7 +11,6 @@ pub struct NetdevSnapshot {
     pub iface: String,
     rx_bytes: u64,
     tx_bytes: u64,
-    speed_mbps: Option<u64>,
 }
 
 /// Bytes an interface received and sent over a window.
@@ -55,28 +54,27 @@ impl NetdevSnapshot {
     pub fn take(iface: &str) -> Option<NetdevSnapshot> {
         let dir = Path::new("/sys/class/net").join(iface).join("statistics");
         let read = |name: &str| -> Option<u64> { std::fs::read_to_string(dir.join(name)).ok()?.trim().parse().ok() };
-        // The kernel says -1 (unknown) as 4294967295 or -1; neither is a speed.
-        let speed_mbps = std::fs::read_to_string(Path::new("/sys/class/net").join(iface).join("speed"))
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .and_then(|mbps| u64::try_from(mbps).ok())
-            .filter(|&mbps| mbps > 0 && mbps < u64::from(u32::MAX));
-        Some(NetdevSnapshot {
-            iface: iface.to_string(),
-            rx_bytes: read("rx_bytes")?,
-            tx_bytes: read("tx_bytes")?,
-            speed_mbps,
-        })
+        Some(NetdevSnapshot { iface: iface.to_string(), rx_bytes: read("rx_bytes")?, tx_bytes: read("tx_bytes")? })
     }
 
+    /// What moved from `self` to `end`, with the link's speed read now (once,
+    /// as the window closes, not at every boundary).
     pub fn delta_until(&self, end: &NetdevSnapshot) -> NetdevDelta {
         NetdevDelta {
             iface: self.iface.clone(),
             rx_bytes: end.rx_bytes.saturating_sub(self.rx_bytes),
             tx_bytes: end.tx_bytes.saturating_sub(self.tx_bytes),
-            speed_mbps: end.speed_mbps,
+            speed_mbps: speed_mbps(&self.iface),
         }
     }
+}
+
+/// /sys/class/net/IF/speed in Mb/s; the kernel says -1 (unknown) as
+/// 4294967295 or -1, and loopback has none: neither is a speed.
+fn speed_mbps(iface: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(Path::new("/sys/class/net").join(iface).join("speed")).ok()?;
+    let mbps = u64::try_from(text.trim().parse::<i64>().ok()?).ok()?;
+    (mbps > 0 && mbps < u64::from(u32::MAX)).then_some(mbps)
 }
 
 #[cfg(test)]
@@ -88,5 +86,10 @@ mod tests {
         assert_eq!(iface_of("127.0.0.3".parse().unwrap()).as_deref(), Some("lo"));
         assert!(NetdevSnapshot::take("lo").is_some());
         assert!(NetdevSnapshot::take("no-such-if0").is_none());
+    }
+
+    #[test]
+    fn loopback_and_a_missing_interface_have_no_speed() {
+        assert_eq!((speed_mbps("lo"), speed_mbps("no-such-if0")), (None, None));
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::*;
 use crate::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
 use crate::metrics::netdev::NetdevDelta;
-use crate::result::{GroupResult, Offered, RankProbe, ReceiverResult};
+use crate::result::{testing, Offered, RankProbe, ReceiverResult};
 use crate::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort};
 use crate::{hostfile, plan, scenario};
 
@@ -21,21 +21,8 @@ fn fan_in(transport: &str, gbps: [f64; 3]) -> RunResult {
     let plan = plan::build(&hosts, &scenario).unwrap();
     let mut run = RunResult::new("s.toml".into(), scenario, hosts, plan);
     let flows: Vec<FlowResult> = (0..3).map(|k| flow(k, k as usize + 1, 0, gbps[k as usize])).collect();
-    let group = GroupResult {
-        name: "in".into(),
-        mode: Mode::Bandwidth,
-        pattern: crate::scenario::Pattern::FanIn,
-        transport: if transport == "rdma" { Transport::Rdma } else { Transport::Tcp },
-        op: crate::scenario::Op::Send,
-        flows: 3,
-        aggregate_gbps: gbps.iter().sum(),
-        min_flow_gbps: 0.0,
-        max_flow_gbps: 0.0,
-        jain: 1.0,
-        latency: None,
-        offered: None,
-        limit: None,
-    };
+    let transport = if transport == "rdma" { Transport::Rdma } else { Transport::Tcp };
+    let group = testing::group("in", crate::scenario::Pattern::FanIn, transport, crate::scenario::Op::Send, &flows);
     let receiver = ReceiverResult {
         rank: 0,
         host: "h1".into(),
@@ -47,11 +34,7 @@ fn fan_in(transport: &str, gbps: [f64; 3]) -> RunResult {
         cov: 0.0,
     };
     let ranks = (0..4).map(rank).collect();
-    run.phases = vec![PhaseResult {
-        groups: vec![group],
-        receivers: vec![receiver],
-        ..crate::result::testing::phase(flows, ranks)
-    }];
+    run.phases = vec![PhaseResult { groups: vec![group], receivers: vec![receiver], ..testing::phase(flows, ranks) }];
     run
 }
 
@@ -75,7 +58,7 @@ fn rank(rank: usize) -> RankResult {
     RankResult {
         cpu: CpuUsage { data: Some(data), ..CpuUsage::default() },
         netdevs: vec![NetdevDelta { iface: "eth0".into(), rx_bytes: 0, tx_bytes: 0, speed_mbps: Some(10_000) }],
-        ..crate::result::testing::rank(rank, &format!("h{}", rank + 1))
+        ..testing::rank(rank, &format!("h{}", rank + 1))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Results for unit tests to start from.
 
-use crate::result::{FlowResult, PhaseResult, RankResult};
+use crate::result::{FlowResult, GroupResult, PhaseResult, RankResult};
+use crate::scenario::{Mode, Op, Pattern, Transport};
 
 /// A rank that reported and measured nothing; a test sets what it needs
 /// (`RankResult { cpu, ..rank(3, "h4") }`).
@@ -43,6 +44,25 @@ pub(crate) fn phase(flows: Vec<FlowResult>, ranks: Vec<RankResult>) -> PhaseResu
         flows,
         receivers: Vec::new(),
         ranks,
+        limit: None,
+    }
+}
+
+/// A bandwidth group of these flows, its aggregate their sum.
+pub(crate) fn group(name: &str, pattern: Pattern, transport: Transport, op: Op, flows: &[FlowResult]) -> GroupResult {
+    GroupResult {
+        name: name.into(),
+        mode: Mode::Bandwidth,
+        pattern,
+        transport,
+        op,
+        flows: flows.len(),
+        aggregate_gbps: flows.iter().map(|f| f.gbps).sum(),
+        min_flow_gbps: 0.0,
+        max_flow_gbps: 0.0,
+        jain: 1.0,
+        latency: None,
+        offered: None,
         limit: None,
     }
 }
