@@ -75,6 +75,7 @@ pub(crate) fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64)
             dv_checked: None,
             dv_errors: None,
             dv_first_bad: None,
+            tcp: None,
             limit: None,
         })
         .collect();

@@ -61,6 +61,7 @@ mod tests {
             refused: 0,
             gpu_memory: Vec::new(),
             validation: None,
+            tcp: None,
             lanes: (0..lanes).map(|k| LaneSamples { device: None, opened: k, closed: k * 1_000_003 }).collect(),
             engines: Vec::new(),
         };

@@ -327,6 +327,7 @@ pub fn samples(flow: u32, side: Side) -> FlowSamples {
         engines: Vec::new(),
         gpu_memory: Vec::new(),
         validation: None,
+        tcp: None,
     }
 }
 

@@ -15,6 +15,7 @@ use crate::histogram::Histogram;
 use crate::load::stress::StressReport;
 use crate::plan::FlowId;
 use crate::transport::rdma::{CounterDelta, GpuMemoryUse};
+use crate::transport::tcp::info::TcpView;
 use crate::transport::validation::DvTally;
 use crate::transport::Side;
 
@@ -82,6 +83,9 @@ pub struct FlowSamples {
     /// A group that validates data: what this end checked (receivers and
     /// RDMA readers; a sending end's is `None`), over the whole phase.
     pub validation: Option<DvTally>,
+    /// A TCP bandwidth sender: what its streams' `TCP_INFO` told of the
+    /// window (`None`: not such an end, or no stream could be read).
+    pub tcp: Option<TcpView>,
 }
 
 /// An engine of a rank that carried lanes of one flow end: its number on

@@ -172,9 +172,10 @@ fn flow_result(
         dv_checked: dv.map(|d| d.checked),
         dv_errors: dv.map(|d| d.errors),
         dv_first_bad: dv.and_then(|d| d.first_bad),
+        tcp: tx.and_then(|(_, s, _)| s.tcp),
         limit: None,
     };
-    result.offered = offered(group, &[(result.gbps, result.msgs_per_s)]);
+    result.offered = Offered::of(group, &[(result.gbps, result.msgs_per_s)]);
     result
 }
 
@@ -273,26 +274,11 @@ fn groups(phase: &Phase, flows: &[FlowResult], round_trips: &[Option<Histogram>]
                 max_flow_gbps: stats::max(&rates).unwrap_or(0.0),
                 jain: stats::jain(&rates).unwrap_or(0.0),
                 latency: round_trips.as_ref().and_then(|h| h.summary(reported_share(g))),
-                offered: offered(g, &delivered),
+                offered: Offered::of(g, &delivered),
                 limit: None,
             }
         })
         .collect()
-}
-
-/// What `flows` (each its delivered Gb/s and messages per second) of a
-/// paced group offered together, and the part delivered: bandwidth by
-/// bytes, open-loop probes by echoes.
-fn offered(group: &GroupPlan, flows: &[(f64, f64)]) -> Option<Offered> {
-    let per_flow = group.offered_msgs_per_s()?;
-    let msgs_per_s = per_flow * flows.len() as f64;
-    let gbps = msgs_per_s * group.message_size.bytes() as f64 * 8.0 / 1e9;
-    let (delivered, asked) = match group.mode {
-        Mode::Bandwidth => (stats::total(flows.iter().map(|f| f.0)), gbps),
-        Mode::Latency => (stats::total(flows.iter().map(|f| f.1)), msgs_per_s),
-    };
-    let delivered_ratio = if asked > 0.0 { delivered / asked } else { 0.0 };
-    Some(Offered { gbps, msgs_per_s, delivered_ratio })
 }
 
 fn receivers(ranks: &[RankInfo], flows: &[FlowResult]) -> Vec<ReceiverResult> {

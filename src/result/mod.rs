@@ -20,6 +20,7 @@ pub mod limit;
 pub mod line_rate;
 mod matrix;
 pub mod metric;
+mod offered;
 pub mod repeats;
 pub mod sweep;
 #[cfg(test)]
@@ -36,6 +37,7 @@ pub use checks::{
 pub use datagrams::Datagrams;
 pub use matrix::{pair_matrix, PairMatrix};
 pub use metric::Metric;
+pub use offered::Offered;
 
 use crate::histogram::LatencySummary;
 use crate::hostfacts::HostFacts;
@@ -48,6 +50,7 @@ use crate::metrics::{FlowEngines, GroupPlacement};
 use crate::plan::{FlowId, Plan};
 use crate::scenario::{Mode, Op, Pattern, Scenario, Transport};
 use crate::transport::rdma::{CounterDelta, InventoryDevice};
+use crate::transport::tcp::info::TcpView;
 use crate::transport::validation::BadByte;
 
 /// 2: `matrix` (all-pairs) and `acceptance` (checks, suspects, retests).
@@ -323,22 +326,15 @@ pub struct FlowResult {
     /// …and the first bad byte: its lane, message and offset in the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dv_first_bad: Option<BadByte>,
+    /// A TCP bandwidth flow: what its sending streams' `TCP_INFO` told of
+    /// the window (retransmits, round trip, window, limited times). Absent
+    /// for RDMA, where the sender's kernel tells nothing, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpView>,
     /// A bandwidth flow: what held it, by which rule, on what evidence
     /// ("Why this number"); absent for latency and failed flows, older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<limit::Limit>,
-}
-
-/// Offered load against what was delivered in the window.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Offered {
-    /// Offered payload rate, Gb/s (messages per second × message size × 8 / 1e9).
-    pub gbps: f64,
-    /// Offered messages per second (probes per second for open-loop latency).
-    pub msgs_per_s: f64,
-    /// Delivered / offered: Gb/s over offered Gb/s for bandwidth, messages
-    /// (echoes) per second over offered for open-loop latency; 1 is exact.
-    pub delivered_ratio: f64,
 }
 
 /// One TCP stream (in stream order) or RDMA rail of a flow, over the window.

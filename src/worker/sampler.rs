@@ -20,6 +20,7 @@ use crate::metrics::links::{LinkWatch, Watched};
 use crate::metrics::netdev::NetdevSnapshot;
 use crate::metrics::{FlowSamples, GroupPlacement, LaneSamples, RankReport};
 use crate::transport::rdma::counters::{self, CounterSnapshot, DevicePort};
+use crate::transport::tcp::info::{TcpInfo, TcpView};
 use crate::transport::Counts;
 use crate::worker::engine::sleep_until;
 use crate::worker::streams::FlowEnd;
@@ -42,12 +43,15 @@ pub struct Sampler {
 }
 
 /// One flow end's readings: its totals at the latest boundary, its lanes'
-/// bytes at the first and at the latest.
+/// bytes at the first and at the latest, and its sending TCP streams'
+/// `TCP_INFO` at the window's edges.
 #[derive(Default)]
 struct EndReadings {
     latest: Counts,
     opened: Vec<u64>,
     closed: Vec<u64>,
+    tcp_opened: Vec<Option<TcpInfo>>,
+    tcp_closed: Vec<Option<TcpInfo>>,
 }
 
 /// Counters of the host at a window edge.
@@ -87,6 +91,7 @@ impl Sampler {
                     let total = end.read(&mut readings.closed);
                     if k == 0 {
                         readings.opened.clone_from(&readings.closed);
+                        readings.tcp_opened = end.tcp_info();
                     }
                     let was = std::mem::replace(&mut readings.latest, total);
                     total.since(was)
@@ -107,6 +112,12 @@ impl Sampler {
             } else {
                 last = Some(edge);
                 progress(k, span_ns, moved);
+            }
+        }
+        // TCP's view at the last boundary taken, or where the phase was stopped.
+        for (end, readings) in self.ends.iter().zip(&mut counts) {
+            if !readings.tcp_opened.is_empty() {
+                readings.tcp_closed = end.tcp_info();
             }
         }
         // Stopped early: the CPU of the window up to now.
@@ -172,32 +183,7 @@ impl Sampler {
             }
             _ => Default::default(),
         };
-        let t0_ns = self.clock.peer_ns_of(self.t0);
-        let flows = self
-            .ends
-            .iter()
-            .zip(counts)
-            .map(|(end, EndReadings { opened, closed, .. })| FlowSamples {
-                flow: end.role.flow.id,
-                side: end.role.side,
-                start_ns: end.state.started().map(|at| self.clock.peer_ns_of(at) - t0_ns),
-                error: end.state.error(),
-                rtts: end.state.take_round_trips(),
-                refused: end.refused,
-                gpu_memory: end.gpu_memory.clone(),
-                validation: end.validation(),
-                lanes: match end.lanes.len() {
-                    1 => Vec::new(),
-                    _ => end
-                        .lanes
-                        .iter()
-                        .zip(opened.into_iter().zip(closed))
-                        .map(|(lane, (opened, closed))| LaneSamples { device: lane.device.clone(), opened, closed })
-                        .collect(),
-                },
-                engines: end.engines.clone(),
-            })
-            .collect();
+        let flows = self.flow_samples(counts);
         let mut placements: Vec<GroupPlacement> = Vec::new();
         for end in &self.ends {
             if placements.iter().all(|p| p.group != end.role.group.name) {
@@ -224,6 +210,37 @@ impl Sampler {
             link_events: Vec::new(),
             link_events_dropped: 0,
         }
+    }
+
+    /// Each end's samples: its start, error, round trips, lanes' bytes at
+    /// the window's edges and TCP's view of the window.
+    fn flow_samples(&self, counts: Vec<EndReadings>) -> Vec<FlowSamples> {
+        let t0_ns = self.clock.peer_ns_of(self.t0);
+        self.ends
+            .iter()
+            .zip(counts)
+            .map(|(end, EndReadings { opened, closed, tcp_opened, tcp_closed, .. })| FlowSamples {
+                flow: end.role.flow.id,
+                side: end.role.side,
+                start_ns: end.state.started().map(|at| self.clock.peer_ns_of(at) - t0_ns),
+                error: end.state.error(),
+                rtts: end.state.take_round_trips(),
+                refused: end.refused,
+                gpu_memory: end.gpu_memory.clone(),
+                validation: end.validation(),
+                lanes: match end.lanes.len() {
+                    1 => Vec::new(),
+                    _ => end
+                        .lanes
+                        .iter()
+                        .zip(opened.into_iter().zip(closed))
+                        .map(|(lane, (opened, closed))| LaneSamples { device: lane.device.clone(), opened, closed })
+                        .collect(),
+                },
+                engines: end.engines.clone(),
+                tcp: TcpView::of(&tcp_opened, &tcp_closed),
+            })
+            .collect()
     }
 }
 

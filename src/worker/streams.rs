@@ -4,6 +4,7 @@
 //! task for an engine (`engine`).
 
 use std::net::TcpStream;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +14,7 @@ use crate::load::placement::{self, Placed, PlacementError};
 use crate::metrics::EngineSeat;
 use crate::plan::{Mode, Schedule, TCP_MAX_MESSAGE};
 use crate::transport::pace::ProbePlan;
+use crate::transport::tcp::info::TcpInfo;
 use crate::transport::validation::DvTally;
 use crate::transport::{rdma, tcp, Counts, FlowCounters, Side};
 use crate::worker::assign::Load;
@@ -24,6 +26,10 @@ pub struct Lane {
     pub counters: Arc<FlowCounters>,
     /// RDMA: the rail's device.
     pub device: Option<String>,
+    /// A sending TCP bandwidth stream: a second descriptor of its socket,
+    /// whose `TCP_INFO` the sampler reads at the window's edges while the
+    /// stream's own is its engine's.
+    pub tcp_info: Option<OwnedFd>,
 }
 
 /// One RDMA rail of a flow end: its flow (prepared or connected), its
@@ -93,6 +99,16 @@ impl FlowEnd {
         total
     }
 
+    /// Each lane's `TCP_INFO` now, in lane order (`None`: a lane without a
+    /// descriptor to read, or one the kernel refused); empty when the end
+    /// has no sending TCP bandwidth stream.
+    pub fn tcp_info(&self) -> Vec<Option<TcpInfo>> {
+        if self.lanes.iter().all(|l| l.tcp_info.is_none()) {
+            return Vec::new();
+        }
+        self.lanes.iter().map(|l| l.tcp_info.as_ref().and_then(|fd| TcpInfo::read(fd.as_fd()).ok())).collect()
+    }
+
     /// What the end's lanes checked, where its group validates data and
     /// this end checks (the receiver; RDMA read: the reader).
     pub fn validation(&self) -> Option<DvTally> {
@@ -101,9 +117,9 @@ impl FlowEnd {
             .then(|| self.lanes.iter().fold(DvTally::default(), |t, lane| t.plus(lane.counters.dv.read())))
     }
 
-    fn add_lane(&mut self, device: Option<String>) -> Arc<FlowCounters> {
+    fn add_lane(&mut self, device: Option<String>, tcp_info: Option<OwnedFd>) -> Arc<FlowCounters> {
         let counters = Arc::<FlowCounters>::default();
-        self.lanes.push(Lane { counters: counters.clone(), device });
+        self.lanes.push(Lane { counters: counters.clone(), device, tcp_info });
         counters
     }
 
@@ -115,7 +131,9 @@ impl FlowEnd {
         let size = self.role.group.message_size.bytes() as usize;
         let mut lanes = Vec::with_capacity(streams.len());
         for (stream, sock) in streams.into_iter().enumerate() {
-            let counters = self.add_lane(None);
+            // Without a second descriptor (none left) the stream runs unread.
+            let info = (mode, side) == (Mode::Bandwidth, Side::Sender);
+            let counters = self.add_lane(None, info.then(|| sock.try_clone().ok().map(OwnedFd::from)).flatten());
             let pace = self.stream_pace(stream as u64, t0);
             let (role, load) = match (mode, side) {
                 (Mode::Bandwidth, Side::Sender) => (tcp::Role::Send { per_s: pace.map(|p| p.per_s) }, pace),
@@ -168,7 +186,7 @@ impl FlowEnd {
         let rail = placement::resolve(&self.role.group.placement, device_node);
         let cores = rail.as_ref().map(|p| p.cores.clone()).unwrap_or_default();
         self.placed = widen(std::mem::replace(&mut self.placed, Ok(Placed::default())), rail);
-        (self.add_lane(Some(device)), cores)
+        (self.add_lane(Some(device), None), cores)
     }
 
     /// A rail as engine lanes, one per shard of its QPs (latency: one), each

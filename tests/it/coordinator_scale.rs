@@ -237,6 +237,7 @@ fn a_report_may_decode_only_the_histograms_its_plan_allows() {
         engines: Vec::new(),
         validation: None,
         gpu_memory: Vec::new(),
+        tcp: None,
     };
     let report = |flows| {
         let r = RankReport { phase: 0, rank: 1, boundaries: 2, flows, ..Default::default() };

@@ -30,6 +30,7 @@ mod gpu_rdma;
 mod hardware_check;
 mod host_facts;
 mod limits;
+mod limits_bed;
 mod load_scenarios;
 mod manual;
 mod pacing;

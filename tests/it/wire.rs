@@ -19,6 +19,7 @@ use fabricbench::scenario::rdma::{ConnectMethod, RdmaKnobs, RdmaSetup};
 use fabricbench::scenario::stress::{StressSpec, Threads};
 use fabricbench::scenario::{Mode, Op, Pattern, Transport};
 use fabricbench::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort, RdmaEndpoint, RdmaInventory};
+use fabricbench::transport::tcp::info::TcpView;
 use fabricbench::transport::tcp::FlowProof;
 use fabricbench::transport::validation::{BadByte, DvTally};
 use fabricbench::transport::Side;
@@ -108,6 +109,20 @@ fn report_with_every_optional_part() {
                     checked: 9,
                     errors: 1,
                     first_bad: Some(BadByte { lane: 1, message: 4, offset: 77 }),
+                }),
+                tcp: Some(TcpView {
+                    streams: 2,
+                    data_segs_out: Some(1000),
+                    retrans_segs: 12,
+                    retrans_pct: Some(1.2),
+                    srtt_us: 812.5,
+                    min_rtt_us: None,
+                    cwnd_segs: 40,
+                    delivery_gbps: Some(0.19),
+                    busy_pct: Some(99.0),
+                    rwnd_limited_pct: Some(0.0),
+                    sndbuf_limited_pct: None,
+                    ce_marked: Some(3),
                 }),
             }],
             clock_offset_ns: 9,

@@ -11,6 +11,7 @@ pub(crate) mod dscp;
 mod either;
 mod error;
 pub mod handshake;
+pub mod info;
 mod latency;
 pub(crate) mod preamble;
 mod tasks;

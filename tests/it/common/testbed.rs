@@ -124,6 +124,13 @@ impl Bed {
         assert!(out.status.success(), "testbed shape {spec}: {}", super::text(&out.stderr));
     }
 
+    /// Drops a share of what a host's NIC sends at its switch port (`h2=1`:
+    /// 1 %, at random), as a bad cable would.
+    pub fn lossy(&self, spec: &str) {
+        let out = Command::new(&self.script).arg("lossy").arg(spec).output().expect("testbed lossy");
+        assert!(out.status.success(), "testbed lossy {spec}: {}", super::text(&out.stderr));
+    }
+
     /// Takes a NIC's switch port down or up (`h3:eth2`, `down`): a pulled cable.
     pub fn link(&self, nic: &str, state: &str) {
         let out = Command::new(&self.script).args(["link", nic, state]).output().expect("testbed link");

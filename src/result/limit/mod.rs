@@ -4,6 +4,8 @@
 //! fires: a wrong verdict is worse than `unexplained`. The rules and their
 //! thresholds are in docs/METRICS.md, "Why this number".
 
+mod tcp;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -31,6 +33,8 @@ pub enum LimitKind {
     /// A sending data thread ran, or wanted to run, the whole window.
     SenderCpu,
     ReceiverCpu,
+    /// The receiver's advertised TCP window kept its sender waiting.
+    ReceiverWindow,
     /// No rule held.
     Unexplained,
 }
@@ -45,6 +49,7 @@ impl fmt::Display for LimitKind {
             LimitKind::Congestion => "congestion",
             LimitKind::SenderCpu => "sender CPU",
             LimitKind::ReceiverCpu => "receiver CPU",
+            LimitKind::ReceiverWindow => "receiver window",
             LimitKind::Unexplained => "unexplained",
         })
     }
@@ -188,6 +193,9 @@ fn judge_flow(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option
         .or_else(|| counted([src, dst], CONGESTION, LimitKind::Congestion))
         .or_else(|| cpu(src, dst, polls(phase, flow)))
         .or_else(|| loopback(src, dst))
+        .or_else(|| tcp::congestion(phase, flow))
+        .or_else(|| tcp::loss(flow))
+        .or_else(|| tcp::receiver_window(flow))
         .or_else(|| Some(unexplained(flow, line.as_ref())))
 }
 
@@ -362,5 +370,4 @@ fn unexplained(flow: &FlowResult, line: Option<&EndRate>) -> Limit {
 }
 
 #[cfg(test)]
-#[path = "limit_tests.rs"]
 mod tests;

@@ -9,6 +9,7 @@ use crate::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
 use crate::metrics::netdev::NetdevDelta;
 use crate::result::{testing, Offered, RankProbe, ReceiverResult};
 use crate::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort};
+use crate::transport::tcp::info::TcpView;
 use crate::{hostfile, plan, scenario};
 
 /// A run of one fan-in phase, `transport` its group's, each sender at `gbps`.
@@ -244,4 +245,87 @@ fn a_tie_goes_to_the_first_kind_in_rule_order() {
     run.phases[0].flows[2].error = Some("lost".into());
     let phase = judged(run).phases[0].limit.clone().unwrap();
     assert_eq!((phase.kind, phase.flows, phase.of), (LimitKind::Paced, 1, 2));
+}
+
+/// TCP's view of a sender as the bed's runs reported it (`flows[].tcp`).
+fn tcp(busy: f64, rwnd: f64, srtt: f64, min_rtt: f64, retrans_pct: f64) -> Option<TcpView> {
+    Some(TcpView {
+        streams: 1,
+        data_segs_out: Some(100_000),
+        retrans_segs: (retrans_pct * 1000.0) as u64,
+        retrans_pct: Some(retrans_pct),
+        srtt_us: srtt,
+        min_rtt_us: Some(min_rtt),
+        cwnd_segs: 20,
+        delivery_gbps: Some(0.1),
+        busy_pct: Some(busy),
+        rwnd_limited_pct: Some(rwnd),
+        sndbuf_limited_pct: Some(0.0),
+        ce_marked: Some(0),
+    })
+}
+
+fn with_tcp(mut run: RunResult, views: [Option<TcpView>; 3]) -> RunResult {
+    for (flow, view) in run.phases[0].flows.iter_mut().zip(views) {
+        flow.tcp = view;
+    }
+    judged(run)
+}
+
+#[test]
+fn senders_queued_behind_a_switch_port_the_hosts_cannot_see_are_held_by_congestion() {
+    // A receiver's switch port shaped to 200 Mb/s: each sender had data the whole window that only its
+    // congestion window held, 13 ms behind a path of 19 µs; the hosts see 10 Gb/s links far from full.
+    let queued = tcp(100.0, 0.0, 13_400.0, 19.0, 0.0);
+    let run = with_tcp(fan_in("tcp", [0.1, 0.1, 0.05]), [queued; 3]);
+    assert_eq!(kinds(&run), [Some(LimitKind::Congestion); 3]);
+    let first = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(evidence(first, "waited on its congestion window"), 100.0);
+    assert_eq!((evidence(first, "round trip"), evidence(first, "lowest round trip")), (13_400.0, 19.0));
+    assert!((evidence(first, "share of rank 0's 3 senders") - 40.0).abs() < 1e-9, "{first:?}");
+    assert!(first.rule.contains("2× its lowest"), "{}", first.rule);
+    // Without a queue (a round trip under twice its lowest) the same wait is no congestion.
+    let unqueued = with_tcp(fan_in("tcp", [0.1, 0.1, 0.05]), [tcp(100.0, 0.0, 30.0, 19.0, 0.0); 3]);
+    assert_eq!(kinds(&unqueued), [Some(LimitKind::Unexplained); 3]);
+}
+
+#[test]
+fn a_sender_that_retransmits_without_a_queue_is_held_by_loss_and_its_clean_peers_are_not() {
+    // The bed's 1 % drop on one sender's port: it retransmitted 1.04 %, the other 0.004 %; both were held
+    // by the receiver's window half the time (not by their congestion windows), their round trips long
+    // only from a busy CPU.
+    let run = with_tcp(
+        fan_in("tcp", [3.1, 4.0, 0.0]),
+        [tcp(97.1, 44.0, 397.0, 8.0, 1.04), tcp(99.6, 49.0, 91.0, 8.0, 0.004), None],
+    );
+    let kinds = kinds(&run);
+    assert_eq!(kinds[0], Some(LimitKind::Loss));
+    assert_eq!(kinds[1], Some(LimitKind::Unexplained), "0.004 % is no loss");
+    let lossy = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(evidence(lossy, "retransmitted"), 1040.0);
+    assert!(lossy.evidence.iter().any(|e| e.unit == "% of data segments" && e.value == 1.04), "{lossy:?}");
+}
+
+#[test]
+fn ecn_marks_are_congestion_and_a_receivers_window_holds_an_idle_pair() {
+    let marked = tcp(40.0, 0.0, 50.0, 40.0, 0.0).map(|t| TcpView { ce_marked: Some(12), ..t });
+    let run = with_tcp(fan_in("tcp", [1.0, 1.0, 1.0]), [marked, tcp(80.0, 70.0, 50.0, 40.0, 0.0), None]);
+    assert_eq!(kinds(&run)[..2], [Some(LimitKind::Congestion), Some(LimitKind::ReceiverWindow)]);
+    let ecn = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(evidence(ecn, "ECN-marked"), 12.0);
+    let window = run.phases[0].flows[1].limit.as_ref().unwrap();
+    assert_eq!(evidence(window, "held by the receiver's window"), 70.0);
+    assert_eq!(window.kind.to_string(), "receiver window");
+    // A receiver whose data thread ran the whole window is its CPU, not its window.
+    let mut busy = fan_in("tcp", [1.0, 1.0, 1.0]);
+    busy.phases[0].ranks[0].cpu.data.as_mut().unwrap().busiest_thread_pct = 99.0;
+    let busy = with_tcp(busy, [None, tcp(80.0, 70.0, 50.0, 40.0, 0.0), None]);
+    assert_eq!(kinds(&busy)[1], Some(LimitKind::ReceiverCpu));
+}
+
+#[test]
+fn a_kernel_without_the_limited_times_gives_no_tcp_verdict_but_what_it_has() {
+    let old = tcp(0.0, 0.0, 13_400.0, 19.0, 0.0).map(|t| TcpView { busy_pct: None, rwnd_limited_pct: None, ..t });
+    let run = with_tcp(fan_in("tcp", [0.1, 0.1, 0.1]), [old; 3]);
+    assert_eq!(kinds(&run), [Some(LimitKind::Unexplained); 3], "no busy time: no congestion window to blame");
 }
