@@ -7,6 +7,7 @@ pub(crate) mod confidence;
 pub mod cpu;
 pub mod links;
 pub mod netdev;
+pub mod qdisc;
 pub mod stats;
 
 use serde::{Deserialize, Serialize};

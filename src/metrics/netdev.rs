@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::qdisc::{egress_limiter, Limiter};
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetdevSnapshot {
     pub iface: String,
@@ -24,6 +26,13 @@ pub struct NetdevDelta {
     /// and in runs made before it was read.
     #[serde(default)]
     pub speed_mbps: Option<u64>,
+    /// An egress rate limiter on it at the window's end (a root tbf, or an
+    /// htb's one top class): what it sends goes no faster. `null` where it
+    /// has none; absent in runs made before it was read. (Always written:
+    /// the rank's report crosses the wire in postcard, which has no
+    /// absent fields.)
+    #[serde(default)]
+    pub limiter: Option<Limiter>,
 }
 
 /// The interface that owns `addr`: the one holding it, or whose subnet has it
@@ -65,6 +74,7 @@ impl NetdevSnapshot {
             rx_bytes: end.rx_bytes.saturating_sub(self.rx_bytes),
             tx_bytes: end.tx_bytes.saturating_sub(self.tx_bytes),
             speed_mbps: speed_mbps(&self.iface),
+            limiter: egress_limiter(&self.iface),
         }
     }
 }

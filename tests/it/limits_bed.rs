@@ -4,7 +4,8 @@
 //! hosts cannot see) is congestion, never a CPU and never the veth's
 //! 10 Gb/s line; a sender whose switch port drops 2 % of what it sends (a
 //! bad cable: nftables, as this kernel has no netem) is held by loss, and
-//! the clean pair beside it is not.
+//! the clean pair beside it is not; a sender whose own interface carries a
+//! tbf is held at that limiter's rate, named as its line.
 
 use crate::common;
 
@@ -67,4 +68,27 @@ fn a_sender_behind_a_lossy_cable_is_held_by_loss_and_the_clean_pair_beside_it_is
     assert!(evidence(lossy, "retransmitted") > 0.0, "{lossy}");
     assert_ne!(limit(clean), "loss", "{clean}");
     assert!(clean["tcp"]["retrans_pct"].as_f64().unwrap() < 0.1, "{clean}");
+}
+
+#[test]
+fn a_sender_whose_own_interface_carries_a_tbf_is_at_that_limiters_line() {
+    let Some(bed) = Bed::up(2, &["--shape", "h2=200mbit/out"]) else { return };
+    let bench = Bench::new();
+    let scenario = "[run]\nduration = \"3s\"\nwarmup = \"1s\"\n\n[[group]]\nname = \"out\"\n\
+                    pattern = \"explicit\"\nflows = [[1, 0]]\n";
+    let run = run(&bed, &bench, scenario);
+    let phase = &run["phases"][0];
+    // The limiter as the sender's rank read it over rtnetlink: the bed's own tbf.
+    let limiter = &phase["ranks"][1]["netdevs"][0]["limiter"];
+    assert_eq!(
+        (limiter["qdisc"].as_str(), limiter["rate_bps"].as_u64()),
+        (Some("tbf"), Some(200_000_000)),
+        "{limiter}"
+    );
+    assert!(phase["ranks"][0]["netdevs"][0]["limiter"].is_null(), "the receiver has none: {}", phase["ranks"][0]);
+    let flow = &phase["flows"][0];
+    assert_eq!(limit(flow), "line_rate", "{flow}");
+    assert_eq!(evidence(flow, "line rate"), 0.2, "{flow}");
+    let rule = flow["limit"]["rule"].as_str().unwrap();
+    assert!(rule.contains("tbf on eth0 of") && rule.contains("an egress rate limiter"), "{rule}");
 }

@@ -10,6 +10,7 @@ use fabricbench::load::stress::StressReport;
 use fabricbench::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
 use fabricbench::metrics::links::LinkEvent;
 use fabricbench::metrics::netdev::NetdevDelta;
+use fabricbench::metrics::qdisc::Limiter;
 use fabricbench::metrics::{EngineSeat, FlowSamples, GroupPlacement, RankReport};
 use fabricbench::plan::{Flow, GroupPlan};
 use fabricbench::scenario::memory::GpuChoice;
@@ -159,7 +160,13 @@ fn report_with_every_optional_part() {
                 host_pct: 2.0,
                 host_cores: 2,
             },
-            netdevs: vec![NetdevDelta { iface: "lo".into(), rx_bytes: 1, tx_bytes: 2, speed_mbps: Some(25_000) }],
+            netdevs: vec![NetdevDelta {
+                iface: "lo".into(),
+                rx_bytes: 1,
+                tx_bytes: 2,
+                speed_mbps: Some(25_000),
+                limiter: Some(Limiter { qdisc: "tbf".into(), rate_bps: 200_000_000 }),
+            }],
             rdma_counters: vec![CounterDelta {
                 device: "mlx5_0".into(),
                 port: 1,

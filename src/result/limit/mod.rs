@@ -183,7 +183,7 @@ fn judge_flow(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option
     let (src, dst) = (rank(flow.src), rank(flow.dst));
     let line = [flow.src, flow.dst]
         .iter()
-        .map(|&r| end_rate(run, phase, r, &flow.group))
+        .map(|&r| end_rate(run, phase, r, &flow.group, r == flow.src))
         .collect::<Option<Vec<EndRate>>>()
         .and_then(|ends| ends.into_iter().min_by(|a, b| a.gbps.total_cmp(&b.gbps)));
     paced(flow)
@@ -208,8 +208,10 @@ fn pct(what: String, value: f64, unit: &str) -> Evidence {
 }
 
 /// The line rate of `rank`'s end of a flow of `group`: its RDMA port(s) as
-/// probed, or its TCP interface's speed; `None` when unknown (loopback).
-fn end_rate(run: &RunResult, phase: &PhaseResult, rank: usize, group: &str) -> Option<EndRate> {
+/// probed, or its TCP interface's speed, or, at the end that `sends`, the
+/// interface's egress rate limiter where that is narrower; `None` when
+/// unknown (loopback).
+fn end_rate(run: &RunResult, phase: &PhaseResult, rank: usize, group: &str, sends: bool) -> Option<EndRate> {
     let transport = phase.groups.iter().find(|g| g.name == group)?.transport;
     if transport == Transport::Rdma {
         let rate = port_rate(run, phase, rank, group).ok()?;
@@ -217,8 +219,16 @@ fn end_rate(run: &RunResult, phase: &PhaseResult, rank: usize, group: &str) -> O
     }
     let rank = phase.ranks.iter().find(|r| r.rank == rank)?;
     let netdev = rank.netdevs.first()?;
-    let gbps = netdev.speed_mbps? as f64 / 1000.0;
-    Some(EndRate { gbps, source: format!("{} of {} at {gbps} Gb/s", netdev.iface, rank.host) })
+    let (iface, host) = (&netdev.iface, &rank.host);
+    let speed = netdev.speed_mbps.map(|mbps| {
+        let gbps = mbps as f64 / 1000.0;
+        EndRate { gbps, source: format!("{iface} of {host} at {gbps} Gb/s") }
+    });
+    let limiter = netdev.limiter.as_ref().filter(|_| sends).map(|l| {
+        let gbps = l.rate_bps as f64 / 1e9;
+        EndRate { gbps, source: format!("{} on {iface} of {host} at {gbps} Gb/s, an egress rate limiter", l.qdisc) }
+    });
+    speed.into_iter().chain(limiter).min_by(|a, b| a.gbps.total_cmp(&b.gbps))
 }
 
 fn paced(flow: &FlowResult) -> Option<Limit> {
@@ -248,7 +258,7 @@ fn at_line(flow: &FlowResult, line: &EndRate) -> Option<Limit> {
 /// A flow into a receiver that several senders fill to its line rate.
 fn shared(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option<Limit> {
     let receiver = phase.receivers.iter().find(|r| r.rank == flow.dst && r.senders > 1)?;
-    let line = end_rate(run, phase, flow.dst, &flow.group)?;
+    let line = end_rate(run, phase, flow.dst, &flow.group, false)?;
     at_or_near(receiver.aggregate_gbps, line.gbps).then(|| Limit {
         kind: LimitKind::SharedLink,
         rule: format!(

@@ -7,6 +7,7 @@ use std::path::Path;
 use super::*;
 use crate::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
 use crate::metrics::netdev::NetdevDelta;
+use crate::metrics::qdisc::Limiter;
 use crate::result::{testing, Offered, RankProbe, ReceiverResult};
 use crate::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort};
 use crate::transport::tcp::info::TcpView;
@@ -58,7 +59,13 @@ fn rank(rank: usize) -> RankResult {
     };
     RankResult {
         cpu: CpuUsage { data: Some(data), ..CpuUsage::default() },
-        netdevs: vec![NetdevDelta { iface: "eth0".into(), rx_bytes: 0, tx_bytes: 0, speed_mbps: Some(10_000) }],
+        netdevs: vec![NetdevDelta {
+            iface: "eth0".into(),
+            rx_bytes: 0,
+            tx_bytes: 0,
+            speed_mbps: Some(10_000),
+            limiter: None,
+        }],
         ..testing::rank(rank, &format!("h{}", rank + 1))
     }
 }
@@ -184,7 +191,7 @@ fn a_polling_rdma_thread_that_fills_its_core_is_no_cpu_verdict_but_one_that_wait
 fn loopback_flows_are_held_by_their_ends_cpus_never_by_a_line() {
     let mut run = fan_in("tcp", [20.0, 20.0, 20.0]);
     for (k, r) in run.phases[0].ranks.iter_mut().enumerate() {
-        r.netdevs = vec![NetdevDelta { iface: "lo".into(), rx_bytes: 0, tx_bytes: 0, speed_mbps: None }];
+        r.netdevs = vec![NetdevDelta { iface: "lo".into(), rx_bytes: 0, tx_bytes: 0, speed_mbps: None, limiter: None }];
         r.cpu.data = Some(ThreadsCpu { busiest_thread_pct: if k == 0 { 80.0 } else { 40.0 }, ..ThreadsCpu::default() });
     }
     let run = judged(run);
@@ -328,4 +335,22 @@ fn a_kernel_without_the_limited_times_gives_no_tcp_verdict_but_what_it_has() {
     let old = tcp(0.0, 0.0, 13_400.0, 19.0, 0.0).map(|t| TcpView { busy_pct: None, rwnd_limited_pct: None, ..t });
     let run = with_tcp(fan_in("tcp", [0.1, 0.1, 0.1]), [old; 3]);
     assert_eq!(kinds(&run), [Some(LimitKind::Unexplained); 3], "no busy time: no congestion window to blame");
+}
+
+#[test]
+fn a_senders_egress_limiter_is_its_line_and_a_receivers_is_not() {
+    let tbf = |rank: &mut RankResult| {
+        rank.netdevs[0].limiter = Some(Limiter { qdisc: "tbf".into(), rate_bps: 200_000_000 });
+    };
+    let mut run = fan_in("tcp", [0.19, 0.05, 0.05]);
+    tbf(&mut run.phases[0].ranks[1]);
+    let run = judged(run);
+    let line = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(line.kind, LimitKind::LineRate, "{line:?}");
+    assert_eq!(evidence(line, "line rate"), 0.2);
+    assert!(line.rule.contains("tbf on eth0 of h2 at 0.2 Gb/s, an egress rate limiter"), "{}", line.rule);
+    // The receiver's limiter holds what it sends (acknowledgements), not what it receives.
+    let mut run = fan_in("tcp", [0.19, 0.05, 0.05]);
+    tbf(&mut run.phases[0].ranks[0]);
+    assert_eq!(kinds(&judged(run))[0], Some(LimitKind::Unexplained));
 }
