@@ -2,7 +2,8 @@
 //! recorded device tree (tests/fixtures/hosts/NAME/sys) standing in for
 //! hardware this machine lacks. Every reader of RDMA device, port, GID,
 //! counter and NUMA files takes its paths from here, so one variable points
-//! them all at the same tree.
+//! them all at the same tree; [`text`] and [`entries`] read its files and
+//! folders the one way every reader wants (trimmed, nothing when missing).
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,19 @@ pub fn infiniband(root: &Path) -> PathBuf {
 /// (for readers that cannot fail: the probe reports the error).
 pub fn infiniband_or_default() -> PathBuf {
     infiniband(&root().unwrap_or_else(|_| PathBuf::from("/sys")))
+}
+
+/// A sysfs attribute, trimmed; `None` when unreadable or empty.
+pub fn text(path: &Path) -> Option<String> {
+    let t = std::fs::read_to_string(path).ok()?;
+    let t = t.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+/// The names in a folder; none when it is missing.
+pub fn entries(dir: &Path) -> Vec<String> {
+    let Ok(list) = std::fs::read_dir(dir) else { return Vec::new() };
+    list.flatten().filter_map(|e| e.file_name().into_string().ok()).collect()
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ impl<'a> LineRates<'a> {
     /// ends, a host or receiver to the port its groups use.
     pub fn of(&self, checked: &Checked) -> Result<LineRate, NoLineRate> {
         if let Some(gbps) = self.given {
-            return Ok(LineRate { gbps, source: "line_rate given".into() });
+            return Ok(LineRate { gbps, source: "line_rate given".into(), devices: Vec::new() });
         }
         let phase_of =
             |index: usize| self.run.phases.iter().find(|p| p.index == index).ok_or(NoLineRate::NoPhase { index });

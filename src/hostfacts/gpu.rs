@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::pci::{PciLink, PciPlace};
-use super::rdma::{entries, text};
+use crate::sysfs::{entries, text};
 
 /// NVIDIA's PCI vendor id.
 const NVIDIA: &str = "0x10de";

@@ -11,6 +11,7 @@ mod gpu;
 mod limits;
 pub mod lldp;
 mod pci;
+mod pcie;
 mod rdma;
 
 use std::fmt;
@@ -27,6 +28,7 @@ pub use gpu::{
 };
 pub use limits::LockedMemory;
 pub use pci::{PciLink, PciPlace};
+pub use pcie::PcieLink;
 pub use rdma::{PortFacts, RdmaDeviceFacts};
 
 /// Library folders (under the root) searched for libibverbs, in the order

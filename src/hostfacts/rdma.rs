@@ -9,6 +9,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::pcie::PcieLink;
+use crate::sysfs::{entries, text};
+
 /// One device of /sys/class/infiniband. Crosses the wire: no
 /// `skip_serializing_if` here.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -29,6 +32,10 @@ pub struct RdmaDeviceFacts {
     pub vendor_part_id: Option<String>,
     /// PCI address (`PCI_SLOT_NAME` of `device/uevent`).
     pub pci: Option<String>,
+    /// The PCIe link it trained at (`device/current_link_*`), `None` for a
+    /// virtual device and in runs made before it was read.
+    #[serde(default)]
+    pub pcie: Option<PcieLink>,
     /// Network interfaces of the device (`device/net/*`; Soft-RoCE: `parent`).
     pub netdevs: Vec<String>,
     pub ports: Vec<PortFacts>,
@@ -80,6 +87,7 @@ fn device(dir: &Path, name: String) -> RdmaDeviceFacts {
         vendor_part_id: text(&bus.join("device")),
         pci: text(&bus.join("uevent"))
             .and_then(|t| t.lines().find_map(|l| l.strip_prefix("PCI_SLOT_NAME=").map(str::to_string))),
+        pcie: PcieLink::of(&bus),
         netdevs,
         ports,
     }
@@ -107,19 +115,6 @@ fn port(dir: &Path, port: u8) -> Option<PortFacts> {
     })
 }
 
-/// A sysfs attribute, trimmed; `None` when unreadable or empty.
-pub(super) fn text(path: &Path) -> Option<String> {
-    let t = std::fs::read_to_string(path).ok()?;
-    let t = t.trim();
-    (!t.is_empty()).then(|| t.to_string())
-}
-
-/// The names in a folder; none when it is missing.
-pub(super) fn entries(dir: &Path) -> Vec<String> {
-    let Ok(list) = std::fs::read_dir(dir) else { return Vec::new() };
-    list.flatten().filter_map(|e| e.file_name().into_string().ok()).collect()
-}
-
 impl fmt::Display for RdmaDeviceFacts {
     /// `mlx5_0: driver mlx5_core, fw 20.39.1002, model MT4123 MT_0000000222 (0x15b3:0x101b) at 0000:3b:00.0, ib0`
     /// and one line per port.
@@ -135,6 +130,9 @@ impl fmt::Display for RdmaDeviceFacts {
         }
         if let Some(pci) = &self.pci {
             write!(f, " at {pci}")?;
+        }
+        if let Some(link) = &self.pcie {
+            write!(f, " PCIe {link}")?;
         }
         if !self.netdevs.is_empty() {
             write!(f, ", {}", self.netdevs.join(" "))?;

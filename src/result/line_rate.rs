@@ -37,6 +37,8 @@ pub enum NoLineRate {
 pub struct LineRate {
     pub gbps: f64,
     pub source: String,
+    /// The RDMA devices whose ports add up to it (none when given).
+    pub devices: Vec<String>,
 }
 
 /// The probed port `rank` uses for `group` (its `device`/`port`, or as
@@ -60,7 +62,7 @@ pub fn port_rate(run: &RunResult, phase: &PhaseResult, rank: usize, group: &str)
         _ if !host_devices.is_empty() => host_devices.iter().map(|d| Some(d.as_str())).collect(),
         _ => vec![None],
     };
-    let mut rate = LineRate { gbps: 0.0, source: String::new() };
+    let mut rate = LineRate { gbps: 0.0, source: String::new(), devices: Vec::new() };
     for device in devices {
         let (d, p) = port_used(&probe.devices, device, port).ok_or_else(|| NoLineRate::NoPort {
             host: probe.host.clone(),
@@ -77,6 +79,7 @@ pub fn port_rate(run: &RunResult, phase: &PhaseResult, rank: usize, group: &str)
         let and = if rate.source.is_empty() { "" } else { " + " };
         rate.source += &format!("{and}{} port {}", d.name, p.port);
         rate.gbps += gbps;
+        rate.devices.push(d.name.clone());
     }
     rate.source += &format!(" of {} at {} Gb/s", probe.host, rate.gbps);
     Ok(rate)

@@ -4,6 +4,7 @@
 //! fires: a wrong verdict is worse than `unexplained`. The rules and their
 //! thresholds are in docs/METRICS.md, "Why this number".
 
+mod pcie;
 mod tcp;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,8 @@ pub enum LimitKind {
     Paced,
     /// At the narrowest link of its path.
     LineRate,
+    /// At its NIC's PCIe link, which carries less than the NIC's port.
+    Pcie,
     /// One of several flows into a receiver that is at its line rate.
     SharedLink,
     /// Its NICs counted lost or out-of-order packets and retries.
@@ -44,6 +47,7 @@ impl fmt::Display for LimitKind {
         f.write_str(match self {
             LimitKind::Paced => "paced",
             LimitKind::LineRate => "line rate",
+            LimitKind::Pcie => "PCIe",
             LimitKind::SharedLink => "shared link",
             LimitKind::Loss => "loss",
             LimitKind::Congestion => "congestion",
@@ -188,6 +192,7 @@ fn judge_flow(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option
         .and_then(|ends| ends.into_iter().min_by(|a, b| a.gbps.total_cmp(&b.gbps)));
     paced(flow)
         .or_else(|| line.as_ref().and_then(|l| at_line(flow, l)))
+        .or_else(|| pcie::narrower_than_the_port(run, phase, flow))
         .or_else(|| shared(run, phase, flow))
         .or_else(|| counted([src, dst], LOSS, LimitKind::Loss))
         .or_else(|| counted([src, dst], CONGESTION, LimitKind::Congestion))

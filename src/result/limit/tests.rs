@@ -354,3 +354,37 @@ fn a_senders_egress_limiter_is_its_line_and_a_receivers_is_not() {
     tbf(&mut run.phases[0].ranks[0]);
     assert_eq!(kinds(&judged(run))[0], Some(LimitKind::Unexplained));
 }
+
+/// The two-nics host tree: its mlx5_0 trained PCIe at x8 of x16, 252 Gb/s under a 400 Gb/s port.
+fn downtrained_probe(rank: usize) -> RankProbe {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/two-nics");
+    let port = InventoryPort {
+        port: 1,
+        state: "ACTIVE".into(),
+        link_layer: "InfiniBand".into(),
+        rate_gbps: Some(400.0),
+        mtu: 4096,
+    };
+    let device = InventoryDevice { name: "mlx5_0".into(), numa_node: Some(0), error: None, ports: vec![port] };
+    let facts = Some(Box::new(crate::hostfacts::HostFacts::under(&tree)));
+    RankProbe { rank, host: format!("h{}", rank + 1), devices: vec![device], error: None, facts }
+}
+
+#[test]
+fn a_nic_whose_pcie_link_carries_less_than_its_port_holds_a_flow_near_that_link() {
+    let mut run = fan_in("rdma", [200.0, 100.0, 50.0]);
+    run.probes = (0..4).map(downtrained_probe).collect();
+    // Only the first sender's facts are read from the tree; the others' NICs have no known link.
+    for probe in &mut run.probes[2..] {
+        probe.facts = None;
+    }
+    let run = judged(run);
+    assert_eq!(kinds(&run)[0], Some(LimitKind::Pcie));
+    let held = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert!((evidence(held, "sender PCIe link") - 252.06).abs() < 0.01, "{held:?}");
+    assert_eq!(evidence(held, "sender port rate"), 400.0);
+    assert!(held.rule.contains("mlx5_0 at 32 GT/s x8 (of 32 GT/s x16)"), "{}", held.rule);
+    assert_eq!(held.kind.to_string(), "PCIe");
+    // The receiver (rank 0) has the same downtrained NIC, but 100 and 50 Gb/s are far below its link.
+    assert_eq!(kinds(&run)[1..], [Some(LimitKind::Unexplained); 2]);
+}
