@@ -143,3 +143,23 @@ fn with_the_fabrics_ports_a_nic_is_named_with_its_cable() {
         "{kinds:?}"
     );
 }
+
+#[test]
+fn a_suspects_evidence_says_what_held_its_failing_flows() {
+    use crate::result::limit::{Limit, LimitKind};
+    let mut run = slow(&[5]);
+    // One of rank 5's flows is held by its sender's CPU, every other flow by congestion.
+    let mut failing = 0;
+    for flow in run.phases.iter_mut().flat_map(|p| &mut p.flows) {
+        let touches = flow.src == 5 || flow.dst == 5;
+        let kind = if touches && failing == 0 { LimitKind::SenderCpu } else { LimitKind::Congestion };
+        failing += usize::from(touches);
+        flow.limit = Some(Limit { kind, rule: "r".into(), evidence: Vec::new() });
+    }
+    let a = checked(&run, None);
+    let evidence = &a.suspects[0].evidence;
+    let said = format!("; its failing flows were limited by congestion ({} of {failing})", failing - 1);
+    assert!(evidence.ends_with(&said), "{evidence}");
+    // A run whose flows were not judged says nothing of it.
+    assert!(!checked(&slow(&[5]), None).suspects[0].evidence.contains("limited by"));
+}

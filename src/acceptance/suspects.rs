@@ -2,13 +2,14 @@
 //! (all-pairs, pairwise): the findings of [`localise`] (or, with a
 //! topology, [`localise_on`]) with their evidence in words.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use crate::acceptance::localise::{by_host, localise, Finding, Link, OnLink, RankPair};
 use crate::acceptance::paths::Paths;
 use crate::acceptance::retest;
 use crate::acceptance::switches::{localise_on, one_way, Flow};
+use crate::result::limit::{most_often, MostHeld};
 use crate::result::{CheckOutcome, Checked, NicEnd, Retest, RunResult, Suspect, SuspectKind, UplinkOutcome, Verdict};
 use crate::scenario::{Mode, Pattern};
 use crate::topology::Uplink;
@@ -135,6 +136,15 @@ impl Evidence<'_> {
         self.failing(on).map(|t| t.worst).fold(f64::INFINITY, f64::min)
     }
 
+    /// What held the flows that failed on `on`, where their phases judged
+    /// them ("Why this number").
+    fn held(&self, on: &dyn Fn(usize, usize) -> bool) -> Option<MostHeld> {
+        let ways: BTreeSet<(usize, usize)> =
+            self.failing(on).flat_map(|t| t.ways.iter().filter(|(_, &failed)| failed).map(|(&way, _)| way)).collect();
+        let flows = self.run.phases.iter().flat_map(|p| &p.flows);
+        most_often(flows.filter(|f| ways.contains(&(f.src, f.dst))).filter_map(|f| f.limit.as_ref().map(|l| l.kind)))
+    }
+
     fn rules_of(&self, on: &dyn Fn(usize, usize) -> bool) -> String {
         let mut all: Vec<String> = self.failing(on).flat_map(|t| t.rules.clone()).collect();
         all.sort();
@@ -248,6 +258,10 @@ impl Evidence<'_> {
                 format!("{evidence} (at {:.0}% of its limit) while both hosts passed on other links", worst * 100.0)
             }
             _ => format!("{evidence}; the worst reached {:.0}% of its limit", worst * 100.0),
+        };
+        let evidence = match self.held(&*on) {
+            Some(held) => format!("{evidence}; its failing flows were limited by {held}"),
+            None => evidence,
         };
         ((order, worst), Suspect { kind, evidence, retest: not_run() })
     }
