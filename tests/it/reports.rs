@@ -220,6 +220,9 @@ fn report_html_renders_in_headless_chromium() {
         assert_eq!(dom.matches(tag).count(), html.matches(tag).count(), "{tag} in the browser's DOM");
     }
     assert!(dom.contains("Into 127.0.0.1: 3 senders, Jain "));
+    // Each flow's verdict shows its evidence and rule on hover (local ranks: an end's CPU).
+    let hinted = ["sender", "receiver"].iter().any(|end| dom.contains(&format!("<td title=\"{end} CPU (")));
+    assert!(hinted && dom.contains(" % of a core"), "no verdict to hover over");
     // And drawn: a screenshot of the first screenful.
     let shot = bench.dir.path().join("report.png");
     browse(chromium, &page, &profile, &format!("--screenshot={}", shot.display()));

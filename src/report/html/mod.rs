@@ -360,9 +360,9 @@ fn html_table(table: &Table) -> String {
         out += &format!("<th>{}</th>", escape(h));
     }
     out += "</tr></thead><tbody>\n";
-    let row = |cells: &Vec<String>| {
+    let row = |(r, cells): (usize, &Vec<String>)| {
         let mut tr = String::from("<tr>");
-        for c in cells {
+        for (col, c) in cells.iter().enumerate() {
             let class = match c.as_str() {
                 "FAIL" | "UNKNOWN" | "EXCLUDED" => " class=\"bad\"",
                 "CLEARED" => " class=\"warn\"",
@@ -370,17 +370,18 @@ fn html_table(table: &Table) -> String {
                 _ if c.trim().parse::<f64>().is_ok() => " class=\"num\"",
                 _ => "",
             };
-            tr += &format!("<td{class}>{}</td>", escape(c));
+            let hint = table.hints.get(&(r, col)).map_or_else(String::new, |h| format!(" title=\"{}\"", escape(h)));
+            tr += &format!("<td{class}{hint}>{}</td>", escape(c));
         }
         tr + "</tr>\n"
     };
-    for cells in table.rows.iter().take(ROWS_OPEN) {
+    for cells in table.rows.iter().enumerate().take(ROWS_OPEN) {
         out += &row(cells);
     }
     out += "</tbody></table>\n";
     if table.rows.len() > ROWS_OPEN {
         out += &format!("<details><summary>{} more row(s)</summary><table><tbody>", table.rows.len() - ROWS_OPEN);
-        for cells in table.rows.iter().skip(ROWS_OPEN) {
+        for cells in table.rows.iter().enumerate().skip(ROWS_OPEN) {
             out += &row(cells);
         }
         out += "</tbody></table></details>\n";

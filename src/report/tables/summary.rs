@@ -134,7 +134,7 @@ fn flows(p: &PhaseResult) -> Table {
         &["flow", "group", "src → dst", "streams", "msg size (B)", "Gb/s", "msgs/s", "limited by", "note"],
     );
     for f in shown {
-        t.rows.push(vec![
+        let row = vec![
             f.id.to_string(),
             f.group.clone(),
             format!("{} ({}) → {} ({})", f.src, f.src_host, f.dst, f.dst_host),
@@ -144,7 +144,9 @@ fn flows(p: &PhaseResult) -> Table {
             number(f.msgs_per_s, 0),
             f.limit.as_ref().map_or_else(|| "-".into(), |l| l.kind.to_string()),
             f.error.clone().unwrap_or_default(),
-        ]);
+        ];
+        // report.html: the rule that fired and its evidence, on hovering the verdict.
+        t.push_hinted(row, 7, f.limit.as_ref().map(|l| format!("{l}; {}", l.rule)));
     }
     t
 }
@@ -381,7 +383,7 @@ pub fn matrix_unit(m: &PairMatrix) -> &'static str {
 pub fn matrix(m: &PairMatrix) -> Table {
     let mut header = vec!["sender ↓ receiver →".to_string()];
     header.extend(m.hosts.iter().cloned());
-    let mut t = Table { title: format!("All pairs `{}` ({})", m.group, matrix_unit(m)), header, rows: Vec::new() };
+    let mut t = Table::with(format!("All pairs `{}` ({})", m.group, matrix_unit(m)), header);
     for (src, row) in m.values.iter().enumerate() {
         let mut cells = vec![m.hosts[src].clone()];
         cells.extend(row.iter().map(|v| v.map_or_else(|| "·".to_string(), |g| number(g, 2))));

@@ -49,11 +49,7 @@ fn of(sweep: &SweepResult, degraded: &[usize]) -> Vec<Table> {
         header.push(format!("{group} max worker CPU %"));
         header.push(format!("{group} × baseline ({})", metric_unit(metric)));
     }
-    let mut t = Table {
-        title: format!("Sweep of {} (baseline {})", sweep_axes(sweep), sweep.baseline),
-        header,
-        rows: Vec::new(),
-    };
+    let mut t = Table::with(format!("Sweep of {} (baseline {})", sweep_axes(sweep), sweep.baseline), header);
     let dash = || "-".to_string();
     for point in &sweep.points {
         let mut row = vec![if point.baseline { format!("{} (baseline)", point.value) } else { point.value.clone() }];
@@ -125,11 +121,10 @@ fn matrix(sweep: &SweepResult, by: &str, group: &str, metric: Metric, degraded: 
     }
     let mut header = vec![format!("{} \\ {by}", sweep.parameter)];
     header.extend(columns.iter().map(|c| c.to_string()));
-    let mut t = Table {
-        title: format!("{group}: {unit} by {} × {by} (× the baseline row of each column)", sweep.parameter),
+    let mut t = Table::with(
+        format!("{group}: {unit} by {} × {by} (× the baseline row of each column)", sweep.parameter),
         header,
-        rows: Vec::new(),
-    };
+    );
     for row in rows {
         let mut line = vec![row.to_string()];
         for column in &columns {

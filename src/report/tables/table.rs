@@ -2,6 +2,7 @@
 //! the result and drawn by the terminal, Markdown and HTML writers alike.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use crate::result::FlowResult;
 
@@ -9,11 +10,27 @@ pub struct Table {
     pub title: String,
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    /// What report.html shows on hovering a cell, by (row, column): the
+    /// numbers behind it (a flow's limit, its rule and evidence).
+    pub hints: BTreeMap<(usize, usize), String>,
 }
 
 impl Table {
     pub fn new(title: String, header: &[&str]) -> Table {
-        Table { title, header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+        Table::with(title, header.iter().map(|h| h.to_string()).collect())
+    }
+
+    /// A table of these headers, no rows yet.
+    pub fn with(title: String, header: Vec<String>) -> Table {
+        Table { title, header, rows: Vec::new(), hints: BTreeMap::new() }
+    }
+
+    /// Adds a row whose cell `column` carries `hint` on hover.
+    pub fn push_hinted(&mut self, row: Vec<String>, column: usize, hint: Option<String>) {
+        if let Some(hint) = hint {
+            self.hints.insert((self.rows.len(), column), hint);
+        }
+        self.rows.push(row);
     }
 }
 
