@@ -70,6 +70,20 @@ pub fn nodes_at(sys: &Path) -> Vec<NumaNode> {
     nodes
 }
 
+/// The NUMA nodes `cores` belong to, by number, each once.
+pub fn nodes_of(cores: &[usize]) -> Vec<usize> {
+    nodes_of_at(&sys(), cores)
+}
+
+fn nodes_of_at(sys: &Path, cores: &[usize]) -> Vec<usize> {
+    let nodes = nodes_at(sys);
+    let of = |core: &usize| nodes.iter().find(|n| n.cpus.contains(core)).map(|n| n.id);
+    let mut found: Vec<usize> = cores.iter().filter_map(of).collect();
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
 /// The NUMA node of a network interface's device (`None` for virtual
 /// devices such as lo or veth, and on machines without NUMA).
 pub fn iface_node(iface: &str) -> Option<usize> {
@@ -86,6 +100,15 @@ mod tests {
         assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
         assert_eq!(parse_cpu_list("5"), Some(vec![5]));
         assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn cores_map_to_their_nodes_in_a_recorded_tree() {
+        // two-nics: node 0 has cores 0-27 and 56-83, node 1 28-55 and 84-111.
+        let sys = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/two-nics/sys");
+        assert_eq!(nodes_of_at(&sys, &[0, 60]), [0]);
+        assert_eq!(nodes_of_at(&sys, &[30, 90, 1]), [0, 1]);
+        assert_eq!(nodes_of_at(&sys, &[500]), [] as [usize; 0], "a core of no node");
     }
 
     #[test]

@@ -55,6 +55,13 @@ pub struct GroupPlacement {
     /// Empty: not pinned.
     pub cores: Vec<usize>,
     pub note: Option<String>,
+    /// The NUMA nodes of `cores` (empty: not pinned, or no NUMA), and of
+    /// the NIC its (first) rail or interface hangs off (`None`: virtual,
+    /// or no NUMA). Absent in runs made before they were read.
+    #[serde(default)]
+    pub core_nodes: Vec<usize>,
+    #[serde(default)]
+    pub device_node: Option<usize>,
 }
 
 /// One end of one flow at the phase's end. What it moved went interval by

@@ -191,7 +191,9 @@ impl Sampler {
                     Ok(p) => (p.cores.clone(), p.note.clone()),
                     Err(e) => (Vec::new(), Some(e.to_string())),
                 };
-                placements.push(GroupPlacement { group: end.role.group.name.clone(), cores, note });
+                let core_nodes = crate::load::topology::nodes_of(&cores);
+                let (group, device_node) = (end.role.group.name.clone(), end.device_node);
+                placements.push(GroupPlacement { group, cores, note, core_nodes, device_node });
             }
         }
         RankReport {

@@ -56,6 +56,8 @@ pub struct FlowEnd {
     pub engines: Vec<EngineSeat>,
     /// RDMA rails in GPU memory: what each registered, and how.
     pub gpu_memory: Vec<rdma::GpuMemoryUse>,
+    /// The NUMA node of its NIC (the first rail's), where it has one.
+    pub device_node: Option<usize>,
 }
 
 /// One lane of an end (a TCP stream, an RDMA shard), ready for an
@@ -83,6 +85,7 @@ impl FlowEnd {
             refused: 0,
             engines: Vec::new(),
             gpu_memory: Vec::new(),
+            device_node,
         }
     }
 

@@ -179,7 +179,13 @@ fn report_with_every_optional_part() {
                 measured_load_pct: 49.0,
                 note: note.clone(),
             }),
-            placements: vec![GroupPlacement { group: "g".into(), cores: vec![], note: note.clone() }],
+            placements: vec![GroupPlacement {
+                group: "g".into(),
+                cores: vec![3],
+                note: note.clone(),
+                core_nodes: vec![1],
+                device_node: Some(0),
+            }],
             error,
             link_events: vec![LinkEvent {
                 device: "eth0".into(),

@@ -4,6 +4,7 @@
 //! fires: a wrong verdict is worse than `unexplained`. The rules and their
 //! thresholds are in docs/METRICS.md, "Why this number".
 
+mod numa;
 mod pcie;
 mod tcp;
 
@@ -36,6 +37,8 @@ pub enum LimitKind {
     /// A sending data thread ran, or wanted to run, the whole window.
     SenderCpu,
     ReceiverCpu,
+    /// An end's data threads pinned away from its NIC's NUMA node.
+    FarNuma,
     /// The receiver's advertised TCP window kept its sender waiting.
     ReceiverWindow,
     /// No rule held.
@@ -53,6 +56,7 @@ impl fmt::Display for LimitKind {
             LimitKind::Congestion => "congestion",
             LimitKind::SenderCpu => "sender CPU",
             LimitKind::ReceiverCpu => "receiver CPU",
+            LimitKind::FarNuma => "far NUMA",
             LimitKind::ReceiverWindow => "receiver window",
             LimitKind::Unexplained => "unexplained",
         })
@@ -200,6 +204,7 @@ fn judge_flow(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option
         .or_else(|| loopback(src, dst))
         .or_else(|| tcp::congestion(phase, flow))
         .or_else(|| tcp::loss(flow))
+        .or_else(|| numa::far(phase, flow))
         .or_else(|| tcp::receiver_window(flow))
         .or_else(|| Some(unexplained(flow, line.as_ref())))
 }

@@ -8,6 +8,7 @@ use super::*;
 use crate::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
 use crate::metrics::netdev::NetdevDelta;
 use crate::metrics::qdisc::Limiter;
+use crate::metrics::GroupPlacement;
 use crate::result::{testing, Offered, RankProbe, ReceiverResult};
 use crate::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort};
 use crate::transport::tcp::info::TcpView;
@@ -387,4 +388,27 @@ fn a_nic_whose_pcie_link_carries_less_than_its_port_holds_a_flow_near_that_link(
     assert_eq!(held.kind.to_string(), "PCIe");
     // The receiver (rank 0) has the same downtrained NIC, but 100 and 50 Gb/s are far below its link.
     assert_eq!(kinds(&run)[1..], [Some(LimitKind::Unexplained); 2]);
+}
+
+#[test]
+fn an_end_pinned_away_from_its_nics_numa_node_is_far_and_one_near_it_or_unpinned_is_not() {
+    let placed = |cores: Vec<usize>, core_nodes: Vec<usize>, device_node| GroupPlacement {
+        group: "in".into(),
+        cores,
+        note: None,
+        core_nodes,
+        device_node,
+    };
+    let mut run = fan_in("tcp", [2.0, 2.0, 2.0]);
+    let ranks = &mut run.phases[0].ranks;
+    // The two-nics layout: NIC on node 0; cores 30-31 are node 1's.
+    ranks[1].placements = vec![placed(vec![30, 31], vec![1], Some(0))];
+    ranks[2].placements = vec![placed(vec![0, 1], vec![0], Some(0))];
+    ranks[3].placements = vec![placed(Vec::new(), Vec::new(), Some(0))];
+    let run = judged(run);
+    assert_eq!(kinds(&run), [Some(LimitKind::FarNuma), Some(LimitKind::Unexplained), Some(LimitKind::Unexplained)]);
+    let far = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!((evidence(far, "sender NIC's NUMA node"), evidence(far, "sender data threads' NUMA node")), (0.0, 1.0));
+    assert!(far.rule.contains("NUMA node 1 of h2, its NIC on node 0"), "{}", far.rule);
+    assert_eq!(far.kind.to_string(), "far NUMA");
 }
