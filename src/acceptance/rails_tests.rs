@@ -154,7 +154,7 @@ fn a_suspects_evidence_says_what_held_its_failing_flows() {
         let touches = flow.src == 5 || flow.dst == 5;
         let kind = if touches && failing == 0 { LimitKind::SenderCpu } else { LimitKind::Congestion };
         failing += usize::from(touches);
-        flow.limit = Some(Limit { kind, rule: "r".into(), evidence: Vec::new() });
+        flow.limit = Some(Limit { kind, rule: "r".into(), evidence: Vec::new(), unavailable: Vec::new() });
     }
     let a = checked(&run, None);
     let evidence = &a.suspects[0].evidence;

@@ -69,6 +69,19 @@ fn rdma_fan_in_with_a_latency_probe() {
             );
         }
     }
+    // Soft-RoCE counts lost and out-of-order packets but has no congestion
+    // counters (no CNP, no ECN): said unavailable, never read as 0; and
+    // every rank kept which of those counters its port has.
+    let rxe = port["name"].as_str().unwrap();
+    let lacking = unavailable_of(&flows[0]);
+    assert!(lacking.contains(&format!("sender {rxe}:1 congestion counters")), "{lacking:?}");
+    assert!(!lacking.iter().any(|l| l.ends_with("loss counters")), "{lacking:?}");
+    for rank in phase["ranks"].as_array().unwrap() {
+        for counters in rank["rdma_counters"].as_array().unwrap() {
+            let signals = counters["signals"].as_array().unwrap_or_else(|| panic!("{counters}"));
+            assert!(signals.iter().any(|s| s == "rcvd_seq_err"), "{counters}");
+        }
+    }
     assert!(flows[3].get("limit").is_none(), "{}", flows[3]);
     let sum: f64 = flows[..3].iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
     assert!((phase["aggregate_gbps"].as_f64().unwrap() - sum).abs() < 1e-9);
@@ -1139,4 +1152,10 @@ fn a_soft_memlock_limit_below_the_hard_one_is_raised() {
     let (ok, stdout, stderr) = pair_under_memlock("65536:unlimited");
     assert!(ok, "{stdout}\n{stderr}");
     assert!(stdout.contains("Gb/s"), "{stdout}");
+}
+
+/// A flow's `limit.unavailable`, as strings.
+fn unavailable_of(flow: &serde_json::Value) -> Vec<String> {
+    let listed = flow["limit"]["unavailable"].as_array().map_or(&[][..], |a| &a[..]);
+    listed.iter().map(|v| v.as_str().unwrap().to_string()).collect()
 }

@@ -171,6 +171,7 @@ fn report_with_every_optional_part() {
                 device: "mlx5_0".into(),
                 port: 1,
                 counters: [("counters/port_xmit_data".to_string(), 7)].into(),
+                signals: Some(vec!["out_of_sequence".into()]),
             }],
             stress: Some(StressReport {
                 threads: 2,

@@ -345,7 +345,7 @@ mod tests {
     #[test]
     fn a_flow_whose_limit_changed_is_told_with_both_kinds() {
         use crate::result::limit::{Limit, LimitKind};
-        let verdict = |kind| Some(Limit { kind, rule: "r".into(), evidence: Vec::new() });
+        let verdict = |kind| Some(Limit { kind, rule: "r".into(), evidence: Vec::new(), unavailable: Vec::new() });
         let mut base = fixture("v3-fan-in.json");
         for f in &mut base.phases[0].flows {
             f.limit = verdict(LimitKind::LineRate);

@@ -100,7 +100,7 @@ mod tests {
     fn rank(rank: usize, counters: &[(&str, u64)]) -> RankResult {
         let counters = counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         RankResult {
-            rdma_counters: vec![CounterDelta { device: "rxe0".into(), port: 1, counters }],
+            rdma_counters: vec![CounterDelta { device: "rxe0".into(), port: 1, counters, signals: None }],
             ..testing::rank(rank, &format!("h{rank}"))
         }
     }

@@ -5,7 +5,8 @@ use crate::load::placement;
 use crate::report::tables::table::{failed_then_lower, shown, slower_flow, Reached, Shown, Table, ROWS_SHOWN};
 use crate::report::tables::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation};
 use crate::result::{
-    Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect, Verdict,
+    limit::Limit, Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect,
+    Verdict,
 };
 use crate::scenario::Mode;
 use crate::units::number;
@@ -146,7 +147,11 @@ fn flows(p: &PhaseResult) -> Table {
             f.error.clone().unwrap_or_default(),
         ];
         // report.html: the rule that fired and its evidence, on hovering the verdict.
-        t.push_hinted(row, 7, f.limit.as_ref().map(|l| format!("{l}; {}", l.rule)));
+        let unavailable = |l: &Limit| match &l.unavailable[..] {
+            [] => String::new(),
+            lacking => format!("; unavailable: {}", lacking.join(", ")),
+        };
+        t.push_hinted(row, 7, f.limit.as_ref().map(|l| format!("{l}; {}{}", l.rule, unavailable(l))));
     }
     t
 }

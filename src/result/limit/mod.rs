@@ -7,6 +7,7 @@
 mod numa;
 mod pcie;
 mod tcp;
+mod unavailable;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,6 +18,7 @@ use crate::metrics::cpu::ThreadsCpu;
 use crate::result::line_rate::port_rate;
 use crate::result::{FlowResult, PhaseResult, RankResult, RunResult};
 use crate::scenario::{Mode, Transport};
+use crate::transport::rdma::counters::{short_name, CONGESTION, LOSS};
 
 /// What held a flow (or most flows of a group or phase), in rule order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -78,6 +80,10 @@ pub struct Limit {
     pub kind: LimitKind,
     pub rule: String,
     pub evidence: Vec<Evidence>,
+    /// Evidence the rules look for that these hosts do not have (`sender
+    /// rxe0:1 congestion counters`): unavailable, never read as 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
 }
 
 impl fmt::Display for Limit {
@@ -131,21 +137,6 @@ pub const CPU_WAITED_PCT: f64 = 20.0;
 /// network, however long each wake-up waited for a core.
 pub const CPU_RUNNABLE_PCT: f64 = 80.0;
 
-/// Counters (the name after `counters/` or `hw_counters/`) that mean lost
-/// or reordered packets and retries: mlx5's and Soft-RoCE's.
-const LOSS: &[&str] = &[
-    "out_of_sequence",
-    "packet_seq_err",
-    "local_ack_timeout_err",
-    "rnr_nak_retry_err",
-    "rcvd_seq_err",
-    "out_of_seq_request",
-    "retry_exceeded_err",
-    "completer_retry_err",
-];
-/// Counters that mean congestion control acted, or a port waited to send.
-const CONGESTION: &[&str] = &["np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets", "port_xmit_wait"];
-
 /// Every phase's verdicts, written into its flows, groups and the phase.
 pub fn judge_run(run: &mut RunResult) {
     let judged: Vec<Vec<Option<Limit>>> =
@@ -194,7 +185,8 @@ fn judge_flow(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option
         .map(|&r| end_rate(run, phase, r, &flow.group, r == flow.src))
         .collect::<Option<Vec<EndRate>>>()
         .and_then(|ends| ends.into_iter().min_by(|a, b| a.gbps.total_cmp(&b.gbps)));
-    paced(flow)
+    let transport = phase.groups.iter().find(|g| g.name == flow.group)?.transport;
+    let verdict = paced(flow)
         .or_else(|| line.as_ref().and_then(|l| at_line(flow, l)))
         .or_else(|| pcie::narrower_than_the_port(run, phase, flow))
         .or_else(|| shared(run, phase, flow))
@@ -206,7 +198,8 @@ fn judge_flow(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option
         .or_else(|| tcp::loss(flow))
         .or_else(|| numa::far(phase, flow))
         .or_else(|| tcp::receiver_window(flow))
-        .or_else(|| Some(unexplained(flow, line.as_ref())))
+        .unwrap_or_else(|| unexplained(flow, line.as_ref()));
+    Some(Limit { unavailable: unavailable::lacking(flow, transport, [src, dst]), ..verdict })
 }
 
 fn gbps(what: &str, value: f64) -> Evidence {
@@ -250,6 +243,7 @@ fn paced(flow: &FlowResult) -> Option<Limit> {
             gbps("offered", offered.gbps),
             pct("delivered / offered".into(), offered.delivered_ratio * 100.0, "%"),
         ],
+        unavailable: Vec::new(),
     })
 }
 
@@ -262,6 +256,7 @@ fn at_line(flow: &FlowResult, line: &EndRate) -> Option<Limit> {
         kind: LimitKind::LineRate,
         rule: format!("≥ {:.0} % of the narrower end's line rate ({})", LINE_SHARE * 100.0, line.source),
         evidence: vec![gbps("flow", flow.gbps), gbps("line rate", line.gbps)],
+        unavailable: Vec::new(),
     })
 }
 
@@ -283,6 +278,7 @@ fn shared(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option<Lim
             gbps("line rate", line.gbps),
             pct("this flow's share".into(), flow.gbps / receiver.aggregate_gbps.max(f64::MIN_POSITIVE) * 100.0, "%"),
         ],
+        unavailable: Vec::new(),
     })
 }
 
@@ -292,7 +288,7 @@ fn counted(ends: [Option<&RankResult>; 2], names: &[&str], kind: LimitKind) -> O
     for (end, rank) in ["sender", "receiver"].into_iter().zip(ends) {
         for delta in rank.map_or(&[][..], |r| &r.rdma_counters[..]) {
             for (name, moved) in &delta.counters {
-                let short = name.rsplit('/').next().unwrap_or(name);
+                let short = short_name(name);
                 if names.contains(&short) && *moved > 0 {
                     let what = format!("{end} {}:{} {short}", delta.device, delta.port);
                     evidence.push(Evidence { what, value: *moved as f64, unit: "counted".into() });
@@ -304,6 +300,7 @@ fn counted(ends: [Option<&RankResult>; 2], names: &[&str], kind: LimitKind) -> O
         kind,
         rule: format!("a {kind} counter of either end's RDMA ports moved in the window"),
         evidence,
+        unavailable: Vec::new(),
     })
 }
 
@@ -349,7 +346,7 @@ fn cpu(src: Option<&RankResult>, dst: Option<&RankResult>, poll: bool) -> Option
         _ if data.busiest_thread_pct >= CPU_BUSY_PCT => format!("ran ≥ {CPU_BUSY_PCT} % of a core"),
         _ => format!("ran or waited to run ≥ {CPU_BUSY_PCT} % of the window"),
     };
-    Some(Limit { kind, rule: format!("a data thread of the {end} {why}"), evidence })
+    Some(Limit { kind, rule: format!("a data thread of the {end} {why}"), evidence, unavailable: Vec::new() })
 }
 
 /// A flow between two ends on loopback crossed no link: its ends' CPUs
@@ -373,6 +370,7 @@ fn loopback(src: Option<&RankResult>, dst: Option<&RankResult>) -> Option<Limit>
             pct("sender busiest data thread ran".into(), s.busiest_thread_pct, "% of a core"),
             pct("receiver busiest data thread ran".into(), d.busiest_thread_pct, "% of a core"),
         ],
+        unavailable: Vec::new(),
     })
 }
 
@@ -386,7 +384,7 @@ fn unexplained(flow: &FlowResult, line: Option<&EndRate>) -> Limit {
             ("no rule held, and no line rate is known (loopback, or no probe)".into(), vec![gbps("flow", flow.gbps)])
         }
     };
-    Limit { kind: LimitKind::Unexplained, rule, evidence }
+    Limit { kind: LimitKind::Unexplained, rule, evidence, unavailable: Vec::new() }
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub(super) fn far(phase: &PhaseResult, flow: &FlowResult) -> Option<Limit> {
                 Evidence { what: format!("{end} NIC's NUMA node"), value: nic as f64, unit: "node".into() },
                 Evidence { what: format!("{end} data threads' NUMA node"), value: *away as f64, unit: "node".into() },
             ],
+            unavailable: Vec::new(),
         })
     })
 }

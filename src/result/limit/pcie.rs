@@ -39,6 +39,7 @@ pub(super) fn narrower_than_the_port(run: &RunResult, phase: &PhaseResult, flow:
                     Evidence { what: format!("{end} PCIe link"), value: pcie_gbps, unit: "Gb/s".into() },
                     Evidence { what: format!("{end} port rate"), value: port.gbps, unit: "Gb/s".into() },
                 ],
+                unavailable: Vec::new(),
             }
         })
     })

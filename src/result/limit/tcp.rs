@@ -62,7 +62,7 @@ pub(super) fn congestion(phase: &PhaseResult, flow: &FlowResult) -> Option<Limit
     evidence.extend(cwnd_limited(tcp).map(|p| said("waited on its congestion window", p, "% of the window")));
     evidence.extend(path(tcp));
     evidence.extend(share(phase, flow));
-    Some(Limit { kind: LimitKind::Congestion, rule, evidence })
+    Some(Limit { kind: LimitKind::Congestion, rule, evidence, unavailable: Vec::new() })
 }
 
 /// This flow's share of what its receiver got, where it has several senders.
@@ -81,6 +81,7 @@ pub(super) fn loss(flow: &FlowResult) -> Option<Limit> {
             "its TCP sender retransmitted ≥ {TCP_LOSS_PCT} % of its data segments, with no queue on the path"
         ),
         evidence: path(tcp),
+        unavailable: Vec::new(),
     })
 }
 
@@ -98,5 +99,6 @@ pub(super) fn receiver_window(flow: &FlowResult) -> Option<Limit> {
             .into_iter()
             .chain(path(tcp))
             .collect(),
+        unavailable: Vec::new(),
     })
 }

@@ -127,7 +127,7 @@ fn moved_loss_counters_outrank_congestion_counters_and_name_the_port() {
     let mut run = fan_in("tcp", [1.0, 1.0, 1.0]);
     let counters = |names: &[(&str, u64)]| {
         let counters = names.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        vec![CounterDelta { device: "mlx5_0".into(), port: 1, counters }]
+        vec![CounterDelta { device: "mlx5_0".into(), port: 1, counters, signals: None }]
     };
     run.phases[0].ranks[1].rdma_counters =
         counters(&[("hw_counters/out_of_sequence", 7), ("hw_counters/np_cnp_sent", 2)]);
@@ -411,4 +411,34 @@ fn an_end_pinned_away_from_its_nics_numa_node_is_far_and_one_near_it_or_unpinned
     assert_eq!((evidence(far, "sender NIC's NUMA node"), evidence(far, "sender data threads' NUMA node")), (0.0, 1.0));
     assert!(far.rule.contains("NUMA node 1 of h2, its NIC on node 0"), "{}", far.rule);
     assert_eq!(far.kind.to_string(), "far NUMA");
+}
+
+#[test]
+fn counters_and_tcp_fields_a_host_lacks_are_said_unavailable_never_zero() {
+    // Soft-RoCE: loss counters, no congestion counters; nothing moved.
+    let mut run = fan_in("rdma", [1.0, 1.0, 1.0]);
+    let rxe = || CounterDelta {
+        device: "rxe0".into(),
+        port: 1,
+        counters: Default::default(),
+        signals: Some(vec!["rcvd_seq_err".into(), "completer_retry_err".into()]),
+    };
+    for rank in &mut run.phases[0].ranks {
+        rank.rdma_counters = vec![rxe()];
+    }
+    run.phases[0].ranks[2].rdma_counters.clear();
+    let run = judged(run);
+    let first = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(first.unavailable, ["sender rxe0:1 congestion counters", "receiver rxe0:1 congestion counters"]);
+    let second = run.phases[0].flows[1].limit.as_ref().unwrap();
+    assert_eq!(second.unavailable[0], "sender RDMA port counters", "rank 2 read no port: {second:?}");
+    // A kernel without the limited times (before 4.10) or lowest round trip (4.6).
+    let old = tcp(90.0, 0.0, 100.0, 50.0, 0.0).map(|t| TcpView { busy_pct: None, min_rtt_us: None, ..t });
+    let run = with_tcp(fan_in("tcp", [1.0, 1.0, 1.0]), [old, tcp(90.0, 0.0, 100.0, 50.0, 0.0), None]);
+    let [a, b, c] = [0, 1, 2].map(|k| run.phases[0].flows[k].limit.clone().unwrap().unavailable);
+    assert_eq!(a, ["sender TCP busy and limited times (Linux 4.10)", "sender TCP lowest round trip (Linux 4.6)"]);
+    assert!(b.is_empty(), "{b:?}");
+    assert_eq!(c, ["sender TCP_INFO"]);
+    let json = serde_json::to_value(run.phases[0].flows[1].limit.as_ref().unwrap()).unwrap();
+    assert!(json.get("unavailable").is_none(), "written only where something is: {json}");
 }

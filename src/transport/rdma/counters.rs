@@ -91,6 +91,26 @@ pub fn bytes_per_unit(key: &str) -> Option<u64> {
     matches!(key, "counters/port_xmit_data" | "counters/port_rcv_data").then_some(4)
 }
 
+/// Counters (the name after `counters/` or `hw_counters/`) that mean lost
+/// or reordered packets and retries: mlx5's and Soft-RoCE's.
+pub const LOSS: &[&str] = &[
+    "out_of_sequence",
+    "packet_seq_err",
+    "local_ack_timeout_err",
+    "rnr_nak_retry_err",
+    "rcvd_seq_err",
+    "out_of_seq_request",
+    "retry_exceeded_err",
+    "completer_retry_err",
+];
+/// Counters that mean congestion control acted, or a port waited to send.
+pub const CONGESTION: &[&str] = &["np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets", "port_xmit_wait"];
+
+/// A counter's name without its group (`hw_counters/np_cnp_sent` → `np_cnp_sent`).
+pub fn short_name(key: &str) -> &str {
+    key.rsplit('/').next().unwrap_or(key)
+}
+
 /// How far one port's counters moved over a window: the counters that
 /// changed, keyed like [`CounterSnapshot::values`], in their raw units
 /// (IB's `counters/port_{xmit,rcv}_data` count 4-byte words). Crosses the
@@ -100,14 +120,27 @@ pub struct CounterDelta {
     pub device: String,
     pub port: u8,
     pub counters: BTreeMap<String, u64>,
+    /// The [`LOSS`] and [`CONGESTION`] counters the port has (short
+    /// names), moved or not: one it lacks is unavailable, never 0. `None`
+    /// in runs made before it was kept.
+    #[serde(default)]
+    pub signals: Option<Vec<String>>,
 }
 
 impl CounterSnapshot {
-    /// The counters that moved between `self` and `later` (zeros left out).
+    /// The counters that moved between `self` and `later` (zeros left out),
+    /// and the loss and congestion counters the port has.
     pub fn moved_until(&self, later: &CounterSnapshot) -> CounterDelta {
         let mut counters = self.delta(later);
         counters.retain(|_, v| *v != 0);
-        CounterDelta { device: self.device.clone(), port: self.port, counters }
+        let signals = self
+            .values
+            .keys()
+            .map(|k| short_name(k))
+            .filter(|n| LOSS.contains(n) || CONGESTION.contains(n))
+            .map(str::to_string)
+            .collect();
+        CounterDelta { device: self.device.clone(), port: self.port, counters, signals: Some(signals) }
     }
 
     /// `later - self` per counter (counters present in both; wrapped or reset
