@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::pci::{PciLink, PciPlace};
+use super::pcie::PcieLink;
 use crate::sysfs::{entries, text};
 
 /// NVIDIA's PCI vendor id.
@@ -52,6 +53,10 @@ pub struct GpuDevice {
     /// else the PCI ids, e.g. "NVIDIA [10de:2330]".
     pub model: String,
     pub numa_node: Option<u32>,
+    /// The PCIe link it trained at; `None` where the kernel tells none,
+    /// and in runs made before it was read.
+    #[serde(default)]
+    pub pcie: Option<PcieLink>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -122,6 +127,7 @@ impl GpuFacts {
                 model: model(root, &place.address)
                     .unwrap_or_else(|| format!("NVIDIA [10de:{}]", device.trim_start_matches("0x"))),
                 numa_node: place.numa_node,
+                pcie: PcieLink::of(&sys.join("bus/pci/devices").join(&place.address)),
             })
             .collect();
         let mut names = entries(&crate::sysfs::infiniband(sys));
@@ -195,10 +201,11 @@ impl fmt::Display for GpuFacts {
             or(&self.peer_memory, "no module loaded"),
             if self.dma_buf { "possible" } else { "no (needs kernel ≥ 5.12 and driver ≥ 515)" }
         )?;
-        writeln!(f, "  {:<4} {:<13} {:<5} model", "GPU", "bus id", "NUMA")?;
+        writeln!(f, "  {:<4} {:<13} {:<5} {:<28} model", "GPU", "bus id", "NUMA", "PCIe")?;
         for g in &self.gpus {
             let numa = g.numa_node.map_or_else(|| "-".to_string(), |n| n.to_string());
-            writeln!(f, "  {:<4} {:<13} {:<5} {}", g.index, g.bus_id, numa, g.model)?;
+            let pcie = g.pcie.map_or_else(|| "-".to_string(), |l| l.to_string());
+            writeln!(f, "  {:<4} {:<13} {:<5} {pcie:<28} {}", g.index, g.bus_id, numa, g.model)?;
         }
         if self.nics.is_empty() {
             return Ok(());

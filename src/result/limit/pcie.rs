@@ -1,35 +1,42 @@
-//! The PCIe rule: an RDMA flow end whose NIC trained a PCIe link that
-//! carries less than the NIC's port (downtrained, or a slot narrower than
-//! the card) is held by that link once the flow comes near it.
+//! The PCIe rule: an RDMA flow end whose data crosses a PCIe link that
+//! carries less than its NIC's port (the NIC's own, downtrained or in a
+//! slot narrower than the card, or, for GPU memory, the GPU's) is held by
+//! that link once the flow comes near it.
 
 use super::{Evidence, Limit, LimitKind};
-use crate::hostfacts::PcieLink;
+use crate::hostfacts::{HostFacts, PcieLink};
 use crate::result::line_rate::port_rate;
 use crate::result::{FlowResult, PhaseResult, RunResult};
+use crate::transport::Side;
 
-/// A flow at 75 % of its NIC's PCIe link (after the line code) is at that
-/// link: the packets' own headers and acknowledgements take 10 to 20 % of
-/// a PCIe link at 256-byte payloads, the NIC's descriptor reads more.
+/// A flow at 75 % of a PCIe link (after the line code) is at that link:
+/// the packets' own headers and acknowledgements take 10 to 20 % of a PCIe
+/// link at 256-byte payloads, the NIC's descriptor reads more.
 pub const PCIE_SHARE: f64 = 0.75;
 
-/// The first end (sender, then receiver) whose NIC's PCIe links carry less
-/// than its ports, with the flow at `PCIE_SHARE` of them.
+/// The first end (sender, then receiver) whose narrowest PCIe links carry
+/// less than its ports, with the flow at `PCIE_SHARE` of them.
 pub(super) fn narrower_than_the_port(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option<Limit> {
-    [("sender", flow.src), ("receiver", flow.dst)].into_iter().find_map(|(end, rank)| {
+    [(Side::Sender, flow.src), (Side::Receiver, flow.dst)].into_iter().find_map(|(side, rank)| {
         let port = port_rate(run, phase, rank, &flow.group).ok()?;
         let facts = run.probes.iter().find(|p| p.rank == rank)?.facts.as_deref()?;
-        let links: Vec<(&str, PcieLink)> = port
+        let nics: Vec<(String, PcieLink)> = port
             .devices
             .iter()
-            .map(|d| Some((d.as_str(), facts.rdma_devices.iter().find(|f| &f.name == d)?.pcie?)))
+            .map(|d| Some((d.clone(), facts.rdma_devices.iter().find(|f| &f.name == d)?.pcie?)))
             .collect::<Option<_>>()?;
-        let pcie_gbps: f64 = links.iter().map(|(_, l)| l.gbps()).sum();
+        let narrowest = [nics, gpu_links(facts, flow, side)]
+            .into_iter()
+            .filter(|links| !links.is_empty())
+            .min_by(|a, b| total(a).total_cmp(&total(b)))?;
+        let pcie_gbps = total(&narrowest);
         (pcie_gbps < port.gbps && flow.gbps >= PCIE_SHARE * pcie_gbps).then(|| {
-            let named: Vec<String> = links.iter().map(|(d, l)| format!("{d} at {l}")).collect();
+            let end = side.name();
+            let named: Vec<String> = narrowest.iter().map(|(d, l)| format!("{d} at {l}")).collect();
             Limit {
                 kind: LimitKind::Pcie,
                 rule: format!(
-                    "the {end}'s NIC PCIe link ({}) carries less than its port ({}), and the flow reached ≥ {:.0} % of it",
+                    "the {end}'s PCIe link ({}) carries less than its NIC's port ({}), and the flow reached ≥ {:.0} % of it",
                     named.join(", "),
                     port.source,
                     PCIE_SHARE * 100.0
@@ -43,4 +50,20 @@ pub(super) fn narrower_than_the_port(run: &RunResult, phase: &PhaseResult, flow:
             }
         })
     })
+}
+
+fn total(links: &[(String, PcieLink)]) -> f64 {
+    links.iter().map(|(_, l)| l.gbps()).sum()
+}
+
+/// The PCIe links of the GPUs whose memory this end of `flow` moved
+/// (none in host memory, or where a GPU's link is unknown).
+fn gpu_links(facts: &HostFacts, flow: &FlowResult, side: Side) -> Vec<(String, PcieLink)> {
+    let Some(memory) = &flow.gpu_memory else { return Vec::new() };
+    let uses = if side == Side::Sender { &memory.sender } else { &memory.receiver };
+    let mut gpus: Vec<usize> = uses.iter().map(|u| u.gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    let of = |gpu: usize| facts.gpus.as_ref()?.gpus.iter().find(|g| g.index == gpu)?.pcie;
+    gpus.into_iter().map(|g| Some((format!("GPU {g}"), of(g)?))).collect::<Option<_>>().unwrap_or_default()
 }

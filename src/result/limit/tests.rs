@@ -442,3 +442,30 @@ fn counters_and_tcp_fields_a_host_lacks_are_said_unavailable_never_zero() {
     let json = serde_json::to_value(run.phases[0].flows[1].limit.as_ref().unwrap()).unwrap();
     assert!(json.get("unavailable").is_none(), "written only where something is: {json}");
 }
+
+#[test]
+fn a_gpu_whose_pcie_link_carries_less_than_the_nics_port_holds_a_flow_in_its_memory() {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/gpu-dgx");
+    let facts = crate::hostfacts::HostFacts::under(&tree);
+    let from_gpu = |gpu: usize| {
+        let json = serde_json::json!({"sender": [{"memory": "cuda", "gpu": gpu, "chosen": "1", "provider": "p",
+            "registration": "dmabuf", "why": "w"}], "receiver": []});
+        Some(serde_json::from_value(json).unwrap())
+    };
+    let judge = |gpu: usize| {
+        let mut run = fan_in("rdma", [200.0, 50.0, 50.0]);
+        run.probes = (0..4).map(downtrained_probe).collect();
+        for probe in &mut run.probes {
+            probe.facts = Some(Box::new(facts.clone()));
+        }
+        run.phases[0].flows[0].gpu_memory = from_gpu(gpu);
+        judged(run).phases[0].flows[0].limit.clone().unwrap()
+    };
+    // GPU 1 trained at 16 GT/s x16: 252 Gb/s under mlx5_0's 400 Gb/s port (whose own link, 32 x16, is wide).
+    let held = judge(1);
+    assert_eq!(held.kind, LimitKind::Pcie, "{held:?}");
+    assert!(held.rule.contains("GPU 1 at 16 GT/s x16 (of 32 GT/s x16)"), "{}", held.rule);
+    assert!((evidence(&held, "sender PCIe link") - 252.06).abs() < 0.01, "{held:?}");
+    // GPU 0 trained at its best: 504 Gb/s, no limit to a 400 Gb/s port.
+    assert_ne!(judge(0).kind, LimitKind::Pcie);
+}
