@@ -5,6 +5,8 @@
 //! them all at the same tree; [`text`] and [`entries`] read its files and
 //! folders the one way every reader wants (trimmed, nothing when missing).
 
+pub mod pcie;
+
 use std::path::{Path, PathBuf};
 
 /// The variable that moves the sysfs root.

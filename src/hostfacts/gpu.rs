@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::pci::{PciLink, PciPlace};
-use super::pcie::PcieLink;
+use crate::sysfs::pcie::PcieLink;
 use crate::sysfs::{entries, text};
 
 /// NVIDIA's PCI vendor id.

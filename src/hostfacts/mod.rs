@@ -11,7 +11,6 @@ mod gpu;
 mod limits;
 pub mod lldp;
 mod pci;
-mod pcie;
 mod rdma;
 
 use std::fmt;
@@ -22,13 +21,13 @@ use serde::{Deserialize, Serialize};
 use crate::load::topology::parse_cpu_list;
 use crate::transport::rdma::libibverbs_release;
 
+pub use crate::sysfs::pcie::PcieLink;
 pub use gpu::{
     dma_buf_kernel, dma_buf_possible, kernel_registers_dma_buf, peer_memory_module, GpuDevice, GpuFacts, NearestGpu,
     NicAffinity,
 };
 pub use limits::LockedMemory;
 pub use pci::{PciLink, PciPlace};
-pub use pcie::PcieLink;
 pub use rdma::{PortFacts, RdmaDeviceFacts};
 
 /// Library folders (under the root) searched for libibverbs, in the order

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::pcie::PcieLink;
+use crate::sysfs::pcie::PcieLink;
 use crate::sysfs::{entries, text};
 
 /// One device of /sys/class/infiniband. Crosses the wire: no

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::qdisc::{egress_limiter, Limiter};
+use crate::sysfs::pcie::PcieLink;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetdevSnapshot {
@@ -16,7 +17,7 @@ pub struct NetdevSnapshot {
 }
 
 /// Bytes an interface received and sent over a window.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetdevDelta {
     pub iface: String,
     pub rx_bytes: u64,
@@ -33,6 +34,10 @@ pub struct NetdevDelta {
     /// absent fields.)
     #[serde(default)]
     pub limiter: Option<Limiter>,
+    /// The PCIe link its NIC trained at (`device/current_link_*`); `None`
+    /// for a virtual interface, and in runs made before it was read.
+    #[serde(default)]
+    pub pcie: Option<PcieLink>,
 }
 
 /// The interface that owns `addr`: the one holding it, or whose subnet has it
@@ -75,6 +80,7 @@ impl NetdevSnapshot {
             tx_bytes: end.tx_bytes.saturating_sub(self.tx_bytes),
             speed_mbps: speed_mbps(&self.iface),
             limiter: egress_limiter(&self.iface),
+            pcie: PcieLink::of(&Path::new("/sys/class/net").join(&self.iface).join("device")),
         }
     }
 }

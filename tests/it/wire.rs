@@ -4,7 +4,7 @@
 
 use fabricbench::control::wire::{FlowRole, ToCoordinator, ToWorker, Window};
 use fabricbench::histogram::Histogram;
-use fabricbench::hostfacts::HostFacts;
+use fabricbench::hostfacts::{HostFacts, PcieLink};
 use fabricbench::load::placement::Placed;
 use fabricbench::load::stress::StressReport;
 use fabricbench::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
@@ -166,6 +166,7 @@ fn report_with_every_optional_part() {
                 tx_bytes: 2,
                 speed_mbps: Some(25_000),
                 limiter: Some(Limiter { qdisc: "tbf".into(), rate_bps: 200_000_000 }),
+                pcie: Some(PcieLink { speed_gts: 16.0, max_speed_gts: 32.0, width: 8, max_width: 16 }),
             }],
             rdma_counters: vec![CounterDelta {
                 device: "mlx5_0".into(),

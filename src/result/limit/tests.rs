@@ -66,6 +66,7 @@ fn rank(rank: usize) -> RankResult {
             tx_bytes: 0,
             speed_mbps: Some(10_000),
             limiter: None,
+            pcie: None,
         }],
         ..testing::rank(rank, &format!("h{}", rank + 1))
     }
@@ -192,7 +193,14 @@ fn a_polling_rdma_thread_that_fills_its_core_is_no_cpu_verdict_but_one_that_wait
 fn loopback_flows_are_held_by_their_ends_cpus_never_by_a_line() {
     let mut run = fan_in("tcp", [20.0, 20.0, 20.0]);
     for (k, r) in run.phases[0].ranks.iter_mut().enumerate() {
-        r.netdevs = vec![NetdevDelta { iface: "lo".into(), rx_bytes: 0, tx_bytes: 0, speed_mbps: None, limiter: None }];
+        r.netdevs = vec![NetdevDelta {
+            iface: "lo".into(),
+            rx_bytes: 0,
+            tx_bytes: 0,
+            speed_mbps: None,
+            limiter: None,
+            pcie: None,
+        }];
         r.cpu.data = Some(ThreadsCpu { busiest_thread_pct: if k == 0 { 80.0 } else { 40.0 }, ..ThreadsCpu::default() });
     }
     let run = judged(run);
@@ -468,4 +476,20 @@ fn a_gpu_whose_pcie_link_carries_less_than_the_nics_port_holds_a_flow_in_its_mem
     assert!((evidence(&held, "sender PCIe link") - 252.06).abs() < 0.01, "{held:?}");
     // GPU 0 trained at its best: 504 Gb/s, no limit to a 400 Gb/s port.
     assert_ne!(judge(0).kind, LimitKind::Pcie);
+}
+
+#[test]
+fn a_tcp_senders_nic_on_a_narrow_pcie_link_holds_its_flow() {
+    let mut run = fan_in("tcp", [55.0, 1.0, 1.0]);
+    for rank in &mut run.phases[0].ranks {
+        rank.netdevs[0].speed_mbps = Some(100_000);
+    }
+    // A 100 GbE NIC in a Gen3 x8 slot: 63 Gb/s.
+    let gen3_x8 = crate::hostfacts::PcieLink { speed_gts: 8.0, max_speed_gts: 8.0, width: 8, max_width: 16 };
+    run.phases[0].ranks[1].netdevs[0].pcie = Some(gen3_x8);
+    let run = judged(run);
+    let held = run.phases[0].flows[0].limit.as_ref().unwrap();
+    assert_eq!(held.kind, LimitKind::Pcie, "{held:?}");
+    assert!(held.rule.contains("eth0 at 8 GT/s x8 (of 8 GT/s x16)") && held.rule.contains("eth0 of h2 at 100 Gb/s"));
+    assert!((evidence(held, "sender PCIe link") - 63.01).abs() < 0.01, "{held:?}");
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sysfs::text;
+use super::text;
 
 /// The link a PCIe function trained at, and the best it could.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
