@@ -91,7 +91,6 @@ impl Sampler {
                     let total = end.read(&mut readings.closed);
                     if k == 0 {
                         readings.opened.clone_from(&readings.closed);
-                        readings.tcp_opened = end.tcp_info();
                     }
                     let was = std::mem::replace(&mut readings.latest, total);
                     total.since(was)
@@ -108,6 +107,11 @@ impl Sampler {
                 *if k == 0 { &mut cpu_open } else { &mut cpu_close } = cpu;
             }
             if k == 0 {
+                // TCP's view after every flow's counters too: a read per stream
+                // between them would spread the boundary over the ends.
+                for (end, readings) in self.ends.iter().zip(&mut counts) {
+                    readings.tcp_opened = end.tcp_info();
+                }
                 first = Some(edge);
             } else {
                 last = Some(edge);
