@@ -161,8 +161,11 @@ fn stress_sweep_reports_impact_ratios() {
     assert_eq!(points.len(), 3);
     assert_eq!(points[0]["groups"][0]["ratio"], 1.0);
     for p in points {
+        // A ratio, not a rate: positive and not absurd. One burner has made this loopback fan-in
+        // faster on 2 cores, alone on the machine (CI measured 1.55× and 1.58×): where the
+        // scheduler puts 4 ranks' threads beside it moves their rate more than the burner takes.
         let ratio = p["groups"][0]["ratio"].as_f64().unwrap();
-        assert!(ratio > 0.0 && ratio <= 1.5, "{p}");
+        assert!(ratio > 0.0 && ratio <= 2.0, "{p}");
         let value = p["groups"][0]["value"].as_f64().unwrap();
         let phase = &phases[p["phase"].as_u64().unwrap() as usize];
         assert_eq!(value, phase["aggregate_gbps"].as_f64().unwrap());
