@@ -32,15 +32,17 @@ pub enum LaunchError {
     Start { rank: usize, host: String, reason: String },
     #[error("cannot reach {host}: {reason}")]
     Unreachable { host: String, reason: ssh::Unconnected },
-    #[error("cannot stage fabricbench on {host}: {source}")]
-    Stage { host: String, source: stage::StageError },
+    // `reason`, not `source`: the message carries it, and a chained source
+    // would print it twice.
+    #[error("cannot stage fabricbench on {host}: {reason}")]
+    Stage { host: String, reason: stage::StageError },
 }
 
 impl LaunchError {
     /// A host the hostfile names cannot run any binary there is: the
     /// input's mistake, found before any worker starts.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, LaunchError::Stage { source: stage::StageError::Dist(arch::DistError::NoBinary { .. }), .. })
+        matches!(self, LaunchError::Stage { reason: stage::StageError::Dist(arch::DistError::NoBinary { .. }), .. })
     }
 }
 

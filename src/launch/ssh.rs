@@ -146,7 +146,7 @@ impl SshLauncher {
                 .map_err(|reason| LaunchError::Unreachable { host: host.to_string(), reason })?;
             self.remote_exe(host, &session)
                 .await
-                .map_err(|source| LaunchError::Stage { host: host.to_string(), source })
+                .map_err(|reason| LaunchError::Stage { host: host.to_string(), reason })
         }))
         .await;
         staged.into_iter().find_map(Result::err).map_or(Ok(()), Err)

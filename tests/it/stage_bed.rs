@@ -84,6 +84,7 @@ fn a_host_without_a_binary_for_its_architecture_is_refused_before_anything_start
     assert!(err.contains(&dist_name(arch)) && err.contains("scripts/dist"), "{err}");
     assert!(["h1", "h2", "h3"].iter().any(|h| err.contains(&format!("{h} is {arch}"))), "{err}");
     assert!(!err.contains("staged fabricbench"), "{err}");
+    assert_eq!(err.matches("there is no fabricbench binary").count(), 1, "said once: {err}");
     for host in ["h1", "h2", "h3"] {
         assert!(bed.workers(host).is_empty(), "a worker started on {host}");
     }
