@@ -138,10 +138,13 @@ fn tbf_rate(tbf: &TcMessage) -> Option<u64> {
 }
 
 /// The ceil of the one class directly under htb qdisc `handle`, bytes/s;
-/// none where several share the top (their sum is no single cap).
+/// none where several share the top (their sum is no single cap). The
+/// kernel gives a top class the parent ROOT, not its qdisc; the classes of
+/// a qdisc further down (their own major) say ROOT too.
 fn top_ceil(classes: &[TcMessage], handle: TcHandle) -> Option<u64> {
-    let top = TcHandle { major: handle.major, minor: 0 };
-    let mut under = classes.iter().filter(|c| c.header.parent == top && kind(c) == Some("htb"));
+    let mut under = classes.iter().filter(|c| {
+        c.header.parent == TcHandle::ROOT && c.header.handle.major == handle.major && kind(c) == Some("htb")
+    });
     let class = under.next()?;
     if under.next().is_some() {
         return None;
@@ -195,10 +198,18 @@ mod tests {
             let params = [ratespec(rate), ratespec(ceil), vec![0; 20]].concat();
             qdisc("htb", parent, TcHandle { major: 1, minor }, vec![(TCA_HTB_PARMS, params)])
         };
-        let top = class(1, root, 1_000_000, 12_500_000);
+        // As the kernel dumps them: a top class's parent is ROOT.
+        let top = class(1, TcHandle::ROOT, 1_000_000, 12_500_000);
         let leaf = class(10, TcHandle { major: 1, minor: 1 }, 1_000_000, 2_000_000);
-        assert_eq!(top_ceil(&[top.clone(), leaf], root), Some(12_500_000), "100 Mbit/s over everything");
-        assert_eq!(top_ceil(&[top.clone(), class(2, root, 1, 99)], root), None, "two top classes: no one cap");
+        // The top class of an htb 2: hung under leaf 1:10.
+        let mut nested = class(1, TcHandle::ROOT, 1, 99);
+        nested.header.handle.major = 2;
+        assert_eq!(top_ceil(&[top.clone(), leaf, nested], root), Some(12_500_000), "100 Mbit/s over everything");
+        assert_eq!(
+            top_ceil(&[top.clone(), class(2, TcHandle::ROOT, 1, 99)], root),
+            None,
+            "two top classes: no one cap"
+        );
         assert_eq!(top_ceil(&[], root), None);
     }
 

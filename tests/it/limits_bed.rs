@@ -5,7 +5,8 @@
 //! 10 Gb/s line; a sender whose switch port drops 2 % of what it sends (a
 //! bad cable: nftables, as this kernel has no netem) is held by loss, and
 //! the clean pair beside it is not; a sender whose own interface carries a
-//! tbf is held at that limiter's rate, named as its line.
+//! tbf, or an htb under one top class, is held at that limiter's rate,
+//! named as its line.
 
 use crate::common;
 
@@ -71,7 +72,7 @@ fn a_sender_behind_a_lossy_cable_is_held_by_loss_and_the_clean_pair_beside_it_is
 }
 
 #[test]
-fn a_sender_whose_own_interface_carries_a_tbf_is_at_that_limiters_line() {
+fn a_sender_whose_own_interface_carries_a_tbf_or_an_htb_is_at_that_limiters_line() {
     let Some(bed) = Bed::up(2, &["--shape", "h2=200mbit/out"]) else { return };
     let bench = Bench::new();
     let scenario = "[run]\nduration = \"3s\"\nwarmup = \"1s\"\n\n[[group]]\nname = \"out\"\n\
@@ -91,4 +92,24 @@ fn a_sender_whose_own_interface_carries_a_tbf_is_at_that_limiters_line() {
     assert_eq!(evidence(flow, "line rate"), 0.2, "{flow}");
     let rule = flow["limit"]["rule"].as_str().unwrap();
     assert!(rule.contains("tbf on eth0 of") && rule.contains("an egress rate limiter"), "{rule}");
+
+    // The same interface under an htb: a top class with a 150 Mbit/s ceil,
+    // and the default class under it allowed to borrow up to that ceil.
+    for cmd in [
+        "tc qdisc replace dev eth0 root handle 1: htb default 10",
+        "tc class add dev eth0 parent 1: classid 1:1 htb rate 150mbit ceil 150mbit",
+        "tc class add dev eth0 parent 1:1 classid 1:10 htb rate 50mbit ceil 150mbit",
+    ] {
+        let out = bed.exec("h2", &cmd.split(' ').collect::<Vec<_>>());
+        assert!(out.status.success(), "{cmd}: {}", common::text(&out.stderr));
+    }
+    let run = self::run(&bed, &bench, scenario);
+    let phase = &run["phases"][0];
+    let limiter = &phase["ranks"][1]["netdevs"][0]["limiter"];
+    assert_eq!((limiter["qdisc"].as_str(), limiter["rate_bps"].as_u64()), (Some("htb"), Some(150_000_000)));
+    let flow = &phase["flows"][0];
+    assert_eq!(limit(flow), "line_rate", "{flow}");
+    assert_eq!(evidence(flow, "line rate"), 0.15, "{flow}");
+    let rule = flow["limit"]["rule"].as_str().unwrap();
+    assert!(rule.contains("htb on eth0 of") && rule.contains("at 0.15 Gb/s"), "{rule}");
 }
