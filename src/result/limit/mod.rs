@@ -178,21 +178,21 @@ fn judge_flow(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option
     if flow.mode != Mode::Bandwidth || flow.error.is_some() {
         return None;
     }
+    let transport = phase.groups.iter().find(|g| g.name == flow.group)?.transport;
     let rank = |r: usize| phase.ranks.iter().find(|x| x.rank == r);
     let (src, dst) = (rank(flow.src), rank(flow.dst));
     let line = [flow.src, flow.dst]
         .iter()
-        .map(|&r| end_rate(run, phase, r, &flow.group, r == flow.src))
+        .map(|&r| end_rate(run, phase, transport, r, &flow.group, r == flow.src))
         .collect::<Option<Vec<EndRate>>>()
         .and_then(|ends| ends.into_iter().min_by(|a, b| a.gbps.total_cmp(&b.gbps)));
-    let transport = phase.groups.iter().find(|g| g.name == flow.group)?.transport;
     let verdict = paced(flow)
         .or_else(|| line.as_ref().and_then(|l| at_line(flow, l)))
         .or_else(|| pcie::narrower_than_the_port(run, phase, flow))
-        .or_else(|| shared(run, phase, flow))
+        .or_else(|| shared(run, phase, transport, flow))
         .or_else(|| counted([src, dst], LOSS, LimitKind::Loss))
         .or_else(|| counted([src, dst], CONGESTION, LimitKind::Congestion))
-        .or_else(|| cpu(src, dst, polls(phase, flow)))
+        .or_else(|| cpu(src, dst, polls(transport)))
         .or_else(|| loopback(src, dst))
         .or_else(|| tcp::congestion(phase, flow))
         .or_else(|| tcp::loss(flow))
@@ -214,8 +214,14 @@ fn pct(what: String, value: f64, unit: &str) -> Evidence {
 /// probed, or its TCP interface's speed, or, at the end that `sends`, the
 /// interface's egress rate limiter where that is narrower; `None` when
 /// unknown (loopback).
-fn end_rate(run: &RunResult, phase: &PhaseResult, rank: usize, group: &str, sends: bool) -> Option<EndRate> {
-    let transport = phase.groups.iter().find(|g| g.name == group)?.transport;
+fn end_rate(
+    run: &RunResult,
+    phase: &PhaseResult,
+    transport: Transport,
+    rank: usize,
+    group: &str,
+    sends: bool,
+) -> Option<EndRate> {
     if transport == Transport::Rdma {
         let rate = port_rate(run, phase, rank, group).ok()?;
         return Some(EndRate { gbps: rate.gbps, source: rate.source });
@@ -261,9 +267,9 @@ fn at_line(flow: &FlowResult, line: &EndRate) -> Option<Limit> {
 }
 
 /// A flow into a receiver that several senders fill to its line rate.
-fn shared(run: &RunResult, phase: &PhaseResult, flow: &FlowResult) -> Option<Limit> {
+fn shared(run: &RunResult, phase: &PhaseResult, transport: Transport, flow: &FlowResult) -> Option<Limit> {
     let receiver = phase.receivers.iter().find(|r| r.rank == flow.dst && r.senders > 1)?;
-    let line = end_rate(run, phase, flow.dst, &flow.group, false)?;
+    let line = end_rate(run, phase, transport, flow.dst, &flow.group, false)?;
     at_or_near(receiver.aggregate_gbps, line.gbps).then(|| Limit {
         kind: LimitKind::SharedLink,
         rule: format!(
@@ -306,8 +312,8 @@ fn counted(ends: [Option<&RankResult>; 2], names: &[&str], kind: LimitKind) -> O
 
 /// An RDMA flow's data threads may poll their completion queues without
 /// sleeping: a core they fill says nothing of what they needed.
-fn polls(phase: &PhaseResult, flow: &FlowResult) -> bool {
-    phase.groups.iter().any(|g| g.name == flow.group && g.transport == Transport::Rdma)
+fn polls(transport: Transport) -> bool {
+    transport == Transport::Rdma
 }
 
 /// The end whose data thread wanted a core most, when it ran (or ran and
