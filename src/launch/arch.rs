@@ -69,11 +69,11 @@ pub struct LocalBinary {
 impl LocalBinary {
     pub fn of(path: &Path) -> Result<LocalBinary, DistError> {
         let size =
-            std::fs::metadata(path).map_err(|source| DistError::ReadLocal { path: path.to_path_buf(), source })?.len();
+            std::fs::metadata(path).map_err(|cause| DistError::ReadLocal { path: path.to_path_buf(), cause })?.len();
         if size > MAX_BINARY_BYTES {
             return Err(DistError::TooLarge { path: path.to_path_buf(), size, limit: MAX_BINARY_BYTES });
         }
-        let bytes = std::fs::read(path).map_err(|source| DistError::ReadLocal { path: path.to_path_buf(), source })?;
+        let bytes = std::fs::read(path).map_err(|cause| DistError::ReadLocal { path: path.to_path_buf(), cause })?;
         let sha256 = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
         Ok(LocalBinary { path: path.to_path_buf(), sha256 })
     }
@@ -95,12 +95,14 @@ impl LocalBinary {
 /// Why the binaries to stage cannot be had, or none fits a host.
 #[derive(Debug, thiserror::Error)]
 pub enum DistError {
-    #[error("cannot read {}: {source}", path.display())]
-    ReadLocal { path: PathBuf, source: std::io::Error },
+    // `cause`, not `source`, here and below: the message carries it, and a
+    // chained source would print it twice.
+    #[error("cannot read {}: {cause}", path.display())]
+    ReadLocal { path: PathBuf, cause: std::io::Error },
     #[error("{} is {size} bytes, more than the {limit} a fabricbench binary may be", path.display())]
     TooLarge { path: PathBuf, size: u64, limit: u64 },
-    #[error("cannot read the dist folder {}: {source}", dir.display())]
-    ReadDist { dir: PathBuf, source: std::io::Error },
+    #[error("cannot read the dist folder {}: {cause}", dir.display())]
+    ReadDist { dir: PathBuf, cause: std::io::Error },
     #[error("the dist folder {} holds no fabricbench binary (expected {expected}); build them with scripts/dist", dir.display())]
     EmptyDist { dir: PathBuf, expected: String },
     #[error(
@@ -168,7 +170,7 @@ fn expected_names() -> String {
 
 /// The dist binaries a folder holds, by architecture.
 fn dist_files(dir: &Path) -> Result<BTreeMap<Arch, PathBuf>, DistError> {
-    let unreadable = |source| DistError::ReadDist { dir: dir.to_path_buf(), source };
+    let unreadable = |cause| DistError::ReadDist { dir: dir.to_path_buf(), cause };
     let mut found = BTreeMap::new();
     for entry in std::fs::read_dir(dir).map_err(unreadable)?.take(MAX_DIST_ENTRIES) {
         let name = entry.map_err(unreadable)?.file_name();
@@ -228,8 +230,10 @@ mod tests {
         let found = Binaries::from_dist(dir.path()).unwrap();
         assert_eq!(found.by_arch.keys().copied().collect::<Vec<_>>(), [Arch::Aarch64]);
         assert!(found.for_host("n1", "x86_64").is_err());
-        let missing = Binaries::from_dist(&dir.path().join("nope")).unwrap_err().to_string();
-        assert!(missing.contains("nope"), "{missing}");
+        let missing = Binaries::from_dist(&dir.path().join("nope")).unwrap_err();
+        // As a failed command prints it, with the chain of sources: the OS's reason once.
+        let printed = format!("{:#}", anyhow::Error::from(missing));
+        assert!(printed.contains("nope") && printed.matches("os error 2").count() == 1, "{printed}");
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn spawn_piped(cmd: &mut Command, tool: &str) -> Result<Piped, SpawnError> {
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|source| SpawnError::Run { tool: tool.to_string(), source })?;
+        .map_err(|cause| SpawnError::Run { tool: tool.to_string(), cause })?;
     match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
         (Some(stdin), Some(stdout), Some(stderr)) => Ok(Piped { child, stdin, stdout, stderr }),
         _ => Err(SpawnError::NoPipes { tool: tool.to_string() }),
@@ -61,8 +61,10 @@ pub fn spawn_piped(cmd: &mut Command, tool: &str) -> Result<Piped, SpawnError> {
 /// Why a launcher's tool (srun, mpirun) did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    #[error("cannot run {tool}: {source}")]
-    Run { tool: String, source: std::io::Error },
+    // `cause`, not `source`: the message carries it, and a chained source
+    // would print it twice.
+    #[error("cannot run {tool}: {cause}")]
+    Run { tool: String, cause: std::io::Error },
     #[error("no pipes to {tool}")]
     NoPipes { tool: String },
 }

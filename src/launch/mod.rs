@@ -32,8 +32,8 @@ pub enum LaunchError {
     Start { rank: usize, host: String, reason: String },
     #[error("cannot reach {host}: {reason}")]
     Unreachable { host: String, reason: ssh::Unconnected },
-    // `reason`, not `source`: the message carries it, and a chained source
-    // would print it twice.
+    // `reason`, not `source`: as in arch and child, the message carries it,
+    // and a chained source would print it twice.
     #[error("cannot stage fabricbench on {host}: {reason}")]
     Stage { host: String, reason: stage::StageError },
 }

@@ -48,7 +48,7 @@ pub async fn stage(session: &Session, host: &str, binaries: &Binaries) -> Result
     }
     let bytes = tokio::fs::read(binary.path())
         .await
-        .map_err(|source| DistError::ReadLocal { path: binary.path().to_path_buf(), source })?;
+        .map_err(|cause| DistError::ReadLocal { path: binary.path().to_path_buf(), cause })?;
     // Write to a temporary name and rename, so a concurrent stage or a
     // running worker never sees half a binary. The name comes from mktemp,
     // not the shell's pid: hosts that share a home directory (NFS, or the
