@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 pub(crate) mod gpus;
+mod listen;
 pub(crate) mod pair;
 pub mod shipped;
 
@@ -48,6 +49,9 @@ Examples:
   # loopback >= 94 % of line rate); hosts that fail are left out of the pairs (exit 3)
   fabricbench run scenarios/all-pairs.toml -H rack1 --gate ndr-ib
   fabricbench run scenarios/fan-in.toml -H hostfiles/local --gate tcp-loopback --gate-only
+
+  # a 12-hour soak of every pair that Prometheus scrapes as it goes (rates, phase, dips)
+  fabricbench run scenarios/pairwise.toml -H rack1 --duration 12h --metrics :9464
 
   # offered load: a background paced by `rate = \"300 Mb/s\"` (per flow; also \"2 Gb/s\",
   # \"100k msg/s\") swept over its rate beside an open-loop latency probe (mode =
@@ -314,6 +318,11 @@ pub struct RunArgs {
     /// the scenario's [soak] flap (default 50%); 1% to 99%, e.g. --flap 70%
     #[arg(long, value_name = "SHARE", value_parser = FlapShare::parse)]
     pub flap: Option<FlapShare>,
+    /// Serve the run as it goes for Prometheus at http://ADDR:PORT/metrics
+    /// (OpenMetrics text: phase, rates, flaps; docs/METRICS.md), until the
+    /// run ends, e.g. --metrics 127.0.0.1:9464 (:9464: every address)
+    #[arg(long, value_name = "ADDR:PORT", value_parser = listen::parse_listen)]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Print nothing but errors (and exports)
     #[arg(short, long)]
     pub quiet: bool,

@@ -4,16 +4,20 @@
 //! that fails does not stop the others: the summary and every other export
 //! still come out, and the error names the path and the cause.
 
+use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::cli::SaveArgs;
 use crate::commands::Failure;
 use crate::report::export::{self, Exporter};
+use crate::report::openmetrics::Live;
+use crate::report::scrape::Endpoint;
 use crate::report::store::results_dir::{Input, ResultsDir};
 use crate::report::tables::{gate, summary};
 use crate::report::terminal::stdout;
 use crate::result::{RunResult, RunStatus};
-use crate::run::record::Recorder;
+use crate::run::record::{Recorded, Recorder};
 use crate::run::signals::Signals;
 
 pub struct Output<'a> {
@@ -23,6 +27,30 @@ pub struct Output<'a> {
     pub exports: Vec<(&'a Path, &'a dyn Exporter)>,
     /// Print the summary (and where the results went).
     pub summary: bool,
+    /// `--metrics`: the run as it goes, and the endpoint serving it.
+    pub scraped: Option<Scraped>,
+}
+
+/// What `--metrics` serves, kept up to date as the run records.
+pub struct Scraped {
+    pub live: Arc<Live>,
+    /// Serves until dropped.
+    endpoint: Endpoint,
+}
+
+impl Scraped {
+    /// Serves the run `name` of `scenario` at `addr` from now on; an address
+    /// that cannot be had is bad input: nothing has run.
+    pub fn serve(addr: SocketAddr, name: &str, scenario: &Path) -> Result<Scraped, Failure> {
+        let live = Arc::new(Live::new(name, &scenario.display().to_string()));
+        let endpoint = Endpoint::serve(addr, live.clone()).map_err(Failure::bad_input)?;
+        Ok(Scraped { live, endpoint })
+    }
+
+    /// Where it serves (the port chosen, where 0 was asked for).
+    pub fn url(&self) -> String {
+        format!("http://{}/metrics", self.endpoint.addr())
+    }
 }
 
 /// The results folder of a run about to start, with its inputs in it
@@ -44,7 +72,7 @@ pub fn command_line() -> Vec<u8> {
 impl Output<'_> {
     /// What records the run as it goes.
     pub fn recorder(&mut self) -> &mut dyn Recorder {
-        &mut self.folder
+        self
     }
 
     /// Whether some export claims stdout, so the summary must go elsewhere.
@@ -74,6 +102,20 @@ impl Output<'_> {
             true => Ok(()),
             false => Err(Failure::RunFailed(anyhow::anyhow!(errors.join("; ")))),
         }
+    }
+}
+
+/// The folder journals every change; `--metrics` serves it too.
+impl Recorder for Output<'_> {
+    fn record(&mut self, run: &RunResult, what: Recorded<'_>) {
+        if let Some(scraped) = &self.scraped {
+            scraped.live.record(run, what);
+        }
+        self.folder.record(run, what);
+    }
+
+    fn render(&mut self, run: &RunResult) {
+        self.folder.render(run);
     }
 }
 

@@ -26,6 +26,7 @@ pub fn pair(args: &PairArgs) -> Result<(), Failure> {
         )?,
         exports: args.export_json.as_deref().map(|target| (target, json)).into_iter().collect(),
         summary: true,
+        scraped: None,
     };
     runtime.block_on(async {
         let signals = Signals::listen().map_err(Failure::run_failed)?;

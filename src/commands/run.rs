@@ -9,7 +9,7 @@ use clap::ValueEnum;
 
 use crate::cli::{Inputs, PlanArgs, RunArgs};
 use crate::commands::launching::{launch_for, ready, this_exe, LaunchFlags};
-use crate::commands::output::{self, Output};
+use crate::commands::output::{self, Output, Scraped};
 use crate::commands::{estimate, gate, runtime, Failure};
 use crate::hostfile::{self, Host};
 use crate::launch::choose::{is_this_machine, LauncherKind};
@@ -155,10 +155,19 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         (&args.export_markdown, &MarkdownExporter),
         (&args.export_junit, &JunitExporter),
     ];
+    // Bound before the results folder is made: a port taken leaves nothing behind.
+    let scraped = match args.metrics {
+        Some(addr) => Some(Scraped::serve(addr, &prepared.scenario.run.name, &args.inputs.scenario)?),
+        None => None,
+    };
+    if let (Some(scraped), false) = (&scraped, args.quiet) {
+        crate::diag!("fabricbench: serving OpenMetrics at {}", scraped.url());
+    }
     let mut output = Output {
         folder: output::folder(&args.save, &prepared.scenario.run.name, &inputs(&args.inputs)?)?,
         exports: exports.into_iter().filter_map(|(target, e)| Some((target.as_deref()?, e))).collect(),
         summary: !args.quiet,
+        scraped,
     };
 
     runtime.block_on(async {

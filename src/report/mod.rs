@@ -3,12 +3,15 @@
 //! writer; `terminal`, the text a command prints; `export`, the documents
 //! behind one trait (run.json, CSV, Markdown, JUnit); `html`, report.html
 //! and its charts; `store`, the results folder and its journal; `compare`,
-//! two runs side by side.
+//! two runs side by side; `openmetrics` and `scrape`, a run as it goes for
+//! Prometheus and the endpoint that serves it.
 
 pub mod compare;
 pub(crate) mod export;
 pub(crate) mod html;
 mod markup;
+pub mod openmetrics;
+pub mod scrape;
 pub mod store;
 pub(crate) mod tables;
 pub mod terminal;

@@ -28,6 +28,16 @@ pub(crate) fn rank(rank: usize, host: &str) -> RankResult {
     }
 }
 
+/// A bandwidth flow of group `in` from rank `src` (on host h`src+1`) to
+/// `dst`, at `gbps`, with no intervals.
+pub(crate) fn flow(id: u32, src: usize, dst: usize, gbps: f64) -> FlowResult {
+    let json = serde_json::json!({"id": id, "group": "in", "mode": "bandwidth", "src": src, "dst": dst,
+        "src_host": format!("h{}", src + 1), "dst_host": format!("h{}", dst + 1), "streams": 1,
+        "message_size": 65536, "tx_bytes": null, "rx_bytes": null, "bytes": 1, "gbps": gbps,
+        "msgs_per_s": 1.0, "interval_gbps": []});
+    serde_json::from_value(json).expect("a complete flow")
+}
+
 /// A complete phase of one second with these flows and ranks, its aggregate
 /// their sum; groups and receivers empty.
 pub(crate) fn phase(flows: Vec<FlowResult>, ranks: Vec<RankResult>) -> PhaseResult {

@@ -331,11 +331,17 @@ impl Sink<'_> {
             Event::Rejected { reason, .. } => {
                 p.note(&format!("fabricbench: coordinator rejected a connection: {reason}"))
             }
-            Event::Joined { rank, host, joined, total } => p.joined(rank, &host, joined, total),
-            Event::PhaseStarted { phase, name, window } => p.phase_started(phase, &name, window),
+            Event::Joined { rank, host, joined, total } => {
+                p.joined(rank, &host, joined, total);
+                recorder.record(result, Recorded::Joined { joined, total });
+            }
+            Event::PhaseStarted { phase, name, window } => {
+                p.phase_started(phase, &name, window);
+                recorder.record(result, Recorded::PhaseStarted { phase });
+            }
             Event::Progress { phase, interval, gbps, flows } => {
                 p.interval(phase, interval, gbps);
-                recorder.record(result, Recorded::Interval { phase, interval, gbps });
+                recorder.record(result, Recorded::Interval { phase, interval, gbps, flows: &flows });
                 series.push(phase, gbps, &flows);
             }
             Event::Probed(probe) => {

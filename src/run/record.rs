@@ -5,16 +5,22 @@
 use crate::result::{PhaseResult, RankProbe, RunResult};
 
 /// A change to the result; `run` passed beside it already holds it.
+#[derive(Clone, Copy)]
 pub enum Recorded<'a> {
     /// The run is about to launch: the plan, hosts and scenario are known.
     Started,
+    /// `joined` of the job's `total` ranks are connected to rank 0.
+    Joined { joined: usize, total: usize },
+    /// Phase `phase` started its warm-up.
+    PhaseStarted { phase: usize },
     /// A rank's RDMA probe arrived.
     Probe(&'a RankProbe),
     /// A phase finished (or was cut short by a failure).
     Phase(&'a PhaseResult),
     /// Every rank reported interval `interval` of the running phase: its
-    /// aggregate Gb/s, kept so the folder shows a long phase as it goes.
-    Interval { phase: usize, interval: u32, gbps: f64 },
+    /// aggregate Gb/s, kept so the folder shows a long phase as it goes,
+    /// and each flow's, in the phase's flow order.
+    Interval { phase: usize, interval: u32, gbps: f64, flows: &'a [f64] },
     /// A stop signal arrived and the run is ending for `reason`: the folder
     /// says so at once, before the workers wind down, in case the launcher
     /// is killed while they do (mpirun sends SIGKILL soon after SIGTERM).

@@ -33,6 +33,7 @@ mod limits;
 mod limits_bed;
 mod load_scenarios;
 mod manual;
+mod metrics_scrape;
 mod pacing;
 mod pair;
 mod plan;

@@ -107,7 +107,9 @@ impl ResultsDir {
             }
             Recorded::Probe(probe) => self.append(&Entry::Probe(probe.clone())),
             Recorded::Phase(phase) => self.append(&Entry::Phase(Box::new(phase.clone()))),
-            Recorded::Interval { phase, interval, gbps } => self.append(&Entry::Interval { phase, interval, gbps }),
+            Recorded::Interval { phase, interval, gbps, .. } => self.append(&Entry::Interval { phase, interval, gbps }),
+            // Live only: the journal's phases and intervals say as much.
+            Recorded::Joined { .. } | Recorded::PhaseStarted { .. } => Ok(()),
             // Not journaled: a journal with no end already replays as a
             // failure; the rendered files are what a reader opens first.
             Recorded::Stopping { reason } => {

@@ -9,7 +9,8 @@ use crate::metrics::cpu::{CpuUsage, ThreadDemand, ThreadsCpu};
 use crate::metrics::netdev::NetdevDelta;
 use crate::metrics::qdisc::Limiter;
 use crate::metrics::GroupPlacement;
-use crate::result::{testing, Offered, RankProbe, ReceiverResult};
+use crate::result::testing::{self, flow};
+use crate::result::{Offered, RankProbe, ReceiverResult};
 use crate::transport::rdma::{CounterDelta, InventoryDevice, InventoryPort};
 use crate::transport::tcp::info::TcpView;
 use crate::{hostfile, plan, scenario};
@@ -39,14 +40,6 @@ fn fan_in(transport: &str, gbps: [f64; 3]) -> RunResult {
     let ranks = (0..4).map(rank).collect();
     run.phases = vec![PhaseResult { groups: vec![group], receivers: vec![receiver], ..testing::phase(flows, ranks) }];
     run
-}
-
-fn flow(id: u32, src: usize, dst: usize, gbps: f64) -> FlowResult {
-    let json = serde_json::json!({"id": id, "group": "in", "mode": "bandwidth", "src": src, "dst": dst,
-        "src_host": format!("h{}", src + 1), "dst_host": format!("h{}", dst + 1), "streams": 1,
-        "message_size": 65536, "tx_bytes": null, "rx_bytes": null, "bytes": 1, "gbps": gbps,
-        "msgs_per_s": 1.0, "interval_gbps": []});
-    serde_json::from_value(json).unwrap()
 }
 
 /// A rank on a 10 Gb/s eth0 whose data thread ran a tenth of the window.

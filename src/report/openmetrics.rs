@@ -1,0 +1,284 @@
+//! A run as it goes in the OpenMetrics text format, for `run --metrics`
+//! (served by [`crate::report::scrape`]): launch, phases, the aggregate and
+//! each flow's rate of the last closed interval, and what the flap
+//! detector found in each ended phase. docs/METRICS.md defines each family.
+//!
+//! Fed by the same [`Recorded`] changes the results folder journals, so a
+//! scrape says what the journal says, as soon as it says it.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::plan::Phase;
+use crate::result::{flaps, RunResult};
+use crate::run::record::Recorded;
+
+/// Flows of the running phase with a series of their own: an all-to-all
+/// of N hosts has N² flows, and a scrape must stay small. The rest are in
+/// the aggregate only, and `fabricbench_flows` says how many there are.
+pub const MAX_FLOW_SERIES: usize = 256;
+
+/// The content type of what [`Live::encode`] writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type GaugeF = Gauge<f64, AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: usize,
+    phase_name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FlowLabels {
+    phase: usize,
+    flow: u32,
+    group: String,
+    /// The sending host.
+    host: String,
+    /// The receiving host.
+    peer: String,
+}
+
+/// Every family `run --metrics` serves, updated as the run records.
+pub struct Live {
+    registry: Registry,
+    ranks: Gauge,
+    ranks_joined: Gauge,
+    phases: Gauge,
+    phases_done: Counter,
+    intervals: Counter,
+    stopping: Gauge,
+    running: Family<PhaseLabels, Gauge>,
+    flows: Family<PhaseLabels, Gauge>,
+    rate: Family<PhaseLabels, GaugeF>,
+    flow_rate: Family<FlowLabels, GaugeF>,
+    phase_rate: Family<PhaseLabels, GaugeF>,
+    dips: Family<PhaseLabels, Gauge>,
+    link_events: Family<PhaseLabels, Gauge>,
+}
+
+impl Live {
+    /// The families of the run named `name` from `scenario_file`, before it starts.
+    pub fn new(name: &str, scenario_file: &str) -> Live {
+        let mut registry = Registry::with_prefix("fabricbench");
+        let info = Info::new(vec![("name", name.to_string()), ("scenario", scenario_file.to_string())]);
+        registry.register("run", "The run: its name and scenario file", info);
+        let live = Live {
+            registry,
+            ranks: Gauge::default(),
+            ranks_joined: Gauge::default(),
+            phases: Gauge::default(),
+            phases_done: Counter::default(),
+            intervals: Counter::default(),
+            stopping: Gauge::default(),
+            running: Family::default(),
+            flows: Family::default(),
+            rate: Family::default(),
+            flow_rate: Family::default(),
+            phase_rate: Family::default(),
+            dips: Family::default(),
+            link_events: Family::default(),
+        };
+        live.registered()
+    }
+
+    fn registered(mut self) -> Live {
+        let r = &mut self.registry;
+        r.register("ranks", "Ranks (worker processes) in the plan", self.ranks.clone());
+        r.register("ranks_joined", "Ranks connected to rank 0", self.ranks_joined.clone());
+        r.register("phases", "Phases in the plan", self.phases.clone());
+        r.register("phases_done", "Phases that ended", self.phases_done.clone());
+        r.register("intervals", "Measurement intervals closed, all phases", self.intervals.clone());
+        r.register("stopping", "1 once a stop signal is ending the run", self.stopping.clone());
+        r.register("phase_running", "1 while the phase warms up or measures, 0 after", self.running.clone());
+        r.register("flows", "Flows in the phase", self.flows.clone());
+        let bits = || Unit::Other("bits_per_second".into());
+        let help = "Aggregate rate of the phase's last closed interval";
+        r.register_with_unit("rate", help, bits(), self.rate.clone());
+        let help = "A flow's rate in the running phase's last closed interval (at most 256 flows)";
+        r.register_with_unit("flow_rate", help, bits(), self.flow_rate.clone());
+        let help = "The ended phase's aggregate rate, as run.json's aggregate_gbps";
+        r.register_with_unit("phase_rate", help, bits(), self.phase_rate.clone());
+        r.register("dips", "Intervals of an ended phase's flows below the flap threshold", self.dips.clone());
+        r.register("link_events", "Link events the ranks' counters showed in an ended phase", self.link_events.clone());
+        self
+    }
+
+    /// Takes in what the run recorded; `run` holds it already.
+    pub fn record(&self, run: &RunResult, what: Recorded<'_>) {
+        match what {
+            Recorded::Started => {
+                self.ranks.set(count(run.plan.ranks.len()));
+                self.phases.set(count(run.plan.phases.len()));
+            }
+            Recorded::Joined { joined, .. } => {
+                self.ranks_joined.set(count(joined));
+            }
+            Recorded::PhaseStarted { phase } => {
+                let Some(planned) = run.plan.phases.get(phase) else { return };
+                self.running.get_or_create(&labels(planned)).set(1);
+                self.flows.get_or_create(&labels(planned)).set(count(planned.flows.len()));
+            }
+            Recorded::Interval { phase, gbps, flows, .. } => {
+                let Some(planned) = run.plan.phases.get(phase) else { return };
+                self.intervals.inc();
+                self.rate.get_or_create(&labels(planned)).set(gbps * 1e9);
+                for (labels, gbps) in flow_labels(run, planned).zip(flows) {
+                    self.flow_rate.get_or_create(&labels).set(gbps * 1e9);
+                }
+            }
+            Recorded::Phase(ended) => self.phase_ended(run, ended.index),
+            Recorded::Probe(_) => {}
+            Recorded::Stopping { .. } => {
+                self.stopping.set(1);
+            }
+        }
+    }
+
+    /// A phase ended: its own rate and flaps stay, its flows' series go.
+    fn phase_ended(&self, run: &RunResult, index: usize) {
+        let (Some(planned), Some(ended)) = (run.plan.phases.get(index), run.phases.iter().find(|p| p.index == index))
+        else {
+            return;
+        };
+        self.phases_done.inc();
+        self.running.get_or_create(&labels(planned)).set(0);
+        self.phase_rate.get_or_create(&labels(planned)).set(ended.aggregate_gbps * 1e9);
+        for labels in flow_labels(run, planned) {
+            self.flow_rate.remove(&labels);
+        }
+        let found = flaps::of_run(run).into_iter().find(|f| f.phase == index);
+        let (dips, links) = found.map_or((0, 0), |f| (f.flows.iter().map(|f| f.dips).sum(), f.links.len()));
+        self.dips.get_or_create(&labels(planned)).set(count(dips));
+        self.link_events.get_or_create(&labels(planned)).set(count(links));
+    }
+
+    /// The families as they stand, in the OpenMetrics text format, `# EOF` last.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("a String takes every write");
+        text
+    }
+}
+
+fn labels(phase: &Phase) -> PhaseLabels {
+    PhaseLabels { phase: phase.index, phase_name: phase.name.clone() }
+}
+
+/// The labels of the phase's first [`MAX_FLOW_SERIES`] flows, in flow order.
+fn flow_labels<'a>(run: &'a RunResult, phase: &'a Phase) -> impl Iterator<Item = FlowLabels> + 'a {
+    let host = |rank: usize| run.plan.ranks.get(rank).map_or_else(|| format!("rank {rank}"), |r| r.host.clone());
+    phase.flows.iter().take(MAX_FLOW_SERIES).map(move |flow| FlowLabels {
+        phase: phase.index,
+        flow: flow.id,
+        group: phase.groups.get(flow.group).map_or_else(String::new, |g| g.name.clone()),
+        host: host(flow.src),
+        peer: host(flow.dst),
+    })
+}
+
+/// A count as a gauge's value (saturating: no plan comes near it).
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::result::testing::{flow, phase};
+    use crate::result::PhaseResult;
+    use crate::{hostfile, plan, scenario};
+
+    /// A run of one phase on `hosts` hosts (h1, h2, …) in `pattern`, planned.
+    fn planned(hosts: usize, pattern: &str) -> RunResult {
+        let names: Vec<String> = (1..=hosts).map(|k| format!("h{k}")).collect();
+        let hosts = hostfile::parse(&names.join("\n"), Path::new("hosts")).unwrap();
+        let text = format!("[run]\nname = \"soak\"\n\n[[group]]\nname = \"in\"\npattern = \"{pattern}\"\n");
+        let (scenario, _) = scenario::parse(&text, Path::new("s.toml")).unwrap();
+        let plan = plan::build(&hosts, &scenario).unwrap();
+        RunResult::new("s.toml".into(), scenario, hosts, plan)
+    }
+
+    fn lines(live: &Live) -> Vec<String> {
+        live.encode().lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_run_reads_as_it_goes_and_its_ended_phase_keeps_its_rate_and_dips() {
+        let mut run = planned(3, "fan-in");
+        let live = Live::new("soak", "s.toml");
+        live.record(&run, Recorded::Started);
+        live.record(&run, Recorded::Joined { joined: 2, total: 3 });
+        live.record(&run, Recorded::PhaseStarted { phase: 0 });
+        live.record(&run, Recorded::Interval { phase: 0, interval: 1, gbps: 3.0, flows: &[1.0, 2.0] });
+        let text = live.encode();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        for line in [
+            r#"fabricbench_run_info{name="soak",scenario="s.toml"} 1"#,
+            "fabricbench_ranks 3",
+            "fabricbench_ranks_joined 2",
+            "fabricbench_phases 1",
+            "fabricbench_intervals_total 1",
+            r#"fabricbench_phase_running{phase="0",phase_name="soak"} 1"#,
+            r#"fabricbench_flows{phase="0",phase_name="soak"} 2"#,
+            r#"fabricbench_rate_bits_per_second{phase="0",phase_name="soak"} 3000000000.0"#,
+            r#"fabricbench_flow_rate_bits_per_second{phase="0",flow="1",group="in",host="h3",peer="h1"} 2000000000.0"#,
+        ] {
+            assert!(lines(&live).iter().any(|l| l == line), "no `{line}` in\n{text}");
+        }
+        assert!(text.contains("# UNIT fabricbench_rate_bits_per_second bits_per_second"), "{text}");
+
+        // The phase ends: a flow fell to a tenth of its median once.
+        let mut dipped = flow(0, 1, 0, 1.0);
+        dipped.interval_gbps = vec![1.0, 1.0, 0.1, 1.0];
+        run.phases.push(PhaseResult { aggregate_gbps: 2.5, ..phase(vec![dipped], Vec::new()) });
+        live.record(&run, Recorded::Phase(&run.phases[0]));
+        let after = lines(&live);
+        for line in [
+            "fabricbench_phases_done_total 1",
+            r#"fabricbench_phase_running{phase="0",phase_name="soak"} 0"#,
+            r#"fabricbench_phase_rate_bits_per_second{phase="0",phase_name="soak"} 2500000000.0"#,
+            r#"fabricbench_dips{phase="0",phase_name="soak"} 1"#,
+            r#"fabricbench_link_events{phase="0",phase_name="soak"} 0"#,
+        ] {
+            assert!(after.iter().any(|l| l == line), "no `{line}` in\n{}", live.encode());
+        }
+        assert!(!after.iter().any(|l| l.starts_with("fabricbench_flow_rate")), "{after:#?}");
+        live.record(&run, Recorded::Stopping { reason: "SIGTERM" });
+        assert!(lines(&live).iter().any(|l| l == "fabricbench_stopping 1"));
+    }
+
+    #[test]
+    fn an_all_to_all_serves_its_first_flows_alone_and_every_flow_in_the_aggregate() {
+        let run = planned(18, "all-to-all");
+        let flows = run.plan.phases[0].flows.len();
+        assert_eq!(flows, 18 * 17);
+        let live = Live::new("soak", "s.toml");
+        live.record(&run, Recorded::PhaseStarted { phase: 0 });
+        let rates = vec![1.0; flows];
+        live.record(&run, Recorded::Interval { phase: 0, interval: 1, gbps: flows as f64, flows: &rates });
+        let lines = lines(&live);
+        let series = lines.iter().filter(|l| l.starts_with("fabricbench_flow_rate_bits_per_second{")).count();
+        assert_eq!(series, MAX_FLOW_SERIES);
+        assert!(lines.contains(&format!(r#"fabricbench_flows{{phase="0",phase_name="soak"}} {flows}"#)), "{lines:#?}");
+    }
+
+    #[test]
+    fn an_interval_of_a_phase_not_in_the_plan_changes_nothing() {
+        let run = planned(2, "pairwise");
+        let live = Live::new("soak", "s.toml");
+        let before = live.encode();
+        live.record(&run, Recorded::Interval { phase: 7, interval: 1, gbps: 1.0, flows: &[1.0] });
+        live.record(&run, Recorded::PhaseStarted { phase: 7 });
+        assert_eq!(live.encode(), before);
+    }
+}
