@@ -232,7 +232,8 @@ fn every_command_line_of_the_documents_parses() {
 }
 
 /// The folders of the repository whose paths the documents must keep true.
-const REPOSITORY_FOLDERS: [&str; 7] = ["scenarios/", "hostfiles/", "profiles/", "docs/", "scripts/", "src/", "tests/"];
+const REPOSITORY_FOLDERS: [&str; 8] =
+    ["scenarios/", "hostfiles/", "profiles/", "prometheus/", "docs/", "scripts/", "src/", "tests/"];
 
 /// A character a path is made of.
 fn in_path(c: char) -> bool {

@@ -1,7 +1,9 @@
 //! `run --metrics`: a real Prometheus (Debian's `prometheus`, started here
 //! on a loopback port) scrapes a run as it goes, and what PromQL returns
 //! through its HTTP API is what run.json says of the same intervals. The
-//! endpoint's bad inputs are refused before anything starts.
+//! endpoint's bad inputs are refused before anything starts. The shipped
+//! alerting rules pass `promtool check rules` and their own `promtool test
+//! rules` cases.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,15 +30,23 @@ impl Drop for Prometheus {
     }
 }
 
+/// Whether Debian's `prometheus` package (`prometheus`, `promtool`) is
+/// here; the test skips without it, unless FABRICBENCH_REQUIRE_PROMETHEUS=1
+/// (CI installs it).
+fn installed(tool: &str) -> bool {
+    if Command::new(tool).arg("--version").output().is_ok() {
+        return true;
+    }
+    let required = std::env::var("FABRICBENCH_REQUIRE_PROMETHEUS").is_ok_and(|v| v == "1");
+    assert!(!required, "no {tool} (apt-get install prometheus)");
+    eprintln!("SKIP: no {tool} (apt-get install prometheus)");
+    false
+}
+
 impl Prometheus {
-    /// Scraping `target` every 500 ms; `None` (the test skips) where no
-    /// `prometheus` is installed, unless FABRICBENCH_REQUIRE_PROMETHEUS=1
-    /// (CI installs it).
+    /// Scraping `target` every 500 ms; `None` where it is not installed.
     fn scraping(bench: &Bench, target: SocketAddr) -> Option<Prometheus> {
-        if Command::new("prometheus").arg("--version").output().is_err() {
-            let required = std::env::var("FABRICBENCH_REQUIRE_PROMETHEUS").is_ok_and(|v| v == "1");
-            assert!(!required, "no prometheus (apt-get install prometheus)");
-            eprintln!("SKIP: no prometheus to scrape --metrics (apt-get install prometheus)");
+        if !installed("prometheus") {
             return None;
         }
         let config = bench.write(
@@ -179,5 +189,17 @@ fn a_metrics_address_that_cannot_be_had_is_refused_before_anything_starts() {
         let stderr = text(&out.stderr);
         assert!(stderr.contains(&format!("invalid value '{bad}' for '--metrics <ADDR:PORT>'")), "{bad}: {stderr}");
         assert!(stderr.contains(says) && stderr.contains("e.g. 127.0.0.1:9464"), "{bad}: {stderr}");
+    }
+}
+
+#[test]
+fn the_shipped_alerting_rules_load_and_fire_on_their_cases() {
+    if !installed("promtool") {
+        return;
+    }
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("prometheus");
+    for args in [["check", "rules", "fabricbench.rules.yml"], ["test", "rules", "fabricbench.rules.test.yml"]] {
+        let out = Command::new("promtool").args(args).current_dir(&folder).output().expect("run promtool");
+        assert!(out.status.success(), "promtool {}: {}{}", args.join(" "), text(&out.stdout), text(&out.stderr));
     }
 }
