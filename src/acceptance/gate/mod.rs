@@ -1,22 +1,26 @@
 //! The node gate: every host alone, before any pair runs — the ports the
-//! run uses up at the profile's rate and width, their error counters
-//! still, its locked-memory limit above what its RDMA buffers register,
-//! its RDMA loopback at the profile's share of line rate and its TCP
-//! loopback at the profile's TCP floor. A host that fails is left out of the
+//! run uses up at the profile's rate and width, their NICs' PCIe links
+//! trained at its `pcie`, their error counters still, its locked-memory
+//! limit above what its RDMA buffers register, its RDMA loopback at the
+//! profile's share of line rate and its TCP loopback at the profile's TCP
+//! floor. A host that fails is left out of the
 //! pairs, named for its own fault. The verdicts here are pure functions of
 //! the profile and what was read; `plan` builds the loopback phases and
 //! `judge_run` reads a gate run's result.
 
 mod memlock;
+mod pcie;
 mod plan;
 mod profile;
 
 use crate::hostfacts::{LockedMemory, PortFacts};
 use crate::result::gate::{GateLine, HostGate};
 use crate::scenario::Transport;
+use crate::sysfs::pcie::PcieLink;
 use crate::transport::rdma::counters::CounterDelta;
 use crate::transport::rdma::HOW_TO_RAISE_MEMLOCK;
 pub use memlock::Pinned;
+pub use pcie::PcieFloor;
 pub use plan::{judge_run, plan};
 pub use profile::{load, LoopbackMin, Profile, TcpLoopbackMin};
 
@@ -50,6 +54,10 @@ pub enum GateFault {
     LockedMemory { limit: LockedMemory, needed: u64 },
     #[error("loopback_min is a share of line rate, but no line rate is known: set `rate` in the profile")]
     NoLineRate,
+    #[error("{device} PCIe link trained at {link}, expected {floor}")]
+    PcieBelow { device: String, link: PcieLink, floor: PcieFloor },
+    #[error("{device} reports no PCIe link (a virtual device?), expected {floor}")]
+    NoPcie { device: String, floor: PcieFloor },
 }
 
 /// Why a host's loopback was not measured. The texts of a flow's error and
@@ -92,6 +100,9 @@ pub struct HostReadings<'a> {
     pub host: String,
     /// The ports the run uses, with their device's name.
     pub ports: Vec<(&'a str, &'a PortFacts)>,
+    /// The devices of those ports, each once, with the PCIe link it
+    /// trained at (`None`: none known).
+    pub pcie: Vec<(&'a str, Option<&'a PcieLink>)>,
     /// Devices the run names that the host lacks.
     pub missing: Vec<String>,
     /// Why the host's ports could not be read, when they could not.
@@ -231,6 +242,13 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
         faults.extend(own);
     }
     faults.extend(moved);
+    if let Some(floor) = profile.pcie {
+        for &(device, link) in &readings.pcie {
+            let (line, fault) = pcie_verdict(device, link, floor);
+            judged.push(line);
+            faults.extend(fault);
+        }
+    }
     if let Some(locked) = readings.locked {
         let (line, fault) = locked_verdict(locked);
         judged.push(line);
@@ -274,6 +292,19 @@ pub fn judge_host(profile: &Profile, readings: &HostReadings) -> HostGate {
 /// The slowest of the loopbacks measured.
 fn slowest<'m>(loopbacks: impl Iterator<Item = &'m Result<f64, Unmeasured>>) -> Option<f64> {
     loopbacks.filter_map(|m| m.as_ref().ok().copied()).reduce(f64::min)
+}
+
+/// `mlx5_0 PCIe link 32 GT/s x16, at least 32 GT/s x16`, or the fault.
+fn pcie_verdict(device: &str, link: Option<&PcieLink>, floor: PcieFloor) -> (GateLine, Option<GateFault>) {
+    let device = device.to_string();
+    let fault = match link {
+        Some(link) if floor.met_by(link) => {
+            return (GateLine { passed: true, text: format!("{device} PCIe link {link}, {floor}") }, None);
+        }
+        Some(&link) => GateFault::PcieBelow { device, link, floor },
+        None => GateFault::NoPcie { device, floor },
+    };
+    (GateLine { passed: false, text: fault.to_string() }, Some(fault))
 }
 
 /// `mlx5_0 port 1 ACTIVE at 400 Gb/s 4X`, or its faults.

@@ -204,6 +204,11 @@ fn ports_of<'a>(
         let first_active = all.iter().find(|(_, p)| only_port.is_some() || p.state.as_deref() == Some("ACTIVE"));
         first_active.map_or(all.clone(), |&used| vec![used])
     };
+    readings.pcie = devices
+        .iter()
+        .filter(|d| readings.ports.iter().any(|(name, _)| *name == d.name))
+        .map(|d| (d.name.as_str(), d.pcie.as_ref()))
+        .collect();
 }
 
 /// Each of these ranks' RDMA loopback, alone, on the devices whose

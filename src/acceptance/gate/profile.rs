@@ -1,12 +1,13 @@
 //! A gate profile: what every node of one type must show before it joins
-//! the pairs — its ports' rate and width, the counters that must stay still
-//! and the share of line rate its loopback must reach. One small TOML file
-//! per node type; `profiles/` ships a few.
+//! the pairs — its ports' rate and width, its NICs' PCIe links, the
+//! counters that must stay still and the share of line rate its loopback
+//! must reach. One small TOML file per node type; `profiles/` ships a few.
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::pcie::PcieFloor;
 use crate::scenario::{parse_rate, BadThreshold, Threshold};
 
 /// The counters a profile watches when it names none: IBA PortCounters
@@ -41,6 +42,9 @@ pub struct Profile {
     /// What the TCP loopback must reach, and which key said so (`None`:
     /// no loopback test).
     pub tcp_loopback_min: Option<TcpLoopbackMin>,
+    /// The least PCIe link each NIC the run uses must have trained at
+    /// (`None`: not judged).
+    pub pcie: Option<PcieFloor>,
     /// Counters that must not move during the gate.
     pub counters: Vec<String>,
     /// How long the loopback runs (warm-up apart).
@@ -101,6 +105,7 @@ struct ProfileFile {
     width: Option<i64>,
     loopback_min: Option<String>,
     tcp_loopback_min: Option<String>,
+    pcie: Option<String>,
     counters: Option<Vec<String>>,
     #[serde(default, with = "humantime_serde")]
     duration: Option<std::time::Duration>,
@@ -194,6 +199,7 @@ pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileErro
         None => None,
     };
     let tcp_loopback_min = tcp_floor(tcp_key, loopback_min);
+    let pcie = file.pcie.as_deref().map(|t| PcieFloor::parse(t).map_err(|e| key("pcie", e))).transpose()?;
     let counters = file.counters.unwrap_or_else(|| DEFAULT_COUNTERS.iter().map(|c| c.to_string()).collect());
     if let Some(bad) = counters.iter().find(|c| c.is_empty() || c.contains(char::is_whitespace)) {
         return Err(key("counters", format!("`{bad}` is not a counter name (e.g. \"symbol_error\")")));
@@ -209,6 +215,7 @@ pub fn parse(name: &str, path: &Path, text: &str) -> Result<Profile, ProfileErro
         width,
         loopback_min,
         tcp_loopback_min,
+        pcie,
         counters,
         duration,
     })
@@ -263,9 +270,11 @@ mod tests {
         assert!(p.watches("counters/symbol_error"));
         assert!(p.watches("hw_counters/out_of_sequence"));
         assert!(!p.watches("counters/port_xmit_data"));
+        assert_eq!(parsed("pcie = \"best\"").unwrap().pcie, Some(PcieFloor::Best));
         let bare = parsed("loopback_min = \"5 Gb/s\"").unwrap();
         assert_eq!((bare.rate_gbps, bare.loopback_min), (None, Some(LoopbackMin::Gbps(5.0))));
         assert!(bare.watches("counters/link_downed"), "the default counters are watched");
+        assert_eq!(bare.pcie, None, "no PCIe link judged unless asked");
     }
 
     /// A TCP loopback is held to its own key; a profile without it keeps
@@ -299,6 +308,7 @@ mod tests {
             ),
             ("tcp_loopback_min = \"fast\"", "profiles/p.toml: `tcp_loopback_min`: `fast`"),
             ("counters = [\"\"]", "profiles/p.toml: `counters`: `` is not a counter name"),
+            ("pcie = \"x16\"", "profiles/p.toml: `pcie`: `x16` is not a PCIe link: use \"best\""),
             ("duration = \"0s\"", "profiles/p.toml: `duration`: must be above 0"),
             ("rat = \"400 Gb/s\"", "profiles/p.toml:1: unknown field `rat`"),
             ("width = \"4\"", "profiles/p.toml:1: invalid type"),

@@ -20,8 +20,9 @@ fn shipped(name: &str) -> Profile {
 
 fn readings<'a>(host: &str, devices: &'a [RdmaDeviceFacts], loopback: f64) -> HostReadings<'a> {
     let ports = devices.iter().flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p))).collect();
+    let pcie = devices.iter().map(|d| (d.name.as_str(), d.pcie.as_ref())).collect();
     let rdma_loopbacks = vec![RdmaLoopback { on: Vec::new(), measured: Ok(loopback) }];
-    HostReadings { host: host.into(), ports, rdma_loopbacks, ..HostReadings::default() }
+    HostReadings { host: host.into(), ports, pcie, rdma_loopbacks, ..HostReadings::default() }
 }
 
 #[test]
@@ -36,6 +37,7 @@ fn a_port_at_the_wrong_rate_fails_with_its_rate() {
         ndr.reasons,
         [
             "mlx5_0 port 1 at 200 Gb/s, expected 400 Gb/s",
+            "mlx5_0 PCIe link trained at 16 GT/s x16, expected at least 32 GT/s x16",
             "RDMA loopback at 195 Gb/s, below 376 Gb/s (94% of line rate 400 Gb/s)"
         ]
     );
@@ -44,7 +46,8 @@ fn a_port_at_the_wrong_rate_fails_with_its_rate() {
 #[test]
 fn a_port_down_fails_naming_the_device() {
     let facts = HostFacts::under(&tree("two-nics"));
-    let gate = judge_host(&shipped("ndr-ib"), &readings("node03", &facts.rdma_devices, 390.0));
+    let ndr = Profile { pcie: None, ..shipped("ndr-ib") };
+    let gate = judge_host(&ndr, &readings("node03", &facts.rdma_devices, 390.0));
     assert!(!gate.passed);
     assert_eq!(gate.ports, ["mlx5_0/1", "mlx5_1/1"]);
     assert!(gate.reasons.iter().any(|r| r.starts_with("mlx5_1 port 1 is DOWN")), "{:?}", gate.reasons);
@@ -144,15 +147,17 @@ fn judged(gate: &crate::result::gate::HostGate) -> Vec<&str> {
 /// Two NDR HCAs, the second DOWN (a spare, or storage on its own fabric):
 /// a run that names no device uses the one its RDMA loopback opened
 /// (mlx5_0, by its counters), or without them the one the transport would
-/// open (the first ACTIVE port), and the DOWN one fails no host.
+/// open (the first ACTIVE port), and the DOWN one fails no host. (The
+/// tree's mlx5_0 trained at x8: the PCIe link is judged on its own below.)
 #[test]
 fn a_host_with_an_unused_down_nic_passes() {
     let mut run = recorded_run("v3-rdma-fan-in.json", "two-nics", 390.0);
+    let ndr = Profile { pcie: None, ..shipped("ndr-ib") };
     for opened in [true, false] {
         if !opened {
             run.phases[0].ranks.iter_mut().for_each(|r| r.rdma_counters.clear());
         }
-        let verdict = judge_run(&shipped("ndr-ib"), &run, &Pinned::of(&run.plan));
+        let verdict = judge_run(&ndr, &run, &Pinned::of(&run.plan));
         for h in &verdict.hosts {
             assert!(h.passed, "opened {opened}: {h:?}");
             assert_eq!(h.ports, ["mlx5_0/1"], "opened {opened}");
@@ -161,6 +166,33 @@ fn a_host_with_an_unused_down_nic_passes() {
             assert_eq!(judged(h), ["mlx5_0 port 1 ACTIVE at 400 Gb/s 4X", looped.as_str()]);
         }
     }
+}
+
+/// A NIC that trained at x8 of x16 keeps its port ACTIVE at 400 Gb/s: the
+/// profile's `pcie` fails its host on its own line, whether the link is
+/// named or `best`; the unused NIC beside it (at x16, DOWN) is not judged,
+/// and a device that tells no link (a virtual one) fails a profile that
+/// asks for one.
+#[test]
+fn a_used_nic_on_a_downtrained_pcie_link_fails_naming_its_link() {
+    let run = recorded_run("v3-rdma-fan-in.json", "two-nics", 390.0);
+    let x8 = "mlx5_0 PCIe link trained at 32 GT/s x8 (of 32 GT/s x16)";
+    for (profile, expected) in [(shipped("ndr-ib"), "at least 32 GT/s x16"), (shipped("roce-100g"), "its best")] {
+        let h = &judge_run(&Profile { rate_gbps: Some(400.0), ..profile }, &run, &Pinned::of(&run.plan)).hosts[0];
+        assert!(!h.passed, "{h:?}");
+        assert_eq!(h.reasons, [format!("{x8}, expected {expected}")]);
+        assert!(judged(h).contains(&format!("{x8}, expected {expected}").as_str()), "{h:?}");
+        assert!(!judged(h).iter().any(|l| l.starts_with("mlx5_1")), "{h:?}");
+    }
+    let gen4 = Profile { pcie: Some(PcieFloor::AtLeast { gts: 16.0, width: 8 }), ..shipped("ndr-ib") };
+    let h = &judge_run(&gen4, &run, &Pinned::of(&run.plan)).hosts[0];
+    assert!(h.passed, "{h:?}");
+    assert!(judged(h).contains(&"mlx5_0 PCIe link 32 GT/s x8 (of 32 GT/s x16), at least 16 GT/s x8"), "{h:?}");
+
+    let mut virtual_nic = HostFacts::under(&tree("two-nics")).rdma_devices;
+    virtual_nic.iter_mut().for_each(|d| d.pcie = None);
+    let h = judge_host(&shipped("ndr-ib"), &readings("vm1", &virtual_nic[..1], 390.0));
+    assert_eq!(h.reasons, ["mlx5_0 reports no PCIe link (a virtual device?), expected at least 32 GT/s x16"]);
 }
 
 /// A NIC the run uses (the hostfile's `devices=`) is held alone: at the
