@@ -319,7 +319,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SHARE", value_parser = FlapShare::parse)]
     pub flap: Option<FlapShare>,
     /// Serve the run as it goes for Prometheus at http://ADDR:PORT/metrics
-    /// (OpenMetrics text: phase, rates, flaps; docs/METRICS.md), until the
+    /// (OpenMetrics text: phase, rates, latency, flaps; docs/METRICS.md), until the
     /// run ends, e.g. --metrics 127.0.0.1:9464 (:9464: every address)
     #[arg(long, value_name = "ADDR:PORT", value_parser = listen::parse_listen)]
     pub metrics: Option<std::net::SocketAddr>,

@@ -1,7 +1,8 @@
 //! A run as it goes in the OpenMetrics text format, for `run --metrics`
 //! (served by [`crate::report::scrape`]): launch, phases, the aggregate and
-//! each flow's rate of the last closed interval, and what the flap
-//! detector found in each ended phase. docs/METRICS.md defines each family.
+//! each flow's rate of the last closed interval, what the flap detector
+//! found in each ended phase, its failed flows, and the latency flows of
+//! the last ended phase that had any. docs/METRICS.md defines each family.
 //!
 //! Fed by the same [`Recorded`] changes the results folder journals, so a
 //! scrape says what the journal says, as soon as it says it.
@@ -16,7 +17,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::plan::Phase;
-use crate::result::{flaps, RunResult};
+use crate::result::{flaps, PhaseResult, RunResult};
 use crate::run::record::Recorded;
 
 /// Flows of the running phase with a series of their own: an all-to-all
@@ -46,6 +47,18 @@ struct FlowLabels {
     peer: String,
 }
 
+/// A latency flow of the last ended phase that had any, by its ends: the
+/// same pair keeps its series through repeats and sweeps.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LatencyLabels {
+    group: String,
+    src_rank: usize,
+    dst_rank: usize,
+    host: String,
+    peer: String,
+    quantile: &'static str,
+}
+
 /// Every family `run --metrics` serves, updated as the run records.
 pub struct Live {
     registry: Registry,
@@ -62,6 +75,8 @@ pub struct Live {
     phase_rate: Family<PhaseLabels, GaugeF>,
     dips: Family<PhaseLabels, Gauge>,
     link_events: Family<PhaseLabels, Gauge>,
+    failed_flows: Family<PhaseLabels, Gauge>,
+    latency: Family<LatencyLabels, GaugeF>,
 }
 
 impl Live {
@@ -85,6 +100,8 @@ impl Live {
             phase_rate: Family::default(),
             dips: Family::default(),
             link_events: Family::default(),
+            failed_flows: Family::default(),
+            latency: Family::default(),
         };
         live.registered()
     }
@@ -108,6 +125,9 @@ impl Live {
         r.register_with_unit("phase_rate", help, bits(), self.phase_rate.clone());
         r.register("dips", "Intervals of an ended phase's flows below the flap threshold", self.dips.clone());
         r.register("link_events", "Link events the ranks' counters showed in an ended phase", self.link_events.clone());
+        r.register("failed_flows", "Flows of an ended phase that ended with an error", self.failed_flows.clone());
+        let help = "Half round trip of a latency flow in the last ended phase with latency flows (at most 256 flows)";
+        r.register_with_unit("flow_latency", help, Unit::Seconds, self.latency.clone());
         self
     }
 
@@ -158,6 +178,32 @@ impl Live {
         let (dips, links) = found.map_or((0, 0), |f| (f.flows.iter().map(|f| f.dips).sum(), f.links.len()));
         self.dips.get_or_create(&labels(planned)).set(count(dips));
         self.link_events.get_or_create(&labels(planned)).set(count(links));
+        let failed = ended.flows.iter().filter(|f| f.error.is_some()).count();
+        self.failed_flows.get_or_create(&labels(planned)).set(count(failed));
+        self.latency_of(ended);
+    }
+
+    /// The phase's latency flows (the first [`MAX_FLOW_SERIES`]) replace
+    /// the last phase's, where it has any.
+    fn latency_of(&self, ended: &PhaseResult) {
+        let mut measured = ended.flows.iter().filter_map(|f| Some((f, f.latency?))).take(MAX_FLOW_SERIES).peekable();
+        if measured.peek().is_none() {
+            return;
+        }
+        self.latency.clear();
+        for (flow, summary) in measured {
+            for (quantile, us) in [("0.5", summary.typical_us), ("0.99", summary.p99_us), ("0.999", summary.p999_us)] {
+                let labels = LatencyLabels {
+                    group: flow.group.clone(),
+                    src_rank: flow.src,
+                    dst_rank: flow.dst,
+                    host: flow.src_host.clone(),
+                    peer: flow.dst_host.clone(),
+                    quantile,
+                };
+                self.latency.get_or_create(&labels).set(us * 1e-6);
+            }
+        }
     }
 
     /// The families as they stand, in the OpenMetrics text format, `# EOF` last.
@@ -194,8 +240,10 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::histogram::LatencySummary;
     use crate::result::testing::{flow, phase};
-    use crate::result::PhaseResult;
+    use crate::result::FlowResult;
+    use crate::scenario::Mode;
     use crate::{hostfile, plan, scenario};
 
     /// A run of one phase on `hosts` hosts (h1, h2, …) in `pattern`, planned.
@@ -270,6 +318,63 @@ mod tests {
         let series = lines.iter().filter(|l| l.starts_with("fabricbench_flow_rate_bits_per_second{")).count();
         assert_eq!(series, MAX_FLOW_SERIES);
         assert!(lines.contains(&format!(r#"fabricbench_flows{{phase="0",phase_name="soak"}} {flows}"#)), "{lines:#?}");
+    }
+
+    /// A latency flow from rank `src` to rank 0 whose half round trip
+    /// has this median, p99 and p99.9, µs.
+    fn latency_flow(id: u32, src: usize, [typical_us, p99_us, p999_us]: [f64; 3]) -> FlowResult {
+        let summary = LatencySummary {
+            samples: 1000,
+            min_us: 1.0,
+            max_us: 9.0,
+            typical_us,
+            mean_us: 2.0,
+            stdev_us: 0.5,
+            p99_us,
+            p999_us,
+        };
+        FlowResult { mode: Mode::Latency, latency: Some(summary), ..flow(id, src, 0, 0.0) }
+    }
+
+    fn ended(run: &mut RunResult, live: &Live, index: usize, flows: Vec<FlowResult>) {
+        run.phases.push(PhaseResult { index, ..phase(flows, Vec::new()) });
+        live.record(run, Recorded::Phase(run.phases.last().unwrap()));
+    }
+
+    /// Repeated latency phases make a probe mesh: each ended phase's
+    /// latency flows replace the last ones, a phase without any leaves them,
+    /// and a flow that failed is counted.
+    #[test]
+    fn the_last_ended_latency_phase_serves_each_flows_quantiles() {
+        let mut run = planned(3, "fan-in");
+        let once = run.plan.phases[0].clone();
+        run.plan.phases = (0..3).map(|index| Phase { index, ..once.clone() }).collect();
+        let live = Live::new("soak", "s.toml");
+        ended(&mut run, &live, 0, vec![latency_flow(0, 1, [2.5, 4.0, 8.0]), latency_flow(1, 2, [3.0, 5.0, 9.0])]);
+        let series = |live: &Live| -> Vec<String> {
+            lines(live).into_iter().filter(|l| l.starts_with("fabricbench_flow_latency_seconds{")).collect()
+        };
+        let first = series(&live);
+        assert_eq!(first.len(), 6, "{first:#?}");
+        let h2 =
+            r#"fabricbench_flow_latency_seconds{group="in",src_rank="1",dst_rank="0",host="h2",peer="h1",quantile="#;
+        let value = |series: &[String], quantile: &str| -> Option<f64> {
+            let line = series.iter().find(|l| l.starts_with(&format!("{h2}\"{quantile}\"}} ")))?;
+            line.rsplit(' ').next()?.parse().ok()
+        };
+        for (quantile, us) in [("0.5", 2.5), ("0.99", 4.0), ("0.999", 8.0)] {
+            let seconds = value(&first, quantile).unwrap_or_else(|| panic!("no {quantile} of h2 in {first:#?}"));
+            assert!((seconds - us * 1e-6).abs() < 1e-15, "{quantile}: {seconds} s, not {us} µs");
+        }
+        let mut failed = flow(2, 1, 0, 0.0);
+        failed.error = Some("peer lost".into());
+        ended(&mut run, &live, 1, vec![failed]);
+        assert_eq!(series(&live), first, "a phase without latency flows keeps the last ones");
+        assert!(lines(&live).contains(&r#"fabricbench_failed_flows{phase="1",phase_name="soak"} 1"#.to_string()));
+        ended(&mut run, &live, 2, vec![latency_flow(0, 1, [2.0, 3.0, 4.0])]);
+        let last = series(&live);
+        assert_eq!(last.len(), 3, "the pair from h3 left with its phase: {last:#?}");
+        assert!(value(&last, "0.5").is_some_and(|s| (s - 2e-6).abs() < 1e-15), "{last:#?}");
     }
 
     #[test]

@@ -203,3 +203,61 @@ fn the_shipped_alerting_rules_load_and_fire_on_their_cases() {
         assert!(out.status.success(), "promtool {}: {}{}", args.join(" "), text(&out.stdout), text(&out.stderr));
     }
 }
+
+/// Latency phases repeated make a probe mesh: once a phase ends, each
+/// latency flow's half round trip quantiles are served, and they are what
+/// run.json keeps for that flow in one of its phases.
+#[test]
+fn each_ended_latency_phase_serves_the_quantiles_run_json_keeps() {
+    let bench = Bench::new();
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n");
+    let scenario = bench.write(
+        "mesh.toml",
+        "[run]\nname = \"mesh\"\nduration = \"1s\"\nwarmup = \"200ms\"\nrepeat = 3\n\n\
+         [[group]]\nname = \"lat\"\npattern = \"pairwise\"\nmode = \"latency\"\n",
+    );
+    let target = free_port();
+    let json = bench.dir.path().join("run.json");
+    let child = bench.spawn(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "-H",
+        hosts.to_str().unwrap(),
+        "--metrics",
+        &target.to_string(),
+        "--quiet",
+        "--no-save",
+        "--export-json",
+        json.to_str().unwrap(),
+    ]);
+    let prefix = r#"fabricbench_flow_latency_seconds{group="lat",src_rank="0",dst_rank="1",host="127.0.0.1",peer="127.0.0.2",quantile="#;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let scraped: Vec<f64> = loop {
+        let body = get(target, "/metrics").unwrap_or_default();
+        let quantiles: Vec<f64> = ["0.5", "0.99", "0.999"]
+            .iter()
+            .filter_map(|q| {
+                body.lines().find(|l| l.starts_with(&format!("{prefix}\"{q}\"}} ")))?.rsplit(' ').next()?.parse().ok()
+            })
+            .collect();
+        if quantiles.len() == 3 {
+            break quantiles;
+        }
+        assert!(Instant::now() < deadline, "no latency served within 60 s: {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run = common::read_json(&json);
+    let kept: Vec<Vec<f64>> = run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let l = &p["flows"][0]["latency"];
+            ["typical_us", "p99_us", "p999_us"].iter().map(|k| l[k].as_f64().unwrap() * 1e-6).collect()
+        })
+        .collect();
+    let same = |kept: &Vec<f64>| kept.iter().zip(&scraped).all(|(k, s)| (k - s).abs() <= 1e-9 * k.abs());
+    assert!(kept.iter().any(same), "scraped {scraped:?} s is no phase's latency in run.json: {kept:?}");
+}
