@@ -7,6 +7,7 @@
 //! that cannot be read is `None`, never an error: a host is recorded as far
 //! as it can be.
 
+pub mod clock;
 mod gpu;
 mod limits;
 pub mod lldp;
@@ -22,6 +23,7 @@ use crate::load::topology::parse_cpu_list;
 use crate::transport::rdma::libibverbs_release;
 
 pub use crate::sysfs::pcie::PcieLink;
+pub use clock::ClockFacts;
 pub use gpu::{
     dma_buf_kernel, dma_buf_possible, kernel_registers_dma_buf, peer_memory_module, GpuDevice, GpuFacts, NearestGpu,
     NicAffinity,
@@ -75,6 +77,11 @@ pub struct HostFacts {
     /// before it was read).
     #[serde(default)]
     pub locked_memory: Option<LockedMemory>,
+    /// The clock latency samples read: its source, the counter's rate and
+    /// one read's cost (measured on the live host). Empty in records made
+    /// before it was read.
+    #[serde(default)]
+    pub clock: ClockFacts,
 }
 
 impl HostFacts {
@@ -82,7 +89,8 @@ impl HostFacts {
     /// that is set: crate::sysfs).
     pub fn of_this_host() -> HostFacts {
         let sys = crate::sysfs::root().unwrap_or_else(|_| Path::new("/sys").to_path_buf());
-        HostFacts::under_with_sysfs(Path::new("/"), &sys)
+        let facts = HostFacts::under_with_sysfs(Path::new("/"), &sys);
+        HostFacts { clock: facts.clock.clone().measured(), ..facts }
     }
 
     /// The facts of the host whose files are under `root`.
@@ -99,11 +107,12 @@ impl HostFacts {
         };
         let library = libibverbs(root);
         let kernel = read("proc/sys/kernel/osrelease").map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+        let cpuinfo = read("proc/cpuinfo");
         HostFacts {
             gpus: GpuFacts::read(root, sys, kernel.as_deref()).map(Box::new),
             kernel,
             os: read("etc/os-release").or_else(|| read("usr/lib/os-release")).and_then(|t| pretty_name(&t)),
-            cpu_model: read("proc/cpuinfo").and_then(|t| cpu_model(&t)),
+            cpu_model: cpuinfo.as_deref().and_then(cpu_model),
             cores: count("devices/system/cpu/online").filter(|&n| n > 0),
             numa_nodes: count("devices/system/node/online").filter(|&n| n > 0),
             rdma_core: library.as_deref().and_then(|name| libibverbs_release(name.rsplit('/').next()?)),
@@ -111,6 +120,7 @@ impl HostFacts {
             rdma_devices: rdma::devices(&crate::sysfs::infiniband(sys)),
             locked_memory: read("proc/self/limits")
                 .and_then(|t| LockedMemory::read(&t, read("proc/self/status").as_deref())),
+            clock: ClockFacts::under(sys, cpuinfo.as_deref()),
         }
     }
 }
@@ -139,6 +149,7 @@ pub fn differences(hosts: &[(&str, &HostFacts)]) -> Vec<String> {
         add("NUMA nodes".into(), f.numa_nodes.map(|n| n.to_string()));
         add("rdma-core".into(), f.rdma_core.map(|n| n.to_string()));
         add("locked memory".into(), f.locked_memory.map(|m| m.to_string()));
+        add("clocksource".into(), f.clock.source.clone());
         add("NVIDIA driver".into(), f.gpus.as_ref().and_then(|g| g.driver.clone()));
         for d in &f.rdma_devices {
             let chip = d.hca_type.clone().unwrap_or_else(|| d.name.clone());
@@ -226,6 +237,13 @@ impl fmt::Display for HostFacts {
         )?;
         if let Some(m) = self.locked_memory {
             write!(f, "locked memory {m} · ")?;
+        }
+        if let Some(source) = &self.clock.source {
+            write!(f, "clocksource {source}")?;
+            if let Some(ns) = self.clock.read_ns {
+                write!(f, " ({ns:.0} ns a read)")?;
+            }
+            write!(f, " · ")?;
         }
         match self.rdma_core {
             Some(v) => writeln!(f, "rdma-core {v}")?,

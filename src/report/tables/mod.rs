@@ -1,6 +1,7 @@
 //! The summary's tables and one-line notes, built once from a run and
 //! drawn by the terminal, Markdown and HTML writers alike.
 
+pub(crate) mod clock;
 pub(crate) mod congestion;
 pub(crate) mod datagrams;
 pub(crate) mod flaps;

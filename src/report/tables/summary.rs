@@ -3,7 +3,9 @@
 
 use crate::load::placement;
 use crate::report::tables::table::{failed_then_lower, shown, slower_flow, Reached, Shown, Table, ROWS_SHOWN};
-use crate::report::tables::{datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation};
+use crate::report::tables::{
+    clock, datagrams, flaps, gpu_memory, labels, lanes, offered, rdma_counters, refused, validation,
+};
 use crate::result::{
     limit::Limit, Acceptance, FlowResult, PairMatrix, PhaseResult, RankResult, Retest, RunResult, RunStatus, Suspect,
     Verdict,
@@ -122,6 +124,7 @@ pub fn phase_summary(run: &RunResult, p: &PhaseResult) -> PhaseSummary {
             .chain(datagrams::line(p))
             .chain(gpu_memory::line(p))
             .chain(validation::line(p))
+            .chain(clock::line(run, p))
             .collect(),
         tables,
     }

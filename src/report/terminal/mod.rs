@@ -143,12 +143,19 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
     }
     let read: Vec<(&str, &HostFacts)> =
         checks.iter().filter_map(|c| Some((c.host.as_str(), c.facts.as_ref()?))).collect();
-    let differ = hostfacts::differences(&read);
+    let warning = warnings(&read);
+    format!("{comfy}\n{facts}{warning}")
+}
+
+/// What `hosts` warns of: facts that differ, limited locked memory, a
+/// clock slow to read.
+fn warnings(read: &[(&str, &HostFacts)]) -> String {
+    let differ = hostfacts::differences(read);
     let mut warning = match differ.len() {
         0 => String::new(),
         n => format!("WARNING: {n} fact(s) differ between the hosts:\n  {}\n", differ.join("\n  ")),
     };
-    let limited = hostfacts::limited_locked_memory(&read);
+    let limited = hostfacts::limited_locked_memory(read);
     if !limited.is_empty() {
         let each: Vec<String> = limited.iter().map(|(host, m)| format!("{host}: {m}")).collect();
         warning.push_str(&format!(
@@ -159,7 +166,20 @@ pub fn render_host_checks(checks: &[HostCheck]) -> String {
             crate::transport::rdma::HOW_TO_RAISE_MEMLOCK
         ));
     }
-    format!("{comfy}\n{facts}{warning}")
+    let slow: Vec<String> = read
+        .iter()
+        .filter(|(_, f)| f.clock.is_slow())
+        .map(|(host, f)| format!("{host}: {:.0} ns", f.clock.read_ns.unwrap_or_default()))
+        .collect();
+    if !slow.is_empty() {
+        warning.push_str(&format!(
+            "WARNING: a clock read is slow on {} host(s) ({}): every latency sample pays one (check the \
+             clocksource: `tsc` reads in tens of ns, `hpet` in microseconds)\n",
+            slow.len(),
+            slow.join("; ")
+        ));
+    }
+    warning
 }
 
 #[cfg(test)]
@@ -183,6 +203,25 @@ mod tests {
             elapsed_ms: 1.0,
             problem: None,
         }
+    }
+
+    #[test]
+    fn a_host_whose_clock_is_slow_to_read_is_warned_of() {
+        let tree = HostFacts::under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/mlx5-ib"));
+        let clock = |source: &str, read_ns: f64| crate::hostfacts::ClockFacts {
+            source: Some(source.into()),
+            constant_counter: Some(true),
+            read_ns: Some(read_ns),
+        };
+        let hpet = HostFacts { clock: clock("hpet", 2612.0), ..tree.clone() };
+        let tsc = HostFacts { clock: clock("tsc", 19.6), ..tree };
+        let text = render_host_checks(&[checked("h1", hpet), checked("h2", tsc)]);
+        assert!(
+            text.contains("clocksource hpet (2612 ns a read) ·") && text.contains("clocksource tsc (20 ns a read) ·"),
+            "{text}"
+        );
+        let warning = text.lines().find(|l| l.starts_with("WARNING: a clock read is slow")).expect(&text);
+        assert!(warning.contains("on 1 host(s) (h1: 2612 ns)"), "{warning}");
     }
 
     #[test]
