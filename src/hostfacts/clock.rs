@@ -58,12 +58,11 @@ impl ClockFacts {
 /// x86: both flags on the first `flags` line; ARM (a `CPU implementer`
 /// line, no `flags`): the generic timer; else unknown.
 fn constant_counter(cpuinfo: &str) -> Option<bool> {
-    let field = |key: &str| cpuinfo.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == key));
-    if let Some((_, flags)) = field("flags") {
+    if let Some(flags) = super::cpuinfo_field(cpuinfo, "flags") {
         let has = |flag: &str| flags.split_whitespace().any(|f| f == flag);
         return Some(has("constant_tsc") && has("nonstop_tsc"));
     }
-    field("CPU implementer").map(|_| true)
+    super::cpuinfo_field(cpuinfo, "CPU implementer").map(|_| true)
 }
 
 /// The least mean cost of one `Instant::now()` over [`ROUNDS`] rounds of

@@ -197,11 +197,14 @@ fn pretty_name(text: &str) -> Option<String> {
 /// The first `model name` of /proc/cpuinfo (x86), else its `Model` or
 /// `cpu` line (ARM, POWER).
 fn cpu_model(text: &str) -> Option<String> {
-    ["model name", "Model", "cpu"].iter().find_map(|key| {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == *key && !v.trim().is_empty()).then(|| v.trim().to_string())
-        })
+    ["model name", "Model", "cpu"].iter().find_map(|key| cpuinfo_field(text, key)).map(str::to_string)
+}
+
+/// The value of the first /proc/cpuinfo line `KEY : VALUE` with a value.
+fn cpuinfo_field<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key && !v.trim().is_empty()).then(|| v.trim())
     })
 }
 

@@ -174,10 +174,9 @@ impl Live {
         for labels in flow_labels(run, planned) {
             self.flow_rate.remove(&labels);
         }
-        let found = flaps::of_run(run).into_iter().find(|f| f.phase == index);
-        let (dips, links) = found.map_or((0, 0), |f| (f.flows.iter().map(|f| f.dips).sum(), f.links.len()));
-        self.dips.get_or_create(&labels(planned)).set(count(dips));
-        self.link_events.get_or_create(&labels(planned)).set(count(links));
+        let found = flaps::of_phase(run, ended);
+        self.dips.get_or_create(&labels(planned)).set(count(found.flows.iter().map(|f| f.dips).sum()));
+        self.link_events.get_or_create(&labels(planned)).set(count(found.links.len()));
         let failed = ended.flows.iter().filter(|f| f.error.is_some()).count();
         self.failed_flows.get_or_create(&labels(planned)).set(count(failed));
         self.latency_of(ended);

@@ -107,15 +107,8 @@ pub fn dips(intervals: &[f64], interval_s: f64, threshold_pct: f64) -> Vec<Dip> 
 /// at all where no flow dipped, no link moved and `[soak]` is not set
 /// (a run that did not ask shows flaps only when there are some).
 pub fn of_run(run: &RunResult) -> Vec<PhaseFlaps> {
-    let threshold_pct = run.scenario.soak.flap_pct();
-    let interval_s = run.scenario.run.interval.as_secs_f64();
-    let opened_ns = run.scenario.run.warmup.as_nanos() as f64;
-    let phases: Vec<PhaseFlaps> = run
-        .phases
-        .iter()
-        .map(|p| of_phase(p, threshold_pct, interval_s, opened_ns))
-        .filter(|f| !f.flows.is_empty() || !f.links.is_empty())
-        .collect();
+    let phases: Vec<PhaseFlaps> =
+        run.phases.iter().map(|p| of_phase(run, p)).filter(|f| !f.flows.is_empty() || !f.links.is_empty()).collect();
     let seen = phases.iter().any(|p| !p.links.is_empty() || p.flows.iter().any(|f| f.dips > 0));
     if seen || !run.scenario.soak.is_default() {
         phases
@@ -124,7 +117,12 @@ pub fn of_run(run: &RunResult) -> Vec<PhaseFlaps> {
     }
 }
 
-fn of_phase(phase: &PhaseResult, threshold_pct: f64, interval_s: f64, opened_ns: f64) -> PhaseFlaps {
+/// The flaps of one phase of `run` (its `[soak]` threshold and window),
+/// whether or not any flow dipped.
+pub fn of_phase(run: &RunResult, phase: &PhaseResult) -> PhaseFlaps {
+    let threshold_pct = run.scenario.soak.flap_pct();
+    let interval_s = run.scenario.run.interval.as_secs_f64();
+    let opened_ns = run.scenario.run.warmup.as_nanos() as f64;
     let flows = phase
         .flows
         .iter()

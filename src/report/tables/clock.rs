@@ -2,14 +2,21 @@
 //! every sample there includes one read (docs/METRICS.md, "What every
 //! host is"), which a reader comparing with perftest must know.
 
+use std::collections::BTreeSet;
+
 use crate::result::{PhaseResult, RunResult};
 
 /// `NOTE: …` when a host of the phase's latency flows reads its clock
 /// slowly; one entry per host.
 pub fn line(run: &RunResult, p: &PhaseResult) -> Option<String> {
-    let timed = |host: &str| p.flows.iter().any(|f| f.latency.is_some() && (f.src_host == host || f.dst_host == host));
+    let timed: BTreeSet<&str> = p
+        .flows
+        .iter()
+        .filter(|f| f.latency.is_some())
+        .flat_map(|f| [f.src_host.as_str(), f.dst_host.as_str()])
+        .collect();
     let mut slow: Vec<String> = Vec::new();
-    for probe in run.probes.iter().filter(|probe| timed(&probe.host)) {
+    for probe in run.probes.iter().filter(|probe| timed.contains(probe.host.as_str())) {
         let Some(clock) = probe.facts.as_ref().map(|f| &f.clock).filter(|c| c.is_slow()) else { continue };
         let said = format!(
             "{} ({:.0} ns a read, clocksource {})",
