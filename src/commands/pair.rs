@@ -55,7 +55,7 @@ fn prepare(args: &PairArgs) -> anyhow::Result<(run::Prepared, Launch)> {
         plan,
         hostfile_text: None,
         topology: None,
-        lldp: false,
+        gather: None,
         gate: None,
         scenario_plan: true,
     };

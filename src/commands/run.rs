@@ -35,6 +35,14 @@ pub fn plan(args: &PlanArgs) -> Result<(), Failure> {
     }
     let overrides = run::Overrides { topology: args.topology.table(), ..Default::default() };
     let (prepared, ..) = prepare(&args.inputs, &overrides).map_err(Failure::BadInput)?;
+    if let Some(run::Gather::Guids(read)) = &prepared.gather {
+        let unplaced = read.topology.check_placed(&prepared.hosts, &read.path).err();
+        return Err(Failure::BadInput(anyhow::anyhow!(
+            "{}; `run` places the HCAs of such a topology by the node GUIDs the hosts report, and `plan` starts \
+             no workers",
+            unplaced.map_or_else(|| format!("topology {}", read.path.display()), |e| e.to_string())
+        )));
+    }
     if args.json {
         return plan_json(&prepared);
     }
@@ -246,6 +254,16 @@ fn under_mpirun(args: &RunArgs, prepared: &run::Prepared, origin: &str) -> anyho
              gathers the hosts' LLDP neighbours in a launch of its own before the run is planned: run \
              `fabricbench run … --launcher mpirun` instead, or give a folder of `lldpctl -f json` files",
             me.rank
+        );
+    }
+    if let Some(run::Gather::Guids(read)) = &prepared.gather {
+        bail!(
+            "this is rank {} of an MPI job, where mpirun has started every rank for one run, and the topology {} \
+             places the hosts' HCAs by the node GUIDs they report, in a launch of its own before the run is \
+             planned: run `fabricbench run … --launcher mpirun` instead, or give the HCAs node descriptions that \
+             begin with their host's name (`node01 mlx5_0`)",
+            me.rank,
+            read.path.display()
         );
     }
     mpi::check(me, &prepared.hosts, origin, |ip| is_this_machine(&Host::named(&ip.to_string())))?;

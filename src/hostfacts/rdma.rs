@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sysfs::pcie::PcieLink;
 use crate::sysfs::{entries, text};
+use crate::topology::NodeGuid;
 
 /// One device of /sys/class/infiniband. Crosses the wire: no
 /// `skip_serializing_if` here.
@@ -36,6 +37,10 @@ pub struct RdmaDeviceFacts {
     /// virtual device and in runs made before it was read.
     #[serde(default)]
     pub pcie: Option<PcieLink>,
+    /// `node_guid`: what an ibnetdiscover dump names this HCA by (`None`
+    /// when absent, and in runs made before it was read).
+    #[serde(default)]
+    pub node_guid: Option<NodeGuid>,
     /// Network interfaces of the device (`device/net/*`; Soft-RoCE: `parent`).
     pub netdevs: Vec<String>,
     pub ports: Vec<PortFacts>,
@@ -88,6 +93,7 @@ fn device(dir: &Path, name: String) -> RdmaDeviceFacts {
         pci: text(&bus.join("uevent"))
             .and_then(|t| t.lines().find_map(|l| l.strip_prefix("PCI_SLOT_NAME=").map(str::to_string))),
         pcie: PcieLink::of(&bus),
+        node_guid: text(&dir.join("node_guid")).and_then(|g| g.parse().ok()),
         netdevs,
         ports,
     }
@@ -116,7 +122,7 @@ fn port(dir: &Path, port: u8) -> Option<PortFacts> {
 }
 
 impl fmt::Display for RdmaDeviceFacts {
-    /// `mlx5_0: driver mlx5_core, fw 20.39.1002, model MT4123 MT_0000000222 (0x15b3:0x101b) at 0000:3b:00.0, ib0`
+    /// `mlx5_0: driver mlx5_core, fw 20.39.1002, model MT4123 MT_0000000222 (0x15b3:0x101b) at 0000:3b:00.0, node GUID 0xb8cef60300f12a3c, ib0`
     /// and one line per port.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let or = |v: &Option<String>, none: &str| v.clone().unwrap_or_else(|| none.to_string());
@@ -133,6 +139,9 @@ impl fmt::Display for RdmaDeviceFacts {
         }
         if let Some(link) = &self.pcie {
             write!(f, " PCIe {link}")?;
+        }
+        if let Some(guid) = &self.node_guid {
+            write!(f, ", node GUID {guid}")?;
         }
         if !self.netdevs.is_empty() {
             write!(f, ", {}", self.netdevs.join(" "))?;

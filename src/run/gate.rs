@@ -138,7 +138,7 @@ fn looping(prepared: &Prepared, profile: &Profile) -> anyhow::Result<Prepared> {
     // The gate's phases are none of these: its result must not be read as a sweep or a congestion run.
     (scenario.sweep, scenario.congestion, scenario.stress) = (None, None, Vec::new());
     // Loopbacks cross no leaf: the gate's result has no leaf pairs.
-    Ok(Prepared { scenario, plan, topology: None, lldp: false, scenario_plan: false, ..prepared.clone() })
+    Ok(Prepared { scenario, plan, topology: None, gather: None, scenario_plan: false, ..prepared.clone() })
 }
 
 /// The gate's run without the hosts that failed: the same ranks less

@@ -74,7 +74,7 @@ async fn judged(
                 plan,
                 hostfile_text: None,
                 topology: None,
-                lldp: false,
+                gather: None,
                 gate: None,
                 scenario_plan: false,
             },

@@ -4,8 +4,8 @@
 //! worker, and keep every result measured, also when the run fails half-way.
 
 mod gate;
+mod gather;
 mod judge;
-mod lldp;
 mod overrides;
 pub mod record;
 pub(crate) mod signals;
@@ -30,12 +30,12 @@ use crate::result::gate::GateResult;
 use crate::result::intervals::Series;
 use crate::result::leaf_pairs::LeafPairs;
 use crate::result::{RunResult, RunStatus};
-use crate::scenario::topology::RunTopology;
+use crate::scenario::topology::{Loaded, RunTopology};
 use crate::scenario::{self, Scenario};
 use crate::worker::WorkerOutput;
 pub use gate::GateOptions;
+pub use gather::{gather, Gather, GatherError};
 pub use judge::{run_and_judge, JudgeOptions};
-pub use lldp::{gather, GatherError};
 pub use overrides::Overrides;
 use record::{Recorded, Recorder};
 use signals::{Signals, Stop};
@@ -69,11 +69,12 @@ pub struct Prepared {
     pub hostfile_text: Option<String>,
     /// `--topology` or the scenario's `[topology]`, placing every host.
     pub topology: Option<RunTopology>,
-    /// `--topology lldp`: the topology is still to be gathered from the
-    /// hosts' LLDP neighbours by a launch of its own ([`gather`]), and
-    /// `plan` holds the ranks only (no phases) until then; [`gather`] plans
-    /// the run on what they saw and clears this.
-    pub lldp: bool,
+    /// What is still to be learnt from the hosts by a launch of its own
+    /// ([`gather`]): the topology from their LLDP (`--topology lldp`), or
+    /// where the topology's HCAs are from their node GUIDs. `plan` holds the
+    /// ranks only (no phases) until then; [`gather`] plans the run on what
+    /// they reported and clears this.
+    pub gather: Option<Gather>,
     /// The node gate's verdict when one ran before this run (whose hosts
     /// are those that passed it): the result holds it from its start, so
     /// the journal's first line keeps it.
@@ -95,18 +96,29 @@ pub fn prepare(
     let (mut scenario, source) = scenario::read(scenario_file)?;
     overrides.apply(&mut scenario.run, &source)?;
     // The flag's path is the working directory's; the table's, the scenario file's folder's.
-    let topology = match (&overrides.topology, &scenario.topology) {
+    let table = match (&overrides.topology, &scenario.topology) {
         _ if overrides.lldp => None,
-        (Some(flag), _) => Some(flag.load(&hosts)?),
-        (None, Some(table)) => Some(table.beside(scenario_file).load(&hosts).map_err(|e| {
-            anyhow!("{} (with {origin})", source.describe(&scenario::Field::top("topology"), &e.to_string()))
-        })?),
+        (Some(flag), _) => Some((flag.clone(), None)),
+        (None, Some(table)) => Some((table.beside(scenario_file), Some(&source))),
         (None, None) => None,
     };
-    let plan = match overrides.lldp {
+    let (topology, gather) = match table {
+        None => (None, overrides.lldp.then_some(Gather::Lldp)),
+        Some((table, from_scenario)) => match table.load(&hosts) {
+            Ok(Loaded::Placed(placed)) => (Some(placed), None),
+            Ok(Loaded::ByGuid(read)) => (None, Some(Gather::Guids(read))),
+            Err(e) => match from_scenario {
+                None => return Err(e.into()),
+                Some(source) => {
+                    bail!("{} (with {origin})", source.describe(&scenario::Field::top("topology"), &e.to_string()))
+                }
+            },
+        },
+    };
+    let plan = match gather {
         // Pairs chosen by the topology wait for it: the ranks are all the gathering launch needs.
-        true => Plan { ranks: plan::ranks_of(&hosts), phases: Vec::new() },
-        false => plan_on(&hosts, &scenario, topology.as_ref())
+        Some(_) => Plan { ranks: plan::ranks_of(&hosts), phases: Vec::new() },
+        None => plan_on(&hosts, &scenario, topology.as_ref())
             .map_err(|bad| anyhow!("{} (with {origin})", source.explain(&bad)))?,
     };
     Ok(Prepared {
@@ -115,9 +127,9 @@ pub fn prepare(
         hosts,
         plan,
         hostfile_text: None,
-        scenario_plan: topology.is_none() && !overrides.lldp,
+        scenario_plan: topology.is_none() && gather.is_none(),
         topology,
-        lldp: overrides.lldp,
+        gather,
         gate: None,
     })
 }
@@ -147,7 +159,7 @@ async fn run_with(
     launch: &Launch,
     opts: &RunOptions,
     recorder: &mut dyn Recorder,
-    gathering: Option<&mut lldp::Gathering>,
+    gathering: Option<&mut gather::Gathering>,
 ) -> anyhow::Result<RunResult> {
     let mut result = RunResult::new(
         prepared.scenario_file.display().to_string(),
@@ -319,7 +331,7 @@ struct Sink<'a> {
     result: &'a mut RunResult,
     recorder: &'a mut dyn Recorder,
     /// The gathering launch of `--topology lldp`: the hosts' neighbours.
-    gathering: Option<&'a mut lldp::Gathering>,
+    gathering: Option<&'a mut gather::Gathering>,
 }
 
 impl Sink<'_> {

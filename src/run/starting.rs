@@ -21,7 +21,7 @@ use crate::worker::relay::member_spec;
 use crate::worker::srun::{CoordinatorAt, SrunSpec};
 use crate::worker::{JobSpec, Role, WorkerOutput};
 
-use super::{next_output, Events, Prepared, RunOptions, EXIT_GRACE};
+use super::{next_output, Events, Gather, Prepared, RunOptions, EXIT_GRACE};
 
 /// How long rank 0 may take to start listening.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -106,7 +106,7 @@ fn rank0_spec(prepared: &Prepared, port: u16, job: u64, token: &str) -> JobSpec 
             plan: Box::new(prepared.plan.clone()),
             window: Window::of(&prepared.scenario.run),
             port,
-            lldp: prepared.lldp,
+            lldp: matches!(prepared.gather, Some(Gather::Lldp)),
         },
         relay: None,
         devices: host0.devices.clone(),
@@ -123,7 +123,7 @@ fn step_spec(prepared: &Prepared, port: u16, job: u64, token: &str, hosts: Optio
         scenario: prepared.scenario.clone(),
         phases: (!prepared.scenario_plan).then(|| prepared.plan.phases.clone()),
         port,
-        lldp: prepared.lldp,
+        lldp: matches!(prepared.gather, Some(Gather::Lldp)),
     }
 }
 

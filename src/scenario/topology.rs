@@ -35,12 +35,29 @@ impl TopologyTable {
     }
 
     /// Reads the topology and checks that it places every rank of `ranks`
-    /// (each rank's host, in rank order).
-    pub fn load(&self, ranks: &[Host]) -> Result<RunTopology, TopologyError> {
+    /// (each rank's host, in rank order), or can once the hosts report
+    /// their HCAs' node GUIDs.
+    pub fn load(&self, ranks: &[Host]) -> Result<Loaded, TopologyError> {
         let topology = topology::read(&self.file, self.format)?;
-        topology.check_placed(ranks, &self.file)?;
-        Ok(RunTopology { path: self.file.clone(), topology })
+        let placed = topology.check_placed(ranks, &self.file);
+        let read = RunTopology { path: self.file.clone(), topology };
+        match placed {
+            Ok(()) => Ok(Loaded::Placed(read)),
+            Err(_) if read.topology.names_guids() => Ok(Loaded::ByGuid(read)),
+            Err(unplaced) => Err(unplaced),
+        }
     }
+}
+
+/// A topology read for a run's ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loaded {
+    /// It places every rank.
+    Placed(RunTopology),
+    /// Its node descriptions do not place every rank, and it names its
+    /// HCAs by node GUID (ibnetdiscover): the run places them by the GUIDs
+    /// its hosts report before it is planned.
+    ByGuid(RunTopology),
 }
 
 /// The topology a run uses, and the file it came from (for messages).

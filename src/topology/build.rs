@@ -64,10 +64,9 @@ impl Builder {
         Ok(())
     }
 
-    /// Attaches `host` to `leaf` (a switch already defined), by `nic` on
-    /// the leaf's `port` where the input says; a NIC given twice is kept once.
-    pub fn attach(&mut self, host: &str, leaf: &str, nic: Option<&str>, port: Option<u32>) {
-        let attachment = Attachment { leaf: SwitchName(leaf.to_string()), nic: nic.map(str::to_string), port };
+    /// Attaches `host` to the attachment's leaf (a switch already
+    /// defined); a NIC given twice is kept once.
+    pub fn attach(&mut self, host: &str, attachment: Attachment) {
         let on = self.hosts.entry(host.to_string()).or_default();
         if !on.contains(&attachment) {
             on.push(attachment);

@@ -2,12 +2,17 @@
 //! HCA, each port line naming its peer by GUID (`"S-…"`, `"H-…"`) with the
 //! peer's node description after `#`. A switch is named by its node
 //! description (`MF0;leaf1:MSB7700/U1` → `leaf1`); a host by the first word
-//! of its HCA's (`node01 mlx5_0`: host node01, NIC mlx5_0).
+//! of its HCA's (`node01 mlx5_0`: host node01, NIC mlx5_0), and every HCA
+//! port keeps its node GUID, by which a run places the HCAs whose
+//! descriptions name no host. Those are named by their id
+//! (`H-0002c90300a1b2c0`): an HCA without a description, and HCAs of one
+//! description (the firmware's `MT4123 ConnectX6 Mellanox Technologies`
+//! where nothing set them), which cannot all be one host's one NIC.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::{Builder, Problem, TopologyError};
+use super::{Attachment, Builder, NodeGuid, Problem, TopologyError};
 
 /// One node block's header.
 struct Node<'a> {
@@ -39,6 +44,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
         }
     }
     let mut current: Option<Node> = None;
+    let mut hcas: Vec<(&str, Attachment)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if let Some(node) = header(line).map_err(|d| at(i + 1, d))? {
             current = Some(node);
@@ -58,15 +64,40 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
             if (node.guid, port.port) < (peer, port.peer_port) {
                 builder.link(me, other, i + 1);
             }
-        } else if port.peer.starts_with("H-") {
+        } else if let Some(id) = port.peer.strip_prefix("H-") {
+            let guid: NodeGuid = id.parse().map_err(|_| at(i + 1, BadLine::NodeId(port.peer.to_string())))?;
             let mut words = port.description.split_whitespace();
-            let Some(host) = words.next() else {
-                return Err(at(i + 1, BadLine::NoDescription { port: port.port }));
-            };
-            builder.attach(host, me, words.next(), Some(port.port));
+            let host = words.next().unwrap_or(port.peer);
+            hcas.push((
+                host,
+                Attachment { port: Some(port.port), guid: Some(guid), ..Attachment::on(me, words.next()) },
+            ));
         }
     }
+    for (host, attachment) in named(hcas) {
+        builder.attach(&host, attachment);
+    }
     Ok(builder)
+}
+
+/// Each HCA port's host as its description names it, or as its id where
+/// the description is also another HCA's.
+fn named(hcas: Vec<(&str, Attachment)>) -> impl Iterator<Item = (String, Attachment)> + '_ {
+    let mut guids: BTreeMap<(&str, Option<&str>), BTreeSet<NodeGuid>> = BTreeMap::new();
+    for (host, a) in &hcas {
+        guids.entry((host, a.nic.as_deref())).or_default().extend(a.guid);
+    }
+    let shared: BTreeSet<(String, Option<String>)> = guids
+        .into_iter()
+        .filter(|(_, g)| g.len() > 1)
+        .map(|((host, nic), _)| (host.to_string(), nic.map(str::to_string)))
+        .collect();
+    hcas.into_iter().map(move |(host, a)| match a.guid {
+        Some(guid) if shared.contains(&(host.to_string(), a.nic.clone())) => {
+            (format!("H-{:016x}", guid.0), Attachment { nic: None, ..a })
+        }
+        _ => (host.to_string(), a),
+    })
 }
 
 /// `Switch 36 "S-7cfe…" # "leaf1" …` or `Ca 1 "H-0002…" # "node01 mlx5_0"`;
@@ -126,8 +157,6 @@ enum BadLine {
     NodeId(String),
     #[error("port [{port}] names switch S-{peer}, which has no Switch block")]
     UnknownSwitch { port: u32, peer: String },
-    #[error("port [{port}]: the HCA has no node description (`# \"host mlx5_0\"`); its host cannot be named")]
-    NoDescription { port: u32 },
 }
 
 /// Mellanox switches describe themselves as `MF0;NAME:MODEL/U1`: the name
@@ -164,7 +193,27 @@ mod tests {
         assert!(e.starts_with("f.txt:2: not a node header"), "{e}");
         let e = error("Switch 36 \"S-01\" # \"leaf1\"\n[1] \"S-09\"[1] # \"x\"\n");
         assert_eq!(e, "f.txt:2: port [1] names switch S-09, which has no Switch block");
-        let e = error("Switch 36 \"S-01\" # \"leaf1\"\n[1] \"H-02\"[1](03) # \"\" lid 4\n");
-        assert!(e.starts_with("f.txt:2: port [1]: the HCA has no node description"), "{e}");
+        let e = error("Switch 36 \"S-01\" # \"leaf1\"\n[1] \"H-node01\"[1](03) # \"node01\" lid 4\n");
+        assert_eq!(e, "f.txt:2: `H-node01` is not a node id like \"S-7cfe900300a5a2a0\"");
+    }
+
+    #[test]
+    fn hcas_sharing_one_description_are_named_by_their_ids() {
+        let text = "Switch 36 \"S-01\" # \"leaf1\"\n[1] \"H-0a\"[1](0) # \"MT4123 ConnectX6 Mellanox\"\n\
+                    [2] \"H-0b\"[1](0) # \"MT4123 ConnectX6 Mellanox\"\n[3] \"H-0c\"[1](0) # \"node03 mlx5_0\"\n";
+        let topology = parse(text, Path::new("f.txt")).unwrap().finish(Path::new("f.txt")).unwrap();
+        let hosts: Vec<&str> = topology.hosts.keys().map(String::as_str).collect();
+        assert_eq!(hosts, ["H-000000000000000a", "H-000000000000000b", "node03"]);
+        assert_eq!(topology.hosts["H-000000000000000a"][0].nic, None);
+        assert_eq!(topology.hosts["node03"][0].nic.as_deref(), Some("mlx5_0"));
+    }
+
+    #[test]
+    fn an_hca_without_a_description_is_named_by_its_id_and_keeps_its_guid() {
+        let text = "Switch 36 \"S-01\" # \"leaf1\"\n[3] \"H-0002c90300a1b2c0\"[1](03) # \"\" lid 4\n";
+        let topology = parse(text, Path::new("f.txt")).unwrap().finish(Path::new("f.txt")).unwrap();
+        let attached = &topology.hosts["H-0002c90300a1b2c0"];
+        assert_eq!(attached[0].guid, Some(NodeGuid(0x0002_c903_00a1_b2c0)));
+        assert_eq!((attached[0].nic.as_deref(), attached[0].port), (None, Some(3)));
     }
 }

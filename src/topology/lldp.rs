@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{read_text, toml_form, Builder, Problem, Topology, TopologyError};
+use super::{read_text, toml_form, Attachment, Builder, Problem, Topology, TopologyError};
 
 /// Most host files one folder may hold (as many as a hostfile's hosts).
 const MAX_FILES: usize = crate::hostfile::MAX_HOSTS;
@@ -94,7 +94,7 @@ fn add_text(text: &str, file: &Path, host: &str, builder: &mut Builder) -> Resul
             return Err(at(line, BadLldp::NoChassis(nic.to_string())));
         };
         builder.switch(chassis, line).map_err(|problem| TopologyError::Line { path: file.into(), line, problem })?;
-        builder.attach(host, chassis, Some(nic), None);
+        builder.attach(host, Attachment::on(chassis, Some(nic)));
     }
     Ok(())
 }

@@ -7,6 +7,8 @@
 //! every other switch a spine, and every link joins a leaf to a spine.
 
 mod build;
+mod by_guid;
+mod guid;
 mod ibnet;
 mod lldp;
 mod toml_form;
@@ -18,6 +20,8 @@ use std::path::{Path, PathBuf};
 
 use build::Builder;
 pub use build::Problem;
+pub use by_guid::{GuidClash, ReportedHca};
+pub use guid::{BadGuid, NodeGuid};
 
 use crate::hostfile::Host;
 
@@ -55,9 +59,18 @@ pub struct Attachment {
     pub nic: Option<String>,
     /// The leaf's port its cable goes to, when the input says (ibnetdiscover).
     pub port: Option<u32>,
+    /// The HCA's node GUID, when the input says (ibnetdiscover): what
+    /// places it where its node description names no host
+    /// ([`Topology::place_by_guid`]).
+    pub guid: Option<NodeGuid>,
 }
 
 impl Attachment {
+    /// A NIC (or a whole host, `nic` `None`) cabled to `leaf`, port and GUID unknown.
+    pub fn on(leaf: &str, nic: Option<&str>) -> Attachment {
+        Attachment { leaf: SwitchName(leaf.to_string()), nic: nic.map(str::to_string), port: None, guid: None }
+    }
+
     /// Where its cable goes, as `plan --topology` and suspects say it:
     /// `rail3 port 17`, or the leaf alone.
     pub fn cable_end(&self) -> String {
@@ -162,7 +175,7 @@ pub enum TopologyError {
     #[error(
         "host `{host}` of the hostfile is not placed by the topology {path}: attach it to a leaf \
          (TOML: add it to a leaf's `hosts`; ibnetdiscover: its HCA's node description begins with \
-         the host name; LLDP: give {host}.json)"
+         the host name, or its HCA's node GUID is that of a device the host reports; LLDP: give {host}.json)"
     )]
     Unplaced { path: PathBuf, host: String },
     #[error(

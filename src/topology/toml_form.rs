@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{Builder, Problem, TopologyError};
+use super::{Attachment, Builder, Problem, TopologyError};
 use crate::hostfile;
 
 #[derive(Deserialize)]
@@ -68,13 +68,13 @@ pub(super) fn parse(text: &str, path: &Path, mut builder: Builder) -> Result<Bui
         let line = table_line(text, name);
         if let Some(hosts) = &table.hosts {
             let names = hostfile::expand(hosts).map_err(|p| at(line, Problem::Hostlist(p)))?;
-            names.iter().for_each(|host| builder.attach(host, name, None, None));
+            names.iter().for_each(|host| builder.attach(host, Attachment::on(name, None)));
         }
         let entries = table.nics.as_ref().map(nic_entries).transpose().map_err(|p| at(line, p))?;
         for entry in entries.unwrap_or_default() {
             let (hosts, nics) = nic_entry(entry).map_err(|p| at(line, p))?;
             for host in &hosts {
-                nics.iter().for_each(|nic| builder.attach(host, name, Some(nic), None));
+                nics.iter().for_each(|nic| builder.attach(host, Attachment::on(name, Some(nic))));
             }
         }
         table.links.iter().for_each(|other| builder.link(name, other, line));

@@ -59,6 +59,7 @@ mod testbed_scenarios;
 mod testbed_slurm;
 mod testbed_ssh;
 mod topology;
+mod topology_by_guid;
 mod topology_gathered;
 mod topology_patterns;
 mod traffic_class;
