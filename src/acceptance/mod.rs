@@ -298,22 +298,33 @@ mod tests {
     }
 
     #[test]
-    fn an_uplink_slow_only_into_its_leaf_is_named_with_that_way() {
-        // Ranks 4 and 5 are leaf3's hosts; its uplink is slow spine1 → leaf3 only.
-        let nodes = switches::tests::Nodes::new("uneven.toml");
-        let on3 = |r: usize| r / 2 == 2;
-        let run = all_pairs(8, |src, dst| if !on3(src) && on3(dst) { 4.0 } else { 10.0 });
-        let a = judge(&run, &spec(&["flow >= 9 Gb/s"], None), Some(&nodes)).unwrap();
-        let [Suspect { kind: SuspectKind::Uplink { uplinks, one_way, .. }, evidence, .. }] = &a.suspects[..] else {
-            panic!("one uplink suspect: {:?}", a.suspects)
-        };
-        assert_eq!(uplinks, &[switches::tests::up("leaf3", "spine1")]);
-        let spine_to_leaf3 = Way { from: SwitchName("spine1".into()), to: SwitchName("leaf3".into()) };
-        assert_eq!(one_way, &[spine_to_leaf3]);
-        assert!(evidence.contains("; only flows going spine1 → leaf3 failed, the other way passed;"), "{evidence}");
-        let json = serde_json::to_string(&a).unwrap();
-        assert!(json.contains(r#""one_way":[{"from":"spine1","to":"leaf3"}]"#), "{json}");
-        assert_eq!(serde_json::from_str::<Acceptance>(&json).unwrap(), a, "run.json reads back");
+    fn an_uplink_slow_only_into_its_leaf_is_named_with_that_way_and_its_cable() {
+        // Ranks 4 and 5 are leaf3's hosts; its uplink is slow spine1 → leaf3 only. The TOML
+        // form names no port; ibnetdiscover's names the uplink's one cable, leaf3 port 35 ↔ spine1 port 3.
+        for (form, cable) in [("uneven.toml", None), ("uneven.ibnetdiscover", Some("leaf3 port 35 ↔ spine1 port 3"))]
+        {
+            let nodes = switches::tests::Nodes::new(form);
+            let on3 = |r: usize| r / 2 == 2;
+            let run = all_pairs(8, |src, dst| if !on3(src) && on3(dst) { 4.0 } else { 10.0 });
+            let a = judge(&run, &spec(&["flow >= 9 Gb/s"], None), Some(&nodes)).unwrap();
+            let [Suspect { kind: SuspectKind::Uplink { uplinks, one_way, cables, .. }, evidence, .. }] =
+                &a.suspects[..]
+            else {
+                panic!("{form}: one uplink suspect: {:?}", a.suspects)
+            };
+            assert_eq!(uplinks, &[switches::tests::up("leaf3", "spine1")]);
+            let spine_to_leaf3 = Way { from: SwitchName("spine1".into()), to: SwitchName("leaf3".into()) };
+            assert_eq!(one_way, &[spine_to_leaf3]);
+            assert!(evidence.contains("; only flows going spine1 → leaf3 failed, the other way passed;"), "{evidence}");
+            assert_eq!(cables.iter().map(ToString::to_string).collect::<Vec<_>>(), Vec::from_iter(cable), "{form}");
+            let told = cable.map(|c| format!("; it is one cable, {c};"));
+            assert_eq!(told.as_ref().map(|t| evidence.contains(t.as_str())), cable.map(|_| true), "{evidence}");
+            let json = serde_json::to_string(&a).unwrap();
+            assert!(json.contains(r#""one_way":[{"from":"spine1","to":"leaf3"}]"#), "{json}");
+            let ports = r#""cables":[{"leaf":"leaf3","spine":"spine1","leaf_port":35,"spine_port":3}]"#;
+            assert_eq!(json.contains(ports), cable.is_some(), "{json}");
+            assert_eq!(serde_json::from_str::<Acceptance>(&json).unwrap(), a, "run.json reads back");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! [`Fabric`] answers it; tests answer it from a fixture alone.
 
 use crate::plan::Fabric;
-use crate::topology::{SwitchName, Uplink};
+use crate::topology::{SwitchName, Uplink, UplinkCable};
 
 /// The paths between the ranks of a run: each rank's leaf and the uplinks
 /// the path between two ranks may cross.
@@ -17,6 +17,8 @@ pub trait Paths {
     fn uplinks(&self, a: usize, b: usize) -> Vec<Uplink>;
     /// How many cables join an uplink's leaf and spine.
     fn cables(&self, uplink: &Uplink) -> Option<u32>;
+    /// The cables of an uplink by their ports, where the topology names them.
+    fn cable_ports(&self, uplink: &Uplink) -> Vec<UplinkCable>;
 }
 
 impl Paths for Fabric<'_> {
@@ -34,5 +36,9 @@ impl Paths for Fabric<'_> {
 
     fn cables(&self, uplink: &Uplink) -> Option<u32> {
         self.topology().uplinks.get(uplink).copied()
+    }
+
+    fn cable_ports(&self, uplink: &Uplink) -> Vec<UplinkCable> {
+        self.topology().cables_of(uplink).cloned().collect()
     }
 }

@@ -12,7 +12,7 @@ use crate::acceptance::switches::{localise_on, one_way, Flow};
 use crate::result::limit::{most_often, MostHeld};
 use crate::result::{CheckOutcome, Checked, NicEnd, Retest, RunResult, Suspect, SuspectKind, UplinkOutcome, Verdict};
 use crate::scenario::{Mode, Pattern};
-use crate::topology::Uplink;
+use crate::topology::{Uplink, UplinkCable};
 
 /// One measured link's failures.
 struct Tally {
@@ -200,6 +200,43 @@ impl Evidence<'_> {
         (1, Box::new(on), kind, evidence)
     }
 
+    /// An uplink suspect (or one of several): the failing links it
+    /// explains, the way they failed where one way did, and its cables
+    /// where the topology names their ports.
+    fn uplink(&self, uplinks: Vec<Uplink>, links: Vec<RankPair>) -> (u8, OnLink, SuspectKind, String) {
+        let pairs: Vec<[usize; 2]> = links.iter().map(|l| l.ends()).collect();
+        let one_way = self.paths.map(|p| one_way(&uplinks, &links, &self.flows(), p)).unwrap_or_default();
+        let cables: Vec<UplinkCable> =
+            self.paths.map(|p| uplinks.iter().flat_map(|u| p.cable_ports(u)).collect()).unwrap_or_default();
+        let on = move |a: usize, b: usize| links.contains(&RankPair::of(a, b));
+        let which = match uplinks.len() {
+            1 => "all may cross this uplink and no host explains them".to_string(),
+            n => format!("all may cross any of these {n} uplinks, which their paths cannot tell apart"),
+        };
+        let mut evidence = format!("{} links between leaves failed {}: {which}", pairs.len(), self.rules_of(&on));
+        if !one_way.is_empty() {
+            let named: Vec<String> = one_way.iter().map(ToString::to_string).collect();
+            let _ = write!(evidence, "; only flows going {} failed, the other way passed", named.join(" or "));
+        }
+        match &cables[..] {
+            [] => {}
+            [one] => {
+                let _ = write!(evidence, "; it is one cable, {one}");
+            }
+            several => {
+                let named: Vec<String> = several.iter().map(ToString::to_string).collect();
+                let _ = write!(
+                    evidence,
+                    "; its {} cables ({}) each carry some of the flows, which the paths cannot tell apart: their \
+                     switch ports' counters can",
+                    several.len(),
+                    named.join(", ")
+                );
+            }
+        }
+        (2, Box::new(on), SuspectKind::Uplink { uplinks, pairs, one_way, cables }, evidence)
+    }
+
     /// The suspect of a finding and its sort key.
     fn suspect(&self, finding: Finding) -> ((u8, f64), Suspect) {
         let (order, on, kind, evidence): (u8, OnLink, SuspectKind, String) = match finding {
@@ -225,22 +262,7 @@ impl Evidence<'_> {
                 );
                 (1, Box::new(on), kind, evidence)
             }
-            Finding::Uplinks { uplinks, links } => {
-                let pairs: Vec<[usize; 2]> = links.iter().map(|l| l.ends()).collect();
-                let one_way = self.paths.map(|p| one_way(&uplinks, &links, &self.flows(), p)).unwrap_or_default();
-                let on = move |a: usize, b: usize| links.contains(&RankPair::of(a, b));
-                let which = match uplinks.len() {
-                    1 => "all may cross this uplink and no host explains them".to_string(),
-                    n => format!("all may cross any of these {n} uplinks, which their paths cannot tell apart"),
-                };
-                let mut evidence =
-                    format!("{} links between leaves failed {}: {which}", pairs.len(), self.rules_of(&on));
-                if !one_way.is_empty() {
-                    let named: Vec<String> = one_way.iter().map(ToString::to_string).collect();
-                    let _ = write!(evidence, "; only flows going {} failed, the other way passed", named.join(" or "));
-                }
-                (2, Box::new(on), SuspectKind::Uplink { uplinks, pairs, one_way }, evidence)
-            }
+            Finding::Uplinks { uplinks, links } => self.uplink(uplinks, links),
             Finding::Link(RankPair { low: a, high: b }) => {
                 let on = move |x: usize, y: usize| (x, y) == (a, b);
                 let evidence = format!("this link failed {}", self.rules_of(&on));

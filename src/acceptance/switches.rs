@@ -240,6 +240,9 @@ pub(crate) mod tests {
         fn cables(&self, uplink: &Uplink) -> Option<u32> {
             self.0.uplinks.get(uplink).copied()
         }
+        fn cable_ports(&self, uplink: &Uplink) -> Vec<crate::topology::UplinkCable> {
+            self.0.cables_of(uplink).cloned().collect()
+        }
     }
 
     pub(crate) fn up(leaf: &str, spine: &str) -> Uplink {

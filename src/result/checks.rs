@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::FlowId;
 use crate::result::PhaseResult;
 use crate::scenario::Rule;
-use crate::topology::{SwitchName, Uplink, Way};
+use crate::topology::{SwitchName, Uplink, UplinkCable, Way};
 
 /// How the run measured up to its checks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -166,11 +166,16 @@ pub enum SuspectKind {
     /// them apart (`pairs`: the links it explains, by rank).
     /// `one_way`: the way along it (`spine1 → leaf2`) every failing flow
     /// may have gone while the other way passed, where the flows say so.
+    /// `cables`: the cables of those uplinks by their switch ports, where
+    /// the topology names them (ibnetdiscover); one cable is the suspect
+    /// itself.
     Uplink {
         uplinks: Vec<Uplink>,
         pairs: Vec<[usize; 2]>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         one_way: Vec<Way>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cables: Vec<UplinkCable>,
     },
     /// With a topology: every host on this leaf (`ranks`) failed every link,
     /// their same-leaf links too: the switch, not each host.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{Attachment, Level, SwitchName, Topology, TopologyError, Uplink, MAX_SWITCHES};
+use super::{Attachment, Level, SwitchName, Topology, TopologyError, Uplink, UplinkCable, MAX_SWITCHES};
 use crate::hostfile;
 
 /// What a valid topology is, for messages.
@@ -41,6 +41,8 @@ struct Link {
     a: SwitchName,
     b: SwitchName,
     line: usize,
+    /// The ports of `a` and `b` it joins, where the input names them.
+    ports: Option<(u32, u32)>,
 }
 
 /// The topology while an input is read.
@@ -76,7 +78,13 @@ impl Builder {
     /// One link between `a` and `b`; which is the leaf is known once every
     /// host is attached.
     pub fn link(&mut self, a: &str, b: &str, line: usize) {
-        self.links.push(Link { a: SwitchName(a.to_string()), b: SwitchName(b.to_string()), line });
+        self.links.push(Link { a: SwitchName(a.to_string()), b: SwitchName(b.to_string()), line, ports: None });
+    }
+
+    /// [`Builder::link`] from port `a_port` of `a` to port `b_port` of `b`.
+    pub fn cable(&mut self, (a, a_port): (&str, u32), (b, b_port): (&str, u32), line: usize) {
+        self.link(a, b, line);
+        self.links.last_mut().expect("just pushed").ports = Some((a_port, b_port));
     }
 
     /// The topology: a switch with hosts is a leaf, any other a spine;
@@ -93,7 +101,7 @@ impl Builder {
             .keys()
             .map(|name| (name.clone(), if leaf(name) { Level::Leaf } else { Level::Spine }))
             .collect();
-        let mut uplinks = BTreeMap::new();
+        let (mut uplinks, mut cables) = (BTreeMap::new(), Vec::new());
         for link in self.links {
             for end in [&link.a, &link.b] {
                 if !switches.contains_key(end) {
@@ -103,16 +111,21 @@ impl Builder {
             if link.a == link.b {
                 return Err(at(link.line, Problem::SelfLink { name: link.a.0 }));
             }
-            let uplink = match (switches[&link.a], switches[&link.b]) {
-                (Level::Leaf, Level::Spine) => Uplink { leaf: link.a, spine: link.b },
-                (Level::Spine, Level::Leaf) => Uplink { leaf: link.b, spine: link.a },
+            let flip = |(a, b): (u32, u32)| (b, a);
+            let (uplink, ports) = match (switches[&link.a], switches[&link.b]) {
+                (Level::Leaf, Level::Spine) => (Uplink { leaf: link.a, spine: link.b }, link.ports),
+                (Level::Spine, Level::Leaf) => (Uplink { leaf: link.b, spine: link.a }, link.ports.map(flip)),
                 (same, _) => {
                     let level = if same == Level::Leaf { "leaves (switches with hosts)" } else { "spines" };
                     return Err(at(link.line, Problem::SameLevel { a: link.a, b: link.b, level }));
                 }
             };
+            if let Some((leaf_port, spine_port)) = ports {
+                cables.push(UplinkCable { uplink: uplink.clone(), leaf_port, spine_port });
+            }
             *uplinks.entry(uplink).or_insert(0) += 1;
         }
-        Ok(Topology { switches, hosts: self.hosts, uplinks })
+        cables.sort();
+        Ok(Topology { switches, hosts: self.hosts, uplinks, cables })
     }
 }

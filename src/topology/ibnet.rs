@@ -62,7 +62,7 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
             };
             // Both ends print the link: count it from its lower end only.
             if (node.guid, port.port) < (peer, port.peer_port) {
-                builder.link(me, other, i + 1);
+                builder.cable((me, port.port), (other, port.peer_port), i + 1);
             }
         } else if let Some(id) = port.peer.strip_prefix("H-") {
             let guid: NodeGuid = id.parse().map_err(|_| at(i + 1, BadLine::NodeId(port.peer.to_string())))?;
@@ -195,6 +195,20 @@ mod tests {
         assert_eq!(e, "f.txt:2: port [1] names switch S-09, which has no Switch block");
         let e = error("Switch 36 \"S-01\" # \"leaf1\"\n[1] \"H-node01\"[1](03) # \"node01\" lid 4\n");
         assert_eq!(e, "f.txt:2: `H-node01` is not a node id like \"S-7cfe900300a5a2a0\"");
+    }
+
+    #[test]
+    fn each_uplink_cable_keeps_its_switch_ports() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/rails.ibnetdiscover");
+        let topology = super::super::read(&path, None).unwrap();
+        let cables: Vec<String> = topology.cables.iter().map(ToString::to_string).collect();
+        let expected = [
+            "rail0 port 39 ↔ spine1 port 1",
+            "rail0 port 40 ↔ spine1 port 2",
+            "rail1 port 39 ↔ spine1 port 3",
+            "rail1 port 40 ↔ spine1 port 4",
+        ];
+        assert_eq!(cables, expected);
     }
 
     #[test]

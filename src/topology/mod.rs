@@ -94,6 +94,24 @@ impl fmt::Display for Uplink {
     }
 }
 
+/// One cable of an uplink, by the ports at its two ends, where the input
+/// names them (ibnetdiscover): what an operator replaces or reads the
+/// counters of (`perfquery`), where the uplink is several cables.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct UplinkCable {
+    #[serde(flatten)]
+    pub uplink: Uplink,
+    pub leaf_port: u32,
+    pub spine_port: u32,
+}
+
+impl fmt::Display for UplinkCable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Uplink { leaf, spine } = &self.uplink;
+        write!(f, "{leaf} port {} ↔ {spine} port {}", self.leaf_port, self.spine_port)
+    }
+}
+
 /// One way along an uplink's cables, leaf to spine or spine to leaf: a bad
 /// optic or a port shaped one way slows only the traffic going that way.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -124,6 +142,8 @@ pub struct Topology {
     pub hosts: BTreeMap<String, Vec<Attachment>>,
     /// How many links join each leaf to each spine (at least one).
     pub uplinks: BTreeMap<Uplink, u32>,
+    /// Each uplink cable whose ports the input names, in order.
+    pub cables: Vec<UplinkCable>,
 }
 
 /// What a path from one host to another crosses.
@@ -298,6 +318,11 @@ impl Topology {
         uplinks.sort();
         uplinks.dedup();
         (!uplinks.is_empty()).then_some(Route { hops: 4, uplinks })
+    }
+
+    /// The cables of `uplink` whose ports the input names.
+    pub fn cables_of<'t>(&'t self, uplink: &'t Uplink) -> impl Iterator<Item = &'t UplinkCable> {
+        self.cables.iter().filter(move |c| &c.uplink == uplink)
     }
 
     fn spines(&self) -> impl Iterator<Item = &SwitchName> {

@@ -59,10 +59,11 @@ pub fn suspect(s: &Suspect) -> String {
         },
         SuspectKind::Link { a_host, b_host, .. } => format!("link {a_host} – {b_host}"),
         SuspectKind::Fabric => "the fabric".to_string(),
-        SuspectKind::Uplink { uplinks, one_way, .. } => {
-            let named = match &uplinks[..] {
-                [one] => format!("uplink {one}"),
-                several => format!("one of uplinks {}", listed(several, ", ")),
+        SuspectKind::Uplink { uplinks, one_way, cables, .. } => {
+            let named = match (&uplinks[..], &cables[..]) {
+                ([_], [cable]) => format!("uplink cable {cable}"),
+                ([one], _) => format!("uplink {one}"),
+                (several, _) => format!("one of uplinks {}", listed(several, ", ")),
             };
             match one_way.is_empty() {
                 true => named,
@@ -91,7 +92,7 @@ pub fn retest(r: &Retest) -> String {
 mod tests {
     use super::*;
     use crate::result::NicEnd;
-    use crate::topology::{SwitchName, Uplink, Way};
+    use crate::topology::{SwitchName, Uplink, UplinkCable, Way};
 
     fn suspect_of(kind: SuspectKind) -> Suspect {
         Suspect { kind, evidence: String::new(), retest: Retest::NotRun { reason: "not retested".into() } }
@@ -103,6 +104,7 @@ mod tests {
             uplinks: uplinks.iter().map(|&(leaf, spine)| Uplink { leaf: name(leaf), spine: name(spine) }).collect(),
             pairs: vec![[0, 4]],
             one_way: one_way.iter().map(|&(from, to)| Way { from: name(from), to: name(to) }).collect(),
+            cables: Vec::new(),
         })
     }
 
@@ -142,5 +144,22 @@ mod tests {
             suspect(&two),
             "one of uplinks leaf1 ↔ spine1, leaf2 ↔ spine1 (leaf1 → spine1 or spine1 → leaf2 only)"
         );
+    }
+
+    #[test]
+    fn an_uplink_of_one_cable_is_named_as_that_cable() {
+        let with = |ports: &[(u32, u32)]| {
+            let mut one = uplink_suspect(&[("leaf3", "spine1")], &[("spine1", "leaf3")]);
+            let SuspectKind::Uplink { uplinks, cables, .. } = &mut one.kind else { unreachable!() };
+            let uplink = &uplinks[0];
+            cables.extend(ports.iter().map(|&(leaf_port, spine_port)| UplinkCable {
+                uplink: uplink.clone(),
+                leaf_port,
+                spine_port,
+            }));
+            suspect(&one)
+        };
+        assert_eq!(with(&[(35, 3)]), "uplink cable leaf3 port 35 ↔ spine1 port 3 (spine1 → leaf3 only)");
+        assert_eq!(with(&[(35, 3), (36, 4)]), "uplink leaf3 ↔ spine1 (spine1 → leaf3 only)", "two cables: the uplink");
     }
 }
