@@ -174,17 +174,17 @@ fn two_vms(test: &str) -> Option<(String, String)> {
 
 /// A write flow from this VM (rank 1) to the peer (rank 0) with `rdma` as its table.
 fn vm_run(bench: &Bench, peer: &str, here: &str, rdma: &str) -> serde_json::Value {
-    vm_run_on(bench, &format!("{peer}\n{here}\n"), rdma)
+    vm_run_on(bench, &format!("{peer}\n{here}\n"), "[[1, 0]]", rdma)
 }
 
-/// [`vm_run`] on the hostfile `hosts` (rank 0 the peer, rank 1 this VM).
-fn vm_run_on(bench: &Bench, hosts: &str, rdma: &str) -> serde_json::Value {
+/// Write flows `flows` on the hostfile `hosts` (rank 0 the peer, rank 1 this VM).
+fn vm_run_on(bench: &Bench, hosts: &str, flows: &str, rdma: &str) -> serde_json::Value {
     let hosts = bench.write("hosts", hosts);
     let scenario = bench.write(
         "cm.toml",
         &format!(
             "[run]\nduration = \"1s\"\nwarmup = \"200ms\"\ninterval = \"500ms\"\n\n[[group]]\nname = \"w\"\n\
-             pattern = \"pairwise\"\ntransport = \"rdma\"\nflows = [[1, 0]]\nmessage_size = \"4K\"\n\n\
+             pattern = \"pairwise\"\ntransport = \"rdma\"\nflows = {flows}\nmessage_size = \"4K\"\n\n\
              [group.rdma]\n{rdma}\n"
         ),
     );
@@ -209,20 +209,24 @@ fn rdma_traffic_class_is_the_dscp_on_the_wire() {
     assert!(out > 0, "both directions captured");
 }
 
-/// `connect = "rdma_cm"`: two QPs connected through librdmacm to the
-/// peer's address; the writes arrive (both QPs carry bytes: the flow's
-/// total is what its QPs completed) and the RoCE packets go between the
-/// two VMs' eth0 addresses.
+/// `connect = "rdma_cm"`: two QPs a flow, each way between the VMs,
+/// connected through librdmacm to the peer's address: each rank dials one
+/// flow and accepts the other, both handshakes driven on one thread. The
+/// writes arrive (the flows' totals are what their QPs completed) and the
+/// RoCE packets go between the two VMs' eth0 addresses.
 #[test]
 fn rdma_cm_connects_the_qps_across_two_vms() {
     let Some((peer, here)) = two_vms("rdma_cm_connects_the_qps_across_two_vms") else { return };
     let bench = Bench::new();
     let cap = capture(&[], 60, "eth0", "udp port 4791");
-    let run = vm_run(&bench, &peer, &here, "connect = \"rdma_cm\"\nqps = 2");
+    let hosts = format!("{peer}\n{here}\n");
+    let run = vm_run_on(&bench, &hosts, "[[1, 0], [0, 1]]", "connect = \"rdma_cm\"\nqps = 2");
     let seen = stop(cap);
     let phase = &run["phases"][0];
-    let flow = &phase["flows"][0];
-    assert!(flow["bytes"].as_u64().unwrap() > 4096 * 100, "{flow}");
+    for flow in phase["flows"].as_array().unwrap() {
+        assert!(flow["bytes"].as_u64().unwrap() > 4096 * 100, "{flow}");
+    }
+    assert_eq!(phase["flows"].as_array().unwrap().len(), 2, "{phase}");
     assert_eq!(phase["complete"], true, "{phase}");
     assert!(seen.len() > 100, "the writes went over RoCE v2 on eth0: {}", seen.len());
     let group = &run["plan"]["phases"][0]["groups"][0];
@@ -298,7 +302,7 @@ fn rdma_cm_connects_over_ipv6_across_two_vms() {
     let bench = Bench::new();
     let cap = capture(&[], 60, "eth0", "ip6 and udp port 4791");
     let hosts = format!("{peer} addr={theirs}\n{here} addr={mine}\n");
-    let run = vm_run_on(&bench, &hosts, "connect = \"rdma_cm\"");
+    let run = vm_run_on(&bench, &hosts, "[[1, 0]]", "connect = \"rdma_cm\"");
     let out = end(cap);
     let dump = common::text(&out.stdout);
     let flow = &run["phases"][0]["flows"][0];

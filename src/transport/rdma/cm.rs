@@ -28,9 +28,9 @@ use super::error::RdmaError;
 const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
 /// Address and route resolution, each (rdma_resolve_addr / _route's timeout).
 const RESOLVE_WITHIN: Duration = Duration::from_secs(2);
-/// How often an empty event channel is looked at again (the handshake is
-/// setup, not the data path).
-const EVENT_POLL: Duration = Duration::from_millis(1);
+/// How often the rdma_cm ends' empty event channels are looked at again
+/// (the handshake is setup, not the data path).
+pub const EVENT_POLL: Duration = Duration::from_millis(1);
 /// The listener's port is picked in this range (rdma_cm's own port space,
 /// apart from TCP's), trying the next one while it is taken.
 const PORTS: std::ops::RangeInclusive<u16> = 20_000..=60_999;
@@ -131,38 +131,41 @@ pub(crate) fn dialer(flow: &str, local: IpAddr) -> Result<Cm, RdmaError> {
     Ok(Cm { local, channel: open_channel(flow)?, listener: None, connected: Vec::new() })
 }
 
-/// The next event of the channel, waiting until `deadline`.
-fn next_event(
+/// One event of a flow's channel, acknowledged.
+struct CmEvent {
+    kind: EventType,
+    status: i32,
+    id: Option<Arc<Identifier>>,
+}
+
+/// The channel's next event, if one is waiting; past `deadline` with none,
+/// the error names what was awaited.
+fn try_event(
     flow: &str,
     channel: &Arc<EventChannel>,
     awaiting: &str,
     deadline: Instant,
-) -> Result<(EventType, i32, Option<Arc<Identifier>>), RdmaError> {
-    loop {
-        match channel.get_cm_event() {
-            Ok(ev) => {
-                let (kind, status, id) = (ev.event_type(), ev.status(), ev.cm_id());
-                ev.ack().map_err(|e| cm_err(flow, "rdma_ack_cm_event", e))?;
-                return Ok((kind, status, id));
-            }
-            Err(e) if matches!(e.0, GetEventErrorKind::NoEvent) => {}
-            Err(e) => return Err(cm_err(flow, format!("rdma_get_cm_event awaiting {awaiting}"), e)),
+) -> Result<Option<CmEvent>, RdmaError> {
+    match channel.get_cm_event() {
+        Ok(ev) => {
+            let event = CmEvent { kind: ev.event_type(), status: ev.status(), id: ev.cm_id() };
+            ev.ack().map_err(|e| cm_err(flow, "rdma_ack_cm_event", e))?;
+            Ok(Some(event))
         }
-        if Instant::now() >= deadline {
-            return Err(cm_err(
-                flow,
-                format!("awaiting {awaiting}"),
-                format!("nothing within {HANDSHAKE_WITHIN:?} (is the peer's address reachable over its RDMA netdev?)"),
-            ));
-        }
-        std::thread::sleep(EVENT_POLL);
+        Err(e) if matches!(e.0, GetEventErrorKind::NoEvent) && Instant::now() < deadline => Ok(None),
+        Err(e) if matches!(e.0, GetEventErrorKind::NoEvent) => Err(cm_err(
+            flow,
+            format!("awaiting {awaiting}"),
+            format!("nothing within {HANDSHAKE_WITHIN:?} (is the peer's address reachable over its RDMA netdev?)"),
+        )),
+        Err(e) => Err(cm_err(flow, format!("rdma_get_cm_event awaiting {awaiting}"), e)),
     }
 }
 
-/// Waits for `want` on the active end's current id; any other event fails.
-fn expect(flow: &str, channel: &Arc<EventChannel>, want: EventType, deadline: Instant) -> Result<(), RdmaError> {
-    let (got, status, _) = next_event(flow, channel, &format!("{want:?}"), deadline)?;
-    if got == want && status == 0 {
+/// `got` is `want`, or the error says what came instead.
+fn expected(flow: &str, want: EventType, got: &CmEvent) -> Result<(), RdmaError> {
+    let (got, status) = (&got.kind, got.status);
+    if *got == want && status == 0 {
         return Ok(());
     }
     let reason = match got {
@@ -210,79 +213,155 @@ fn conn_param(qpn: u32) -> ConnectionParameter {
 /// RTR and RTS attributes; the flow's QP state machine applies them.
 pub(crate) type Ready<'a> = dyn FnMut(usize, QueuePairAttribute, QueuePairAttribute) -> Result<(), RdmaError> + 'a;
 
+/// One flow's handshake under way, moved on by [`Cm::advance`] without
+/// blocking, so that one thread drives every rdma_cm end of a rank.
+pub(crate) struct Handshake {
+    /// The flow's QPs: index and QP number each.
+    qps: Vec<(usize, u32)>,
+    peer: RdmaEndpoint,
+    deadline: Instant,
+    side: HandshakeSide,
+}
+
+enum HandshakeSide {
+    /// The sender: QP `next` of the flow's, its id awaiting `step`.
+    Dial { to: SocketAddr, next: usize, id: Option<(Arc<Identifier>, DialStep)> },
+    /// The receiver: which QPs a request took, and how many are established.
+    Accept { taken: Vec<bool>, established: usize },
+}
+
+/// The event a dialing id awaits next.
+#[derive(Clone, Copy)]
+enum DialStep {
+    Address,
+    Route,
+    Response,
+}
+
+impl Handshake {
+    /// The peer's endpoint the flow connects to.
+    pub(crate) fn peer(&self) -> &RdmaEndpoint {
+        &self.peer
+    }
+}
+
 impl Cm {
-    /// Connects the flow's QPs (`qps`: index and QP number each) on `dev`:
+    /// Begins connecting the flow's QPs (`qps`: index and QP number each):
     /// the sender dials the peer's listener, the receiver accepts the
     /// sender's QPs (told apart by the QP numbers the peer's endpoint lists).
-    /// `ready` moves each QP to RTS before it is established / accepted.
-    pub(crate) fn connect(
+    pub(crate) fn handshake(
+        &self,
+        flow: &str,
+        qps: Vec<(usize, u32)>,
+        peer: &RdmaEndpoint,
+    ) -> Result<Handshake, RdmaError> {
+        let side = match self.listener {
+            Some(_) => HandshakeSide::Accept { taken: vec![false; qps.len()], established: 0 },
+            None => {
+                let to = peer.cm_addr.ok_or_else(|| {
+                    cm_err(flow, "peer address", "the peer's endpoint has no rdma_cm address (it connects with verbs)")
+                })?;
+                check_address(flow, to.ip())?;
+                HandshakeSide::Dial { to, next: 0, id: None }
+            }
+        };
+        Ok(Handshake { qps, peer: peer.clone(), deadline: Instant::now() + HANDSHAKE_WITHIN, side })
+    }
+
+    /// Takes every event waiting on the flow's channel and moves the
+    /// handshake on; `ready` moves each QP to RTS before it is established
+    /// or accepted. `true` once every QP is connected.
+    pub(crate) fn advance(
         &mut self,
+        hs: &mut Handshake,
         flow: &str,
         dev: &OpenDevice,
-        qps: &[(usize, u32)],
-        peer: &RdmaEndpoint,
         ready: &mut Ready,
-    ) -> Result<(), RdmaError> {
-        let deadline = Instant::now() + HANDSHAKE_WITHIN;
-        if self.listener.is_some() {
-            return self.accept(flow, dev, qps, peer, deadline, ready);
+    ) -> Result<bool, RdmaError> {
+        match hs.side {
+            HandshakeSide::Dial { .. } => self.dial(hs, flow, dev, ready),
+            HandshakeSide::Accept { .. } => self.accept(hs, flow, dev, ready),
         }
-        let to = peer.cm_addr.ok_or_else(|| {
-            cm_err(flow, "peer address", "the peer's endpoint has no rdma_cm address (it connects with verbs)")
-        })?;
-        check_address(flow, to.ip())?;
-        for &(i, qpn) in qps {
-            let id = self.channel.create_id(PortSpace::Tcp).map_err(|e| cm_err(flow, "rdma_create_id", e))?;
-            id.resolve_addr(Some(SocketAddr::new(self.local, 0)), to, RESOLVE_WITHIN)
-                .map_err(|e| cm_err(flow, format!("rdma_resolve_addr {} -> {to}", self.local), e))?;
-            expect(flow, &self.channel, EventType::AddressResolved, deadline)?;
-            same_device(flow, dev, &id)?;
-            id.resolve_route(RESOLVE_WITHIN).map_err(|e| cm_err(flow, format!("rdma_resolve_route to {to}"), e))?;
-            expect(flow, &self.channel, EventType::RouteResolved, deadline)?;
-            id.connect(conn_param(qpn)).map_err(|e| cm_err(flow, format!("rdma_connect to {to}"), e))?;
-            expect(flow, &self.channel, EventType::ConnectResponse, deadline)?;
-            let (rtr, rts) = qp_attrs(flow, &id)?;
-            ready(i, rtr, rts)?;
-            id.establish().map_err(|e| cm_err(flow, "rdma_establish", e))?;
-            self.connected.push(id);
+    }
+
+    fn dial(&mut self, hs: &mut Handshake, flow: &str, dev: &OpenDevice, ready: &mut Ready) -> Result<bool, RdmaError> {
+        let HandshakeSide::Dial { to, next, id } = &mut hs.side else { unreachable!("a dialing handshake") };
+        loop {
+            let Some(&(i, qpn)) = hs.qps.get(*next) else { return Ok(true) };
+            let Some((cm_id, step)) = id.clone() else {
+                let cm_id = self.channel.create_id(PortSpace::Tcp).map_err(|e| cm_err(flow, "rdma_create_id", e))?;
+                cm_id
+                    .resolve_addr(Some(SocketAddr::new(self.local, 0)), *to, RESOLVE_WITHIN)
+                    .map_err(|e| cm_err(flow, format!("rdma_resolve_addr {} -> {to}", self.local), e))?;
+                *id = Some((cm_id, DialStep::Address));
+                continue;
+            };
+            let want = match step {
+                DialStep::Address => EventType::AddressResolved,
+                DialStep::Route => EventType::RouteResolved,
+                DialStep::Response => EventType::ConnectResponse,
+            };
+            let Some(got) = try_event(flow, &self.channel, &format!("{want:?}"), hs.deadline)? else {
+                return Ok(false);
+            };
+            expected(flow, want, &got)?;
+            match step {
+                DialStep::Address => {
+                    same_device(flow, dev, &cm_id)?;
+                    cm_id
+                        .resolve_route(RESOLVE_WITHIN)
+                        .map_err(|e| cm_err(flow, format!("rdma_resolve_route to {to}"), e))?;
+                    *id = Some((cm_id, DialStep::Route));
+                }
+                DialStep::Route => {
+                    cm_id.connect(conn_param(qpn)).map_err(|e| cm_err(flow, format!("rdma_connect to {to}"), e))?;
+                    *id = Some((cm_id, DialStep::Response));
+                }
+                DialStep::Response => {
+                    let (rtr, rts) = qp_attrs(flow, &cm_id)?;
+                    ready(i, rtr, rts)?;
+                    cm_id.establish().map_err(|e| cm_err(flow, "rdma_establish", e))?;
+                    self.connected.push(cm_id);
+                    (*id, *next) = (None, *next + 1);
+                }
+            }
         }
-        Ok(())
     }
 
     fn accept(
         &mut self,
+        hs: &mut Handshake,
         flow: &str,
         dev: &OpenDevice,
-        qps: &[(usize, u32)],
-        peer: &RdmaEndpoint,
-        deadline: Instant,
         ready: &mut Ready,
-    ) -> Result<(), RdmaError> {
-        let mut taken = vec![false; qps.len()];
-        let mut established = 0;
-        while established < qps.len() {
-            let (kind, status, id) = next_event(flow, &self.channel, "the peer's connections", deadline)?;
+    ) -> Result<bool, RdmaError> {
+        let HandshakeSide::Accept { taken, established } = &mut hs.side else { unreachable!("an accepting handshake") };
+        while *established < hs.qps.len() {
+            let awaiting = "the peer's connections";
+            let Some(CmEvent { kind, status, id }) = try_event(flow, &self.channel, awaiting, hs.deadline)? else {
+                return Ok(false);
+            };
             let Some(id) = id else { continue };
             match kind {
                 EventType::ConnectRequest => {
                     let (rtr, rts) = qp_attrs(flow, &id)?;
                     // A request from a QP the peer's endpoint does not list is
                     // not this flow's: dropping its id rejects it.
-                    let Some(i) = which_qp(&rtr, peer, &taken) else { continue };
+                    let Some(i) = which_qp(&rtr, &hs.peer, taken) else { continue };
                     same_device(flow, dev, &id)?;
                     taken[i] = true;
-                    let &(_, qpn) = qps.iter().find(|(index, _)| *index == i).expect("the flow has QP i");
+                    let &(_, qpn) = hs.qps.iter().find(|(index, _)| *index == i).expect("the flow has QP i");
                     ready(i, rtr, rts)?;
                     id.accept(conn_param(qpn)).map_err(|e| cm_err(flow, format!("rdma_accept for QP {i}"), e))?;
                     self.connected.push(id);
                 }
-                EventType::Established if self.connected.iter().any(|c| Arc::ptr_eq(c, &id)) => established += 1,
+                EventType::Established if self.connected.iter().any(|c| Arc::ptr_eq(c, &id)) => *established += 1,
                 other => {
                     return Err(cm_err(flow, "awaiting Established", format!("got {other:?} (status {status})")));
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -42,6 +42,7 @@ mod task;
 mod ud;
 mod validate;
 
+pub use cm::EVENT_POLL as CM_EVENT_POLL;
 pub use connect::{prepare, prepare_shared, registered_len, ConnectedFlow, PreparedFlow};
 pub use counters::{CounterDelta, CounterSnapshot, DevicePort};
 pub use device::{libibverbs_release, set_data_address};
@@ -53,6 +54,7 @@ pub use gpu::GpuMemoryUse;
 pub use harness::FlowOutcome;
 pub use inventory::{InventoryDevice, InventoryPort, RdmaInventory};
 pub use memlock::{raise as raise_memlock_limit, HOW_TO_RAISE as HOW_TO_RAISE_MEMLOCK};
+pub use peering::{Begun, CmConnecting};
 pub(crate) use probe::numa_node;
 pub use probe::{probe, DeviceReport, PortReport, ProbeReport};
 pub use shared_cq::{CqGroup, CqPool, ShardsOn, Sharing};

@@ -4,6 +4,7 @@
 
 use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 
+use super::cm::{Cm, Handshake, EVENT_POLL};
 use super::connect::{
     guard, mtu_from, ConnectedFlow, FlowResources, PreparedFlow, QpSlot, QP_MIN_RNR_TIMER, QP_RETRY_CNT, QP_RNR_RETRY,
     QP_TIMEOUT,
@@ -17,14 +18,49 @@ use crate::plan::Connection;
 
 impl PreparedFlow {
     /// Moves every QP to RTR then RTS against `peer` (through rdma_cm when
-    /// the flow was given [`Self::with_rdma_cm`]).
-    pub fn connect(mut self, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+    /// the flow was given [`Self::with_rdma_cm`]), waiting for rdma_cm's
+    /// handshake.
+    pub fn connect(self, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
+        match self.begin_connect(peer)? {
+            Begun::Connected(flow) => Ok(*flow),
+            Begun::Handshaking(mut flow) => loop {
+                if flow.advance()? {
+                    return Ok(flow.finish());
+                }
+                std::thread::sleep(EVENT_POLL);
+            },
+        }
+    }
+
+    /// Connects a flow through verbs at once; a flow given
+    /// [`Self::with_rdma_cm`] begins its handshake, which the caller drives
+    /// with [`CmConnecting::advance`] (beside other flows' on one thread).
+    pub fn begin_connect(mut self, peer: &RdmaEndpoint) -> Result<Begun, RdmaError> {
         let label = self.res.label.clone();
         guard(&label, "connect", move || match self.res.cm.take() {
-            None => connect(self.res, peer),
-            Some(cm) => connect_cm(self.res, cm, peer),
+            None => connect(self.res, peer).map(|flow| Begun::Connected(Box::new(flow))),
+            Some(cm) => {
+                check_peer(&self.res, peer)?;
+                let qps = self.res.shards.iter().flat_map(|s| &s.qps).map(|q| (q.index, q.qp.qpn())).collect();
+                let hs = cm.handshake(&self.res.label, qps, peer)?;
+                Ok(Begun::Handshaking(Box::new(CmConnecting { res: self.res, cm, hs })))
+            }
         })
     }
+}
+
+/// What [`PreparedFlow::begin_connect`] gives.
+pub enum Begun {
+    Connected(Box<ConnectedFlow>),
+    Handshaking(Box<CmConnecting>),
+}
+
+/// A flow whose QPs rdma_cm is connecting: [`CmConnecting::advance`] it
+/// until it says done, then [`CmConnecting::finish`].
+pub struct CmConnecting {
+    res: FlowResources,
+    cm: Cm,
+    hs: Handshake,
 }
 
 /// The peer's endpoint has this flow's QPs and room for its messages.
@@ -144,44 +180,52 @@ fn connect_rc(mut res: FlowResources, peer: &RdmaEndpoint) -> Result<ConnectedFl
     Ok(ConnectedFlow { res })
 }
 
-/// The QPs connected through rdma_cm, each moved to RTR and RTS with
-/// rdma_cm's attributes and the flow's RC timers; the peer's buffer as the
-/// endpoint says.
-fn connect_cm(mut res: FlowResources, mut cm: super::cm::Cm, peer: &RdmaEndpoint) -> Result<ConnectedFlow, RdmaError> {
-    check_peer(&res, peer)?;
-    let (label, max_rd) = (res.label.clone(), res.dev.max_rd_atomic);
-    let mut slots: Vec<&mut QpSlot> = res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()).collect();
-    let qps: Vec<(usize, u32)> = slots.iter().map(|q| (q.index, q.qp.qpn())).collect();
-    let mut ready = |i: usize, mut rtr: QueuePairAttribute, mut rts: QueuePairAttribute| {
-        let q = slots.iter_mut().find(|q| q.index == i).expect("rdma_cm connects the flow's own QPs");
-        let qpn = q.qp.qpn();
-        let failed = |transition, attrs: String| {
-            let flow = label.clone();
-            move |reason: QpModifyError| RdmaError::Connect {
-                flow,
-                qp: i,
-                qpn,
-                transition,
-                attrs,
-                reason: reason.into(),
-            }
+impl CmConnecting {
+    /// Takes the events rdma_cm has for the flow, moving each QP it
+    /// connects to RTR and RTS with rdma_cm's attributes and the flow's RC
+    /// timers; `true` once every QP is connected.
+    pub fn advance(&mut self) -> Result<bool, RdmaError> {
+        let CmConnecting { res, cm, hs } = self;
+        let (label, max_rd) = (res.label.clone(), res.dev.max_rd_atomic);
+        let mut slots: Vec<&mut QpSlot> = res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()).collect();
+        let mut ready = |i: usize, mut rtr: QueuePairAttribute, mut rts: QueuePairAttribute| {
+            let q = slots.iter_mut().find(|q| q.index == i).expect("rdma_cm connects the flow's own QPs");
+            let qpn = q.qp.qpn();
+            let failed = |transition, attrs: String| {
+                let flow = label.clone();
+                move |reason: QpModifyError| RdmaError::Connect {
+                    flow,
+                    qp: i,
+                    qpn,
+                    transition,
+                    attrs,
+                    reason: reason.into(),
+                }
+            };
+            rtr.setup_max_dest_read_atomic(max_rd).setup_min_rnr_timer(QP_MIN_RNR_TIMER);
+            let rtr_attrs = format!("rdma_cm's path, dest_qpn={:#x}, max_dest_rd_atomic={max_rd}", rtr.dest_qp_num());
+            q.qp.modify(&rtr).map_err(failed("INIT->RTR", rtr_attrs))?;
+            rts.setup_timeout(QP_TIMEOUT)
+                .setup_retry_cnt(QP_RETRY_CNT)
+                .setup_rnr_retry(QP_RNR_RETRY)
+                .setup_max_read_atomic(max_rd);
+            let rts_attrs = format!("rdma_cm's sq_psn, timeout={QP_TIMEOUT}, max_rd_atomic={max_rd}");
+            q.qp.modify(&rts).map_err(failed("RTR->RTS", rts_attrs))
         };
-        rtr.setup_max_dest_read_atomic(max_rd).setup_min_rnr_timer(QP_MIN_RNR_TIMER);
-        let rtr_attrs = format!("rdma_cm's path, dest_qpn={:#x}, max_dest_rd_atomic={max_rd}", rtr.dest_qp_num());
-        q.qp.modify(&rtr).map_err(failed("INIT->RTR", rtr_attrs))?;
-        rts.setup_timeout(QP_TIMEOUT)
-            .setup_retry_cnt(QP_RETRY_CNT)
-            .setup_rnr_retry(QP_RNR_RETRY)
-            .setup_max_read_atomic(max_rd);
-        let rts_attrs = format!("rdma_cm's sq_psn, timeout={QP_TIMEOUT}, max_rd_atomic={max_rd}");
-        q.qp.modify(&rts).map_err(failed("RTR->RTS", rts_attrs))
-    };
-    cm.connect(&label, &res.dev, &qps, peer, &mut ready)?;
-    res.cm = Some(cm);
-    let slot = peer.slot_len();
-    for q in res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()) {
-        q.remote_addr = peer.addr + slot * q.index as u64;
+        let dev = &res.dev;
+        guard(&label, "connect", || cm.advance(hs, &label, dev, &mut ready))
     }
-    res.peer_rkey = peer.rkey;
-    Ok(ConnectedFlow { res })
+
+    /// The connected flow, the peer's buffer as its endpoint says.
+    pub fn finish(self) -> ConnectedFlow {
+        let CmConnecting { mut res, cm, hs } = self;
+        res.cm = Some(cm);
+        let peer = hs.peer();
+        let slot = peer.slot_len();
+        for q in res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()) {
+            q.remote_addr = peer.addr + slot * q.index as u64;
+        }
+        res.peer_rkey = peer.rkey;
+        ConnectedFlow { res }
+    }
 }
