@@ -54,6 +54,7 @@ pub enum GatherError {
     #[error("{0}")]
     Launch(String),
 }
+
 /// The hosts' texts as they come, one per host (its first rank's).
 #[derive(Default)]
 pub struct Gathering {
@@ -89,8 +90,8 @@ impl Gathering {
 /// run's workers and plans the run on the topology it gives; any other run
 /// is returned as it is. Every worker of the launch has ended when this
 /// returns, whatever the outcome.
-pub async fn gather(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> Result<Prepared, GatherError> {
-    let Some(asked) = prepared.gather.clone() else { return Ok(prepared) };
+pub async fn gather(mut prepared: Prepared, launch: &Launch, opts: &RunOptions) -> Result<Prepared, GatherError> {
+    let Some(asked) = prepared.gather.take() else { return Ok(prepared) };
     let (flag, what, source) = match &asked {
         Gather::Lldp => ("--topology lldp".to_string(), "LLDP neighbours", "the hosts' LLDP"),
         Gather::Guids(read) => {
@@ -105,8 +106,12 @@ pub async fn gather(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> R
         ));
     }
     let mut gathering = Gathering::default();
-    let probing =
-        Prepared { plan: crate::plan::Plan { phases: Vec::new(), ..prepared.plan.clone() }, ..prepared.clone() };
+    // The probing launch asks the workers for their LLDP where that is what is gathered.
+    let probing = Prepared {
+        plan: crate::plan::Plan { phases: Vec::new(), ..prepared.plan.clone() },
+        gather: matches!(asked, Gather::Lldp).then_some(Gather::Lldp),
+        ..prepared.clone()
+    };
     let probes = match run_with(probing, launch, opts, &mut (), Some(&mut gathering)).await {
         Err(e) => return Err(failed(format!("{e:#}"))),
         Ok(RunResult { status: RunStatus::Failed { error }, .. }) => return Err(failed(error)),
@@ -124,7 +129,7 @@ pub async fn gather(prepared: Prepared, launch: &Launch, opts: &RunOptions) -> R
     let plan = plan_on(&prepared.hosts, &prepared.scenario, Some(&built)).map_err(|bad| {
         GatherError::Topology(format!("the scenario cannot be planned on the topology {source} gave: {bad}"))
     })?;
-    Ok(Prepared { plan, topology: Some(built), gather: None, ..prepared })
+    Ok(Prepared { plan, topology: Some(built), ..prepared })
 }
 
 /// `read` with each HCA a host's probe reported placed on that host, every

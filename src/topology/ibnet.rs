@@ -82,22 +82,17 @@ pub(super) fn parse(text: &str, path: &Path) -> Result<Builder, TopologyError> {
 
 /// Each HCA port's host as its description names it, or as its id where
 /// the description is also another HCA's.
-fn named(hcas: Vec<(&str, Attachment)>) -> impl Iterator<Item = (String, Attachment)> + '_ {
+fn named(hcas: Vec<(&str, Attachment)>) -> Vec<(String, Attachment)> {
     let mut guids: BTreeMap<(&str, Option<&str>), BTreeSet<NodeGuid>> = BTreeMap::new();
     for (host, a) in &hcas {
         guids.entry((host, a.nic.as_deref())).or_default().extend(a.guid);
     }
-    let shared: BTreeSet<(String, Option<String>)> = guids
-        .into_iter()
-        .filter(|(_, g)| g.len() > 1)
-        .map(|((host, nic), _)| (host.to_string(), nic.map(str::to_string)))
-        .collect();
-    hcas.into_iter().map(move |(host, a)| match a.guid {
-        Some(guid) if shared.contains(&(host.to_string(), a.nic.clone())) => {
-            (format!("H-{:016x}", guid.0), Attachment { nic: None, ..a })
-        }
+    let shared: Vec<bool> = hcas.iter().map(|(host, a)| guids[&(*host, a.nic.as_deref())].len() > 1).collect();
+    let name = |(host, a): (&str, Attachment), shared| match a.guid {
+        Some(guid) if shared => (format!("H-{:016x}", guid.0), Attachment { nic: None, ..a }),
         _ => (host.to_string(), a),
-    })
+    };
+    hcas.into_iter().zip(shared).map(|(hca, shared)| name(hca, shared)).collect()
 }
 
 /// `Switch 36 "S-7cfe…" # "leaf1" …` or `Ca 1 "H-0002…" # "node01 mlx5_0"`;

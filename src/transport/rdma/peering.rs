@@ -185,11 +185,14 @@ impl CmConnecting {
     /// connects to RTR and RTS with rdma_cm's attributes and the flow's RC
     /// timers; `true` once every QP is connected.
     pub fn advance(&mut self) -> Result<bool, RdmaError> {
+        // Called every pass of the rank's rdma_cm loop: nothing is gathered
+        // or copied until an event brings a QP to move.
         let CmConnecting { res, cm, hs } = self;
-        let (label, max_rd) = (res.label.clone(), res.dev.max_rd_atomic);
-        let mut slots: Vec<&mut QpSlot> = res.shards.iter_mut().flat_map(|s| s.qps.iter_mut()).collect();
+        let (label, dev, shards) = (&res.label, &res.dev, &mut res.shards);
+        let max_rd = dev.max_rd_atomic;
         let mut ready = |i: usize, mut rtr: QueuePairAttribute, mut rts: QueuePairAttribute| {
-            let q = slots.iter_mut().find(|q| q.index == i).expect("rdma_cm connects the flow's own QPs");
+            let mut slots = shards.iter_mut().flat_map(|s| s.qps.iter_mut());
+            let q: &mut QpSlot = slots.find(|q| q.index == i).expect("rdma_cm connects the flow's own QPs");
             let qpn = q.qp.qpn();
             let failed = |transition, attrs: String| {
                 let flow = label.clone();
@@ -212,8 +215,7 @@ impl CmConnecting {
             let rts_attrs = format!("rdma_cm's sq_psn, timeout={QP_TIMEOUT}, max_rd_atomic={max_rd}");
             q.qp.modify(&rts).map_err(failed("RTR->RTS", rts_attrs))
         };
-        let dev = &res.dev;
-        guard(&label, "connect", || cm.advance(hs, &label, dev, &mut ready))
+        guard(label, "connect", || cm.advance(hs, label, dev, &mut ready))
     }
 
     /// The connected flow, the peer's buffer as its endpoint says.
