@@ -8,6 +8,7 @@ pub(crate) mod gpus;
 mod listen;
 pub(crate) mod pair;
 pub mod shipped;
+pub(crate) mod watch;
 
 use crate::exit;
 use crate::launch::choose::LauncherKind;
@@ -106,6 +107,9 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print the flows a scenario makes on a hostfile, without running
     Plan(PlanArgs),
+    /// Probe a mesh of paths between the hosts until stopped: each window's p99 and loss per path, failing paths localised to suspects, events appended to a log, OpenMetrics for Prometheus
+    #[command(after_help = with_exit_codes(watch::EXAMPLES))]
+    Watch(Box<watch::WatchArgs>),
     /// Check every host of a hostfile as `run` would reach it (here when every host is an address of this machine, else over ssh): reachable, same fabricbench version, clock offset, and what each host is (`fabricbench facts` there)
     Hosts(HostsArgs),
     /// Re-render a results folder (report.html, summary.md, CSVs, junit.xml) from its run.json
@@ -291,8 +295,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub export_junit: Option<PathBuf>,
     /// A check, added to the scenario's [check]: SUBJECT >= THRESHOLD
-    /// (`<=` for latency). Subjects: flow, host, receiver, group, latency;
-    /// thresholds: "9 Gb/s", "93% of best", "90% of line rate", "1.5x min".
+    /// (`<=` for latency, p99 and loss). Subjects: flow, host, receiver,
+    /// group, latency, p99, loss; thresholds: "9 Gb/s", "93% of best", "90%
+    /// of line rate", for latency and p99 "500us" or "1.5x min", for loss "2%".
     /// Repeatable. A failed check exits with 3.
     #[arg(long = "check", value_name = "EXPR", value_parser = Rule::parse)]
     pub checks: Vec<Rule>,

@@ -72,4 +72,5 @@ pub mod sysfs;
 pub mod topology;
 pub mod transport;
 pub mod units;
+pub mod watch;
 pub mod worker;

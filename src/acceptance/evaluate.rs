@@ -33,7 +33,12 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<Chec
     let items = items(run, rule.subject);
     if items.is_empty() {
         return unknown(match rule.subject {
-            Subject::Latency => "this run measured no latency (it has no `mode = \"latency\"` group)".into(),
+            Subject::Latency | Subject::P99 => {
+                "this run measured no latency (it has no `mode = \"latency\"` group)".into()
+            }
+            Subject::Loss => "this run counted no lost messages (open-loop latency groups, with a `rate`, and UD \
+                              flows count them)"
+                .into(),
             s => format!("nothing in this run to check a `{}` rule on", s.name()),
         });
     }
@@ -55,6 +60,8 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<Chec
                 line_rates.of(&item.checked).map(|rate| (rate.gbps * pct / 100.0, Some(rate.source)))
             }
             Threshold::TimesMin(times) => Ok((among().fold(f64::INFINITY, f64::min) * times, None)),
+            Threshold::Micros(us) => Ok((us, None)),
+            Threshold::Share(pct) => Ok((pct, None)),
         }
     };
     items
@@ -77,24 +84,34 @@ pub fn evaluate(run: &RunResult, rule: Rule, line_rates: &LineRates) -> Vec<Chec
         .collect()
 }
 
-/// Whether `value` keeps to `limit`: bandwidth at least, latency at most.
-/// Relative slack, so the best flow always reaches 100 % of itself.
+/// Whether `value` keeps to `limit`: bandwidth at least, latency and loss
+/// at most. Relative slack, so the best flow always reaches 100 % of itself.
 pub fn passes(rule: Rule, value: f64, limit: f64) -> bool {
-    if rule.subject == Subject::Latency {
+    if rule.subject.is_ceiling() {
         value <= limit * (1.0 + 1e-9)
     } else {
         value >= limit * (1.0 - 1e-9)
     }
 }
 
-/// The number a flow rule checks: Gb/s, or the typical (median) half round
-/// trip in µs for latency; `None` when the flow did not measure it.
+/// The number a flow rule checks: Gb/s; the typical (median) or p99 half
+/// round trip in µs for latency and p99; the % of messages lost for loss;
+/// `None` when the flow did not measure it.
 pub fn flow_value(subject: Subject, f: &FlowResult) -> Option<f64> {
     match (subject, f.mode) {
         (Subject::Latency, Mode::Latency) => Some(f.latency.as_ref().map_or(f64::INFINITY, |l| l.typical_us)),
+        (Subject::P99, Mode::Latency) => Some(f.latency.as_ref().map_or(f64::INFINITY, |l| l.p99_us)),
+        (Subject::Loss, _) => lost_share(f).map(|share| share * 100.0),
         (Subject::Flow, Mode::Bandwidth) => Some(f.gbps),
         _ => None,
     }
+}
+
+/// The share of its messages a flow lost, where it counts them: an
+/// open-loop latency flow's probes whose echo never came, a UD flow's
+/// datagrams.
+fn lost_share(f: &FlowResult) -> Option<f64> {
+    f.probes.map(|p| p.lost_ratio).or(f.datagrams.map(|d| d.lost_ratio))
 }
 
 fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
@@ -103,15 +120,17 @@ fn items(run: &RunResult, subject: Subject) -> Vec<Item> {
         let degraded = (!p.degraded.is_empty()).then(|| degraded::line(p));
         let start = out.len();
         match subject {
-            Subject::Flow | Subject::Latency => out.extend(p.flows.iter().filter_map(|f| {
-                Some(Item {
-                    checked: Checked::Flow { phase: p.index, flow: f.id, src: f.src, dst: f.dst },
-                    value: flow_value(subject, f)?,
-                    peers: f.group.clone(),
-                    note: f.error.clone(),
-                    degraded: None,
-                })
-            })),
+            Subject::Flow | Subject::Latency | Subject::P99 | Subject::Loss => {
+                out.extend(p.flows.iter().filter_map(|f| {
+                    Some(Item {
+                        checked: Checked::Flow { phase: p.index, flow: f.id, src: f.src, dst: f.dst },
+                        value: flow_value(subject, f)?,
+                        peers: f.group.clone(),
+                        note: f.error.clone(),
+                        degraded: None,
+                    })
+                }))
+            }
             Subject::Host => {
                 for r in &p.ranks {
                     let sends = p.flows.iter().any(|f| f.src == r.rank);

@@ -50,6 +50,7 @@ mod tests {
 
     use super::synthetic::{all_pairs, phase};
     use super::*;
+    use crate::acceptance::localise::RankPair;
     use crate::result::degraded::Degradation;
     use crate::result::{Checked, RankProbe, Retest, Suspect, SuspectKind};
     use crate::scenario::{Rule, Subject};
@@ -210,26 +211,36 @@ mod tests {
         assert!(judge(&run, &spec(&["flow >= 90% of line rate"], Some(10.0)), None).unwrap().passed);
     }
 
-    #[test]
-    fn latency_against_the_smallest_blames_the_slow_host() {
+    /// All-pairs latency flows of four hosts, each flow's typical and p99
+    /// half round trip (µs) by its ends.
+    fn latency_pairs(us: impl Fn(usize, usize) -> (f64, f64)) -> RunResult {
         let mut run = all_pairs(4, |_, _| 0.0);
         for g in run.plan.phases.iter_mut().flat_map(|p| &mut p.groups) {
             g.mode = crate::scenario::Mode::Latency;
         }
         for f in run.phases.iter_mut().flat_map(|p| &mut p.flows) {
-            let typical_us = if f.src == 3 || f.dst == 3 { 40.0 } else { 10.0 + f.src as f64 };
+            let (typical_us, p99_us) = us(f.src, f.dst);
             f.mode = crate::scenario::Mode::Latency;
             f.latency = Some(crate::histogram::LatencySummary {
                 samples: 1000,
                 min_us: typical_us,
-                max_us: typical_us,
+                max_us: p99_us,
                 typical_us,
                 mean_us: typical_us,
                 stdev_us: 0.0,
-                p99_us: typical_us,
-                p999_us: typical_us,
+                p99_us,
+                p999_us: p99_us,
             });
         }
+        run
+    }
+
+    #[test]
+    fn latency_against_the_smallest_blames_the_slow_host() {
+        let run = latency_pairs(|src, dst| {
+            let typical = if src == 3 || dst == 3 { 40.0 } else { 10.0 + src as f64 };
+            (typical, typical)
+        });
         let a = judge(&run, &spec(&["latency <= 2x min", "flow >= 1 Gb/s"], None), None).unwrap();
         let latency: Vec<&CheckOutcome> = a.checks.iter().filter(|c| c.rule.subject == Subject::Latency).collect();
         assert_eq!(latency.len(), 12);
@@ -243,6 +254,38 @@ mod tests {
             "all 3 of its links failed latency <= 2x min; the worst reached 50% of its limit"
         );
         assert_eq!(crate::result::pair_matrix(&run.plan, &run.phases).unwrap().values[3][0], Some(40.0));
+    }
+
+    #[test]
+    fn a_p99_over_its_time_and_lost_probes_blame_the_link_that_has_them() {
+        // The link h1–h3 has a slow tail; h2–h4 loses probes (an open-loop
+        // flow's echoes that never came): each is a suspect link.
+        let mut run =
+            latency_pairs(|src, dst| (10.0, if RankPair::of(src, dst) == RankPair::of(0, 2) { 900.0 } else { 40.0 }));
+        for f in run.phases.iter_mut().flat_map(|p| &mut p.flows) {
+            let echoed = if RankPair::of(f.src, f.dst) == RankPair::of(1, 3) { 114 } else { 120 };
+            f.probes = Some(crate::result::Probes { due: 120, echoed, lost_ratio: (120 - echoed) as f64 / 120.0 });
+        }
+        let a = judge(&run, &spec(&["p99 <= 500us", "loss <= 2%"], None), None).unwrap();
+        let failed = |subject| -> Vec<(f64, f64)> {
+            let failing = a.checks.iter().filter(|c| c.rule.subject == subject && c.verdict == Verdict::Fail);
+            failing.map(|c| (c.value.unwrap(), c.limit.unwrap())).collect()
+        };
+        assert_eq!(failed(Subject::P99), [(900.0, 500.0); 2], "h1–h3 both ways, µs");
+        let lost = failed(Subject::Loss);
+        assert_eq!(lost.len(), 2, "h2–h4 both ways");
+        assert!(lost.iter().all(|&(value, limit)| (value - 5.0).abs() < 1e-9 && limit == 2.0), "{lost:?}");
+        // Worst first: 5 % lost is 40 % of its limit, 900 µs 56 %.
+        let links: Vec<&SuspectKind> = a.suspects.iter().map(|s| &s.kind).collect();
+        assert!(
+            matches!(links[..], [SuspectKind::Link { a: 1, b: 3, .. }, SuspectKind::Link { a: 0, b: 2, .. }]),
+            "{links:?}"
+        );
+        // A closed-loop run counts no loss: the rule cannot be evaluated.
+        let closed = latency_pairs(|_, _| (10.0, 10.0));
+        let a = judge(&closed, &spec(&["loss <= 2%"], None), None).unwrap();
+        assert_eq!((a.passed, count(&a, Verdict::Unknown)), (false, 1));
+        assert!(a.checks[0].note.as_deref().unwrap().contains("counted no lost messages"), "{:?}", a.checks[0]);
     }
 
     #[test]

@@ -207,11 +207,7 @@ pub fn apply(acceptance: &mut Acceptance, owners: &[usize], phases: Vec<PhaseRes
 
 /// Rules checked flow by flow, which localise to hosts and links.
 pub(crate) fn is_flow_rule(rule: Rule) -> bool {
-    matches!(rule.subject, Subject::Flow | Subject::Latency)
-}
-
-pub(crate) fn is_latency(rule: Rule) -> bool {
-    rule.subject == Subject::Latency
+    matches!(rule.subject, Subject::Flow | Subject::Latency | Subject::P99 | Subject::Loss)
 }
 
 /// Whether a flow between two ranks is on the suspect: any of a host's

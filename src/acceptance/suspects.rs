@@ -313,7 +313,7 @@ fn not_run() -> Retest {
 /// (bandwidth under its floor, latency over its ceiling).
 fn share_of_limit(c: &CheckOutcome) -> f64 {
     match (c.value, c.limit) {
-        (Some(v), Some(l)) if retest::is_latency(c.rule) => {
+        (Some(v), Some(l)) if c.rule.subject.is_ceiling() => {
             if v > 0.0 {
                 l / v
             } else {

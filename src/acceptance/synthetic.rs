@@ -70,6 +70,7 @@ pub(crate) fn phase(p: &crate::plan::Phase, rate: &impl Fn(usize, usize) -> f64)
             lanes: Vec::new(),
             offered: None,
             datagrams: None,
+            probes: None,
             engines: None,
             gpu_memory: None,
             dv_checked: None,

@@ -14,6 +14,7 @@ mod pair;
 mod pair_scenario;
 mod results;
 mod run;
+mod watch;
 
 use std::fmt;
 
@@ -94,6 +95,7 @@ pub fn dispatch(command: Command) -> Result<(), Failure> {
         }
         Command::Plan(args) => run::plan(&args),
         Command::Run(args) => run::run(&args),
+        Command::Watch(args) => watch::watch(&args),
         Command::Pair(args) => pair::pair(&args),
         Command::Hosts(args) => hosts::hosts(&args),
         Command::Probe(args) => hosts::probe(&args),

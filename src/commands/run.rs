@@ -310,7 +310,10 @@ fn checks(args: &RunArgs, scenario: &CheckSpec, gated: bool) -> Result<CheckSpec
 
 /// Reads the inputs; also returns the Slurm allocation this runs in, if
 /// any, and where the hosts came from (for messages).
-fn prepare(inputs: &Inputs, overrides: &run::Overrides) -> anyhow::Result<(run::Prepared, Option<Allocation>, String)> {
+pub(super) fn prepare(
+    inputs: &Inputs,
+    overrides: &run::Overrides,
+) -> anyhow::Result<(run::Prepared, Option<Allocation>, String)> {
     let allocation = Allocation::from_env()?;
     let (hosts, origin) = hosts_of(inputs.hostfile.as_deref(), allocation.as_ref())?;
     for warning in hostfile::crowded(&hosts) {

@@ -69,6 +69,8 @@ pub(super) fn expand(g: &GroupSpec, n: usize) -> Result<Pairs, BadKey> {
         }
         // `plan` asks the topology for these (plan::topology::bisection).
         Pattern::Bisection => return Err(BadKey::new("pattern", "`bisection` is chosen from the topology".into())),
+        // `plan` pairs these by rail and topology (plan::mesh).
+        Pattern::Mesh => return Err(BadKey::new("pattern", "`mesh` is chosen by rail and topology".into())),
     };
     Ok(pairs)
 }

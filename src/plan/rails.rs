@@ -131,7 +131,7 @@ pub(super) fn expand(g: &GroupSpec, ranks: &[RankInfo]) -> Result<Pairs, BadKey>
 }
 
 /// Whether two ranks are one rail of two hosts.
-fn one_rail(ranks: &[RankInfo], (src, dst): (usize, usize)) -> bool {
+pub(super) fn one_rail(ranks: &[RankInfo], (src, dst): (usize, usize)) -> bool {
     let (a, b) = (place(&ranks[src]), place(&ranks[dst]));
     a.host != b.host && a.rail == b.rail
 }
@@ -339,6 +339,25 @@ mod tests {
         );
         let e = plan(hostfile, "pattern = \"pairwise\"\nrails = \"same\"\nflows = [[0, 1]]").unwrap_err();
         assert!(e.contains("flow [0, 1] joins rank 0 (n1, rail 0) and rank 1 (n1, rail 1)"), "{e}");
+    }
+
+    #[test]
+    fn a_mesh_pairs_each_rail_with_itself_on_every_other_host() {
+        let hostfile = "node[01-08] slots=2\n";
+        let all = plan_on(hostfile, "pattern = \"mesh\"", None).unwrap();
+        let pairs = flows(&all);
+        assert_eq!(pairs.len(), 2 * 28, "28 pairs of hosts, each on both rails");
+        assert!(pairs.iter().all(|&(a, b)| a < b && a % 2 == b % 2 && a / 2 != b / 2), "{pairs:?}");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/topology/fat-tree.toml");
+        let fat_tree = crate::topology::read(&path, None).unwrap();
+        let meshed = flows(&plan_on(hostfile, "pattern = \"mesh\"", Some(&fat_tree)).unwrap());
+        let across: Vec<(usize, usize)> = meshed.iter().copied().filter(|&(a, b)| a / 8 != b / 8).collect();
+        assert_eq!(
+            across,
+            [(0, 8), (1, 9), (2, 10), (3, 11)],
+            "two pairs of hosts across the spine (leaf2 has two uplinks), on both rails"
+        );
+        assert_eq!(meshed.len() - across.len(), 2 * 2 * 6, "two leaves of four hosts, both rails");
     }
 
     #[test]

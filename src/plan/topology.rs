@@ -63,11 +63,11 @@ impl<'a> Fabric<'a> {
     }
 
     /// Whether two ranks have a NIC on one leaf.
-    fn share_leaf(&self, a: usize, b: usize) -> bool {
+    pub(super) fn share_leaf(&self, a: usize, b: usize) -> bool {
         self.leaves(a).any(|leaf| self.leaves(b).any(|other| other == leaf))
     }
 
-    fn hops(&self, a: usize, b: usize) -> Option<u32> {
+    pub(super) fn hops(&self, a: usize, b: usize) -> Option<u32> {
         self.route(a, b).map(|route| route.hops)
     }
 
@@ -85,7 +85,7 @@ impl<'a> Fabric<'a> {
     }
 
     /// The links from `leaf` to any spine, each counted.
-    fn uplinks_of(&self, leaf: &SwitchName) -> usize {
+    pub(super) fn uplinks_of(&self, leaf: &SwitchName) -> usize {
         self.topology.uplinks.iter().filter(|(u, _)| &u.leaf == leaf).map(|(_, &count)| count as usize).sum()
     }
 }

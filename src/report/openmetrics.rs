@@ -48,18 +48,37 @@ struct FlowLabels {
 }
 
 /// A latency flow of the last ended phase that had any, by its ends: the
-/// same pair keeps its series through repeats and sweeps.
+/// same pair keeps its series through repeats and sweeps (and `watch`'s windows).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LatencyLabels {
+struct PathLabels {
     group: String,
     src_rank: usize,
     dst_rank: usize,
     host: String,
     peer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LatencyLabels {
+    #[prometheus(flatten)]
+    path: PathLabels,
     quantile: &'static str,
 }
 
-/// Every family `run --metrics` serves, updated as the run records.
+/// A suspect of the last window `watch` judged, by its label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SuspectLabels {
+    suspect: String,
+}
+
+/// What happened to a suspect, or to the workers, as `watch` logs it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    event: String,
+}
+
+/// Every family `run --metrics` and `watch --metrics` serve, updated as
+/// the run records (and as `watch` judges its windows).
 pub struct Live {
     registry: Registry,
     ranks: Gauge,
@@ -77,6 +96,10 @@ pub struct Live {
     link_events: Family<PhaseLabels, Gauge>,
     failed_flows: Family<PhaseLabels, Gauge>,
     latency: Family<LatencyLabels, GaugeF>,
+    lost: Family<PathLabels, GaugeF>,
+    windows: Counter,
+    suspects: Family<SuspectLabels, Gauge>,
+    events: Family<EventLabels, Counter>,
 }
 
 impl Live {
@@ -102,6 +125,10 @@ impl Live {
             link_events: Family::default(),
             failed_flows: Family::default(),
             latency: Family::default(),
+            lost: Family::default(),
+            windows: Counter::default(),
+            suspects: Family::default(),
+            events: Family::default(),
         };
         live.registered()
     }
@@ -128,6 +155,13 @@ impl Live {
         r.register("failed_flows", "Flows of an ended phase that ended with an error", self.failed_flows.clone());
         let help = "Half round trip of a latency flow in the last ended phase with latency flows (at most 256 flows)";
         r.register_with_unit("flow_latency", help, Unit::Seconds, self.latency.clone());
+        let help = "Share of an open-loop latency flow's probes whose echo never came, in the last ended phase with latency flows";
+        r.register_with_unit("flow_lost", help, Unit::Other("ratio".into()), self.lost.clone());
+        r.register("watch_windows", "Windows `watch` measured and judged", self.windows.clone());
+        let help = "1 for each suspect of the last window `watch` judged (its label names it)";
+        r.register("watch_suspect", help, self.suspects.clone());
+        let help = "Events `watch` logged: a suspect appeared, persists or cleared, the workers failed or rejoined";
+        r.register("watch_events", help, self.events.clone());
         self
     }
 
@@ -190,19 +224,36 @@ impl Live {
             return;
         }
         self.latency.clear();
+        self.lost.clear();
         for (flow, summary) in measured {
+            let path = PathLabels {
+                group: flow.group.clone(),
+                src_rank: flow.src,
+                dst_rank: flow.dst,
+                host: flow.src_host.clone(),
+                peer: flow.dst_host.clone(),
+            };
             for (quantile, us) in [("0.5", summary.typical_us), ("0.99", summary.p99_us), ("0.999", summary.p999_us)] {
-                let labels = LatencyLabels {
-                    group: flow.group.clone(),
-                    src_rank: flow.src,
-                    dst_rank: flow.dst,
-                    host: flow.src_host.clone(),
-                    peer: flow.dst_host.clone(),
-                    quantile,
-                };
-                self.latency.get_or_create(&labels).set(us * 1e-6);
+                self.latency.get_or_create(&LatencyLabels { path: path.clone(), quantile }).set(us * 1e-6);
+            }
+            if let Some(probes) = &flow.probes {
+                self.lost.get_or_create(&path).set(probes.lost_ratio);
             }
         }
+    }
+
+    /// `watch` judged a window: these are its suspects now.
+    pub fn judged(&self, open: &[&str]) {
+        self.windows.inc();
+        self.suspects.clear();
+        for suspect in open {
+            self.suspects.get_or_create(&SuspectLabels { suspect: suspect.to_string() }).set(1);
+        }
+    }
+
+    /// `watch` logged an event of this kind.
+    pub fn event(&self, event: &str) {
+        self.events.get_or_create(&EventLabels { event: event.to_string() }).inc();
     }
 
     /// The families as they stand, in the OpenMetrics text format, `# EOF` last.

@@ -14,7 +14,9 @@ use crate::plan::{Flow, GroupPlan, Phase, RankInfo};
 use crate::result::degraded::{self, AskedWindow, Degradation, Observed, ObservedFlow};
 use crate::result::gpu_memory::FlowGpuMemory;
 use crate::result::intervals::PhaseIntervals;
-use crate::result::{Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, RankResult, ReceiverResult};
+use crate::result::{
+    Datagrams, FlowResult, GroupResult, LaneResult, Offered, PhaseResult, Probes, RankResult, ReceiverResult,
+};
 use crate::scenario::rdma::Connection;
 use crate::scenario::{Mode, Op, Transport};
 use crate::transport::{Counts, Side};
@@ -36,7 +38,7 @@ pub fn aggregate_phase(
     let spans = rank_windows(&arrived, intervals);
     let window_s = stats::mean(&spans.iter().map(|s| s.1).collect::<Vec<_>>()).unwrap_or(0.0);
     let ends = Ends::new(reports, intervals);
-    let (flows, round_trips) = flow_results(phase, ranks, &ends, window_s);
+    let (flows, round_trips) = flow_results(phase, ranks, &ends, window_s, asked.duration.as_secs_f64());
     let aggregate_gbps = stats::total(flows.iter().filter(|f| f.mode == Mode::Bandwidth).map(|f| f.gbps));
     let flow_starts = flow_starts(&arrived);
     let starts: Vec<f64> = flow_starts.iter().map(|&(_, ns)| ns as f64 / 1e3).collect();
@@ -111,6 +113,7 @@ fn flow_results(
     ranks: &[RankInfo],
     ends: &Ends,
     window_s: f64,
+    asked_s: f64,
 ) -> (Vec<FlowResult>, Vec<Option<Histogram>>) {
     let mut flows = Vec::with_capacity(phase.flows.len());
     let mut round_trips: Vec<Option<Histogram>> = vec![None; phase.groups.len()];
@@ -121,7 +124,10 @@ fn flow_results(
             merged.get_or_insert_with(Histogram::default).merge(h);
         }
         let rx = ends.get(flow.dst, i, flow, Side::Receiver);
-        flows.push(flow_result(flow, group, ranks, tx, rx, ends.taken, window_s));
+        let mut result = flow_result(flow, group, ranks, tx, rx, ends.taken, window_s);
+        // Due in the window asked for, which the senders keep to (the common window may run longer).
+        result.probes = Probes::of(group, asked_s, result.latency.map_or(0, |l| l.samples));
+        flows.push(result);
     }
     (flows, round_trips)
 }
@@ -163,6 +169,7 @@ fn flow_result(
         refused: rx.map_or(0, |(_, s, _)| s.refused),
         lanes: counted.map_or_else(Vec::new, |(r, s, _)| lanes(r, s, taken, window_s)),
         offered: None,
+        probes: None,
         datagrams: match (tx, rx) {
             (Some((_, _, t)), Some((_, _, r))) if is_ud(group) => Some(Datagrams::new(t.messages, r.messages)),
             _ => None,

@@ -37,7 +37,7 @@ pub use checks::{
 pub use datagrams::Datagrams;
 pub use matrix::{pair_matrix, PairMatrix};
 pub use metric::Metric;
-pub use offered::Offered;
+pub use offered::{Offered, Probes};
 
 use crate::histogram::LatencySummary;
 use crate::hostfacts::HostFacts;
@@ -306,6 +306,10 @@ pub struct FlowResult {
     /// the receiver got in the window. Absent for RC and TCP, in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datagrams: Option<Datagrams>,
+    /// An open-loop latency flow (a latency group with a `rate`): its
+    /// probes due in the window against those echoed. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<offered::Probes>,
     /// TCP: the engines (data-path threads) and cores that carried each
     /// end's streams. Absent for RDMA, and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,6 @@
 //! A paced group's offered load (run.json's `flows[].offered`,
-//! `groups[].offered`).
+//! `groups[].offered`), and an open-loop latency flow's probes
+//! (`flows[].probes`).
 
 use serde::{Deserialize, Serialize};
 
@@ -33,5 +34,34 @@ impl Offered {
         };
         let delivered_ratio = if asked > 0.0 { delivered / asked } else { 0.0 };
         Some(Offered { gbps, msgs_per_s, delivered_ratio })
+    }
+}
+/// An open-loop latency flow's probes in the window: those its schedule
+/// put there against those whose echo was timed.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Probes {
+    /// ⌊window × rate⌋ (per stream, summed): what any window of that length
+    /// holds of an evenly spaced schedule (one more may fall on its edge;
+    /// a Poisson schedule's count varies about it by √due).
+    pub due: u64,
+    /// Probes scheduled in the window whose echo came back (by the end of
+    /// the drain): the latency's `samples`.
+    pub echoed: u64,
+    /// max(0, due − echoed) / due: probes lost or stalled past the drain.
+    pub lost_ratio: f64,
+}
+
+impl Probes {
+    /// The probes of a flow of `group` that timed `echoed` echoes in a
+    /// window of `window_s`; `None` unless the group is open-loop latency.
+    pub fn of(group: &GroupPlan, window_s: f64, echoed: u64) -> Option<Probes> {
+        if group.mode != Mode::Latency {
+            return None;
+        }
+        let streams = u64::from(group.streams.max(1));
+        let per_stream = group.offered_msgs_per_s()? / streams as f64;
+        let due = streams * (window_s * per_stream + 1e-9).floor() as u64;
+        let lost = due.saturating_sub(echoed);
+        Some(Probes { due, echoed, lost_ratio: if due == 0 { 0.0 } else { lost as f64 / due as f64 } })
     }
 }

@@ -20,8 +20,13 @@ pub enum Subject {
     Receiver,
     /// Each group's aggregate in every phase.
     Group,
-    /// Each latency measurement (latency groups measure it).
+    /// Each latency flow's typical (median) half round trip.
     Latency,
+    /// Each latency flow's 99th percentile half round trip.
+    P99,
+    /// Each flow's share of messages lost: the probes of an open-loop
+    /// latency flow whose echo never came, the datagrams of a UD flow.
+    Loss,
 }
 
 /// A limit, with what it is relative to. Percentages are kept as written.
@@ -35,9 +40,13 @@ pub enum Threshold {
     OfLineRate(f64),
     /// Latency: at most this multiple of the smallest latency measured.
     TimesMin(f64),
+    /// Latency: at most this many µs.
+    Micros(f64),
+    /// Loss: at most this % of the messages.
+    Share(f64),
 }
 
-/// One check: `subject >= threshold` (`<=` for latency).
+/// One check: `subject >= threshold` (`<=` for latency, p99 and loss).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rule {
     pub subject: Subject,
@@ -59,14 +68,21 @@ pub struct CheckSpec {
     pub group: Vec<Threshold>,
     #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
     pub latency: Vec<Threshold>,
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub p99: Vec<Threshold>,
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub loss: Vec<Threshold>,
     /// Line rate of every port, Gb/s, for `% of line rate`.
     #[serde(with = "rate_text", skip_serializing_if = "Option::is_none")]
     pub line_rate: Option<f64>,
 }
 
-const SUBJECTS: &str = "flow, host, receiver, group, latency";
+const SUBJECTS: &str = "flow, host, receiver, group, latency, p99, loss";
 const THRESHOLDS: &str = "a rate (\"9 Gb/s\"), a share of the best (\"93% of best\"), of the port's line rate \
-     (\"90% of line rate\") or, for latency, a multiple of the smallest (\"1.5x min\")";
+     (\"90% of line rate\"), for latency and p99 a time (\"500us\", \"1 ms\") or a multiple of the smallest \
+     (\"1.5x min\"), for loss a share of the messages (\"2%\")";
+/// The longest latency a rule may allow: a minute, in µs.
+const MAX_MICROS: f64 = 60e6;
 
 impl Subject {
     pub fn name(self) -> &'static str {
@@ -76,6 +92,23 @@ impl Subject {
             Subject::Receiver => "receiver",
             Subject::Group => "group",
             Subject::Latency => "latency",
+            Subject::P99 => "p99",
+            Subject::Loss => "loss",
+        }
+    }
+
+    /// Whether the rule is a ceiling (`<=`: latency, p99, loss) rather
+    /// than a floor (`>=`: rates).
+    pub fn is_ceiling(self) -> bool {
+        matches!(self, Subject::Latency | Subject::P99 | Subject::Loss)
+    }
+
+    /// The unit of the values a rule on this subject checks.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Subject::Latency | Subject::P99 => "µs",
+            Subject::Loss => "%",
+            _ => "Gb/s",
         }
     }
 
@@ -86,13 +119,15 @@ impl Subject {
             "receiver" => Subject::Receiver,
             "group" => Subject::Group,
             "latency" => Subject::Latency,
+            "p99" => Subject::P99,
+            "loss" => Subject::Loss,
             _ => return Err(BadRule::NotASubject(text.to_string())),
         })
     }
 
-    /// Bandwidths must reach their limit; latencies must stay under theirs.
+    /// Bandwidths must reach their limit; latencies and losses must stay under theirs.
     fn operator(self) -> &'static str {
-        if self == Subject::Latency {
+        if self.is_ceiling() {
             "<="
         } else {
             ">="
@@ -102,8 +137,9 @@ impl Subject {
     /// Whether `threshold` means something for this subject.
     fn accepts(self, threshold: Threshold) -> Result<(), BadRule> {
         let ok = match (self, threshold) {
-            (Subject::Latency, t) => matches!(t, Threshold::TimesMin(_)),
-            (_, Threshold::TimesMin(_)) => false,
+            (Subject::Latency | Subject::P99, t) => matches!(t, Threshold::TimesMin(_) | Threshold::Micros(_)),
+            (Subject::Loss, t) => matches!(t, Threshold::Share(_)),
+            (_, Threshold::TimesMin(_) | Threshold::Micros(_) | Threshold::Share(_)) => false,
             (Subject::Group, Threshold::OfLineRate(_)) => false,
             _ => true,
         };
@@ -116,7 +152,10 @@ impl Subject {
     /// The thresholds this subject takes, for the error that refuses another.
     fn takes(self) -> &'static str {
         match self {
-            Subject::Latency => "a multiple of the smallest latency, e.g. \"1.5x min\"",
+            Subject::Latency | Subject::P99 => {
+                "a time, e.g. \"500us\" or \"1 ms\", or a multiple of the smallest latency, e.g. \"1.5x min\""
+            }
+            Subject::Loss => "a share of the messages, e.g. \"2%\"",
             Subject::Group => "a rate (\"40 Gb/s\") or a share of the best (\"93% of best\")",
             _ => "a rate (\"9 Gb/s\"), \"93% of best\" or \"90% of line rate\"",
         }
@@ -146,11 +185,30 @@ impl Threshold {
                 return Err(BadThreshold::Multiple(text.to_string()));
             }
             Threshold::TimesMin(n)
+        } else if let Some(us) = micros(&t) {
+            if !(us > 0.0 && us <= MAX_MICROS) {
+                return Err(BadThreshold::Time(text.to_string()));
+            }
+            Threshold::Micros(us)
+        } else if let Some(p) = t.strip_suffix('%') {
+            let p: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(0.0..100.0).contains(&p) {
+                return Err(BadThreshold::Share(text.to_string()));
+            }
+            Threshold::Share(p)
         } else {
             Threshold::Gbps(parse_rate(text).map_err(|_| bad())?)
         };
         Ok(threshold)
     }
+}
+
+/// A time in µs when `t` (lower case) is a number and a time unit:
+/// `500us`, `500 µs`, `1.5 ms`, `2s` (`9 gb/s` is none).
+fn micros(t: &str) -> Option<f64> {
+    [("us", 1.0), ("µs", 1.0), ("μs", 1.0), ("ms", 1e3), ("ns", 1e-3), ("s", 1e6)]
+        .into_iter()
+        .find_map(|(unit, scale)| Some(t.strip_suffix(unit)?.trim().parse::<f64>().ok()? * scale))
 }
 
 /// A rate with its unit: `9 Gb/s`, `9Gbps`, `400 Mb/s`, `400mbit`; in Gb/s.
@@ -205,6 +263,8 @@ impl CheckSpec {
             (Subject::Receiver, &self.receiver),
             (Subject::Group, &self.group),
             (Subject::Latency, &self.latency),
+            (Subject::P99, &self.p99),
+            (Subject::Loss, &self.loss),
         ]
         .into_iter()
         .flat_map(|(subject, list)| list.iter().map(move |&threshold| Rule { subject, threshold }))
@@ -219,6 +279,8 @@ impl CheckSpec {
             Subject::Receiver => &mut self.receiver,
             Subject::Group => &mut self.group,
             Subject::Latency => &mut self.latency,
+            Subject::P99 => &mut self.p99,
+            Subject::Loss => &mut self.loss,
         };
         list.push(rule.threshold);
     }
@@ -260,6 +322,10 @@ pub enum BadThreshold {
     Percentage(String),
     #[error("`{0}`: the multiple must be at least 1")]
     Multiple(String),
+    #[error("`{0}`: the time must be above 0 and at most a minute")]
+    Time(String),
+    #[error("`{0}`: a loss share must be at least 0% and below 100%")]
+    Share(String),
 }
 
 /// Why a rate in Gb/s (`line_rate`, `--line-rate`) does not read.
@@ -283,6 +349,8 @@ impl fmt::Display for Threshold {
             Threshold::OfBest(p) => write!(f, "{p}% of best"),
             Threshold::OfLineRate(p) => write!(f, "{p}% of line rate"),
             Threshold::TimesMin(m) => write!(f, "{m}x min"),
+            Threshold::Micros(us) => write!(f, "{us} µs"),
+            Threshold::Share(p) => write!(f, "{p}%"),
         }
     }
 }
@@ -365,6 +433,12 @@ mod tests {
             ("flow >= 90% of line", "flow >= 90% of line rate"),
             ("latency <= 1.5x min", "latency <= 1.5x min"),
             ("group >= 40 Gbps", "group >= 40 Gb/s"),
+            ("p99 <= 500us", "p99 <= 500 µs"),
+            ("p99<=1.5 ms", "p99 <= 1500 µs"),
+            ("latency <= 20 µs", "latency <= 20 µs"),
+            ("p99 <= 2x min", "p99 <= 2x min"),
+            ("loss <= 2%", "loss <= 2%"),
+            ("loss <= 0 %", "loss <= 0%"),
         ] {
             assert_eq!(Rule::parse(text).unwrap().to_string(), shown, "{text}");
         }
@@ -386,12 +460,28 @@ mod tests {
         assert!(rule_err("flow 9").contains("write SUBJECT >= THRESHOLD"));
         assert_eq!(
             rule_err("link >= 9 Gb/s"),
-            "`link` is not a check subject; use one of flow, host, receiver, group, latency"
+            "`link` is not a check subject; use one of flow, host, receiver, group, latency, p99, loss"
         );
+        assert_eq!(rule_err("loss >= 2%"), "`loss >= 2%`: `loss` checks are written with `<=`");
+        assert!(rule_err("loss <= 2 Gb/s").contains("(it takes a share of the messages, e.g. \"2%\")"));
+        assert!(rule_err("flow >= 500us").contains("does not apply to `flow`"));
+        assert!(rule_err("flow >= 2%").contains("does not apply to `flow`"));
+        assert_eq!(Threshold::parse("100%").unwrap_err(), BadThreshold::Share("100%".into()));
+        assert_eq!(
+            Threshold::parse("-1%").unwrap_err().to_string(),
+            "`-1%`: a loss share must be at least 0% and below 100%"
+        );
+        for time in ["0us", "61 s", "nan us", "1e400 ms"] {
+            assert_eq!(
+                Threshold::parse(time).unwrap_err().to_string(),
+                format!("`{time}`: the time must be above 0 and at most a minute")
+            );
+        }
         assert_eq!(rule_err("flow <= 9 Gb/s"), "`flow <= 9 Gb/s`: `flow` checks are written with `>=`");
         assert_eq!(
             rule_err("latency <= 9 Gb/s"),
-            "`9 Gb/s` does not apply to `latency` (it takes a multiple of the smallest latency, e.g. \"1.5x min\")"
+            "`9 Gb/s` does not apply to `latency` (it takes a time, e.g. \"500us\" or \"1 ms\", or a multiple of the \
+             smallest latency, e.g. \"1.5x min\")"
         );
         assert!(rule_err("group >= 90% of line rate").contains("does not apply to `group`"));
         assert!(rule_err("flow >= 9").contains("`9` is not a threshold; use a rate"));

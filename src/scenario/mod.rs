@@ -12,6 +12,7 @@ pub mod limits;
 mod locate;
 pub mod memory;
 mod op;
+mod pattern;
 pub mod placement;
 pub mod rails;
 mod ranks;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 pub use check::{parse_rate, BadGbps, BadRule, BadThreshold, CheckSpec, Rule, Subject, Threshold};
 pub use locate::{BadField, BadKey, Field, Section, Source};
 pub use op::{Mode, Op};
+pub use pattern::Pattern;
 pub use ranks::{BadRanks, RankSet};
 pub use validate::check_run;
 
@@ -244,31 +246,6 @@ fn default_streams() -> u32 {
     1
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Pattern {
-    /// Every sender to each receiver (incast).
-    #[serde(alias = "all-to-one")]
-    FanIn,
-    /// Each sender to every receiver.
-    OneToAll,
-    /// Rank i to rank i + N/2, or the explicit `flows`.
-    Pairwise,
-    /// Every rank to every other rank.
-    AllToAll,
-    /// Rank i to rank i + 1, the last back to the first.
-    Ring,
-    /// A ring through the ranks in a seeded random order (GPCNeT's random
-    /// ring): each sends to its successor in the permutation.
-    RandomRing,
-    /// Every pair of ranks once, in rounds of disjoint pairs (one phase per round).
-    AllPairs,
-    /// Exactly the `flows` listed.
-    Explicit,
-    /// Pairs across the spine, as many per leaf as it has uplinks (needs a topology).
-    Bisection,
-}
-
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
@@ -427,22 +404,6 @@ impl Transport {
             (_, Mode::Latency) => ByteSize(2),
             (Transport::Tcp, Mode::Bandwidth) => ByteSize(128 * 1024),
             (Transport::Rdma, Mode::Bandwidth) => ByteSize(64 * 1024),
-        }
-    }
-}
-
-impl Pattern {
-    pub fn name(self) -> &'static str {
-        match self {
-            Pattern::FanIn => "fan-in",
-            Pattern::OneToAll => "one-to-all",
-            Pattern::Pairwise => "pairwise",
-            Pattern::AllToAll => "all-to-all",
-            Pattern::Ring => "ring",
-            Pattern::RandomRing => "random-ring",
-            Pattern::AllPairs => "all-pairs",
-            Pattern::Explicit => "explicit",
-            Pattern::Bisection => "bisection",
         }
     }
 }

@@ -263,7 +263,12 @@ fn check_selectors(g: &GroupSpec) -> Result<(), BadKey> {
     let allowed: &[&str] = match g.pattern {
         Pattern::FanIn | Pattern::OneToAll => &["senders", "receivers"],
         Pattern::Pairwise => &["ranks", "flows"],
-        Pattern::AllToAll | Pattern::Ring | Pattern::RandomRing | Pattern::AllPairs | Pattern::Bisection => &["ranks"],
+        Pattern::AllToAll
+        | Pattern::Ring
+        | Pattern::RandomRing
+        | Pattern::AllPairs
+        | Pattern::Bisection
+        | Pattern::Mesh => &["ranks"],
         Pattern::Explicit => &["flows"],
     };
     let given = [

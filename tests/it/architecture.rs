@@ -20,6 +20,7 @@ const STACK: &[&[&str]] = &[
     &["worker", "progress", "hostcheck"],
     &["run"],
     &["report"],
+    &["watch"],
     &["cli"],
     &["commands"],
 ];

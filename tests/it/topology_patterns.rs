@@ -123,6 +123,34 @@ fn bisection_loads_each_uplink_once_where_the_hosts_allow() {
 }
 
 #[test]
+fn mesh_probes_every_pair_under_a_leaf_and_each_two_leaves_across_the_spine() {
+    let pairs = flows(&group("mesh", ""), &fat_tree());
+    let within = every_pair(|a, b| leaf(a) == leaf(b));
+    assert_eq!(pairs.len(), within.len() + 2, "{pairs:?}");
+    assert_eq!(unordered(&pairs), within.into_iter().chain([(0, 4), (1, 5)]).collect());
+    assert!(pairs.iter().all(|&(a, b)| a < b || leaf(a) != leaf(b)), "within a leaf, the lower rank sends");
+    // No topology: every pair once.
+    let plan = planned(&group("mesh", ""), None, &nodes(8)).unwrap();
+    let all: Vec<(usize, usize)> = plan.phases[0].flows.iter().map(|f| (f.src, f.dst)).collect();
+    assert_eq!(all.len(), 28);
+    assert_eq!(unordered(&all), every_pair(|_, _| true));
+    // Three leaves of two uplinks each: two pairs for each two leaves,
+    // each leaf's hosts in turn, so that every uplink is crossed by paths
+    // to both other leaves.
+    let bench = Bench::new();
+    let fabric = "[switch.l1]\nhosts = \"node[01-03]\"\n[switch.l2]\nhosts = \"node[04-06]\"\n\
+                  [switch.l3]\nhosts = \"node[07-08]\"\n[switch.s1]\nlinks = [\"l1\", \"l2\", \"l3\"]\n\
+                  [switch.s2]\nlinks = [\"l1\", \"l2\", \"l3\"]\n";
+    let three = topology::read(&bench.write("three.toml", fabric), None).unwrap();
+    let leaf_of = |rank: usize| [0, 0, 0, 1, 1, 1, 2, 2][rank];
+    let across: Vec<(usize, usize)> =
+        flows(&group("mesh", ""), &three).into_iter().filter(|&(a, b)| leaf_of(a) != leaf_of(b)).collect();
+    assert_eq!(across, [(0, 3), (1, 4), (2, 6), (0, 7), (5, 6), (3, 7)]);
+    let e = planned(&group("mesh", "flows = [[0, 1]]"), None, &nodes(8)).unwrap_err();
+    assert!(e.contains("field `flows`: does not apply to pattern `mesh` (it takes: ranks)"), "{e}");
+}
+
+#[test]
 fn each_key_without_a_topology_names_itself_and_what_to_add() {
     for (pattern, key, value) in
         [("all-pairs", "within", "\"leaf\""), ("pairwise", "across", "\"leaf\""), ("all-pairs", "hops", "\"4\"")]

@@ -65,7 +65,9 @@ fn case(run: &RunResult, c: &CheckOutcome) -> String {
     let open =
         format!("    <testcase classname=\"{}\" name=\"{}\"", xml(&classname), xml(&labels::checked(run, &c.item)));
     let measured = match (c.value, c.limit) {
-        (Some(v), Some(l)) => format!("{} (limit {}; Gb/s, µs for latency)", number(v, 3), number(l, 3)),
+        (Some(v), Some(l)) => {
+            format!("{} {unit} (limit {} {unit})", number(v, 3), number(l, 3), unit = c.rule.subject.unit())
+        }
         _ => String::new(),
     };
     let note = c.note.clone().unwrap_or_default();

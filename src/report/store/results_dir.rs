@@ -45,24 +45,7 @@ impl ResultsDir {
     /// and opens the journal. An error names the path and the cause.
     pub fn create(parent: &Path, name: &str, inputs: &[Input]) -> Result<ResultsDir, ReportError> {
         let fail = |path: &Path, cause| ReportError::Write { path: path.display().to_string(), cause };
-        std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
-        let base = folder_name(SystemTime::now(), name);
-        let mut made = None;
-        for n in 1..=SUFFIXES {
-            let path = match n {
-                1 => parent.join(&base),
-                n => parent.join(format!("{base}-{n}")),
-            };
-            match std::fs::create_dir(&path) {
-                Ok(()) => {
-                    made = Some(path);
-                    break;
-                }
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(fail(&path, e)),
-            }
-        }
-        let path = made.ok_or_else(|| fail(&parent.join(&base), ErrorKind::AlreadyExists.into()))?;
+        let path = new_folder(parent, name)?;
         for Input { name: file, bytes } in inputs {
             replace(&path.join(file), bytes)?;
         }
@@ -153,6 +136,25 @@ impl Recorder for ResultsDir {
 
 /// `2026-11-30T08-12-29.123Z-fan-in`: sortable, and safe on every
 /// filesystem.
+/// Makes `parent/<UTC time>-<name>/` (`…-2` and so on where it exists).
+pub fn new_folder(parent: &Path, name: &str) -> Result<PathBuf, ReportError> {
+    let fail = |path: &Path, cause| ReportError::Write { path: path.display().to_string(), cause };
+    std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
+    let base = folder_name(SystemTime::now(), name);
+    for n in 1..=SUFFIXES {
+        let path = match n {
+            1 => parent.join(&base),
+            n => parent.join(format!("{base}-{n}")),
+        };
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(fail(&path, e)),
+        }
+    }
+    Err(fail(&parent.join(&base), ErrorKind::AlreadyExists.into()))
+}
+
 fn folder_name(at: SystemTime, name: &str) -> String {
     let time = humantime::format_rfc3339_millis(at).to_string().replace(':', "-");
     let name: String = name

@@ -7,7 +7,7 @@ pub(crate) mod datagrams;
 pub(crate) mod flaps;
 pub mod gate;
 pub(crate) mod gpu_memory;
-pub(crate) mod labels;
+pub mod labels;
 pub(crate) mod lanes;
 pub(crate) mod leaf_pairs;
 pub(crate) mod live;

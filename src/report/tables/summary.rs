@@ -363,7 +363,7 @@ pub fn acceptance(run: &RunResult, a: &Acceptance) -> Vec<Table> {
     }
     let mut failed = Table::new(
         "Checks not passed".into(),
-        &["rule", "item", "value (Gb/s; µs latency)", "limit", "verdict", "note"],
+        &["rule", "item", "value (Gb/s; µs, % loss)", "limit", "verdict", "note"],
     );
     for c in a.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
         let shown = |x: Option<f64>| x.map_or_else(|| "–".to_string(), |x| number(x, 3));
