@@ -87,10 +87,31 @@ shape_port() {  # shape_port DEV DIR TBF-ARGS...: tbf, with small packets beside
         || die "tc htb, tbf and u32 on $dev failed"
 }
 
-unshape_uplink() {  # unshape_uplink leafJ
+unshape_uplink() {  # unshape_uplink leafJ: its shaping and its loss go
     need_leaf "$1"
-    tc -n "$SW_NS" qdisc del dev "up-$1" root 2>/dev/null || true
-    tc -n "$SW_NS" qdisc del dev "dn-$1" root 2>/dev/null || true
+    local port
+    for port in "up-$1" "dn-$1"; do
+        tc -n "$SW_NS" qdisc del dev "$port" root 2>/dev/null || true
+        ip netns exec "$SW_NS" nft delete table netdev "$(loss_table "$port")" 2>/dev/null || true
+    done
+}
+
+# lossy_uplink leafJ PCT: PCT % of what enters either end of the uplink
+# dropped at random (both ways, as a bad optic or cable would), by the
+# ingress hook of each port's netdev table (this kernel has no netem).
+lossy_uplink() {
+    (($# == 2)) || die "usage: $0 lossy-uplink LEAF PCT, e.g. leaf1 5"
+    local leaf=$1 pct=${2%\%} port
+    need_leaf "$leaf"
+    [[ $pct =~ ^[1-9][0-9]?$ ]] || die "bad loss '$2' for $leaf's uplink (a whole percent, 1 to 99)"
+    for port in "up-$leaf" "dn-$leaf"; do
+        ip netns exec "$SW_NS" nft delete table netdev "$(loss_table "$port")" 2>/dev/null || true
+        ip netns exec "$SW_NS" nft -f - <<EOF || die "nft drop rule on $leaf's uplink port $port failed"
+table netdev $(loss_table "$port") {
+    chain in { type filter hook ingress device "$port" priority 0; numgen random mod 100 < $pct drop; }
+}
+EOF
+    done
 }
 
 tbf_rate() {    # the tbf rate on a port of the switch namespace, or nothing

@@ -73,14 +73,15 @@ pub(super) fn uplinks(run: &RunResult, checks: &[CheckOutcome], paths: &dyn Path
     by_uplink.into_values().collect()
 }
 
-/// Each link measured by an isolating pattern, and how it failed.
+/// Each link measured by an isolating pattern, and how it failed: pairs
+/// alone (all-pairs, pairwise), or a mesh of probes, which at a few a
+/// second on each path load none of them.
 fn tally(run: &RunResult, checks: &[CheckOutcome]) -> BTreeMap<RankPair, Tally> {
     let isolating = |phase: usize, flow: u32| -> bool {
         run.plan.phases.get(phase).is_some_and(|p| {
-            p.flows
-                .iter()
-                .find(|f| f.id == flow)
-                .is_some_and(|f| matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise))
+            p.flows.iter().find(|f| f.id == flow).is_some_and(|f| {
+                matches!(p.groups[f.group].pattern, Pattern::AllPairs | Pattern::Pairwise | Pattern::Mesh)
+            })
         })
     };
     let mut links: BTreeMap<RankPair, Tally> = BTreeMap::new();

@@ -367,9 +367,7 @@ pub(super) fn phases_of(
     let mut per_group = Vec::new();
     for (index, spec) in scenario.groups.iter().enumerate() {
         let pairs = match (spec.pattern, spec.rails()) {
-            (Pattern::Mesh, _) => {
-                mesh::mesh(spec, ranks, fabric).and_then(|pairs| topology::restrict(spec, pairs, fabric))
-            }
+            (Pattern::Mesh, _) => mesh::mesh(spec, ranks, fabric),
             (Pattern::Bisection, Rails::All) => topology::bisection(spec, n, fabric),
             (Pattern::Bisection, Rails::Same) => {
                 topology::bisection(spec, n, fabric).and_then(|hosts| rails::widen(spec, hosts, ranks))

@@ -18,7 +18,7 @@ use crate::hostfile::Host;
 use crate::plan::Fabric;
 use crate::report::openmetrics::Live;
 use crate::report::tables::labels;
-use crate::result::{Checked, PhaseResult, RunResult, Verdict};
+use crate::result::{Checked, PhaseResult, RunResult, Suspect, SuspectKind, Verdict};
 use crate::run::record::{Recorded, Recorder};
 use crate::run::Prepared;
 use crate::scenario::topology::RunTopology;
@@ -185,9 +185,7 @@ impl Judge {
         let fabric = self.topology.as_ref().map(|t| Fabric::new(&t.topology, &self.hosts));
         let paths = fabric.as_ref().map(|f| f as &dyn acceptance::Paths);
         let judged = acceptance::judge(shell, &self.checks, paths);
-        let suspects = judged.as_ref().map_or_else(Vec::new, |a| {
-            a.suspects.iter().map(|s| Named { label: labels::suspect(s), evidence: s.evidence.clone() }).collect()
-        });
+        let suspects = judged.as_ref().map_or_else(Vec::new, |a| a.suspects.iter().map(named).collect());
         let failing = judged.as_ref().map_or(0, |a| {
             let failed = a.checks.iter().filter(|c| c.verdict != Verdict::Pass);
             let flows = failed.filter_map(|c| match c.item {
@@ -230,6 +228,22 @@ impl Judge {
         }
         Ok(())
     }
+}
+
+/// A suspect as it is known from one window to the next: by its label,
+/// without the way an uplink failed (the evidence keeps it), which one
+/// window's few probes may tell and the next not.
+fn named(suspect: &Suspect) -> Named {
+    let mut both_ways = suspect.clone();
+    let one_way = match &mut both_ways.kind {
+        SuspectKind::Uplink { one_way, .. } => std::mem::take(one_way),
+        _ => Vec::new(),
+    };
+    let evidence = match one_way.is_empty() {
+        true => suspect.evidence.clone(),
+        false => format!("{} ({})", suspect.evidence, labels::suspect(suspect)),
+    };
+    Named { label: labels::suspect(&both_ways), evidence }
 }
 
 fn path_line(f: &crate::result::FlowResult) -> PathLine<'_> {

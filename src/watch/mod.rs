@@ -22,10 +22,9 @@ use crate::run::signals::Stop;
 use crate::run::{self, Prepared, RunOptions};
 use crate::scenario::limits::MAX_REPEATS;
 use crate::scenario::CheckSpec;
-use events::Judge;
-pub use events::{Files, What};
-pub use log::{Log, LogError, KEPT};
-pub use tracker::PERSISTS_AFTER;
+pub use events::Files;
+use events::{Judge, What};
+pub use log::{Log, LogError};
 
 /// Windows one launch of the workers runs: what one run holds in memory
 /// (its phases) stays bounded, and they are started afresh now and then.

@@ -63,4 +63,6 @@ mod topology_by_guid;
 mod topology_gathered;
 mod topology_patterns;
 mod traffic_class;
+mod watch;
+mod watch_bed;
 mod wire;

@@ -261,3 +261,48 @@ fn each_ended_latency_phase_serves_the_quantiles_run_json_keeps() {
     let same = |kept: &Vec<f64>| kept.iter().zip(&scraped).all(|(k, s)| (k - s).abs() <= 1e-9 * k.abs());
     assert!(kept.iter().any(same), "scraped {scraped:?} s is no phase's latency in run.json: {kept:?}");
 }
+
+/// `watch --metrics` scraped by a real Prometheus: a known path's p99
+/// through PromQL is that path's p99 of one of the windows in
+/// windows.jsonl, and the windows judged are counted.
+#[test]
+fn prometheus_scrapes_a_watch_and_a_paths_p99_is_one_of_its_windows() {
+    let bench = Bench::new();
+    let target = free_port();
+    let Some(prometheus) = Prometheus::scraping(&bench, target) else { return };
+    let hosts = bench.write("hosts", "127.0.0.1\n127.0.0.2\n127.0.0.3\n");
+    let out = bench.run(&[
+        "watch",
+        "-H",
+        hosts.to_str().unwrap(),
+        "--window",
+        "1s",
+        "--windows",
+        "5",
+        "--p99",
+        "2s",
+        "--metrics",
+        &target.to_string(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let folder = std::fs::read_dir(bench.results()).unwrap().flatten().next().unwrap().path();
+    let windows = std::fs::read_to_string(folder.join("windows.jsonl")).unwrap();
+    let p99s: Vec<f64> = windows
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .flat_map(|w| w["flows"].as_array().unwrap().clone())
+        .filter(|f| (f["src"].as_str(), f["dst"].as_str()) == (Some("127.0.0.1"), Some("127.0.0.2")))
+        .map(|f| f["p99_us"].as_f64().unwrap() * 1e-6)
+        .collect();
+    assert_eq!(p99s.len(), 5, "{windows}");
+    let selector = r#"fabricbench_flow_latency_seconds{host="127.0.0.1",peer="127.0.0.2",quantile="0.99"}"#;
+    let scraped = prometheus.samples(selector);
+    let [(labels, values)] = &scraped[..] else { panic!("one series of the path: {scraped:?}") };
+    assert_eq!(labels["group"], "probes", "{labels}");
+    for value in values {
+        assert!(p99s.iter().any(|p| (p - value).abs() <= 1e-12), "scraped {value} s is no window's p99 {p99s:?}");
+    }
+    let judged = prometheus.samples("fabricbench_watch_windows_total");
+    let counts: Vec<f64> = judged.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    assert!(counts.iter().any(|&n| n >= 3.0) && counts.iter().all(|&n| n <= 5.0), "{counts:?}");
+}

@@ -143,6 +143,19 @@ impl Bed {
         assert!(out.status.success(), "testbed shape-uplink {leaf} {rate}: {}", super::text(&out.stderr));
     }
 
+    /// Drops `pct` % of what crosses a leaf's uplink, both ways (`leaf1`, `5`);
+    /// [`Bed::unshape_uplink`] ends it.
+    pub fn lossy_uplink(&self, leaf: &str, pct: &str) {
+        let out = Command::new(&self.script).args(["lossy-uplink", leaf, pct]).output().expect("testbed lossy-uplink");
+        assert!(out.status.success(), "testbed lossy-uplink {leaf} {pct}: {}", super::text(&out.stderr));
+    }
+
+    /// Removes a leaf's uplink shaping and loss.
+    pub fn unshape_uplink(&self, leaf: &str) {
+        let out = Command::new(&self.script).args(["unshape-uplink", leaf]).output().expect("testbed unshape-uplink");
+        assert!(out.status.success(), "testbed unshape-uplink {leaf}: {}", super::text(&out.stderr));
+    }
+
     /// Crashes `host` whole: kills its pid namespace's init from outside (an
     /// init ignores SIGKILL from its own namespace), and with it every
     /// process of the host — sshd, slurmd, job steps, workers.
