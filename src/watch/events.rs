@@ -187,7 +187,7 @@ impl Judge {
         let judged = acceptance::judge(shell, &self.checks, paths);
         let suspects = judged.as_ref().map_or_else(Vec::new, |a| a.suspects.iter().map(named).collect());
         let failing = judged.as_ref().map_or(0, |a| {
-            let failed = a.checks.iter().filter(|c| c.verdict != Verdict::Pass);
+            let failed = a.checks.iter().filter(|c| c.verdict == Verdict::Fail);
             let flows = failed.filter_map(|c| match c.item {
                 Checked::Flow { flow, .. } => Some(flow),
                 _ => None,

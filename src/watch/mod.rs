@@ -77,8 +77,13 @@ pub async fn watch(
         }
         let mut launched = prepared.clone();
         launched.plan.phases.truncate(usize::try_from(left).unwrap_or(usize::MAX));
+        let judged = judge.windows();
         let outcome = run::run(launched, launch, opts, &mut judge).await;
         judge.written()?;
+        // A launch that judged windows before it failed starts the pauses afresh.
+        if judge.windows() > judged {
+            retry = FIRST_RETRY;
+        }
         if let Some(stop) = opts.signals.first() {
             judge.log(What::Stopped { reason: format!("stopped by {stop}") })?;
             return Ok(Ended::Stopped { stop, windows: judge.windows() });
@@ -86,10 +91,7 @@ pub async fn watch(
         let error = match outcome {
             Ok(result) => match result.status {
                 RunStatus::Failed { error } => error,
-                _ => {
-                    retry = FIRST_RETRY;
-                    continue;
-                }
+                _ => continue,
             },
             Err(e) => format!("{e:#}"),
         };

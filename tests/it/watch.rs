@@ -6,10 +6,9 @@
 //! metrics_scrape.rs.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::common::{text, Bench};
+use crate::common::{text, Bench, Running};
 
 const FOUR: &str = "127.0.0.1\n127.0.0.2\n127.0.0.3\n127.0.0.4\n";
 
@@ -51,12 +50,6 @@ fn windows_judged(folder: &Path) -> usize {
     lines(&folder.join("windows.jsonl")).len()
 }
 
-fn stop(child: Child, signal: nix::sys::signal::Signal) -> std::process::Output {
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, signal).unwrap();
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 fn a_watch_judges_every_path_each_window_and_ends_after_its_windows() {
     let bench = Bench::new();
@@ -93,7 +86,7 @@ fn a_watch_judges_every_path_each_window_and_ends_after_its_windows() {
 fn a_killed_worker_is_an_event_and_the_workers_rejoin_and_sigterm_keeps_every_file() {
     let bench = Bench::new();
     let hosts = bench.write("hosts", FOUR);
-    let child = bench.spawn(&args(&hosts, &[]));
+    let watching = Running::new(bench.spawn(&args(&hosts, &[])));
     wait_for(&bench, "a first window", Duration::from_secs(60), |f| windows_judged(f) >= 1);
     let worker = bench.worker_pid(2, Duration::from_secs(5));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(worker as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -103,7 +96,7 @@ fn a_killed_worker_is_an_event_and_the_workers_rejoin_and_sigterm_keeps_every_fi
     });
     let judged = windows_judged(&folder(&bench));
     wait_for(&bench, "a window after rejoining", Duration::from_secs(30), |f| windows_judged(f) > judged);
-    let out = stop(child, nix::sys::signal::Signal::SIGTERM);
+    let out = watching.stop(nix::sys::signal::Signal::SIGTERM);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::common::testbed::Bed;
-use crate::common::{text, Bench};
+use crate::common::{text, Bench, Running};
 
-/// The bed of `Bed::up_fabric(6, 3, …)` as fabricbench's topology.
+/// The bed of six hosts on three leaves as fabricbench's topology.
 const THREE_LEAVES: &str = "[switch.leaf1]\nhosts = \"h[1-2]\"\n\n[switch.leaf2]\nhosts = \"h[3-4]\"\n\n\
      [switch.leaf3]\nhosts = \"h[5-6]\"\n\n[switch.spine1]\nlinks = [\"leaf1\", \"leaf2\", \"leaf3\"]\n";
 
@@ -63,7 +63,7 @@ fn a_lossy_uplink_is_named_within_three_windows_and_cleared_when_it_heals() {
     for flag in ["--topology", topology.to_str().unwrap(), "--window", "2s", "--rate", "20", "--p99", "12ms"] {
         args.push(flag.to_string());
     }
-    let child = bench.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let watching = Running::new(bench.spawn(&args.iter().map(String::as_str).collect::<Vec<_>>()));
     let deadline = Instant::now() + Duration::from_secs(120);
     let folder = loop {
         match folder(&bench).filter(|f| !lines(&f.join("windows.jsonl")).is_empty()) {
@@ -82,9 +82,7 @@ fn a_lossy_uplink_is_named_within_three_windows_and_cleared_when_it_heals() {
     bed.unshape_uplink("leaf1");
     within_windows(&folder, "cleared", named, 3 + 1);
 
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = watching.stop(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let events = lines(&folder.join("events.jsonl"));
     let appeared = events.iter().find(|e| e["event"] == "appeared" && e["suspect"] == SUSPECT).unwrap();

@@ -40,6 +40,33 @@ pub fn quiet_machine() -> std::fs::File {
     machine_lock(true)
 }
 
+/// A child that runs until it is told to stop (`fabricbench watch`):
+/// killed and reaped if the test ends without stopping it, so that a
+/// failed assertion leaves nothing running.
+pub struct Running(Option<Child>);
+
+impl Running {
+    pub fn new(child: Child) -> Running {
+        Running(Some(child))
+    }
+
+    /// Sends `signal`, then waits for the child's end and output.
+    pub fn stop(mut self, signal: nix::sys::signal::Signal) -> Output {
+        let child = self.0.take().expect("running");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).expect("signal the child");
+        child.wait_with_output().expect("the child's output")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A scratch folder with a hostfile and scenario, and a tag in the
 /// environment of every process the test starts, so they can be found.
 pub struct Bench {
