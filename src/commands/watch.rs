@@ -28,7 +28,9 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     let overrides =
         run::Overrides { topology: args.topology.table(), lldp: args.topology.gathers_lldp(), ..Default::default() };
     let (prepared, allocation, _) = super::run::prepare(&inputs, &overrides).map_err(Failure::BadInput)?;
-    if prepared.gather.is_none() {
+    // Planned now, or (a topology to gather first) once the hosts reported.
+    let gathers = prepared.gather.is_some();
+    if !gathers {
         within_budget(&prepared, args)?;
     }
     let flags = LaunchFlags { kind: args.launcher, ssh: &args.ssh, tree_radix: None, srun_args: &[], mpirun_args: &[] };
@@ -56,7 +58,9 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             (None, e @ run::GatherError::Topology(_)) => Failure::BadInput(e.into()),
             (None, e @ run::GatherError::Launch(_)) => Failure::RunFailed(e.into()),
         })?;
-        within_budget(&prepared, args)?;
+        if gathers {
+            within_budget(&prepared, args)?;
+        }
         let options =
             WatchOptions { windows: args.windows, checks: prepared.scenario.check.clone(), progress: !args.quiet };
         let live = scraped.as_ref().map(|s| s.live.clone());
